@@ -1,0 +1,39 @@
+package dev.cmf4j.cli;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * The {@code cmf} command. Each subcommand is one class in this package; register new ones in
+ * {@code subcommands} below (keep the list alphabetical to avoid merge collisions).
+ */
+@Command(name = "cmf", mixinStandardHelpOptions = true, versionProvider = Cmf.Version.class,
+        description = "Run, inspect and convert CMF language models on the JVM.",
+        subcommands = {
+                CommandLine.HelpCommand.class,
+        })
+public final class Cmf implements Runnable {
+    @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+    @Override public void run() {
+        spec.commandLine().usage(System.out);
+    }
+
+    public static void main(String[] args) {
+        System.exit(commandLine().execute(args));
+    }
+
+    /** The configured command line (tests call {@code execute} on it). */
+    public static CommandLine commandLine() {
+        CommandLine cl = new CommandLine(new Cmf());
+        cl.setExecutionExceptionHandler(new Errors());
+        return cl;
+    }
+
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override public String[] getVersion() {
+            String v = Cmf.class.getPackage().getImplementationVersion();
+            return new String[] {"cmf4j " + (v == null ? "dev" : v) + " (Java " + Runtime.version() + ")"};
+        }
+    }
+}
