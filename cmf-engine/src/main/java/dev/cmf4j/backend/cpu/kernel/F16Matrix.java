@@ -1,0 +1,75 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.format.DType;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorOperators;
+
+import java.lang.foreign.MemorySegment;
+
+import static dev.cmf4j.backend.cpu.kernel.Simd.F;
+import static dev.cmf4j.backend.cpu.kernel.Simd.L;
+import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
+
+/**
+ * IEEE f16 weights. The Vector API has no half-float conversion, so lanes are widened by bit
+ * arithmetic: exponent+mantissa shifted into f32 position and multiplied by 2^112 (which also
+ * renormalises subnormals exactly), sign OR-ed back. Finite values convert exactly; inf/NaN
+ * weights would come out as large finite numbers (checkpoints hold none).
+ */
+final class F16Matrix extends WeightMatrix {
+    private static final float TWO_112 = 0x1p112f;
+
+    F16Matrix(MemorySegment data, int rows, int cols) {
+        super(data, rows, cols, DType.F16);
+    }
+
+    @Override public DType dtype() { return DType.F16; }
+
+    /** L f16 values at byte offset {@code o}, widened to f32. */
+    static FloatVector load(MemorySegment m, long o) {
+        IntVector h = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
+        IntVector sign = h.and(0x8000).lanewise(VectorOperators.LSHL, 16);
+        FloatVector mag = h.and(0x7FFF).lanewise(VectorOperators.LSHL, 13).reinterpretAsFloats().mul(TWO_112);
+        return mag.reinterpretAsInts().or(sign).reinterpretAsFloats();
+    }
+
+    @Override
+    void dotRows(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
+        MemorySegment m = data;
+        int n = cols;
+        int vec = Simd.VECTOR ? n - n % (4 * L) : 0;
+        for (int r = r0; r < r1; r++) {
+            long base = 2L * r * n;
+            float s = 0f;
+            int c = 0;
+            if (vec > 0) {
+                FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0;
+                for (; c < vec; c += 4 * L) {
+                    long o = base + 2L * c;
+                    a0 = load(m, o).fma(FloatVector.fromArray(F, x, xo + c), a0);
+                    a1 = load(m, o + 2L * L).fma(FloatVector.fromArray(F, x, xo + c + L), a1);
+                    a2 = load(m, o + 4L * L).fma(FloatVector.fromArray(F, x, xo + c + 2 * L), a2);
+                    a3 = load(m, o + 6L * L).fma(FloatVector.fromArray(F, x, xo + c + 3 * L), a3);
+                }
+                s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
+            }
+            for (; c < n; c++) s += Simd.f16(m, base + 2L * c) * x[xo + c];
+            y[yo + r] = add ? y[yo + r] + s : s;
+        }
+    }
+
+    @Override
+    void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld) {
+        MemorySegment m = data;
+        int vec = Simd.VECTOR ? nk - nk % L : 0;
+        for (int i = 0; i < nr; i++) {
+            long base = 2L * ((long) (r0 + i) * cols + k0);
+            int d = dOff + i * ld;
+            int j = 0;
+            for (; j < vec; j += L) load(m, base + 2L * j).intoArray(dst, d + j);
+            for (; j < nk; j++) dst[d + j] = Simd.f16(m, base + 2L * j);
+        }
+    }
+}

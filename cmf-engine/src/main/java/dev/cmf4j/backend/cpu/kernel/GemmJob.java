@@ -1,0 +1,201 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import jdk.incubator.vector.FloatVector;
+
+/**
+ * Prefill (a chunk of tokens) products on a {@link WorkerPool}, shared by every dtype.
+ *
+ * <p>Bound: arithmetic. Every weight is widened to float once per chunk (into a small panel that
+ * stays in L2) and then used by all the chunk's tokens; the inner loop is a register tile of
+ * {@value #MR} rows × {@code 2·L} tokens (12 vector accumulators, 2 token vectors, 1 broadcast
+ * weight: 15 of AVX2's 16 registers) doing 12 FMAs per 8 loads, which keeps both FMA ports busy.
+ *
+ * <p>Steps: (1) X [tokens, cols] is transposed once into X^T [cols, tp] (tp = tokens rounded up to
+ * the tile, zero padded), shared by all matrices of the call, split over threads by columns;
+ * (2) work chunks are blocks of {@value #MC} rows of one matrix; per block and per K-panel of
+ * {@value #KC} columns the matrix's {@code unpack} writes the block's panel as float, then every
+ * token tile runs the register tile over it, accumulating into a per-thread Y^T block; (3) the
+ * block is written to Y (transposed back, optionally added).
+ */
+final class GemmJob implements WorkerPool.Task {
+    static final int MR = 6;
+    static final int MC = 16 * MR;
+    static final int KC = 256;
+    private static final int PACK_COLS = 128;
+
+    private static final int L = Simd.L;
+    private static final int NR = 2 * L;
+
+    private final WeightMatrix[] one = new WeightMatrix[1];
+    private final float[][] oneY = new float[1][];
+    private WeightMatrix[] ws;
+    private float[][] ys;
+    private float[] x;
+    private int xOff, yOff, tokens, tp, cols;
+    private boolean add;
+    private float[] xT;
+    private WorkerPool pool;
+    private boolean packing;
+    private int packChunks;
+    private int[] chunkMatrix = new int[64];
+    private int[] chunkR0 = new int[64];
+    private int chunks;
+
+    void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix w, float[] y, int yOff, boolean add) {
+        one[0] = w;
+        oneY[0] = y;
+        try {
+            run(pool, x, xOff, tokens, one, oneY, yOff, add);
+        } finally {
+            one[0] = null;
+            oneY[0] = null;
+        }
+    }
+
+    void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix[] ws, float[][] ys, int yOff, boolean add) {
+        if (!Simd.VECTOR || tokens < L) {              // too few tokens to fill a tile: one product per token
+            for (int i = 0; i < ws.length; i++) {
+                WeightMatrix w = ws[i];
+                for (int t = 0; t < tokens; t++)
+                    w.matvec(x, xOff + t * w.cols, ys[i], yOff + t * w.rows, add, pool);
+            }
+            return;
+        }
+        this.ws = ws;
+        this.ys = ys;
+        this.x = x;
+        this.xOff = xOff;
+        this.yOff = yOff;
+        this.tokens = tokens;
+        this.add = add;
+        this.cols = ws[0].cols;
+        this.tp = Simd.roundUp(tokens, NR);
+        this.xT = pool.scratch(1, cols * tp);
+        this.pool = pool;
+        try {
+            packing = true;
+            packChunks = Simd.ceilDiv(cols, PACK_COLS);
+            pool.run(packChunks, this);
+            packing = false;
+            chunks = 0;
+            for (int i = 0; i < ws.length; i++)
+                for (int r = 0; r < ws[i].rows; r += MC) addChunk(i, r);
+            pool.run(chunks, this);
+        } finally {
+            this.ws = null;
+            this.ys = null;
+            this.x = null;
+            this.xT = null;
+            this.pool = null;
+        }
+    }
+
+    @Override
+    public void run(int chunk, int worker) {
+        if (packing) pack(chunk);
+        else tile(chunkMatrix[chunk], chunkR0[chunk], worker);
+    }
+
+    /** X^T[k][t] = X[t][k] for the chunk's columns, zero for the padding tokens. */
+    private void pack(int chunk) {
+        int k0 = chunk * PACK_COLS, k1 = Math.min(cols, k0 + PACK_COLS);
+        float[] src = x, dst = xT;
+        int n = tokens, ld = tp, c = cols, base = xOff;
+        for (int t = 0; t < n; t++) {
+            int s = base + t * c;
+            for (int k = k0; k < k1; k++) dst[k * ld + t] = src[s + k];
+        }
+        for (int k = k0; k < k1; k++)
+            for (int t = n; t < ld; t++) dst[k * ld + t] = 0f;
+    }
+
+    private void tile(int m, int r0, int worker) {
+        WeightMatrix w = ws[m];
+        int mc = Math.min(MC, w.rows - r0);
+        float[] wp = pool.workerScratch(worker, 0, MC * KC);
+        float[] yT = pool.workerScratch(worker, 1, MC * tp);
+        java.util.Arrays.fill(yT, 0, mc * tp, 0f);
+        for (int k0 = 0; k0 < cols; k0 += KC) {
+            int kc = Math.min(KC, cols - k0);
+            w.unpack(r0, mc, k0, kc, wp, 0, kc);
+            for (int t0 = 0; t0 < tp; t0 += NR) {
+                int i = 0;
+                for (; i + MR <= mc; i += MR) tile6(wp, i * kc, kc, xT, k0 * tp + t0, tp, yT, i * tp + t0);
+                for (; i < mc; i++) tile1(wp, i * kc, kc, xT, k0 * tp + t0, tp, yT, i * tp + t0);
+            }
+        }
+        float[] y = ys[m];
+        int rows = w.rows, base = yOff + r0;
+        for (int i = 0; i < mc; i++) {
+            int s = i * tp;
+            if (add) for (int t = 0; t < tokens; t++) y[base + t * rows + i] += yT[s + t];
+            else for (int t = 0; t < tokens; t++) y[base + t * rows + i] = yT[s + t];
+        }
+    }
+
+
+    /** yT[6 rows][2L tokens] += wp[6 rows][kc] · xT[kc][2L tokens]. */
+    private static void tile6(float[] wp, int w0, int kc, float[] xT, int x0, int ldx, float[] yT, int y0) {
+        int ldy = ldx;                                  // yT rows have the same stride (tp) as X^T rows
+        var F = Simd.F;
+        FloatVector a00 = FloatVector.zero(F), a01 = FloatVector.zero(F);
+        FloatVector a10 = FloatVector.zero(F), a11 = FloatVector.zero(F);
+        FloatVector a20 = FloatVector.zero(F), a21 = FloatVector.zero(F);
+        FloatVector a30 = FloatVector.zero(F), a31 = FloatVector.zero(F);
+        FloatVector a40 = FloatVector.zero(F), a41 = FloatVector.zero(F);
+        FloatVector a50 = FloatVector.zero(F), a51 = FloatVector.zero(F);
+        int w1 = w0 + kc, w2 = w1 + kc, w3 = w2 + kc, w4 = w3 + kc, w5 = w4 + kc;
+        for (int k = 0; k < kc; k++) {
+            int xo = x0 + k * ldx;
+            FloatVector x0v = FloatVector.fromArray(F, xT, xo);
+            FloatVector x1v = FloatVector.fromArray(F, xT, xo + L);
+            FloatVector b = FloatVector.broadcast(F, wp[w0 + k]);
+            a00 = b.fma(x0v, a00); a01 = b.fma(x1v, a01);
+            b = FloatVector.broadcast(F, wp[w1 + k]);
+            a10 = b.fma(x0v, a10); a11 = b.fma(x1v, a11);
+            b = FloatVector.broadcast(F, wp[w2 + k]);
+            a20 = b.fma(x0v, a20); a21 = b.fma(x1v, a21);
+            b = FloatVector.broadcast(F, wp[w3 + k]);
+            a30 = b.fma(x0v, a30); a31 = b.fma(x1v, a31);
+            b = FloatVector.broadcast(F, wp[w4 + k]);
+            a40 = b.fma(x0v, a40); a41 = b.fma(x1v, a41);
+            b = FloatVector.broadcast(F, wp[w5 + k]);
+            a50 = b.fma(x0v, a50); a51 = b.fma(x1v, a51);
+        }
+                accumulate(yT, y0, a00, a01);
+        accumulate(yT, y0 + ldy, a10, a11);
+        accumulate(yT, y0 + 2 * ldy, a20, a21);
+        accumulate(yT, y0 + 3 * ldy, a30, a31);
+        accumulate(yT, y0 + 4 * ldy, a40, a41);
+        accumulate(yT, y0 + 5 * ldy, a50, a51);
+    }
+
+
+    /** yT[1 row][2L tokens] += wp[1 row][kc] · xT[kc][2L tokens] (the ragged rows of a block). */
+    private static void tile1(float[] wp, int w0, int kc, float[] xT, int x0, int ldx, float[] yT, int y0) {
+        var F = Simd.F;
+        FloatVector a0 = FloatVector.zero(F), a1 = FloatVector.zero(F);
+        for (int k = 0; k < kc; k++) {
+            int xo = x0 + k * ldx;
+            FloatVector b = FloatVector.broadcast(F, wp[w0 + k]);
+            a0 = b.fma(FloatVector.fromArray(F, xT, xo), a0);
+            a1 = b.fma(FloatVector.fromArray(F, xT, xo + L), a1);
+        }
+        accumulate(yT, y0, a0, a1);
+    }
+
+    private static void accumulate(float[] yT, int at, FloatVector a0, FloatVector a1) {
+        FloatVector.fromArray(Simd.F, yT, at).add(a0).intoArray(yT, at);
+        FloatVector.fromArray(Simd.F, yT, at + L).add(a1).intoArray(yT, at + L);
+    }
+
+    private void addChunk(int m, int r0) {
+        if (chunks == chunkMatrix.length) {
+            chunkMatrix = java.util.Arrays.copyOf(chunkMatrix, chunks * 2);
+            chunkR0 = java.util.Arrays.copyOf(chunkR0, chunks * 2);
+        }
+        chunkMatrix[chunks] = m;
+        chunkR0[chunks] = r0;
+        chunks++;
+    }
+}

@@ -1,0 +1,119 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.format.DType;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+import static dev.cmf4j.backend.cpu.kernel.Simd.F;
+
+/**
+ * q4tp: a plane of nibbles {@code rows·gpr·16} (each row's groups contiguous, the last group of a
+ * row zero padded), then per row {@code f16 lo, f16 step}, then per row a 5-bit code per group
+ * (LSB-first bit stream, row padded to a byte). Group scale = ladder[code], ladder t0 = exp2(lo),
+ * t[c] = t[c−1]·exp2(step) in f32 (the normative order). Weights as q4_block: (q − 8)·scale.
+ *
+ * <p>exp2(lo) and exp2(step) are computed once per row at construction (8 bytes per row on the
+ * heap); each call rebuilds a row's 32-rung ladder with 31 multiplies, which overlaps the row's
+ * loads. Decode then runs the shared {@link Q4} group dot.
+ */
+final class Q4tpMatrix extends WeightMatrix {
+    private final int gpr;
+    private final int codeBytes;
+    private final long codesOff;
+    /** Per row: exp2(lo), exp2(step). */
+    private final float[] ladderBase;
+
+    Q4tpMatrix(MemorySegment data, int rows, int cols) {
+        super(data, rows, cols, DType.Q4TP);
+        this.gpr = Simd.ceilDiv(cols, 32);
+        this.codeBytes = Simd.ceilDiv(gpr * 5, 8);
+        long plane = (long) rows * gpr * 16;
+        this.codesOff = plane + 4L * rows;
+        this.ladderBase = new float[2 * rows];
+        for (int r = 0; r < rows; r++) {
+            ladderBase[2 * r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * r));
+            ladderBase[2 * r + 1] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * r + 2));
+        }
+    }
+
+    @Override public DType dtype() { return DType.Q4TP; }
+
+    @Override int preparedLength() { return Simd.VECTOR ? Q4.preparedLength(gpr) : 0; }
+
+    @Override
+    void prepare(float[] x, int xOff, float[] dst, int dOff) {
+        Q4.prepare(x, xOff, cols, gpr, dst, dOff);
+    }
+
+    private void ladder(int r, float[] t) {
+        float v = ladderBase[2 * r], ratio = ladderBase[2 * r + 1];
+        t[0] = v;
+        for (int c = 1; c < 32; c++) t[c] = v = v * ratio;
+    }
+
+    /** The 5-bit code of group g of the row whose code stream starts at {@code codes}. */
+    private int code(long codes, int g) {
+        int bit = g * 5, at = bit >>> 3;
+        int v = data.get(ValueLayout.JAVA_BYTE, codes + at) & 0xFF;
+        if (at + 1 < codeBytes) v |= (data.get(ValueLayout.JAVA_BYTE, codes + at + 1) & 0xFF) << 8;
+        return (v >>> (bit & 7)) & 31;
+    }
+
+    @Override
+    void dotRows(float[] xp, int xo, int r0, int r1, float[] y, int yo, boolean add) {
+        float[] t = new float[32];                          // one ladder per call (chunk), reused per row
+        if (!Simd.VECTOR) { dotRowsScalar(xp, xo, r0, r1, y, yo, add, t); return; }
+        MemorySegment m = data;
+        int groups = gpr, sums = xo + groups * 32;
+        for (int r = r0; r < r1; r++) {
+            ladder(r, t);
+            long o = (long) r * groups * 16;
+            long codes = codesOff + (long) r * codeBytes;
+            FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
+            float corr = 0f;
+            int g = 0;
+            for (; g + 1 < groups; g += 2, o += 32) {
+                float s0 = t[code(codes, g)], s1 = t[code(codes, g + 1)];
+                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
+                acc1 = Q4.groupDot(m, o + 16, xp, xo + g * 32 + 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s1), acc1);
+                corr += s0 * xp[sums + g] + s1 * xp[sums + g + 1];
+            }
+            if (g < groups) {
+                float s0 = t[code(codes, g)];
+                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
+                corr += s0 * xp[sums + g];
+            }
+            float s = acc0.add(acc1).reduceLanes(VectorOperators.ADD) - 8f * corr;
+            y[yo + r] = add ? y[yo + r] + s : s;
+        }
+    }
+
+    private void dotRowsScalar(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add, float[] t) {
+        float[] row = new float[gpr * 32];
+        for (int r = r0; r < r1; r++) {
+            unpack(r, 1, 0, cols, row, 0, cols);
+            float s = 0f;
+            for (int c = 0; c < cols; c++) s += row[c] * x[xo + c];
+            y[yo + r] = add ? y[yo + r] + s : s;
+        }
+    }
+
+    @Override
+    void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld) {
+        float[] t = new float[32];
+        MemorySegment m = data;
+        for (int i = 0; i < nr; i++) {
+            int r = r0 + i;
+            ladder(r, t);
+            long codes = codesOff + (long) r * codeBytes;
+            int d = dOff + i * ld;
+            for (int j = 0; j < nk; j += 32) {
+                int g = (k0 + j) >>> 5;
+                Q4.unpackGroup(m, ((long) r * gpr + g) * 16, t[code(codes, g)], dst, d + j, Math.min(32, nk - j));
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.format.DType;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * A 2-D weight tensor {@code [rows = out, cols = in]} read in place, in its stored dtype, from a
+ * memory segment (normally the mmap slice of a CMF tensor), with the two products the graph needs:
+ * {@link #matvec} for one token (decode; bound by memory bandwidth) and {@link #matmul} for a chunk
+ * of tokens (prefill; bound by arithmetic, each weight panel reused across the chunk).
+ *
+ * <p>One final subclass per storage layout (CMF_FORMAT.md §2). A subclass supplies two hooks: a
+ * fused dot of rows against a (possibly prepared) activation vector, and {@code unpack}, which
+ * widens a small row×column panel to float for the shared prefill tile loop ({@link GemmJob}). No
+ * method allocates after the pool's scratch buffers have grown to the model's sizes, and no method
+ * ever dequantizes a whole matrix.
+ *
+ * <p>Instances are immutable and thread-safe; concurrent calls through one {@link WorkerPool} are
+ * serialised by the pool.
+ */
+public abstract sealed class WeightMatrix
+        permits F32Matrix, F16Matrix, Bf16Matrix, Q8Matrix, Q4BlockMatrix, Q4tpMatrix {
+
+    final MemorySegment data;
+    final int rows;
+    final int cols;
+
+    WeightMatrix(MemorySegment data, int rows, int cols, DType dtype) {
+        Objects.requireNonNull(data, "data");
+        if (rows <= 0 || cols <= 0) throw new IllegalArgumentException("matrix shape must be positive, got [" + rows + ", " + cols + "]");
+        long want = byteSize(dtype, rows, cols);
+        if (data.byteSize() != want)
+            throw new IllegalArgumentException(dtype.label + " [" + rows + ", " + cols + "] needs " + want
+                    + " bytes, segment has " + data.byteSize());
+        this.data = data;
+        this.rows = rows;
+        this.cols = cols;
+    }
+
+    /**
+     * A kernel over {@code data} holding a [rows, cols] matrix of {@code dtype}.
+     *
+     * @throws IllegalArgumentException when the dtype has no matrix kernel or the segment size does
+     *                                  not match the layout
+     */
+    public static WeightMatrix of(DType dtype, MemorySegment data, int rows, int cols) {
+        return switch (dtype) {
+            case F32 -> new F32Matrix(data, rows, cols);
+            case F16 -> new F16Matrix(data, rows, cols);
+            case BF16 -> new Bf16Matrix(data, rows, cols);
+            case Q8_ROW -> new Q8Matrix(data, rows, cols, false);
+            case Q8_2F -> new Q8Matrix(data, rows, cols, true);
+            case Q4_BLOCK -> new Q4BlockMatrix(data, rows, cols);
+            case Q4TP -> new Q4tpMatrix(data, rows, cols);
+            default -> throw new IllegalArgumentException("no CPU matrix kernel for dtype " + dtype.label
+                    + " (supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp)");
+        };
+    }
+
+    /** True when {@link #of} accepts this dtype. */
+    public static boolean supports(DType dtype) {
+        return switch (dtype) {
+            case F32, F16, BF16, Q8_ROW, Q8_2F, Q4_BLOCK, Q4TP -> true;
+            default -> false;
+        };
+    }
+
+    /** Bytes a [rows, cols] matrix of {@code dtype} occupies (CMF_FORMAT.md §2). */
+    public static long byteSize(DType dtype, long rows, long cols) {
+        long n = rows * cols;
+        long gpr = (cols + 31) / 32;
+        return switch (dtype) {
+            case F32 -> 4 * n;
+            case F16, BF16 -> 2 * n;
+            case Q8_ROW -> n + 2 * rows;
+            case Q8_2F -> n + 2 * rows + 2 * cols;
+            case Q4_BLOCK -> (n + 31) / 32 * 18;
+            case Q4TP -> rows * gpr * 16 + 4 * rows + rows * ((gpr * 5 + 7) / 8);
+            default -> throw new IllegalArgumentException("no CPU matrix kernel for dtype " + dtype.label);
+        };
+    }
+
+    public abstract DType dtype();
+
+    public final int rows() { return rows; }
+
+    public final int cols() { return cols; }
+
+    /** Bytes of weights one full pass reads (the matrix's stored size). */
+    public final long byteSize() { return data.byteSize(); }
+
+    // ---------------------------------------------------------------- decode: one token
+
+    /** y[0..rows) = W·x[0..cols). */
+    public final void matvec(float[] x, float[] y, WorkerPool pool) {
+        matvec(x, 0, y, 0, false, pool);
+    }
+
+    /** y[0..rows) += W·x[0..cols) (a residual add fused into the product). */
+    public final void matvecAdd(float[] x, float[] y, WorkerPool pool) {
+        matvec(x, 0, y, 0, true, pool);
+    }
+
+    /** y[yOff..yOff+rows) = (add ? y : 0) + W·x[xOff..xOff+cols). */
+    public final void matvec(float[] x, int xOff, float[] y, int yOff, boolean add, WorkerPool pool) {
+        Objects.checkFromIndexSize(xOff, cols, x.length);
+        Objects.checkFromIndexSize(yOff, rows, y.length);
+        pool.matvecJob.run(pool, x, xOff, this, y, yOff, add);
+    }
+
+    /**
+     * Several products of one input, e.g. Q, K and V of one token or gate and up: ys[i] = W_i·x,
+     * as one job whose work is split over all the matrices by bytes, so the pool synchronises once.
+     * All matrices must have the same {@code cols}.
+     */
+    public static void matvecAll(float[] x, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
+        if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
+        for (int i = 0; i < ws.length; i++) {
+            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matvecAll needs equal cols");
+            Objects.checkFromIndexSize(0, ws[i].cols, x.length);
+            Objects.checkFromIndexSize(0, ws[i].rows, ys[i].length);
+        }
+        pool.matvecJob.runAll(pool, x, ws, ys);
+    }
+
+    // ---------------------------------------------------------------- prefill: a chunk of tokens
+
+    /** Y[t][0..rows) = W·X[t][0..cols) for t in 0..tokens; X is [tokens, cols], Y [tokens, rows], row-major. */
+    public final void matmul(float[] x, int tokens, float[] y, WorkerPool pool) {
+        matmul(x, 0, tokens, y, 0, false, pool);
+    }
+
+    /** Y[t] += W·X[t] (residual add fused). */
+    public final void matmulAdd(float[] x, int tokens, float[] y, WorkerPool pool) {
+        matmul(x, 0, tokens, y, 0, true, pool);
+    }
+
+    /** Y[yOff + t·rows + r] = (add ? Y : 0) + Σ_c W[r][c]·X[xOff + t·cols + c]. */
+    public final void matmul(float[] x, int xOff, int tokens, float[] y, int yOff, boolean add, WorkerPool pool) {
+        if (tokens < 0) throw new IllegalArgumentException("tokens < 0");
+        Objects.checkFromIndexSize(xOff, tokens * cols, x.length);
+        Objects.checkFromIndexSize(yOff, tokens * rows, y.length);
+        if (tokens == 0) return;
+        pool.gemmJob.run(pool, x, xOff, tokens, this, y, yOff, add);
+    }
+
+    /**
+     * Several products of one chunk (Q, K, V; gate, up): Y_i[t] = W_i·X[t], one job (X is packed once
+     * for all). All matrices must have the same {@code cols}; each Y_i is [tokens, rows_i].
+     */
+    public static void matmulAll(float[] x, int tokens, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
+        if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
+        for (int i = 0; i < ws.length; i++) {
+            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matmulAll needs equal cols");
+            Objects.checkFromIndexSize(0, tokens * ws[i].cols, x.length);
+            Objects.checkFromIndexSize(0, tokens * ws[i].rows, ys[i].length);
+        }
+        if (tokens == 0) return;
+        pool.gemmJob.run(pool, x, 0, tokens, ws, ys, 0, false);
+    }
+
+    // ---------------------------------------------------------------- hooks for the subclasses
+
+    /** Floats of prepared activation {@link #prepare} writes; 0 when the dot reads x as it is. */
+    int preparedLength() { return 0; }
+
+    /** Rewrites x once per call into the form {@link #dotRows} reads (fold a column field, reorder). */
+    void prepare(float[] x, int xOff, float[] dst, int dstOff) {}
+
+    /**
+     * y[yOff + r] = (add ? y : 0) + row r · x for r in [r0, r1), reading the prepared activation
+     * at {@code xp[xpOff..]} (or x itself when {@link #preparedLength} is 0).
+     */
+    abstract void dotRows(float[] xp, int xpOff, int r0, int r1, float[] y, int yOff, boolean add);
+
+    /**
+     * Writes W[r0 + i][k0 + j] as float to dst[dOff + i·ld + j] for i < nr, j < nk. k0 is a
+     * multiple of 32 and nk a multiple of 32 unless k0 + nk == cols.
+     */
+    abstract void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld);
+
+    @Override
+    public String toString() {
+        return dtype().label + "[" + rows + ", " + cols + "]";
+    }
+}

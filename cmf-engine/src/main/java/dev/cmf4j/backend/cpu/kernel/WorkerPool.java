@@ -1,0 +1,207 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import java.lang.invoke.VarHandle;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A persistent pool of worker threads for the CPU kernels, sized to the machine by default.
+ *
+ * <p>{@link #run(int, Task)} hands out chunk indices {@code 0..chunks-1} to the calling thread and
+ * the {@code threads-1} workers; whoever is free takes the next chunk (an atomic counter), so a
+ * thread slowed down by the OS or a noisy neighbour simply takes fewer chunks and all threads finish
+ * together. Between jobs the workers spin for a short while ({@link #spinNanos()}, the gap between
+ * two matmuls of one token is far shorter) and then park, so an idle pool costs no CPU. Handing a
+ * job to spinning workers costs well under a microsecond; waking parked ones costs an unpark each.
+ *
+ * <p>One job runs at a time (callers from several threads are serialised). A task that calls
+ * {@code run} again from inside a chunk gets its chunks run inline on that thread (no deadlock).
+ * The pool owns scratch buffers ({@link #scratch(int, int)}) that kernels reuse across calls, so a
+ * kernel call allocates nothing after the first use at a given size.
+ */
+public final class WorkerPool implements AutoCloseable {
+
+    /** Work of one chunk; chunks of one job must be independent of each other. */
+    @FunctionalInterface
+    public interface Task {
+        /** Runs chunk {@code chunk} on thread {@code worker} (0 = the caller, 1..threads-1 the workers). */
+        void run(int chunk, int worker);
+    }
+
+    private static final long DEFAULT_SPIN_NANOS = 200_000;
+
+    private final int threads;
+    private final long spinNanos;
+    private final Thread[] workers;
+    private final boolean[] parked;                 // guarded by volatile generation handshake
+    private final ReentrantLock submit = new ReentrantLock();
+    private final AtomicInteger nextChunk = new AtomicInteger();
+    private final AtomicInteger finishedWorkers = new AtomicInteger();
+    private volatile int generation;
+    private volatile boolean closed;
+    private Task task;                              // published by the volatile write of generation
+    private int chunks;
+    private volatile Throwable failure;
+    private Thread owner;                           // thread inside run(), for reentrancy detection
+    private final float[][] scratch = new float[8][];
+    private final float[][][] workerScratch;
+    final MatvecJob matvecJob = new MatvecJob();
+    final GemmJob gemmJob = new GemmJob();
+
+    /** A pool with one thread per available processor. */
+    public WorkerPool() {
+        this(Runtime.getRuntime().availableProcessors());
+    }
+
+    /** A pool running jobs on {@code threads} threads in all (the caller counts as one). */
+    public WorkerPool(int threads) {
+        this(threads, DEFAULT_SPIN_NANOS);
+    }
+
+    /**
+     * @param threads   threads in all, the calling thread included (1 = run everything inline)
+     * @param spinNanos how long an idle worker spins before parking
+     */
+    public WorkerPool(int threads, long spinNanos) {
+        if (threads < 1 || threads > 1024) throw new IllegalArgumentException("threads must be 1..1024, got " + threads);
+        this.threads = threads;
+        this.spinNanos = Math.max(0, spinNanos);
+        this.workers = new Thread[threads - 1];
+        this.parked = new boolean[threads - 1];
+        this.workerScratch = new float[threads][2][];
+        for (int i = 0; i < workers.length; i++) {
+            final int id = i;
+            Thread t = new Thread(() -> workerLoop(id), "cmf-worker-" + (i + 1));
+            t.setDaemon(true);
+            workers[i] = t;
+            t.start();
+        }
+    }
+
+    /** Threads in all, the calling thread included. */
+    public int threads() { return threads; }
+
+    /** How long an idle worker spins before parking. */
+    public long spinNanos() { return spinNanos; }
+
+    /**
+     * Runs {@code task} for every chunk in {@code 0..chunks-1} on all threads and returns when all
+     * chunks are done. An exception thrown by a chunk is rethrown here (after the others finish).
+     */
+    public void run(int chunks, Task task) {
+        if (chunks <= 0) return;
+        Thread me = Thread.currentThread();
+        if (owner == me || isWorker(me) || threads == 1 || chunks == 1) {   // nested, serial or trivial: inline
+            for (int c = 0; c < chunks; c++) task.run(c, 0);
+            return;
+        }
+        submit.lock();
+        try {
+            if (closed) throw new IllegalStateException("worker pool is closed");
+            owner = me;
+            this.task = task;
+            this.chunks = chunks;
+            this.failure = null;
+            nextChunk.set(0);
+            finishedWorkers.set(0);
+            generation = generation + 1;                           // publishes task/chunks
+            VarHandle.fullFence();                                 // order it before reading parked[]
+            for (int i = 0; i < workers.length; i++) if (parked[i]) LockSupport.unpark(workers[i]);
+            work(0);
+            // wait for every worker to check in for this generation (they may be waking up)
+            int spins = 0;
+            while (finishedWorkers.get() < workers.length) {
+                if (++spins < 4096) Thread.onSpinWait(); else Thread.yield();
+            }
+            this.task = null;
+            Throwable f = failure;
+            if (f != null) {
+                if (f instanceof RuntimeException re) throw re;
+                if (f instanceof Error e) throw e;
+                throw new IllegalStateException(f);
+            }
+        } finally {
+            owner = null;
+            submit.unlock();
+        }
+    }
+
+    /**
+     * A float buffer of at least {@code length} reused across calls; {@code slot} (0..7) keeps
+     * buffers of different roles apart. Only for use while holding the pool (inside a kernel call
+     * on the submitting thread, before or after {@link #run}); contents are not preserved.
+     */
+    public float[] scratch(int slot, int length) {
+        float[] b = scratch[slot];
+        if (b == null || b.length < length) {
+            b = new float[Math.max(length, b == null ? 0 : b.length + b.length / 2)];
+            scratch[slot] = b;
+        }
+        return b;
+    }
+
+    /**
+     * A float buffer of at least {@code length} owned by thread {@code worker} (as passed to
+     * {@link Task#run}); {@code slot} is 0 or 1. Contents are not preserved across jobs.
+     */
+    public float[] workerScratch(int worker, int slot, int length) {
+        float[] b = workerScratch[worker][slot];
+        if (b == null || b.length < length) {
+            b = new float[length];
+            workerScratch[worker][slot] = b;
+        }
+        return b;
+    }
+
+    private boolean isWorker(Thread t) {
+        for (Thread w : workers) if (w == t) return true;
+        return false;
+    }
+
+    private void work(int worker) {
+        Task t = task;
+        int n = chunks;
+        int c;
+        while ((c = nextChunk.getAndIncrement()) < n) {
+            try {
+                t.run(c, worker);
+            } catch (Throwable e) {
+                if (failure == null) failure = e;
+            }
+        }
+    }
+
+    private void workerLoop(int id) {
+        int seen = 0;
+        while (true) {
+            int g;
+            long spinStart = System.nanoTime();
+            int spins = 0;
+            while ((g = generation) == seen) {
+                if (closed) return;
+                Thread.onSpinWait();
+                if ((++spins & 63) == 0 && System.nanoTime() - spinStart > spinNanos) {
+                    parked[id] = true;
+                    // Dekker handshake with run(): we publish parked, then re-read generation;
+                    // run() publishes generation, then reads parked. One of us sees the other.
+                    VarHandle.fullFence();
+                    if (generation == seen && !closed) LockSupport.park(this);
+                    parked[id] = false;
+                    spinStart = System.nanoTime();
+                }
+            }
+            seen = g;
+            if (closed) return;
+            work(id + 1);
+            finishedWorkers.incrementAndGet();
+        }
+    }
+
+    /** Stops the workers (they exit after the current job). */
+    @Override
+    public void close() {
+        closed = true;
+        for (Thread w : workers) LockSupport.unpark(w);
+    }
+}

@@ -1,0 +1,185 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.format.DType;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Random;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Every fast kernel against its scalar twin ({@link ReferenceKernels}) on random weights and
+ * activations, on random shapes including ragged ones (cols not a multiple of the vector width or of
+ * the 32-weight group, rows not a multiple of the register tile or of the chunking), for decode,
+ * fused residual add, several matrices at once and prefill chunks of ragged token counts.
+ * Error bound, normalised per output: |y − y_ref| ≤ 2e-5 · Σ_c |W[r][c]·x[c]| (+1e-30).
+ */
+class WeightMatrixTest {
+    static final double TOL = 2e-5;
+    static WorkerPool pool;
+
+    @BeforeAll static void start() { pool = new WorkerPool(3); }     // more threads than cores on purpose
+    @AfterAll static void stop() { pool.close(); }
+
+    static final int[][] SHAPES = {
+            {1, 1}, {3, 7}, {5, 31}, {7, 32}, {13, 33}, {2, 64}, {17, 100}, {37, 256}, {6, 257},
+            {97, 288}, {101, 512}, {200, 96}, {23, 1000}, {130, 2048},
+    };
+
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"F32", "F16", "BF16", "Q8_ROW", "Q8_2F", "Q4_BLOCK", "Q4TP"})
+    void matvecMatchesScalarReference(DType dtype) {
+        Random rnd = new Random(1234 + dtype.id);
+        for (int[] s : SHAPES) {
+            int rows = s[0], cols = s[1];
+            WeightMatrix w = matrix(rnd, dtype, rows, cols);
+            float[] x = TestWeights.randomVector(rnd, cols);
+            float[] ref = new float[rows], scale = new float[rows], y = new float[rows];
+            ReferenceKernels.matvec(dtype, w.data, rows, cols, x, ref);
+            ReferenceKernels.absMatvec(dtype, w.data, rows, cols, x, scale);
+            w.matvec(x, y, pool);
+            assertClose(y, 0, ref, scale, dtype + " matvec " + rows + "x" + cols);
+
+            // fused residual add, with offsets into larger arrays
+            float[] xo = new float[cols + 5];
+            System.arraycopy(x, 0, xo, 5, cols);
+            float[] yo = new float[rows + 3];
+            float[] base = TestWeights.randomVector(rnd, rows);
+            System.arraycopy(base, 0, yo, 3, rows);
+            w.matvec(xo, 5, yo, 3, true, pool);
+            float[] want = new float[rows];
+            for (int r = 0; r < rows; r++) want[r] = ref[r] + base[r];
+            float[] sc = new float[rows];
+            for (int r = 0; r < rows; r++) sc[r] = scale[r] + Math.abs(base[r]);
+            assertClose(yo, 3, want, sc, dtype + " matvecAdd " + rows + "x" + cols);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"F32", "F16", "BF16", "Q8_ROW", "Q8_2F", "Q4_BLOCK", "Q4TP"})
+    void matmulMatchesScalarReference(DType dtype) {
+        Random rnd = new Random(99 + dtype.id);
+        int[] tokenCounts = {3, 19, 34};
+        int[][] shapes = {{5, 31}, {13, 33}, {101, 512}, {203, 300}};
+        for (int[] s : shapes) {
+            int rows = s[0], cols = s[1];
+            WeightMatrix w = matrix(rnd, dtype, rows, cols);
+            for (int tokens : tokenCounts) {
+                float[] x = TestWeights.randomVector(rnd, tokens * cols);
+                float[] y = new float[tokens * rows];
+                w.matmul(x, tokens, y, pool);
+                float[] xt = new float[cols], ref = new float[rows], scale = new float[rows];
+                float[] yAdd = TestWeights.randomVector(rnd, tokens * rows), yAdd0 = yAdd.clone();
+                w.matmulAdd(x, tokens, yAdd, pool);
+                for (int t = 0; t < tokens; t++) {
+                    System.arraycopy(x, t * cols, xt, 0, cols);
+                    ReferenceKernels.matvec(dtype, w.data, rows, cols, xt, ref);
+                    ReferenceKernels.absMatvec(dtype, w.data, rows, cols, xt, scale);
+                    String what = dtype + " matmul " + rows + "x" + cols + " tokens=" + tokens + " t=" + t;
+                    assertClose(y, t * rows, ref, scale, what);
+                    float[] want = new float[rows], sc = new float[rows];
+                    for (int r = 0; r < rows; r++) {
+                        want[r] = ref[r] + yAdd0[t * rows + r];
+                        sc[r] = scale[r] + Math.abs(yAdd0[t * rows + r]);
+                    }
+                    assertClose(yAdd, t * rows, want, sc, what + " (add)");
+                }
+            }
+        }
+    }
+
+    @Test
+    void severalMatricesOfMixedDtypesInOneJob() {
+        Random rnd = new Random(7);
+        int cols = 320;
+        DType[] types = {DType.Q8_2F, DType.Q4_BLOCK, DType.BF16, DType.Q4TP};
+        int[] rows = {70, 33, 129, 8};
+        WeightMatrix[] ws = new WeightMatrix[types.length];
+        for (int i = 0; i < ws.length; i++) ws[i] = matrix(rnd, types[i], rows[i], cols);
+        float[] x = TestWeights.randomVector(rnd, cols);
+        float[][] ys = new float[ws.length][];
+        for (int i = 0; i < ws.length; i++) ys[i] = new float[rows[i]];
+        WeightMatrix.matvecAll(x, ws, ys, pool);
+        for (int i = 0; i < ws.length; i++) {
+            float[] ref = new float[rows[i]], scale = new float[rows[i]];
+            ReferenceKernels.matvec(types[i], ws[i].data, rows[i], cols, x, ref);
+            ReferenceKernels.absMatvec(types[i], ws[i].data, rows[i], cols, x, scale);
+            assertClose(ys[i], 0, ref, scale, "matvecAll " + types[i]);
+        }
+        int tokens = 21;
+        float[] xs = TestWeights.randomVector(rnd, tokens * cols);
+        for (int i = 0; i < ws.length; i++) ys[i] = new float[tokens * rows[i]];
+        WeightMatrix.matmulAll(xs, tokens, ws, ys, pool);
+        float[] xt = new float[cols];
+        for (int i = 0; i < ws.length; i++) {
+            float[] ref = new float[rows[i]], scale = new float[rows[i]];
+            for (int t = 0; t < tokens; t++) {
+                System.arraycopy(xs, t * cols, xt, 0, cols);
+                ReferenceKernels.matvec(types[i], ws[i].data, rows[i], cols, xt, ref);
+                ReferenceKernels.absMatvec(types[i], ws[i].data, rows[i], cols, xt, scale);
+                assertClose(ys[i], t * rows[i], ref, scale, "matmulAll " + types[i] + " t=" + t);
+            }
+        }
+    }
+
+    @Test
+    void referenceDequantizesWhatTheEncoderWrote() {
+        // guards the test encoders and the reference against each other: error within the quantizer's step
+        Random rnd = new Random(5);
+        int rows = 9, cols = 70;
+        float[] w = TestWeights.randomMatrix(rnd, rows, cols);
+        for (DType d : new DType[] {DType.F32, DType.F16, DType.BF16, DType.Q8_ROW, DType.Q8_2F, DType.Q4_BLOCK, DType.Q4TP}) {
+            MemorySegment m = TestWeights.encode(d, w, rows, cols);
+            float[] row = new float[cols];
+            for (int r = 0; r < rows; r++) {
+                ReferenceKernels.dequantRow(d, m, rows, cols, r, row);
+                float amax = 0;
+                for (int c = 0; c < cols; c++) amax = Math.max(amax, Math.abs(w[r * cols + c]));
+                for (int c = 0; c < cols; c++) {
+                    double tol = switch (d) {
+                        case F32 -> 0; case F16 -> 1e-3 * amax; case BF16 -> 8e-3 * amax;
+                        // half a quantization step: row scale (times the column field for q8_2f)
+                        case Q8_ROW -> 0.51 * Simd.f16(m, (long) rows * cols + 2L * r);
+                        case Q8_2F -> 0.51 * Simd.f16(m, (long) rows * cols + 2L * r)
+                                * Simd.f16(m, (long) rows * cols + 2L * rows + 2L * c);
+                        default -> amax / 7.0 * 0.6 + amax * 0.02;
+                    };
+                    assertThat((double) Math.abs(row[c] - w[r * cols + c])).as(d + " r" + r + " c" + c).isLessThanOrEqualTo(tol + 1e-7);
+                }
+            }
+        }
+    }
+
+    @Test
+    void rejectsWrongSizesAndDtypes() {
+        MemorySegment m = Arena.ofAuto().allocate(100);
+        assertThatThrownBy(() -> WeightMatrix.of(DType.Q8_ROW, m, 10, 10)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("q8_row [10, 10] needs 120 bytes");
+        assertThatThrownBy(() -> WeightMatrix.of(DType.VBIT, m, 10, 10)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("vbit");
+        WeightMatrix w = WeightMatrix.of(DType.Q8_ROW, Arena.ofAuto().allocate(120), 10, 10);
+        assertThatThrownBy(() -> w.matvec(new float[9], new float[10], pool)).isInstanceOf(IndexOutOfBoundsException.class);
+    }
+
+    static WeightMatrix matrix(Random rnd, DType dtype, int rows, int cols) {
+        float[] w = TestWeights.randomMatrix(rnd, rows, cols);
+        return WeightMatrix.of(dtype, TestWeights.encode(dtype, w, rows, cols), rows, cols);
+    }
+
+    static void assertClose(float[] y, int yOff, float[] ref, float[] scale, String what) {
+        for (int r = 0; r < ref.length; r++) {
+            double err = Math.abs((double) y[yOff + r] - ref[r]);
+            double bound = TOL * scale[r] + 1e-30;
+            if (!(err <= bound))
+                throw new AssertionError(what + ": row " + r + " got " + y[yOff + r] + " want " + ref[r]
+                        + " (|err| " + err + " > " + bound + ")");
+        }
+    }
+}
