@@ -1,0 +1,65 @@
+package dev.cmf4j.backend.cpu;
+
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+
+/**
+ * Float32 vector kernels on the preferred SIMD width, each with a plain scalar twin ({@code *Scalar})
+ * that the tests compare against.
+ */
+public final class VectorMath {
+    private VectorMath() {}
+
+    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+
+    /** Σ a[ao+i]·b[bo+i] for i < n. */
+    public static float dot(float[] a, int ao, float[] b, int bo, int n) {
+        int i = 0;
+        int bound = F.loopBound(n);
+        if (bound > 0) {
+            FloatVector acc = FloatVector.zero(F);
+            for (; i < bound; i += F.length())
+                acc = FloatVector.fromArray(F, a, ao + i).fma(FloatVector.fromArray(F, b, bo + i), acc);
+            float s = acc.reduceLanes(VectorOperators.ADD);
+            for (; i < n; i++) s += a[ao + i] * b[bo + i];
+            return s;
+        }
+        float s = 0f;
+        for (; i < n; i++) s += a[ao + i] * b[bo + i];
+        return s;
+    }
+
+    /** Σ w[i]·x[xo+i] with w read as little-endian float32 straight from {@code seg} at byte {@code wo}. */
+    public static float dot(MemorySegment seg, long wo, float[] x, int xo, int n) {
+        int i = 0;
+        int bound = F.loopBound(n);
+        FloatVector acc = FloatVector.zero(F);
+        for (; i < bound; i += F.length())
+            acc = FloatVector.fromMemorySegment(F, seg, wo + 4L * i, ByteOrder.LITTLE_ENDIAN)
+                    .fma(FloatVector.fromArray(F, x, xo + i), acc);
+        float s = acc.reduceLanes(VectorOperators.ADD);
+        for (; i < n; i++) s += seg.get(RowDecoder.F32, wo + 4L * i) * x[xo + i];
+        return s;
+    }
+
+    /** y[yo+i] += a·x[xo+i] for i < n. */
+    public static void axpy(float a, float[] x, int xo, float[] y, int yo, int n) {
+        int i = 0;
+        int bound = F.loopBound(n);
+        FloatVector va = FloatVector.broadcast(F, a);
+        for (; i < bound; i += F.length())
+            FloatVector.fromArray(F, x, xo + i).fma(va, FloatVector.fromArray(F, y, yo + i)).intoArray(y, yo + i);
+        for (; i < n; i++) y[yo + i] += a * x[xo + i];
+    }
+
+    /** Scalar reference of {@link #dot(float[], int, float[], int, int)} (double accumulation). */
+    public static double dotScalar(float[] a, int ao, float[] b, int bo, int n) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += (double) a[ao + i] * b[bo + i];
+        return s;
+    }
+}

@@ -1,0 +1,24 @@
+package dev.cmf4j.model;
+
+import java.util.Set;
+
+/**
+ * Where the engine finds its weights by (HF-style) tensor name. The file-backed implementation reads
+ * them in place from a CMF memory map; tests may supply others.
+ */
+public interface Weights {
+    /** The tensor called {@code name}, or null when there is none. */
+    Tensor find(String name);
+
+    /** Every tensor name. */
+    Set<String> names();
+
+    default boolean has(String name) { return find(name) != null; }
+
+    /** The tensor called {@code name}; a {@link ModelException} naming it when it is missing. */
+    default Tensor get(String name) {
+        Tensor t = find(name);
+        if (t == null) throw new ModelException("missing tensor '" + name + "'");
+        return t;
+    }
+}

@@ -1,0 +1,132 @@
+package dev.cmf4j.model.graph;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.cpu.AttentionKernel;
+import dev.cmf4j.backend.cpu.KvCache;
+import dev.cmf4j.backend.cpu.Rotary;
+import dev.cmf4j.model.Mixer;
+import dev.cmf4j.model.Rope;
+
+/**
+ * Softmax attention (every {@link Mixer.Attention} variant):
+ * q/k/v projections → q/k/v norms → rope → causal (windowed) GQA attention with sinks and soft-capping
+ * → output gate → o projection. A KV-sharing layer projects only q and reads its source layer's cache.
+ */
+final class AttentionStep implements MixerStep {
+    private final Mixer.Attention spec;
+    private final MatMul mm;
+    private final Linear q, k, v, o;
+    private final NormOp qNorm, kNorm, vNorm;
+    private final float[] sinks;
+    private final Rope rope;
+    private final float[] invFreq;
+    private final int hidden;
+
+    AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm) {
+        this.spec = a;
+        this.mm = mm;
+        this.hidden = hidden;
+        int qRows = a.qDim() * (a.outputGate() ? 2 : 1);
+        this.q = l.linear(a.qProj(), a.qBias(), qRows, hidden);
+        this.k = a.kProj() == null ? null : l.linear(a.kProj(), a.kBias(), a.kvDim(), hidden);
+        this.v = a.vProj() == null ? null : l.linear(a.vProj(), a.vBias(), a.kvDim(), hidden);
+        this.o = l.linear(a.oProj(), a.oBias(), hidden, a.qDim());
+        this.qNorm = NormOp.of(a.qNorm(), l);
+        this.kNorm = NormOp.of(a.kNorm(), l);
+        this.vNorm = NormOp.of(a.vNorm(), l);
+        this.sinks = l.optionalVector(a.sinks(), a.heads());
+        this.rope = a.rope();
+        this.invFreq = rope.invFreq();
+        if (a.heads() % a.kvHeads() != 0)
+            throw new dev.cmf4j.model.ModelException(a.qProj() + ": " + a.heads() + " heads not a multiple of " + a.kvHeads() + " kv heads");
+    }
+
+    Mixer.Attention spec() { return spec; }
+
+    @Override public Object newState(int maxContext) {
+        return spec.sharesKv() ? null : new KvCache(spec.kvDim(), spec.window(), maxContext);
+    }
+
+    static final class Scratch {
+        final float[] qRaw, q, gate, attn, cos, sin;
+        float[] scores;
+
+        Scratch(Mixer.Attention a, int maxChunk, int maxContext) {
+            qRaw = new float[maxChunk * a.qDim() * (a.outputGate() ? 2 : 1)];
+            q = a.outputGate() ? new float[maxChunk * a.qDim()] : qRaw;
+            gate = a.outputGate() ? new float[maxChunk * a.qDim()] : null;
+            attn = new float[maxChunk * a.qDim()];
+            cos = new float[Math.max(1, a.rope().rotaryDim() / 2)];
+            sin = new float[cos.length];
+            scores = new float[Math.min(maxContext, a.window() > 0 ? a.window() : 256) + maxChunk];
+        }
+    }
+
+    @Override public Object newScratch(int maxChunk, int maxContext) { return new Scratch(spec, maxChunk, maxContext); }
+
+    @Override public void forward(float[] in, float[] out, int tokens, int pos0, State state, int layer) {
+        Scratch s = (Scratch) state.mixerScratch(layer);
+        int hd = spec.headDim(), heads = spec.heads(), kvHeads = spec.kvHeads(), qDim = spec.qDim(), kvDim = spec.kvDim();
+
+        // 1. projections (q, and k/v unless this layer reads another layer's cache)
+        q.apply(mm, in, tokens, s.qRaw);
+        if (spec.outputGate()) splitGate(s.qRaw, s.q, s.gate, tokens, heads, hd);
+        KvCache cache;
+        if (spec.sharesKv()) {
+            cache = (KvCache) state.mixerState(spec.kvSource());
+        } else {
+            cache = (KvCache) state.mixerState(layer);
+            cache.beginChunk(pos0, tokens);
+            float[] kb = cache.pendingKeys(), vb = cache.pendingValues();
+            k.apply(mm, in, tokens, kb);
+            if (v != null) v.apply(mm, in, tokens, vb);
+            else System.arraycopy(kb, 0, vb, 0, tokens * kvDim);   // V is the raw K projection
+            // 2. k and v norms, k rope
+            if (kNorm != null) kNorm.rows(kb, tokens * kvHeads);
+            if (vNorm != null) vNorm.rows(vb, tokens * kvHeads);
+            for (int t = 0; t < tokens; t++) {
+                Rotary.table(pos0 + t, invFreq, rope.attentionScaling(), s.cos, s.sin);
+                Rotary.apply(kb, t * kvDim, kvHeads, hd, rope.rotaryDim(), s.cos, s.sin);
+            }
+        }
+        // 3. q norm and rope
+        if (qNorm != null) qNorm.rows(s.q, tokens * heads);
+        for (int t = 0; t < tokens; t++) {
+            Rotary.table(pos0 + t, invFreq, rope.attentionScaling(), s.cos, s.sin);
+            Rotary.apply(s.q, t * qDim, heads, hd, rope.rotaryDim(), s.cos, s.sin);
+        }
+        // 4. attention: query at p sees keys in (p − window, p] (all of [0, p] on a full layer)
+        int group = heads / kvHeads;
+        int span = spec.window() > 0 ? spec.window() : pos0 + tokens;
+        if (s.scores.length < span) s.scores = new float[Math.max(span, 2 * s.scores.length)];
+        for (int t = 0; t < tokens; t++) {
+            int p = pos0 + t;
+            int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
+            for (int h = 0; h < heads; h++) {
+                float sink = sinks == null ? Float.NaN : sinks[h];
+                AttentionKernel.attend(s.q, t * qDim + h * hd, hd, cache, (h / group) * hd, from, p,
+                        spec.scale(), spec.softcap(), sink, s.scores, s.attn, t * qDim + h * hd);
+            }
+        }
+        // 5. output gate, o projection
+        if (spec.outputGate())
+            for (int i = 0; i < tokens * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
+        o.apply(mm, s.attn, tokens, out);
+    }
+
+    /** q_proj with an output gate emits per head [q (hd) | gate (hd)]. */
+    private static void splitGate(float[] raw, float[] q, float[] gate, int tokens, int heads, int hd) {
+        for (int t = 0; t < tokens; t++)
+            for (int h = 0; h < heads; h++) {
+                int src = (t * heads + h) * 2 * hd, dst = (t * heads + h) * hd;
+                System.arraycopy(raw, src, q, dst, hd);
+                System.arraycopy(raw, src + hd, gate, dst, hd);
+            }
+    }
+
+    @Override public void commit(Object state) { if (state != null) ((KvCache) state).commit(); }
+
+    @Override public void abandon(Object state) { if (state != null) ((KvCache) state).abandon(); }
+
+    @Override public void reset(Object state) { if (state != null) ((KvCache) state).clear(); }
+}

@@ -1,0 +1,19 @@
+package dev.cmf4j.model.graph;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+
+/** A weight matrix with an optional bias: y = W·x + b for each token of a chunk. */
+record Linear(Matrix w, float[] bias) {
+    int out() { return w.outDim(); }
+
+    int in() { return w.inDim(); }
+
+    void apply(MatMul mm, float[] x, int tokens, float[] y) {
+        mm.apply(w, x, tokens, y);
+        if (bias != null) {
+            int n = w.outDim();
+            for (int t = 0; t < tokens; t++) for (int i = 0; i < n; i++) y[t * n + i] += bias[i];
+        }
+    }
+}

@@ -1,0 +1,28 @@
+package dev.cmf4j.model.graph;
+
+/**
+ * Executes one kind of {@link dev.cmf4j.model.Mixer} for a chunk of tokens. Implementations hold only
+ * immutable resolved weights; everything per session lives in the objects they create.
+ */
+interface MixerStep {
+    /** Per-session state of this layer (a KV cache, a recurrent state), or null when it has none. */
+    Object newState(int maxContext);
+
+    /** Per-session scratch for chunks of up to {@code maxChunk} tokens. */
+    Object newScratch(int maxChunk, int maxContext);
+
+    /**
+     * in: [tokens, hidden] normed input; out: [tokens, hidden] mixer output. {@code pos0} is the position of
+     * the first token.
+     */
+    void forward(float[] in, float[] out, int tokens, int pos0, State state, int layer);
+
+    /** Ends a step: moves what this layer produced for the chunk into its session state. */
+    default void commit(Object state) {}
+
+    /** Drops what a failed step produced. */
+    default void abandon(Object state) {}
+
+    /** Forgets the session (a new conversation). */
+    default void reset(Object state) {}
+}

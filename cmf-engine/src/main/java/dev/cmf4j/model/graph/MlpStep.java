@@ -1,0 +1,39 @@
+package dev.cmf4j.model.graph;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.model.Ffn;
+import dev.cmf4j.model.Glu;
+
+/** Gated MLP: down(glu(gate·x, up·x)). */
+final class MlpStep implements FfnStep {
+    private final MatMul mm;
+    private final Linear gate, up, down;
+    private final Glu glu;
+    final int intermediate;
+
+    MlpStep(Ffn.GatedMlp m, int hidden, Loader l, MatMul mm) {
+        this.mm = mm;
+        this.gate = new Linear(l.matrixRows(m.gate(), hidden), null);
+        this.intermediate = gate.out();
+        this.up = l.linear(m.up(), null, intermediate, hidden);
+        this.down = l.linear(m.down(), null, hidden, intermediate);
+        this.glu = m.glu();
+    }
+
+    static final class Scratch {
+        final float[] g, u;
+
+        Scratch(int maxChunk, int inter) { g = new float[maxChunk * inter]; u = new float[maxChunk * inter]; }
+    }
+
+    @Override public Object newScratch(int maxChunk) { return new Scratch(maxChunk, intermediate); }
+
+    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
+        Scratch s = (Scratch) scratch;
+        gate.apply(mm, normed, tokens, s.g);
+        up.apply(mm, normed, tokens, s.u);
+        int n = tokens * intermediate;
+        for (int i = 0; i < n; i++) s.g[i] = glu.apply(s.g[i], s.u[i]);
+        down.apply(mm, s.g, tokens, out);
+    }
+}
