@@ -193,7 +193,7 @@ public final class CmfFile implements AutoCloseable {
         }
     }
 
-    private static Masks masksOf(Shard s) {
+    static Masks masksOf(Shard s) {
         Section ms = s.envelope().masks();
         if (!ms.present()) return null;
         MemorySegment sec = s.bytes().asSlice(ms.offset(), ms.length());
