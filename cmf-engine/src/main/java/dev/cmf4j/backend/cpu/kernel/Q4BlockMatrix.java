@@ -10,23 +10,26 @@ import java.lang.foreign.ValueLayout;
 import static dev.cmf4j.backend.cpu.kernel.Simd.F;
 
 /**
- * q4_block: groups of 32 over the FLATTENED tensor, each {@code [16 B nibbles][f16 scale]}
- * (18 bytes, 4.5 bits per weight); w = (q − 8)·s. When cols is a multiple of 32 (every real
- * matrix) row r is groups r·cols/32 .. and the vector path runs (see {@link Q4}); otherwise groups
- * straddle rows and a scalar path computes each weight's group from its flat index.
+ * q4_block: groups of 32 over the FLATTENED tensor, two planes: {@code [nibbles: 16 B per
+ * group][f16 scale per group]} (4.5 bits per weight); w = (q − 8)·s. When cols is a multiple of 32
+ * (every real matrix) row r is groups r·cols/32 .. — contiguous nibbles and contiguous scales — and
+ * the vector path runs (see {@link Q4}); otherwise groups straddle rows and a scalar path computes
+ * each weight's group from its flat index.
  *
- * <p>Decode reads 18 bytes per 32 weights: two (AVX2) or one (AVX-512) L-byte loads, zero-extend,
- * mask and shift to the two nibble vectors, convert, FMA with the reordered activation; one scale
- * per group multiplies the group's partial vector.
+ * <p>Decode reads 16 + 2 bytes per 32 weights: two (AVX2) or one (AVX-512) L-byte loads,
+ * zero-extend, mask and shift to the two nibble vectors, convert, FMA with the reordered
+ * activation; one scale per group multiplies the group's partial vector.
  */
 final class Q4BlockMatrix extends WeightMatrix {
     private final boolean aligned;
     private final int gpr;
+    private final long scalesOff;
 
     Q4BlockMatrix(MemorySegment data, int rows, int cols) {
         super(data, rows, cols, DType.Q4_BLOCK);
         this.aligned = cols % 32 == 0;
         this.gpr = cols / 32;
+        this.scalesOff = ((long) rows * cols + 31) / 32 * 16;
     }
 
     @Override public DType dtype() { return DType.Q4_BLOCK; }
@@ -44,18 +47,19 @@ final class Q4BlockMatrix extends WeightMatrix {
         MemorySegment m = data;
         int groups = gpr, sums = xo + groups * 32;
         for (int r = r0; r < r1; r++) {
-            long o = (long) r * groups * 18;
+            long g0 = (long) r * groups;
+            long o = g0 * 16, so = scalesOff + 2 * g0;
             FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
             float corr = 0f;
             int g = 0;
-            for (; g + 1 < groups; g += 2, o += 36) {       // two groups per step: two independent chains
-                float s0 = Simd.f16(m, o + 16), s1 = Simd.f16(m, o + 34);
+            for (; g + 1 < groups; g += 2, o += 32, so += 4) {     // two groups per step: two independent chains
+                float s0 = Simd.f16(m, so), s1 = Simd.f16(m, so + 2);
                 acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
-                acc1 = Q4.groupDot(m, o + 18, xp, xo + g * 32 + 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s1), acc1);
+                acc1 = Q4.groupDot(m, o + 16, xp, xo + g * 32 + 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s1), acc1);
                 corr += s0 * xp[sums + g] + s1 * xp[sums + g + 1];
             }
             if (g < groups) {
-                float s0 = Simd.f16(m, o + 16);
+                float s0 = Simd.f16(m, so);
                 acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
                 corr += s0 * xp[sums + g];
             }
@@ -64,19 +68,21 @@ final class Q4BlockMatrix extends WeightMatrix {
         }
     }
 
+    /** The weight at flat index i. */
+    private float weight(long i) {
+        long g = i >>> 5;
+        int j = (int) (i & 31);
+        int b = data.get(ValueLayout.JAVA_BYTE, g * 16 + (j >> 1));
+        int q = (j & 1) == 0 ? b & 15 : (b >>> 4) & 15;
+        return (q - 8) * Simd.f16(data, scalesOff + 2 * g);
+    }
+
     /** Any shape: each weight's group from its flat index (groups may straddle rows). */
     private void dotRowsScalar(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
-        MemorySegment m = data;
         for (int r = r0; r < r1; r++) {
             float s = 0f;
             long i = (long) r * cols;
-            for (int c = 0; c < cols; c++, i++) {
-                long g = i >>> 5;
-                int j = (int) (i & 31);
-                int b = m.get(ValueLayout.JAVA_BYTE, g * 18 + (j >> 1));
-                int q = (j & 1) == 0 ? b & 15 : (b >>> 4) & 15;
-                s += (q - 8) * Simd.f16(m, g * 18 + 16) * x[xo + c];
-            }
+            for (int c = 0; c < cols; c++, i++) s += weight(i) * x[xo + c];
             y[yo + r] = add ? y[yo + r] + s : s;
         }
     }
@@ -88,17 +94,11 @@ final class Q4BlockMatrix extends WeightMatrix {
             int d = dOff + i * ld;
             long flat = (long) (r0 + i) * cols + k0;
             if (aligned) {
-                long o = (flat >>> 5) * 18;
-                for (int j = 0; j < nk; j += 32, o += 18)
-                    Q4.unpackGroup(m, o, Simd.f16(m, o + 16), dst, d + j, Math.min(32, nk - j));
+                long g = flat >>> 5;
+                for (int j = 0; j < nk; j += 32, g++)
+                    Q4.unpackGroup(m, g * 16, Simd.f16(m, scalesOff + 2 * g), dst, d + j, Math.min(32, nk - j));
             } else {
-                for (int j = 0; j < nk; j++, flat++) {
-                    long g = flat >>> 5;
-                    int e = (int) (flat & 31);
-                    int b = m.get(ValueLayout.JAVA_BYTE, g * 18 + (e >> 1));
-                    int q = (e & 1) == 0 ? b & 15 : (b >>> 4) & 15;
-                    dst[d + j] = (q - 8) * Simd.f16(m, g * 18 + 16);
-                }
+                for (int j = 0; j < nk; j++, flat++) dst[d + j] = weight(flat);
             }
         }
     }

@@ -34,13 +34,14 @@ public final class ReferenceKernels {
                 }
             }
             case Q4_BLOCK -> {
+                long scales = (n + 31) / 32 * 16;                 // nibble plane, then the scale plane
                 for (int c = 0; c < cols; c++) {
                     long i = (long) r * cols + c;                 // flat index: groups run over the whole tensor
                     long g = i / 32;
                     int j = (int) (i % 32);
-                    int b = m.get(ValueLayout.JAVA_BYTE, g * 18 + j / 2) & 0xFF;
+                    int b = m.get(ValueLayout.JAVA_BYTE, g * 16 + j / 2) & 0xFF;
                     int q = (j % 2 == 0) ? (b & 0x0F) : (b >>> 4);
-                    out[c] = (q - 8) * Simd.f16(m, g * 18 + 16);
+                    out[c] = (q - 8) * Simd.f16(m, scales + 2 * g);
                 }
             }
             case Q4TP -> {

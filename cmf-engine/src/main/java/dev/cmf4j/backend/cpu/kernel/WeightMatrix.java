@@ -1,6 +1,7 @@
 package dev.cmf4j.backend.cpu.kernel;
 
 import dev.cmf4j.format.DType;
+import dev.cmf4j.format.TensorEntry;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -57,6 +58,25 @@ public abstract sealed class WeightMatrix
             default -> throw new IllegalArgumentException("no CPU matrix kernel for dtype " + dtype.label
                     + " (supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp)");
         };
+    }
+
+    /**
+     * A kernel over a CMF tensor's payload, read in place: cols = last dimension, rows = product of
+     * the others (so a [experts, out, in] tensor is one matrix of experts·out rows).
+     *
+     * @throws IllegalArgumentException for an unsupported dtype, a 0-D tensor, or more than 2^31−1
+     *                                  rows or columns
+     */
+    public static WeightMatrix forTensor(TensorEntry t) {
+        if (t.ndim() < 1) throw new IllegalArgumentException("tensor " + t.name() + " is 0-D, not a matrix");
+        long cols = t.cols(), rows = t.rows();
+        if (rows > Integer.MAX_VALUE || cols > Integer.MAX_VALUE)
+            throw new IllegalArgumentException("tensor " + t.name() + " has " + rows + " x " + cols + ": too large for one kernel");
+        try {
+            return of(t.dtype(), t.data(), (int) rows, (int) cols);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("tensor " + t.name() + ": " + e.getMessage(), e);
+        }
     }
 
     /** True when {@link #of} accepts this dtype. */

@@ -63,15 +63,16 @@ final class TestWeights {
             }
             case Q4_BLOCK -> {
                 long groups = (n + 31) / 32;
+                long scales = groups * 16;                       // nibble plane, then the scale plane
                 for (long g = 0; g < groups; g++) {
                     float a = 0;
                     for (int j = 0; j < 32; j++) { long i = g * 32 + j; if (i < n) a = Math.max(a, Math.abs(w[(int) i])); }
                     float s = half(Math.max(a, 1e-8f) / 7f);
-                    m.set(HALF, g * 18 + 16, Float.floatToFloat16(s));
+                    m.set(HALF, scales + 2 * g, Float.floatToFloat16(s));
                     for (int j = 0; j < 32; j++) {
                         long i = g * 32 + j;
                         int q = i < n ? clamp(Math.round(w[(int) i] / s) + 8, 0, 15) : 0;
-                        setNibble(m, g * 18 + j / 2, j % 2, q);
+                        setNibble(m, g * 16 + j / 2, j % 2, q);
                     }
                 }
             }
