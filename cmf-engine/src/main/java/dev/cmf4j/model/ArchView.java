@@ -7,17 +7,22 @@ import java.util.Iterator;
 import java.util.Map;
 
 /**
- * Typed lookups in a CMF {@code arch} block, falling back to the HF config extras the converter kept
+ * Typed lookups in a CMF {@code arch} block, falling back to the HF config the converter kept
  * ({@code provenance.hf_config_extras}, where the reference converter parks what its schema lacks, e.g.
- * rope scaling). Paths are dotted ("moe.top_k"); each lookup tries its paths in order, arch before
+ * rope scaling; then {@code provenance.hf_config}, the verbatim config.json our converter keeps). Paths are dotted ("moe.top_k"); each lookup tries its paths in order, arch before
  * extras, and treats JSON null as absent.
  */
 final class ArchView {
-    private final JsonNode arch, extras;
+    private final JsonNode arch;
+    private final JsonNode[] roots;
 
-    ArchView(JsonNode arch, JsonNode extras) {
+    /** @param fallbacks further roots consulted in order when the arch block lacks a field (may hold nulls) */
+    ArchView(JsonNode arch, JsonNode... fallbacks) {
         this.arch = arch == null ? com.fasterxml.jackson.databind.node.MissingNode.getInstance() : arch;
-        this.extras = extras == null ? com.fasterxml.jackson.databind.node.MissingNode.getInstance() : extras;
+        java.util.List<JsonNode> r = new java.util.ArrayList<>();
+        r.add(this.arch);
+        for (JsonNode f : fallbacks) if (f != null && f.isObject()) r.add(f);
+        this.roots = r.toArray(JsonNode[]::new);
     }
 
     /** arch with {@code overrides} deep-merged over it (override values win). */
@@ -35,12 +40,19 @@ final class ArchView {
     }
 
     JsonNode node(String... paths) {
-        for (JsonNode root : new JsonNode[] {arch, extras})
+        for (JsonNode root : roots)
             for (String p : paths) {
                 JsonNode n = at(root, p);
                 if (n != null) return n;
             }
         return null;
+    }
+
+    /** Element {@code i} of the arch array {@code field}, or null when the array or element is absent/null. */
+    JsonNode archAt(String field, int i) {
+        JsonNode n = at(arch, field);
+        if (n == null || !n.isArray() || i >= n.size() || n.get(i).isNull()) return null;
+        return n.get(i);
     }
 
     /** Only the arch block (no extras fallback). */

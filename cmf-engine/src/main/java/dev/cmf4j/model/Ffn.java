@@ -42,11 +42,11 @@ public sealed interface Ffn permits Ffn.GatedMlp, Ffn.Moe, Ffn.DenseAndMoe {
      * @param up         up projection, or null when fused into {@code gateUp}
      * @param gateUp     fused gate+up, or null
      * @param interleaved fused gate/up columns alternate (gpt-oss: even = gate, odd = up); else first half gate
-     * @param gateUpBias optional [experts, 2·I] bias of the fused projection (or of gate when split: unused)
-     * @param downBias   optional [experts, hidden] bias
+     * @param gateBias   optional biases, per expert ({@code %d}) or one [experts, n] tensor ({@code fused})
      */
     record Experts(int count, int intermediate, ExpertMatrix gate, ExpertMatrix up, ExpertMatrix gateUp,
-                   boolean interleaved, ExpertMatrix down, String gateUpBias, String downBias) {}
+                   boolean interleaved, ExpertMatrix down, ExpertMatrix gateBias, ExpertMatrix upBias,
+                   ExpertMatrix gateUpBias, ExpertMatrix downBias) {}
 
     /**
      * One projection of every expert.

@@ -22,8 +22,9 @@ public final class SpecBuilder {
     private final float eps;
     private final NormStyle style;
 
-    private SpecBuilder(JsonNode arch, JsonNode extras, Weights w) {
-        this.a = new ArchView(arch, extras);
+    private SpecBuilder(JsonNode arch, JsonNode provenance, Weights w) {
+        this.a = new ArchView(arch, provenance == null ? null : provenance.get("hf_config_extras"),
+                provenance == null ? null : provenance.get("hf_config"));
         this.w = w;
         String name = a.str("arch_name", "model_type");
         this.family = name == null ? "" : name.toLowerCase(Locale.ROOT);
@@ -52,8 +53,8 @@ public final class SpecBuilder {
         if (header == null || header.get("arch") == null || header.get("arch").isNull())
             throw new ModelException("the file's header has no arch block: it is not a runnable model");
         JsonNode arch = ArchView.merge(header.get("arch"), archOverrides);
-        JsonNode extras = header.path("provenance").path("hf_config_extras");
-        return new SpecBuilder(arch, extras.isMissingNode() ? null : extras, weights).build();
+        JsonNode provenance = header.get("provenance");
+        return new SpecBuilder(arch, provenance != null && provenance.isObject() ? provenance : null, weights).build();
     }
 
     private static NormStyle defaultNormStyle(String family) {
@@ -184,6 +185,9 @@ public final class SpecBuilder {
         JsonNode perLayerHeads = a.node("attention_heads_per_layer");
         if (perLayerHeads != null && perLayerHeads.isArray() && perLayerHeads.size() > i) heads = perLayerHeads.get(i).asInt();
         int hd = headDim(i, sliding, heads);
+        JsonNode layerHd = a.archAt("layer_head_dims", i);
+        if (layerHd != null && layerHd.asInt() != hd)
+            throw new ModelException("layer " + i + ": arch.layer_head_dims says " + layerHd.asInt() + " but the tensors say " + hd);
         String qProj = s + "q_proj.weight";
         long qRows = w.get(qProj).rows();
         boolean gate;
@@ -199,10 +203,16 @@ public final class SpecBuilder {
             if (kRows % hd != 0) throw new ModelException(kProj + " has " + kRows + " rows, not a multiple of head_dim " + hd);
             kvHeads = (int) (kRows / hd);
         } else {
-            if (i < firstShared) throw new ModelException("layer " + i + " has no " + kProj + " and is not a KV-shared layer");
-            for (int j = firstShared - 1; j >= 0 && kvSource < 0; j--)
-                if (kinds[j] == kinds[i] && w.has(p(j) + "self_attn.k_proj.weight")) kvSource = j;
+            JsonNode src = a.archAt("layer_kv_sources", i);
+            if (src != null && src.asInt() >= 0) kvSource = src.asInt();
+            else {
+                if (i < firstShared) throw new ModelException("layer " + i + " has no " + s + "k_proj.weight and is not a KV-shared layer");
+                for (int j = firstShared - 1; j >= 0 && kvSource < 0; j--)
+                    if (kinds[j] == kinds[i] && w.has(p(j) + "self_attn.k_proj.weight")) kvSource = j;
+            }
             if (kvSource < 0) throw new ModelException("KV-shared layer " + i + " has no earlier " + kinds[i] + " layer to read from");
+            if (kvSource >= i || !w.has(p(kvSource) + "self_attn.k_proj.weight"))
+                throw new ModelException("layer " + i + " reads the K/V of layer " + kvSource + ", which computes none before it");
             kvHeads = (int) (w.get(p(kvSource) + "self_attn.k_proj.weight").rows() / hd);
             vProj = null;
         }
@@ -210,8 +220,12 @@ public final class SpecBuilder {
         Boolean vn = a.bool("attn_v_norm", "v_norm");
         Norm vNorm = (vn != null ? vn : isGemma4()) && kvSource < 0 ? Norm.unscaled(hd, eps) : null;
 
+        JsonNode layerKv = a.archAt("layer_kv_heads", i);
+        if (layerKv != null && layerKv.asInt() != kvHeads)
+            throw new ModelException("layer " + i + ": arch.layer_kv_heads says " + layerKv.asInt() + " but the tensors say " + kvHeads);
         float scale;
-        Double explicit = a.num("attention_scale", "attn_scale", "attention_multiplier");
+        JsonNode layerScale = a.archAt("layer_attention_scales", i);
+        Double explicit = layerScale != null ? Double.valueOf(layerScale.asDouble()) : a.num("attention_scale", "attn_scale");
         Double qpas = a.num("query_pre_attn_scalar");
         if (explicit != null) scale = explicit.floatValue();
         else if (isGemma4()) scale = 1f;
@@ -247,6 +261,9 @@ public final class SpecBuilder {
     // ---------------------------------------------------------------- rope
 
     private Rope rope(boolean sliding, int headDim) {
+        JsonNode perType = a.archNode("rope");
+        if (perType != null && perType.isObject() && perType.get(sliding ? "SlidingAttention" : "FullAttention") != null)
+            return ropeOf(perType.get(sliding ? "SlidingAttention" : "FullAttention"), headDim, sliding);
         JsonNode params = a.node("rope_parameters", "rope_scaling");
         boolean nested = params != null && (params.has("full_attention") || params.has("sliding_attention"));
         if (nested) params = params.get(sliding ? "sliding_attention" : "full_attention");
@@ -285,6 +302,28 @@ public final class SpecBuilder {
                             : params != null && params.has("truncate") ? params.get("truncate").asBoolean() : !isGptOss());
             case "proportional" -> Rope.proportional(theta, headDim, partial, num(params, "factor", 1.0));
             default -> throw new ModelException("rope type '" + type + "' is not supported");
+        };
+    }
+
+    /** A rope given explicitly as transformers' parameters (our converter's {@code arch.rope[type]}). */
+    private Rope ropeOf(JsonNode r, int headDim, boolean sliding) {
+        double theta = num(r, "rope_theta", 10000.0);
+        double partial = num(r, "partial_rotary_factor", 1.0);
+        String type = r.has("rope_type") ? r.get("rope_type").asText() : "default";
+        int rot = (int) Math.floor(headDim * partial);
+        rot -= rot % 2;
+        return switch (type.toLowerCase(Locale.ROOT)) {
+            case "default" -> Rope.standard(theta, rot);
+            case "linear" -> Rope.linear(theta, rot, num(r, "factor", 1.0));
+            case "llama3" -> Rope.llama3(theta, rot, num(r, "factor", 8.0), num(r, "low_freq_factor", 1.0),
+                    num(r, "high_freq_factor", 4.0), num(r, "original_max_position_embeddings", 8192.0));
+            case "yarn" -> Rope.yarn(theta, rot, num(r, "factor", 1.0), num(r, "original_max_position_embeddings", 4096.0),
+                    orElse(nz(num(r, "beta_fast", 0.0)), 32.0), orElse(nz(num(r, "beta_slow", 0.0)), 1.0),
+                    optNum(r, "attention_factor"), optNum(r, "mscale"), optNum(r, "mscale_all_dim"),
+                    !r.has("truncate") || r.get("truncate").isNull() || r.get("truncate").asBoolean());
+            case "proportional" -> Rope.proportional(theta, headDim, partial, num(r, "factor", 1.0));
+            default -> throw new ModelException("rope type '" + type + "' (" + (sliding ? "sliding" : "full")
+                    + " layers) is not supported");
         };
     }
 
@@ -366,8 +405,9 @@ public final class SpecBuilder {
                     + "supply it as an arch override");
         Ffn.Experts ex = experts(i, ep, experts);
         Glu glu;
-        Double limit = a.num("swiglu_limit", "moe.swiglu_limit");
-        if (isGptOss() || limit != null)
+        Double limit = a.num("moe.swiglu_limit", "swiglu_limit");
+        String expertAct = a.str("moe.expert_activation");
+        if (isGptOss() || limit != null || "swiglu_clamp".equals(expertAct))
             glu = new Glu.ClampedSwiglu((float) a.num(1.702, "swiglu_alpha", "moe.swiglu_alpha"), limit != null ? limit.floatValue() : 7f);
         else glu = new Glu.Gated(activation());
         String m = p(i) + "mlp.";
@@ -376,6 +416,14 @@ public final class SpecBuilder {
                 m + "shared_expert.down_proj.weight", new Glu.Gated(activation()))
                 : null;
         return new Ffn.Moe(router, ex, k, glu, shared, shared == null ? null : opt(m + "shared_expert_gate.weight"));
+    }
+
+    private Ffn.ExpertMatrix perExpert(String ep, String suffix) {
+        return w.has(ep + "0." + suffix) ? new Ffn.ExpertMatrix(ep + "%d." + suffix, false, false) : null;
+    }
+
+    private static Ffn.ExpertMatrix fusedBias(String name) {
+        return name == null ? null : new Ffn.ExpertMatrix(name, true, false);
     }
 
     private String first(String... names) {
@@ -391,7 +439,7 @@ public final class SpecBuilder {
             return new Ffn.Experts(experts, (int) g.rows(), new Ffn.ExpertMatrix(ep + "%d.gate_proj.weight", false, false),
                     new Ffn.ExpertMatrix(ep + "%d.up_proj.weight", false, false), null, false,
                     new Ffn.ExpertMatrix(ep + "%d.down_proj.weight", false, false),
-                    null, null);
+                    perExpert(ep, "gate_proj.bias"), perExpert(ep, "up_proj.bias"), null, perExpert(ep, "down_proj.bias"));
         }
         Boolean inter = a.bool("moe.gate_up_interleaved");
         String layout = a.str("moe.expert_layout");
@@ -400,7 +448,8 @@ public final class SpecBuilder {
             Tensor gu = w.get(ep + "0.gate_up_proj.weight");
             return new Ffn.Experts(experts, (int) gu.rows() / 2, null, null,
                     new Ffn.ExpertMatrix(ep + "%d.gate_up_proj.weight", false, false), interleaved,
-                    new Ffn.ExpertMatrix(ep + "%d.down_proj.weight", false, false), null, null);
+                    new Ffn.ExpertMatrix(ep + "%d.down_proj.weight", false, false), null, null,
+                    perExpert(ep, "gate_up_proj.bias"), perExpert(ep, "down_proj.bias"));
         }
         // fused 3-D tensors [experts, ·, ·]
         String gateUp = first(ep + "gate_up_proj", ep + "gate_up_proj.weight");
@@ -418,7 +467,8 @@ public final class SpecBuilder {
         int interSize = twoI / 2;
         boolean downInputMajor = ds[1] == interSize && ds[2] == hidden && !(ds[1] == hidden && ds[2] == interSize && !inputMajor);
         return new Ffn.Experts(experts, interSize, null, null, new Ffn.ExpertMatrix(gateUp, true, inputMajor), interleaved,
-                new Ffn.ExpertMatrix(down, true, downInputMajor),
-                first(ep + "gate_up_proj_bias", ep + "gate_up_proj.bias"), first(ep + "down_proj_bias", ep + "down_proj.bias"));
+                new Ffn.ExpertMatrix(down, true, downInputMajor), null, null,
+                fusedBias(first(ep + "gate_up_proj_bias", ep + "gate_up_proj.bias")),
+                fusedBias(first(ep + "down_proj_bias", ep + "down_proj.bias")));
     }
 }

@@ -1,5 +1,6 @@
 package dev.cmf4j.model;
 
+import dev.cmf4j.convert.SafetensorsReader;
 import dev.cmf4j.model.graph.Graph;
 import dev.cmf4j.model.graph.State;
 
@@ -7,7 +8,6 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 /**
  * A model's transformers reference outputs (fixtures/models/NAME/golden.safetensors) and the check of a
@@ -18,14 +18,15 @@ public record Golden(String name, int[] inputIds, float[] logits, int vocab, int
                      float[] hidden, int hiddenRows, int hiddenSize) {
 
     public static Golden load(Path modelDir) throws IOException {
-        Map<String, Tensor> g = TestFiles.safetensors(modelDir.resolve("golden.safetensors"));
-        int[] ids = TestFiles.ints(g.get("input_ids"));
-        Tensor logits = g.get("logits");
-        Tensor hs = g.get("hidden_states");
-        return new Golden(modelDir.getFileName().toString(), ids, logits == null ? null : TestFiles.floats(logits),
-                logits == null ? 0 : (int) logits.dim(1), TestFiles.ints(g.get("greedy_ids")),
-                g.containsKey("greedy_step_logits") ? TestFiles.floats(g.get("greedy_step_logits")) : null,
-                hs == null ? null : TestFiles.floats(hs), hs == null ? 0 : (int) hs.dim(0), hs == null ? 0 : (int) hs.dim(2));
+        try (SafetensorsReader g = SafetensorsReader.open(modelDir.resolve("golden.safetensors"))) {
+            int[] ids = TestFiles.ints(g.readLongs("input_ids"));
+            boolean hasLogits = g.has("logits"), hasHidden = g.has("hidden_states");
+            long[] hs = hasHidden ? g.tensor("hidden_states").shape() : null;
+            return new Golden(modelDir.getFileName().toString(), ids, hasLogits ? g.readFloats("logits") : null,
+                    hasLogits ? (int) g.tensor("logits").dim(1) : 0, TestFiles.ints(g.readLongs("greedy_ids")),
+                    g.has("greedy_step_logits") ? g.readFloats("greedy_step_logits") : null,
+                    hasHidden ? g.readFloats("hidden_states") : null, hasHidden ? (int) hs[0] : 0, hasHidden ? (int) hs[2] : 0);
+        }
     }
 
     /** What a check measured. */

@@ -1,7 +1,5 @@
 package dev.cmf4j.model;
 
-import dev.cmf4j.backend.cpu.CpuMatMul;
-import dev.cmf4j.model.graph.Graph;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
 
@@ -15,10 +13,10 @@ class RefconvGoldenTest {
     private static Golden.Result run(String file, String model) throws Exception {
         Path cmf = Fixtures.require("cmf/refconv/" + file);
         Path dir = Fixtures.require("models/" + model);
-        TestFiles.Loaded f = TestFiles.cmf(cmf);
-        ModelSpec spec = SpecBuilder.build(f.header(), f.weights());
-        Graph g = new Graph(spec, f.weights(), new CpuMatMul());
-        Golden.Result r = Golden.load(dir).check(g, 64);
+        Golden.Result r;
+        try (Model m = Model.open(cmf)) {
+            r = Golden.load(dir).check(m.graph(), 64);
+        }
         System.out.println(file + ": " + r);
         return r;
     }

@@ -26,12 +26,12 @@ public final class CpuMatMul implements MatMul {
         int out = w.rows(), in = w.cols();
         if (x.length < (long) tokens * in || y.length < (long) tokens * out)
             throw new IllegalArgumentException(w.name() + ": buffers too small for " + tokens + " tokens");
-        RowDecoder dec = w.dtype() == DType.F32 ? null : RowDecoder.of(w.dtype());
+        boolean direct = w.dtype() == DType.F32;
         // grain: enough rows per task that a task reads >= ~16 KiB of weights
         int grain = Math.max(1, 16384 / Math.max(1, in * (w.dtype() == DType.F32 ? 4 : 1)));
         if ((long) out * in * tokens < 32768) grain = out;
         pool.parallelFor(out, grain, (from, to) -> {
-            if (dec == null) {
+            if (direct) {
                 long rowBytes = 4L * in;
                 for (int o = from; o < to; o++) {
                     long base = (w.firstRow() + o) * rowBytes;
@@ -41,7 +41,7 @@ public final class CpuMatMul implements MatMul {
             } else {
                 float[] row = buffer(in);
                 for (int o = from; o < to; o++) {
-                    dec.decode(w.data(), w.storedRows(), in, w.firstRow() + o, row, 0);
+                    w.decodeRow(o, row, 0);
                     for (int t = 0; t < tokens; t++) y[t * out + o] = VectorMath.dot(row, 0, x, t * in, in);
                 }
             }
@@ -51,11 +51,10 @@ public final class CpuMatMul implements MatMul {
     /** x·W with W stored [in, out]: each stored row scales into every output (axpy), single-threaded. */
     private void applyInputMajor(Matrix w, float[] x, int tokens, float[] y) {
         int in = w.rows(), out = w.cols();
-        RowDecoder dec = RowDecoder.of(w.dtype());
         float[] row = buffer(out);
         java.util.Arrays.fill(y, 0, tokens * out, 0f);
         for (int i = 0; i < in; i++) {
-            dec.decode(w.data(), w.storedRows(), out, w.firstRow() + i, row, 0);
+            w.decodeRow(i, row, 0);
             for (int t = 0; t < tokens; t++) {
                 VectorMath.axpy(x[t * in + i], row, 0, y, t * out, out);
             }
@@ -70,12 +69,11 @@ public final class CpuMatMul implements MatMul {
 
     /** Scalar reference: decode every row and sum in double. Tests compare kernels against it. */
     public static void reference(Matrix w, float[] x, int tokens, float[] y) {
-        RowDecoder dec = RowDecoder.of(w.dtype());
         int out = w.outDim(), in = w.inDim();
         float[] row = new float[w.cols()];
         double[] acc = new double[tokens * out];
         for (int r = 0; r < w.rows(); r++) {
-            dec.decode(w.data(), w.storedRows(), w.cols(), w.firstRow() + r, row, 0);
+            w.decodeRow(r, row, 0);
             for (int t = 0; t < tokens; t++)
                 for (int c = 0; c < w.cols(); c++) {
                     if (w.inputMajor()) acc[t * out + c] += (double) row[c] * x[t * in + r];

@@ -15,6 +15,8 @@ public final class VectorMath {
     private VectorMath() {}
 
     static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    private static final java.lang.foreign.ValueLayout.OfFloat F32LE =
+            java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /** Σ a[ao+i]·b[bo+i] for i < n. */
     public static float dot(float[] a, int ao, float[] b, int bo, int n) {
@@ -42,7 +44,7 @@ public final class VectorMath {
             acc = FloatVector.fromMemorySegment(F, seg, wo + 4L * i, ByteOrder.LITTLE_ENDIAN)
                     .fma(FloatVector.fromArray(F, x, xo + i), acc);
         float s = acc.reduceLanes(VectorOperators.ADD);
-        for (; i < n; i++) s += seg.get(RowDecoder.F32, wo + 4L * i) * x[xo + i];
+        for (; i < n; i++) s += seg.get(F32LE, wo + 4L * i) * x[xo + i];
         return s;
     }
 

@@ -2,7 +2,6 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
-import dev.cmf4j.backend.cpu.RowDecoder;
 import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.Mixer;
@@ -38,7 +37,7 @@ public final class Graph {
     private final MatMul mm;
     private final int hidden, vocab, layers;
     private final Tensor embedding;
-    private final RowDecoder embedDecoder;
+    private final Matrix embedRows;
     private final MixerStep[] mixers;
     private final FfnStep[] ffns;
     private final NormOp[] preMixer, postMixer, preFfn, postFfn;
@@ -50,6 +49,7 @@ public final class Graph {
     private final Matrix head;
     // per-layer embeddings (Gemma4)
     private final Tensor pleTable;
+    private final Matrix pleRows;
     private final Linear pleProjection;
     private final NormOp pleNorm;
     private final int pleDim;
@@ -65,7 +65,7 @@ public final class Graph {
         if (embedding.rank() != 2 || embedding.cols() != hidden)
             throw new ModelException("embedding '" + spec.embedding() + "' has shape "
                     + java.util.Arrays.toString(embedding.shape()) + ", expected [vocab, " + hidden + "]");
-        this.embedDecoder = RowDecoder.of(embedding.dtype());
+        this.embedRows = l.whole(embedding);
         mixers = new MixerStep[layers];
         ffns = new FfnStep[layers];
         preMixer = new NormOp[layers]; postMixer = new NormOp[layers];
@@ -99,10 +99,11 @@ public final class Graph {
             if (pleTable.cols() != (long) layers * pleDim)
                 throw new ModelException("per-layer table '" + ple.table() + "' has width " + pleTable.cols()
                         + ", expected " + layers + "×" + pleDim);
+            this.pleRows = l.whole(pleTable);
             this.pleProjection = l.linear(ple.modelProjection(), null, layers * pleDim, hidden);
             this.pleNorm = NormOp.of(ple.projectionNorm(), l);
         } else {
-            this.pleTable = null; this.pleProjection = null; this.pleNorm = null;
+            this.pleTable = null; this.pleRows = null; this.pleProjection = null; this.pleNorm = null;
         }
         for (int i = 0; i < layers; i++)
             if (spec.layer(i).mixer() instanceof Mixer.Attention a && a.sharesKv()) {
@@ -207,7 +208,7 @@ public final class Graph {
     private void embed(int[] ids, int off, int tokens, float[] x) {
         float scale = spec.embedScale();
         for (int t = 0; t < tokens; t++) {
-            embedDecoder.decode(embedding.data(), embedding.rows(), hidden, ids[off + t], x, t * hidden);
+            embedRows.decodeRow(ids[off + t], x, t * hidden);
             if (scale != 1f) for (int i = 0; i < hidden; i++) x[t * hidden + i] *= scale;
         }
     }
@@ -219,12 +220,11 @@ public final class Graph {
         pleProjection.apply(mm, x, tokens, st.pli);
         for (int i = 0; i < tokens * width; i++) st.pli[i] *= ple.projectionScale();
         pleNorm.rows(st.pli, tokens * layers);
-        RowDecoder dec = RowDecoder.of(pleTable.dtype());
         for (int t = 0; t < tokens; t++) {
             int id = ids[off + t];
             if (id >= pleTable.rows())
                 throw new IllegalArgumentException("token id " + id + " outside the per-layer table [0, " + pleTable.rows() + ")");
-            dec.decode(pleTable.data(), pleTable.rows(), width, id, st.pliTmp, t * width);
+            pleRows.decodeRow(id, st.pliTmp, t * width);
         }
         for (int i = 0; i < tokens * width; i++)
             st.pli[i] = (st.pli[i] + st.pliTmp[i] * ple.tableScale()) * ple.combineScale();

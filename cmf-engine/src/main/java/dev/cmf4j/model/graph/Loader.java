@@ -1,7 +1,7 @@
 package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.Matrix;
-import dev.cmf4j.backend.cpu.RowDecoder;
+import dev.cmf4j.format.quant.Dequantizers;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.Norm;
 import dev.cmf4j.model.Tensor;
@@ -14,8 +14,20 @@ import dev.cmf4j.model.Weights;
  */
 final class Loader {
     private final Weights weights;
+    private final java.util.Map<String, Matrix> whole = new java.util.HashMap<>();
 
     Loader(Weights weights) { this.weights = weights; }
+
+    /** The whole tensor as a [rows, cols] matrix, its payload checked once. */
+    Matrix whole(Tensor t) {
+        return whole.computeIfAbsent(t.name(), n -> {
+            try {
+                return Matrix.of(n, t.dtype(), t.data(), t.rows(), Math.toIntExact(t.cols()));
+            } catch (IllegalArgumentException | UnsupportedOperationException e) {
+                throw new ModelException(e.getMessage(), e);
+            }
+        });
+    }
 
     Tensor tensor(String name) {
         try {
@@ -31,7 +43,7 @@ final class Loader {
         if (t.rank() < 2 || t.cols() != in || t.rows() != out)
             throw new ModelException("tensor '" + name + "' has shape " + java.util.Arrays.toString(t.shape())
                     + ", expected [" + out + ", " + in + "]");
-        return new Matrix(name, t.dtype(), t.data(), t.rows(), (int) t.cols(), 0, out, false);
+        return whole(t);
     }
 
     /** A matrix whose row count is read from the file ([rows, in]). */
@@ -40,7 +52,7 @@ final class Loader {
         if (t.rank() < 2 || t.cols() != in)
             throw new ModelException("tensor '" + name + "' has shape " + java.util.Arrays.toString(t.shape())
                     + ", expected [*, " + in + "]");
-        return new Matrix(name, t.dtype(), t.data(), t.rows(), (int) t.cols(), 0, Math.toIntExact(t.rows()), false);
+        return whole(t);
     }
 
     /**
@@ -54,12 +66,12 @@ final class Loader {
             if (t.rank() != 3 || t.dim(0) != experts || t.dim(1) != rows || t.dim(2) != cols)
                 throw new ModelException("tensor '" + name + "' has shape " + java.util.Arrays.toString(t.shape())
                         + ", expected [" + experts + ", " + rows + ", " + cols + "]");
-            return new Matrix(name + "[" + e + "]", t.dtype(), t.data(), t.rows(), cols, (long) e * rows, rows, inputMajor);
+            return whole(t).slice((long) e * rows, rows, inputMajor);
         }
         if (t.rank() != 2 || t.dim(0) != rows || t.dim(1) != cols)
             throw new ModelException("tensor '" + name + "' has shape " + java.util.Arrays.toString(t.shape())
                     + ", expected [" + rows + ", " + cols + "]");
-        return new Matrix(name, t.dtype(), t.data(), rows, cols, 0, rows, inputMajor);
+        return whole(t).slice(0, rows, inputMajor);
     }
 
     /** A whole tensor decoded to float32, checked to hold {@code n} elements. */
@@ -76,7 +88,7 @@ final class Loader {
         if (t.size() != (long) rows * n)
             throw new ModelException("tensor '" + name + "' has " + t.size() + " elements, expected " + rows + "×" + n);
         float[] out = new float[n];
-        RowDecoder.of(t.dtype()).decode(t.data(), rows, n, row, out, 0);
+        whole(t).decodeRow(row, out, 0);
         return out;
     }
 
@@ -93,12 +105,10 @@ final class Loader {
     }
 
     static float[] decodeAll(Tensor t) {
-        int n = Math.toIntExact(t.size());
-        float[] out = new float[n];
-        long rows = t.rows();
-        int cols = (int) t.cols();
-        RowDecoder dec = RowDecoder.of(t.dtype());
-        for (long r = 0; r < rows; r++) dec.decode(t.data(), rows, cols, r, out, (int) (r * cols));
-        return out;
+        try {
+            return Dequantizers.of(t.dtype()).decoder(t.data(), t.shape()).all();
+        } catch (RuntimeException e) {
+            throw new ModelException("tensor '" + t.name() + "': " + e.getMessage(), e);
+        }
     }
 }

@@ -23,7 +23,7 @@ final class MoeStep implements FfnStep {
     private final float[] routerScale, perExpertScale;
     private final int hidden, experts, topK, inter;
     private final Matrix[] gate, up, gateUp, down;
-    private final float[][] gateUpBias, downBias;
+    private final float[][] gateBias, upBias, gateUpBias, downBias;
     private final boolean interleaved;
     private final Glu glu;
     private final MlpStep shared;
@@ -59,6 +59,7 @@ final class MoeStep implements FfnStep {
             }
         }
         gate = new Matrix[experts]; up = new Matrix[experts]; gateUp = new Matrix[experts]; down = new Matrix[experts];
+        gateBias = new float[experts][]; upBias = new float[experts][];
         gateUpBias = new float[experts][]; downBias = new float[experts][];
         for (int e = 0; e < experts; e++) {
             if (ex.gateUp() != null) {
@@ -69,13 +70,20 @@ final class MoeStep implements FfnStep {
                 up[e] = l.expert(ex.up().nameOf(e), ex.up().fused(), e, experts, inter, hidden, ex.up().inputMajor());
             }
             down[e] = l.expert(ex.down().nameOf(e), ex.down().fused(), e, experts, hidden, inter, ex.down().inputMajor());
-            if (ex.gateUpBias() != null) gateUpBias[e] = l.row(ex.gateUpBias(), e, experts, 2 * inter);
-            if (ex.downBias() != null) downBias[e] = l.row(ex.downBias(), e, experts, hidden);
+            gateBias[e] = bias(l, ex.gateBias(), e, inter);
+            upBias[e] = bias(l, ex.upBias(), e, inter);
+            gateUpBias[e] = bias(l, ex.gateUpBias(), e, 2 * inter);
+            downBias[e] = bias(l, ex.downBias(), e, hidden);
         }
         this.interleaved = ex.interleaved();
         this.glu = m.glu();
         this.shared = m.shared() == null ? null : new MlpStep(m.shared(), hidden, l, mm);
         this.sharedGate = m.sharedGate() == null ? null : l.linear(m.sharedGate(), null, 1, hidden);
+    }
+
+    private float[] bias(Loader l, Ffn.ExpertMatrix b, int e, int n) {
+        if (b == null) return null;
+        return b.fused() ? l.row(b.name(), e, experts, n) : l.vector(b.nameOf(e), n);
     }
 
     static final class Scratch {
@@ -209,7 +217,12 @@ final class MoeStep implements FfnStep {
         } else {
             mm.apply(gate[e], s.xg, n, s.h);
             mm.apply(up[e], s.xg, n, s.h2);
-            for (int i = 0; i < n * inter; i++) s.h[i] = glu.apply(s.h[i], s.h2[i]);
+            float[] gb = gateBias[e], ub = upBias[e];
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < inter; i++) {
+                    int k = r * inter + i;
+                    s.h[k] = glu.apply(gb == null ? s.h[k] : s.h[k] + gb[i], ub == null ? s.h2[k] : s.h2[k] + ub[i]);
+                }
         }
         mm.apply(down[e], s.h, n, s.y);
         float[] db = downBias[e];

@@ -1,0 +1,21 @@
+package dev.cmf4j.model;
+
+import dev.cmf4j.format.CmfFile;
+import dev.cmf4j.format.TensorEntry;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Set;
+
+/** The tensors of an open CMF file (all shards merged), read in place from its memory map. */
+public final class CmfWeights implements Weights {
+    private final Map<String, Tensor> byName = new HashMap<>();
+
+    public CmfWeights(CmfFile file) {
+        for (TensorEntry e : file.tensors()) byName.put(e.name(), new Tensor(e.name(), e.dtype(), e.shape(), e.data()));
+    }
+
+    @Override public Tensor find(String name) { return byName.get(name); }
+
+    @Override public Set<String> names() { return byName.keySet(); }
+}

@@ -1,0 +1,58 @@
+package dev.cmf4j.model;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.format.CmfException;
+import dev.cmf4j.format.CmfFile;
+import dev.cmf4j.model.graph.Graph;
+
+import java.nio.file.Path;
+
+/**
+ * An open, runnable model: the CMF file (memory-mapped), its {@link ModelSpec} and the {@link Graph}
+ * that executes it. Opening reads the header and directory and resolves every tensor the spec names
+ * (milliseconds; no weight is copied). Close it to unmap the file.
+ */
+public final class Model implements AutoCloseable {
+    private final CmfFile file;
+    private final ModelSpec spec;
+    private final Graph graph;
+
+    private Model(CmfFile file, ModelSpec spec, Graph graph) {
+        this.file = file;
+        this.spec = spec;
+        this.graph = graph;
+    }
+
+    /** Opens {@code path} on the CPU backend. */
+    public static Model open(Path path) { return open(path, null, new CpuMatMul()); }
+
+    /**
+     * @param archOverrides fields merged over the file's arch block (for files whose block lacks them); may be null
+     * @throws ModelException when the file is not a model this engine can run (the message says why)
+     * @throws CmfException   when the file is not a valid CMF file
+     */
+    public static Model open(Path path, JsonNode archOverrides, MatMul matmul) {
+        CmfFile file = CmfFile.open(path);
+        try {
+            Weights w = new CmfWeights(file);
+            ModelSpec spec = SpecBuilder.build(file.header().toJson(), w, archOverrides);
+            return new Model(file, spec, new Graph(spec, w, matmul));
+        } catch (ModelException e) {
+            file.close();
+            throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);
+        } catch (RuntimeException | Error e) {
+            file.close();
+            throw e;
+        }
+    }
+
+    public CmfFile file() { return file; }
+
+    public ModelSpec spec() { return spec; }
+
+    public Graph graph() { return graph; }
+
+    @Override public void close() { file.close(); }
+}
