@@ -1,0 +1,105 @@
+package dev.cmf4j.runtime;
+
+import java.util.Arrays;
+import java.util.SplittableRandom;
+
+/**
+ * The fixed sampling chain: repetition penalty → presence penalty → temperature → softmax → min-p →
+ * top-k → top-p → draw (seeded). At temperature 0 it returns the argmax of the penalized logits
+ * (lowest id on ties). Keeps its buffers; not thread-safe.
+ */
+public final class Sampler {
+    private final SamplingParams p;
+    private final SplittableRandom rng;
+    private float[] work = new float[0];
+    private int[] order = new int[0];
+    private boolean[] seen = new boolean[0];
+
+    public Sampler(SamplingParams p) {
+        this.p = p;
+        this.rng = new SplittableRandom(p.seed() != null ? p.seed() : System.nanoTime() ^ 0x5DEECE66DL);
+    }
+
+    public SamplingParams params() { return p; }
+
+    /**
+     * Picks the next token.
+     *
+     * @param logits  [vocab] (not modified)
+     * @param history ids seen so far (prompt and generated), first {@code n} of the array
+     */
+    public int sample(float[] logits, int[] history, int n) {
+        int v = logits.length;
+        if (work.length < v) { work = new float[v]; order = new int[v]; seen = new boolean[v]; }
+        float[] x = work;
+        System.arraycopy(logits, 0, x, 0, v);
+        // 1. penalties, once per distinct seen token
+        if (p.repetitionPenalty() != 1f || p.presencePenalty() != 0f) {
+            for (int i = 0; i < n; i++) {
+                int id = history[i];
+                if (id < 0 || id >= v || seen[id]) continue;
+                seen[id] = true;
+                float l = x[id];
+                if (p.repetitionPenalty() != 1f) l = l > 0 ? l / p.repetitionPenalty() : l * p.repetitionPenalty();
+                x[id] = l - p.presencePenalty();
+            }
+            for (int i = 0; i < n; i++) if (history[i] >= 0 && history[i] < v) seen[history[i]] = false;
+        }
+        // 2. greedy
+        if (p.greedy()) return argmax(x, v);
+        // 3. temperature + softmax
+        float max = Float.NEGATIVE_INFINITY;
+        for (int i = 0; i < v; i++) { x[i] /= p.temperature(); max = Math.max(max, x[i]); }
+        double sum = 0;
+        for (int i = 0; i < v; i++) { float e = (float) Math.exp(x[i] - max); x[i] = e; sum += e; }
+        for (int i = 0; i < v; i++) x[i] /= (float) sum;
+        // 4. min-p: drop tokens below minP · p_max (p_max = exp(0) / sum)
+        int kept = v;
+        for (int i = 0; i < v; i++) order[i] = i;
+        if (p.minP() > 0) {
+            float floor = p.minP() * (float) (1.0 / sum);
+            kept = 0;
+            for (int i = 0; i < v; i++) if (x[i] >= floor) order[kept++] = i;
+        }
+        // 5. sort the survivors by probability (descending, lower id first on ties), top-k
+        sortDescending(x, order, kept);
+        if (p.topK() > 0 && p.topK() < kept) kept = p.topK();
+        // 6. top-p: the smallest prefix whose mass reaches topP (of the survivors' mass)
+        double mass = 0;
+        for (int i = 0; i < kept; i++) mass += x[order[i]];
+        if (p.topP() < 1f) {
+            double acc = 0;
+            int cut = kept;
+            for (int i = 0; i < kept; i++) {
+                acc += x[order[i]];
+                if (acc >= p.topP() * mass) { cut = i + 1; break; }
+            }
+            kept = cut;
+            mass = 0;
+            for (int i = 0; i < kept; i++) mass += x[order[i]];
+        }
+        // 7. draw
+        double r = rng.nextDouble() * mass;
+        for (int i = 0; i < kept; i++) {
+            r -= x[order[i]];
+            if (r < 0) return order[i];
+        }
+        return order[kept - 1];
+    }
+
+    static int argmax(float[] x, int n) {
+        int best = 0;
+        for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+        return best;
+    }
+
+    private static void sortDescending(float[] prob, int[] idx, int n) {
+        Integer[] boxed = new Integer[n];
+        for (int i = 0; i < n; i++) boxed[i] = idx[i];
+        Arrays.sort(boxed, (a, b) -> {
+            int c = Float.compare(prob[b], prob[a]);
+            return c != 0 ? c : Integer.compare(a, b);
+        });
+        for (int i = 0; i < n; i++) idx[i] = boxed[i];
+    }
+}

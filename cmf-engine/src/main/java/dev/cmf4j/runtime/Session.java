@@ -1,0 +1,107 @@
+package dev.cmf4j.runtime;
+
+import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.State;
+
+import java.util.Arrays;
+
+/**
+ * One conversation with a model: its KV caches and recurrent states, the ids consumed so far, and the
+ * forward calls that extend them. Prompts are prefilled in chunks ({@link #DEFAULT_CHUNK} tokens: a
+ * multiple of the gated delta rule's chunk, so linear-attention layers round like transformers); decode
+ * steps run one token. Not thread-safe: one session per thread.
+ */
+public final class Session {
+    /** Prefill chunk: bounds scratch memory and keeps the weight reuse of a chunk matmul. */
+    public static final int DEFAULT_CHUNK = 64;
+
+    private final Graph graph;
+    private final State state;
+    private final int chunk;
+    private final float[] last;
+    private int[] history = new int[64];
+    private int length;
+
+    /**
+     * @param maxContext positions this session may hold (capped by the model's max_position_embeddings)
+     */
+    public Session(Graph graph, int maxContext, int chunk) {
+        this.graph = graph;
+        this.chunk = chunk;
+        this.state = graph.newState(chunk, maxContext);
+        this.last = new float[graph.vocab()];
+    }
+
+    public Session(Graph graph, int maxContext) { this(graph, maxContext, DEFAULT_CHUNK); }
+
+    public Graph graph() { return graph; }
+
+    /** Positions consumed so far. */
+    public int position() { return state.position(); }
+
+    /** The context limit of this session. */
+    public int maxContext() { return state.maxContext(); }
+
+    public int vocab() { return graph.vocab(); }
+
+    /** Every id consumed so far (prompt and generated), for repetition penalties. */
+    public int[] history() { return Arrays.copyOf(history, length); }
+
+    int historyLength() { return length; }
+
+    int[] historyArray() { return history; }
+
+    /** The state (caches), for tests and memory accounting. */
+    public State state() { return state; }
+
+    /**
+     * Runs {@code ids} after what the session already holds and returns the logits of the last one
+     * (a view, valid until the next call).
+     */
+    public float[] prefill(int[] ids) {
+        check(ids);
+        for (int p = 0; p < ids.length; p += chunk) forward(ids, p, Math.min(chunk, ids.length - p), last, false);
+        return last;
+    }
+
+    /** One token; returns its logits (a view, valid until the next call). */
+    public float[] decode(int id) { return prefill(new int[] {id}); }
+
+    /** Runs {@code ids} and returns the logits of every one, [ids.length, vocab] row-major. */
+    public float[] logitsAll(int[] ids) {
+        check(ids);
+        int v = graph.vocab();
+        float[] out = new float[Math.multiplyExact(ids.length, v)];
+        float[] buf = new float[Math.min(chunk, ids.length) * v];
+        for (int p = 0; p < ids.length; p += chunk) {
+            int n = Math.min(chunk, ids.length - p);
+            forward(ids, p, n, buf, true);
+            System.arraycopy(buf, 0, out, p * v, n * v);
+        }
+        return out;
+    }
+
+    /** Forgets the conversation. */
+    public void reset() {
+        state.reset();
+        length = 0;
+    }
+
+    private void forward(int[] ids, int off, int n, float[] logits, boolean all) {
+        graph.forward(state, ids, off, n, logits, all, null);
+        if (length + n > history.length) history = Arrays.copyOf(history, Math.max(length + n, 2 * history.length));
+        System.arraycopy(ids, off, history, length, n);
+        length += n;
+    }
+
+    private void check(int[] ids) {
+        if (ids.length == 0) throw new GenerationException.BadInput("empty prompt: at least one token id is needed");
+        int v = graph.vocab();
+        for (int i = 0; i < ids.length; i++)
+            if (ids[i] < 0 || ids[i] >= v)
+                throw new GenerationException.BadInput("token id " + ids[i] + " (at index " + i + ") is outside the vocabulary [0, " + v + ")");
+        if ((long) state.position() + ids.length > state.maxContext())
+            throw new GenerationException.ContextLimit(state.maxContext(), "context limit of " + state.maxContext()
+                    + " tokens exceeded: " + state.position() + " already held + " + ids.length + " new");
+    }
+}
