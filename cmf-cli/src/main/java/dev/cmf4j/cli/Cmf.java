@@ -11,6 +11,8 @@ import picocli.CommandLine.Command;
         description = "Run, inspect and convert CMF language models on the JVM.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                DetokenizeCommand.class,
+                TokenizeCommand.class,
         })
 public final class Cmf implements Runnable {
     @CommandLine.Spec CommandLine.Model.CommandSpec spec;
