@@ -28,7 +28,7 @@ final class Access {
     static final Set<String> TUPLE_SAFE = Set.of("index", "count");
 
     /** The Python attribute obj.name, or MISSING when the type has none. */
-    private static Object pythonAttribute(Object obj, String name) {
+    static Object pythonAttribute(Object obj, String name) {
         switch (obj) {
             case String s -> {
                 if (STR_METHODS.contains(name)) return new BoundMethod(s, name);

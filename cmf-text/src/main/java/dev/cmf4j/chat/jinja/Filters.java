@@ -44,7 +44,12 @@ final class Filters {
                 if (PyTypes.isNumber(v)) yield PyOps.unary(PyTypes.bigOf(v).signum() < 0 ? "-" : "+", v);
                 throw new TemplateException(Kind.TypeError, "bad operand type for abs(): '" + PyTypes.typeName(v) + "'");
             }
-            case "attr" -> Access.getattr(v, s(a.check("attr", "name").require(0, "name", "attr")));
+            case "attr" -> {
+                // jinja2's attr filter looks up the Python attribute only, never the item
+                String attr = s(a.check("attr", "name").require(0, "name", "attr"));
+                Object r = v instanceof Undefined u ? fail(u) : Access.pythonAttribute(v, attr);
+                yield r == PyTypes.MISSING ? Undefined.member(v, attr) : r;
+            }
             case "batch" -> batch(v, a.check("batch", "linecount", "fill_with"));
             case "capitalize" -> PyStr.capitalize(s(v));
             case "center" -> Methods.pad(s(v), PyTypes.toLong(a.check("center", "width").get(0, "width", 80L), "width"), " ", "center");
@@ -69,10 +74,10 @@ final class Filters {
                 }
                 throw new TemplateException(Kind.TypeError, "'" + PyTypes.typeName(v) + "' object is not reversible");
             }
-            case "float" -> toFloat(v, a.check("float", "default").get(0, "default", 0.0));
+            case "float" -> v instanceof Undefined u ? fail(u) : toFloat(v, a.check("float", "default").get(0, "default", 0.0));
             case "format" -> PyFormat.percent(s(v), a.keywords.isEmpty() ? new PyTuple(a.positional) : new LinkedHashMap<Object, Object>(a.keywords));
-            case "indent" -> indent(s(v), a.check("indent", "width", "first", "blank"));
-            case "int" -> toInt(v, a.check("int", "default", "base"));
+            case "indent" -> v instanceof Undefined u ? fail(u) : indent(s(v), a.check("indent", "width", "first", "blank"));
+            case "int" -> v instanceof Undefined u ? fail(u) : toInt(v, a.check("int", "default", "base"));
             case "items" -> {
                 if (v instanceof Undefined) yield new ArrayList<>();
                 if (!(v instanceof Map<?, ?>)) throw new TemplateException(Kind.TypeError, "Can only get item pairs from a mapping.");
@@ -138,6 +143,11 @@ final class Filters {
             case "xmlattr" -> xmlattr(v, PyTypes.truthy(a.check("xmlattr", "autospace").get(0, "autospace", true)));
             default -> throw new TemplateException(Kind.Unsupported, "the '" + name + "' filter is not supported by cmf4j");
         };
+    }
+
+    /** Undefined's __int__/__float__/__add__ raise; the filters that need them fail the same way. */
+    private static Object fail(Undefined u) {
+        throw u.error();
     }
 
     @SuppressWarnings("unchecked")

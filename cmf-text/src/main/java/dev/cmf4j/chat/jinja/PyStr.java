@@ -105,7 +105,7 @@ final class PyStr {
                 while (i < n && isSpace(s.charAt(i))) i++;
                 if (i >= n) break;
                 if (maxsplit >= 0 && out.size() >= maxsplit) {
-                    out.add(rstrip(s.substring(i), null));
+                    out.add(s.substring(i)); // Python keeps the remainder's trailing whitespace
                     break;
                 }
                 int j = i;
@@ -137,7 +137,7 @@ final class PyStr {
                 while (j > 0 && isSpace(s.charAt(j - 1))) j--;
                 if (j <= 0) break;
                 if (out.size() >= maxsplit) {
-                    out.add(lstrip(s.substring(0, j), null));
+                    out.add(s.substring(0, j)); // Python keeps the remainder's leading whitespace
                     break;
                 }
                 int i = j;
