@@ -18,9 +18,11 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
  */
 final class Bf16Matrix extends WeightMatrix {
 
-    Bf16Matrix(MemorySegment data, int rows, int cols) {
-        super(data, rows, cols, DType.BF16);
+    Bf16Matrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
+        super(data, storedRows, cols, row0, rows, DType.BF16);
     }
+
+    @Override WeightMatrix window(long firstRow, int n) { return new Bf16Matrix(data, storedRows, cols, firstRow, n); }
 
     @Override public DType dtype() { return DType.BF16; }
 
@@ -36,7 +38,7 @@ final class Bf16Matrix extends WeightMatrix {
         int n = cols;
         int vec = Simd.VECTOR ? n - n % (4 * L) : 0;
         for (int r = r0; r < r1; r++) {
-            long base = 2L * r * n;
+            long base = 2L * (row0 + r) * n;
             float s = 0f;
             int c = 0;
             if (vec > 0) {
@@ -60,7 +62,7 @@ final class Bf16Matrix extends WeightMatrix {
         MemorySegment m = data;
         int vec = Simd.VECTOR ? nk - nk % L : 0;
         for (int i = 0; i < nr; i++) {
-            long base = 2L * ((long) (r0 + i) * cols + k0);
+            long base = 2L * ((row0 + r0 + i) * cols + k0);
             int d = dOff + i * ld;
             int j = 0;
             for (; j < vec; j += L) load(m, base + 2L * j).intoArray(dst, d + j);

@@ -13,9 +13,11 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
 /** f32 weights: 4 bytes each, row-major. Decode is one FMA per loaded float. */
 final class F32Matrix extends WeightMatrix {
 
-    F32Matrix(MemorySegment data, int rows, int cols) {
-        super(data, rows, cols, DType.F32);
+    F32Matrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
+        super(data, storedRows, cols, row0, rows, DType.F32);
     }
+
+    @Override WeightMatrix window(long firstRow, int n) { return new F32Matrix(data, storedRows, cols, firstRow, n); }
 
     @Override public DType dtype() { return DType.F32; }
 
@@ -25,7 +27,7 @@ final class F32Matrix extends WeightMatrix {
         int n = cols;
         int vec = Simd.VECTOR ? n - n % (4 * L) : 0;
         for (int r = r0; r < r1; r++) {
-            long base = 4L * r * n;
+            long base = 4L * (row0 + r) * n;
             float s = 0f;
             int c = 0;
             if (vec > 0) {
@@ -49,7 +51,7 @@ final class F32Matrix extends WeightMatrix {
         MemorySegment m = data;
         int vec = Simd.VECTOR ? nk - nk % L : 0;
         for (int i = 0; i < nr; i++) {
-            long base = 4L * ((long) (r0 + i) * cols + k0);
+            long base = 4L * ((row0 + r0 + i) * cols + k0);
             int d = dOff + i * ld;
             int j = 0;
             for (; j < vec; j += L) FloatVector.fromMemorySegment(F, m, base + 4L * j, LE).intoArray(dst, d + j);

@@ -25,12 +25,14 @@ final class Q4BlockMatrix extends WeightMatrix {
     private final int gpr;
     private final long scalesOff;
 
-    Q4BlockMatrix(MemorySegment data, int rows, int cols) {
-        super(data, rows, cols, DType.Q4_BLOCK);
+    Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
+        super(data, storedRows, cols, row0, rows, DType.Q4_BLOCK);
         this.aligned = cols % 32 == 0;
         this.gpr = cols / 32;
-        this.scalesOff = ((long) rows * cols + 31) / 32 * 16;
+        this.scalesOff = (storedRows * cols + 31) / 32 * 16;
     }
+
+    @Override WeightMatrix window(long firstRow, int n) { return new Q4BlockMatrix(data, storedRows, cols, firstRow, n); }
 
     @Override public DType dtype() { return DType.Q4_BLOCK; }
 
@@ -47,7 +49,7 @@ final class Q4BlockMatrix extends WeightMatrix {
         MemorySegment m = data;
         int groups = gpr, sums = xo + groups * 32;
         for (int r = r0; r < r1; r++) {
-            long g0 = (long) r * groups;
+            long g0 = (row0 + r) * groups;
             long o = g0 * 16, so = scalesOff + 2 * g0;
             FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
             float corr = 0f;
@@ -81,7 +83,7 @@ final class Q4BlockMatrix extends WeightMatrix {
     private void dotRowsScalar(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         for (int r = r0; r < r1; r++) {
             float s = 0f;
-            long i = (long) r * cols;
+            long i = (row0 + r) * cols;
             for (int c = 0; c < cols; c++, i++) s += weight(i) * x[xo + c];
             y[yo + r] = add ? y[yo + r] + s : s;
         }
@@ -92,7 +94,7 @@ final class Q4BlockMatrix extends WeightMatrix {
         MemorySegment m = data;
         for (int i = 0; i < nr; i++) {
             int d = dOff + i * ld;
-            long flat = (long) (r0 + i) * cols + k0;
+            long flat = (row0 + r0 + i) * cols + k0;
             if (aligned) {
                 long g = flat >>> 5;
                 for (int j = 0; j < nk; j += 32, g++)

@@ -23,21 +23,35 @@ final class Q4tpMatrix extends WeightMatrix {
     private final int gpr;
     private final int codeBytes;
     private final long codesOff;
-    /** Per row: exp2(lo), exp2(step). */
+    /** Per row: exp2(lo), exp2(step); index 0 is stored row {@code ladderRow0}. */
     private final float[] ladderBase;
+    private final long ladderRow0;
 
-    Q4tpMatrix(MemorySegment data, int rows, int cols) {
-        super(data, rows, cols, DType.Q4TP);
+    Q4tpMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
+        super(data, storedRows, cols, row0, rows, DType.Q4TP);
         this.gpr = Simd.ceilDiv(cols, 32);
         this.codeBytes = Simd.ceilDiv(gpr * 5, 8);
-        long plane = (long) rows * gpr * 16;
-        this.codesOff = plane + 4L * rows;
+        long plane = storedRows * gpr * 16;
+        this.codesOff = plane + 4L * storedRows;
         this.ladderBase = new float[2 * rows];
+        this.ladderRow0 = row0;
         for (int r = 0; r < rows; r++) {
-            ladderBase[2 * r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * r));
-            ladderBase[2 * r + 1] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * r + 2));
+            long sr = row0 + r;
+            ladderBase[2 * r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr));
+            ladderBase[2 * r + 1] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr + 2));
         }
     }
+
+    private Q4tpMatrix(Q4tpMatrix whole, long row0, int rows) {
+        super(whole.data, whole.storedRows, whole.cols, row0, rows, DType.Q4TP);
+        this.gpr = whole.gpr;
+        this.codeBytes = whole.codeBytes;
+        this.codesOff = whole.codesOff;
+        this.ladderBase = whole.ladderBase;
+        this.ladderRow0 = whole.ladderRow0;
+    }
+
+    @Override WeightMatrix window(long firstRow, int n) { return new Q4tpMatrix(this, firstRow, n); }
 
     @Override public DType dtype() { return DType.Q4TP; }
 
@@ -49,7 +63,8 @@ final class Q4tpMatrix extends WeightMatrix {
     }
 
     private void ladder(int r, float[] t) {
-        float v = ladderBase[2 * r], ratio = ladderBase[2 * r + 1];
+        int i = (int) (row0 + r - ladderRow0);
+        float v = ladderBase[2 * i], ratio = ladderBase[2 * i + 1];
         t[0] = v;
         for (int c = 1; c < 32; c++) t[c] = v = v * ratio;
     }
@@ -70,8 +85,8 @@ final class Q4tpMatrix extends WeightMatrix {
         int groups = gpr, sums = xo + groups * 32;
         for (int r = r0; r < r1; r++) {
             ladder(r, t);
-            long o = (long) r * groups * 16;
-            long codes = codesOff + (long) r * codeBytes;
+            long o = (row0 + r) * groups * 16;
+            long codes = codesOff + (row0 + r) * codeBytes;
             FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
             float corr = 0f;
             int g = 0;
@@ -108,11 +123,11 @@ final class Q4tpMatrix extends WeightMatrix {
         for (int i = 0; i < nr; i++) {
             int r = r0 + i;
             ladder(r, t);
-            long codes = codesOff + (long) r * codeBytes;
+            long codes = codesOff + (row0 + r) * codeBytes;
             int d = dOff + i * ld;
             for (int j = 0; j < nk; j += 32) {
                 int g = (k0 + j) >>> 5;
-                Q4.unpackGroup(m, ((long) r * gpr + g) * 16, t[code(codes, g)], dst, d + j, Math.min(32, nk - j));
+                Q4.unpackGroup(m, ((row0 + r) * gpr + g) * 16, t[code(codes, g)], dst, d + j, Math.min(32, nk - j));
             }
         }
     }

@@ -27,18 +27,27 @@ final class Q8Matrix extends WeightMatrix {
     /** The column field widened once at construction (cols floats; null for q8_row). */
     private final float[] colField;
 
-    Q8Matrix(MemorySegment data, int rows, int cols, boolean twoField) {
-        super(data, rows, cols, twoField ? DType.Q8_2F : DType.Q8_ROW);
+    Q8Matrix(MemorySegment data, long storedRows, int cols, long row0, int rows, boolean twoField) {
+        super(data, storedRows, cols, row0, rows, twoField ? DType.Q8_2F : DType.Q8_ROW);
         this.twoField = twoField;
-        this.scalesOff = (long) rows * cols;
+        this.scalesOff = storedRows * cols;
         if (twoField) {
             colField = new float[cols];
-            long off = scalesOff + 2L * rows;
+            long off = scalesOff + 2L * storedRows;
             for (int c = 0; c < cols; c++) colField[c] = Simd.f16(data, off + 2L * c);
         } else {
             colField = null;
         }
     }
+
+    private Q8Matrix(Q8Matrix whole, long row0, int rows) {
+        super(whole.data, whole.storedRows, whole.cols, row0, rows, whole.dtype());
+        this.twoField = whole.twoField;
+        this.scalesOff = whole.scalesOff;
+        this.colField = whole.colField;
+    }
+
+    @Override WeightMatrix window(long firstRow, int n) { return new Q8Matrix(this, firstRow, n); }
 
     @Override public DType dtype() { return twoField ? DType.Q8_2F : DType.Q8_ROW; }
 
@@ -65,7 +74,8 @@ final class Q8Matrix extends WeightMatrix {
         int n = cols;
         int vec = Simd.VECTOR ? n - n % (4 * L) : 0;
         for (int r = r0; r < r1; r++) {
-            long base = (long) r * n;
+            long sr = row0 + r;
+            long base = sr * n;
             float s = 0f;
             int c = 0;
             if (vec > 0) {
@@ -80,7 +90,7 @@ final class Q8Matrix extends WeightMatrix {
                 s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
             }
             for (; c < n; c++) s += m.get(ValueLayout.JAVA_BYTE, base + c) * x[xo + c];
-            s *= Simd.f16(m, scalesOff + 2L * r);
+            s *= Simd.f16(m, scalesOff + 2L * sr);
             y[yo + r] = add ? y[yo + r] + s : s;
         }
     }
@@ -91,9 +101,9 @@ final class Q8Matrix extends WeightMatrix {
         float[] col = colField;
         int vec = Simd.VECTOR ? nk - nk % L : 0;
         for (int i = 0; i < nr; i++) {
-            int r = r0 + i;
-            long base = (long) r * cols + k0;
-            float rs = Simd.f16(m, scalesOff + 2L * r);
+            long sr = row0 + r0 + i;
+            long base = sr * cols + k0;
+            float rs = Simd.f16(m, scalesOff + 2L * sr);
             int d = dOff + i * ld;
             int j = 0;
             if (twoField) {

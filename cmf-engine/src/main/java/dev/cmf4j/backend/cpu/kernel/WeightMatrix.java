@@ -24,18 +24,28 @@ import java.util.Objects;
 public abstract sealed class WeightMatrix
         permits F32Matrix, F16Matrix, Bf16Matrix, Q8Matrix, Q4BlockMatrix, Q4tpMatrix {
 
+    /** The whole stored tensor's payload. */
     final MemorySegment data;
+    /** Rows of the stored tensor (per-row planes of quantized layouts come after all of them). */
+    final long storedRows;
+    /** First stored row of this matrix: row r here is stored row row0 + r. */
+    final long row0;
     final int rows;
     final int cols;
 
-    WeightMatrix(MemorySegment data, int rows, int cols, DType dtype) {
+    WeightMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows, DType dtype) {
         Objects.requireNonNull(data, "data");
-        if (rows <= 0 || cols <= 0) throw new IllegalArgumentException("matrix shape must be positive, got [" + rows + ", " + cols + "]");
-        long want = byteSize(dtype, rows, cols);
+        if (storedRows <= 0 || cols <= 0)
+            throw new IllegalArgumentException("matrix shape must be positive, got [" + storedRows + ", " + cols + "]");
+        if (row0 < 0 || rows <= 0 || row0 + rows > storedRows)
+            throw new IllegalArgumentException("rows [" + row0 + ", " + (row0 + rows) + ") outside the stored " + storedRows);
+        long want = byteSize(dtype, storedRows, cols);
         if (data.byteSize() != want)
-            throw new IllegalArgumentException(dtype.label + " [" + rows + ", " + cols + "] needs " + want
+            throw new IllegalArgumentException(dtype.label + " [" + storedRows + ", " + cols + "] needs " + want
                     + " bytes, segment has " + data.byteSize());
         this.data = data;
+        this.storedRows = storedRows;
+        this.row0 = row0;
         this.rows = rows;
         this.cols = cols;
     }
@@ -47,14 +57,23 @@ public abstract sealed class WeightMatrix
      *                                  not match the layout
      */
     public static WeightMatrix of(DType dtype, MemorySegment data, int rows, int cols) {
+        return of(dtype, data, rows, cols, 0, rows);
+    }
+
+    /**
+     * A kernel over rows {@code [firstRow, firstRow + rows)} of a stored [storedRows, cols] tensor of
+     * {@code dtype} whose whole payload is {@code data} — e.g. one expert of a [experts·out, in]
+     * tensor, without copying.
+     */
+    public static WeightMatrix of(DType dtype, MemorySegment data, long storedRows, int cols, long firstRow, int rows) {
         return switch (dtype) {
-            case F32 -> new F32Matrix(data, rows, cols);
-            case F16 -> new F16Matrix(data, rows, cols);
-            case BF16 -> new Bf16Matrix(data, rows, cols);
-            case Q8_ROW -> new Q8Matrix(data, rows, cols, false);
-            case Q8_2F -> new Q8Matrix(data, rows, cols, true);
-            case Q4_BLOCK -> new Q4BlockMatrix(data, rows, cols);
-            case Q4TP -> new Q4tpMatrix(data, rows, cols);
+            case F32 -> new F32Matrix(data, storedRows, cols, firstRow, rows);
+            case F16 -> new F16Matrix(data, storedRows, cols, firstRow, rows);
+            case BF16 -> new Bf16Matrix(data, storedRows, cols, firstRow, rows);
+            case Q8_ROW -> new Q8Matrix(data, storedRows, cols, firstRow, rows, false);
+            case Q8_2F -> new Q8Matrix(data, storedRows, cols, firstRow, rows, true);
+            case Q4_BLOCK -> new Q4BlockMatrix(data, storedRows, cols, firstRow, rows);
+            case Q4TP -> new Q4tpMatrix(data, storedRows, cols, firstRow, rows);
             default -> throw new IllegalArgumentException("no CPU matrix kernel for dtype " + dtype.label
                     + " (supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp)");
         };
@@ -104,12 +123,27 @@ public abstract sealed class WeightMatrix
 
     public abstract DType dtype();
 
+    /**
+     * Rows {@code [from, from + n)} of this matrix as a matrix of their own, sharing the weights
+     * and any per-tensor tables (cheap: no copy, no per-row work).
+     */
+    public final WeightMatrix rowWindow(int from, int n) {
+        if (from < 0 || n <= 0 || from + n > rows)
+            throw new IllegalArgumentException("window [" + from + ", " + (from + n) + ") outside the " + rows + " rows of " + this);
+        return window(row0 + from, n);
+    }
+
+    /** The same tensor seen from stored row {@code firstRow}, {@code n} rows. */
+    abstract WeightMatrix window(long firstRow, int n);
+
     public final int rows() { return rows; }
 
     public final int cols() { return cols; }
 
-    /** Bytes of weights one full pass reads (the matrix's stored size). */
-    public final long byteSize() { return data.byteSize(); }
+    /** Bytes of weights one full pass reads (the stored size; pro rata for a row window). */
+    public final long byteSize() {
+        return rows == storedRows ? data.byteSize() : data.byteSize() / storedRows * rows;
+    }
 
     // ---------------------------------------------------------------- decode: one token
 

@@ -29,6 +29,12 @@ public final class WorkerPool implements AutoCloseable {
         void run(int chunk, int worker);
     }
 
+    /** Work over indices {@code [from, to)}. */
+    @FunctionalInterface
+    public interface RangeBody {
+        void run(int from, int to);
+    }
+
     private static final long DEFAULT_SPIN_NANOS = 200_000;
 
     private final int threads;
@@ -125,6 +131,17 @@ public final class WorkerPool implements AutoCloseable {
             owner = null;
             submit.unlock();
         }
+    }
+
+    /**
+     * Runs {@code body} over {@code [0, n)} in ranges of at least {@code grain} indices (at most
+     * about 4 per thread), spread over the threads; returns when all are done.
+     */
+    public void parallelFor(int n, int grain, RangeBody body) {
+        if (n <= 0) return;
+        int step = Math.max(Math.max(1, grain), Simd.ceilDiv(n, 4 * threads));
+        int chunks = Simd.ceilDiv(n, step);
+        run(chunks, (c, w) -> body.run(c * step, Math.min(n, c * step + step)));
     }
 
     /**

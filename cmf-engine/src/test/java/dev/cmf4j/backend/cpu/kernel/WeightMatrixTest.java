@@ -129,6 +129,41 @@ class WeightMatrixTest {
         }
     }
 
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"F32", "F16", "BF16", "Q8_ROW", "Q8_2F", "Q4_BLOCK", "Q4TP"})
+    void rowWindowOfAStoredTensor(DType dtype) {
+        // e.g. one expert of a [experts·out, in] tensor: rows [first, first+n) read in place
+        Random rnd = new Random(21 + dtype.id);
+        for (int cols : new int[] {64, 45}) {
+            int stored = 50, first = 7, n = 20;
+            float[] wf = TestWeights.randomMatrix(rnd, stored, cols);
+            MemorySegment m = TestWeights.encode(dtype, wf, stored, cols);
+            WeightMatrix w = WeightMatrix.of(dtype, m, stored, cols, first, n);
+            float[] x = TestWeights.randomVector(rnd, cols);
+            float[] all = new float[stored], scale = new float[stored];
+            ReferenceKernels.matvec(dtype, m, stored, cols, x, all);
+            ReferenceKernels.absMatvec(dtype, m, stored, cols, x, scale);
+            float[] want = java.util.Arrays.copyOfRange(all, first, first + n);
+            float[] sc = java.util.Arrays.copyOfRange(scale, first, first + n);
+            float[] y = new float[n];
+            w.matvec(x, y, pool);
+            assertClose(y, 0, want, sc, dtype + " window matvec cols=" + cols);
+            WeightMatrix whole = WeightMatrix.of(dtype, m, stored, cols);
+            float[] y2 = new float[n - 3];
+            whole.rowWindow(first, n).rowWindow(3, n - 3).matvec(x, y2, pool);   // windows share the tables
+            assertClose(y2, 0, java.util.Arrays.copyOfRange(want, 3, n), java.util.Arrays.copyOfRange(sc, 3, n),
+                    dtype + " window of window cols=" + cols);
+            int tokens = 18;
+            float[] xs = new float[tokens * cols];
+            for (int t = 0; t < tokens; t++) System.arraycopy(x, 0, xs, t * cols, cols);
+            float[] ys = new float[tokens * n];
+            w.matmul(xs, tokens, ys, pool);
+            for (int t = 0; t < tokens; t++) assertClose(ys, t * n, want, sc, dtype + " window matmul cols=" + cols);
+        }
+        assertThatThrownBy(() -> WeightMatrix.of(dtype, Arena.ofAuto().allocate(WeightMatrix.byteSize(dtype, 10, 32)), 10, 32, 5, 6))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("outside the stored 10");
+    }
+
     @Test
     void referenceDequantizesWhatTheEncoderWrote() {
         // guards the test encoders and the reference against each other: error within the quantizer's step

@@ -1,0 +1,66 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The engine's {@link MatMul} on the fast kernels: a [out, in] matrix of a supported dtype runs
+ * {@link WeightMatrix#matvec} for one token and {@link WeightMatrix#matmul} (tiled prefill) for a
+ * chunk; everything else (input-major matrices, dtypes without a kernel) goes to {@code fallback}.
+ *
+ * <p>One {@link WeightMatrix} per stored tensor is built on first use and kept (keyed by the
+ * payload segment); a {@link Matrix} that views some rows of it (one expert of a stacked tensor)
+ * becomes a {@link WeightMatrix#rowWindow} sharing its tables, which costs one small object.
+ */
+public final class KernelMatMul implements MatMul {
+    private final WorkerPool pool;
+    private final MatMul fallback;
+    private final ConcurrentHashMap<MemorySegment, WeightMatrix> tensors = new ConcurrentHashMap<>();
+
+    /**
+     * @param pool     the threads the kernels run on
+     * @param fallback for what the kernels do not cover
+     */
+    public KernelMatMul(WorkerPool pool, MatMul fallback) {
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.fallback = Objects.requireNonNull(fallback, "fallback");
+    }
+
+    public WorkerPool pool() { return pool; }
+
+    @Override
+    public void apply(Matrix w, float[] x, int tokens, float[] y) {
+        WeightMatrix k = kernel(w);
+        if (k == null) { fallback.apply(w, x, tokens, y); return; }
+        if (tokens == 1) k.matvec(x, 0, y, 0, false, pool);
+        else k.matmul(x, 0, tokens, y, 0, false, pool);
+    }
+
+    /** y += W·x for each token (residual add fused into the product). */
+    public void applyAdd(Matrix w, float[] x, int tokens, float[] y) {
+        WeightMatrix k = kernel(w);
+        if (k == null) {
+            int out = w.outDim();
+            float[] tmp = new float[tokens * out];
+            fallback.apply(w, x, tokens, tmp);
+            for (int i = 0; i < tmp.length; i++) y[i] += tmp[i];
+            return;
+        }
+        if (tokens == 1) k.matvec(x, 0, y, 0, true, pool);
+        else k.matmul(x, 0, tokens, y, 0, true, pool);
+    }
+
+    /** The kernel for {@code w}, or null when {@code w} is input-major or its dtype has no kernel. */
+    public WeightMatrix kernel(Matrix w) {
+        if (w.inputMajor() || !WeightMatrix.supports(w.dtype()) || w.rows() == 0) return null;
+        WeightMatrix whole = tensors.computeIfAbsent(w.data(),
+                seg -> WeightMatrix.of(w.dtype(), seg, w.storedRows(), w.cols(), 0, Math.toIntExact(w.storedRows())));
+        if (whole.dtype() != w.dtype() || whole.cols() != w.cols())
+            throw new IllegalArgumentException(w.name() + ": payload already seen as " + whole + ", now as " + w.dtype().label + " with " + w.cols() + " cols");
+        return w.firstRow() == 0 && w.rows() == whole.rows() ? whole : whole.rowWindow(Math.toIntExact(w.firstRow()), w.rows());
+    }
+}

@@ -1,0 +1,65 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.format.DType;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Random;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The engine-facing adapter: same results as the engine's scalar reference, windows and fallbacks included. */
+class KernelMatMulTest {
+
+    /** Dense reference from the scalar dequantizer, either orientation. */
+    static void reference(Matrix w, float[] x, int tokens, float[] y) {
+        int stored = (int) w.storedRows(), cols = w.cols();
+        float[] row = new float[cols];
+        double[] acc = new double[y.length];
+        int out = w.outDim(), in = w.inDim();
+        for (int r = 0; r < w.rows(); r++) {
+            ReferenceKernels.dequantRow(w.dtype(), w.data(), stored, cols, (int) w.firstRow() + r, row);
+            for (int t = 0; t < tokens; t++)
+                for (int c = 0; c < cols; c++) {
+                    if (w.inputMajor()) acc[t * out + c] += (double) row[c] * x[t * in + r];
+                    else acc[t * out + r] += (double) row[c] * x[t * in + c];
+                }
+        }
+        for (int i = 0; i < y.length; i++) y[i] = (float) acc[i];
+    }
+
+    @Test
+    void matchesTheEnginesReferenceForWholeMatricesWindowsAndFallbacks() {
+        Random rnd = new Random(8);
+        try (WorkerPool pool = new WorkerPool(2)) {
+            KernelMatMul mm = new KernelMatMul(pool, new CpuMatMul());
+            int stored = 48, cols = 96;
+            for (DType d : new DType[] {DType.Q8_2F, DType.Q4_BLOCK, DType.BF16, DType.F32}) {
+                MemorySegment m = TestWeights.encode(d, TestWeights.randomMatrix(rnd, stored, cols), stored, cols);
+                Matrix whole = new Matrix("w", d, m, stored, cols, 0, stored, false);
+                Matrix expert = whole.slice(16, 16);
+                Matrix inputMajor = new Matrix("wt", d, m, stored, cols, 0, stored, true);
+                // the engine's fallback decoder covers f32/bf16 input-major matrices on this main
+                Matrix[] cases = d == DType.F32 || d == DType.BF16 ? new Matrix[] {whole, expert, inputMajor} : new Matrix[] {whole, expert};
+                for (Matrix w : cases) {
+                    for (int tokens : new int[] {1, 20}) {
+                        float[] x = TestWeights.randomVector(rnd, tokens * w.inDim());
+                        float[] y = new float[tokens * w.outDim()], ref = new float[tokens * w.outDim()];
+                        mm.apply(w, x, tokens, y);
+                        reference(w, x, tokens, ref);
+                        for (int i = 0; i < y.length; i++)
+                            assertThat((double) y[i]).as("%s %s tokens=%d [%d]", d, w.inputMajor() ? "input-major" : w.rows() + " rows", tokens, i)
+                                    .isCloseTo(ref[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(ref[i]))));
+                        float[] acc = y.clone();
+                        mm.applyAdd(w, x, tokens, acc);
+                        for (int i = 0; i < y.length; i++) assertThat((double) acc[i]).isCloseTo(2.0 * y[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(y[i]))));
+                    }
+                }
+                assertThat(mm.kernel(inputMajor)).isNull();
+                assertThat(mm.kernel(expert).rows()).isEqualTo(16);
+            }
+        }
+    }
+}
