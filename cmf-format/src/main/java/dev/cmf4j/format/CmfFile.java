@@ -5,6 +5,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -93,6 +94,11 @@ public final class CmfFile implements AutoCloseable {
             for (int i = 1; i <= count; i++) files.add(abs.resolveSibling(String.format("%s-%05d-of-%05d.cmf", m.group(1), i, count)));
         } else {
             files.add(abs);
+        }
+        if (files.size() > 1) {
+            for (Path p : files) {
+                if (!Files.exists(p)) throw new CmfException.Io(p.toString(), "missing shard of " + abs.getFileName(), null);
+            }
         }
         Arena arena = Arena.ofShared();
         try {

@@ -165,6 +165,9 @@ public record Masks(Meta meta, List<TaskMask> masks) {
             throw new CmfException.Bounds(label, base + 4, "masks meta length " + metaLen + " exceeds the "
                     + (len - 8) + " bytes after the masks header");
         }
+        if (metaLen > CmfFile.MAX_JSON) {
+            throw new CmfException.Parse(label, base + 4, "masks meta is " + metaLen + " bytes; at most " + CmfFile.MAX_JSON + " accepted");
+        }
         byte[] metaBytes = sec.asSlice(8, metaLen).toArray(ValueLayout.JAVA_BYTE);
         ObjectNode root = Json.parseObject(metaBytes, label, base + 8, "masks meta");
         Json.Fields f = new Json.Fields(root, label, base + 8, "masks");
