@@ -1,0 +1,92 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.convert.Converter;
+import dev.cmf4j.convert.ModelSource;
+import dev.cmf4j.convert.Progress;
+import dev.cmf4j.convert.Sources;
+import dev.cmf4j.convert.TensorPolicy;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+
+/** {@code cmf convert SRC -o OUT.cmf [--quant ...] [--keep GLOB=DTYPE]...}: HF folder or GGUF file to CMF. */
+@Command(name = "convert", mixinStandardHelpOptions = true,
+        description = {"Convert a Hugging Face checkpoint folder or a GGUF file into one CMF file.",
+                "The folder needs config.json and model.safetensors (or a sharded model.safetensors.index.json); "
+                        + "tokenizer.json(.gz), tokenizer_config.json, chat_template.jinja and generation_config.json "
+                        + "are picked up when present. See docs/CONVERT.md."})
+public final class ConvertCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "SRC", description = "Hugging Face checkpoint folder, or a .gguf file")
+    Path src;
+
+    @Option(names = {"-o", "--output"}, required = true, paramLabel = "OUT.cmf", description = "the CMF file to write")
+    Path out;
+
+    @Option(names = {"-q", "--quant"}, paramLabel = "MODE", defaultValue = "auto",
+            description = "auto (keep the source float type), f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp (default: ${DEFAULT-VALUE})")
+    String quant;
+
+    @Option(names = "--keep", paramLabel = "GLOB=DTYPE",
+            description = "store tensors whose name matches GLOB (* and ?) as DTYPE; repeatable, the last match wins")
+    List<String> keep = new ArrayList<>();
+
+    @Option(names = {"-t", "--threads"}, paramLabel = "N", description = "encoding threads (default: all cores)")
+    Integer threads;
+
+    @Option(names = "--memory-mb", paramLabel = "MB", defaultValue = "768",
+            description = "encoded payload kept in memory at once (default: ${DEFAULT-VALUE}); bigger tensors go through a scratch file")
+    long memoryMb;
+
+    @Option(names = "--progress", paramLabel = "STYLE", defaultValue = "auto",
+            description = "auto (a bar on a terminal, plain lines otherwise), bar, lines or none")
+    String progress;
+
+    @Option(names = {"-f", "--force"}, description = "overwrite OUT if it exists")
+    boolean force;
+
+    @Override public Integer call() {
+        TensorPolicy.Mode mode;
+        List<TensorPolicy.Keep> keeps = new ArrayList<>();
+        try {
+            mode = TensorPolicy.Mode.parse(quant);
+            for (String k : keep) keeps.add(TensorPolicy.Keep.parse(k));
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), e.getMessage());
+        }
+        if (Files.exists(out) && !force)
+            throw new ParameterException(spec.commandLine(), out + " exists; pass --force to overwrite it");
+        if (Files.isDirectory(out)) throw new ParameterException(spec.commandLine(), out + " is a folder");
+        Progress p = switch (progress.toLowerCase(Locale.ROOT)) {
+            case "auto" -> System.console() != null ? Progress.bar(System.err) : Progress.lines(System.err);
+            case "bar" -> Progress.bar(System.err);
+            case "lines" -> Progress.lines(System.err);
+            case "none" -> Progress.NONE;
+            default -> throw new ParameterException(spec.commandLine(), "--progress must be auto, bar, lines or none");
+        };
+        Converter.Options opts = Converter.Options.of(new TensorPolicy(mode, keeps)).withProgress(p)
+                .withMemoryBudget(Math.max(1, memoryMb) << 20);
+        if (threads != null) opts = opts.withThreads(Math.max(1, threads));
+        Converter.Result r;
+        try (ModelSource s = Sources.open(src)) {
+            r = Converter.convert(s, out, opts);
+        }
+        PrintWriter o = spec.commandLine().getOut();
+        o.printf(Locale.ROOT, "wrote %s: %d tensors, %.1f MB payload %s (%.1f s)%n", r.file(), r.tensors(),
+                r.payloadBytes() / 1e6, r.dtypeCounts(), r.seconds());
+        o.flush();
+        return 0;
+    }
+}
