@@ -13,6 +13,8 @@ import picocli.CommandLine.Command;
                 CommandLine.HelpCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,
+                InfoCommand.class,
+                TensorCommand.class,
                 TokenizeCommand.class,
         })
 public final class Cmf implements Runnable {
