@@ -250,6 +250,34 @@ case("f_format", "{{ '%s-%s' | format(1, 'a') }}{{ '%(x)s!' | format(x='y') }}")
 case("f_attr_count", "{{ d | attr('a') }}|{{ l | count }}")
 case("f_chain_on_msgs", "{{ msgs | map(attribute='content') | select('string') | map('trim') | join(' / ') }}")
 
+# ---- generators (map/select/... return one-shot iterators in jinja2)
+case("gen_truthy_nolen", "{% if [] | select %}truthy{% endif %}|{{ [1, 2] | map('string') | list }}|{% set g = [1, 2, 3] | select('odd') %}{{ g | list }}{{ g | list }}|{{ none | map('upper') | list }}{{ none | selectattr('x') | list }}|{{ l | reverse | first }}")
+case("gen_len_error", "{{ l | select | length }}")
+case("gen_tojson_error", "{{ msgs | map(attribute='role') | tojson }}")
+case("gen_items_lazy_error", "{% set it = 5 | items %}ok{{ it | list }}")
+case("gen_in_consumes", "{% set g = [1, 2, 3] | select %}{{ 2 in g }}{{ g | list }}")
+case("gen_last_error", "{{ l | select | last }}")
+case("gen_is_sequence", "{{ (l | select) is sequence }}{{ (l | select) is iterable }}")
+
+# ---- Markup (safe / escape) under autoescape off
+case("markup_ops", "{{ ('a<' | safe) + 'b<' }}|{{ 'a<' + ('b<' | safe) }}|{{ ('x' | safe) ~ '<' }}|{{ ('%s|' | safe) % '<' }}|{{ ('<' | safe).replace('<', '>') }}|{{ ('a b' | safe).split() }}|{{ ('<' | safe) | upper }}|{{ ('x<' | safe).center(5, '<') }}|{{ ('<x' | safe).strip('<') }}|{{ ('<p>' | safe) == '<p>' }}|{{ '<' | e | length }}|{{ ('<' | e) is string }}{{ ('<' | e) is escaped }}{{ '<' is escaped }}")
+case("markup_more", "{{ ('-' | safe).join(['<', 'b']) }}|{{ ('<{}>' | safe).format('&') }}|{{ ('ab'|safe)[0] + '<' }}|{{ ('%s' | format('<')) }}|{{ (('%s'|safe) | format('<')) }}|{{ 5 | safe + '<' }}|{{ ('<'|safe) * 2 + '<' }}|{{ ('<'|safe) | trim + '<' }}|{{ ('<'|safe) | string + '<' }}|{{ ('a'|safe) | replace('a','<') + '<' }}|{{ {'k':'<'|safe} | tojson }}|{{ (' <'|safe).strip() + '<' }}|{{ ('a'|safe) | indent + '<' }}|{{ '<a>' | e | e }}")
+case("markup_add_int", "{{ ('x'|safe) + 1 }}")
+case("markup_functionary_style", "{% set t = {'name': 'f<x>', 'description': 'say \"hi\"'} %}{{ \"Use '\"|safe + t['name'] + \"' to '\"|safe + t['description'] + \"'\\n\"|safe + t | tojson() }}")
+
+# ---- unknown filters/tests: compile error, unless inside if / inline-if (deferred to runtime)
+case("soft_filter_not_run", "{% if false %}{{ x | from_json }}{% endif %}ok{{ 1 if true else (2 | nope) }}")
+case("soft_filter_run", "{% if true %}{{ '{}' | from_json }}{% endif %}")
+case("soft_test_run", "{% if true %}{{ 1 is nope }}{% endif %}")
+case("hard_filter_in_loop_in_if", "{% if false %}{% for i in l %}{{ i | nope }}{% endfor %}{% endif %}")
+case("hard_filter_in_macro", "{% macro m() %}{{ 1 | nope }}{% endmacro %}")
+case("map_unknown_filter", "{{ l | map('nope') | list }}")
+
+# ---- None handling
+case("none_calls", "{{ none() }}")
+case("none_length", "{{ none | length }}")
+case("none_float", "{{ none | float }}{{ none | int }}")
+
 # ---- globals
 case("g_dict_joiner", "{{ dict(a=1, b=2) }}{{ dict([('x', 1)]) }}{% set j = joiner('|') %}{% for i in [1,2,3] %}{{ j() }}{{ i }}{% endfor %}")
 case("g_strftime", "{{ strftime_now('%Y-%m-%d %H:%M:%S') }}|{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%A %B %-d %I%p %j %a %y %%') }}|{{ strftime_now('%e|%U|%W|%w') }}")

@@ -33,6 +33,9 @@ final class Access {
             case String s -> {
                 if (STR_METHODS.contains(name)) return new BoundMethod(s, name);
             }
+            case Markup m -> {
+                if (STR_METHODS.contains(name)) return new BoundMethod(m, name);
+            }
             case Map<?, ?> m -> {
                 if (DICT_SAFE.contains(name)) return new BoundMethod(m, name);
                 if (DICT_UNSAFE.contains(name)) return Undefined.unsafe(obj, name);
@@ -85,6 +88,10 @@ final class Access {
     /** {@code obj[key]}. */
     static Object getitem(Object obj, Object key) {
         if (obj instanceof Undefined u) throw u.error();
+        if (obj instanceof Markup m && (key instanceof PySlice || key instanceof Long || key instanceof Boolean)) {
+            Object r = getitem(m.text(), key); // markupsafe wraps __getitem__: the result is Markup again
+            return r instanceof String s ? new Markup(s) : r;
+        }
         if (key instanceof PySlice s) {
             Object r = Slices.apply(obj, s);
             return r != PyTypes.MISSING ? r : Undefined.member(obj, key);

@@ -50,9 +50,9 @@ final class Filters {
                 Object r = v instanceof Undefined u ? fail(u) : Access.pythonAttribute(v, attr);
                 yield r == PyTypes.MISSING ? Undefined.member(v, attr) : r;
             }
-            case "batch" -> batch(v, a.check("batch", "linecount", "fill_with"));
-            case "capitalize" -> PyStr.capitalize(s(v));
-            case "center" -> Methods.pad(s(v), PyTypes.toLong(a.check("center", "width").get(0, "width", 80L), "width"), " ", "center");
+            case "batch" -> generator(() -> batch(v, a.check("batch", "linecount", "fill_with")));
+            case "capitalize" -> keep(v, PyStr.capitalize(s(v)));
+            case "center" -> keep(v, Methods.pad(s(v), PyTypes.toLong(a.check("center", "width").get(0, "width", 80L), "width"), " ", "center"));
             case "count", "length" -> PyTypes.length(v);
             case "d", "default" -> {
                 a.check(name, "default_value", "boolean");
@@ -61,28 +61,34 @@ final class Filters {
                 yield v instanceof Undefined || (bool && !PyTypes.truthy(v)) ? def : v;
             }
             case "dictsort" -> dictsort(v, a.check("dictsort", "case_sensitive", "by", "reverse"));
-            case "e", "escape", "forceescape" -> escapeHtml(s(v));
+            case "e", "escape", "forceescape" -> Markup.escape(v);
             case "first" -> {
-                List<Object> items = PyTypes.iterate(v);
-                yield items.isEmpty() ? Undefined.hint("No first item, sequence was empty.", "first") : items.getFirst();
+                Object first;
+                if (v instanceof PyIterator it) {
+                    first = it.next();
+                } else {
+                    List<Object> items = PyTypes.iterate(v);
+                    first = items.isEmpty() ? PyTypes.MISSING : items.getFirst();
+                }
+                yield first == PyTypes.MISSING ? Undefined.hint("No first item, sequence was empty.", "first") : first;
             }
             case "last" -> {
                 if (v instanceof Map<?, ?> || v instanceof DictView || v instanceof PyRange || v instanceof String
-                        || v instanceof List<?> || v instanceof PyTuple || v instanceof Undefined) {
+                        || v instanceof List<?> || v instanceof PyTuple || v instanceof Undefined || v instanceof Markup) {
                     List<Object> items = PyTypes.iterate(v);
                     yield items.isEmpty() ? Undefined.hint("No last item, sequence was empty.", "last") : items.getLast();
                 }
                 throw new TemplateException(Kind.TypeError, "'" + PyTypes.typeName(v) + "' object is not reversible");
             }
             case "float" -> v instanceof Undefined u ? fail(u) : toFloat(v, a.check("float", "default").get(0, "default", 0.0));
-            case "format" -> PyFormat.percent(s(v), a.keywords.isEmpty() ? new PyTuple(a.positional) : new LinkedHashMap<Object, Object>(a.keywords));
-            case "indent" -> v instanceof Undefined u ? fail(u) : indent(s(v), a.check("indent", "width", "first", "blank"));
+            case "format" -> keep(v, PyFormat.percent(s(v), a.keywords.isEmpty() ? new PyTuple(a.positional) : new LinkedHashMap<Object, Object>(a.keywords), v instanceof Markup));
+            case "indent" -> v instanceof Undefined u ? fail(u) : keep(v, indent(s(v), a.check("indent", "width", "first", "blank")));
             case "int" -> v instanceof Undefined u ? fail(u) : toInt(v, a.check("int", "default", "base"));
-            case "items" -> {
-                if (v instanceof Undefined) yield new ArrayList<>();
+            case "items" -> generator(() -> {
+                if (v instanceof Undefined) return new ArrayList<>();
                 if (!(v instanceof Map<?, ?>)) throw new TemplateException(Kind.TypeError, "Can only get item pairs from a mapping.");
-                yield PyTypes.iterate(new DictView(DictView.Kind.ITEMS, castMap(v)));
-            }
+                return PyTypes.iterate(new DictView(DictView.Kind.ITEMS, castMap(v)));
+            });
             case "join" -> {
                 a.check("join", "d", "attribute");
                 String sep = s(a.get(0, "d", ""));
@@ -97,12 +103,12 @@ final class Filters {
                 yield b.toString();
             }
             case "list" -> new ArrayList<>(PyTypes.iterate(v));
-            case "lower" -> PyStr.lower(s(v));
-            case "upper" -> PyStr.upper(s(v));
-            case "map" -> map(v, a);
+            case "lower" -> keep(v, PyStr.lower(s(v)));
+            case "upper" -> keep(v, PyStr.upper(s(v)));
+            case "map" -> generator(() -> PyTypes.truthy(v) ? map(v, a) : new ArrayList<>());
             case "max", "min" -> minMax(v, a.check(name, "case_sensitive", "attribute"), name.equals("max"));
-            case "select", "reject" -> selectOrReject(v, a, name.equals("select"), false);
-            case "selectattr", "rejectattr" -> selectOrReject(v, a, name.equals("selectattr"), true);
+            case "select", "reject" -> generator(() -> PyTypes.truthy(v) ? selectOrReject(v, a, name.equals("select"), false) : new ArrayList<>());
+            case "selectattr", "rejectattr" -> generator(() -> PyTypes.truthy(v) ? selectOrReject(v, a, name.equals("selectattr"), true) : new ArrayList<>());
             case "replace" -> {
                 a.check("replace", "old", "new", "count");
                 Object count = a.get(2, "count", null);
@@ -111,13 +117,24 @@ final class Filters {
             }
             case "reverse" -> {
                 if (v instanceof String str) yield Slices.apply(str, new PySlice(null, null, -1L));
+                if (v instanceof Markup m) yield new Markup((String) Slices.apply(m.text(), new PySlice(null, null, -1L)));
                 List<Object> items = new ArrayList<>(PyTypes.iterate(v));
                 java.util.Collections.reverse(items);
-                yield items;
+                // reversed(x) where Python has it (an iterator), else list(x) reversed
+                String iterType = switch (v) {
+                    case PyTuple t -> "reversed";
+                    case List<?> l -> "list_reverseiterator";
+                    case Map<?, ?> m -> "dict_reversekeyiterator";
+                    case PyRange r -> "range_iterator";
+                    case Undefined u -> "reversed";
+                    default -> null;
+                };
+                yield iterType == null ? items : new PyIterator(iterType, () -> items);
             }
             case "round" -> round(v, a.check("round", "precision", "method"));
-            case "safe", "string" -> s(v);
-            case "slice" -> slice(v, a.check("slice", "slices", "fill_with"));
+            case "safe" -> v instanceof Markup ? v : new Markup(s(v));
+            case "string" -> v instanceof Markup ? v : s(v);
+            case "slice" -> generator(() -> slice(v, a.check("slice", "slices", "fill_with")));
             case "sort" -> sort(v, a.check("sort", "reverse", "case_sensitive", "attribute"));
             case "striptags" -> PyStr.strip(s(v).replaceAll("(?s)<!--.*?-->|<[^>]*>", "").replaceAll("[\\s\\u00a0]+", " "), null);
             case "sum" -> sum(v, a.check("sum", "attribute", "start"));
@@ -125,10 +142,10 @@ final class Filters {
             case "tojson" -> PyJson.dumps(v, a);
             case "trim" -> {
                 Object chars = a.check("trim", "chars").get(0, "chars", null);
-                yield PyStr.strip(s(v), chars == null ? null : s(chars));
+                yield keep(v, PyStr.strip(s(v), chars == null ? null : s(chars)));
             }
             case "truncate" -> truncate(s(v), a.check("truncate", "length", "killwords", "end", "leeway"));
-            case "unique" -> unique(v, a.check("unique", "case_sensitive", "attribute"));
+            case "unique" -> generator(() -> unique(v, a.check("unique", "case_sensitive", "attribute")));
             case "urlencode" -> urlencode(v);
             case "wordcount" -> {
                 long n = 0;
@@ -141,8 +158,20 @@ final class Filters {
                 yield n;
             }
             case "xmlattr" -> xmlattr(v, PyTypes.truthy(a.check("xmlattr", "autospace").get(0, "autospace", true)));
-            default -> throw new TemplateException(Kind.Unsupported, "the '" + name + "' filter is not supported by cmf4j");
+            default -> throw NAMES.contains(name)
+                    ? new TemplateException(Kind.Unsupported, "the '" + name + "' filter is not supported by cmf4j")
+                    : new TemplateException(Kind.TemplateRuntimeError, "No filter named '" + name + "' found.");
         };
+    }
+
+    /** soft_str keeps a Markup subject Markup, and the str method applied to it returns Markup. */
+    private static Object keep(Object subject, String result) {
+        return subject instanceof Markup ? new Markup(result) : result;
+    }
+
+    /** jinja2 filters written as Python generators: lazy, one-shot, truthy, no len(). */
+    private static PyIterator generator(java.util.function.Supplier<List<Object>> items) {
+        return new PyIterator("generator", items);
     }
 
     /** Undefined's __int__/__float__/__add__ raise; the filters that need them fail the same way. */
@@ -196,7 +225,7 @@ final class Filters {
         return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || PyStr.isSpace(c);
     }
 
-    private static Object batch(Object v, Args a) {
+    private static List<Object> batch(Object v, Args a) {
         long n = PyTypes.toLong(a.require(0, "linecount", "batch"), "linecount");
         if (n <= 0) throw new TemplateException(Kind.ValueError, "batch linecount must be positive");
         boolean fill = a.has(1, "fill_with") && a.get(1, "fill_with", null) != null;
@@ -217,7 +246,7 @@ final class Filters {
         return out;
     }
 
-    private static Object slice(Object v, Args a) {
+    private static List<Object> slice(Object v, Args a) {
         long slices = PyTypes.toLong(a.require(0, "slices", "slice"), "slices");
         Object filler = a.get(1, "fill_with", null);
         List<Object> seq = PyTypes.iterate(v);
@@ -247,7 +276,7 @@ final class Filters {
                 Double d = parsePyFloat(str);
                 yield d == null ? def : d;
             }
-            default -> def;
+            case null, default -> def;
         };
     }
 
@@ -363,7 +392,7 @@ final class Filters {
         return item;
     }
 
-    private static Object map(Object v, Args a) {
+    private static List<Object> map(Object v, Args a) {
         List<Object> items = PyTypes.iterate(v);
         List<Object> out = new ArrayList<>(items.size());
         if (a.positional.isEmpty() && a.keywords.containsKey("attribute")) {
@@ -382,7 +411,7 @@ final class Filters {
         return out;
     }
 
-    private static Object selectOrReject(Object v, Args a, boolean select, boolean byAttr) {
+    private static List<Object> selectOrReject(Object v, Args a, boolean select, boolean byAttr) {
         List<Object> items = PyTypes.iterate(v);
         Object attr = null;
         int next = 0;
@@ -445,7 +474,7 @@ final class Filters {
         return items;
     }
 
-    private static Object unique(Object v, Args a) {
+    private static List<Object> unique(Object v, Args a) {
         boolean cs = PyTypes.truthy(a.get(0, "case_sensitive", false));
         Object attr = a.get(1, "attribute", null);
         List<Object> seen = new ArrayList<>();

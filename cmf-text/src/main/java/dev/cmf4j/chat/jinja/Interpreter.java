@@ -480,7 +480,7 @@ final class Interpreter {
             case MacroValue m -> m.call(a);
             case PyCallable c -> c.call(a);
             case LoopState l -> l.recurse(a);
-            default -> throw new TemplateException(Kind.TypeError, "'" + PyTypes.typeName(fn) + "' object is not callable");
+            case null, default -> throw new TemplateException(Kind.TypeError, "'" + PyTypes.typeName(fn) + "' object is not callable");
         };
     }
 }

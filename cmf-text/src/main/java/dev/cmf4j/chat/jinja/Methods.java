@@ -15,11 +15,60 @@ final class Methods {
     static Object call(BoundMethod m, Args a) {
         return switch (m.self()) {
             case String s -> str(s, m.name(), a);
+            case Markup mk -> markup(mk, m.name(), a);
             case Map<?, ?> d -> dict(castMap(d), m.name(), a);
             case PyTuple t -> seq(t.items(), m.name(), a, "tuple");
             case List<?> l -> seq(l, m.name(), a, "list");
             default -> throw new TemplateException(Kind.TypeError, "'" + PyTypes.typeName(m.self()) + "' object has no method " + m.name());
         };
+    }
+
+    /** markupsafe 3's str methods that return Markup. */
+    private static final java.util.Set<String> MARKUP_WRAPPED = java.util.Set.of(
+            "capitalize", "title", "lower", "upper", "replace", "ljust", "rjust", "lstrip", "rstrip", "center",
+            "strip", "translate", "expandtabs", "swapcase", "zfill", "casefold", "removeprefix", "removesuffix",
+            "format", "format_map");
+
+    /** Which argument markupsafe 3 escapes: replace's new, the fill character, every format argument. */
+    private static boolean markupEscapes(String method, int argIndex) {
+        return switch (method) {
+            case "replace", "ljust", "rjust", "center" -> argIndex == 1;
+            case "format", "format_map" -> true;
+            default -> false;
+        };
+    }
+
+    private static Object markup(Markup m, String name, Args a) {
+        if (name.equals("join")) {
+            List<Object> items = new ArrayList<>();
+            for (Object o : PyTypes.iterate(a.require(0, "iterable", "join"))) items.add(Markup.escape(o).text());
+            return new Markup(String.join(m.text(), items.stream().map(String.class::cast).toList()));
+        }
+        boolean wrapped = MARKUP_WRAPPED.contains(name);
+        List<Object> pos = new ArrayList<>();
+        for (int i = 0; i < a.positional.size(); i++) {
+            Object o = a.positional.get(i);
+            pos.add(Markup.plain(markupEscapes(name, i) ? Markup.escapeArg(o) : o));
+        }
+        Map<String, Object> kw = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> e : a.keywords.entrySet()) {
+            boolean esc = name.startsWith("format") || e.getKey().equals("fillchar") || e.getKey().equals("new");
+            kw.put(e.getKey(), Markup.plain(esc ? Markup.escapeArg(e.getValue()) : e.getValue()));
+        }
+        Args args = new Args(pos, kw);
+        Object r = str(m.text(), name, args);
+        if (wrapped && r instanceof String s) return new Markup(s);
+        if (name.equals("split") || name.equals("rsplit") || name.equals("splitlines")) {
+            List<Object> out = new ArrayList<>();
+            for (Object o : (List<?>) r) out.add(new Markup((String) o));
+            return out;
+        }
+        if (name.equals("partition") || name.equals("rpartition")) {
+            List<Object> out = new ArrayList<>();
+            for (Object o : ((PyTuple) r).items()) out.add(new Markup((String) o));
+            return new PyTuple(out);
+        }
+        return r;
     }
 
     @SuppressWarnings("unchecked")
@@ -29,6 +78,7 @@ final class Methods {
 
     private static String strArg(Object v, String fn) {
         if (v instanceof String s) return s;
+        if (v instanceof Markup m) return m.text();
         if (v instanceof Undefined u) throw u.error();
         throw new TemplateException(Kind.TypeError, fn + " arg must be None or str, not " + PyTypes.typeName(v));
     }
@@ -41,6 +91,7 @@ final class Methods {
     private static String requireStr(Args a, int i, String name, String fn) {
         Object v = a.require(i, name, fn);
         if (v instanceof String s) return s;
+        if (v instanceof Markup m) return m.text();
         if (v instanceof Undefined u) throw u.error();
         throw new TemplateException(Kind.TypeError, "must be str, not " + PyTypes.typeName(v));
     }
@@ -68,7 +119,7 @@ final class Methods {
                 String window = PyStr.fromCodePoints(cps, r[0], r[1]);
                 List<Object> options = prefix instanceof PyTuple t ? t.items() : List.of(prefix);
                 for (Object o : options) {
-                    if (!(o instanceof String p)) {
+                    if (!(Markup.plain(o) instanceof String p)) {
                         throw new TemplateException(Kind.TypeError, name + " first arg must be str or a tuple of str, not " + PyTypes.typeName(o));
                     }
                     if (name.equals("startswith") ? window.startsWith(p) : window.endsWith(p)) return true;
@@ -91,7 +142,7 @@ final class Methods {
                 StringBuilder b = new StringBuilder();
                 List<Object> items = PyTypes.iterate(a.require(0, "iterable", "join"));
                 for (int i = 0; i < items.size(); i++) {
-                    if (!(items.get(i) instanceof String p)) {
+                    if (!(Markup.plain(items.get(i)) instanceof String p)) {
                         throw new TemplateException(Kind.TypeError, "sequence item " + i + ": expected str instance, " + PyTypes.typeName(items.get(i)) + " found");
                     }
                     if (i > 0) b.append(s);

@@ -27,6 +27,7 @@ final class Parser {
         Parser p = new Parser(Lexer.tokenize(source));
         List<Node> body = p.subparse(Set.of());
         if (!p.current().is(Type.EOF)) throw p.fail("unexpected '" + p.current().describe() + "'");
+        FilterTestCheck.check(body);
         return body;
     }
 
@@ -629,7 +630,6 @@ final class Parser {
                 next();
                 fname += "." + expect(Type.NAME, "name").text();
             }
-            if (!Filters.exists(fname)) throw new TemplateException(Kind.TemplateAssertionError, "No filter named '" + fname + "'.", name.line());
             Expr.Args args = current().isOp("(") ? parseCallArgs() : Expr.Args.NONE;
             node = new Expr.Filter(node, fname, args, name.line());
             startInline = false;
@@ -648,7 +648,6 @@ final class Parser {
             next();
             tname += "." + expect(Type.NAME, "name").text();
         }
-        if (!Tests.exists(tname)) throw new TemplateException(Kind.TemplateAssertionError, "No test named '" + tname + "'.", name.line());
         Expr.Args args;
         Token c = current();
         if (c.isOp("(")) {

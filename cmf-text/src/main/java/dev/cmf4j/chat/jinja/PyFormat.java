@@ -20,7 +20,8 @@ final class PyFormat {
 
     // ---- printf style
 
-    static String percent(String fmt, Object args) {
+    /** {@code fmt % args}; escape = the format string is Markup, so %s/%r output of non-Markup values is HTML-escaped. */
+    static String percent(String fmt, Object args, boolean escape) {
         List<Object> positional = args instanceof PyTuple t ? t.items() : List.of(args == null ? NONE : args);
         Map<?, ?> mapping = args instanceof Map<?, ?> m ? m : null;
         StringBuilder out = new StringBuilder();
@@ -81,7 +82,7 @@ final class PyFormat {
                 value = mapping != null && !(args instanceof PyTuple) ? args : next(positional, argi++);
                 if (value == NONE) value = null;
             }
-            String body = convert(type, value, flags, precision);
+            String body = convert(type, value, flags, precision, escape);
             boolean left = flags.indexOf('-') >= 0;
             boolean zero = flags.indexOf('0') >= 0 && !left && "diouxXeEfFgG".indexOf(type) >= 0;
             out.append(justify(body, width, left, zero));
@@ -112,18 +113,18 @@ final class PyFormat {
         return " ".repeat(pad) + body;
     }
 
-    private static String convert(char type, Object v, String flags, int precision) {
+    private static String convert(char type, Object v, String flags, int precision, boolean escape) {
         if (v instanceof Undefined u && type != 's') throw u.error();
         String sign = flags.indexOf('+') >= 0 ? "+" : flags.indexOf(' ') >= 0 ? " " : "";
         boolean alt = flags.indexOf('#') >= 0;
         switch (type) {
             case 's': {
-                String s = PyRepr.str(v);
+                String s = escape && !(v instanceof Markup) ? Filters.escapeHtml(PyRepr.str(v)) : PyRepr.str(v);
                 return precision >= 0 ? truncate(s, precision) : s;
             }
             case 'r':
             case 'a': {
-                String s = PyRepr.repr(v);
+                String s = escape ? Filters.escapeHtml(PyRepr.repr(v)) : PyRepr.repr(v);
                 return precision >= 0 ? truncate(s, precision) : s;
             }
             case 'd':

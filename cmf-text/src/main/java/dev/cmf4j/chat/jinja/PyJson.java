@@ -81,6 +81,7 @@ public final class PyJson {
             case BigInteger b -> out.append(b);
             case Double d -> out.append(floatJson(d));
             case String s -> string(s);
+            case Markup m -> string(m.text());
             case PyTuple t -> array(t.items(), t, level);
             case List<?> l -> array(l, l, level);
             case Map<?, ?> m -> object(m, level);
@@ -146,6 +147,7 @@ public final class PyJson {
     private static String key(Object k) {
         return switch (k) {
             case String s -> s;
+            case Markup m -> m.text();
             case null -> "null";
             case Boolean b -> b ? "true" : "false";
             case Long l -> l.toString();

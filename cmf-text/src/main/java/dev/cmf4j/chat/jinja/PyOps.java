@@ -39,13 +39,19 @@ final class PyOps {
             case "*" -> mul(a, b);
             case "/" -> div(a, b);
             case "//" -> floorDiv(a, b);
-            case "%" -> a instanceof String s ? PyFormat.percent(s, b) : mod(a, b);
+            case "%" -> a instanceof String s ? PyFormat.percent(s, b, false)
+                    : a instanceof Markup m ? new Markup(PyFormat.percent(m.text(), b, true)) : mod(a, b);
             case "**" -> pow(a, b);
             default -> throw new IllegalStateException(op);
         };
     }
 
     private static Object add(Object a, Object b) {
+        if (a instanceof Markup m) {
+            if (b instanceof String || b instanceof Markup) return new Markup(m.text() + Markup.escape(b).text());
+            throw unsupported("+", a, b);
+        }
+        if (b instanceof Markup m && a instanceof String s) return new Markup(Markup.escape(s).text() + m.text());
         if (a instanceof String s) {
             if (b instanceof String t) return s + t;
             throw new TemplateException(Kind.TypeError, "can only concatenate str (not \"" + PyTypes.typeName(b) + "\") to str");
@@ -90,6 +96,8 @@ final class PyOps {
     }
 
     private static Object mul(Object a, Object b) {
+        if (a instanceof Markup m && intLike(b)) return new Markup(PyStr.repeat(m.text(), PyTypes.toLong(b, "count")));
+        if (b instanceof Markup m && intLike(a)) return new Markup(PyStr.repeat(m.text(), PyTypes.toLong(a, "count")));
         if (a instanceof String s && intLike(b)) return PyStr.repeat(s, PyTypes.toLong(b, "count"));
         if (b instanceof String s && intLike(a)) return PyStr.repeat(s, PyTypes.toLong(a, "count"));
         boolean seqA = a instanceof List<?> || a instanceof PyTuple;
@@ -205,6 +213,8 @@ final class PyOps {
     /** Python {@code item in container}. */
     @SuppressWarnings("unchecked")
     static boolean contains(Object container, Object item) {
+        container = Markup.plain(container);
+        item = Markup.plain(item);
         switch (container) {
             case String s -> {
                 if (item instanceof Undefined u) throw u.error();
@@ -216,6 +226,10 @@ final class PyOps {
             case Map<?, ?> m -> {
                 if (item instanceof Undefined) return false;
                 return PyTypes.dictGet((Map<Object, Object>) m, item) != PyTypes.MISSING;
+            }
+            case PyIterator it -> {
+                for (Object o = it.next(); o != PyTypes.MISSING; o = it.next()) if (PyTypes.eq(o, item)) return true;
+                return false;
             }
             case Namespace n -> throw new TemplateException(Kind.TypeError, "argument of type 'Namespace' is not iterable");
             case null -> throw new TemplateException(Kind.TypeError, "argument of type 'NoneType' is not iterable");

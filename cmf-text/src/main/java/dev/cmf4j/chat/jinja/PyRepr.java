@@ -15,6 +15,7 @@ final class PyRepr {
         return switch (v) {
             case null -> "None";
             case String s -> s;
+            case Markup m -> m.text();
             case Boolean b -> b ? "True" : "False";
             case Long l -> l.toString();
             case BigInteger b -> b.toString();
@@ -35,6 +36,11 @@ final class PyRepr {
         switch (v) {
             case null -> b.append("None");
             case String s -> quote(s, b);
+            case Markup m -> {
+                b.append("Markup(");
+                quote(m.text(), b);
+                b.append(')');
+            }
             case Boolean x -> b.append(x ? "True" : "False");
             case Long l -> b.append(l);
             case BigInteger x -> b.append(x);
@@ -81,6 +87,7 @@ final class PyRepr {
             case BoundMethod m -> b.append("<built-in method ").append(m.name()).append(" of ")
                     .append(PyTypes.typeName(m.self())).append(" object>");
             case PyCallable c -> b.append("<function>");
+            case PyIterator i -> b.append('<').append(i.typeName()).append(" object>");
             default -> b.append(v);
         }
     }

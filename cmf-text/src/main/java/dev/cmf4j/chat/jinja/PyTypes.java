@@ -33,6 +33,7 @@ final class PyTypes {
             case BigInteger b -> "int";
             case Double d -> "float";
             case String s -> "str";
+            case Markup m -> "Markup";
             case PyTuple t -> "tuple";
             case List<?> l -> "list";
             case Map<?, ?> m -> "dict";
@@ -45,6 +46,7 @@ final class PyTypes {
                 case VALUES -> "dict_values";
             };
             case PySlice s -> "slice";
+            case PyIterator i -> i.typeName();
             case Interpreter.MacroValue m -> "Macro";
             case Interpreter.LoopState l -> "LoopContext";
             case BoundMethod b -> "builtin_function_or_method";
@@ -94,7 +96,7 @@ final class PyTypes {
             case Long l -> l;
             case Boolean b -> b ? 1 : 0;
             case BigInteger b -> b.doubleValue();
-            default -> throw new TemplateException(Kind.TypeError, "must be real number, not " + typeName(v));
+            case null, default -> throw new TemplateException(Kind.TypeError, "must be real number, not " + typeName(v));
         };
     }
 
@@ -106,6 +108,7 @@ final class PyTypes {
             case Double d -> d != 0.0;
             case BigInteger b -> b.signum() != 0;
             case String s -> !s.isEmpty();
+            case Markup m -> !m.text().isEmpty();
             case PyTuple t -> !t.items().isEmpty();
             case List<?> l -> !l.isEmpty();
             case Map<?, ?> m -> !m.isEmpty();
@@ -119,6 +122,8 @@ final class PyTypes {
     /** Python {@code ==}. */
     static boolean eq(Object a, Object b) {
         if (a == b) return true;
+        a = Markup.plain(a);
+        b = Markup.plain(b);
         if (a == null || b == null) return false;
         if (a instanceof Undefined || b instanceof Undefined) return a instanceof Undefined && b instanceof Undefined;
         if (isNumber(a) && isNumber(b)) {
@@ -158,6 +163,8 @@ final class PyTypes {
 
     /** Python ordering for {@code < <= > >=}; TypeError between unorderable types. */
     static int compare(Object a, Object b, String op) {
+        a = Markup.plain(a);
+        b = Markup.plain(b);
         if (a instanceof Undefined u) throw u.error();
         if (b instanceof Undefined u) throw u.error();
         if (isNumber(a) && isNumber(b)) {
@@ -185,6 +192,7 @@ final class PyTypes {
     static long length(Object v) {
         return switch (v) {
             case String s -> s.codePointCount(0, s.length());
+            case Markup m -> m.text().codePointCount(0, m.text().length());
             case PyTuple t -> t.items().size();
             case List<?> l -> l.size();
             case Map<?, ?> m -> m.size();
@@ -192,7 +200,7 @@ final class PyTypes {
             case PyRange r -> r.length();
             case DictView d -> d.dict().size();
             case Namespace n -> throw new TemplateException(Kind.TypeError, "object of type 'Namespace' has no len()");
-            default -> throw new TemplateException(Kind.TypeError, "object of type '" + typeName(v) + "' has no len()");
+            case null, default -> throw new TemplateException(Kind.TypeError, "object of type '" + typeName(v) + "' has no len()");
         };
     }
 
@@ -203,12 +211,14 @@ final class PyTypes {
             case List<?> l -> castList(l);
             case Map<?, ?> m -> new ArrayList<>(m.keySet());
             case String s -> PyStr.chars(s);
+            case Markup m -> PyStr.chars(m.text());
             case Undefined u -> List.of();
             case PyRange r -> {
                 List<Object> out = new ArrayList<>((int) r.length());
                 for (long i = 0; i < r.length(); i++) out.add(r.get(i));
                 yield out;
             }
+            case PyIterator i -> i.drain();
             case DictView d -> {
                 List<Object> out = new ArrayList<>(d.dict().size());
                 for (Map.Entry<Object, Object> e : d.dict().entrySet()) {
@@ -226,8 +236,8 @@ final class PyTypes {
     }
 
     static boolean isIterable(Object v) {
-        return v instanceof List || v instanceof PyTuple || v instanceof Map || v instanceof String
-                || v instanceof Undefined || v instanceof PyRange || v instanceof DictView;
+        return v instanceof List || v instanceof PyTuple || v instanceof Map || v instanceof String || v instanceof Markup
+                || v instanceof Undefined || v instanceof PyRange || v instanceof DictView || v instanceof PyIterator;
     }
 
     @SuppressWarnings("unchecked")
@@ -237,6 +247,7 @@ final class PyTypes {
 
     /** Dict lookup with Python key equality (1 == 1.0 == True). Returns {@link #MISSING} when absent. */
     static Object dictGet(Map<Object, Object> m, Object key) {
+        key = Markup.plain(key);
         if (key instanceof Map || key instanceof List && !(key instanceof PyTuple)) {
             throw new TemplateException(Kind.TypeError, "unhashable type: '" + typeName(key) + "'");
         }
@@ -249,6 +260,7 @@ final class PyTypes {
 
     /** Dict store with Python key equality: an equal existing key keeps its place and spelling. */
     static void dictPut(Map<Object, Object> m, Object key, Object value) {
+        key = Markup.plain(key);
         if (key instanceof Map || key instanceof List && !(key instanceof PyTuple) || key instanceof Undefined) {
             throw new TemplateException(Kind.TypeError, "unhashable type: '" + typeName(key) + "'");
         }

@@ -74,7 +74,7 @@ final class Slices {
                 for (int i : positions(s, r.length())) out.add(r.get(i));
                 yield out;
             }
-            default -> PyTypes.MISSING;
+            case null, default -> PyTypes.MISSING;
         };
     }
 

@@ -32,14 +32,14 @@ final class Tests {
             case "integer" -> PyTypes.isInt(v);
             case "float" -> v instanceof Double;
             case "number" -> PyTypes.isNumber(v);
-            case "string" -> v instanceof String;
+            case "string" -> v instanceof String || v instanceof Markup;
             case "mapping" -> v instanceof Map<?, ?>;
             // jinja2: len(value) and value.__getitem__ both work (an Undefined qualifies)
-            case "sequence" -> v instanceof String || v instanceof List<?> || v instanceof PyTuple || v instanceof Map<?, ?>
+            case "sequence" -> v instanceof String || v instanceof Markup || v instanceof List<?> || v instanceof PyTuple || v instanceof Map<?, ?>
                     || v instanceof PyRange || v instanceof Undefined;
             case "iterable" -> PyTypes.isIterable(v);
             case "callable" -> PyTypes.isCallable(v);
-            case "escaped" -> false;
+            case "escaped" -> v instanceof Markup;
             case "lower" -> {
                 String s = PyRepr.str(v);
                 yield s.codePoints().anyMatch(PyStr::isCased) && s.codePoints().noneMatch(c -> Character.isUpperCase(c) || Character.isTitleCase(c));
@@ -61,7 +61,7 @@ final class Tests {
             case "sameas" -> sameAs(v, arg(a, "other", name));
             case "filter" -> v instanceof String s && Filters.exists(s);
             case "test" -> v instanceof String s && exists(s);
-            default -> throw new TemplateException(Kind.TemplateRuntimeError, "No test named '" + name + "'.");
+            default -> throw new TemplateException(Kind.TemplateRuntimeError, "No test named '" + name + "' found.");
         };
     }
 
