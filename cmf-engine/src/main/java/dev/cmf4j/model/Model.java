@@ -2,7 +2,7 @@ package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.cmf4j.backend.MatMul;
-import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.format.CmfException;
 import dev.cmf4j.format.CmfFile;
 import dev.cmf4j.model.graph.Graph;
@@ -25,8 +25,8 @@ public final class Model implements AutoCloseable {
         this.graph = graph;
     }
 
-    /** Opens {@code path} on the CPU backend. */
-    public static Model open(Path path) { return open(path, null, new CpuMatMul()); }
+    /** Opens {@code path} on the CPU backend (the fast kernels). */
+    public static Model open(Path path) { return open(path, null, CpuBackend.matMul()); }
 
     /**
      * @param archOverrides fields merged over the file's arch block (for files whose block lacks them); may be null

@@ -2,6 +2,7 @@ package dev.cmf4j.backend.cpu;
 
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.kernel.WorkerPool;
 import dev.cmf4j.format.DType;
 
 /**
@@ -19,7 +20,7 @@ public final class CpuMatMul implements MatMul {
 
     public CpuMatMul(WorkerPool pool) { this.pool = pool; }
 
-    public CpuMatMul() { this(WorkerPool.shared()); }
+    public CpuMatMul() { this(CpuBackend.pool()); }
 
     @Override public void apply(Matrix w, float[] x, int tokens, float[] y) {
         if (w.inputMajor()) { applyInputMajor(w, x, tokens, y); return; }
