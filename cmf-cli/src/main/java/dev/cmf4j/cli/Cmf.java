@@ -11,9 +11,13 @@ import picocli.CommandLine.Command;
         description = "Run, inspect and convert CMF language models on the JVM.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                ChatCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,
+                GenerateCommand.class,
                 InfoCommand.class,
+                LogitsCommand.class,
+                RunCommand.class,
                 TensorCommand.class,
                 TokenizeCommand.class,
         })

@@ -25,8 +25,11 @@ public final class Model implements AutoCloseable {
         this.graph = graph;
     }
 
-    /** Opens {@code path} on the CPU backend (the fast kernels). */
-    public static Model open(Path path) { return open(path, null, CpuBackend.matMul()); }
+    /**
+     * Opens {@code path} on the CPU backend (the fast kernels). The matmul instance is the model's own: its
+     * per-tensor kernel tables live exactly as long as the file's mapping.
+     */
+    public static Model open(Path path) { return open(path, null, CpuBackend.newMatMul()); }
 
     /**
      * @param archOverrides fields merged over the file's arch block (for files whose block lacks them); may be null

@@ -7,13 +7,13 @@ import dev.cmf4j.backend.cpu.kernel.WorkerPool;
 /**
  * The process-wide CPU backend: one worker pool (threads = {@code -Dcmf.threads}, else the available
  * processors) and the matmul the engine uses by default: the fast kernels, with the reference
- * {@link CpuMatMul} for what they do not cover (input-major matrices, dtypes without a kernel).
+ * {@link CpuMatMul} for what they do not cover (input-major matrices, dtypes without a kernel), one
+ * instance per open model.
  */
 public final class CpuBackend {
     private CpuBackend() {}
 
     private static volatile WorkerPool pool;
-    private static volatile MatMul matMul;
 
     public static WorkerPool pool() {
         WorkerPool p = pool;
@@ -29,15 +29,9 @@ public final class CpuBackend {
         return p;
     }
 
-    /** The default matmul: kernels first, reference fallback. */
-    public static MatMul matMul() {
-        MatMul m = matMul;
-        if (m == null) {
-            synchronized (CpuBackend.class) {
-                if (matMul == null) matMul = new KernelMatMul(pool(), new CpuMatMul(pool()));
-                m = matMul;
-            }
-        }
-        return m;
-    }
+    /**
+     * A new default matmul (kernels first, reference fallback) on the shared pool. Use one per open model:
+     * it caches per-tensor kernel state keyed by the tensor's memory, which must not outlive the mapping.
+     */
+    public static MatMul newMatMul() { return new KernelMatMul(pool(), new CpuMatMul(pool())); }
 }

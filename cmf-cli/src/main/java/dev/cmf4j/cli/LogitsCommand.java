@@ -1,0 +1,47 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.format.Npy;
+import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.Session;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+
+/** {@code cmf logits FILE --ids 1,2,3 --out logits.npy}: float32 [T, vocab] of one full forward. */
+@Command(name = "logits", mixinStandardHelpOptions = true,
+        description = {"Run one forward pass over token ids and write the logits of every position.",
+                "Output: a float32 .npy array [T, vocab] (the conformance contract against transformers' "
+                        + "model(input_ids).logits)."})
+public final class LogitsCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
+    Path file;
+
+    @Option(names = "--ids", required = true, paramLabel = "IDS", description = "token ids, e.g. 1,2,3")
+    String ids;
+
+    @Option(names = {"-o", "--out"}, required = true, paramLabel = "OUT", description = "the .npy file to write")
+    Path out;
+
+    @Override public Integer call() throws Exception {
+        int[] tokens = ModelFile.parseIds(ids);
+        try (Model m = Model.open(ModelFile.resolve(file))) {
+            float[] logits = new Session(m.graph(), Math.max(1, tokens.length)).logitsAll(tokens);
+            Path parent = out.toAbsolutePath().getParent();
+            if (parent != null) Files.createDirectories(parent);
+            try (OutputStream os = Files.newOutputStream(out)) {
+                Npy.writeFloats(os, logits, tokens.length, m.graph().vocab());
+            }
+            spec.commandLine().getErr().println("wrote " + out + " [" + tokens.length + ", " + m.graph().vocab() + "]");
+        }
+        return 0;
+    }
+}

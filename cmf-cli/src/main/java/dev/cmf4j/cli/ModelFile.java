@@ -1,0 +1,44 @@
+package dev.cmf4j.cli;
+
+import picocli.CommandLine;
+
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+
+/** Where the model commands find their file: the argument, else the bundled default model. */
+final class ModelFile {
+    private ModelFile() {}
+
+    /** Relative to the repository ({@code cmf.home}, set by the launcher). */
+    static final String DEFAULT = "models/default.cmf";
+
+    static Path resolve(Path given) throws NoSuchFileException {
+        if (given != null) {
+            if (!Files.isRegularFile(given)) throw new NoSuchFileException(given + ": no such model file");
+            return given;
+        }
+        String home = System.getProperty("cmf.home");
+        Path def = (home == null ? Path.of(".") : Path.of(home)).resolve(DEFAULT).toAbsolutePath().normalize();
+        if (!Files.isRegularFile(def))
+            throw new NoSuchFileException("no model file given and the bundled default model is missing (" + def
+                    + "); pass a .cmf file, e.g. one made with 'cmf convert HF_DIR -o model.cmf'");
+        return def;
+    }
+
+    /** Parses "1,2,3" (commas and/or spaces) into ids. */
+    static int[] parseIds(String s) {
+        String[] parts = s.trim().split("[,\\s]+");
+        if (s.isBlank()) return new int[0];
+        int[] ids = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            try {
+                ids[i] = Integer.parseInt(parts[i]);
+            } catch (NumberFormatException e) {
+                throw new CommandLine.ParameterException(new CommandLine(new Object()),
+                        "--ids: '" + parts[i] + "' is not a token id (expected integers like 1,2,3)");
+            }
+        }
+        return ids;
+    }
+}

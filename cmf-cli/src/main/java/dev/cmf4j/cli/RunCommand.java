@@ -1,0 +1,95 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.Generator;
+import dev.cmf4j.runtime.Sampler;
+import dev.cmf4j.runtime.SamplingParams;
+import dev.cmf4j.runtime.Session;
+import dev.cmf4j.runtime.TextCodec;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+
+/** {@code cmf run [FILE] -p TEXT [--chat] [-n N] [sampling flags]}: text in, streamed text out. */
+@Command(name = "run", mixinStandardHelpOptions = true,
+        description = {"Generate text from a prompt, streaming it as it is produced.",
+                "Uses the tokenizer and chat template stored in the file. Without FILE, runs the bundled "
+                        + "default model (models/default.cmf)."})
+public final class RunCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", arity = "0..1", paramLabel = "FILE", description = "the .cmf model (default: the bundled model)")
+    Path file;
+
+    @Option(names = {"-p", "--prompt"}, required = true, paramLabel = "TEXT", description = "the prompt")
+    String prompt;
+
+    @Option(names = "--chat", description = "wrap the prompt as a user message with the model's chat template")
+    boolean chat;
+
+    @Option(names = "--system", paramLabel = "TEXT", description = "a system message (with --chat)")
+    String system;
+
+    @Option(names = "--no-think", description = "pass enable_thinking=false to the chat template (Qwen3)")
+    boolean noThink;
+
+    @Option(names = {"-n", "--max-tokens"}, paramLabel = "N", defaultValue = "256", description = "most tokens to generate (default ${DEFAULT-VALUE})")
+    int maxTokens;
+
+    @Option(names = "--ctx", paramLabel = "N", defaultValue = "4096", description = "context limit in tokens (default ${DEFAULT-VALUE}, capped by the model)")
+    int ctx;
+
+    @Option(names = "--stop", paramLabel = "TEXT", description = "stop when this text appears (repeatable)")
+    List<String> stops = new ArrayList<>();
+
+    @Option(names = {"-v", "--verbose"}, description = "print token counts and speed to standard error")
+    boolean verbose;
+
+    @Mixin SamplingOptions sampling;
+
+    @Override public Integer call() throws Exception {
+        try (Model m = Model.open(ModelFile.resolve(file))) {
+            TextCodec codec = TextCodec.of(m.file());
+            int[] ids;
+            if (chat) {
+                List<Map<String, Object>> messages = new ArrayList<>();
+                if (system != null) messages.add(Map.of("role", "system", "content", system));
+                messages.add(Map.of("role", "user", "content", prompt));
+                ids = codec.encodeChat(messages, noThink ? Map.of("enable_thinking", false) : Map.of());
+            } else {
+                ids = codec.encode(prompt);
+            }
+            SamplingParams p = sampling.params(SamplingParams.defaults());
+            Session s = new Session(m.graph(), ctx);
+            PrintWriter out = spec.commandLine().getOut();
+            long t0 = System.nanoTime();
+            long[] firstToken = {0};
+            Generator.Result r = new Generator(s, new Sampler(p), codec.eosIds(), stops)
+                    .generate(ids, maxTokens, codec.stream(true), new Generator.Listener() {
+                        @Override public void token(int id) { if (firstToken[0] == 0) firstToken[0] = System.nanoTime(); }
+
+                        @Override public void text(String piece) { out.print(piece); out.flush(); }
+                    });
+            out.println();
+            out.flush();
+            if (verbose) {
+                long t1 = System.nanoTime();
+                double prefill = (firstToken[0] - t0) / 1e9, decode = (t1 - firstToken[0]) / 1e9;
+                spec.commandLine().getErr().printf("[prompt %d tokens in %.2fs (%.1f tok/s); generated %d tokens in %.2fs (%.1f tok/s); stop: %s]%n",
+                        ids.length, prefill, ids.length / prefill, r.tokens().length, decode,
+                        Math.max(0, r.tokens().length - 1) / Math.max(decode, 1e-9), r.reason().name().toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        return 0;
+    }
+}
