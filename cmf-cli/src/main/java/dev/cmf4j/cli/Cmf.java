@@ -11,6 +11,7 @@ import picocli.CommandLine.Command;
         description = "Run, inspect and convert CMF language models on the JVM.",
         subcommands = {
                 CommandLine.HelpCommand.class,
+                BenchCommand.class,
                 ChatCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,

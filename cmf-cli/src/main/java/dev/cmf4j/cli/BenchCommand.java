@@ -1,0 +1,225 @@
+package dev.cmf4j.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
+import dev.cmf4j.backend.cpu.kernel.WorkerPool;
+import dev.cmf4j.format.DType;
+import dev.cmf4j.format.TensorEntry;
+import dev.cmf4j.model.Model;
+import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.runtime.Session;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code cmf bench FILE}: prefill and decode speed the way llama-bench measures pp/tg — a prompt of
+ * random ids prefilled as one chunk into an empty context (pp), and single tokens of random ids
+ * decoded one after another from an empty context (tg); logits of the last token only; no sampling.
+ * Each test runs {@code --warmup} times unmeasured (the JIT compiles the kernels then), then
+ * {@code --reps} times; the median and the spread are reported.
+ */
+@Command(name = "bench", mixinStandardHelpOptions = true,
+        description = {"Measure prefill and decode speed (tokens/s) of a CMF model, like llama-bench's pp and tg tests.",
+                "Prompt and generated ids are random; the weights are read in place from the file."})
+public final class BenchCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
+    Path file;
+
+    @Option(names = {"-t", "--threads"}, paramLabel = "N", description = "threads (default: available processors)")
+    Integer threads;
+
+    @Option(names = {"-p", "--prompt-tokens"}, paramLabel = "N", defaultValue = "128",
+            description = "prompt length of the prefill test (0 skips it; default ${DEFAULT-VALUE})")
+    int promptTokens;
+
+    @Option(names = {"-n", "--gen-tokens"}, paramLabel = "N", defaultValue = "64",
+            description = "tokens of the decode test (0 skips it; default ${DEFAULT-VALUE})")
+    int genTokens;
+
+    @Option(names = {"-r", "--reps"}, paramLabel = "N", defaultValue = "3", description = "measured repetitions (default ${DEFAULT-VALUE})")
+    int reps;
+
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "1",
+            description = "unmeasured runs of each test first, for the JIT (default ${DEFAULT-VALUE})")
+    int warmup;
+
+    @Option(names = "--device", paramLabel = "DEV", defaultValue = "cpu", description = "cpu (default)")
+    String device;
+
+    @Option(names = "--json", description = "print one JSON object instead of the table")
+    boolean json;
+
+    /** One test's per-repetition speeds. */
+    record Samples(double[] tokensPerSecond) {
+        double median() {
+            double[] s = tokensPerSecond.clone();
+            Arrays.sort(s);
+            int n = s.length;
+            return n == 0 ? Double.NaN : n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+        }
+
+        double stddev() {
+            int n = tokensPerSecond.length;
+            if (n < 2) return 0;
+            double mean = Arrays.stream(tokensPerSecond).average().orElse(0), v = 0;
+            for (double x : tokensPerSecond) v += (x - mean) * (x - mean);
+            return Math.sqrt(v / (n - 1));
+        }
+
+        double min() { return Arrays.stream(tokensPerSecond).min().orElse(Double.NaN); }
+
+        double max() { return Arrays.stream(tokensPerSecond).max().orElse(Double.NaN); }
+    }
+
+    @Override public Integer call() throws Exception {
+        if (!device.equals("cpu")) throw new IllegalArgumentException("--device " + device + ": only cpu is available in this build");
+        if (promptTokens < 0 || genTokens < 0) throw new IllegalArgumentException("token counts must be >= 0");
+        if (reps < 1) throw new IllegalArgumentException("--reps must be >= 1");
+        if (warmup < 0) throw new IllegalArgumentException("--warmup must be >= 0");
+        int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
+        if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
+        // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
+        if (System.getProperty("cmf.threads") == null) System.setProperty("cmf.threads", Integer.toString(nThreads));
+        WorkerPool shared = CpuBackend.pool();
+        WorkerPool own = shared.threads() == nThreads ? null : new WorkerPool(nThreads);
+        WorkerPool pool = own != null ? own : shared;
+        PrintWriter out = spec.commandLine().getOut();
+        try (Model model = Model.open(file, null, new KernelMatMul(pool, new CpuMatMul(pool)))) {
+            Graph graph = model.graph();
+            long bytesPerToken = weightBytesPerToken(model);
+            String dtype = dominantDtype(model);
+            SplittableRandom rnd = new SplittableRandom(1234);
+            int vocab = graph.vocab();
+            int[] prompt = rnd.ints(promptTokens, 0, vocab).toArray();
+            int[] gen = rnd.ints(genTokens, 0, vocab).toArray();
+
+            Samples pp = null, tg = null;
+            if (promptTokens > 0) {
+                for (int i = 0; i < warmup; i++) prefill(graph, prompt);
+                double[] s = new double[reps];
+                for (int i = 0; i < reps; i++) s[i] = prefill(graph, prompt);
+                pp = new Samples(s);
+            }
+            if (genTokens > 0) {
+                for (int i = 0; i < warmup; i++) decode(graph, gen);
+                double[] s = new double[reps];
+                for (int i = 0; i < reps; i++) s[i] = decode(graph, gen);
+                tg = new Samples(s);
+            }
+            if (json) out.println(json(dtype, nThreads, bytesPerToken, pp, tg));
+            else table(out, dtype, nThreads, bytesPerToken, pp, tg);
+        } finally {
+            if (own != null) own.close();
+        }
+        out.flush();
+        return 0;
+    }
+
+    /** Tokens/s of one prefill of {@code prompt} as a single chunk into a fresh context. */
+    private double prefill(Graph graph, int[] prompt) {
+        Session s = new Session(graph, prompt.length + 1, prompt.length);
+        long t0 = System.nanoTime();
+        s.prefill(prompt);
+        long t1 = System.nanoTime();
+        return prompt.length / ((t1 - t0) * 1e-9);
+    }
+
+    /** Tokens/s of decoding {@code ids} one at a time from a fresh context. */
+    private double decode(Graph graph, int[] ids) {
+        Session s = new Session(graph, ids.length + 1, 1);
+        long t0 = System.nanoTime();
+        for (int id : ids) s.decode(id);
+        long t1 = System.nanoTime();
+        return ids.length / ((t1 - t0) * 1e-9);
+    }
+
+    /** Bytes of weights one decode step reads: every matrix, the embedding table only when it is also the head. */
+    static long weightBytesPerToken(Model model) {
+        var spec = model.spec();
+        long total = 0;
+        for (TensorEntry t : model.file().tensors()) {
+            if (t.ndim() < 2) continue;
+            if (t.name().equals(spec.embedding()) && !t.name().equals(spec.head())) continue;  // one row read per token
+            if (t.name().startsWith("skill.")) continue;
+            total += t.nbytes();
+        }
+        return total;
+    }
+
+    /** The dtype holding most bytes of the model's matrices. */
+    static String dominantDtype(Model model) {
+        Map<DType, Long> bytes = new EnumMap<>(DType.class);
+        for (TensorEntry t : model.file().tensors())
+            if (t.ndim() >= 2) bytes.merge(t.dtype(), t.nbytes(), Long::sum);
+        return bytes.entrySet().stream().max(Map.Entry.comparingByValue()).map(e -> e.getKey().label).orElse("none");
+    }
+
+    private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg) throws Exception {
+        ObjectMapper m = new ObjectMapper();
+        ObjectNode o = m.createObjectNode();
+        o.put("file", file.toString());
+        o.put("device", device);
+        o.put("dtype", dtype);
+        o.put("threads", nThreads);
+        o.put("prompt_tokens", promptTokens);
+        o.put("gen_tokens", genTokens);
+        o.put("reps", reps);
+        o.put("warmup", warmup);
+        o.put("weight_bytes_per_token", bytesPerToken);
+        if (pp != null) put(o, "prefill", pp);
+        if (tg != null) {
+            put(o, "decode", tg);
+            o.put("decode_weight_gb_per_s", round(tg.median() * bytesPerToken / 1e9));
+        }
+        o.put("java", Runtime.version().toString());
+        o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());
+        return m.writeValueAsString(o);
+    }
+
+    private static void put(ObjectNode o, String test, Samples s) {
+        o.put(test + "_tokens_per_s", round(s.median()));
+        o.put(test + "_tokens_per_s_stddev", round(s.stddev()));
+        o.put(test + "_tokens_per_s_min", round(s.min()));
+        o.put(test + "_tokens_per_s_max", round(s.max()));
+        ArrayNode a = o.putArray(test + "_samples");
+        for (double v : s.tokensPerSecond()) a.add(round(v));
+    }
+
+    private static double round(double v) {
+        return Math.round(v * 1000) / 1000.0;
+    }
+
+    private void table(PrintWriter out, String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg) {
+        String name = file.getFileName().toString();
+        String size = bytesPerToken >= 1e9 ? String.format(Locale.ROOT, "%.2f GB", bytesPerToken / 1e9)
+                : String.format(Locale.ROOT, "%.1f MB", bytesPerToken / 1e6);
+        String fmt = "| %-28s | %-8s | %9s | %7s | %-6s | %20s |%n";
+        out.printf(Locale.ROOT, fmt, "model", "dtype", "weights", "threads", "test", "t/s (median ± sd)");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%s|%s|%n", "-".repeat(30), "-".repeat(10), "-".repeat(11), "-".repeat(9), "-".repeat(8), "-".repeat(22));
+        if (pp != null) out.printf(Locale.ROOT, fmt, name, dtype, size, nThreads, "pp" + promptTokens,
+                String.format(Locale.ROOT, "%.2f ± %.2f", pp.median(), pp.stddev()));
+        if (tg != null) out.printf(Locale.ROOT, fmt, name, dtype, size, nThreads, "tg" + genTokens,
+                String.format(Locale.ROOT, "%.2f ± %.2f", tg.median(), tg.stddev()));
+        if (tg != null)
+            out.printf(Locale.ROOT, "decode reads %.2f GB of weights per token: %.2f GB/s at the median%n",
+                    bytesPerToken / 1e9, tg.median() * bytesPerToken / 1e9);
+    }
+}

@@ -1,0 +1,55 @@
+package dev.cmf4j.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** {@code cmf bench}: runs both tests on a real (tiny) model and reports what it promises. */
+class BenchCommandTest {
+    private record Run(int code, String out, String err) {}
+
+    private static Run run(String... args) {
+        CommandLine cl = Cmf.commandLine();
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        cl.setOut(new PrintWriter(out));
+        cl.setErr(new PrintWriter(err));
+        int code = cl.execute(args);
+        return new Run(code, out.toString(), err.toString());
+    }
+
+    @Test
+    void jsonReportsPrefillAndDecodeSpeed() throws Exception {
+        String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
+        Run r = run("bench", cmf, "--threads", "2", "--prompt-tokens", "16", "--gen-tokens", "4", "--reps", "3", "--warmup", "0", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        JsonNode j = new ObjectMapper().readTree(r.out());
+        assertThat(j.get("device").asText()).isEqualTo("cpu");
+        assertThat(j.get("dtype").asText()).isEqualTo("q8_2f");
+        assertThat(j.get("threads").asInt()).isEqualTo(2);
+        assertThat(j.get("prefill_tokens_per_s").asDouble()).isPositive();
+        assertThat(j.get("decode_tokens_per_s").asDouble()).isPositive();
+        assertThat(j.get("decode_samples")).hasSize(3);
+        assertThat(j.get("weight_bytes_per_token").asLong()).isPositive();
+    }
+
+    @Test
+    void tableAndErrors() {
+        String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
+        Run r = run("bench", cmf, "-t", "1", "-p", "8", "-n", "2", "-r", "1", "--warmup", "0");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("| pp8 ").contains("| tg2 ").contains("q8_2f");
+        Run bad = run("bench", cmf, "--reps", "0");
+        assertThat(bad.code()).isEqualTo(1);
+        assertThat(bad.err()).contains("--reps must be >= 1");
+        Run missing = run("bench", "/nonexistent/model.cmf");
+        assertThat(missing.code()).isEqualTo(1);
+        assertThat(missing.err()).startsWith("cmf: error:");
+    }
+}
