@@ -19,6 +19,7 @@ import picocli.CommandLine.Command;
                 InfoCommand.class,
                 LogitsCommand.class,
                 RunCommand.class,
+                TemplateCommand.class,
                 TensorCommand.class,
                 TokenizeCommand.class,
         })
