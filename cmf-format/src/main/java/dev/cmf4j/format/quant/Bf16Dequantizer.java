@@ -15,7 +15,7 @@ public final class Bf16Dequantizer implements Dequantizer {
             @Override protected void decode(long r0, int n, float[] out, int off) {
                 long base = r0 * shape.cols() * 2;
                 int count = (int) (n * shape.cols());
-                for (int i = 0; i < count; i++) out[off + i] = Float.intBitsToFloat(data.get(Le.I16, base + 2L * i) << 16);
+                Kernels.bf16(data, base, count, out, off);
             }
         };
     }

@@ -29,12 +29,7 @@ public final class Q4BlockDequantizer implements Dequantizer {
                     float scale = Le.f16(data, scales + 2 * g);
                     long nib = g * 16;
                     if (k == 0 && take == 32) {
-                        // Whole group: the common case when cols % 32 == 0.
-                        for (int b = 0; b < 16; b++) {
-                            int v = data.get(Le.I8, nib + b);
-                            out[o + 2 * b] = ((v & 0x0F) - 8) * scale;
-                            out[o + 2 * b + 1] = (((v >> 4) & 0x0F) - 8) * scale;
-                        }
+                        Kernels.q4Group(data, nib, scale, out, o);   // whole group: the common case
                     } else {
                         for (int i = k; i < k + take; i++) {
                             int v = data.get(Le.I8, nib + (i >> 1));

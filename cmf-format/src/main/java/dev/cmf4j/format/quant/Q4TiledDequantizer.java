@@ -23,13 +23,7 @@ public final class Q4TiledDequantizer implements Dequantizer {
                 long t0 = r0 * shape.groupsPerRow();
                 for (long t = 0; t < tiles; t++) {
                     long at = (t0 + t) * TILE;
-                    float scale = Le.f16(data, at);
-                    int o = off + (int) (t * 32);
-                    for (int b = 0; b < 16; b++) {
-                        int v = data.get(Le.I8, at + 2 + b);
-                        out[o + 2 * b] = ((v & 0x0F) - 8) * scale;
-                        out[o + 2 * b + 1] = (((v >> 4) & 0x0F) - 8) * scale;
-                    }
+                    Kernels.q4Group(data, at + 2, Le.f16(data, at), out, off + (int) (t * 32));
                 }
             }
         };

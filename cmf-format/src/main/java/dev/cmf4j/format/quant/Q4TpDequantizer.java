@@ -34,12 +34,7 @@ public final class Q4TpDequantizer implements Dequantizer {
                     long nib = row * gpr * 16;
                     int o = off + r * cols;
                     for (int g = 0; g < gpr; g++) {
-                        float scale = ladder[code(data, codeRow, g)];
-                        for (int b = 0; b < 16; b++) {
-                            int v = data.get(Le.I8, nib + g * 16L + b);
-                            out[o + 32 * g + 2 * b] = ((v & 0x0F) - 8) * scale;
-                            out[o + 32 * g + 2 * b + 1] = (((v >> 4) & 0x0F) - 8) * scale;
-                        }
+                        Kernels.q4Group(data, nib + g * 16L, ladder[code(data, codeRow, g)], out, o + 32 * g);
                     }
                 }
             }

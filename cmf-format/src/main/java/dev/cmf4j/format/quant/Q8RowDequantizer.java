@@ -20,9 +20,7 @@ public final class Q8RowDequantizer implements Dequantizer {
                 for (int r = 0; r < n; r++) {
                     long row = r0 + r;
                     float scale = Le.f16(data, scales + 2 * row);
-                    long q = row * cols;
-                    int o = off + r * cols;
-                    for (int c = 0; c < cols; c++) out[o + c] = data.get(Le.I8, q + c) * scale;
+                    Kernels.q8(data, row * cols, cols, scale, out, off + r * cols);
                 }
             }
         };

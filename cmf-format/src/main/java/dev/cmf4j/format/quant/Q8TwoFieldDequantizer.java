@@ -28,9 +28,7 @@ public final class Q8TwoFieldDequantizer implements Dequantizer {
                 for (int r = 0; r < n; r++) {
                     long row = r0 + r;
                     float scale = Le.f16(data, rowScales + 2 * row);
-                    long q = row * cols;
-                    int o = off + r * cols;
-                    for (int c = 0; c < cols; c++) out[o + c] = data.get(Le.I8, q + c) * scale * col[c];
+                    Kernels.q8Col(data, row * cols, cols, scale, col, out, off + r * cols);
                 }
             }
         };
