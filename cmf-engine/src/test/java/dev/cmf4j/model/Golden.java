@@ -40,7 +40,10 @@ public record Golden(String name, int[] inputIds, float[] logits, int vocab, int
     }
 
     /** Runs the full forward and the greedy generation with chunks of {@code chunk} tokens. */
-    public Result check(Graph graph, int chunk) {
+    public Result check(Graph graph, int chunk) { return check(graph, chunk, 1e-3); }
+
+    /** As {@link #check(Graph, int)}; the hidden states are compared (to name the layer) only when logits miss {@code tol}. */
+    public Result check(Graph graph, int chunk, double tol) {
         int T = inputIds.length, V = graph.vocab();
         // 1. full forward, all logits
         State st = graph.newState(chunk, T + greedyIds.length + 1);
@@ -66,7 +69,10 @@ public record Golden(String name, int[] inputIds, float[] logits, int vocab, int
         }
         boolean ok = java.util.Arrays.equals(got, greedyIds);
         String div = null;
-        if (hidden != null) div = firstDivergence(graph, chunk);
+        if (hidden != null && (!(dl <= tol) || !(ds <= tol) || !ok)) {
+            div = firstDivergence(graph, chunk);
+            if (div == null) div = "hidden states all within bounds";
+        }
         return new Result(dl, ds, got, ok, div);
     }
 

@@ -4,13 +4,20 @@ import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.cmf4j.chat.ChatTemplateConfig;
+import dev.cmf4j.convert.Converter;
+import dev.cmf4j.convert.ModelSource;
 import dev.cmf4j.convert.SafetensorsReader;
+import dev.cmf4j.convert.Sources;
+import dev.cmf4j.convert.TensorPolicy;
+import dev.cmf4j.model.Model;
 import dev.cmf4j.model.HfFixture;
 import dev.cmf4j.model.TestFiles;
 import dev.cmf4j.testkit.Fixtures;
 import dev.cmf4j.text.Tokenizer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -65,6 +72,28 @@ class QwenE2eTest {
             assertThat(r.tokens()).containsExactly(greedy);
             assertThat(r.text()).isEqualTo(g.get("greedy_text").asText());
             assertThat(codec.decode(r.tokens())).isEqualTo(g.get("greedy_text").asText());
+        }
+    }
+
+    /**
+     * The real path: an HF folder (config, bf16 weights, the real tokenizer and its config) → our converter
+     * (bf16 kept) → one CMF file carrying weights, tokenizer and chat template → engine.
+     */
+    @Test void convertedFile(@TempDir Path tmp) throws Exception {
+        Path model = Fixtures.require("models/qwen3_e2e"), tok = Fixtures.require("tokenizers/qwen3");
+        Path src = Files.createDirectories(tmp.resolve("qwen3_e2e"));
+        for (String f : new String[] {"config.json", "generation_config.json", "model.safetensors"})
+            Files.createSymbolicLink(src.resolve(f), model.resolve(f).toAbsolutePath());
+        for (String f : new String[] {"tokenizer.json.gz", "tokenizer_config.json"})
+            Files.createSymbolicLink(src.resolve(f), tok.resolve(f).toAbsolutePath());
+        Path cmf = tmp.resolve("qwen3_e2e.cmf");
+        try (ModelSource s = Sources.open(src)) {
+            Converter.convert(s, cmf, Converter.Options.of(new TensorPolicy(TensorPolicy.Mode.BF16, List.of())).withThreads(2));
+        }
+        try (Model m = Model.open(cmf)) {
+            TextCodec codec = TextCodec.of(m.file());
+            assertThat(codec.eosIds()).contains(151645);
+            check(m.graph(), codec);
         }
     }
 
