@@ -81,7 +81,7 @@ public final class ToolCallParser {
         try (JsonParser p = JSON.createParser(body)) {
             JsonToken t;
             while ((t = p.nextToken()) != null) {
-                if (t != JsonToken.START_OBJECT) return "expected a JSON object, found " + describe(t) + " at column " + p.currentLocation().getColumnNr();
+                if (t != JsonToken.START_OBJECT) return "expected a JSON object, found " + describe(t) + " at column " + p.currentTokenLocation().getColumnNr();
                 Object value = JSON.readValue(p, Object.class);
                 String problem = toCall(value, found);
                 if (problem != null) return problem;
@@ -113,7 +113,7 @@ public final class ToolCallParser {
         if (args == null) json = "{}";
         else if (args instanceof String s) json = s;
         else if (args instanceof Map<?, ?>) json = PyJson.dumps(args);
-        else return "tool call \"" + n + "\": arguments must be a JSON object or a string, not " + args.getClass().getSimpleName();
+        else return "tool call \"" + n + "\": arguments must be a JSON object or a string, not " + (args instanceof List<?> ? "an array" : args instanceof Boolean ? "a boolean" : "a number");
         out.add(new ToolCall(n, json));
         return null;
     }

@@ -18,6 +18,9 @@ final class Parser {
     private int at;
     /** Enclosing for-loops, for break/continue; reset inside macros. */
     private int loopDepth;
+    /** Nesting of blocks and bracketed expressions; bounded so hostile input cannot exhaust the stack. */
+    private int nesting;
+    static final int MAX_NESTING = 200;
 
     private Parser(List<Token> tokens) {
         this.tokens = tokens;
@@ -25,9 +28,14 @@ final class Parser {
 
     static List<Node> parse(String source) {
         Parser p = new Parser(Lexer.tokenize(source));
-        List<Node> body = p.subparse(Set.of());
-        if (!p.current().is(Type.EOF)) throw p.fail("unexpected '" + p.current().describe() + "'");
-        FilterTestCheck.check(body);
+        List<Node> body;
+        try {
+            body = p.subparse(Set.of());
+            if (!p.current().is(Type.EOF)) throw p.fail("unexpected '" + p.current().describe() + "'");
+            FilterTestCheck.check(body);
+        } catch (StackOverflowError e) {
+            throw new TemplateException(Kind.LimitExceeded, "template nested too deeply to parse");
+        }
         return body;
     }
 
@@ -123,7 +131,9 @@ final class Parser {
     private List<Node> parseStatements(Set<String> endTags, boolean dropNeedle) {
         skipOp(":");
         expect(Type.BLOCK_END, "end of statement block");
+        enterNesting();
         List<Node> body = subparse(endTags);
+        nesting--;
         if (current().is(Type.EOF)) {
             throw fail("Unexpected end of template. Jinja was looking for the following tags: "
                     + String.join(" or ", endTags.stream().sorted().map(s -> "'" + s + "'").toList())
@@ -419,7 +429,20 @@ final class Parser {
         return left;
     }
 
+    private void enterNesting() {
+        if (++nesting > MAX_NESTING) throw new TemplateException(Kind.LimitExceeded, "template nested more than " + MAX_NESTING + " levels deep", current().line());
+    }
+
     private Expr parseUnary(boolean withFilter) {
+        enterNesting();
+        try {
+            return parseUnaryInner(withFilter);
+        } finally {
+            nesting--;
+        }
+    }
+
+    private Expr parseUnaryInner(boolean withFilter) {
         Token t = current();
         Expr node;
         if (t.isOp("-") || t.isOp("+")) {
