@@ -130,6 +130,27 @@ class ChatFixturesTest {
         return tests;
     }
 
+    /** End to end: the rendered prompt, tokenized without special tokens, gives transformers' ids. */
+    @TestFactory
+    List<DynamicTest> renderedPromptsTokenizeToTheRecordedIds() throws IOException {
+        List<DynamicTest> tests = new ArrayList<>();
+        Map<String, dev.cmf4j.text.Tokenizer> tokenizers = new LinkedHashMap<>();
+        Map<String, ChatTemplate> compiled = new LinkedHashMap<>();
+        for (String t : TEMPLATES) {
+            tokenizers.put(t, dev.cmf4j.text.Tokenizer.fromFile(Fixtures.require("tokenizers").resolve(t).resolve("tokenizer.json.gz")));
+            compiled.put(t, ChatTemplate.of(Files.readString(Fixtures.require("chat").resolve(t).resolve("chat_template.jinja")), meta(t)));
+        }
+        for (Case c : cases()) {
+            if (!c.line().hasNonNull("rendered_ids")) continue;
+            tests.add(DynamicTest.dynamicTest(c.id(), () -> {
+                int[] ids = tokenizers.get(c.template()).encodeIds(render(compiled.get(c.template()), c.line()), false);
+                int[] expected = JSON.convertValue(c.line().get("rendered_ids"), int[].class);
+                assertThat(ids).isEqualTo(expected);
+            }));
+        }
+        return tests;
+    }
+
     @Test
     void configSpecialTokensMatchWhatTransformersPassed() throws IOException {
         for (String t : TEMPLATES) {
