@@ -12,7 +12,7 @@ public final class Sources {
         if (Files.isDirectory(src)) return HfCheckpoint.open(src);
         if (!Files.exists(src)) throw new ConvertException(src + ": no such file or folder");
         String n = src.getFileName().toString().toLowerCase(Locale.ROOT);
-        if (n.endsWith(".gguf")) throw new ConvertException(src + ": GGUF import is not available yet");
+        if (n.endsWith(".gguf")) return dev.cmf4j.convert.gguf.GgufSource.open(src);
         throw new ConvertException(src + ": expected a Hugging Face checkpoint folder (config.json + *.safetensors) or a .gguf file");
     }
 }

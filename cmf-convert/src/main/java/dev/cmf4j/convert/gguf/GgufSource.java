@@ -1,0 +1,301 @@
+package dev.cmf4j.convert.gguf;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.convert.ConvertException;
+import dev.cmf4j.convert.HfArch;
+import dev.cmf4j.convert.HfConfig;
+import dev.cmf4j.convert.ModelSource;
+import dev.cmf4j.convert.SourceTensor;
+import dev.cmf4j.convert.TensorData;
+import dev.cmf4j.convert.TensorOrder;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * A GGUF file opened for conversion (architectures llama, qwen2, qwen3, gemma3). The metadata is
+ * turned into an HF-style config and mapped by {@link HfArch}, so the arch block has the same fields
+ * as for a Hugging Face folder; tensors get their HF names and {@code [out, in]} shapes; llama's Q/K
+ * rows, which llama.cpp's converter permuted into GGML's interleaved-RoPE order, are put back in HF
+ * order; the embedded tokenizer becomes a tokenizer.json ({@link GgufTokenizer}).
+ *
+ * <p>Differences from an HF conversion, recorded in provenance: gemma3 GGUFs store norm weights with
+ * the +1 of Gemma's (1+w) RMSNorm already added, so the arch says {@code norm_style: "qwen"} and the
+ * weights are kept as stored (subtracting 1 again would round); {@code rope_freqs.weight} (llama3 rope
+ * scaling) becomes {@code arch.rope_freq_factors}; quantized GGUF blocks are dequantized with ggml's
+ * formulas and re-encoded by the chosen CMF policy.
+ */
+public final class GgufSource implements ModelSource {
+    private static final JsonNodeFactory F = JsonNodeFactory.instance;
+    private static final Pattern BLK = Pattern.compile("^blk\\.(\\d+)\\.(.+)$");
+
+    private final GgufReader r;
+    private final String arch;
+    private final ObjectNode archBlock;
+    private final List<SourceTensor> tensors;
+    private final byte[] tokenizerJson;
+    private final ObjectNode tokenizerConfig;
+    private final ObjectNode provenance = F.objectNode();
+
+    private GgufSource(GgufReader r) {
+        this.r = r;
+        this.arch = r.string("general.architecture");
+        if (arch == null) throw new ConvertException(r.file() + ": general.architecture is missing");
+        if (!List.of("llama", "qwen2", "qwen3", "gemma3").contains(arch))
+            throw new ConvertException(r.file() + ": GGUF architecture \"" + arch + "\" is not supported (llama, qwen2, qwen3, gemma3)");
+        provenance.put("source_format", "gguf");
+        provenance.put("gguf_version", r.version());
+        ObjectNode meta = provenance.putObject("gguf_metadata");
+        for (Map.Entry<String, Object> e : r.metadata().entrySet()) {
+            Object v = e.getValue();
+            if (v instanceof Long l) meta.put(e.getKey(), l);
+            else if (v instanceof Double d) meta.put(e.getKey(), d);
+            else if (v instanceof Boolean b) meta.put(e.getKey(), b);
+            else if (v instanceof String s && !e.getKey().equals("tokenizer.chat_template")) meta.put(e.getKey(), s);
+        }
+        ObjectNode config = hfConfig();
+        provenance.set("derived_hf_config", config);
+        this.archBlock = HfArch.fromConfig(HfConfig.of(config, r.file() + " (metadata)"));
+        if (arch.equals("gemma3")) {
+            archBlock.put("norm_style", "qwen");
+            provenance.put("norm_note", "gemma3 GGUF norm weights already include the +1 of (1+w); stored as is with norm_style qwen");
+        }
+        archBlock.put("gguf_architecture", arch);
+        this.tensors = plan();
+        this.tokenizerJson = GgufTokenizer.toJson(r, provenance);
+        this.tokenizerConfig = chatBundle();
+    }
+
+    public static GgufSource open(Path file) {
+        GgufReader r = GgufReader.open(file);
+        try {
+            return new GgufSource(r);
+        } catch (RuntimeException e) {
+            r.close();
+            throw e;
+        }
+    }
+
+    @Override public ObjectNode arch() { return archBlock; }
+
+    @Override public List<SourceTensor> tensors() { return tensors; }
+
+    @Override public byte[] tokenizerJson() { return tokenizerJson; }
+
+    @Override public ObjectNode tokenizerConfig() { return tokenizerConfig; }
+
+    @Override public ObjectNode provenance() { return provenance; }
+
+    @Override public String describe() { return r.file().toString(); }
+
+    public GgufReader reader() { return r; }
+
+    @Override public void close() { r.close(); }
+
+    // ---- metadata -> config ----------------------------------------------------------------------
+
+    private long req(String key) {
+        Long v = r.integer(arch + "." + key);
+        if (v == null) throw new ConvertException(r.file() + ": metadata " + arch + "." + key + " is missing");
+        return v;
+    }
+
+    private ObjectNode hfConfig() {
+        ObjectNode c = F.objectNode();
+        c.put("model_type", arch.equals("gemma3") ? "gemma3_text" : arch);
+        c.putArray("architectures").add("gguf:" + arch);
+        long hidden = req("embedding_length"), layers = req("block_count"), heads = req("attention.head_count");
+        c.put("hidden_size", hidden);
+        c.put("num_hidden_layers", layers);
+        c.put("num_attention_heads", heads);
+        Long kv = r.integer(arch + ".attention.head_count_kv");
+        c.put("num_key_value_heads", kv == null ? heads : kv);
+        Long hd = r.integer(arch + ".attention.key_length");
+        long headDim = hd != null ? hd : hidden / heads;
+        c.put("head_dim", headDim);
+        c.put("intermediate_size", req("feed_forward_length"));
+        Long vocab = r.integer(arch + ".vocab_size");
+        if (vocab == null && r.array("tokenizer.ggml.tokens") != null) vocab = (long) r.array("tokenizer.ggml.tokens").size();
+        if (vocab == null && r.has("token_embd.weight")) vocab = r.tensor("token_embd.weight").ne()[1];
+        if (vocab == null) throw new ConvertException(r.file() + ": cannot tell the vocabulary size");
+        c.put("vocab_size", vocab);
+        Double eps = r.number(arch + ".attention.layer_norm_rms_epsilon");
+        // GGUF stores f32; the shortest decimal of that float is what the HF config said (1e-5, not 9.99999974e-6)
+        c.put("rms_norm_eps", eps == null ? 1e-6 : Double.parseDouble(Float.toString((float) (double) eps)));
+        Long ctx = r.integer(arch + ".context_length");
+        if (ctx != null) c.put("max_position_embeddings", ctx);
+        c.put("tie_word_embeddings", !r.has("output.weight"));
+        c.put("hidden_act", arch.equals("gemma3") ? "gelu_pytorch_tanh" : "silu");
+        c.put("attention_bias", r.has("blk.0.attn_q.bias"));
+        Double theta = r.number(arch + ".rope.freq_base");
+        double ropeTheta = theta == null ? 10000.0 : theta;
+        Long rotDim = r.integer(arch + ".rope.dimension_count");
+        double partial = rotDim == null ? 1.0 : (double) rotDim / headDim;
+        ObjectNode rope = F.objectNode();
+        String st = r.string(arch + ".rope.scaling.type");
+        Double factor = r.number(arch + ".rope.scaling.factor");
+        if (st != null && !st.equals("none") && factor != null && factor != 1.0) {
+            switch (st) {
+                case "linear" -> rope.put("rope_type", "linear").put("factor", factor);
+                case "yarn" -> {
+                    rope.put("rope_type", "yarn").put("factor", factor);
+                    Long orig = r.integer(arch + ".rope.scaling.original_context_length");
+                    if (orig != null) rope.put("original_max_position_embeddings", orig);
+                    Double bf = r.number(arch + ".rope.scaling.yarn_beta_fast"), bs = r.number(arch + ".rope.scaling.yarn_beta_slow");
+                    if (bf != null) rope.put("beta_fast", bf);
+                    if (bs != null) rope.put("beta_slow", bs);
+                }
+                default -> throw new ConvertException(r.file() + ": rope scaling type \"" + st + "\" is not supported");
+            }
+        } else {
+            rope.put("rope_type", "default");
+        }
+        rope.put("rope_theta", ropeTheta);
+        if (partial != 1.0) rope.put("partial_rotary_factor", partial);
+        if (arch.equals("gemma3")) {
+            Long window = r.integer("gemma3.attention.sliding_window");
+            c.put("sliding_window", window == null ? 4096 : window);
+            c.put("sliding_window_pattern", 6);           // llama.cpp's fixed Gemma 3 pattern
+            c.put("query_pre_attn_scalar", headDim);       // not stored in GGUF; llama.cpp assumes head_dim
+            ObjectNode rp = c.putObject("rope_parameters");
+            rp.set("full_attention", rope);
+            rp.putObject("sliding_attention").put("rope_type", "default").put("rope_theta", 10000.0);
+            provenance.put("gemma3_note", "query_pre_attn_scalar, the sliding-window pattern (6) and the local rope theta (10000) "
+                    + "are not in GGUF metadata; llama.cpp's values were used");
+        } else {
+            c.set("rope_parameters", rope);
+        }
+        return c;
+    }
+
+    // ---- tensors -------------------------------------------------------------------------------
+
+    private List<SourceTensor> plan() {
+        List<SourceTensor> out = new ArrayList<>();
+        Set<String> names = new LinkedHashSet<>();
+        int heads = archBlock.get("num_attention_heads").asInt(), kvHeads = archBlock.get("num_kv_heads").asInt();
+        for (GgufReader.Tensor t : r.tensors()) {
+            String n = t.name();
+            if (n.equals("rope_freqs.weight")) {
+                float[] f = r.readFloats(t);
+                ArrayNode a = archBlock.putArray("rope_freq_factors");
+                for (float v : f) a.add(v);
+                continue;
+            }
+            String hf = hfName(n);
+            if (hf == null) throw new ConvertException(r.file() + ": tensor " + n + " is not understood for architecture " + arch);
+            if (!names.add(hf)) throw new ConvertException(r.file() + ": two tensors map to " + hf);
+            r.requireDecodable(t);
+            long[] shape = t.shape();
+            TensorData data = (off, dst, dOff, len) -> r.readFloats(t, off, dst, dOff, len);
+            String transform = "";
+            if (arch.equals("llama") && (n.matches("blk\\.\\d+\\.attn_q\\.(weight|bias)") || n.matches("blk\\.\\d+\\.attn_k\\.(weight|bias)"))) {
+                int h = n.contains("attn_q") ? heads : kvHeads;
+                data = unpermute(t, data, h);
+                transform = "llama.cpp rope permutation undone";
+            }
+            out.add(new SourceTensor(hf, shape, t.typeName(), transform, data));
+        }
+        out.sort((a, b) -> TensorOrder.NAMES.compare(a.name(), b.name()));
+        return List.copyOf(out);
+    }
+
+    /** The HF name for a llama.cpp tensor name, or null. */
+    String hfName(String n) {
+        switch (n) {
+            case "token_embd.weight": return "model.embed_tokens.weight";
+            case "output_norm.weight": return "model.norm.weight";
+            case "output.weight": return "lm_head.weight";
+            default: break;
+        }
+        Matcher m = BLK.matcher(n);
+        if (!m.matches()) return null;
+        String p = "model.layers." + m.group(1) + ".";
+        String rest = m.group(2);
+        int dot = rest.lastIndexOf('.');
+        if (dot < 0) return null;
+        String base = rest.substring(0, dot), suffix = rest.substring(dot);
+        boolean gemma = arch.equals("gemma3");
+        String local = switch (base) {
+            case "attn_norm" -> "input_layernorm";
+            case "ffn_norm" -> gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
+            case "post_attention_norm" -> "post_attention_layernorm";
+            case "post_ffw_norm" -> "post_feedforward_layernorm";
+            case "attn_q" -> "self_attn.q_proj";
+            case "attn_k" -> "self_attn.k_proj";
+            case "attn_v" -> "self_attn.v_proj";
+            case "attn_output" -> "self_attn.o_proj";
+            case "attn_q_norm" -> "self_attn.q_norm";
+            case "attn_k_norm" -> "self_attn.k_norm";
+            case "ffn_gate" -> "mlp.gate_proj";
+            case "ffn_up" -> "mlp.up_proj";
+            case "ffn_down" -> "mlp.down_proj";
+            default -> null;
+        };
+        return local == null ? null : p + local + suffix;
+    }
+
+    /**
+     * Undoes llama.cpp's {@code permute}: within each head, GGUF row {@code 2i + j} holds HF row
+     * {@code j·(hd/2) + i} (j ∈ {0, 1}); so HF row {@code h·hd + j·hd/2 + i} is read from GGUF row
+     * {@code h·hd + 2i + j}. Works for weights ([rows, in]) and biases ([rows]).
+     */
+    private TensorData unpermute(GgufReader.Tensor t, TensorData src, int heads) {
+        long[] shape = t.shape();
+        long rows = shape[0], cols = shape.length > 1 ? shape[1] : 1;
+        if (rows % heads != 0 || (rows / heads) % 2 != 0)
+            throw new ConvertException(r.file() + ": tensor " + t.name() + " has " + rows + " rows, not a whole number of even-sized heads (" + heads + ")");
+        long hd = rows / heads, half = hd / 2;
+        return (offset, dst, dstOff, len) -> {
+            while (len > 0) {
+                long row = offset / cols, c = offset % cols;
+                long h = row / hd, within = row % hd, j = within / half, i = within % half;
+                long srcRow = h * hd + 2 * i + j;
+                int take = (int) Math.min(len, cols - c);
+                src.read(srcRow * cols + c, dst, dstOff, take);
+                offset += take;
+                dstOff += take;
+                len -= take;
+            }
+        };
+    }
+
+    // ---- chat bundle -----------------------------------------------------------------------------
+
+    private ObjectNode chatBundle() {
+        ObjectNode o = F.objectNode();
+        String tpl = r.string("tokenizer.chat_template");
+        if (tpl != null) o.put("chat_template", tpl);
+        List<Object> toks = r.array("tokenizer.ggml.tokens");
+        Long eos = r.integer("tokenizer.ggml.eos_token_id"), eot = r.integer("tokenizer.ggml.eot_token_id");
+        ArrayNode e = F.arrayNode();
+        if (eos != null) e.add(eos);
+        if (eot != null && !eot.equals(eos)) e.add(eot);
+        if (!e.isEmpty()) o.set("eos_token_ids", e);
+        Long bos = r.integer("tokenizer.ggml.bos_token_id"), pad = r.integer("tokenizer.ggml.padding_token_id");
+        if (bos != null) o.put("bos_token_id", bos);
+        if (pad != null) o.put("pad_token_id", pad);
+        if (toks != null) {
+            putText(o, "bos_token", bos, toks);
+            putText(o, "eos_token", eos, toks);
+            putText(o, "pad_token", pad, toks);
+            putText(o, "unk_token", r.integer("tokenizer.ggml.unknown_token_id"), toks);
+        }
+        Boolean addBos = r.bool("tokenizer.ggml.add_bos_token"), addEos = r.bool("tokenizer.ggml.add_eos_token");
+        if (addBos != null) o.put("add_bos_token", addBos);
+        if (addEos != null) o.put("add_eos_token", addEos);
+        return o.isEmpty() ? null : o;
+    }
+
+    private static void putText(ObjectNode o, String key, Long id, List<Object> toks) {
+        if (id != null && id >= 0 && id < toks.size() && toks.get((int) (long) id) instanceof String s) o.put(key, s);
+    }
+}
