@@ -51,6 +51,9 @@ public final class TemplateCommand implements Callable<Integer> {
     @Option(names = {"-g", "--add-generation-prompt"}, description = "end with the assistant turn's opening, as add_generation_prompt=True")
     boolean addGenerationPrompt;
 
+    @Option(names = "--continue-final-message", description = "cut the prompt right after the last message's text so generation continues it (transformers' continue_final_message)")
+    boolean continueFinalMessage;
+
     @Option(names = "--kwargs", paramLabel = "FILE", description = "JSON object of extra template variables, e.g. {\"enable_thinking\": false}")
     Path kwargs;
 
@@ -86,7 +89,10 @@ public final class TemplateCommand implements Callable<Integer> {
         }
 
         ChatTemplate template = load(toolList != null);
-        String prompt = template.render(msgs, toolList, addGenerationPrompt, kw);
+        if (continueFinalMessage && addGenerationPrompt) {
+            throw new IllegalArgumentException("--continue-final-message and --add-generation-prompt are not compatible (as in transformers)");
+        }
+        String prompt = continueFinalMessage ? template.renderContinuing(msgs, toolList, kw) : template.render(msgs, toolList, addGenerationPrompt, kw);
         PrintWriter out = spec.commandLine().getOut();
         out.print(prompt);
         out.flush();

@@ -64,4 +64,21 @@ class ChatTemplateConfigTest {
         assertThatThrownBy(() -> t.render(List.of(), null, false, Map.of("messages", List.of())))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'messages'");
     }
+
+    /** Expected strings: transformers' continue_final_message logic run on jinja2 output (fixture templates). */
+    @Test
+    void continueFinalMessage() throws Exception {
+        java.nio.file.Path chat = dev.cmf4j.testkit.Fixtures.require("chat");
+        ChatTemplate qwen = ChatTemplate.of(java.nio.file.Files.readString(chat.resolve("qwen3/chat_template.jinja")), Map.of());
+        ChatTemplate gemma = ChatTemplate.of(java.nio.file.Files.readString(chat.resolve("gemma3/chat_template.jinja")), Map.of("bos_token", "<bos>"));
+        assertThat(qwen.renderContinuing(List.of(Map.of("role", "user", "content", "Hi"), Map.of("role", "assistant", "content", "The answer is")), null, null))
+                .isEqualTo("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nThe answer is");
+        assertThat(gemma.renderContinuing(List.of(Map.of("role", "user", "content", "Hi"), Map.of("role", "assistant", "content", "  Sure thing  ")), null, null))
+                .isEqualTo("<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nSure thing");
+        assertThat(gemma.renderContinuing(List.of(Map.of("role", "user", "content", "Hi"),
+                Map.of("role", "assistant", "content", List.of(Map.of("type", "text", "text", "Part"), Map.of("type", "image")))), null, null))
+                .isEqualTo("<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nPart");
+        assertThatThrownBy(() -> ChatTemplate.of("nothing", Map.of()).renderContinuing(List.of(Map.of("role", "user", "content", "x y")), null, null))
+                .hasMessageContaining("does not appear in the chat");
+    }
 }
