@@ -278,6 +278,18 @@ case("none_calls", "{{ none() }}")
 case("none_length", "{{ none | length }}")
 case("none_float", "{{ none | float }}{{ none | int }}")
 
+# ---- assorted syntax
+case("syntax_trailing_commas_etc", "{{ [1, 2,] }}{{ {'a': 1,} }}{{ (1,) }}{{ l | length() }}{{ (l | length) - 1 }}{{ not 1 in l }}{{ not n is none }}{{ n is not none and t }}{{ -1 | abs }}{{ 'ab' if t else 'cd' | upper }}")
+case("syntax_set_inline_if", "{% set x = 1 if f %}[{{ x }}]")
+case("syntax_chained_assign_error", "{% set a = b = 2 %}")
+case("syntax_misc_ops", "{{ l[0:2][::-1] }}{{ d['b'][-1:] }}{{ 'x' ~ -1 }}{{ 2 * -1 }}{{ t and not f or n }}{{ 1 if 0 else 2 if 0 else 3 }}")
+case("syntax_dunder_blocked", "{{ range(3) | map('string') | join }}{{ 'a' 'b' ~ 'c' }}[{{ l.__len__ }}{{ d.__class__ }}{{ ''.__class__ }}]")
+case("syntax_chained_compare", "{{ 1 == 1 == 1 }}{{ 1 < 2 > 1 }}{{ 1 in [1] in [[1]] }}")
+case("syntax_comma_loop", "{%- for i in range(3) -%}{{ i }}{%- if not loop.last %},{% endif -%}{%- endfor %}")
+case("syntax_delims_in_strings", "{{ \"{{\" }}{{ \"}}\" }}{{ '%}' }}{{ '{#' }}")
+case("syntax_ns_list_concat", "{%- set x = namespace(v=[]) -%}{%- set x.v = x.v + [1] -%}{{ x.v }}")
+case("syntax_dictsort_value", "{{ {'b': 2, 'a': 1} | dictsort(false, 'value') }}{{ {'b': 2, 'a': 1} | dictsort | first }}")
+
 # ---- globals
 case("g_dict_joiner", "{{ dict(a=1, b=2) }}{{ dict([('x', 1)]) }}{% set j = joiner('|') %}{% for i in [1,2,3] %}{{ j() }}{{ i }}{% endfor %}")
 case("g_strftime", "{{ strftime_now('%Y-%m-%d %H:%M:%S') }}|{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%A %B %-d %I%p %j %a %y %%') }}|{{ strftime_now('%e|%U|%W|%w') }}")
