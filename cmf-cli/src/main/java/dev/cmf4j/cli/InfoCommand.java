@@ -60,6 +60,29 @@ public final class InfoCommand implements Callable<Integer> {
 
     // ------------------------------------------------------------------ text
 
+    /** One line from header.provenance: source, format, quant mode, tensor policy, tool (null when absent). */
+    static String provenance(com.fasterxml.jackson.databind.JsonNode p) {
+        if (p == null || !p.isObject() || p.isEmpty()) return null;
+        StringBuilder b = new StringBuilder();
+        if (p.hasNonNull("source_model")) b.append("source ").append(p.get("source_model").asText());
+        if (p.hasNonNull("source_format")) b.append(" (").append(p.get("source_format").asText()).append(')');
+        if (p.hasNonNull("quant")) b.append(b.isEmpty() ? "" : ", ").append("quant ").append(p.get("quant").asText());
+        com.fasterxml.jackson.databind.JsonNode pol = p.get("policy");
+        if (pol != null && pol.hasNonNull("rules")) {
+            b.append(b.isEmpty() ? "" : ", ").append("policy: ").append(pol.get("rules").asText());
+            if (pol.path("keep").size() > 0) {
+                List<String> keeps = new java.util.ArrayList<>();
+                pol.get("keep").forEach(k -> keeps.add(k.asText()));
+                b.append("; keep ").append(String.join(" ", keeps));
+            }
+        }
+        if (p.hasNonNull("tool")) {
+            b.append(b.isEmpty() ? "" : ", ").append("by ").append(p.get("tool").asText());
+            if (p.hasNonNull("tool_version")) b.append(' ').append(p.get("tool_version").asText());
+        }
+        return b.isEmpty() ? null : b.toString();
+    }
+
     private void text(CmfFile f, List<String> problems, PrintWriter out) {
         CmfHeader h = f.header();
         long fileBytes = f.shards().stream().mapToLong(s -> s.bytes().byteSize()).sum();
@@ -68,6 +91,8 @@ public final class InfoCommand implements Callable<Integer> {
         Envelope e = f.envelope();
         out.printf("format     CMF v%d, features 0x%x %s%n", e.version(), e.features(), Feature.of(e.features()));
         out.printf("quant      %s%n", h.quantType() == null ? "-" : h.quantType());
+        String prov = provenance(h.provenance());
+        if (prov != null) out.printf("provenance %s%n", prov);
         ModelArch a = h.arch();
         if (a != null) {
             out.printf("arch       %s%n", a.archName() == null ? "-" : a.archName());

@@ -1,0 +1,61 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.format.CmfFile;
+import dev.cmf4j.format.DType;
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Path;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** {@code cmf convert} end to end, and the provenance line of {@code cmf info}. */
+class ConvertCommandTest {
+    @TempDir Path tmp;
+
+    private record Run(int code, String out, String err) {}
+
+    private static Run run(String... args) {
+        CommandLine cl = Cmf.commandLine();
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        cl.setOut(new PrintWriter(out));
+        cl.setErr(new PrintWriter(err));
+        int code = cl.execute(args);
+        return new Run(code, out.toString(), err.toString());
+    }
+
+    @Test void convertsThenInfoShowsProvenance() {
+        Path src = Fixtures.require("models/qwen3_moe");
+        Path out = tmp.resolve("m.cmf");
+        Run r = run("convert", src.toString(), "-o", out.toString(), "--quant", "q8_2f", "--keep", "*.mlp.gate.weight=f32",
+                "--progress", "none", "--threads", "2");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("wrote").contains("q8_2f=");
+        try (CmfFile f = CmfFile.open(out)) {
+            assertThat(f.tensor("model.layers.0.mlp.gate.weight").dtype()).isEqualTo(DType.F32);
+            assertThat(f.tensor("model.layers.0.mlp.experts.3.up_proj.weight").dtype()).isEqualTo(DType.Q8_2F);
+        }
+        Run info = run("info", "--verify", out.toString());
+        assertThat(info.code()).isZero();
+        assertThat(info.out()).contains("provenance source " + src).contains("(safetensors)").contains("quant q8_2f")
+                .contains("keep *.mlp.gate.weight=f32").contains("by cmf4j convert").contains("verify     OK");
+    }
+
+    @Test void refusesBadArgumentsAndExistingOutput() {
+        Path src = Fixtures.require("models/llama");
+        Path out = tmp.resolve("x.cmf");
+        assertThat(run("convert", src.toString(), "-o", out.toString(), "--quant", "q3").code()).isEqualTo(2);
+        assertThat(run("convert", src.toString(), "-o", out.toString(), "--keep", "nodtype").code()).isEqualTo(2);
+        Run missing = run("convert", tmp.resolve("nope").toString(), "-o", out.toString());
+        assertThat(missing.code()).isEqualTo(1);
+        assertThat(missing.err()).contains("no such file or folder");
+        assertThat(run("convert", src.toString(), "-o", out.toString(), "--progress", "none").code()).isZero();
+        Run again = run("convert", src.toString(), "-o", out.toString(), "--progress", "none");
+        assertThat(again.code()).isEqualTo(2);
+        assertThat(again.err()).contains("--force");
+    }
+}
