@@ -21,29 +21,31 @@ import java.util.zip.GZIPInputStream;
  * token strings and runs the decoder chain. Instances are immutable and thread-safe.
  */
 public final class Tokenizer {
-    private final BpeModel model;
+    final BpeModel model;
+    final List<AddedToken> addedList;
     private final AddedVocabulary added;
-    private final TextNormalizer normalizer;
-    private final PreTokenizer preTokenizer;
-    private final PostProcessor postProcessor;
-    private final TokenDecoder decoder;
-    private final TokenizerJson.Truncation truncation;
-    private final TokenizerJson.Padding padding;
+    final TextNormalizer normalizer;
+    final PreTokenizer preTokenizer;
+    final PostProcessor postProcessor;
+    final TokenDecoder decoder;
+    final TokenizerJson.Truncation truncation;
+    final TokenizerJson.Padding padding;
     private final int specialsPerSequence;
     private final boolean byteFallbackDecoding;
 
-    Tokenizer(BpeModel model, AddedVocabulary added, TextNormalizer normalizer, PreTokenizer preTokenizer,
+    Tokenizer(BpeModel model, List<AddedToken> addedList, TextNormalizer normalizer, PreTokenizer preTokenizer,
               PostProcessor postProcessor, TokenDecoder decoder, TokenizerJson.Truncation truncation,
-              TokenizerJson.Padding padding, int specialsPerSequence) {
+              TokenizerJson.Padding padding) {
         this.model = model;
-        this.added = added;
+        this.addedList = List.copyOf(addedList);
+        this.added = new AddedVocabulary(this.addedList, model, normalizer);
         this.normalizer = normalizer;
         this.preTokenizer = preTokenizer;
         this.postProcessor = postProcessor;
         this.decoder = decoder;
         this.truncation = truncation;
         this.padding = padding;
-        this.specialsPerSequence = specialsPerSequence;
+        this.specialsPerSequence = TokenizerJson.addedCount(postProcessor);
         this.byteFallbackDecoding = containsByteFallback(decoder);
     }
 

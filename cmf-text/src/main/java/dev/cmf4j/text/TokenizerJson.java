@@ -74,8 +74,31 @@ final class TokenizerJson {
         PostProcessor post = postProcessor(postProcessor, "$.post_processor");
         TokenDecoder dec = decoder(decoder, "$.decoder");
         List<AddedToken> added = addedTokens(addedTokens, "$.added_tokens");
-        AddedVocabulary vocab = new AddedVocabulary(added, bpe, norm);
-        return new Tokenizer(bpe, vocab, norm, pre, post, dec, truncation(truncation), padding(padding), post == null ? 0 : addedCount(post));
+        return new Tokenizer(bpe, added, norm, pre, post, dec, truncation(truncation), padding(padding));
+    }
+
+    /**
+     * {@code base} with some components replaced: each top-level key of {@code overrides}
+     * ({@code normalizer}, {@code pre_tokenizer}, {@code post_processor}, {@code decoder},
+     * {@code added_tokens}; null removes the component) replaces the base's, and
+     * {@code "extra_added_tokens"} appends added tokens. The model is shared, so this is cheap; it
+     * lets tests run many component configurations over one large vocabulary.
+     */
+    static Tokenizer withOverrides(Tokenizer base, byte[] overrides) {
+        JsonNode o;
+        try {
+            o = MAPPER.readTree(overrides);
+        } catch (IOException e) {
+            throw new TokenizerException(null, "malformed overrides: " + e.getMessage(), e);
+        }
+        if (o == null || !o.isObject()) throw new TokenizerException("$", "overrides must be a JSON object");
+        TextNormalizer norm = o.has("normalizer") ? normalizer(o.get("normalizer"), "$.normalizer") : base.normalizer;
+        PreTokenizer pre = o.has("pre_tokenizer") ? preTokenizer(o.get("pre_tokenizer"), "$.pre_tokenizer") : base.preTokenizer;
+        PostProcessor post = o.has("post_processor") ? postProcessor(o.get("post_processor"), "$.post_processor") : base.postProcessor;
+        TokenDecoder dec = o.has("decoder") ? decoder(o.get("decoder"), "$.decoder") : base.decoder;
+        List<AddedToken> added = new ArrayList<>(o.has("added_tokens") ? addedTokens(o.get("added_tokens"), "$.added_tokens") : base.addedList);
+        if (o.has("extra_added_tokens")) added.addAll(addedTokens(o.get("extra_added_tokens"), "$.extra_added_tokens"));
+        return new Tokenizer(base.model, added, norm, pre, post, dec, base.truncation, base.padding);
     }
 
     // ------------------------------------------------------------------------------ model
@@ -457,7 +480,8 @@ final class TokenizerJson {
     }
 
     /** Special tokens the post-processor adds to one sequence (for truncation's budget). */
-    private static int addedCount(PostProcessor p) {
+    static int addedCount(PostProcessor p) {
+        if (p == null) return 0;
         return switch (p) {
             case PostProcessor.Template t -> t.single().stream().mapToInt(x -> x.ids().length).sum();
             case PostProcessor.Bert b -> 2;

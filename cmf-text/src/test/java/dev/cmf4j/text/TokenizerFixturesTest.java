@@ -12,9 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -27,10 +25,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class TokenizerFixturesTest {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private final Map<String, Tokenizer> loaded = new HashMap<>();
-
     private Tokenizer tokenizer(String name) {
-        return loaded.computeIfAbsent(name, n -> Tokenizer.fromFile(Fixtures.require("tokenizers/" + n).resolve("tokenizer.json.gz")));
+        return FixtureTokenizers.get(name);
     }
 
     private static List<JsonNode> cases(String name) throws IOException {
