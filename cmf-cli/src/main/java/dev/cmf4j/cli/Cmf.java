@@ -12,6 +12,7 @@ import picocli.CommandLine.Command;
         subcommands = {
                 CommandLine.HelpCommand.class,
                 BenchCommand.class,
+                BenchOpenCommand.class,
                 ChatCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,
