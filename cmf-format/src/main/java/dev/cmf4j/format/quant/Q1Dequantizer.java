@@ -31,10 +31,9 @@ public final class Q1Dequantizer implements Dequantizer {
             long at = (t0 + t) * TILE;
             float s = Le.f16(data, at);
             int o = off + (int) (t * 32);
-            for (int j = 0; j < 4; j++) {
-                int v = data.get(Le.I8, at + 2 + j);
-                for (int k = 0; k < 8; k++) out[o + 8 * j + k] = (((v >> k) & 1) * 2f - 1f) * s;
-            }
+            float neg = -s;                 // (2·bit − 1)·s is exactly ±s
+            int bits = data.get(Le.I32, at + 2);
+            for (int k = 0; k < 32; k++) out[o + k] = ((bits >>> k) & 1) != 0 ? s : neg;
         }
     }
 }

@@ -14,7 +14,12 @@ import java.lang.foreign.MemorySegment;
 public final class Q1tDequantizer implements Dequantizer {
     static final int TILE = 9;
     static final int ENTRY = 4;
-    private static final int[] POW3 = {1, 3, 9, 27, 81};
+    /** TRITS[5·byte + k] = (byte / 3^k) % 3, for every byte value (bytes above 242 decode by the same formula). */
+    private static final byte[] TRITS = new byte[256 * 5];
+
+    static {
+        for (int b = 0; b < 256; b++) for (int k = 0, p = 1; k < 5; k++, p *= 3) TRITS[5 * b + k] = (byte) ((b / p) % 3);
+    }
 
     @Override public DType dtype() { return DType.Q1T; }
 
@@ -42,15 +47,19 @@ public final class Q1tDequantizer implements Dequantizer {
             @Override protected void decode(long r0, int n, float[] out, int off) {
                 int cols = (int) shape.cols();
                 long gpr = shape.groupsPerRow();
+                float[] value = new float[3];     // code 0 → +0, 1 → +s, 2 → −s
                 for (int r = 0; r < n; r++) {
                     long row = r0 + r;
                     int o = off + r * cols;
                     for (long g = 0; g < gpr; g++) {
                         long at = (row * gpr + g) * TILE;
                         float sc = Le.f16(data, at);
-                        for (int k = 0; k < 32; k++) {
-                            int code = (Le.u8(data, at + 2 + k / 5) / POW3[k % 5]) % 3;
-                            out[o + (int) (g * 32) + k] = code == 1 ? sc : code == 2 ? -sc : 0f;
+                        value[1] = sc;
+                        value[2] = -sc;
+                        int base = o + (int) (g * 32);
+                        for (int j = 0; j < 7; j++) {
+                            int t = 5 * Le.u8(data, at + 2 + j);
+                            for (int k = 0; k < 5 && 5 * j + k < 32; k++) out[base + 5 * j + k] = value[TRITS[t + k]];
                         }
                     }
                     long e0 = Le.u32(data, ptrs + 4 * row), e1 = Le.u32(data, ptrs + 4 * (row + 1));

@@ -36,7 +36,7 @@ public final class Q2TpDequantizer implements Dequantizer {
         float[] level = {0 - offset, 1 - offset, 2 - offset, 3 - offset};
         return new RowDecoder(s) {
             @Override protected void decode(long r0, int n, float[] out, int off) {
-                float[] ladder = new float[TpLadder.RUNGS];
+                float[] ladder = new float[TpLadder.RUNGS], value = new float[4];
                 int cols = (int) shape.cols();
                 for (int r = 0; r < n; r++) {
                     long row = r0 + r;
@@ -46,14 +46,10 @@ public final class Q2TpDequantizer implements Dequantizer {
                     int o = off + r * cols;
                     for (int g = 0; g < gpr; g++) {
                         float scale = ladder[Q4TpDequantizer.code(data, codeRow, g)];
-                        for (int b = 0; b < 8; b++) {
-                            int v = data.get(Le.I8, w + g * 8L + b);
-                            int at = o + 32 * g + 4 * b;
-                            out[at] = level[v & 3] * scale;
-                            out[at + 1] = level[(v >> 2) & 3] * scale;
-                            out[at + 2] = level[(v >> 4) & 3] * scale;
-                            out[at + 3] = level[(v >> 6) & 3] * scale;
-                        }
+                        for (int c = 0; c < 4; c++) value[c] = level[c] * scale;   // the 4 products, once per group
+                        long bits = data.get(Le.I64, w + g * 8L);
+                        int at = o + 32 * g;
+                        for (int k = 0; k < 32; k++) out[at + k] = value[(int) (bits >>> (2 * k)) & 3];
                     }
                 }
             }

@@ -43,7 +43,7 @@ public final class VbitDequantizer implements Dequantizer {
         private final MemorySegment data;
         private final long scales;
         private final long[] start;   // absolute byte offset of each row's packed bits; null = read from vbit_ro table
-        private final long offsets, packed;
+        private final long offsets, packed0;
 
         Rows(TensorShape s, MemorySegment data, long scales, long[] start) {
             this(s, data, scales, start, 0, 0);
@@ -55,32 +55,35 @@ public final class VbitDequantizer implements Dequantizer {
             this.scales = scales;
             this.start = start;
             this.offsets = offsets;
-            this.packed = packed;
+            this.packed0 = packed;
         }
 
         @Override protected void decode(long r0, int n, float[] out, int off) {
             int cols = (int) shape.cols();
-            long gpr = shape.groupsPerRow();
+            int gpr = (int) shape.groupsPerRow();
+            byte[] packed = new byte[cols + 8];            // one row at ≤ 8 bits a weight, plus slack
             for (int r = 0; r < n; r++) {
                 long row = r0 + r;
                 int b = Le.u8(data, row);
+                int rowBytes = (cols * b + 7) / 8;
+                long at = start != null ? start[(int) row] : packed0 + Le.u32(data, offsets + 4 * row);
+                MemorySegment.copy(data, Le.I8, at, packed, 0, rowBytes);   // bulk read; the bit loop runs on the heap copy
                 float level = (1 << (b - 1)) - 1;
-                long mask = (1L << b) - 1;
-                long at = start != null ? start[(int) row] : packed + Le.u32(data, offsets + 4 * row);
-                long scaleRow = scales + row * gpr * 2;
+                int mask = (1 << b) - 1;
+                long scaleRow = scales + row * gpr * 2L;
                 int o = off + r * cols;
                 long acc = 0;
-                int have = 0;
+                int have = 0, p = 0;
                 for (int g = 0; g < gpr; g++) {
                     float scale = Le.f16(data, scaleRow + 2L * g);
                     for (int i = 0; i < 32; i++) {
-                        // MSB-first: refill whole bytes at the bottom, take the top b bits.
-                        while (have < b) {
-                            acc = (acc << 8) | Le.u8(data, at++);
+                        // MSB-first: keep ≥ b bits in the window, take the top b.
+                        if (have < b) {
+                            acc = (acc << 8) | (packed[p++] & 0xFF);
                             have += 8;
                         }
                         have -= b;
-                        float u = (acc >>> have) & mask;
+                        float u = (int) (acc >>> have) & mask;
                         out[o + 32 * g + i] = (u - level) * scale;
                     }
                 }
