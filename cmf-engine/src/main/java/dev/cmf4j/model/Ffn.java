@@ -3,8 +3,11 @@ package dev.cmf4j.model;
 /** The position-wise feed-forward part of one layer. */
 public sealed interface Ffn permits Ffn.GatedMlp, Ffn.Moe, Ffn.DenseAndMoe {
 
-    /** down(glu(gate(x), up(x))), optionally with biases. */
-    record GatedMlp(String gate, String up, String down, Glu glu) implements Ffn {}
+    /** down(glu(gate(x), up(x))), with optional biases (null = none). */
+    record GatedMlp(String gate, String up, String down, Glu glu, String gateBias, String upBias, String downBias)
+            implements Ffn {
+        public GatedMlp(String gate, String up, String down, Glu glu) { this(gate, up, down, glu, null, null, null); }
+    }
 
     /**
      * Mixture of experts: a router picks {@code topK} experts per token and weighs them; an optional shared

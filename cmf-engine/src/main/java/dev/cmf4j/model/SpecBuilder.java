@@ -290,7 +290,7 @@ public final class SpecBuilder {
         }
         JsonNode y = yarn != null ? yarn : params;
         return switch (type.toLowerCase(Locale.ROOT)) {
-            case "default", "none" -> Rope.standard(theta, rot);
+            case "default", "none", "dynamic" -> Rope.standard(theta, rot);
             case "linear" -> Rope.linear(theta, rot, num(params, "factor", 1.0));
             case "llama3" -> Rope.llama3(theta, rot, num(params, "factor", 8.0), num(params, "low_freq_factor", 1.0),
                     num(params, "high_freq_factor", 4.0), num(params, "original_max_position_embeddings", 8192.0));
@@ -313,7 +313,8 @@ public final class SpecBuilder {
         int rot = (int) Math.floor(headDim * partial);
         rot -= rot % 2;
         return switch (type.toLowerCase(Locale.ROOT)) {
-            case "default" -> Rope.standard(theta, rot);
+            // dynamic NTK equals the default rope within max_position_embeddings, which the session enforces
+            case "default", "dynamic" -> Rope.standard(theta, rot);
             case "linear" -> Rope.linear(theta, rot, num(r, "factor", 1.0));
             case "llama3" -> Rope.llama3(theta, rot, num(r, "factor", 8.0), num(r, "low_freq_factor", 1.0),
                     num(r, "high_freq_factor", 4.0), num(r, "original_max_position_embeddings", 8192.0));
@@ -365,7 +366,8 @@ public final class SpecBuilder {
     private Ffn ffn(int i) {
         String p = p(i), m = p + "mlp.";
         Ffn.GatedMlp dense = w.has(m + "gate_proj.weight")
-                ? new Ffn.GatedMlp(m + "gate_proj.weight", m + "up_proj.weight", m + "down_proj.weight", new Glu.Gated(activation()))
+                ? new Ffn.GatedMlp(m + "gate_proj.weight", m + "up_proj.weight", m + "down_proj.weight", new Glu.Gated(activation()),
+                opt(m + "gate_proj.bias"), opt(m + "up_proj.bias"), opt(m + "down_proj.bias"))
                 : null;
         Ffn.Moe moe = null;
         if (w.has(p + "router.proj.weight")) {

@@ -2,7 +2,6 @@ package dev.cmf4j.runtime;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.cmf4j.chat.ChatTemplate;
-import dev.cmf4j.chat.ChatTemplateConfig;
 import dev.cmf4j.format.CmfFile;
 import dev.cmf4j.format.TokenizerConfig;
 import dev.cmf4j.text.StreamingDecoder;
@@ -61,15 +60,6 @@ public final class TextCodec {
         }
         ChatTemplate t = source == null || source.isBlank() ? ChatTemplate.chatMl(special) : ChatTemplate.of(source, special);
         return new TextCodec(tok, t, eos);
-    }
-
-    /** From HF files: tokenizer.json and tokenizer_config.json (for tests and tools). */
-    public static TextCodec of(Tokenizer tok, ChatTemplateConfig config, Set<Integer> eos) {
-        Set<Integer> all = new LinkedHashSet<>(eos);
-        String e = config.specialTokens().get("eos_token");
-        if (e != null && tok.tokenToId(e) >= 0) all.add(tok.tokenToId(e));
-        ChatTemplate t = config.templates().isEmpty() ? ChatTemplate.chatMl(config.specialTokens()) : config.select(null, false);
-        return new TextCodec(tok, t, all);
     }
 
     private static void putToken(Map<String, String> special, String key, Tokenizer tok, int id) {

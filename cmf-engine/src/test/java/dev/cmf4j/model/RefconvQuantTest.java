@@ -12,7 +12,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The reference converter's Q8_2F files carry quantization error: their argmax should agree with the
- * transformers goldens on most positions of the full forward and of the greedy steps.
+ * transformers goldens on most positions of the full forward.
  */
 class RefconvQuantTest {
 
@@ -38,12 +38,9 @@ class RefconvQuantTest {
             }
             java.util.Arrays.sort(perPos);
             double median = perPos[T / 2];
-            Golden.Result r = g.check(m.graph(), 64, Double.MAX_VALUE);
-            int stepAgree = 0;
-            for (int i = 0; i < g.greedyIds().length; i++) if (r.greedy()[i] == g.greedyIds()[i]) stepAgree++;
             double rate = agree / (double) T;
-            System.out.printf("refconv %s Q8_2F: argmax agreement %d/%d (%.1f%%), logits max|Δ| %.3g (median over positions %.3g), greedy ids equal %d/%d%n",
-                    model, agree, T, 100 * rate, maxDiff, median, stepAgree, g.greedyIds().length);
+            System.out.printf("refconv %s Q8_2F: argmax agreement %d/%d (%.1f%%), logits max|Δ| %.3g (median over positions %.3g)%n",
+                    model, agree, T, 100 * rate, maxDiff, median);
             // random tiny models amplify 8-bit noise (MoE routing flips, near-tied logits): our own q8_2f
             // conversion of the same models shows the same profile (max 0.24 llama .. 5.5 qwen3_next)
             assertThat(rate).as(model + " argmax agreement").isGreaterThanOrEqualTo(0.85);

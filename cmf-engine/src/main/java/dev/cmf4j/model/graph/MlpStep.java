@@ -13,10 +13,11 @@ final class MlpStep implements FfnStep {
 
     MlpStep(Ffn.GatedMlp m, int hidden, Loader l, MatMul mm) {
         this.mm = mm;
-        this.gate = new Linear(l.matrixRows(m.gate(), hidden), null);
-        this.intermediate = gate.out();
-        this.up = l.linear(m.up(), null, intermediate, hidden);
-        this.down = l.linear(m.down(), null, hidden, intermediate);
+        var g = l.matrixRows(m.gate(), hidden);
+        this.intermediate = g.outDim();
+        this.gate = new Linear(g, l.optionalVector(m.gateBias(), intermediate));
+        this.up = l.linear(m.up(), m.upBias(), intermediate, hidden);
+        this.down = l.linear(m.down(), m.downBias(), hidden, intermediate);
         this.glu = m.glu();
     }
 
