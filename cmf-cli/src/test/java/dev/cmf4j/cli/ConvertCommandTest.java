@@ -1,14 +1,19 @@
 package dev.cmf4j.cli;
 
 import dev.cmf4j.format.CmfFile;
+import dev.cmf4j.convert.SafetensorsReader;
 import dev.cmf4j.format.DType;
+import dev.cmf4j.format.Npy;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import picocli.CommandLine;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
 import java.nio.file.Path;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -43,6 +48,42 @@ class ConvertCommandTest {
         assertThat(info.code()).isZero();
         assertThat(info.out()).contains("provenance source " + src).contains("(safetensors)").contains("quant q8_2f")
                 .contains("keep *.mlp.gate.weight=f32").contains("by cmf4j convert").contains("verify     OK");
+    }
+
+    /**
+     * The converter/engine contract: each fixture model converted at f32 by {@code cmf convert} runs in
+     * the engine and gives transformers' logits (golden.safetensors) within the fixtures' bound 1e-3.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "gemma4_moe", "qwen3_next", "gpt_oss", "qwen3_moe", "qwen3_e2e"})
+    void convertedModelsReproduceTransformersLogits(String model) throws Exception {
+        Path src = Fixtures.require("models/" + model);
+        Path cmf = tmp.resolve(model + ".cmf"), npy = tmp.resolve(model + ".npy");
+        assertThat(run("convert", src.toString(), "-o", cmf.toString(), "--quant", "f32", "--progress", "none").code()).isZero();
+        try (SafetensorsReader g = SafetensorsReader.open(src.resolve("golden.safetensors"))) {
+            long[] ids = g.readLongs("input_ids");
+            StringBuilder sb = new StringBuilder();
+            for (long id : ids) sb.append(sb.isEmpty() ? "" : ",").append(id);
+            Run r = run("logits", cmf.toString(), "--ids", sb.toString(), "-o", npy.toString());
+            assertThat(r.code()).as(r.err()).isZero();
+            float[] got;
+            try (var in = Files.newInputStream(npy)) {
+                got = Npy.read(in).toFloats();
+            }
+            int vocab = got.length / ids.length;
+            double maxDiff = 0;
+            if (g.has("logits")) {
+                float[] want = g.readFloats("logits");
+                for (int i = 0; i < want.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i] - want[i]));
+            } else {            // qwen3_e2e keeps full rows only at a few positions
+                long[] pos = g.readLongs("logits_positions");
+                float[] want = g.readFloats("logits_at");
+                for (int k = 0; k < pos.length; k++)
+                    for (int v = 0; v < vocab; v++)
+                        maxDiff = Math.max(maxDiff, Math.abs(got[(int) pos[k] * vocab + v] - want[k * vocab + v]));
+            }
+            assertThat(maxDiff).as("%s max |logit - golden|", model).isLessThanOrEqualTo(1e-3);
+        }
     }
 
     @Test void refusesBadArgumentsAndExistingOutput() {
