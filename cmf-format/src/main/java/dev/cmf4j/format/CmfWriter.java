@@ -54,7 +54,9 @@ public final class CmfWriter implements AutoCloseable {
      * Writer settings.
      *
      * @param reserve       bytes reserved before the data blob for envelope+header+directory (rounded up
-     *                      to 4096); 0 picks {@code 64 KiB + 2 x header}
+     *                      to 4096); 0 picks {@code 1 MiB + 2 x header}, room for about 8,000 tensors
+     *                      (see {@link #withExpectedTensors}). The gap is a hole in the file, not
+     *                      written blocks.
      * @param maxShardBytes start a new shard when the data of the current one would exceed this (0 = never)
      * @param features      extra required_features bits that cannot be derived from content
      *                      (SKILL_FILE, PRISM_AFFINE, DECISION)
@@ -63,6 +65,12 @@ public final class CmfWriter implements AutoCloseable {
         public static final Options DEFAULT = new Options(0, 0, 0);
 
         public Options withReserve(long r) { return new Options(r, maxShardBytes, features); }
+
+        /**
+         * Sizes the reserve for about {@code n} tensors (56-byte record plus a generous name each),
+         * so models with tens of thousands of tensors never need the data moved at the end.
+         */
+        public Options withExpectedTensors(long n) { return withReserve((64L << 10) + n * (56 + 200)); }
         public Options withMaxShardBytes(long m) { return new Options(reserve, m, features); }
         public Options withFeatures(int f) { return new Options(reserve, maxShardBytes, f); }
     }
@@ -107,7 +115,8 @@ public final class CmfWriter implements AutoCloseable {
         if ((options.features() & ~NON_DERIVED) != 0) {
             throw new IllegalArgumentException("only SKILL_FILE, PRISM_AFFINE and DECISION may be given as extra features");
         }
-        long r = options.reserve() > 0 ? options.reserve() : (64 << 10) + 2L * header.toBytes().length;
+        long r = options.reserve() > 0 ? options.reserve() + 2L * header.toBytes().length
+                : (1L << 20) + 2L * header.toBytes().length;
         this.reserve = align(Math.max(r, Envelope.SIZE + 16), Envelope.DATA_ALIGN);
     }
 
@@ -374,7 +383,8 @@ public final class CmfWriter implements AutoCloseable {
         byte[] db = TensorDirectory.encode(s.records);
         long headEnd = Envelope.SIZE + (long) hb.length + db.length;
         try {
-            if (headEnd > s.dataOff) relocate(s, align(headEnd, Envelope.DATA_ALIGN));
+            boolean moved = headEnd > s.dataOff;
+            if (moved) relocate(s, align(headEnd, Envelope.DATA_ALIGN));
             long dataLen = s.cursor;
             long at = s.dataOff + dataLen;
             Section ms = new Section("masks", m == null ? 0 : at, m == null ? 0 : m.length);
@@ -391,10 +401,12 @@ public final class CmfWriter implements AutoCloseable {
             put(s, 0, env.encode());
             put(s, Envelope.SIZE, hb);
             put(s, Envelope.SIZE + hb.length, db);
-            // zero the gap explicitly: after a relocation it holds old payload bytes
-            byte[] zeros = new byte[Envelope.DATA_ALIGN];
-            for (long z = headEnd; z < s.dataOff; z += zeros.length) {
-                put(s, z, Arrays.copyOf(zeros, (int) Math.min(zeros.length, s.dataOff - z)));
+            // Untouched, the gap is a hole that reads as zeros; after a relocation it holds old payload bytes.
+            if (moved) {
+                byte[] zeros = new byte[Envelope.DATA_ALIGN];
+                for (long z = headEnd; z < s.dataOff; z += zeros.length) {
+                    put(s, z, Arrays.copyOf(zeros, (int) Math.min(zeros.length, s.dataOff - z)));
+                }
             }
             if (m != null) put(s, ms.offset(), m);
             if (v != null) put(s, vs.offset(), v);
