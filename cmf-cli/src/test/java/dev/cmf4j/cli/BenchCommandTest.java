@@ -4,26 +4,13 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
-import picocli.CommandLine;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
 
+import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** {@code cmf bench}: runs both tests on a real (tiny) model and reports what it promises. */
 class BenchCommandTest {
-    private record Run(int code, String out, String err) {}
-
-    private static Run run(String... args) {
-        CommandLine cl = Cmf.commandLine();
-        StringWriter out = new StringWriter(), err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Run(code, out.toString(), err.toString());
-    }
-
     @Test
     void jsonReportsPrefillAndDecodeSpeed() throws Exception {
         String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();

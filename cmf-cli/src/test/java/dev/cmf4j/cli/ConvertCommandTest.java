@@ -9,29 +9,16 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import picocli.CommandLine;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** {@code cmf convert} end to end, and the provenance line of {@code cmf info}. */
 class ConvertCommandTest {
     @TempDir Path tmp;
-
-    private record Run(int code, String out, String err) {}
-
-    private static Run run(String... args) {
-        CommandLine cl = Cmf.commandLine();
-        StringWriter out = new StringWriter(), err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Run(code, out.toString(), err.toString());
-    }
 
     @Test void convertsThenInfoShowsProvenance() {
         Path src = Fixtures.require("models/qwen3_moe");

@@ -12,33 +12,20 @@ import dev.cmf4j.testkit.Fixtures;
 import dev.cmf4j.testkit.Npz;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 
+import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** {@code cmf info} and {@code cmf tensor} against the golden CMF fixtures. */
 class InfoTensorCommandTest {
     @TempDir Path tmp;
-
-    private record Run(int code, String out, String err) {}
-
-    private static Run run(String... args) {
-        CommandLine cl = Cmf.commandLine();
-        StringWriter out = new StringWriter(), err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Run(code, out.toString(), err.toString());
-    }
 
     @Test
     void infoTextShowsHeaderTensorsMasksAndTotals() {

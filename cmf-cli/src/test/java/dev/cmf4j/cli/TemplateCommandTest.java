@@ -9,32 +9,19 @@ import dev.cmf4j.format.TokenizerConfig;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 
+import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** {@code cmf template} over a tokenizer_config.json, a .jinja file, a model directory and .cmf files. */
 class TemplateCommandTest {
     private static final ObjectMapper JSON = new ObjectMapper();
-
-    private record Run(int code, String out, String err) {}
-
-    private static Run run(String... args) {
-        CommandLine cl = Cmf.commandLine();
-        StringWriter out = new StringWriter(), err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Run(code, out.toString(), err.toString());
-    }
 
     /** The fixture conversation with this id, written out as the command's input files. */
     private static JsonNode fixtureCase(String template, String id) throws IOException {

@@ -2,26 +2,13 @@ package dev.cmf4j.cli;
 
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
-import picocli.CommandLine;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
 
+import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** {@code cmf tokenize} and {@code cmf detokenize} over a .cmf, a tokenizer.json and a tokenizer.json.gz. */
 class TokenizeCommandTest {
-    private record Run(int code, String out, String err) {}
-
-    private static Run run(String... args) {
-        CommandLine cl = Cmf.commandLine();
-        StringWriter out = new StringWriter(), err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Run(code, out.toString(), err.toString());
-    }
-
     @Test
     void tokenizesWithTheVocabSectionOfACmfFile() {
         String cmf = Fixtures.require("cmf/tiny/tiny-F32.cmf").toString();
