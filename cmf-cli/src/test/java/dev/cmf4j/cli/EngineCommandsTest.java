@@ -71,6 +71,21 @@ class EngineCommandsTest {
         assertThat(run("run", cmf, "-p", "Hello", "-n", "6", "--greedy").out()).isEqualTo(r.out());
     }
 
+    @Test void chatKeepsTheConversationAndResets() {
+        String cmf = Fixtures.require("cmf/tiny/tiny-F32.cmf").toString();
+        java.io.InputStream old = System.in;
+        try {
+            System.setIn(new java.io.ByteArrayInputStream("Hello\n/reset\nHello\n/exit\nnever read\n".getBytes()));
+            Run r = run("chat", cmf, "-n", "5", "--greedy");
+            assertThat(r.code()).as(r.err()).isZero();
+            String[] parts = r.out().split("\\(conversation reset\\)\n");
+            assertThat(parts).hasSize(2);
+            assertThat(parts[0].strip()).isNotEmpty().isEqualTo(parts[1].strip());   // same first turn after /reset
+        } finally {
+            System.setIn(old);
+        }
+    }
+
     @Test void badInputGivesOneClearLine() {
         String cmf = Fixtures.require("cmf/refconv/qwen3-F32.cmf").toString();
         Run r = run("generate", cmf, "--ids", "5,99999", "-n", "2");

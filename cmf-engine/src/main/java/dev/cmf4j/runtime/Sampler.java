@@ -93,13 +93,19 @@ public final class Sampler {
         return best;
     }
 
-    private static void sortDescending(float[] prob, int[] idx, int n) {
-        Integer[] boxed = new Integer[n];
-        for (int i = 0; i < n; i++) boxed[i] = idx[i];
-        Arrays.sort(boxed, (a, b) -> {
-            int c = Float.compare(prob[b], prob[a]);
-            return c != 0 ? c : Integer.compare(a, b);
-        });
-        for (int i = 0; i < n; i++) idx[i] = boxed[i];
+    private long[] keys = new long[0];
+
+    /**
+     * Orders idx[0, n) by probability, largest first, lower id first on ties: one primitive sort of
+     * (probability, id) packed into longs (probabilities are non-negative, so their bits sort as ints).
+     */
+    private void sortDescending(float[] prob, int[] idx, int n) {
+        if (keys.length < n) keys = new long[n];
+        for (int i = 0; i < n; i++) {
+            int id = idx[i];
+            keys[i] = ((long) (Integer.MAX_VALUE - Float.floatToRawIntBits(prob[id])) << 32) | id;
+        }
+        Arrays.sort(keys, 0, n);
+        for (int i = 0; i < n; i++) idx[i] = (int) keys[i];
     }
 }

@@ -21,6 +21,7 @@ final class AttentionStep implements MixerStep {
     private final Rope rope;
     private final float[] invFreq;
     private final int hidden;
+    private final dev.cmf4j.backend.cpu.kernel.WorkerPool pool = dev.cmf4j.backend.cpu.CpuBackend.pool();
 
     AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm) {
         this.spec = a;
@@ -49,7 +50,13 @@ final class AttentionStep implements MixerStep {
 
     static final class Scratch {
         final float[] qRaw, q, gate, attn, cos, sin;
-        float[] scores;
+        private float[] scores;
+
+        /** The caller's score buffer, grown to n. */
+        float[] scores(int n) {
+            if (scores.length < n) scores = new float[Math.max(n, 2 * scores.length)];
+            return scores;
+        }
 
         Scratch(Mixer.Attention a, int maxChunk, int maxContext) {
             qRaw = new float[maxChunk * a.qDim() * (a.outputGate() ? 2 : 1)];
@@ -95,19 +102,23 @@ final class AttentionStep implements MixerStep {
             Rotary.table(pos0 + t, invFreq, rope.attentionScaling(), s.cos, s.sin);
             Rotary.apply(s.q, t * qDim, heads, hd, rope.rotaryDim(), s.cos, s.sin);
         }
-        // 4. attention: query at p sees keys in (p − window, p] (all of [0, p] on a full layer)
+        // 4. attention: query at p sees keys in (p − window, p] (all of [0, p] on a full layer);
+        //    (token, head) pairs are independent: split over the pool when there is enough work
         int group = heads / kvHeads;
         int span = spec.window() > 0 ? spec.window() : pos0 + tokens;
-        if (s.scores.length < span) s.scores = new float[Math.max(span, 2 * s.scores.length)];
-        for (int t = 0; t < tokens; t++) {
-            int p = pos0 + t;
-            int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
-            for (int h = 0; h < heads; h++) {
+        final KvCache kv = cache;
+        long work = (long) tokens * heads * span * hd;
+        int grain = (int) Math.max(1, Math.min((long) tokens * heads, (1L << 16) * tokens * heads / Math.max(1, work)));
+        pool.parallelFor(tokens * heads, grain, (from0, to0) -> {
+            float[] scores = from0 == 0 ? s.scores(span) : new float[span];
+            for (int th = from0; th < to0; th++) {
+                int t = th / heads, h = th % heads, p = pos0 + t;
+                int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
                 float sink = sinks == null ? Float.NaN : sinks[h];
-                AttentionKernel.attend(s.q, t * qDim + h * hd, hd, cache, (h / group) * hd, from, p,
-                        spec.scale(), spec.softcap(), sink, s.scores, s.attn, t * qDim + h * hd);
+                AttentionKernel.attend(s.q, t * qDim + h * hd, hd, kv, (h / group) * hd, from, p,
+                        spec.scale(), spec.softcap(), sink, scores, s.attn, t * qDim + h * hd);
             }
-        }
+        });
         // 5. output gate, o projection
         if (spec.outputGate())
             for (int i = 0; i < tokens * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
