@@ -5,7 +5,6 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
-import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 import java.lang.foreign.MemorySegment;
@@ -22,17 +21,9 @@ final class VectorKernels {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_256;
     private static final VectorSpecies<Byte> B8 = ByteVector.SPECIES_64;
     private static final VectorSpecies<Short> S8 = ShortVector.SPECIES_128;
+    private static final VectorSpecies<Byte> B16 = ByteVector.SPECIES_128;
+    private static final VectorSpecies<Short> S16 = ShortVector.SPECIES_256;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
-    /** Interleave two 8-lane vectors: ZIP_LO = a0 b0 a1 b1 a2 b2 a3 b3, ZIP_HI = a4 b4 ... a7 b7. */
-    private static final VectorShuffle<Float> ZIP_LO = zip(0), ZIP_HI = zip(4);
-
-    private static VectorShuffle<Float> zip(int base) {
-        int[] idx = new int[8];
-        // Two-vector rearrange: index i < 8 takes lane i of this vector, i − 8 (wrapped) lane i of the other.
-        for (int i = 0; i < 8; i++) idx[i] = (i & 1) == 0 ? base + i / 2 : base + i / 2 - 8;
-        return VectorShuffle.fromArray(F, idx, 0);
-    }
-
     /** Worth using: the CPU's preferred vectors are at least 256 bits wide. */
     static boolean usable() { return FloatVector.SPECIES_PREFERRED.vectorBitSize() >= 256; }
 
@@ -55,14 +46,12 @@ final class VectorKernels {
     }
 
     static void q4Group(MemorySegment d, long at, float scale, float[] out, int off) {
-        for (int h = 0; h < 2; h++) {
-            ByteVector v = ByteVector.fromMemorySegment(B8, d, at + 8 * h, LE);
-            // (q − 8) is exact in f32 for q in 0..15, then one multiply: the scalar twin's operations.
-            FloatVector lo = ((FloatVector) v.and((byte) 0x0F).castShape(F, 0)).sub(8f).mul(scale);
-            FloatVector hi = ((FloatVector) v.lanewise(VectorOperators.LSHR, 4).and((byte) 0x0F).castShape(F, 0)).sub(8f).mul(scale);
-            lo.rearrange(ZIP_LO, hi).intoArray(out, off + 16 * h);
-            lo.rearrange(ZIP_HI, hi).intoArray(out, off + 16 * h + 8);
-        }
+        // Widen the 16 bytes to shorts and move the high nibble to the upper byte: read back as
+        // bytes (little-endian) that is lo0 hi0 lo1 hi1 ... — the element order, no shuffle needed.
+        ShortVector x = (ShortVector) ByteVector.fromMemorySegment(B16, d, at, LE).castShape(S16, 0);
+        ByteVector q = x.and((short) 0x0F).or(x.and((short) 0xF0).lanewise(VectorOperators.LSHL, 4)).reinterpretAsBytes();
+        // (q − 8) is exact in f32 for q in 0..15, then one multiply: the scalar twin's operations.
+        for (int p = 0; p < 4; p++) ((FloatVector) q.castShape(F, p)).sub(8f).mul(scale).intoArray(out, off + 8 * p);
     }
 
     static void bf16(MemorySegment d, long at, int n, float[] out, int off) {
