@@ -31,9 +31,11 @@ public final class Q1Dequantizer implements Dequantizer {
             long at = (t0 + t) * TILE;
             float s = Le.f16(data, at);
             int o = off + (int) (t * 32);
-            float neg = -s;                 // (2·bit − 1)·s is exactly ±s
-            int bits = data.get(Le.I32, at + 2);
-            for (int k = 0; k < 32; k++) out[o + k] = ((bits >>> k) & 1) != 0 ? s : neg;
+            // (2·bit − 1)·s is exactly ±s: flip the sign bit of s where the bit is 0. Branch-free,
+            // because the bits are as good as random and a branch would mispredict half the time.
+            int sBits = Float.floatToRawIntBits(s);
+            int flip = ~data.get(Le.I32, at + 2);
+            for (int k = 0; k < 32; k++) out[o + k] = Float.intBitsToFloat(sBits ^ (((flip >>> k) & 1) << 31));
         }
     }
 }
