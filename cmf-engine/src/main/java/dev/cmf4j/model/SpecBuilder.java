@@ -87,7 +87,9 @@ public final class SpecBuilder {
         String embedding = "model.embed_tokens.weight";
         Tensor emb = w.get(embedding);
         int vocab = a.integer("vocab_size") != null ? a.integer("vocab_size") : (int) emb.rows();
-        int layers = a.require("num_layers", "num_layers", "num_hidden_layers");
+        int layers = bounded("num_layers", a.require("num_layers", "num_layers", "num_hidden_layers"), 1 << 12);
+        bounded("hidden_size", hidden, 1 << 20);
+        bounded("vocab_size", vocab, 1 << 26);
         int maxPos = a.integer("max_position_embeddings") != null ? a.integer("max_position_embeddings") : 1 << 20;
         String head = w.has("lm_head.weight") ? "lm_head.weight" : embedding;
         Tensor headT = w.get(head);
@@ -140,6 +142,12 @@ public final class SpecBuilder {
         return layers;
     }
 
+    /** Checks 1 <= value <= max (absurd sizes fail here, not as an allocation failure later). */
+    private static int bounded(String what, int value, int max) {
+        if (value < 1 || value > max) throw new ModelException("arch " + what + " = " + value + " is outside 1.." + max);
+        return value;
+    }
+
     private static String p(int i) { return "model.layers." + i + "."; }
 
     private String opt(String name) { return w.has(name) ? name : null; }
@@ -184,7 +192,8 @@ public final class SpecBuilder {
         int heads = a.require("num_attention_heads", "num_attention_heads");
         JsonNode perLayerHeads = a.node("attention_heads_per_layer");
         if (perLayerHeads != null && perLayerHeads.isArray() && perLayerHeads.size() > i) heads = perLayerHeads.get(i).asInt();
-        int hd = headDim(i, sliding, heads);
+        bounded("layer " + i + " attention heads", heads, 1 << 12);
+        int hd = bounded("layer " + i + " head_dim", headDim(i, sliding, heads), 1 << 14);
         JsonNode layerHd = a.archAt("layer_head_dims", i);
         if (layerHd != null && layerHd.asInt() != hd)
             throw new ModelException("layer " + i + ": arch.layer_head_dims says " + layerHd.asInt() + " but the tensors say " + hd);
@@ -351,6 +360,12 @@ public final class SpecBuilder {
         int dk = a.require("linear_key_head_dim", "linear_key_head_dim");
         int dv = a.require("linear_value_head_dim", "linear_value_head_dim", "linear_core.value_head_dim");
         int kernel = a.integer("linear_conv_kernel_dim") != null ? a.integer("linear_conv_kernel_dim") : 4;
+        bounded("linear_num_key_heads", nk, 1 << 12);
+        bounded("linear_num_value_heads", nv, 1 << 12);
+        bounded("linear_key_head_dim", dk, 1 << 14);
+        bounded("linear_value_head_dim", dv, 1 << 14);
+        bounded("linear_conv_kernel_dim", kernel, 1 << 10);
+        if (kernel < 2) throw new ModelException("linear_conv_kernel_dim must be at least 2, got " + kernel);
         String kind = a.str("linear_core.kind");
         if (kind != null && !kind.equals("gated_delta_net"))
             throw new ModelException("layer " + i + ": linear core '" + kind + "' is not supported (only gated_delta_net)");
