@@ -1,0 +1,316 @@
+package dev.cmf4j.backend.cuda;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import static dev.cmf4j.backend.cuda.NativeLib.I32;
+import static dev.cmf4j.backend.cuda.NativeLib.I64;
+import static dev.cmf4j.backend.cuda.NativeLib.PTR;
+import static dev.cmf4j.backend.cuda.NativeLib.SIZE_T;
+import static dev.cmf4j.backend.cuda.NativeLib.fn;
+
+/**
+ * The CUDA driver API ({@code libcuda.so.1}) through {@code java.lang.foreign}: the calls this backend
+ * makes, bound by their <em>versioned</em> symbols ({@code cuda.h} {@code #define}s {@code cuMemAlloc} to
+ * {@code cuMemAlloc_v2} and so on; the plain names still exist with their old ABIs, so binding them would
+ * compile and misbehave — GPU_NOTES.md §3.1). Every wrapper checks the returned {@code CUresult} and
+ * throws a {@link CudaException} carrying {@code cuGetErrorName}/{@code cuGetErrorString}.
+ *
+ * <p>Layouts: {@code CUdeviceptr} is a Java long, handles are addresses, {@code size_t} is the
+ * platform's, enums/{@code CUdevice}/{@code unsigned} are ints. Not thread-affine itself, but the
+ * current context is per OS thread: call it from a {@link CudaContext}'s owner thread.
+ */
+public final class CudaDriver {
+    /** The binding table: exact symbols and C signatures (all return {@code CUresult}). */
+    static final List<NativeLib.Binding> TABLE = List.of(
+            new NativeLib.Binding("cuInit", fn(I32, I32)),
+            new NativeLib.Binding("cuDriverGetVersion", fn(I32, PTR)),
+            new NativeLib.Binding("cuDeviceGetCount", fn(I32, PTR)),
+            new NativeLib.Binding("cuDeviceGet", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuDeviceGetName", fn(I32, PTR, I32, I32)),
+            new NativeLib.Binding("cuDeviceGetAttribute", fn(I32, PTR, I32, I32)),
+            new NativeLib.Binding("cuDeviceTotalMem_v2", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuDevicePrimaryCtxRetain", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuDevicePrimaryCtxRelease_v2", fn(I32, I32)),
+            new NativeLib.Binding("cuCtxSetCurrent", fn(I32, PTR)),
+            new NativeLib.Binding("cuCtxSynchronize", fn(I32)),
+            new NativeLib.Binding("cuMemAlloc_v2", fn(I32, PTR, SIZE_T)),
+            new NativeLib.Binding("cuMemFree_v2", fn(I32, I64)),
+            new NativeLib.Binding("cuMemAllocHost_v2", fn(I32, PTR, SIZE_T)),
+            new NativeLib.Binding("cuMemFreeHost", fn(I32, PTR)),
+            new NativeLib.Binding("cuMemcpyHtoD_v2", fn(I32, I64, PTR, SIZE_T)),
+            new NativeLib.Binding("cuMemcpyDtoH_v2", fn(I32, PTR, I64, SIZE_T)),
+            new NativeLib.Binding("cuMemsetD8_v2", fn(I32, I64, ValueLayout.JAVA_BYTE, SIZE_T)),
+            new NativeLib.Binding("cuModuleLoadData", fn(I32, PTR, PTR)),
+            new NativeLib.Binding("cuModuleUnload", fn(I32, PTR)),
+            new NativeLib.Binding("cuModuleGetFunction", fn(I32, PTR, PTR, PTR)),
+            new NativeLib.Binding("cuLaunchKernel", fn(I32, PTR, I32, I32, I32, I32, I32, I32, I32, PTR, PTR, PTR)),
+            new NativeLib.Binding("cuEventCreate", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuEventRecord", fn(I32, PTR, PTR)),
+            new NativeLib.Binding("cuEventSynchronize", fn(I32, PTR)),
+            new NativeLib.Binding("cuEventElapsedTime_v2", fn(I32, PTR, PTR, PTR)),
+            new NativeLib.Binding("cuEventDestroy_v2", fn(I32, PTR)),
+            new NativeLib.Binding("cuGetErrorName", fn(I32, I32, PTR)),
+            new NativeLib.Binding("cuGetErrorString", fn(I32, I32, PTR)));
+
+    /** Where the driver library is looked for: the loader's soname first, then the usual install places. */
+    static final List<String> LIBRARY = List.of("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
+
+    public static final int ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16;
+
+    private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
+            primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,
+            htod, dtoh, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
+            eventSync, eventElapsed, eventDestroy, errName, errString;
+
+    private CudaDriver(Map<String, MethodHandle> h) {
+        init = h.get("cuInit"); driverVersion = h.get("cuDriverGetVersion"); deviceCount = h.get("cuDeviceGetCount");
+        deviceGet = h.get("cuDeviceGet"); deviceName = h.get("cuDeviceGetName"); deviceAttr = h.get("cuDeviceGetAttribute");
+        totalMem = h.get("cuDeviceTotalMem_v2"); primaryRetain = h.get("cuDevicePrimaryCtxRetain");
+        primaryRelease = h.get("cuDevicePrimaryCtxRelease_v2"); ctxSetCurrent = h.get("cuCtxSetCurrent");
+        ctxSync = h.get("cuCtxSynchronize"); memAlloc = h.get("cuMemAlloc_v2"); memFree = h.get("cuMemFree_v2");
+        memAllocHost = h.get("cuMemAllocHost_v2"); memFreeHost = h.get("cuMemFreeHost"); htod = h.get("cuMemcpyHtoD_v2");
+        dtoh = h.get("cuMemcpyDtoH_v2"); memset = h.get("cuMemsetD8_v2"); moduleLoad = h.get("cuModuleLoadData");
+        moduleUnload = h.get("cuModuleUnload"); moduleGetFunction = h.get("cuModuleGetFunction");
+        launch = h.get("cuLaunchKernel"); eventCreate = h.get("cuEventCreate"); eventRecord = h.get("cuEventRecord");
+        eventSync = h.get("cuEventSynchronize"); eventElapsed = h.get("cuEventElapsedTime_v2");
+        eventDestroy = h.get("cuEventDestroy_v2"); errName = h.get("cuGetErrorName"); errString = h.get("cuGetErrorString");
+    }
+
+    private static volatile CudaDriver instance;
+
+    /**
+     * The driver, loaded and initialised ({@code cuInit(0)}) once per process.
+     *
+     * @throws CudaUnavailableException when the library is absent, lacks a symbol, or cuInit fails
+     */
+    public static CudaDriver get() {
+        CudaDriver d = instance;
+        if (d != null) return d;
+        synchronized (CudaDriver.class) {
+            if (instance == null) instance = load(LIBRARY);
+            return instance;
+        }
+    }
+
+    /** Loads the driver from the first of {@code names} that opens; package-private for the fallback tests. */
+    static CudaDriver load(List<String> names) {
+        List<String> tried = new ArrayList<>();
+        SymbolLookup lib = NativeLib.open(names, tried);
+        if (lib == null)
+            throw new CudaUnavailableException("no NVIDIA driver: could not open libcuda.so.1 (tried " + String.join(", ", tried)
+                    + "); install the NVIDIA driver or use --device cpu");
+        CudaDriver d = new CudaDriver(NativeLib.bind(lib, "libcuda.so.1", TABLE));
+        try {
+            d.cuInit();
+        } catch (CudaException e) {
+            throw new CudaUnavailableException("NVIDIA driver present but cuInit failed: " + e.getMessage()
+                    + "; no usable GPU (use --device cpu)", e);
+        }
+        return d;
+    }
+
+    // ---- error checking ----
+
+    void check(int rc, String call) {
+        if (rc != 0) throw error(rc, call);
+    }
+
+    /** The exception for status {@code rc} of {@code call}, described by the driver itself when it can. */
+    CudaException error(int rc, String call) {
+        String name = null, text = null;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = a.allocate(PTR);
+            if ((int) errName.invokeExact(rc, p) == 0) name = NativeLib.cString(p.get(PTR, 0));
+            if ((int) errString.invokeExact(rc, p) == 0) text = NativeLib.cString(p.get(PTR, 0));
+        } catch (Throwable ignored) {
+            // fall back to the built-in names
+        }
+        return new CudaException(call, rc, name, text);
+    }
+
+    private static RuntimeException rethrow(Throwable t) {
+        if (t instanceof RuntimeException r) return r;
+        if (t instanceof Error e) throw e;
+        return new IllegalStateException(t);
+    }
+
+    // ---- typed wrappers (each checks its status) ----
+
+    void cuInit() {
+        try { check((int) init.invokeExact(0), "cuInit"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public int driverVersion() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I32);
+            check((int) driverVersion.invokeExact(v), "cuDriverGetVersion");
+            return v.get(I32, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public int deviceCount() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I32);
+            check((int) deviceCount.invokeExact(v), "cuDeviceGetCount");
+            return v.get(I32, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public int device(int ordinal) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I32);
+            check((int) deviceGet.invokeExact(v, ordinal), "cuDeviceGet");
+            return v.get(I32, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public String deviceName(int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(256);
+            check((int) deviceName.invokeExact(v, 256, dev), "cuDeviceGetName");
+            return v.getString(0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public int attribute(int attr, int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I32);
+            check((int) deviceAttr.invokeExact(v, attr, dev), "cuDeviceGetAttribute");
+            return v.get(I32, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public long totalMemory(int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I64);
+            check((int) totalMem.invokeExact(v, dev), "cuDeviceTotalMem_v2");
+            return v.get(I64, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public MemorySegment primaryContextRetain(int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) primaryRetain.invokeExact(v, dev), "cuDevicePrimaryCtxRetain");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void primaryContextRelease(int dev) {
+        try { check((int) primaryRelease.invokeExact(dev), "cuDevicePrimaryCtxRelease_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void setCurrent(MemorySegment ctx) {
+        try { check((int) ctxSetCurrent.invokeExact(ctx), "cuCtxSetCurrent"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void synchronize() {
+        try { check((int) ctxSync.invokeExact(), "cuCtxSynchronize"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Device memory of {@code bytes}; returns the {@code CUdeviceptr}. */
+    public long memAlloc(long bytes) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I64);
+            check((int) memAlloc.invokeExact(v, bytes), "cuMemAlloc_v2 (" + bytes + " bytes)");
+            return v.get(I64, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void memFree(long dptr) {
+        try { check((int) memFree.invokeExact(dptr), "cuMemFree_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Page-locked host memory of {@code bytes}, as a segment of that size (6-9x faster copies than pageable). */
+    public MemorySegment memAllocHost(long bytes) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) memAllocHost.invokeExact(v, bytes), "cuMemAllocHost_v2 (" + bytes + " bytes)");
+            return v.get(PTR, 0).reinterpret(bytes);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void memFreeHost(MemorySegment p) {
+        try { check((int) memFreeHost.invokeExact(p), "cuMemFreeHost"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Synchronous copy of {@code bytes} from host memory {@code src} (a native segment) to {@code dst}. */
+    public void copyToDevice(long dst, MemorySegment src, long bytes) {
+        try { check((int) htod.invokeExact(dst, src, bytes), "cuMemcpyHtoD_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Synchronous copy of {@code bytes} from device {@code src} to host memory {@code dst} (a native segment). */
+    public void copyToHost(MemorySegment dst, long src, long bytes) {
+        try { check((int) dtoh.invokeExact(dst, src, bytes), "cuMemcpyDtoH_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void memsetD8(long dst, byte value, long bytes) {
+        try { check((int) memset.invokeExact(dst, value, bytes), "cuMemsetD8_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Loads a CUBIN (or NUL-terminated PTX) image; returns the {@code CUmodule}. */
+    public MemorySegment moduleLoad(MemorySegment image) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) moduleLoad.invokeExact(v, image), "cuModuleLoadData");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void moduleUnload(MemorySegment module) {
+        try { check((int) moduleUnload.invokeExact(module), "cuModuleUnload"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public MemorySegment function(MemorySegment module, String name) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) moduleGetFunction.invokeExact(v, module, a.allocateFrom(name)), "cuModuleGetFunction(" + name + ")");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * Enqueues {@code f} on the default stream. {@code params} is the kernel's {@code void**}: one pointer per
+     * argument, each to storage of exactly that argument's size.
+     */
+    public void launch(MemorySegment f, int gx, int gy, int gz, int bx, int by, int bz, int sharedBytes, MemorySegment params) {
+        try {
+            check((int) launch.invokeExact(f, gx, gy, gz, bx, by, bz, sharedBytes, MemorySegment.NULL, params, MemorySegment.NULL),
+                    "cuLaunchKernel");
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public MemorySegment eventCreate() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) eventCreate.invokeExact(v, 0), "cuEventCreate");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void eventRecord(MemorySegment e) {
+        try { check((int) eventRecord.invokeExact(e, MemorySegment.NULL), "cuEventRecord"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Milliseconds between two recorded events (waits for {@code end}). */
+    public float elapsedMs(MemorySegment start, MemorySegment end) {
+        try (Arena a = Arena.ofConfined()) {
+            check((int) eventSync.invokeExact(end), "cuEventSynchronize");
+            MemorySegment v = a.allocate(ValueLayout.JAVA_FLOAT);
+            check((int) eventElapsed.invokeExact(v, start, end), "cuEventElapsedTime_v2");
+            return v.get(ValueLayout.JAVA_FLOAT, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void eventDestroy(MemorySegment e) {
+        try { check((int) eventDestroy.invokeExact(e), "cuEventDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+}

@@ -1,0 +1,179 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.format.DType;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * The engine's {@link MatMul} on an NVIDIA GPU: every [out, in] weight matrix of a supported dtype (f32,
+ * bf16, f16, q8_row, q8_2f) is uploaded to device memory once, in its stored dtype (q8 scale planes
+ * widened to f32), on first use; each product then copies the activations in, runs one matvec kernel
+ * launch over all rows and tokens, and copies the result back. Input-major matrices and other dtypes
+ * go to {@code fallback} (the CPU kernels), so every architecture the CPU engine runs also runs here.
+ *
+ * <p>All CUDA work happens on the context's owner thread; the graph's other operators (norms, rope,
+ * attention, activations) stay on the CPU. One instance per open model: its device copies are keyed by
+ * the tensor's mapped memory, so {@link #close} it with the model.
+ */
+public final class CudaMatMul implements MatMul, AutoCloseable {
+    private final CudaContext ctx;
+    private final CudaDriver cu;
+    private final MatMul fallback;
+    private final Map<MemorySegment, DeviceMatrix> uploaded = new HashMap<>();
+    private final MemorySegment fnF32, fnBf16, fnF16, fnQ8;
+    private final Arena arena = Arena.ofShared();
+    /** The kernel's 8 argument slots (56 bytes) and the void** array pointing at them, rewritten per launch. */
+    private final MemorySegment args = arena.allocate(56, 8), params = arena.allocate(ValueLayout.ADDRESS, 8);
+    private MemorySegment hostX, hostY;
+    private long devX, devY, capX, capY;
+    private long deviceBytes;
+    private boolean closed;
+
+    /** A tensor resident on the GPU: its payload in the stored dtype, and for q8 the scale planes as f32. */
+    record DeviceMatrix(DType dtype, long storedRows, int cols, long weights, long rowScales, long colField) {}
+
+    public CudaMatMul(CudaContext ctx, MatMul fallback) {
+        this.ctx = Objects.requireNonNull(ctx, "ctx");
+        this.cu = ctx.driver();
+        this.fallback = Objects.requireNonNull(fallback, "fallback");
+        MemorySegment[] f = ctx.call(() -> new MemorySegment[] {cu.function(ctx.module(), "matvec_f32"),
+                cu.function(ctx.module(), "matvec_bf16"), cu.function(ctx.module(), "matvec_f16"),
+                cu.function(ctx.module(), "matvec_q8")});
+        fnF32 = f[0]; fnBf16 = f[1]; fnF16 = f[2]; fnQ8 = f[3];
+        long[] offsets = ArgPack.OFFSETS;
+        for (int i = 0; i < offsets.length; i++) params.setAtIndex(ValueLayout.ADDRESS, i, args.asSlice(offsets[i]));
+    }
+
+    /** Whether the GPU path takes {@code w} (else the fallback does). */
+    public static boolean supports(Matrix w) {
+        return !w.inputMajor() && w.rows() > 0 && switch (w.dtype()) {
+            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            default -> false;
+        };
+    }
+
+    /** Bytes of device memory this instance holds for weights. */
+    public long deviceBytes() { return deviceBytes; }
+
+    public CudaContext context() { return ctx; }
+
+    @Override
+    public void apply(Matrix w, float[] x, int tokens, float[] y) {
+        if (!supports(w)) { fallback.apply(w, x, tokens, y); return; }
+        int in = w.inDim(), out = w.outDim();
+        if (x.length < (long) tokens * in || y.length < (long) tokens * out)
+            throw new IllegalArgumentException(w.name() + ": x or y shorter than " + tokens + " tokens");
+        ctx.call(() -> { run(w, x, tokens, y); return null; });
+    }
+
+    /** Owner thread: upload (first time), copy x in, launch, copy y out. */
+    private void run(Matrix w, float[] x, int tokens, float[] y) {
+        if (closed) throw new IllegalStateException("CudaMatMul closed");
+        DeviceMatrix d = uploaded.get(w.data());
+        if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
+        int in = w.inDim(), out = w.outDim();
+        long xb = 4L * tokens * in, yb = 4L * tokens * out;
+        ensure(xb, yb);
+        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        cu.copyToDevice(devX, hostX, xb);
+        MemorySegment fn = switch (d.dtype()) {
+            case F32 -> fnF32;
+            case BF16 -> fnBf16;
+            case F16 -> fnF16;
+            default -> fnQ8;
+        };
+        for (int t0 = 0; t0 < tokens; t0 += ArgPack.MAX_GRID_Y) {
+            int nt = Math.min(ArgPack.MAX_GRID_Y, tokens - t0);
+            ArgPack.write(args, d.weights(), d.rowScales(), d.colField(), devX + 4L * t0 * in, devY + 4L * t0 * out,
+                    w.firstRow(), out, in);
+            cu.launch(fn, ArgPack.gridX(out), nt, 1, ArgPack.BLOCK, 1, 1, 0, params);
+        }
+        cu.copyToHost(hostY, devY, yb); // synchronous on the default stream: waits for the kernels
+        MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
+    }
+
+    private void ensure(long xb, long yb) {
+        if (xb > capX) {
+            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }
+            capX = Math.max(xb, 2 * capX);
+            devX = cu.memAlloc(capX);
+            hostX = cu.memAllocHost(capX);
+        }
+        if (yb > capY) {
+            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); }
+            capY = Math.max(yb, 2 * capY);
+            devY = cu.memAlloc(capY);
+            hostY = cu.memAllocHost(capY);
+        }
+    }
+
+    private DeviceMatrix upload(Matrix w) {
+        DType dt = w.dtype();
+        long rows = w.storedRows();
+        int cols = w.cols();
+        MemorySegment data = w.data();
+        boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F;
+        long wBytes = q8 ? rows * cols : rows * cols * (dt == DType.F32 ? 4L : 2L);
+        long need = wBytes + (q8 ? 2 * rows : 0) + (dt == DType.Q8_2F ? 2L * cols : 0);
+        if (data.byteSize() != need)
+            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
+                    + " bytes, payload has " + data.byteSize());
+        long dw = toDevice(data.asSlice(0, wBytes));
+        long rs = 0, cf = 0;
+        if (q8) {
+            rs = toDevice(widenF16(data.asSlice(wBytes, 2 * rows), rows));
+            if (dt == DType.Q8_2F) cf = toDevice(widenF16(data.asSlice(wBytes + 2 * rows, 2L * cols), cols));
+        }
+        return new DeviceMatrix(dt, rows, cols, dw, rs, cf);
+    }
+
+    /** f16 little-endian values as an f32 host segment. */
+    private MemorySegment widenF16(MemorySegment h, long n) {
+        MemorySegment f = arena.allocate(4 * n, 16);
+        for (long i = 0; i < n; i++)
+            f.setAtIndex(ValueLayout.JAVA_FLOAT, i, Float.float16ToFloat(h.getAtIndex(ArgPack.U16_LE, i)));
+        return f;
+    }
+
+    private long toDevice(MemorySegment host) {
+        long n = host.byteSize();
+        long d = cu.memAlloc(Math.max(n, 16));
+        if (host.isNative()) {
+            cu.copyToDevice(d, host, n);
+        } else {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment tmp = a.allocate(n, 16);
+                tmp.copyFrom(host);
+                cu.copyToDevice(d, tmp, n);
+            }
+        }
+        deviceBytes += n;
+        return d;
+    }
+
+    /** Frees the device copies and staging buffers (the fallback is not closed). */
+    @Override public void close() {
+        ctx.call(() -> {
+            if (closed) return null;
+            closed = true;
+            for (DeviceMatrix d : uploaded.values()) {
+                cu.memFree(d.weights());
+                if (d.rowScales() != 0) cu.memFree(d.rowScales());
+                if (d.colField() != 0) cu.memFree(d.colField());
+            }
+            uploaded.clear();
+            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }
+            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); }
+            devX = devY = 0;
+            return null;
+        });
+        arena.close();
+    }
+}

@@ -1,0 +1,12 @@
+package dev.cmf4j.backend.cuda;
+
+/**
+ * No usable NVIDIA GPU: the driver library ({@code libcuda.so.1}) is missing, {@code cuInit} failed, no
+ * device is present, or no kernel compiler (NVRTC) nor cached kernels exist. The message says which and
+ * what to do; {@code --device auto} turns it into a fallback to the CPU backend.
+ */
+public final class CudaUnavailableException extends RuntimeException {
+    public CudaUnavailableException(String message) { super(message); }
+
+    public CudaUnavailableException(String message, Throwable cause) { super(message, cause); }
+}

@@ -1,0 +1,129 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** What of the CUDA backend can be checked without any native library: table, layouts, fallback, errors, cache. */
+class CudaBindingTest {
+
+    static Map<String, FunctionDescriptor> table() {
+        return CudaDriver.TABLE.stream().collect(Collectors.toMap(NativeLib.Binding::symbol, NativeLib.Binding::descriptor));
+    }
+
+    @Test void bindsTheVersionedDriverSymbolsNeverTheOldAbiNames() {
+        Set<String> names = table().keySet();
+        // cuda.h #defines these public names to the versioned symbols; the plain symbols keep old ABIs
+        for (String v : List.of("cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemsetD8_v2",
+                "cuMemAllocHost_v2", "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRelease_v2", "cuEventDestroy_v2",
+                "cuEventElapsedTime_v2")) {
+            assertThat(names).contains(v);
+            assertThat(names).doesNotContain(v.substring(0, v.length() - 3));
+        }
+        assertThat(names).doesNotContain("cuCtxCreate", "cuGraphInstantiate", "cuStreamDestroy", "cuCtxDestroy");
+    }
+
+    @Test void layoutsFollowTheCDeclarations() {
+        Map<String, FunctionDescriptor> t = table();
+        t.forEach((name, d) -> assertThat(d.returnLayout()).as(name + " returns CUresult").contains(ValueLayout.JAVA_INT));
+        // CUdeviceptr is unsigned long long: a Java long, never an address
+        assertThat(t.get("cuMemFree_v2").argumentLayouts()).containsExactly(ValueLayout.JAVA_LONG);
+        assertThat(t.get("cuMemcpyHtoD_v2").argumentLayouts().get(0)).isEqualTo(ValueLayout.JAVA_LONG);
+        assertThat(t.get("cuMemcpyDtoH_v2").argumentLayouts().get(1)).isEqualTo(ValueLayout.JAVA_LONG);
+        // cuLaunchKernel: f, grid xyz, block xyz, shared bytes, stream, kernelParams, extra
+        List<MemoryLayout> l = t.get("cuLaunchKernel").argumentLayouts();
+        assertThat(l).hasSize(11);
+        assertThat(l.subList(1, 8)).allMatch(x -> x.equals(ValueLayout.JAVA_INT));
+        assertThat(l.get(0)).isInstanceOf(java.lang.foreign.AddressLayout.class);
+        assertThat(NativeLib.SIZE_T.byteSize()).isEqualTo(8);
+        assertThat(Nvrtc.TABLE.stream().map(NativeLib.Binding::symbol)).contains("nvrtcCompileProgram", "nvrtcGetCUBIN");
+    }
+
+    @Test void kernelArgumentSlotsMatchTheKernelSource() {
+        String src = CudaContext.kernelSource();
+        for (String k : List.of("matvec_f32", "matvec_bf16", "matvec_f16", "matvec_q8"))
+            assertThat(src).contains("MATVEC(" + k + ",");
+        Matcher m = Pattern.compile("__launch_bounds__\\((\\d+)\\) NAME\\(([^)]*)\\)").matcher(src.replace("\\\n", " "));
+        assertThat(m.find()).as("MATVEC macro signature").isTrue();
+        assertThat(Integer.parseInt(m.group(1))).isEqualTo(ArgPack.BLOCK);
+        String[] params = m.group(2).trim().split("\\s*,\\s*");
+        assertThat(params).hasSize(ArgPack.SIZES.length);
+        long off = 0;
+        for (int i = 0; i < params.length; i++) {
+            int size = params[i].contains("*") || params[i].startsWith("long long") ? 8 : params[i].startsWith("int ") ? 4 : -1;
+            assertThat(size).as(params[i]).isEqualTo(ArgPack.SIZES[i]);
+            off = (off + size - 1) / size * size; // natural alignment
+            assertThat(ArgPack.OFFSETS[i]).as("slot " + i).isEqualTo(off);
+            off += size;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment s = a.allocate(56, 8);
+            ArgPack.write(s, 1, 2, 3, 4, 5, 6, 7, 8);
+            for (int i = 0; i < 6; i++) assertThat(s.get(ValueLayout.JAVA_LONG, ArgPack.OFFSETS[i])).isEqualTo(i + 1);
+            assertThat(s.get(ValueLayout.JAVA_INT, ArgPack.OFFSETS[6])).isEqualTo(7);
+            assertThat(s.get(ValueLayout.JAVA_INT, ArgPack.OFFSETS[7])).isEqualTo(8);
+        }
+        assertThat(ArgPack.gridX(1)).isEqualTo(1);
+        assertThat(ArgPack.gridX(8)).isEqualTo(1);
+        assertThat(ArgPack.gridX(9)).isEqualTo(2);
+    }
+
+    @Test void missingDriverIsAClearUnavailableError() {
+        assertThatThrownBy(() -> CudaDriver.load(List.of("/nonexistent/libcuda.so.1")))
+                .isInstanceOf(CudaUnavailableException.class)
+                .hasMessageContaining("no NVIDIA driver").hasMessageContaining("/nonexistent/libcuda.so.1")
+                .hasMessageContaining("--device cpu");
+    }
+
+    @Test void autoFallsBackToCpuAndCudaFailsClearly() {
+        CudaUnavailableException none = new CudaUnavailableException("no NVIDIA driver: test");
+        try (DeviceChoice.Resolved r = DeviceChoice.AUTO.resolve(() -> { throw none; })) {
+            assertThat(r.matmul()).isInstanceOf(KernelMatMul.class);
+            assertThat(r.fallbackReason()).contains("no NVIDIA driver");
+            assertThat(r.description()).startsWith("cpu");
+        }
+        assertThatThrownBy(() -> DeviceChoice.CUDA.resolve(() -> { throw none; })).isSameAs(none);
+        assertThat(DeviceChoice.CPU.resolve(() -> { throw new AssertionError("cpu must not open the GPU"); }).matmul())
+                .isInstanceOf(KernelMatMul.class);
+        assertThat(DeviceChoice.parse("CUDA")).isEqualTo(DeviceChoice.CUDA);
+        assertThat(DeviceChoice.parse("auto")).isEqualTo(DeviceChoice.AUTO);
+        assertThatThrownBy(() -> DeviceChoice.parse("tpu")).hasMessageContaining("expected cuda, cpu or auto");
+    }
+
+    @Test void errorsNameTheCallAndStatus() {
+        CudaException e = new CudaException("cuMemAlloc_v2", 2, null, null);
+        assertThat(e).hasMessage("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2)");
+        assertThat(e.status()).isEqualTo(2);
+        assertThat(new CudaException("cuLaunchKernel", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access"))
+                .hasMessage("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access");
+        assertThat(CudaException.knownName(12345)).isEqualTo("CUDA_ERROR_12345");
+    }
+
+    @Test void kernelCacheKeysOnEverythingThatChangesTheImage(@TempDir Path dir) {
+        String k = KernelCache.key("src", List.of("--gpu-architecture=sm_90"), "nvrtc 13.0", "sm_90");
+        assertThat(KernelCache.key("src2", List.of("--gpu-architecture=sm_90"), "nvrtc 13.0", "sm_90")).isNotEqualTo(k);
+        assertThat(KernelCache.key("src", List.of("--gpu-architecture=sm_89"), "nvrtc 13.0", "sm_90")).isNotEqualTo(k);
+        assertThat(KernelCache.key("src", List.of("--gpu-architecture=sm_90"), "nvrtc 13.1", "sm_90")).isNotEqualTo(k);
+        assertThat(KernelCache.key("src", List.of("--gpu-architecture=sm_90"), "nvrtc 13.0", "sm_100")).isNotEqualTo(k);
+        KernelCache c = new KernelCache(dir.resolve("c"));
+        assertThat(c.get(k)).isNull();
+        c.put(k, new byte[] {1, 2, 3});
+        assertThat(c.get(k)).containsExactly(1, 2, 3);
+    }
+}

@@ -1,0 +1,140 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.format.DType;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The whole binding layer (every driver and NVRTC call site, the owner thread, the weight upload layouts,
+ * the kernel argument block) against a mock libcuda/libnvrtc built from {@code mockcuda.c} with the
+ * system C compiler; the mock's cuLaunchKernel evaluates the kernels' definition from the params block.
+ * Skipped (with the reason) where no C compiler exists. The real kernels run in {@code cmf selftest --device cuda}.
+ */
+class CudaMockTest {
+    @TempDir static Path tmp;
+    static Path lib;
+    static CudaDriver cu;
+    static CudaContext ctx;
+
+    @BeforeAll static void build() throws Exception {
+        Path src = tmp.resolve("mockcuda.c");
+        try (InputStream in = CudaMockTest.class.getResourceAsStream("mockcuda.c")) {
+            Files.write(src, in.readAllBytes());
+        }
+        lib = tmp.resolve("libmockcuda.so");
+        int rc;
+        try {
+            Process p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString())
+                    .redirectErrorStream(true).start();
+            String out = new String(p.getInputStream().readAllBytes());
+            rc = p.waitFor(60, TimeUnit.SECONDS) ? p.exitValue() : -1;
+            if (rc != 0) System.out.println("mock build: " + out);
+        } catch (java.io.IOException e) {
+            rc = -1;
+        }
+        assumeTrue(rc == 0, "no C compiler (cc) to build the mock CUDA library");
+        cu = CudaDriver.load(List.of(lib.toString()));
+        ctx = new CudaContext(cu, 0, List.of(lib.toString()), new KernelCache(tmp.resolve("cache")));
+    }
+
+    @AfterAll static void close() { if (ctx != null) ctx.close(); }
+
+    @Test void opensTheDeviceAndCachesTheCompiledModule() throws Exception {
+        assertThat(ctx.info().name()).isEqualTo("Mock GPU");
+        assertThat(ctx.info().arch()).isEqualTo("sm_90");
+        assertThat(ctx.info().driverVersion()).isEqualTo(13000);
+        assertThat(ctx.info().nvrtcVersion()).isEqualTo("13.0");
+        try (var files = Files.list(tmp.resolve("cache"))) {
+            assertThat(files.map(p -> p.getFileName().toString())).singleElement().asString().endsWith(".cubin");
+        }
+    }
+
+    @Test void everyCallIsCheckedAndNamed() {
+        // the context is per OS thread: this test thread never bound one
+        assertThatThrownBy(() -> cu.memAlloc(16)).isInstanceOf(CudaException.class)
+                .hasMessageContaining("cuMemAlloc_v2").hasMessageContaining("CUDA_ERROR_INVALID_CONTEXT (201)")
+                .hasMessageContaining("invalid device context");
+        assertThatThrownBy(() -> ctx.call(() -> cu.function(ctx.module(), "no_such_kernel")))
+                .isInstanceOf(CudaException.class).hasMessageContaining("no_such_kernel")
+                .hasMessageContaining("CUDA_ERROR_NOT_FOUND (500): named symbol not found");
+        Nvrtc nvrtc = Nvrtc.find(List.of(lib.toString()), new ArrayList<>());
+        assertThatThrownBy(() -> nvrtc.compileToCubin("#error broken", "k.cu", CudaContext.compileOptions("sm_90")))
+                .isInstanceOf(CudaException.class).hasMessageContaining("NVRTC_ERROR_COMPILATION (6)")
+                .hasMessageContaining("mock compile error");
+        assertThat(ctx.call(() -> { long p = cu.memAlloc(64); cu.memFree(p); return p != 0; })).isTrue();
+    }
+
+    static final Random R = new Random(11);
+
+    /** A random [rows, cols] tensor of {@code dt} in its stored layout. */
+    static MemorySegment payload(Arena a, DType dt, int rows, int cols) {
+        ValueLayout.OfShort u16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+        ValueLayout.OfFloat f32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+        long n = (long) rows * cols;
+        return switch (dt) {
+            case F32 -> { MemorySegment s = a.allocate(4 * n); for (long i = 0; i < n; i++) s.setAtIndex(f32, i, (float) R.nextGaussian()); yield s; }
+            case BF16 -> { MemorySegment s = a.allocate(2 * n); for (long i = 0; i < n; i++) s.setAtIndex(u16, i, (short) (Float.floatToRawIntBits((float) R.nextGaussian()) >>> 16)); yield s; }
+            case F16 -> { MemorySegment s = a.allocate(2 * n); for (long i = 0; i < n; i++) s.setAtIndex(u16, i, Float.floatToFloat16((float) R.nextGaussian())); yield s; }
+            case Q8_ROW, Q8_2F -> {
+                boolean two = dt == DType.Q8_2F;
+                MemorySegment s = a.allocate(n + 2L * rows + (two ? 2L * cols : 0));
+                for (long i = 0; i < n; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) (R.nextInt(255) - 127));
+                for (int r = 0; r < rows; r++) s.set(u16, n + 2L * r, Float.floatToFloat16(0.01f + R.nextFloat() * 0.02f));
+                if (two) for (int c = 0; c < cols; c++) s.set(u16, n + 2L * rows + 2L * c, Float.floatToFloat16(0.5f + R.nextFloat()));
+                yield s;
+            }
+            default -> throw new IllegalArgumentException(dt.label);
+        };
+    }
+
+    @Test void matmulMatchesTheCpuForEveryDtypeWindowAndChunk() {
+        MatMul cpu = CpuBackend.newMatMul();
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
+            for (DType dt : List.of(DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F))
+                for (int cols : new int[] {12, 13, 256}) {
+                    int rows = 21;
+                    Matrix whole = Matrix.of("w." + dt.label, dt, payload(a, dt, rows, cols), rows, cols);
+                    for (Matrix m : List.of(whole, whole.slice(5, 9, false)))
+                        for (int tokens : new int[] {1, 3}) {
+                            float[] x = new float[tokens * cols];
+                            for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
+                            float[] want = new float[tokens * m.outDim()], got = new float[want.length];
+                            cpu.apply(m, x, tokens, want);
+                            gpu.apply(m, x, tokens, got);
+                            for (int i = 0; i < want.length; i++)
+                                assertThat((double) got[i]).as(dt.label + " cols " + cols + " rows " + m.rows() + " t " + tokens + " i " + i)
+                                        .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i]))));
+                        }
+                }
+            assertThat(gpu.deviceBytes()).isPositive();
+            // input-major matrices go to the CPU fallback
+            Matrix im = Matrix.of("im", DType.F32, payload(a, DType.F32, 6, 4), 6, 4).slice(0, 6, true);
+            assertThat(CudaMatMul.supports(im)).isFalse();
+            float[] x = {1, 2, 3, 4, 5, 6}, want = new float[4], got = new float[4];
+            cpu.apply(im, x, 1, want);
+            gpu.apply(im, x, 1, got);
+            assertThat(got).containsExactly(want);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+/* A stand-in for libcuda.so.1 and libnvrtc.so for CI machines without a GPU (test-only; built by
+ * CudaMockTest with the system C compiler). Memory is host malloc; cuLaunchKernel runs the matvec_*
+ * kernels' definition on the CPU straight from the kernelParams block, so argument packing, slot sizes,
+ * grids and the upload layouts are checked end to end. The current context is per thread, as in the
+ * real driver: allocation without cuCtxSetCurrent on the calling thread fails with 201. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+
+typedef int CUresult;
+static __thread void* current_ctx = 0;
+static int primary_ctx = 42;
+
+static const char* err_name(int e) {
+    switch (e) {
+        case 0: return "CUDA_SUCCESS"; case 1: return "CUDA_ERROR_INVALID_VALUE";
+        case 201: return "CUDA_ERROR_INVALID_CONTEXT"; case 500: return "CUDA_ERROR_NOT_FOUND";
+        default: return 0;
+    }
+}
+CUresult cuGetErrorName(int e, const char** s) { *s = err_name(e); return *s ? 0 : 1; }
+CUresult cuGetErrorString(int e, const char** s) {
+    *s = e == 201 ? "invalid device context" : e == 500 ? "named symbol not found" : e == 1 ? "invalid argument" : 0;
+    return *s ? 0 : 1;
+}
+CUresult cuInit(unsigned f) { return getenv("MOCK_CUDA_NO_DEVICE") ? 100 : 0; }
+CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
+CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int* d, int o) { if (o != 0) return 101; *d = 0; return 0; }
+CUresult cuDeviceGetName(char* s, int len, int d) { strncpy(s, "Mock GPU", len); return 0; }
+CUresult cuDeviceGetAttribute(int* v, int a, int d) { *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 1 : 0; return 0; }
+CUresult cuDeviceTotalMem_v2(size_t* b, int d) { *b = (size_t) 1 << 30; return 0; }
+CUresult cuDevicePrimaryCtxRetain(void** c, int d) { *c = &primary_ctx; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
+CUresult cuCtxSetCurrent(void* c) { current_ctx = c; return 0; }
+CUresult cuCtxSynchronize(void) { return current_ctx ? 0 : 201; }
+CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
+    if (!current_ctx) return 201;
+    void* m = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!m) return 2;
+    *p = (unsigned long long) (uintptr_t) m; return 0;
+}
+CUresult cuMemFree_v2(unsigned long long p) { if (!current_ctx) return 201; free((void*) (uintptr_t) p); return 0; }
+CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *p = malloc(n); return *p ? 0 : 2; }
+CUresult cuMemFreeHost(void* p) { free(p); return 0; }
+CUresult cuMemcpyHtoD_v2(unsigned long long d, const void* s, size_t n) { if (!current_ctx) return 201; memcpy((void*) (uintptr_t) d, s, n); return 0; }
+CUresult cuMemcpyDtoH_v2(void* d, unsigned long long s, size_t n) { if (!current_ctx) return 201; memcpy(d, (void*) (uintptr_t) s, n); return 0; }
+CUresult cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((void*) (uintptr_t) d, v, n); return 0; }
+CUresult cuModuleLoadData(void** m, const void* img) {
+    if (!current_ctx) return 201;
+    if (strncmp((const char*) img, "MOCKCUBIN", 9) != 0) return 200;
+    *m = (void*) img == 0 ? 0 : (void*) &primary_ctx; return 0;
+}
+CUresult cuModuleUnload(void* m) { return 0; }
+
+static int kinds[4] = {0, 1, 2, 3};
+CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
+    if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
+    else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
+    else if (!strcmp(name, "matvec_f16")) *f = &kinds[2];
+    else if (!strcmp(name, "matvec_q8")) *f = &kinds[3];
+    else return 500;
+    return 0;
+}
+
+static float bf16(uint16_t h) { uint32_t u = (uint32_t) h << 16; float f; memcpy(&f, &u, 4); return f; }
+static float f16(uint16_t h) {
+    uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;
+    if (e == 0) { float f = m / 1024.0f / 16384.0f; return s ? -f : f; }
+    if (e == 31) u = (s << 31) | 0x7f800000u | (m << 13);
+    else u = (s << 31) | ((e + 112) << 23) | (m << 13);
+    float f; memcpy(&f, &u, 4); return f;
+}
+
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shm, void* stream, void** p, void** extra) {
+    if (!current_ctx) return 201;
+    if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
+    int kind = *(int*) f;
+    const void* w = (const void*) (uintptr_t) *(unsigned long long*) p[0];
+    const float* rs = (const float*) (uintptr_t) *(unsigned long long*) p[1];
+    const float* cf = (const float*) (uintptr_t) *(unsigned long long*) p[2];
+    const float* x = (const float*) (uintptr_t) *(unsigned long long*) p[3];
+    float* y = (float*) (uintptr_t) *(unsigned long long*) p[4];
+    long long row0 = *(long long*) p[5];
+    int rows = *(int*) p[6], cols = *(int*) p[7];
+    if ((long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1; /* grid must just cover the rows */
+    for (unsigned t = 0; t < gy; t++)
+        for (int r = 0; r < rows; r++) {
+            long long base = (row0 + r) * (long long) cols;
+            double acc = 0;
+            for (int c = 0; c < cols; c++) {
+                float wv = kind == 0 ? ((const float*) w)[base + c] : kind == 1 ? bf16(((const uint16_t*) w)[base + c])
+                         : kind == 2 ? f16(((const uint16_t*) w)[base + c]) : (float) ((const signed char*) w)[base + c];
+                float xv = x[(long long) t * cols + c];
+                if (cf) xv *= cf[c];
+                acc += (double) wv * xv;
+            }
+            if (rs) acc *= rs[row0 + r];
+            y[(long long) t * rows + r] = (float) acc;
+        }
+    return 0;
+}
+CUresult cuEventCreate(void** e, unsigned f) { *e = malloc(8); return 0; }
+CUresult cuEventRecord(void* e, void* s) { return 0; }
+CUresult cuEventSynchronize(void* e) { return 0; }
+CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) { *ms = 0; return 0; }
+CUresult cuEventDestroy_v2(void* e) { free(e); return 0; }
+
+/* ---- NVRTC ---- */
+typedef struct { char* src; char* log; } prog_t;
+int nvrtcVersion(int* ma, int* mi) { *ma = 13; *mi = 0; return 0; }
+int nvrtcCreateProgram(prog_t** p, const char* src, const char* name, int nh, const char* const* h, const char* const* hn) {
+    *p = calloc(1, sizeof(prog_t)); (*p)->src = strdup(src); return 0;
+}
+int nvrtcCompileProgram(prog_t* p, int n, const char* const* opts) {
+    int arch = 0;
+    for (int i = 0; i < n; i++) if (!strncmp(opts[i], "--gpu-architecture=sm_", 22)) arch = 1;
+    if (!arch) { p->log = strdup("no --gpu-architecture=sm_XX option"); return 7; }
+    if (strstr(p->src, "#error")) { p->log = strdup("kernels.cu(1): error: mock compile error"); return 6; }
+    return strstr(p->src, "matvec_q8") ? 0 : 6;
+}
+int nvrtcGetProgramLogSize(prog_t* p, size_t* n) { *n = p->log ? strlen(p->log) + 1 : 1; return 0; }
+int nvrtcGetProgramLog(prog_t* p, char* out) { strcpy(out, p->log ? p->log : ""); return 0; }
+int nvrtcGetCUBINSize(prog_t* p, size_t* n) { *n = 10; return 0; }
+int nvrtcGetCUBIN(prog_t* p, char* out) { memcpy(out, "MOCKCUBIN", 10); return 0; }
+int nvrtcDestroyProgram(prog_t** p) { free((*p)->src); free((*p)->log); free(*p); *p = 0; return 0; }
+const char* nvrtcGetErrorString(int e) {
+    return e == 6 ? "NVRTC_ERROR_COMPILATION" : e == 7 ? "NVRTC_ERROR_INVALID_OPTION" : e == 0 ? "NVRTC_SUCCESS" : "NVRTC_ERROR";
+}
