@@ -61,8 +61,7 @@ public final class BenchCommand implements Callable<Integer> {
             description = "unmeasured runs of each test first, for the JIT (default ${DEFAULT-VALUE})")
     int warmup;
 
-    @Option(names = "--device", paramLabel = "DEV", defaultValue = "cpu", description = "cpu (default)")
-    String device;
+    @picocli.CommandLine.Mixin DeviceOption device;
 
     @Option(names = "--json", description = "print one JSON object instead of the table")
     boolean json;
@@ -90,7 +89,6 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     @Override public Integer call() throws Exception {
-        if (!device.equals("cpu")) throw new IllegalArgumentException("--device " + device + ": only cpu is available in this build");
         if (promptTokens < 0 || genTokens < 0) throw new IllegalArgumentException("token counts must be >= 0");
         if (reps < 1) throw new IllegalArgumentException("--reps must be >= 1");
         if (warmup < 0) throw new IllegalArgumentException("--warmup must be >= 0");
@@ -102,7 +100,10 @@ public final class BenchCommand implements Callable<Integer> {
         WorkerPool own = shared.threads() == nThreads ? null : new WorkerPool(nThreads);
         WorkerPool pool = own != null ? own : shared;
         PrintWriter out = spec.commandLine().getOut();
-        try (Model model = Model.open(file, null, new KernelMatMul(pool, new CpuMatMul(pool)))) {
+        boolean cpu = dev.cmf4j.backend.cuda.DeviceChoice.parse(device.device) == dev.cmf4j.backend.cuda.DeviceChoice.CPU;
+        try (var gpu = cpu ? null : device.resolve(spec.commandLine().getErr());
+             Model model = Model.open(file, null, gpu != null ? gpu.matmul() : new KernelMatMul(pool, new CpuMatMul(pool)))) {
+            if (gpu != null) spec.commandLine().getErr().println("device: " + gpu.description());
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
@@ -176,7 +177,7 @@ public final class BenchCommand implements Callable<Integer> {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
-        o.put("device", device);
+        o.put("device", device.device);
         o.put("dtype", dtype);
         o.put("threads", nThreads);
         o.put("prompt_tokens", promptTokens);

@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
                 InfoCommand.class,
                 LogitsCommand.class,
                 RunCommand.class,
+                SelftestCommand.class,
                 TemplateCommand.class,
                 TensorCommand.class,
                 TokenizeCommand.class,

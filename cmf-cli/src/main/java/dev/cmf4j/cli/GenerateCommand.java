@@ -46,9 +46,12 @@ public final class GenerateCommand implements Callable<Integer> {
 
     @Mixin SamplingOptions sampling;
 
+    @Mixin DeviceOption device;
+
     @Override public Integer call() throws Exception {
         int[] prompt = ModelFile.parseIds(ids);
-        try (Model m = Model.open(ModelFile.resolve(file))) {
+        try (var dev = device.resolve(spec.commandLine().getErr());
+             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
             SamplingParams p = sampling.params(SamplingParams.GREEDY);
             Set<Integer> eos = Set.of();
             if (stopAtEos) {

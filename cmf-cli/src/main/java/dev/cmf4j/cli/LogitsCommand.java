@@ -31,9 +31,12 @@ public final class LogitsCommand implements Callable<Integer> {
     @Option(names = {"-o", "--out"}, required = true, paramLabel = "OUT", description = "the .npy file to write")
     Path out;
 
+    @picocli.CommandLine.Mixin DeviceOption device;
+
     @Override public Integer call() throws Exception {
         int[] tokens = ModelFile.parseIds(ids);
-        try (Model m = Model.open(ModelFile.resolve(file))) {
+        try (var dev = device.resolve(spec.commandLine().getErr());
+             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
             float[] logits = new Session(m.graph(), Math.max(1, tokens.length)).logitsAll(tokens);
             Path parent = out.toAbsolutePath().getParent();
             if (parent != null) Files.createDirectories(parent);

@@ -57,8 +57,11 @@ public final class RunCommand implements Callable<Integer> {
 
     @Mixin SamplingOptions sampling;
 
+    @Mixin DeviceOption device;
+
     @Override public Integer call() throws Exception {
-        try (Model m = Model.open(ModelFile.resolve(file))) {
+        try (var dev = device.resolve(spec.commandLine().getErr());
+             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
             TextCodec codec = TextCodec.of(m.file());
             int[] ids;
             if (chat) {

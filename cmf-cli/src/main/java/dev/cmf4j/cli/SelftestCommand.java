@@ -1,0 +1,212 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.backend.cuda.DeviceChoice;
+import dev.cmf4j.convert.Converter;
+import dev.cmf4j.convert.ModelSource;
+import dev.cmf4j.convert.SafetensorsReader;
+import dev.cmf4j.convert.Sources;
+import dev.cmf4j.convert.TensorPolicy;
+import dev.cmf4j.model.Model;
+import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.State;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.stream.Stream;
+
+/**
+ * {@code cmf selftest --device cuda --fixtures DIR}: the conformance check for a device, for machines with
+ * no Maven (the GPU box). Each fixture model folder is converted here, then run on the device:
+ * <ul>
+ *   <li>at f32 against transformers' goldens: logits and greedy-step logits max |Δ| within the fixtures
+ *       README bound (1e-3; 2e-3 for qwen3_next), greedy ids exact;</li>
+ *   <li>at q8_2f against the CPU engine on the same file (the goldens are not a q8 reference): logits
+ *       max |Δ| within 1e-3 and greedy ids identical.</li>
+ * </ul>
+ * Exit status 1 when any check fails.
+ */
+@Command(name = "selftest", mixinStandardHelpOptions = true,
+        description = {"Check a device against the fixture goldens: each fixture model converted at f32 must match "
+                + "transformers (logits max|d| <= 1e-3, greedy ids exact); at q8_2f the device must match the CPU engine."})
+public final class SelftestCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @picocli.CommandLine.Mixin DeviceOption device;
+
+    @Option(names = "--fixtures", paramLabel = "DIR", description = "the fixtures folder (default: $CMF_FIXTURES)")
+    Path fixtures;
+
+    @Option(names = "--models", paramLabel = "A,B", split = ",",
+            description = "fixture models to check (default: every folder under DIR/models with a golden)")
+    List<String> models;
+
+    @Option(names = "--no-q8", description = "skip the q8_2f device-vs-CPU check")
+    boolean noQ8;
+
+    record Check(String model, String what, double maxDiff, double tol, boolean idsExact, String note) {
+        boolean ok() { return maxDiff <= tol && idsExact; }
+    }
+
+    @Override public Integer call() throws Exception {
+        PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
+        Path fx = fixtures != null ? fixtures : System.getenv("CMF_FIXTURES") != null ? Path.of(System.getenv("CMF_FIXTURES")) : null;
+        if (fx == null || !Files.isDirectory(fx.resolve("models")))
+            throw new IllegalArgumentException("no fixtures: pass --fixtures DIR (a folder holding models/NAME/golden.safetensors)");
+        List<String> names = models;
+        if (names == null || names.isEmpty()) {
+            try (Stream<Path> s = Files.list(fx.resolve("models"))) {
+                names = s.filter(p -> Files.exists(p.resolve("golden.safetensors"))).map(p -> p.getFileName().toString()).sorted().toList();
+            }
+        }
+        Path tmp = Files.createTempDirectory("cmf-selftest");
+        List<Check> checks = new ArrayList<>();
+        try (DeviceChoice.Resolved dev = device.resolve(err)) {
+            out.println("device: " + dev.description());
+            out.flush();
+            for (String name : names) {
+                Path dir = fx.resolve("models").resolve(name);
+                double tol = name.equals("qwen3_next") ? 2e-3 : 1e-3;
+                try {
+                    long t0 = System.nanoTime();
+                    Path f32 = convert(dir, tmp.resolve(name + "-f32.cmf"), TensorPolicy.Mode.F32);
+                    GoldenData g = GoldenData.load(dir);
+                    try (Model m = Model.open(f32, null, dev.matmul())) {
+                        checks.add(report(out, g.check(name, m.graph(), tol), t0));
+                    }
+                    if (!noQ8) {
+                        t0 = System.nanoTime();
+                        Path q8 = convert(dir, tmp.resolve(name + "-q8_2f.cmf"), TensorPolicy.Mode.Q8_2F);
+                        Run cpu, gpu;
+                        try (Model m = Model.open(q8, null, CpuBackend.newMatMul())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (Model m = Model.open(q8, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
+                        checks.add(report(out, new Check(name, "q8_2f vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
+                                "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds)), t0));
+                    }
+                } catch (RuntimeException e) {
+                    checks.add(report(out, new Check(name, "error", Double.POSITIVE_INFINITY, tol, false, e.toString()), System.nanoTime()));
+                }
+            }
+        } finally {
+            try (Stream<Path> s = Files.walk(tmp)) {
+                s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
+        long failed = checks.stream().filter(c -> !c.ok()).count();
+        out.printf("selftest: %d checks, %d failed%n", checks.size(), failed);
+        out.flush();
+        return failed == 0 ? 0 : 1;
+    }
+
+    private static Check report(PrintWriter out, Check c, long t0) {
+        out.printf("%-4s %-12s %-14s max|d| %.3g (tol %.0e)  greedy %s  %s  [%.1fs]%n", c.ok() ? "ok" : "FAIL", c.model(), c.what(),
+                c.maxDiff(), c.tol(), c.idsExact() ? "exact" : "DIFFERS", c.note() == null ? "" : c.note(), (System.nanoTime() - t0) / 1e9);
+        out.flush();
+        return c;
+    }
+
+    private static String agreement(int[] a, int[] b) {
+        int same = 0;
+        for (int i = 0; i < Math.min(a.length, b.length); i++) if (a[i] == b[i]) same++;
+        return same + "/" + b.length;
+    }
+
+    static Path convert(Path src, Path out, TensorPolicy.Mode mode) {
+        try (ModelSource s = Sources.open(src)) {
+            Converter.convert(s, out, Converter.Options.of(new TensorPolicy(mode, List.of())));
+        } catch (Exception e) {
+            throw new IllegalStateException("converting " + src + " at " + mode.label + ": " + e.getMessage(), e);
+        }
+        return out;
+    }
+
+    static double maxDiff(float[] a, float[] b) {
+        if (a.length != b.length) return Double.POSITIVE_INFINITY;
+        double m = 0;
+        for (int i = 0; i < a.length; i++) {
+            double d = Math.abs((double) a[i] - b[i]);
+            if (Double.isNaN(d)) return Double.POSITIVE_INFINITY;
+            m = Math.max(m, d);
+        }
+        return m;
+    }
+
+    static int argmax(float[] x) {
+        int best = 0;
+        for (int i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
+        return best;
+    }
+
+    /** One model run the way the goldens were made: all logits of the prompt (chunks of 64), then greedy steps through the cache. */
+    record Run(float[] logits, int[] greedy, float[] stepLogits) {
+        static Run of(Graph graph, int[] ids, int steps) {
+            int T = ids.length, V = graph.vocab(), chunk = 64;
+            State st = graph.newState(chunk, T + steps + 1);
+            float[] all = new float[T * V], buf = new float[chunk * V];
+            for (int p = 0; p < T; p += chunk) {
+                int n = Math.min(chunk, T - p);
+                graph.forward(st, ids, p, n, buf, true, null);
+                System.arraycopy(buf, 0, all, p * V, n * V);
+            }
+            State gs = graph.newState(chunk, T + steps + 1);
+            float[] last = new float[V];
+            for (int p = 0; p < T; p += chunk) graph.forward(gs, ids, p, Math.min(chunk, T - p), last, false, null);
+            int[] got = new int[steps];
+            float[] step = new float[steps * V];
+            for (int i = 0; i < steps; i++) {
+                System.arraycopy(last, 0, step, i * V, V);
+                got[i] = argmax(last);
+                if (i + 1 < steps) graph.forward(gs, new int[] {got[i]}, 0, 1, last, false, null);
+            }
+            return new Run(all, got, step);
+        }
+    }
+
+    /**
+     * A fixture golden (transformers' outputs): either full logits [T, V] and per-step logits, or (qwen3_e2e,
+     * big vocab) logits at a few positions and the last step's logits.
+     */
+    record GoldenData(int[] inputIds, int[] greedyIds, float[] logits, int[] logitsPositions, float[] logitsAt,
+                      float[] stepLogits, float[] stepLogitsLast) {
+        static GoldenData load(Path dir) {
+            try (SafetensorsReader g = SafetensorsReader.open(dir.resolve("golden.safetensors"))) {
+                return new GoldenData(ints(g.readLongs("input_ids")), ints(g.readLongs("greedy_ids")),
+                        g.has("logits") ? g.readFloats("logits") : null,
+                        g.has("logits_positions") ? ints(g.readLongs("logits_positions")) : null,
+                        g.has("logits_at") ? g.readFloats("logits_at") : null,
+                        g.has("greedy_step_logits") ? g.readFloats("greedy_step_logits") : null,
+                        g.has("greedy_step_logits_last") ? g.readFloats("greedy_step_logits_last") : null);
+            }
+        }
+
+        static int[] ints(long[] v) { return Arrays.stream(v).mapToInt(Math::toIntExact).toArray(); }
+
+        Check check(String name, Graph graph, double tol) {
+            Run r = Run.of(graph, inputIds, greedyIds.length);
+            int V = graph.vocab();
+            double d = 0;
+            if (logits != null) d = Math.max(d, maxDiff(r.logits, logits));
+            if (logitsAt != null)
+                for (int i = 0; i < logitsPositions.length; i++)
+                    d = Math.max(d, maxDiff(Arrays.copyOfRange(r.logits, logitsPositions[i] * V, (logitsPositions[i] + 1) * V),
+                            Arrays.copyOfRange(logitsAt, i * V, (i + 1) * V)));
+            if (stepLogits != null) d = Math.max(d, maxDiff(r.stepLogits, stepLogits));
+            if (stepLogitsLast != null)
+                d = Math.max(d, maxDiff(Arrays.copyOfRange(r.stepLogits, (greedyIds.length - 1) * V, greedyIds.length * V), stepLogitsLast));
+            if (logits == null && logitsAt == null) d = Double.POSITIVE_INFINITY; // nothing to compare: fail loudly
+            return new Check(name, "f32 vs golden", d, tol, Arrays.equals(r.greedy, greedyIds), null);
+        }
+    }
+
+}
