@@ -41,7 +41,7 @@ public final class Q4BlockQuantizer implements Quantizer {
                     src.read(e0, g, 0, len);
                     java.util.Arrays.fill(g, len, 32, 0f);
                     Scales.requireFinite(g, 0, len, e0, shape);
-                    float scale = Scales.scale(Scales.absmax(g, 0, 32) / 7f, shape, "group " + gi);
+                    float scale = Scales.scale(Scales.absmax(g, 0, 32) / 7f, shape, "group", gi);
                     for (int b = 0; b < 16; b++) {
                         int lo = Scales.quantize(g[2 * b], scale, -8, 7) + 8;
                         int hi = Scales.quantize(g[2 * b + 1], scale, -8, 7) + 8;

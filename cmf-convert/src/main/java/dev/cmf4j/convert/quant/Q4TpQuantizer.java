@@ -53,7 +53,7 @@ public final class Q4TpQuantizer implements Quantizer {
                     float amax = Scales.absmax(row, 32 * g, 32);
                     if (amax == 0f) continue;
                     live[g] = true;
-                    lg[g] = (float) (Math.log(Scales.scale(amax / 7f, shape, "row " + r)) / Math.log(2));
+                    lg[g] = (float) (Math.log(Scales.scale(amax / 7f, shape, "row", r)) / Math.log(2));
                     lo = Math.min(lo, lg[g]);
                     hi = Math.max(hi, lg[g]);
                 }

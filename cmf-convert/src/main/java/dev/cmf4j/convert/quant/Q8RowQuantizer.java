@@ -28,7 +28,7 @@ public final class Q8RowQuantizer implements Quantizer {
             @Override public long encodedSize() { return size; }
 
             @Override void encodeRow(long r, float[] row, MemorySegment dst) {
-                float scale = Scales.scale(Scales.absmax(row, 0, row.length) / 127f, shape, "row " + r);
+                float scale = Scales.scale(Scales.absmax(row, 0, row.length) / 127f, shape, "row", r);
                 long at = r * row.length;
                 for (int c = 0; c < row.length; c++)
                     dst.set(Scales.I8, at + c, (byte) Scales.quantize(row[c], scale, -127, 127));

@@ -67,6 +67,7 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
             float[] amax = new float[cols];
             for (long r = 0; r < rows; r++) {
                 read(r, row);
+                Scales.requireFinite(row, 0, cols, r * cols, shape);     // once; later passes read the same values
                 for (int c = 0; c < cols; c++) {
                     float w = row[c];
                     sumsq[c] += (double) w * w;
@@ -86,12 +87,7 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
             float[][] rowScale = new float[tightened][Scales.toIntSize(rows, s, "the row-scale table")];
             for (long r = 0; r < rows; r++) {
                 read(r, row);
-                for (int k = 0; k < tightened; k++) {
-                    float[] f = fields.get(k);
-                    float m = 0f;
-                    for (int c = 0; c < cols; c++) m = Math.max(m, Math.abs(row[c]) / f[c]);
-                    rowScale[k][(int) r] = m;
-                }
+                for (int k = 0; k < tightened; k++) rowScale[k][(int) r] = maxRatio(row, fields.get(k));
             }
             // Pass 3: tighten — the smallest column value that clips nothing under those row scales.
             float[][] tight = new float[tightened][cols];
@@ -108,9 +104,10 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
 
             // Pass 4: quantize with every candidate, keep the least squared error.
             candidateSse = new double[fields.size()];
+            float[] q = new float[cols], err = new float[cols];
             for (long r = 0; r < rows; r++) {
                 read(r, row);
-                for (int k = 0; k < fields.size(); k++) candidateSse[k] += encodeRow(r, row, fields.get(k), null, 0, 0);
+                for (int k = 0; k < fields.size(); k++) candidateSse[k] += quantizeRow(r, row, fields.get(k), q, err);
             }
             int best = 0;
             for (int k = 1; k < fields.size(); k++) if (candidateSse[k] < candidateSse[best]) best = k;
@@ -118,15 +115,12 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
             col = fields.get(best);
         }
 
-        private void read(long r, float[] row) {
-            src.read(r * row.length, row, 0, row.length);
-            Scales.requireFinite(row, 0, row.length, r * row.length, shape);
-        }
+        private void read(long r, float[] row) { src.read(r * row.length, row, 0, row.length); }
 
         /** A column statistic made storable: f16-rounded; an all-zero column gets 1 (any value decodes it). */
         private float[] field(float[] x) {
             float[] f = new float[x.length];
-            for (int c = 0; c < x.length; c++) f[c] = x[c] == 0f ? 1f : Scales.scale(x[c], shape, "column " + c);
+            for (int c = 0; c < x.length; c++) f[c] = x[c] == 0f ? 1f : Scales.scale(x[c], shape, "column", c);
             return f;
         }
 
@@ -140,7 +134,12 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
 
         @Override void encodeRow(long r, float[] row, MemorySegment dst) {
             long rowScales = shape.elements();
-            encodeRow(r, row, col, dst, r * row.length, rowScales + 2 * r);
+            float[] q = new float[row.length], err = new float[row.length];
+            float s = quantizeRowScale(r, row, col);
+            quantize(row, col, s, q, err);
+            long qAt = r * row.length;
+            for (int c = 0; c < row.length; c++) dst.set(Scales.I8, qAt + c, (byte) q[c]);
+            dst.set(Scales.I16, rowScales + 2 * r, Scales.f16(s));
             if (r == 0) {
                 // Row 0's encoder also writes the column field (it is the same for every row).
                 long colAt = rowScales + 2 * shape.rows();
@@ -148,23 +147,55 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
             }
         }
 
+        /** The f16 row scale for {@code row} under field {@code f}: {@code f16(max |w/f| / 127)}. */
+        private float quantizeRowScale(long r, float[] row, float[] f) {
+            return Scales.scale(maxRatio(row, f) / 127f, shape, "row", r);
+        }
+
         /**
-         * Quantizes one row against field {@code f}; writes it when {@code dst} is not null.
-         * Returns the row's squared error as the reader will decode it ({@code q·s·col}, f32).
+         * Quantizes one row against field {@code f} into {@code q} (codes as floats) and returns its
+         * squared error as the reader will decode it ({@code (q·s)·col}, f32).
          */
-        private double encodeRow(long r, float[] row, float[] f, MemorySegment dst, long qAt, long scaleAt) {
-            float m = 0f;
-            for (int c = 0; c < row.length; c++) m = Math.max(m, Math.abs(row[c] / f[c]));
-            float s = Scales.scale(m / 127f, shape, "row " + r);
-            double sse = 0;
-            for (int c = 0; c < row.length; c++) {
-                int q = Scales.quantize(row[c] / f[c], s, -127, 127);
-                float d = row[c] - q * s * f[c];
-                sse += (double) d * d;
-                if (dst != null) dst.set(Scales.I8, qAt + c, (byte) q);
+        private double quantizeRow(long r, float[] row, float[] f, float[] q, float[] err) {
+            quantize(row, f, quantizeRowScale(r, row, f), q, err);
+            // Four partial sums: a dependency chain of one double add per element would be the bottleneck.
+            double a = 0, b = 0, c = 0, d = 0;
+            int n = row.length, i = 0;
+            for (; i + 3 < n; i += 4) {
+                a += (double) err[i] * err[i];
+                b += (double) err[i + 1] * err[i + 1];
+                c += (double) err[i + 2] * err[i + 2];
+                d += (double) err[i + 3] * err[i + 3];
             }
-            if (dst != null) dst.set(Scales.I16, scaleAt, Scales.f16(s));
-            return sse;
+            for (; i < n; i++) a += (double) err[i] * err[i];
+            return (a + b) + (c + d);
+        }
+    }
+
+    /** {@code max_c |w[c] / f[c]|}: a plain loop the JIT vectorizes (division, abs, max). */
+    static float maxRatio(float[] row, float[] f) {
+        float m = 0f;
+        for (int c = 0; c < row.length; c++) m = Math.max(m, Math.abs(row[c] / f[c]));
+        return m;
+    }
+
+    /**
+     * {@code q[c] = clamp(rint(w[c]/f[c]/s), ±127)} and {@code err[c] = w[c] − (q[c]·s)·f[c]}; all
+     * zero codes when {@code s == 0}. Round-half-even by the 1.5·2^23 trick, exact for |x| < 2^22
+     * (here |x| ≤ 127·(1+2^-11), or anything beyond clamps the same), so the loop stays plain
+     * float arithmetic the JIT vectorizes.
+     */
+    static void quantize(float[] row, float[] f, float s, float[] q, float[] err) {
+        final float magic = 0x1.8p23f;
+        if (s == 0f) {
+            for (int c = 0; c < row.length; c++) { q[c] = 0f; err[c] = row[c]; }
+            return;
+        }
+        for (int c = 0; c < row.length; c++) {
+            float x = row[c] / f[c] / s;
+            float k = Math.max(-127f, Math.min(127f, (x + magic) - magic));
+            q[c] = k;
+            err[c] = row[c] - k * s * f[c];
         }
     }
 }

@@ -25,8 +25,8 @@ final class Scales {
      * never 0 for a positive x (the smallest subnormal instead), so a tiny but non-zero row keeps
      * its sign pattern. 0 stays 0 (an all-zero row or group; its codes are 0 and decode to 0).
      */
-    static float scale(float x, TensorShape s, String where) {
-        if (!(x <= F16_MAX)) throw s.fail(where + ": scale " + x + " exceeds the f16 range (weights too large to quantize)");
+    static float scale(float x, TensorShape s, String unit, long index) {
+        if (!(x <= F16_MAX)) throw s.fail(unit + " " + index + ": scale " + x + " exceeds the f16 range (weights too large to quantize)");
         float r = roundF16(x);
         return r == 0f && x > 0f ? F16_MIN_SUBNORMAL : r;
     }
