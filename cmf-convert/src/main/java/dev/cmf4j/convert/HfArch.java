@@ -237,8 +237,14 @@ public final class HfArch {
         double topPartial = c.dbl("partial_rotary_factor", 1.0);
         Map<String, ObjectNode> out = new LinkedHashMap<>();
         HfConfig rp = c.sub("rope_parameters");
-        List<String> attnTypes = hfTypes.stream().filter(t -> !t.equals("linear_attention")).distinct().toList();
-        if (attnTypes.isEmpty()) attnTypes = List.of("full_attention");
+        List<String> attnTypes = new ArrayList<>(hfTypes.stream().filter(t -> !t.equals("linear_attention")).distinct().toList());
+        if (attnTypes.isEmpty()) attnTypes.add("full_attention");
+        // a per-type rope_parameters names both types even when the layer pattern uses only one (a short
+        // gemma3 with only sliding layers): keep both so rope_theta is the global one the config states
+        for (String t : List.of("full_attention", "sliding_attention")) {
+            if (rp != null && rp.has(t) && rp.raw(t).isObject() && !attnTypes.contains(t)) attnTypes.add(t);
+        }
+        attnTypes.sort(java.util.Comparator.comparing(t -> !t.equals("full_attention")));
         for (String t : attnTypes) {
             HfConfig src;
             if (rp != null && rp.has(t) && rp.raw(t).isObject()) src = rp.sub(t);

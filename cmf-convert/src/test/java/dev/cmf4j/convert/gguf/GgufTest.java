@@ -268,6 +268,63 @@ class GgufTest {
         }
     }
 
+    /**
+     * gemma3 as llama.cpp writes it: (1+w) norms stored with the +1 added, ffn_norm = pre-feedforward norm.
+     * The import keeps the stored norms and says norm_style qwen; every other tensor is the HF one.
+     */
+    @Test void gemma3GgufImport() throws IOException {
+        Path hf = Fixtures.require("models/gemma3");
+        GgufFiles w = new GgufFiles().str("general.architecture", "gemma3")
+                .u32("gemma3.block_count", 3).u32("gemma3.context_length", 4096).u32("gemma3.embedding_length", 64)
+                .u32("gemma3.feed_forward_length", 128).u32("gemma3.attention.head_count", 4).u32("gemma3.attention.head_count_kv", 2)
+                .u32("gemma3.attention.key_length", 16).u32("gemma3.attention.value_length", 16).u32("gemma3.attention.sliding_window", 8)
+                .f32("gemma3.rope.freq_base", 1e6f).str("gemma3.rope.scaling.type", "linear").f32("gemma3.rope.scaling.factor", 8f)
+                .f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+        Map<String, String> names = new java.util.LinkedHashMap<>();
+        names.put("model.embed_tokens.weight", "token_embd.weight");
+        names.put("model.norm.weight", "output_norm.weight");
+        for (int i = 0; i < 3; i++) {
+            String p = "model.layers." + i + ".", b = "blk." + i + ".";
+            names.put(p + "input_layernorm.weight", b + "attn_norm.weight");
+            names.put(p + "post_attention_layernorm.weight", b + "post_attention_norm.weight");
+            names.put(p + "pre_feedforward_layernorm.weight", b + "ffn_norm.weight");
+            names.put(p + "post_feedforward_layernorm.weight", b + "post_ffw_norm.weight");
+            for (String x : List.of("q", "k", "v")) names.put(p + "self_attn." + x + "_proj.weight", b + "attn_" + x + ".weight");
+            names.put(p + "self_attn.o_proj.weight", b + "attn_output.weight");
+            names.put(p + "self_attn.q_norm.weight", b + "attn_q_norm.weight");
+            names.put(p + "self_attn.k_norm.weight", b + "attn_k_norm.weight");
+            for (String x : List.of("gate", "up", "down")) names.put(p + "mlp." + x + "_proj.weight", b + "ffn_" + x + ".weight");
+        }
+        try (SafetensorsReader st = SafetensorsReader.open(hf)) {
+            Map<String, float[]> stored = new java.util.HashMap<>();
+            for (var e : names.entrySet()) {
+                long[] s = st.tensor(e.getKey()).shape();
+                long[] ne = new long[s.length];
+                for (int i = 0; i < s.length; i++) ne[i] = s[s.length - 1 - i];
+                float[] v = st.readFloats(e.getKey());
+                if (e.getKey().endsWith("norm.weight")) for (int i = 0; i < v.length; i++) v[i] += 1f;
+                stored.put(e.getKey(), v);
+                w.tensor(e.getValue(), GgmlType.F32, ne, v);
+            }
+            Path p = tmp.resolve("gemma3.gguf");
+            write(p, w.bytes());
+            Path out = convert(p, tmp.resolve("gemma3.cmf"));
+            try (CmfFile f = CmfFile.open(out)) {
+                var a = f.header().arch();
+                assertThat(a.archName()).isEqualTo("gemma3");
+                assertThat(a.normStyle()).isEqualTo("qwen");
+                assertThat(a.slidingWindow()).isEqualTo(8);
+                assertThat(a.layerTypes()).containsExactly("SlidingAttention", "SlidingAttention", "SlidingAttention");
+                assertThat(a.embedMultiplier()).isEqualTo(8.0);
+                assertThat(a.ropeLocalBaseFreq()).isEqualTo(10000.0);
+                assertThat(a.extra().get("rope").get("FullAttention").get("rope_type").asText()).isEqualTo("linear");
+                assertThat(a.tieWordEmbeddings()).isTrue();
+                assertThat(f.tensors()).hasSize(names.size());
+                for (String n : names.keySet()) assertBitsEqual(n, values(f.tensor(n)), stored.get(n));
+            }
+        }
+    }
+
     // ---- hostile input ----------------------------------------------------------------------------
 
     @Test void corruptFilesGiveClearErrors() throws IOException {
