@@ -137,7 +137,10 @@ final class AttentionStep implements MixerStep {
 
     @Override public void commit(Object state) { if (state != null) ((KvCache) state).commit(); }
 
-    @Override public void abandon(Object state) { if (state != null) ((KvCache) state).abandon(); }
+    @Override public boolean abandon(Object state) {
+        if (state != null) ((KvCache) state).abandon();
+        return true;
+    }
 
     @Override public void reset(Object state) { if (state != null) ((KvCache) state).clear(); }
 }

@@ -172,8 +172,8 @@ final class DeltaNetStep implements MixerStep {
         for (int i = 0; i < n; i++) dst[d0 + i] = src[so + i] * inv * scale;
     }
 
-    /** The recurrent state cannot be rolled back cheaply: a failed step forgets the conversation. */
-    @Override public void abandon(Object state) { ((DeltaState) state).clear(); }
+    /** The recurrent state is updated in place and cannot be rolled back: the session must reset. */
+    @Override public boolean abandon(Object state) { return false; }
 
     @Override public void reset(Object state) { ((DeltaState) state).clear(); }
 }

@@ -164,6 +164,8 @@ public final class Graph {
         if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
         if (tokens < 1 || tokens > st.maxChunk)
             throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
+        if (st.broken)
+            throw new IllegalStateException("this session's state was lost when an earlier step failed; reset it");
         if (st.position + tokens > st.maxContext)
             throw new IllegalStateException("context limit " + st.maxContext + " exceeded");
         for (int t = 0; t < tokens; t++) {
@@ -198,7 +200,7 @@ public final class Graph {
             if (observer != null) observer.accept(layers + 1, x, tokens, hidden);
             if (logits != null) head(x, tokens, logits, allLogits);
         } catch (RuntimeException | Error e) {
-            for (int l = 0; l < layers; l++) mixers[l].abandon(st.mixerState[l]);
+            for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
             throw e;
         }
         for (int l = 0; l < layers; l++) mixers[l].commit(st.mixerState[l]);

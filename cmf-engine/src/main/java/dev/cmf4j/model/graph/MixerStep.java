@@ -20,8 +20,8 @@ interface MixerStep {
     /** Ends a step: moves what this layer produced for the chunk into its session state. */
     default void commit(Object state) {}
 
-    /** Drops what a failed step produced. */
-    default void abandon(Object state) {}
+    /** Drops what a failed step produced; false when the state cannot be rolled back (the session must reset). */
+    default boolean abandon(Object state) { return true; }
 
     /** Forgets the session (a new conversation). */
     default void reset(Object state) {}

@@ -10,6 +10,8 @@ public final class State {
     final Object[] mixerState, mixerScratch, ffnScratch;
     final float[] x, h, m, residual, pli, pliTmp, pliTmp2;
     int position;
+    /** A step failed after a state that cannot roll back (recurrent) was modified: only reset helps. */
+    boolean broken;
 
     State(Graph graph, int maxChunk, int maxContext) {
         this.graph = graph;
@@ -55,5 +57,6 @@ public final class State {
     public void reset() {
         for (int l = 0; l < mixerState.length; l++) graph.mixer(l).reset(mixerState[l]);
         position = 0;
+        broken = false;
     }
 }
