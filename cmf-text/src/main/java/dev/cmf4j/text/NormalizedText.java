@@ -11,16 +11,38 @@ import java.util.Arrays;
  */
 final class NormalizedText {
     final String text;
-    final int[] start;
-    final int[] end;
+    /** Alignments live in {@code start[off..off+length)}, {@code end[...]}: slices share their parent's arrays. */
+    private final int[] start;
+    private final int[] end;
+    private final int off;
     /** Where this piece starts in the input (the reference's {@code original_shift}). */
     final int shift;
 
     NormalizedText(String text, int[] start, int[] end, int shift) {
+        this(text, start, end, 0, shift);
+    }
+
+    private NormalizedText(String text, int[] start, int[] end, int off, int shift) {
         this.text = text;
         this.start = start;
         this.end = end;
+        this.off = off;
         this.shift = shift;
+    }
+
+    /** Input start of normalized unit {@code i}. */
+    int startAt(int i) {
+        return start[off + i];
+    }
+
+    /** Input end of normalized unit {@code i}. */
+    int endAt(int i) {
+        return end[off + i];
+    }
+
+    /** The same alignments with a different text of equal length (a one-to-one character mapping). */
+    NormalizedText withText(String sameLength) {
+        return new NormalizedText(sameLength, start, end, off, shift);
     }
 
     /** {@code s} as an unnormalized piece of the input beginning at input index {@code base}. */
@@ -46,17 +68,17 @@ final class NormalizedText {
     /** The sub-piece of normalized units {@code [s, e)}. */
     NormalizedText slice(int s, int e) {
         if (s == 0 && e == text.length()) return this;
-        int newShift = s < e ? start[s] : shift + s;
-        return new NormalizedText(text.substring(s, e), Arrays.copyOfRange(start, s, e), Arrays.copyOfRange(end, s, e), newShift);
+        int newShift = s < e ? start[off + s] : shift + s;
+        return new NormalizedText(text.substring(s, e), start, end, off + s, newShift);
     }
 
     /** Input range covered by normalized units {@code [s, e)}: {start of first, end of last}. */
     int inputStart(int s) {
-        return start[s];
+        return start[off + s];
     }
 
     int inputEnd(int e) {
-        return end[e - 1];
+        return end[off + e - 1];
     }
 
     /** Appends code points with explicit alignments; the building block of every transformation. */
@@ -89,8 +111,8 @@ final class NormalizedText {
                 en = Arrays.copyOf(en, st.length);
             }
             sb.append(src.text, from, to);
-            System.arraycopy(src.start, from, st, n, w);
-            System.arraycopy(src.end, from, en, n, w);
+            System.arraycopy(src.start, src.off + from, st, n, w);
+            System.arraycopy(src.end, src.off + from, en, n, w);
             n += w;
         }
 
@@ -115,9 +137,9 @@ final class NormalizedText {
             int as, ae;
             if (change > 0) {
                 if (off < 1) { as = shift; ae = shift; }
-                else { as = start[off - 1]; ae = end[off - 1]; }
+                else { as = startAt(off - 1); ae = endAt(off - 1); }
             } else {
-                as = start[off]; ae = end[off];
+                as = startAt(off); ae = endAt(off);
                 off += Character.charCount(text.codePointAt(off));
                 for (int r = 0; r < -change; r++) off += Character.charCount(text.codePointAt(off));
             }

@@ -31,8 +31,7 @@ sealed interface PreTokenizer {
 
     /** GPT-2 byte-level: optional prefix space, optional GPT-2 word regex, then bytes to alphabet characters. */
     record ByteLevel(boolean addPrefixSpace, boolean trimOffsets, boolean useRegex) implements PreTokenizer {
-        static final OnigRegex GPT2 = OnigRegex.compile(
-                "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+");
+        static final SplitPattern GPT2 = SplitPattern.Regex.of(WordSplitter.GPT2);
 
         @Override public void split(NormalizedText t, List<NormalizedText> out) {
             if (addPrefixSpace && !t.text.startsWith(" ")) t = TextNormalizer.prepend(t, " ");

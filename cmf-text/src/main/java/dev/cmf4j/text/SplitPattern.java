@@ -10,10 +10,15 @@ import java.util.function.IntPredicate;
 sealed interface SplitPattern {
     void find(String s, Matches out);
 
-    /** An Oniguruma-syntax regex (see {@link OnigRegex}). */
-    record Regex(OnigRegex regex) implements SplitPattern {
+    /** An Oniguruma-syntax regex (see {@link OnigRegex}), with a hand-written matcher when it is a well-known one. */
+    record Regex(OnigRegex regex, WordSplitter fast) implements SplitPattern {
+        static Regex of(String onig) {
+            return new Regex(OnigRegex.compile(onig), WordSplitter.forPattern(onig));
+        }
+
         @Override public void find(String s, Matches out) {
-            regex.find(s, out);
+            if (fast != null) fast.find(s, out);
+            else regex.find(s, out);
         }
     }
 

@@ -82,11 +82,11 @@ sealed interface TextNormalizer {
                     int c = t.text.codePointAt(i);
                     int w = Character.charCount(c);
                     if (isChinese(c)) {
-                        b.append(' ', t.start[i], t.end[i]);
-                        b.append(c, t.start[i], t.end[i]);
-                        b.append(' ', t.start[i], t.end[i]);
+                        b.append(' ', t.startAt(i), t.endAt(i));
+                        b.append(c, t.startAt(i), t.endAt(i));
+                        b.append(' ', t.startAt(i), t.endAt(i));
                     } else {
-                        b.append(c, t.start[i], t.end[i]);
+                        b.append(c, t.startAt(i), t.endAt(i));
                     }
                     i += w;
                 }
@@ -135,7 +135,7 @@ sealed interface TextNormalizer {
             int s = m.start(i), e = m.end(i);
             if (!m.isMatch(i)) { b.appendSlice(t, s, e); continue; }
             int as, ae;
-            if (e < 1) { as = t.shift; ae = t.shift; } else { as = t.start[e - 1]; ae = t.end[e - 1]; }
+            if (e < 1) { as = t.shift; ae = t.shift; } else { as = t.startAt(e - 1); ae = t.endAt(e - 1); }
             for (int k = 0; k < content.length(); ) {
                 int c = content.codePointAt(k);
                 b.append(c, as, ae);
@@ -150,7 +150,7 @@ sealed interface TextNormalizer {
         NormalizedText.Builder b = new NormalizedText.Builder(t.length() + s.length());
         for (int k = 0; k < s.length(); ) {
             int c = s.codePointAt(k);
-            b.append(c, t.start[0], t.end[0]);
+            b.append(c, t.startAt(0), t.endAt(0));
             k += Character.charCount(c);
         }
         b.appendSlice(t, 0, t.length());
@@ -165,7 +165,7 @@ sealed interface TextNormalizer {
             int c = s.codePointAt(i);
             int w = Character.charCount(c);
             int k = UnicodeProps.lowercase(c, buf);
-            for (int j = 0; j < k; j++) b.append(buf[j], t.start[i], t.end[i]);
+            for (int j = 0; j < k; j++) b.append(buf[j], t.startAt(i), t.endAt(i));
             i += w;
         }
         return b.build(t.shift);
@@ -189,7 +189,7 @@ sealed interface TextNormalizer {
         for (int i = 0; i < s.length(); ) {
             int c = s.codePointAt(i);
             int w = Character.charCount(c);
-            b.append(f.applyAsInt(c), t.start[i], t.end[i]);
+            b.append(f.applyAsInt(c), t.startAt(i), t.endAt(i));
             i += w;
         }
         return b.build(t.shift);
@@ -199,33 +199,37 @@ sealed interface TextNormalizer {
     static NormalizedText byteLevel(NormalizedText t) {
         String s = t.text;
         int n = s.length();
-        boolean plain = true;
-        for (int i = 0; i < n && plain; i++) {
+        boolean ascii = true, identity = true;
+        for (int i = 0; i < n && ascii; i++) {
             char c = s.charAt(i);
-            plain = c >= '!' && c <= '~';
+            ascii = c < 0x80;
+            identity &= c >= '!' && c <= '~';
         }
-        if (plain) return t;
-        StringBuilder sb = new StringBuilder(n + 8);
-        int[] st = new int[n * 2 + 4], en = new int[n * 2 + 4];
+        if (identity) return t;
+        char[] bytes = ByteLevelAlphabet.BYTE_TO_CHAR;
+        if (ascii) { // one byte per character: the alignments stay as they are
+            char[] out = new char[n];
+            for (int i = 0; i < n; i++) out[i] = bytes[s.charAt(i)];
+            return t.withText(new String(out));
+        }
+        char[] out = new char[n * 3 + 4];
+        int[] st = new int[out.length], en = new int[out.length];
         int k = 0;
         byte[] tmp = new byte[4];
         for (int i = 0; i < n; ) {
             int c = s.codePointAt(i);
             int w = Character.charCount(c);
             int len = encodeUtf8(c, tmp);
-            if (k + len > st.length) {
-                st = java.util.Arrays.copyOf(st, st.length * 2 + len);
-                en = java.util.Arrays.copyOf(en, st.length);
-            }
+            int as = t.startAt(i), ae = t.endAt(i);
             for (int j = 0; j < len; j++) {
-                sb.append(ByteLevelAlphabet.BYTE_TO_CHAR[tmp[j] & 0xFF]);
-                st[k] = t.start[i];
-                en[k] = t.end[i];
+                out[k] = bytes[tmp[j] & 0xFF];
+                st[k] = as;
+                en[k] = ae;
                 k++;
             }
             i += w;
         }
-        return new NormalizedText(sb.toString(), java.util.Arrays.copyOf(st, k), java.util.Arrays.copyOf(en, k), t.shift);
+        return new NormalizedText(new String(out, 0, k), java.util.Arrays.copyOf(st, k), java.util.Arrays.copyOf(en, k), t.shift);
     }
 
     /** UTF-8 of one code point (a lone surrogate encodes as U+FFFD, as Java's encoder does). */

@@ -126,19 +126,39 @@ final class TokenizerJson {
             }
             int prefixLen = prefix == null ? 0 : prefix.length();
             MergeTable merges = new MergeTable(mergeLeft.size());
+            int[] pow31 = {1};
             for (int r = 0; r < mergeLeft.size(); r++) {
-                String a = mergeLeft.get(r), b = mergeRight.get(r);
-                int aid = vocab.get(a), bid = vocab.get(b);
-                if (aid < 0) throw new TokenizerException("$.model.merges[" + r + "]", "merge token \"" + a + "\" is not in the vocabulary");
-                if (bid < 0) throw new TokenizerException("$.model.merges[" + r + "]", "merge token \"" + b + "\" is not in the vocabulary");
-                String merged = a + (prefixLen <= b.length() ? b.substring(prefixLen) : "");
-                int mid = vocab.get(merged);
-                if (mid < 0) throw new TokenizerException("$.model.merges[" + r + "]", "merged token \"" + merged + "\" is not in the vocabulary");
+                // A legacy merge is one string "a b"; a pair is two strings.
+                String l = mergeLeft.get(r), rr = mergeRight.get(r);
+                String sa = l, sb = rr == null ? l : rr;
+                int af = 0, at = rr == null ? l.indexOf(' ') : l.length();
+                int bf = rr == null ? at + 1 : 0, bt = sb.length();
+                int ha = StringIntMap.hash(sa, af, at), hb = StringIntMap.hash(sb, bf, bt);
+                int aid = vocab.get(sa, af, at, ha), bid = vocab.get(sb, bf, bt, hb);
+                if (aid < 0) throw new TokenizerException("$.model.merges[" + r + "]", "merge token \"" + sa.substring(af, at) + "\" is not in the vocabulary");
+                if (bid < 0) throw new TokenizerException("$.model.merges[" + r + "]", "merge token \"" + sb.substring(bf, bt) + "\" is not in the vocabulary");
+                int mf = Math.min(bf + prefixLen, bt); // the merged token drops the continuation prefix of b
+                int hm = StringIntMap.hash(sb, mf, bt);
+                int lb = bt - mf;
+                if (pow31.length <= lb) pow31 = powers(lb + 1);
+                int hMerged = ha * pow31[lb] + hm;
+                int mid = vocab.getConcat(sa, af, at, sb, mf, bt, hMerged);
+                if (mid < 0) {
+                    throw new TokenizerException("$.model.merges[" + r + "]", "merged token \"" + sa.substring(af, at) + sb.substring(mf, bt) + "\" is not in the vocabulary");
+                }
                 merges.put(aid, bid, r, mid);
             }
             // Dropout is a training-time regularizer; inference tokenization ignores it (documented in docs/TEXT.md).
             return new BpeModel(vocab, merges, unkToken, prefix, suffix, fuseUnk, byteFallback, ignoreMerges);
         }
+    }
+
+    /** 31^k for k < n (String hash arithmetic: the hash of a + b is hash(a) * 31^len(b) + hash(b)). */
+    private static int[] powers(int n) {
+        int[] p = new int[Math.max(n, 64)];
+        p[0] = 1;
+        for (int i = 1; i < p.length; i++) p[i] = p[i - 1] * 31;
+        return p;
     }
 
     private static ModelJson readModel(JsonParser p) throws IOException {
@@ -204,8 +224,8 @@ final class TokenizerJson {
                     if (m.legacyBadLine < 0) m.legacyBadLine = index;
                     continue;
                 }
-                m.mergeLeft.add(line.substring(0, sp));
-                m.mergeRight.add(line.substring(sp + 1));
+                m.mergeLeft.add(line); // split when resolved, without substrings
+                m.mergeRight.add(null);
             } else if (e == JsonToken.START_ARRAY) {
                 if (p.nextToken() != JsonToken.VALUE_STRING) throw new TokenizerException(path, "a merge pair must hold two strings");
                 String a = p.getText();
@@ -300,7 +320,7 @@ final class TokenizerJson {
         }
         if (v.isObject() && v.size() == 1 && v.has("Regex") && v.get("Regex").isTextual()) {
             try {
-                return new SplitPattern.Regex(OnigRegex.compile(v.get("Regex").asText()));
+                return SplitPattern.Regex.of(v.get("Regex").asText());
             } catch (IllegalArgumentException e) {
                 throw new TokenizerException(p, e.getMessage());
             }
