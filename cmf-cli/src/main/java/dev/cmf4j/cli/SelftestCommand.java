@@ -71,8 +71,10 @@ public final class SelftestCommand implements Callable<Integer> {
         }
         Path tmp = Files.createTempDirectory("cmf-selftest");
         List<Check> checks = new ArrayList<>();
-        try (DeviceChoice.Resolved dev = device.resolve(err)) {
-            out.println("device: " + dev.description());
+        // one matmul per open model: its device copies are keyed by the mapped tensor memory, which a later
+        // mapping may reuse at the same address once this model is closed
+        try (DeviceChoice.Resolved first = device.resolve(err)) {
+            out.println("device: " + first.description());
             out.flush();
             for (String name : names) {
                 Path dir = fx.resolve("models").resolve(name);
@@ -81,7 +83,7 @@ public final class SelftestCommand implements Callable<Integer> {
                     long t0 = System.nanoTime();
                     Path f32 = convert(dir, tmp.resolve(name + "-f32.cmf"), TensorPolicy.Mode.F32);
                     GoldenData g = GoldenData.load(dir);
-                    try (Model m = Model.open(f32, null, dev.matmul())) {
+                    try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(f32, null, dev.matmul())) {
                         checks.add(report(out, g.check(name, m.graph(), tol), t0));
                     }
                     if (!noQ8) {
@@ -89,7 +91,7 @@ public final class SelftestCommand implements Callable<Integer> {
                         Path q8 = convert(dir, tmp.resolve(name + "-q8_2f.cmf"), TensorPolicy.Mode.Q8_2F);
                         Run cpu, gpu;
                         try (Model m = Model.open(q8, null, CpuBackend.newMatMul())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
-                        try (Model m = Model.open(q8, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(q8, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
                         checks.add(report(out, new Check(name, "q8_2f vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
                                 "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds)), t0));

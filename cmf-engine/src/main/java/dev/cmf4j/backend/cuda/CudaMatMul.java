@@ -37,7 +37,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private boolean closed;
 
     /** A tensor resident on the GPU: its payload in the stored dtype, and for q8 the scale planes as f32. */
-    record DeviceMatrix(DType dtype, long storedRows, int cols, long weights, long rowScales, long colField) {}
+    record DeviceMatrix(MemorySegment source, DType dtype, long storedRows, int cols, long weights, long rowScales, long colField) {}
 
     public CudaMatMul(CudaContext ctx, MatMul fallback) {
         this.ctx = Objects.requireNonNull(ctx, "ctx");
@@ -77,6 +77,12 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private void run(Matrix w, float[] x, int tokens, float[] y) {
         if (closed) throw new IllegalStateException("CudaMatMul closed");
         DeviceMatrix d = uploaded.get(w.data());
+        if (d != null && !d.source().scope().isAlive()) {
+            // the mapping this copy came from was closed and a new one reuses its address: the copy is stale
+            free(d);
+            uploaded.remove(w.data());
+            d = null;
+        }
         if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
         int in = w.inDim(), out = w.outDim();
         long xb = 4L * tokens * in, yb = 4L * tokens * out;
@@ -131,7 +137,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             rs = toDevice(widenF16(data.asSlice(wBytes, 2 * rows), rows));
             if (dt == DType.Q8_2F) cf = toDevice(widenF16(data.asSlice(wBytes + 2 * rows, 2L * cols), cols));
         }
-        return new DeviceMatrix(dt, rows, cols, dw, rs, cf);
+        return new DeviceMatrix(data, dt, rows, cols, dw, rs, cf);
     }
 
     /** f16 little-endian values as an f32 host segment. */
@@ -158,16 +164,20 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         return d;
     }
 
+    private void free(DeviceMatrix d) {
+        cu.memFree(d.weights());
+        if (d.rowScales() != 0) cu.memFree(d.rowScales());
+        if (d.colField() != 0) cu.memFree(d.colField());
+        deviceBytes -= d.storedRows() * d.cols() * (d.dtype() == DType.F32 ? 4L : d.rowScales() != 0 ? 1L : 2L)
+                + (d.rowScales() != 0 ? 4 * d.storedRows() : 0) + (d.colField() != 0 ? 4L * d.cols() : 0);
+    }
+
     /** Frees the device copies and staging buffers (the fallback is not closed). */
     @Override public void close() {
         ctx.call(() -> {
             if (closed) return null;
             closed = true;
-            for (DeviceMatrix d : uploaded.values()) {
-                cu.memFree(d.weights());
-                if (d.rowScales() != 0) cu.memFree(d.rowScales());
-                if (d.colField() != 0) cu.memFree(d.colField());
-            }
+            for (DeviceMatrix d : uploaded.values()) free(d);
             uploaded.clear();
             if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }
             if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); }

@@ -137,4 +137,25 @@ class CudaMockTest {
             assertThat(got).containsExactly(want);
         }
     }
+
+    @Test void aCopyFromAClosedMappingIsNeverReusedAtTheSameAddress() {
+        MatMul cpu = CpuBackend.newMatMul();
+        try (Arena base = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
+            MemorySegment mem = payload(base, DType.F32, 8, 16);
+            float[] x = new float[16];
+            java.util.Arrays.fill(x, 1f);
+            float[] first = new float[8], second = new float[8], want = new float[8];
+            Arena mapA = Arena.ofShared();
+            gpu.apply(Matrix.of("w", DType.F32, MemorySegment.ofAddress(mem.address()).reinterpret(mem.byteSize(), mapA, null), 8, 16), x, 1, first);
+            mapA.close(); // "unmapped"; a new mapping lands at the same address with other contents
+            mem.copyFrom(payload(base, DType.F32, 8, 16));
+            try (Arena mapB = Arena.ofShared()) {
+                Matrix again = Matrix.of("w", DType.F32, MemorySegment.ofAddress(mem.address()).reinterpret(mem.byteSize(), mapB, null), 8, 16);
+                gpu.apply(again, x, 1, second);
+                cpu.apply(again, x, 1, want);
+            }
+            for (int i = 0; i < 8; i++) assertThat((double) second[i]).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4));
+            assertThat(second).isNotEqualTo(first);
+        }
+    }
 }
