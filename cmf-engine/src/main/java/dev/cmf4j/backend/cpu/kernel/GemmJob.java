@@ -36,6 +36,7 @@ final class GemmJob implements WorkerPool.Task {
     private float[] xT;
     private WorkerPool pool;
     private boolean packing;
+    private boolean permuted;
     private int packChunks;
     private int[] chunkMatrix = new int[64];
     private int[] chunkR0 = new int[64];
@@ -53,6 +54,19 @@ final class GemmJob implements WorkerPool.Task {
     }
 
     void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix[] ws, float[][] ys, int yOff, boolean add) {
+        boolean perm = ws[0].groupPermuted();
+        for (int i = 1; i < ws.length; i++)
+            if (ws[i].groupPermuted() != perm) {      // mixed column orders (rare): one pass per order
+                for (boolean p : new boolean[] {false, true}) {
+                    var sub = new java.util.ArrayList<Integer>();
+                    for (int j = 0; j < ws.length; j++) if (ws[j].groupPermuted() == p) sub.add(j);
+                    WeightMatrix[] w2 = new WeightMatrix[sub.size()];
+                    float[][] y2 = new float[sub.size()][];
+                    for (int j = 0; j < w2.length; j++) { w2[j] = ws[sub.get(j)]; y2[j] = ys[sub.get(j)]; }
+                    run(pool, x, xOff, tokens, w2, y2, yOff, add);
+                }
+                return;
+            }
         if (!Simd.VECTOR || tokens < L) {              // too few tokens to fill a tile: one product per token
             for (int i = 0; i < ws.length; i++) {
                 WeightMatrix w = ws[i];
@@ -70,6 +84,7 @@ final class GemmJob implements WorkerPool.Task {
         this.add = add;
         this.cols = ws[0].cols;
         this.tp = Simd.roundUp(tokens, NR);
+        this.permuted = perm;
         this.xT = pool.scratch(1, cols * tp);
         this.pool = pool;
         try {
@@ -96,17 +111,22 @@ final class GemmJob implements WorkerPool.Task {
         else tile(chunkMatrix[chunk], chunkR0[chunk], worker);
     }
 
-    /** X^T[k][t] = X[t][k] for the chunk's columns, zero for the padding tokens. */
+    /**
+     * X^T[k'][t] = X[t][k] for the chunk's columns (k' = k, or its place in the 4-bit group order
+     * when the matrices unpack that way), zero for the padding tokens. PACK_COLS is a multiple of
+     * 32, so a chunk holds whole groups.
+     */
     private void pack(int chunk) {
         int k0 = chunk * PACK_COLS, k1 = Math.min(cols, k0 + PACK_COLS);
         float[] src = x, dst = xT;
         int n = tokens, ld = tp, c = cols, base = xOff;
-        for (int t = 0; t < n; t++) {
-            int s = base + t * c;
-            for (int k = k0; k < k1; k++) dst[k * ld + t] = src[s + k];
+        boolean p = permuted;
+        for (int k = k0; k < k1; k++) {
+            int row = (p ? WeightMatrix.permutedColumn(k) : k) * ld;
+            int s = base + k;
+            for (int t = 0; t < n; t++) dst[row + t] = src[s + t * c];
+            for (int t = n; t < ld; t++) dst[row + t] = 0f;
         }
-        for (int k = k0; k < k1; k++)
-            for (int t = n; t < ld; t++) dst[k * ld + t] = 0f;
     }
 
     private void tile(int m, int r0, int worker) {

@@ -74,6 +74,20 @@ final class Q4 {
         return p;
     }
 
+    /**
+     * Writes the group at byte offset {@code o} as (q−8)·scale in nibble order (the 16 low nibbles =
+     * even columns, then the 16 high ones = odd columns) to dst[d..d+32): no interleave needed.
+     */
+    static void unpackGroupPermuted(MemorySegment m, long o, float scale, float[] dst, int d) {
+        FloatVector s = FloatVector.broadcast(F, scale), off = FloatVector.broadcast(F, -8f * scale);
+        for (int b = 0; b < 16; b += L) {
+            IntVector q = (IntVector) ByteVector.fromMemorySegment(Simd.B, m, o + b, LE)
+                    .convertShape(VectorOperators.ZERO_EXTEND_B2I, Simd.I, 0);
+            ((FloatVector) q.and(15).convert(VectorOperators.I2F, 0)).fma(s, off).intoArray(dst, d + b);
+            ((FloatVector) q.lanewise(VectorOperators.LSHR, 4).convert(VectorOperators.I2F, 0)).fma(s, off).intoArray(dst, d + 16 + b);
+        }
+    }
+
     /** Writes the group at byte offset {@code o} as (q−8)·scale in natural order to dst[d..d+n). */
     static void unpackGroup(MemorySegment m, long o, float scale, float[] dst, int d, int n) {
         if (n == 32) {

@@ -89,13 +89,20 @@ final class Q4BlockMatrix extends WeightMatrix {
         }
     }
 
+    @Override boolean groupPermuted() { return aligned && Simd.VECTOR; }
+
     @Override
     void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld) {
         MemorySegment m = data;
+        boolean permuted = groupPermuted();
         for (int i = 0; i < nr; i++) {
             int d = dOff + i * ld;
             long flat = (row0 + r0 + i) * cols + k0;
-            if (aligned) {
+            if (permuted) {
+                long g = flat >>> 5;
+                for (int j = 0; j < nk; j += 32, g++)
+                    Q4.unpackGroupPermuted(m, g * 16, Simd.f16(m, scalesOff + 2 * g), dst, d + j);
+            } else if (aligned) {
                 long g = flat >>> 5;
                 for (int j = 0; j < nk; j += 32, g++)
                     Q4.unpackGroup(m, g * 16, Simd.f16(m, scalesOff + 2 * g), dst, d + j, Math.min(32, nk - j));

@@ -116,15 +116,25 @@ final class Q4tpMatrix extends WeightMatrix {
         }
     }
 
+    @Override boolean groupPermuted() { return cols % 32 == 0 && Simd.VECTOR; }
+
     @Override
     void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld) {
         float[] t = new float[32];
         MemorySegment m = data;
+        boolean permuted = groupPermuted();
         for (int i = 0; i < nr; i++) {
             int r = r0 + i;
             ladder(r, t);
             long codes = codesOff + (row0 + r) * codeBytes;
             int d = dOff + i * ld;
+            if (permuted) {
+                for (int j = 0; j < nk; j += 32) {
+                    int g = (k0 + j) >>> 5;
+                    Q4.unpackGroupPermuted(m, ((row0 + r) * gpr + g) * 16, t[code(codes, g)], dst, d + j);
+                }
+                continue;
+            }
             for (int j = 0; j < nk; j += 32) {
                 int g = (k0 + j) >>> 5;
                 Q4.unpackGroup(m, ((row0 + r) * gpr + g) * 16, t[code(codes, g)], dst, d + j, Math.min(32, nk - j));

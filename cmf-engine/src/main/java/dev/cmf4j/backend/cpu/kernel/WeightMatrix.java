@@ -230,8 +230,22 @@ public abstract sealed class WeightMatrix
     abstract void dotRows(float[] xp, int xpOff, int r0, int r1, float[] y, int yOff, boolean add);
 
     /**
-     * Writes W[r0 + i][k0 + j] as float to dst[dOff + i·ld + j] for i < nr, j < nk. k0 is a
-     * multiple of 32 and nk a multiple of 32 unless k0 + nk == cols.
+     * True when {@link #unpack} writes each 32-column group in the nibble order of the 4-bit
+     * layouts (the 16 even columns, then the 16 odd ones) rather than in column order; the prefill
+     * loop then packs the activation in the same order, which saves the unpack an interleave.
+     */
+    boolean groupPermuted() { return false; }
+
+    /** Where column c lands inside its 32-group under {@link #groupPermuted}: evens first, then odds. */
+    static int permutedColumn(int c) {
+        int j = c & 31;
+        return (c & ~31) + (j >> 1) + ((j & 1) << 4);
+    }
+
+    /**
+     * Writes W[r0 + i][k0 + j] as float to dst[dOff + i·ld + j] for i < nr, j < nk (j in group
+     * order, see {@link #groupPermuted}). k0 is a multiple of 32 and nk a multiple of 32 unless
+     * k0 + nk == cols.
      */
     abstract void unpack(int r0, int nr, int k0, int nk, float[] dst, int dOff, int ld);
 
