@@ -112,7 +112,8 @@ final class GemmJob implements WorkerPool.Task {
     }
 
     /**
-     * X^T[k'][t] = X[t][k] for the chunk's columns (k' = k, or its place in the 4-bit group order
+     * X^T tiles: [token tile][k'][NR lanes] = X[t][k] for the chunk's columns (each tile's K-panel is
+     * contiguous, so the register tile streams it without L1 set conflicts) (k' = k, or its place in the 4-bit group order
      * when the matrices unpack that way), zero for the padding tokens. PACK_COLS is a multiple of
      * 32, so a chunk holds whole groups.
      */
@@ -122,10 +123,14 @@ final class GemmJob implements WorkerPool.Task {
         int n = tokens, ld = tp, c = cols, base = xOff;
         boolean p = permuted;
         for (int k = k0; k < k1; k++) {
-            int row = (p ? WeightMatrix.permutedColumn(k) : k) * ld;
+            int kk = p ? WeightMatrix.permutedColumn(k) : k;
             int s = base + k;
-            for (int t = 0; t < n; t++) dst[row + t] = src[s + t * c];
-            for (int t = n; t < ld; t++) dst[row + t] = 0f;
+            for (int t0 = 0; t0 < ld; t0 += NR) {
+                int row = (t0 / NR * c + kk) * NR - t0;      // tile t0/NR, column kk, lane t - t0
+                int t1 = Math.min(n, t0 + NR);
+                for (int t = t0; t < t1; t++) dst[row + t] = src[s + t * c];
+                for (int t = Math.max(t0, n); t < t0 + NR; t++) dst[row + t] = 0f;
+            }
         }
     }
 
@@ -140,8 +145,9 @@ final class GemmJob implements WorkerPool.Task {
             w.unpack(r0, mc, k0, kc, wp, 0, kc);
             for (int t0 = 0; t0 < tp; t0 += NR) {
                 int i = 0;
-                for (; i + MR <= mc; i += MR) tile6(wp, i * kc, kc, xT, k0 * tp + t0, tp, yT, i * tp + t0);
-                for (; i < mc; i++) tile1(wp, i * kc, kc, xT, k0 * tp + t0, tp, yT, i * tp + t0);
+                int xo = (t0 / NR * cols + k0) * NR;
+                for (; i + MR <= mc; i += MR) tile6(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
+                for (; i < mc; i++) tile1(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
             }
         }
         float[] y = ys[m];
@@ -155,8 +161,7 @@ final class GemmJob implements WorkerPool.Task {
 
 
     /** yT[6 rows][2L tokens] += wp[6 rows][kc] · xT[kc][2L tokens]. */
-    private static void tile6(float[] wp, int w0, int kc, float[] xT, int x0, int ldx, float[] yT, int y0) {
-        int ldy = ldx;                                  // yT rows have the same stride (tp) as X^T rows
+    private static void tile6(float[] wp, int w0, int kc, float[] xT, int x0, int ldy, float[] yT, int y0) {
         var F = Simd.F;
         FloatVector a00 = FloatVector.zero(F), a01 = FloatVector.zero(F);
         FloatVector a10 = FloatVector.zero(F), a11 = FloatVector.zero(F);
@@ -166,7 +171,7 @@ final class GemmJob implements WorkerPool.Task {
         FloatVector a50 = FloatVector.zero(F), a51 = FloatVector.zero(F);
         int w1 = w0 + kc, w2 = w1 + kc, w3 = w2 + kc, w4 = w3 + kc, w5 = w4 + kc;
         for (int k = 0; k < kc; k++) {
-            int xo = x0 + k * ldx;
+            int xo = x0 + k * NR;
             FloatVector x0v = FloatVector.fromArray(F, xT, xo);
             FloatVector x1v = FloatVector.fromArray(F, xT, xo + L);
             FloatVector b = FloatVector.broadcast(F, wp[w0 + k]);
@@ -192,11 +197,11 @@ final class GemmJob implements WorkerPool.Task {
 
 
     /** yT[1 row][2L tokens] += wp[1 row][kc] · xT[kc][2L tokens] (the ragged rows of a block). */
-    private static void tile1(float[] wp, int w0, int kc, float[] xT, int x0, int ldx, float[] yT, int y0) {
+    private static void tile1(float[] wp, int w0, int kc, float[] xT, int x0, int ldy, float[] yT, int y0) {
         var F = Simd.F;
         FloatVector a0 = FloatVector.zero(F), a1 = FloatVector.zero(F);
         for (int k = 0; k < kc; k++) {
-            int xo = x0 + k * ldx;
+            int xo = x0 + k * NR;
             FloatVector b = FloatVector.broadcast(F, wp[w0 + k]);
             a0 = b.fma(FloatVector.fromArray(F, xT, xo), a0);
             a1 = b.fma(FloatVector.fromArray(F, xT, xo + L), a1);

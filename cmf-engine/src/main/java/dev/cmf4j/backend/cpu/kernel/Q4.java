@@ -13,65 +13,125 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.L;
 import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
 
 /**
- * What the 4-bit layouts share: a group of 32 weights is 16 bytes of nibbles, byte k holding
- * element 2k in its low nibble and 2k+1 in its high one, value (q − 8)·scale.
+ * What the 4-bit layouts share: a group of 32 weights is 16 bytes of nibbles, byte j holding
+ * element 2j in its low nibble and 2j+1 in its high one, value (q − 8)·scale; a row's groups are
+ * contiguous (q4_block with cols % 32 == 0, q4tp always).
  *
- * <p>The activation is prepared once per call so the group dot needs no shuffles: per group,
- * {@code xe[0..16)} holds the even elements and {@code xe[16..32)} the odd ones, so the low nibbles
- * of L consecutive bytes meet L consecutive floats of the even half and the high nibbles the odd
- * half. The −8 offset is folded out: Σ(q−8)·x = Σq·x − 8·Σx, with Σx per group stored after the
- * reordered activation (gpr floats), so the inner loop is mask/shift, convert, FMA.
+ * <p>Decode reads the nibbles as int lanes: one load of L ints covers {@value #GPS_DOC} groups
+ * (4 int lanes per group), and nibble k of a lane (bits 4k..4k+3) is element 8·(lane % 4) + k of
+ * its group. {@code v & (15 << 4k)} is that nibble times 16^k, which converts to float exactly, so
+ * with the activation pre-multiplied by 16^−k (exact: a power of two) each nibble costs one AND,
+ * one convert and one FMA — no shifts, no shuffles; the top nibble is a plain shift. The −8 offset
+ * is folded out: Σ(q−8)·x = Σq·x − 8·Σx, with the per-lane Σx prepared alongside. The activation
+ * is rearranged once per call ({@link #prepare}); per row the group scales are decoded into a
+ * small array first.
  */
 final class Q4 {
     private Q4() {}
 
-    /** Floats of prepared activation for {@code gpr} groups: reordered values, then group sums. */
+    static final int GPS_DOC = 2;
+    /** Groups per int-vector load: L int lanes, 4 per 16-byte group. */
+    static final int GPS = Math.max(1, L / 4);
+    /** Floats of prepared activation per load step: 8 nibble positions × L lanes, then L lane sums. */
+    static final int STEP = 9 * L;
+    private static final float[] POW16 = {1f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 1f};
+    /** Lanes of group j of a step (j ≥ 1), for building the scale vector. */
+    @SuppressWarnings("unchecked")
+    private static final jdk.incubator.vector.VectorMask<Float>[] GROUP_LANES = new jdk.incubator.vector.VectorMask[GPS];
+    static {
+        for (int j = 1; j < GPS; j++) {
+            boolean[] b = new boolean[L];
+            for (int i = 4 * j; i < 4 * j + 4; i++) b[i] = true;
+            GROUP_LANES[j] = jdk.incubator.vector.VectorMask.fromArray(F, b, 0);
+        }
+    }
+
+    static int steps(int gpr) {
+        return (gpr + GPS - 1) / GPS;
+    }
+
+    /** Floats of prepared activation for a row of {@code gpr} groups. */
     static int preparedLength(int gpr) {
-        return gpr * 32 + gpr;
+        return steps(gpr) * STEP;
     }
 
     /**
-     * Writes x[xOff..xOff+cols) reordered per group (zero padded to gpr·32) to dst[dOff..], and
-     * the group sums to dst[dOff + gpr·32 ..].
+     * Rearranges x[xOff..xOff+cols) for {@link #dotRow}: per load step, for nibble k = 0..7 the L
+     * lanes' elements times 16^−k (k < 7), then the lanes' sums; zero past cols.
      */
     static void prepare(float[] x, int xOff, int cols, int gpr, float[] dst, int dOff) {
-        int sums = dOff + gpr * 32;
-        for (int g = 0; g < gpr; g++) {
-            int src = xOff + g * 32, d = dOff + g * 32;
-            int n = Math.min(32, cols - g * 32);
-            float s = 0f;
-            if (n == 32) {
-                for (int j = 0; j < 16; j++) {
-                    float e = x[src + 2 * j], o = x[src + 2 * j + 1];
-                    dst[d + j] = e;
-                    dst[d + 16 + j] = o;
-                    s += e + o;
+        int steps = steps(gpr);
+        for (int s = 0; s < steps; s++) {
+            int base = dOff + s * STEP;
+            for (int i = 0; i < L; i++) {
+                int c0 = (s * GPS + i / 4) * 32 + 8 * (i % 4);
+                float sum = 0f;
+                for (int k = 0; k < 8; k++) {
+                    int c = c0 + k;
+                    float v = c < cols ? x[xOff + c] : 0f;
+                    dst[base + k * L + i] = v * POW16[k];
+                    sum += v;
                 }
-            } else {
-                for (int j = 0; j < 32; j++) {
-                    float v = j < n ? x[src + j] : 0f;
-                    dst[d + (j >> 1) + ((j & 1) << 4)] = v;
-                    s += v;
-                }
+                dst[base + 8 * L + i] = sum;
             }
-            dst[sums + g] = s;
         }
     }
 
     /**
-     * Σ_j q_j·x_j over one group (no −8, no scale) as a vector of L partial sums: the group's 16
-     * nibble bytes at byte offset {@code o}, the prepared activation of the group at {@code xe[xb..xb+32)}.
+     * Σ_c W[row][c]·x[c] for one row: nibbles from byte offset {@code nib} ({@code gpr}·16 bytes),
+     * group scales in {@code sc[0..gpr)}, prepared activation at {@code xp[xo..]}.
      */
-    static FloatVector groupDot(MemorySegment m, long o, float[] xe, int xb, FloatVector p) {
-        for (int b = 0; b < 16; b += L) {          // 2 iterations on AVX2, 1 on AVX-512 (L is a constant)
-            IntVector q = (IntVector) ByteVector.fromMemorySegment(Simd.B, m, o + b, LE)
-                    .convertShape(VectorOperators.ZERO_EXTEND_B2I, Simd.I, 0);
-            FloatVector lo = (FloatVector) q.and(15).convert(VectorOperators.I2F, 0);
-            FloatVector hi = (FloatVector) q.lanewise(VectorOperators.LSHR, 4).convert(VectorOperators.I2F, 0);
-            p = lo.fma(FloatVector.fromArray(F, xe, xb + b), p);
-            p = hi.fma(FloatVector.fromArray(F, xe, xb + 16 + b), p);
+    static float dotRow(MemorySegment m, long nib, int gpr, float[] sc, float[] xp, int xo) {
+        FloatVector acc = FloatVector.zero(F), corr = acc;
+        int full = gpr / GPS;
+        long o = nib;
+        int x = xo;
+        for (int s = 0; s < full; s++, o += 4L * L, x += STEP) {
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
+            FloatVector sv = scales(sc, s * GPS);
+            acc = nibbleDot(v, xp, x).fma(sv, acc);
+            corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
         }
-        return p;
+        int rest = gpr - full * GPS;
+        if (rest > 0) {                                   // last groups of the row: a masked load, scales of absent groups 0
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * rest));
+            FloatVector sv = scales(sc, full * GPS);
+            acc = nibbleDot(v, xp, x).fma(sv, acc);
+            corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
+        }
+        return corr.fma(FloatVector.broadcast(F, -8f), acc).reduceLanes(VectorOperators.ADD);
+    }
+
+    /** Σ_k nibble_k(v) · x_k lane-wise (the activation pre-scaled by 16^−k). */
+    private static FloatVector nibbleDot(IntVector v, float[] xp, int x) {
+        FloatVector p0 = ((FloatVector) v.and(15).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x));
+        FloatVector p1 = ((FloatVector) v.and(15 << 4).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x + L));
+        p0 = ((FloatVector) v.and(15 << 8).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 2 * L), p0);
+        p1 = ((FloatVector) v.and(15 << 12).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 3 * L), p1);
+        p0 = ((FloatVector) v.and(15 << 16).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 4 * L), p0);
+        p1 = ((FloatVector) v.and(15 << 20).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 5 * L), p1);
+        p0 = ((FloatVector) v.and(15 << 24).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 6 * L), p0);
+        p1 = ((FloatVector) v.lanewise(VectorOperators.LSHR, 28).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 7 * L), p1);
+        return p0.add(p1);
+    }
+
+    /** Lanes 4j..4j+3 = sc[g0 + j]. */
+    private static FloatVector scales(float[] sc, int g0) {
+        FloatVector v = FloatVector.broadcast(F, sc[g0]);
+        for (int j = 1; j < GPS; j++) v = v.blend(FloatVector.broadcast(F, sc[g0 + j]), GROUP_LANES[j]);
+        return v;
+    }
+
+    /** Length of a row-scale buffer for {@code gpr} groups (whole load steps, padding zero). */
+    static int scaleLength(int gpr) {
+        return steps(gpr) * GPS;
+    }
+
+    /** sc[g] = the f16 at {@code off + 2g} for g < n (the q4_block scale plane is contiguous per row). */
+    static void f16Scales(MemorySegment m, long off, int n, float[] sc) {
+        int g = 0;
+        for (int vec = n - n % L; g < vec; g += L) F16Matrix.load(m, off + 2L * g).intoArray(sc, g);
+        for (; g < n; g++) sc[g] = Simd.f16(m, off + 2L * g);
     }
 
     /**

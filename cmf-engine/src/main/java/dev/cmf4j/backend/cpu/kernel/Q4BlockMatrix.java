@@ -1,13 +1,10 @@
 package dev.cmf4j.backend.cpu.kernel;
 
 import dev.cmf4j.format.DType;
-import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorOperators;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-import static dev.cmf4j.backend.cpu.kernel.Simd.F;
 
 /**
  * q4_block: groups of 32 over the FLATTENED tensor, two planes: {@code [nibbles: 16 B per
@@ -16,9 +13,8 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.F;
  * the vector path runs (see {@link Q4}); otherwise groups straddle rows and a scalar path computes
  * each weight's group from its flat index.
  *
- * <p>Decode reads 16 + 2 bytes per 32 weights: two (AVX2) or one (AVX-512) L-byte loads,
- * zero-extend, mask and shift to the two nibble vectors, convert, FMA with the reordered
- * activation; one scale per group multiplies the group's partial vector.
+ * <p>Decode reads 16 + 2 bytes per 32 weights: the row's f16 scales are widened into a small
+ * array, then {@link Q4#dotRow} runs over the row's nibbles.
  */
 final class Q4BlockMatrix extends WeightMatrix {
     private final boolean aligned;
@@ -47,25 +43,11 @@ final class Q4BlockMatrix extends WeightMatrix {
     void dotRows(float[] xp, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         if (!aligned || !Simd.VECTOR) { dotRowsScalar(xp, xo, r0, r1, y, yo, add); return; }
         MemorySegment m = data;
-        int groups = gpr, sums = xo + groups * 32;
+        float[] sc = new float[Q4.scaleLength(gpr)];         // the row's scales (one small array per chunk)
         for (int r = r0; r < r1; r++) {
-            long g0 = (row0 + r) * groups;
-            long o = g0 * 16, so = scalesOff + 2 * g0;
-            FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
-            float corr = 0f;
-            int g = 0;
-            for (; g + 1 < groups; g += 2, o += 32, so += 4) {     // two groups per step: two independent chains
-                float s0 = Simd.f16(m, so), s1 = Simd.f16(m, so + 2);
-                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
-                acc1 = Q4.groupDot(m, o + 16, xp, xo + g * 32 + 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s1), acc1);
-                corr += s0 * xp[sums + g] + s1 * xp[sums + g + 1];
-            }
-            if (g < groups) {
-                float s0 = Simd.f16(m, so);
-                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
-                corr += s0 * xp[sums + g];
-            }
-            float s = acc0.add(acc1).reduceLanes(VectorOperators.ADD) - 8f * corr;
+            long g0 = (row0 + r) * gpr;
+            Q4.f16Scales(m, scalesOff + 2 * g0, gpr, sc);
+            float s = Q4.dotRow(m, g0 * 16, gpr, sc, xp, xo);
             y[yo + r] = add ? y[yo + r] + s : s;
         }
     }

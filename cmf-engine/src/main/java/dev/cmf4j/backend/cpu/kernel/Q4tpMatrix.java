@@ -82,26 +82,12 @@ final class Q4tpMatrix extends WeightMatrix {
         float[] t = new float[32];                          // one ladder per call (chunk), reused per row
         if (!Simd.VECTOR) { dotRowsScalar(xp, xo, r0, r1, y, yo, add, t); return; }
         MemorySegment m = data;
-        int groups = gpr, sums = xo + groups * 32;
+        float[] sc = new float[Q4.scaleLength(gpr)];
         for (int r = r0; r < r1; r++) {
             ladder(r, t);
-            long o = (row0 + r) * groups * 16;
             long codes = codesOff + (row0 + r) * codeBytes;
-            FloatVector acc0 = FloatVector.zero(F), acc1 = acc0;
-            float corr = 0f;
-            int g = 0;
-            for (; g + 1 < groups; g += 2, o += 32) {
-                float s0 = t[code(codes, g)], s1 = t[code(codes, g + 1)];
-                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
-                acc1 = Q4.groupDot(m, o + 16, xp, xo + g * 32 + 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s1), acc1);
-                corr += s0 * xp[sums + g] + s1 * xp[sums + g + 1];
-            }
-            if (g < groups) {
-                float s0 = t[code(codes, g)];
-                acc0 = Q4.groupDot(m, o, xp, xo + g * 32, FloatVector.zero(F)).fma(FloatVector.broadcast(F, s0), acc0);
-                corr += s0 * xp[sums + g];
-            }
-            float s = acc0.add(acc1).reduceLanes(VectorOperators.ADD) - 8f * corr;
+            for (int g = 0; g < gpr; g++) sc[g] = t[code(codes, g)];
+            float s = Q4.dotRow(m, (row0 + r) * gpr * 16, gpr, sc, xp, xo);
             y[yo + r] = add ? y[yo + r] + s : s;
         }
     }
