@@ -34,6 +34,8 @@ public final class ChatCommand implements Callable<Integer> {
     @Parameters(index = "0", arity = "0..1", paramLabel = "FILE", description = "the .cmf model (default: the bundled model)")
     Path file;
 
+    @Mixin ModelFile.Overrides overrides;
+
     @Option(names = "--system", paramLabel = "TEXT", description = "a system message opening the conversation")
     String system;
 
@@ -50,7 +52,7 @@ public final class ChatCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
-        try (Model m = Model.open(ModelFile.resolve(file))) {
+        try (Model m = overrides.open(file)) {
             TextCodec codec = TextCodec.of(m.file());
             Chat chat = new Chat(new Session(m.graph(), ctx), codec, new Sampler(sampling.params(SamplingParams.defaults())),
                     maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());

@@ -32,6 +32,8 @@ public final class GenerateCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
     Path file;
 
+    @Mixin ModelFile.Overrides overrides;
+
     @Option(names = "--ids", required = true, paramLabel = "IDS", description = "prompt token ids, e.g. 1,2,3")
     String ids;
 
@@ -51,7 +53,7 @@ public final class GenerateCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         int[] prompt = ModelFile.parseIds(ids);
         try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
+             Model m = overrides.open(file, dev.matmul())) {
             SamplingParams p = sampling.params(SamplingParams.GREEDY);
             Set<Integer> eos = Set.of();
             if (stopAtEos) {

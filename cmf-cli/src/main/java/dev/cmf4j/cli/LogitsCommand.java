@@ -4,6 +4,7 @@ import dev.cmf4j.format.Npy;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.runtime.Session;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
@@ -25,6 +26,8 @@ public final class LogitsCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
     Path file;
 
+    @Mixin ModelFile.Overrides overrides;
+
     @Option(names = "--ids", required = true, paramLabel = "IDS", description = "token ids, e.g. 1,2,3")
     String ids;
 
@@ -36,7 +39,7 @@ public final class LogitsCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         int[] tokens = ModelFile.parseIds(ids);
         try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
+             Model m = overrides.open(file, dev.matmul())) {
             float[] logits = new Session(m.graph(), Math.max(1, tokens.length)).logitsAll(tokens);
             Path parent = out.toAbsolutePath().getParent();
             if (parent != null) Files.createDirectories(parent);

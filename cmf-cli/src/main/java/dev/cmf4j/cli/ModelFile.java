@@ -26,6 +26,35 @@ final class ModelFile {
         return def;
     }
 
+    /** The {@code --arch-override} option of the model commands. */
+    static final class Overrides {
+        @picocli.CommandLine.Option(names = "--arch-override", paramLabel = "JSON",
+                description = "JSON object merged over the file's arch block, for files that lack a field "
+                        + "(e.g. '{\"moe\": {\"top_k\": 2}}')")
+        String json;
+
+        /** Opens {@code file} (or the default model) with the overrides, on the CPU. */
+        dev.cmf4j.model.Model open(Path file) throws NoSuchFileException {
+            return open(file, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
+        }
+
+        /** Opens {@code file} (or the default model) with the overrides, on {@code matmul}. */
+        dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.MatMul matmul) throws NoSuchFileException {
+            Path p = resolve(file);
+            com.fasterxml.jackson.databind.JsonNode o = null;
+            if (json != null) {
+                try {
+                    o = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json);
+                } catch (java.io.IOException e) {
+                    throw new IllegalArgumentException("--arch-override is not valid JSON: "
+                            + e.getMessage().lines().findFirst().orElse(""));
+                }
+                if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
+            }
+            return dev.cmf4j.model.Model.open(p, o, matmul);
+        }
+    }
+
     /** Parses "1,2,3" (commas and/or spaces) into ids. */
     static int[] parseIds(String s) {
         String[] parts = s.trim().split("[,\\s]+");

@@ -31,6 +31,8 @@ public final class RunCommand implements Callable<Integer> {
     @Parameters(index = "0", arity = "0..1", paramLabel = "FILE", description = "the .cmf model (default: the bundled model)")
     Path file;
 
+    @Mixin ModelFile.Overrides overrides;
+
     @Option(names = {"-p", "--prompt"}, required = true, paramLabel = "TEXT", description = "the prompt")
     String prompt;
 
@@ -61,7 +63,7 @@ public final class RunCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = Model.open(ModelFile.resolve(file), null, dev.matmul())) {
+             Model m = overrides.open(file, dev.matmul())) {
             TextCodec codec = TextCodec.of(m.file());
             int[] ids;
             if (chat) {

@@ -419,7 +419,7 @@ public final class SpecBuilder {
         Integer k = a.integer("moe.top_k", "num_experts_per_tok", "top_k_experts", "moe.num_experts_per_tok");
         if (k == null)
             throw new ModelException("layer " + i + " is an MoE layer but the arch block gives no top-k (moe.top_k); "
-                    + "supply it as an arch override");
+                    + "supply it as an arch override (cmf: --arch-override '{\"moe\": {\"top_k\": K}}')");
         Ffn.Experts ex = experts(i, ep, experts);
         Glu glu;
         Double limit = a.num("moe.swiglu_limit", "swiglu_limit");
