@@ -11,4 +11,14 @@ public interface MatMul {
      * in = {@link Matrix#inDim()}. {@code y} is overwritten.
      */
     void apply(Matrix w, float[] x, int tokens, float[] y);
+
+    /**
+     * Several products that read the same activations (q/k/v, gate/up): {@code ys[i] = ws[i]·x} for each i,
+     * as {@link #apply} would compute them. A GPU backend overrides this to move {@code x} once and hand the
+     * products to its device in one submission; the default just loops.
+     */
+    default void applyShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
+        if (ws.length != ys.length) throw new IllegalArgumentException(ws.length + " matrices, " + ys.length + " outputs");
+        for (int i = 0; i < ws.length; i++) apply(ws[i], x, tokens, ys[i]);
+    }
 }

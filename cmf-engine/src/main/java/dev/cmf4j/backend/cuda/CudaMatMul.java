@@ -73,8 +73,68 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         ctx.call(() -> { run(w, x, tokens, y); return null; });
     }
 
+    /**
+     * The products sharing {@code x} go to the GPU in one owner-thread submission: x is copied in once, each
+     * product launches into its own slice of the device output, and one copy brings all outputs back (one
+     * synchronisation instead of one per product). Matrices the GPU does not take run on the fallback.
+     */
+    @Override
+    public void applyShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
+        if (ws.length != ys.length) throw new IllegalArgumentException(ws.length + " matrices, " + ys.length + " outputs");
+        int onGpu = 0;
+        for (int i = 0; i < ws.length; i++) {
+            Matrix w = ws[i];
+            if (!supports(w)) { fallback.apply(w, x, tokens, ys[i]); continue; }
+            if (w.inDim() != ws[0].inDim()) throw new IllegalArgumentException(w.name() + ": input width " + w.inDim()
+                    + " differs from " + ws[0].name() + "'s " + ws[0].inDim() + " in one shared product");
+            if (x.length < (long) tokens * w.inDim() || ys[i].length < (long) tokens * w.outDim())
+                throw new IllegalArgumentException(w.name() + ": x or y shorter than " + tokens + " tokens");
+            onGpu++;
+        }
+        if (onGpu == 0) return;
+        ctx.call(() -> { runShared(ws, x, tokens, ys); return null; });
+    }
+
     /** Owner thread: upload (first time), copy x in, launch, copy y out. */
     private void run(Matrix w, float[] x, int tokens, float[] y) {
+        DeviceMatrix d = resident(w);
+        int in = w.inDim(), out = w.outDim();
+        long xb = 4L * tokens * in, yb = 4L * tokens * out;
+        ensure(xb, yb);
+        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        cu.copyToDevice(devX, hostX, xb);
+        launch(d, w, tokens, devY);
+        cu.copyToHost(hostY, devY, yb); // synchronous on the default stream: waits for the kernels
+        MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
+    }
+
+    /** Owner thread: {@link #run} for several matrices of one input; outputs lie back to back in devY. */
+    private void runShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
+        int in = -1;
+        long yb = 0;
+        for (Matrix w : ws) if (supports(w)) { in = w.inDim(); yb += 4L * tokens * w.outDim(); }
+        long xb = 4L * tokens * in;
+        ensure(xb, yb);
+        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        cu.copyToDevice(devX, hostX, xb);
+        long off = 0;
+        for (Matrix w : ws) {
+            if (!supports(w)) continue;
+            launch(resident(w), w, tokens, devY + off);
+            off += 4L * tokens * w.outDim();
+        }
+        cu.copyToHost(hostY, devY, yb); // one synchronisation for all the products
+        off = 0;
+        for (int i = 0; i < ws.length; i++) {
+            if (!supports(ws[i])) continue;
+            int n = tokens * ws[i].outDim();
+            MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, off, ys[i], 0, n);
+            off += 4L * n;
+        }
+    }
+
+    /** Owner thread: the device copy of {@code w}, uploaded on first use. */
+    private DeviceMatrix resident(Matrix w) {
         if (closed) throw new IllegalStateException("CudaMatMul closed");
         DeviceMatrix d = uploaded.get(w.data());
         if (d != null && !d.source().scope().isAlive()) {
@@ -84,11 +144,12 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             d = null;
         }
         if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
+        return d;
+    }
+
+    /** Owner thread: the matvec launches of one product, reading devX, writing {@code tokens × out} floats at {@code yDev}. */
+    private void launch(DeviceMatrix d, Matrix w, int tokens, long yDev) {
         int in = w.inDim(), out = w.outDim();
-        long xb = 4L * tokens * in, yb = 4L * tokens * out;
-        ensure(xb, yb);
-        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
-        cu.copyToDevice(devX, hostX, xb);
         MemorySegment fn = switch (d.dtype()) {
             case F32 -> fnF32;
             case BF16 -> fnBf16;
@@ -97,12 +158,10 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         };
         for (int t0 = 0; t0 < tokens; t0 += ArgPack.MAX_GRID_Y) {
             int nt = Math.min(ArgPack.MAX_GRID_Y, tokens - t0);
-            ArgPack.write(args, d.weights(), d.rowScales(), d.colField(), devX + 4L * t0 * in, devY + 4L * t0 * out,
+            ArgPack.write(args, d.weights(), d.rowScales(), d.colField(), devX + 4L * t0 * in, yDev + 4L * t0 * out,
                     w.firstRow(), out, in);
             cu.launch(fn, ArgPack.gridX(out), nt, 1, ArgPack.BLOCK, 1, 1, 0, params);
         }
-        cu.copyToHost(hostY, devY, yb); // synchronous on the default stream: waits for the kernels
-        MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
     }
 
     private void ensure(long xb, long yb) {

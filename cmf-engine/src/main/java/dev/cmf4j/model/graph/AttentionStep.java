@@ -76,18 +76,20 @@ final class AttentionStep implements MixerStep {
         int hd = spec.headDim(), heads = spec.heads(), kvHeads = spec.kvHeads(), qDim = spec.qDim(), kvDim = spec.kvDim();
 
         // 1. projections (q, and k/v unless this layer reads another layer's cache)
-        q.apply(mm, in, tokens, s.qRaw);
-        if (spec.outputGate()) splitGate(s.qRaw, s.q, s.gate, tokens, heads, hd);
         KvCache cache;
         if (spec.sharesKv()) {
+            q.apply(mm, in, tokens, s.qRaw);
             cache = (KvCache) state.mixerState(spec.kvSource());
         } else {
             cache = (KvCache) state.mixerState(layer);
             cache.beginChunk(pos0, tokens);
             float[] kb = cache.pendingKeys(), vb = cache.pendingValues();
-            k.apply(mm, in, tokens, kb);
-            if (v != null) v.apply(mm, in, tokens, vb);
-            else System.arraycopy(kb, 0, vb, 0, tokens * kvDim);   // V is the raw K projection
+            // q, k, v read the same input: one submission (one copy of `in` and one hand-off on a GPU)
+            if (v != null) Linear.applyShared(mm, new Linear[] {q, k, v}, in, tokens, new float[][] {s.qRaw, kb, vb});
+            else {
+                Linear.applyShared(mm, new Linear[] {q, k}, in, tokens, new float[][] {s.qRaw, kb});
+                System.arraycopy(kb, 0, vb, 0, tokens * kvDim);   // V is the raw K projection
+            }
             // 2. k and v norms, k rope
             if (kNorm != null) kNorm.rows(kb, tokens * kvHeads);
             if (vNorm != null) vNorm.rows(vb, tokens * kvHeads);
@@ -96,6 +98,7 @@ final class AttentionStep implements MixerStep {
                 Rotary.apply(kb, t * kvDim, kvHeads, hd, rope.rotaryDim(), s.cos, s.sin);
             }
         }
+        if (spec.outputGate()) splitGate(s.qRaw, s.q, s.gate, tokens, heads, hd);
         // 3. q norm and rope
         if (qNorm != null) qNorm.rows(s.q, tokens * heads);
         for (int t = 0; t < tokens; t++) {

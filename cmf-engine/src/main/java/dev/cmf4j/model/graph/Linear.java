@@ -11,6 +11,18 @@ record Linear(Matrix w, float[] bias) {
 
     void apply(MatMul mm, float[] x, int tokens, float[] y) {
         mm.apply(w, x, tokens, y);
+        addBias(tokens, y);
+    }
+
+    /** {@code ys[i] = ls[i]·x (+ bias)}: products sharing one input, submitted together ({@link MatMul#applyShared}). */
+    static void applyShared(MatMul mm, Linear[] ls, float[] x, int tokens, float[][] ys) {
+        Matrix[] ws = new Matrix[ls.length];
+        for (int i = 0; i < ls.length; i++) ws[i] = ls[i].w;
+        mm.applyShared(ws, x, tokens, ys);
+        for (int i = 0; i < ls.length; i++) ls[i].addBias(tokens, ys[i]);
+    }
+
+    private void addBias(int tokens, float[] y) {
         if (bias != null) {
             int n = w.outDim();
             for (int t = 0; t < tokens; t++) for (int i = 0; i < n; i++) y[t * n + i] += bias[i];

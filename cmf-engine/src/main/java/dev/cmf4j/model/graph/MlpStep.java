@@ -31,8 +31,7 @@ final class MlpStep implements FfnStep {
 
     @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
         Scratch s = (Scratch) scratch;
-        gate.apply(mm, normed, tokens, s.g);
-        up.apply(mm, normed, tokens, s.u);
+        Linear.applyShared(mm, new Linear[] {gate, up}, normed, tokens, new float[][] {s.g, s.u});
         int n = tokens * intermediate;
         for (int i = 0; i < n; i++) s.g[i] = glu.apply(s.g[i], s.u[i]);
         down.apply(mm, s.g, tokens, out);

@@ -138,6 +138,51 @@ class CudaMockTest {
         }
     }
 
+    @Test void sharedProductsMatchOneByOneIncludingFallbackMembersAndConcurrentSubmitters() throws Exception {
+        MatMul cpu = CpuBackend.newMatMul();
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
+            int cols = 13;
+            Matrix q = Matrix.of("q", DType.Q8_2F, payload(a, DType.Q8_2F, 21, cols), 21, cols);
+            Matrix kv = Matrix.of("kv", DType.BF16, payload(a, DType.BF16, 10, cols), 10, cols);
+            // an input-major [in=13, out=6] matrix: not for the GPU, must still land in its own output
+            Matrix im = Matrix.of("im", DType.F32, payload(a, DType.F32, cols, 6), cols, 6).slice(0, cols, true);
+            Matrix[] ws = {q, kv.slice(0, 5, false), im, kv.slice(5, 5, false)};
+            for (int tokens : new int[] {1, 3}) {
+                float[] x = new float[tokens * cols];
+                for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
+                float[][] want = new float[ws.length][], got = new float[ws.length][];
+                for (int i = 0; i < ws.length; i++) {
+                    want[i] = new float[tokens * ws[i].outDim()];
+                    got[i] = new float[want[i].length];
+                    cpu.apply(ws[i], x, tokens, want[i]);
+                }
+                gpu.applyShared(ws, x, tokens, got);
+                for (int i = 0; i < ws.length; i++)
+                    for (int j = 0; j < want[i].length; j++)
+                        assertThat((double) got[i][j]).as(ws[i].name() + " t " + tokens + " j " + j)
+                                .isCloseTo(want[i][j], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i][j]))));
+            }
+            assertThatThrownBy(() -> gpu.applyShared(new Matrix[] {q}, new float[cols], 1, new float[0][]))
+                    .isInstanceOf(IllegalArgumentException.class);
+            // the owner-thread hand-off under several submitting threads: every result lands with its caller
+            float[] x = new float[cols];
+            for (int i = 0; i < cols; i++) x[i] = i - 6;
+            float[] want = new float[21];
+            cpu.apply(q, x, 1, want);
+            List<Thread> ts = new java.util.ArrayList<>();
+            java.util.concurrent.atomic.AtomicInteger bad = new java.util.concurrent.atomic.AtomicInteger();
+            for (int t = 0; t < 4; t++) ts.add(Thread.ofPlatform().start(() -> {
+                float[] y = new float[21];
+                for (int it = 0; it < 200; it++) {
+                    gpu.apply(q, x, 1, y);
+                    for (int i = 0; i < 21; i++) if (Math.abs(y[i] - want[i]) > 1e-4 * (1 + Math.abs(want[i]))) bad.incrementAndGet();
+                }
+            }));
+            for (Thread t : ts) t.join();
+            assertThat(bad.get()).isZero();
+        }
+    }
+
     @Test void aCopyFromAClosedMappingIsNeverReusedAtTheSameAddress() {
         MatMul cpu = CpuBackend.newMatMul();
         try (Arena base = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
