@@ -46,6 +46,9 @@ public final class CudaDriver {
             new NativeLib.Binding("cuMemFreeHost", fn(I32, PTR)),
             new NativeLib.Binding("cuMemcpyHtoD_v2", fn(I32, I64, PTR, SIZE_T)),
             new NativeLib.Binding("cuMemcpyDtoH_v2", fn(I32, PTR, I64, SIZE_T)),
+            new NativeLib.Binding("cuMemcpyHtoDAsync_v2", fn(I32, I64, PTR, SIZE_T, PTR)),
+            new NativeLib.Binding("cuMemcpyDtoHAsync_v2", fn(I32, PTR, I64, SIZE_T, PTR)),
+            new NativeLib.Binding("cuStreamSynchronize", fn(I32, PTR)),
             new NativeLib.Binding("cuMemsetD8_v2", fn(I32, I64, ValueLayout.JAVA_BYTE, SIZE_T)),
             new NativeLib.Binding("cuModuleLoadData", fn(I32, PTR, PTR)),
             new NativeLib.Binding("cuModuleUnload", fn(I32, PTR)),
@@ -67,7 +70,7 @@ public final class CudaDriver {
 
     private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
             primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,
-            htod, dtoh, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
+            htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
             eventSync, eventElapsed, eventDestroy, errName, errString;
 
     private CudaDriver(Map<String, MethodHandle> h) {
@@ -77,7 +80,9 @@ public final class CudaDriver {
         primaryRelease = h.get("cuDevicePrimaryCtxRelease_v2"); ctxSetCurrent = h.get("cuCtxSetCurrent");
         ctxSync = h.get("cuCtxSynchronize"); memAlloc = h.get("cuMemAlloc_v2"); memFree = h.get("cuMemFree_v2");
         memAllocHost = h.get("cuMemAllocHost_v2"); memFreeHost = h.get("cuMemFreeHost"); htod = h.get("cuMemcpyHtoD_v2");
-        dtoh = h.get("cuMemcpyDtoH_v2"); memset = h.get("cuMemsetD8_v2"); moduleLoad = h.get("cuModuleLoadData");
+        dtoh = h.get("cuMemcpyDtoH_v2"); memset = h.get("cuMemsetD8_v2");
+        htodAsync = h.get("cuMemcpyHtoDAsync_v2"); dtohAsync = h.get("cuMemcpyDtoHAsync_v2");
+        streamSync = h.get("cuStreamSynchronize"); moduleLoad = h.get("cuModuleLoadData");
         moduleUnload = h.get("cuModuleUnload"); moduleGetFunction = h.get("cuModuleGetFunction");
         launch = h.get("cuLaunchKernel"); eventCreate = h.get("cuEventCreate"); eventRecord = h.get("cuEventRecord");
         eventSync = h.get("cuEventSynchronize"); eventElapsed = h.get("cuEventElapsedTime_v2");
@@ -250,6 +255,26 @@ public final class CudaDriver {
     /** Synchronous copy of {@code bytes} from device {@code src} to host memory {@code dst} (a native segment). */
     public void copyToHost(MemorySegment dst, long src, long bytes) {
         try { check((int) dtoh.invokeExact(dst, src, bytes), "cuMemcpyDtoH_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * Copy queued on the default stream ({@code NULL}) behind earlier work; with pinned {@code src} the host does
+     * not wait. {@code src} must stay unchanged until a later {@link #syncDefaultStream}.
+     */
+    public void copyToDeviceAsync(long dst, MemorySegment src, long bytes) {
+        try { check((int) htodAsync.invokeExact(dst, src, bytes, MemorySegment.NULL), "cuMemcpyHtoDAsync_v2"); }
+        catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Copy to pinned host memory queued on the default stream; {@code dst} is valid after {@link #syncDefaultStream}. */
+    public void copyToHostAsync(MemorySegment dst, long src, long bytes) {
+        try { check((int) dtohAsync.invokeExact(dst, src, bytes, MemorySegment.NULL), "cuMemcpyDtoHAsync_v2"); }
+        catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Waits for everything queued on the default stream. */
+    public void syncDefaultStream() {
+        try { check((int) streamSync.invokeExact(MemorySegment.NULL), "cuStreamSynchronize"); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public void memsetD8(long dst, byte value, long bytes) {

@@ -102,9 +102,11 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         long xb = 4L * tokens * in, yb = 4L * tokens * out;
         ensure(xb, yb);
         MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
-        cu.copyToDevice(devX, hostX, xb);
+        // one stream, one wait: the host queues copy-in, kernels and copy-out, then blocks once
+        cu.copyToDeviceAsync(devX, hostX, xb);
         launch(d, w, tokens, devY);
-        cu.copyToHost(hostY, devY, yb); // synchronous on the default stream: waits for the kernels
+        cu.copyToHostAsync(hostY, devY, yb);
+        cu.syncDefaultStream();
         MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
     }
 
@@ -116,14 +118,15 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         long xb = 4L * tokens * in;
         ensure(xb, yb);
         MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
-        cu.copyToDevice(devX, hostX, xb);
+        cu.copyToDeviceAsync(devX, hostX, xb);
         long off = 0;
         for (Matrix w : ws) {
             if (!supports(w)) continue;
             launch(resident(w), w, tokens, devY + off);
             off += 4L * tokens * w.outDim();
         }
-        cu.copyToHost(hostY, devY, yb); // one synchronisation for all the products
+        cu.copyToHostAsync(hostY, devY, yb);
+        cu.syncDefaultStream();   // one wait for all the products
         off = 0;
         for (int i = 0; i < ws.length; i++) {
             if (!supports(ws[i])) continue;

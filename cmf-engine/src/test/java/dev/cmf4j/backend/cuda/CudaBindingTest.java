@@ -32,7 +32,7 @@ class CudaBindingTest {
         // cuda.h #defines these public names to the versioned symbols; the plain symbols keep old ABIs
         for (String v : List.of("cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemsetD8_v2",
                 "cuMemAllocHost_v2", "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRelease_v2", "cuEventDestroy_v2",
-                "cuEventElapsedTime_v2")) {
+                "cuEventElapsedTime_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2")) {
             assertThat(names).contains(v);
             assertThat(names).doesNotContain(v.substring(0, v.length() - 3));
         }

@@ -45,6 +45,10 @@ CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *
 CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void* s, size_t n) { if (!current_ctx) return 201; memcpy((void*) (uintptr_t) d, s, n); return 0; }
 CUresult cuMemcpyDtoH_v2(void* d, unsigned long long s, size_t n) { if (!current_ctx) return 201; memcpy(d, (void*) (uintptr_t) s, n); return 0; }
+/* the mock runs everything at once, so the async copies are the synchronous ones and a stream sync only checks the context */
+CUresult cuMemcpyHtoDAsync_v2(unsigned long long d, const void* s, size_t n, void* stream) { return cuMemcpyHtoD_v2(d, s, n); }
+CUresult cuMemcpyDtoHAsync_v2(void* d, unsigned long long s, size_t n, void* stream) { return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuStreamSynchronize(void* stream) { return current_ctx ? 0 : 201; }
 CUresult cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((void*) (uintptr_t) d, v, n); return 0; }
 CUresult cuModuleLoadData(void** m, const void* img) {
     if (!current_ctx) return 201;
