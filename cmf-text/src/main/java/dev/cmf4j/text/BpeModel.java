@@ -17,6 +17,8 @@ final class BpeModel {
     /** Words of this many UTF-16 units or more are not cached (the reference's limit is 256 bytes). */
     private static final int CACHE_MAX_WORD = 256;
     private static final int CACHE_CAPACITY = 10_000;
+    /** Ids index an array; real vocabularies stay far below this (262k for Gemma 3). */
+    static final int MAX_ID = 1 << 24;
 
     private final StringIntMap vocab;
     private final String[] idToToken;
@@ -45,6 +47,9 @@ final class BpeModel {
         this.ignoreMerges = ignoreMerges;
         int[] maxId = {-1};
         vocab.forEach((k, v) -> maxId[0] = Math.max(maxId[0], v));
+        if (maxId[0] >= MAX_ID) {
+            throw new TokenizerException("$.model.vocab", "token id " + maxId[0] + " is too large (ids must stay below " + MAX_ID + ")");
+        }
         this.idToToken = new String[maxId[0] + 1];
         this.charIds = new int[0x10000];
         Arrays.fill(charIds, -1);
