@@ -5,10 +5,10 @@ import java.util.List;
 
 /** A mutable encoding while the pipeline builds it. Offsets are in code points once the post-processor runs. */
 final class EncodingBuilder {
-    final UnicodeNormalization.IntBuf ids = new UnicodeNormalization.IntBuf(64);
+    final IntList ids = new IntList(64);
     final List<String> tokens = new ArrayList<>();
-    final UnicodeNormalization.IntBuf starts = new UnicodeNormalization.IntBuf(64);
-    final UnicodeNormalization.IntBuf ends = new UnicodeNormalization.IntBuf(64);
+    final IntList starts = new IntList(64);
+    final IntList ends = new IntList(64);
 
     void add(int id, String token, int start, int end) {
         ids.add(id);

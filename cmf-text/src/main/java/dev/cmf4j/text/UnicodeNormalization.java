@@ -38,7 +38,7 @@ final class UnicodeNormalization {
     static NormalizedText apply(NormalizedText t, Form form) {
         String s = t.text;
         if (Normalizer.isNormalized(s, form.jdk)) return t;
-        IntBuf cps = new IntBuf(s.length() + 8), changes = new IntBuf(s.length() + 8);
+        IntList cps = new IntList(s.length() + 8), changes = new IntList(s.length() + 8);
         int n = s.length();
         int i = 0;
         while (i < n) {
@@ -63,7 +63,7 @@ final class UnicodeNormalization {
     }
 
     /** The reference's decompose-reorder-(re)compose over one chunk, appending (code point, change) pairs. */
-    private static void normalizeChunk(String chunk, Form form, IntBuf outCps, IntBuf outChanges) {
+    private static void normalizeChunk(String chunk, Form form, IntList outCps, IntList outChanges) {
         // 1. Decompose each character; the first code point of a decomposition replaces the character
         //    (change 0), the rest are inserted (+1).
         List<int[]> seq = new ArrayList<>(); // {cp, change}
@@ -133,7 +133,7 @@ final class UnicodeNormalization {
         for (int[] b : buffer) emit(b, outCps, outChanges);
     }
 
-    private static void emit(int[] e, IntBuf cps, IntBuf changes) {
+    private static void emit(int[] e, IntList cps, IntList changes) {
         cps.add(e[0]);
         changes.add(e[1]);
     }
@@ -191,20 +191,5 @@ final class UnicodeNormalization {
             if (COMPOSE.size() < CACHE_LIMIT) COMPOSE.put(key, r);
         }
         return r;
-    }
-
-    /** Growable int array. */
-    static final class IntBuf {
-        int[] a;
-        int n;
-
-        IntBuf(int cap) {
-            a = new int[Math.max(4, cap)];
-        }
-
-        void add(int v) {
-            if (n == a.length) a = java.util.Arrays.copyOf(a, n * 2);
-            a[n++] = v;
-        }
     }
 }
