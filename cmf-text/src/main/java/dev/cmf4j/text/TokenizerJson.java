@@ -80,7 +80,7 @@ final class TokenizerJson {
     /**
      * {@code base} with some components replaced: each top-level key of {@code overrides}
      * ({@code normalizer}, {@code pre_tokenizer}, {@code post_processor}, {@code decoder},
-     * {@code added_tokens}; null removes the component) replaces the base's, and
+     * {@code added_tokens}, {@code truncation}, {@code padding}; null removes the component) replaces the base's, and
      * {@code "extra_added_tokens"} appends added tokens. The model is shared, so this is cheap; it
      * lets tests run many component configurations over one large vocabulary.
      */
@@ -98,7 +98,9 @@ final class TokenizerJson {
         TokenDecoder dec = o.has("decoder") ? decoder(o.get("decoder"), "$.decoder") : base.decoder;
         List<AddedToken> added = new ArrayList<>(o.has("added_tokens") ? addedTokens(o.get("added_tokens"), "$.added_tokens") : base.addedList);
         if (o.has("extra_added_tokens")) added.addAll(addedTokens(o.get("extra_added_tokens"), "$.extra_added_tokens"));
-        return new Tokenizer(base.model, added, norm, pre, post, dec, base.truncation, base.padding);
+        Truncation trunc = o.has("truncation") ? truncation(o.get("truncation")) : base.truncation;
+        Padding pad = o.has("padding") ? padding(o.get("padding")) : base.padding;
+        return new Tokenizer(base.model, added, norm, pre, post, dec, trunc, pad);
     }
 
     // ------------------------------------------------------------------------------ model

@@ -19,7 +19,7 @@ import java.util.zip.GZIPInputStream;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * 41 tokenizer configurations (every normalizer, pre-tokenizer, split behavior, post-processor and
+ * 46 tokenizer configurations (every normalizer, pre-tokenizer, split behavior, post-processor and
  * decoder, added-token flags, Metaspace schemes) over random multilingual strings, against outputs
  * recorded from the Hugging Face tokenizers library (see reference/README.md): ids, tokens,
  * offsets, decode with and without special tokens, and streaming decode.
