@@ -152,10 +152,10 @@ final class GemmJob implements WorkerPool.Task {
         }
         float[] y = ys[m];
         int rows = w.rows, base = yOff + r0;
-        for (int i = 0; i < mc; i++) {
-            int s = i * tp;
-            if (add) for (int t = 0; t < tokens; t++) y[base + t * rows + i] += yT[s + t];
-            else for (int t = 0; t < tokens; t++) y[base + t * rows + i] = yT[s + t];
+        for (int t = 0; t < tokens; t++) {               // row-contiguous stores into Y (yT is small, in L1/L2)
+            int d = base + t * rows;
+            if (add) for (int i = 0; i < mc; i++) y[d + i] += yT[i * tp + t];
+            else for (int i = 0; i < mc; i++) y[d + i] = yT[i * tp + t];
         }
     }
 

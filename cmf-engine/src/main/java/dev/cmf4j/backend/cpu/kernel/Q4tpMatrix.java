@@ -8,6 +8,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 import static dev.cmf4j.backend.cpu.kernel.Simd.F;
+import static dev.cmf4j.backend.cpu.kernel.Simd.L;
 
 /**
  * q4tp: a plane of nibbles {@code rows·gpr·16} (each row's groups contiguous, the last group of a
@@ -23,8 +24,8 @@ final class Q4tpMatrix extends WeightMatrix {
     private final int gpr;
     private final int codeBytes;
     private final long codesOff;
-    /** Per row: exp2(lo), exp2(step); index 0 is stored row {@code ladderRow0}. */
-    private final float[] ladderBase;
+    /** Per row exp2(lo) and exp2(step); index 0 is stored row {@code ladderRow0}. */
+    private final float[] ladderT0, ladderRatio;
     private final long ladderRow0;
 
     Q4tpMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
@@ -33,12 +34,13 @@ final class Q4tpMatrix extends WeightMatrix {
         this.codeBytes = Simd.ceilDiv(gpr * 5, 8);
         long plane = storedRows * gpr * 16;
         this.codesOff = plane + 4L * storedRows;
-        this.ladderBase = new float[2 * rows];
+        this.ladderT0 = new float[rows];
+        this.ladderRatio = new float[rows];
         this.ladderRow0 = row0;
         for (int r = 0; r < rows; r++) {
             long sr = row0 + r;
-            ladderBase[2 * r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr));
-            ladderBase[2 * r + 1] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr + 2));
+            ladderT0[r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr));
+            ladderRatio[r] = ReferenceKernels.exp2(Simd.f16(data, plane + 4L * sr + 2));
         }
     }
 
@@ -47,7 +49,8 @@ final class Q4tpMatrix extends WeightMatrix {
         this.gpr = whole.gpr;
         this.codeBytes = whole.codeBytes;
         this.codesOff = whole.codesOff;
-        this.ladderBase = whole.ladderBase;
+        this.ladderT0 = whole.ladderT0;
+        this.ladderRatio = whole.ladderRatio;
         this.ladderRow0 = whole.ladderRow0;
     }
 
@@ -64,7 +67,7 @@ final class Q4tpMatrix extends WeightMatrix {
 
     private void ladder(int r, float[] t) {
         int i = (int) (row0 + r - ladderRow0);
-        float v = ladderBase[2 * i], ratio = ladderBase[2 * i + 1];
+        float v = ladderT0[i], ratio = ladderRatio[i];
         t[0] = v;
         for (int c = 1; c < 32; c++) t[c] = v = v * ratio;
     }
@@ -77,18 +80,50 @@ final class Q4tpMatrix extends WeightMatrix {
         return (v >>> (bit & 7)) & 31;
     }
 
+    private static final java.lang.foreign.ValueLayout.OfLong LONG = java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED.withOrder(Simd.LE);
+
+    /**
+     * sc[g] = ladder rung (code g) for the row whose codes start at {@code codes}, the ladder being
+     * lad[c·L + j]: 8 codes per 5 bytes, read as one long.
+     */
+    private void rowScales(long codes, float[] lad, int j, float[] sc) {
+        float[] t = lad;
+        int g = 0;
+        long end = data.byteSize();
+        for (; g + 8 <= gpr && codes + 5L * (g >>> 3) + 8 <= end; g += 8) {
+            long v = data.get(LONG, codes + 5L * (g >>> 3));       // bits 0..39: codes g..g+7
+            sc[g] = t[((int) v & 31) * L + j];
+            sc[g + 1] = t[((int) (v >>> 5) & 31) * L + j];
+            sc[g + 2] = t[((int) (v >>> 10) & 31) * L + j];
+            sc[g + 3] = t[((int) (v >>> 15) & 31) * L + j];
+            sc[g + 4] = t[((int) (v >>> 20) & 31) * L + j];
+            sc[g + 5] = t[((int) (v >>> 25) & 31) * L + j];
+            sc[g + 6] = t[((int) (v >>> 30) & 31) * L + j];
+            sc[g + 7] = t[((int) (v >>> 35) & 31) * L + j];
+        }
+        for (; g < gpr; g++) sc[g] = t[code(codes, g) * L + j];
+    }
+
     @Override
     void dotRows(float[] xp, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         float[] t = new float[32];                          // one ladder per call (chunk), reused per row
         if (!Simd.VECTOR) { dotRowsScalar(xp, xo, r0, r1, y, yo, add, t); return; }
         MemorySegment m = data;
         float[] sc = new float[Q4.scaleLength(gpr)];
-        for (int r = r0; r < r1; r++) {
-            ladder(r, t);
-            long codes = codesOff + (row0 + r) * codeBytes;
-            for (int g = 0; g < gpr; g++) sc[g] = t[code(codes, g)];
-            float s = Q4.dotRow(m, (row0 + r) * gpr * 16, gpr, sc, xp, xo);
-            y[yo + r] = add ? y[yo + r] + s : s;
+        float[] lad = new float[32 * L];                    // ladders of L rows at once: lad[c·L + j]
+        for (int rb = r0; rb < r1; rb += L) {
+            // the L rows' ladders side by side: the same sequential f32 products as the scalar definition,
+            // one vector multiply per rung instead of L dependent chains
+            int i0 = (int) (row0 + rb - ladderRow0);
+            var lanes = Simd.F.indexInRange(0, r1 - rb);
+            FloatVector tv = FloatVector.fromArray(Simd.F, ladderT0, i0, lanes);
+            FloatVector rv = FloatVector.fromArray(Simd.F, ladderRatio, i0, lanes);
+            for (int c = 0; c < 32; c++, tv = tv.mul(rv)) tv.intoArray(lad, c * L);
+            for (int r = rb, rEnd = Math.min(r1, rb + L); r < rEnd; r++) {
+                rowScales(codesOff + (row0 + r) * codeBytes, lad, r - rb, sc);
+                float s = Q4.dotRow(m, (row0 + r) * gpr * 16, gpr, sc, xp, xo);
+                y[yo + r] = add ? y[yo + r] + s : s;
+            }
         }
     }
 
