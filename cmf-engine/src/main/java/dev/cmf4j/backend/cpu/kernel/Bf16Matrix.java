@@ -32,23 +32,54 @@ final class Bf16Matrix extends WeightMatrix {
                 .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
     }
 
+    /** bf16 values per decode block: one load of L int lanes, two halves each. */
+    private static final int BLOCK = 2 * L;
+
+    /** Decode layout: per block of 2L columns the L even ones, then the L odd ones; the tail as is. */
+    @Override int preparedLength() { return Simd.VECTOR ? cols : 0; }
+
+    @Override
+    void prepare(float[] x, int xOff, float[] dst, int dOff) {
+        int n = cols, full = n - n % BLOCK;
+        for (int b = 0; b < full; b += BLOCK)
+            for (int i = 0; i < L; i++) {
+                dst[dOff + b + i] = x[xOff + b + 2 * i];
+                dst[dOff + b + L + i] = x[xOff + b + 2 * i + 1];
+            }
+        for (int c = full; c < n; c++) dst[dOff + c] = x[xOff + c];
+    }
+
+    /**
+     * Decode. Bound: memory bandwidth. Two bf16 per int lane: the low one is {@code v << 16}, the
+     * high one {@code v & 0xFFFF0000}, both already f32 bit patterns — one op per L weights, no
+     * widening shuffle — against the activation split into even and odd columns.
+     */
     @Override
     void dotRows(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         MemorySegment m = data;
         int n = cols;
-        int vec = Simd.VECTOR ? n - n % (4 * L) : 0;
+        int full = Simd.VECTOR ? n - n % BLOCK : 0, pairs = full - full % (2 * BLOCK);
         for (int r = r0; r < r1; r++) {
             long base = 2L * (row0 + r) * n;
             float s = 0f;
             int c = 0;
-            if (vec > 0) {
+            if (full > 0) {
                 FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0;
-                for (; c < vec; c += 4 * L) {
+                for (; c < pairs; c += 2 * BLOCK) {
                     long o = base + 2L * c;
-                    a0 = load(m, o).fma(FloatVector.fromArray(F, x, xo + c), a0);
-                    a1 = load(m, o + 2L * L).fma(FloatVector.fromArray(F, x, xo + c + L), a1);
-                    a2 = load(m, o + 4L * L).fma(FloatVector.fromArray(F, x, xo + c + 2 * L), a2);
-                    a3 = load(m, o + 6L * L).fma(FloatVector.fromArray(F, x, xo + c + 3 * L), a3);
+                    int xb = xo + c;
+                    IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
+                    IntVector u = IntVector.fromMemorySegment(Simd.I, m, o + 2L * BLOCK, LE);
+                    a0 = v.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xb), a0);
+                    a1 = v.and(0xFFFF0000).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xb + L), a1);
+                    a2 = u.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xb + BLOCK), a2);
+                    a3 = u.and(0xFFFF0000).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xb + BLOCK + L), a3);
+                }
+                if (c < full) {
+                    IntVector v = IntVector.fromMemorySegment(Simd.I, m, base + 2L * c, LE);
+                    a0 = v.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xo + c), a0);
+                    a1 = v.and(0xFFFF0000).reinterpretAsFloats().fma(FloatVector.fromArray(F, x, xo + c + L), a1);
+                    c += BLOCK;
                 }
                 s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
             }
