@@ -40,6 +40,23 @@ public final class KernelMatMul implements MatMul {
         else k.matmul(x, 0, tokens, y, 0, false, pool);
     }
 
+    /**
+     * Products sharing one input (q/k/v, gate/up) as one pool job: the rows of all matrices are split
+     * over the threads together (one hand-off and one barrier instead of one per matrix), and for a
+     * chunk the activation is packed once. Falls back to one product each when any matrix has no kernel.
+     */
+    @Override
+    public void applyShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
+        if (ws.length != ys.length) throw new IllegalArgumentException(ws.length + " matrices, " + ys.length + " outputs");
+        WeightMatrix[] ks = new WeightMatrix[ws.length];
+        for (int i = 0; i < ws.length; i++) {
+            ks[i] = kernel(ws[i]);
+            if (ks[i] == null || ks[i].cols() != ks[0].cols()) { MatMul.super.applyShared(ws, x, tokens, ys); return; }
+        }
+        if (tokens == 1) WeightMatrix.matvecAll(x, ks, ys, pool);
+        else WeightMatrix.matmulAll(x, tokens, ks, ys, pool);
+    }
+
     /** y += W·x for each token (residual add fused into the product). */
     public void applyAdd(Matrix w, float[] x, int tokens, float[] y) {
         WeightMatrix k = kernel(w);

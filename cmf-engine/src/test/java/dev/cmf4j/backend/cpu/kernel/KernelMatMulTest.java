@@ -55,6 +55,22 @@ class KernelMatMulTest {
                         for (int i = 0; i < y.length; i++) assertThat((double) acc[i]).isCloseTo(2.0 * y[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(y[i]))));
                     }
                 }
+                // shared-input products (q/k/v, gate/up): one job, same results
+                for (int tokens : new int[] {1, 19}) {
+                    Matrix[] ws = {whole, expert, whole.slice(3, 30, false)};
+                    float[] x = TestWeights.randomVector(rnd, tokens * cols);
+                    float[][] ys = new float[ws.length][], refs = new float[ws.length][];
+                    for (int i = 0; i < ws.length; i++) {
+                        ys[i] = new float[tokens * ws[i].outDim()];
+                        refs[i] = new float[ys[i].length];
+                        reference(ws[i], x, tokens, refs[i]);
+                    }
+                    mm.applyShared(ws, x, tokens, ys);
+                    for (int i = 0; i < ws.length; i++)
+                        for (int j = 0; j < ys[i].length; j++)
+                            assertThat((double) ys[i][j]).as("%s shared %d tokens=%d [%d]", d, i, tokens, j)
+                                    .isCloseTo(refs[i][j], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(refs[i][j]))));
+                }
                 assertThat(mm.kernel(inputMajor)).isNull();
                 assertThat(mm.kernel(expert).rows()).isEqualTo(16);
             }
