@@ -56,7 +56,12 @@ final class MatvecJob implements WorkerPool.Task {
         for (int i = 0; i < count; i++) {
             WeightMatrix w = ws[i];
             int len = w.preparedLength();
-            if (len > 0) {
+            int same = -1;
+            for (int j = 0; j < i && same < 0; j++) if (ws[j].preparedLength() > 0 && ws[j].samePreparation(w)) same = j;
+            if (same >= 0) {                                   // q/k/v of one dtype: one prepared copy
+                xps[i] = xps[same];
+                xpOffs[i] = xpOffs[same];
+            } else if (len > 0) {
                 w.prepare(x, xOff, prep, off);
                 xps[i] = prep;
                 xpOffs[i] = off;

@@ -64,6 +64,11 @@ final class Q8Matrix extends WeightMatrix {
     @Override int preparedLength() { return Simd.VECTOR ? cols + 1 : 0; }
 
     @Override
+    boolean samePreparation(WeightMatrix o) {
+        return super.samePreparation(o) && ((Q8Matrix) o).colField == colField;   // q8_2f: only the same tensor's field
+    }
+
+    @Override
     void prepare(float[] x, int xOff, float[] dst, int dOff) {
         float[] col = colField;
         int n = cols, full = n - n % BLOCK;

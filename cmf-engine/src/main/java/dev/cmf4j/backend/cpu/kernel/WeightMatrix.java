@@ -224,6 +224,14 @@ public abstract sealed class WeightMatrix
     void prepare(float[] x, int xOff, float[] dst, int dstOff) {}
 
     /**
+     * True when {@code o}'s {@link #prepare} writes exactly what this one's does for the same x, so
+     * products sharing an input (q/k/v) prepare it once and keep one copy in L1.
+     */
+    boolean samePreparation(WeightMatrix o) {
+        return o.getClass() == getClass() && o.cols == cols && o.preparedLength() == preparedLength();
+    }
+
+    /**
      * y[yOff + r] = (add ? y : 0) + row r · x for r in [r0, r1), reading the prepared activation
      * at {@code xp[xpOff..]} (or x itself when {@link #preparedLength} is 0).
      */

@@ -99,8 +99,9 @@ class WeightMatrixTest {
     void severalMatricesOfMixedDtypesInOneJob() {
         Random rnd = new Random(7);
         int cols = 320;
-        DType[] types = {DType.Q8_2F, DType.Q4_BLOCK, DType.BF16, DType.Q4TP};
-        int[] rows = {70, 33, 129, 8};
+        // repeated dtypes: q4/bf16 share one prepared activation, two q8_2f tensors (different column fields) must not
+        DType[] types = {DType.Q8_2F, DType.Q4_BLOCK, DType.BF16, DType.Q4TP, DType.Q8_2F, DType.Q4_BLOCK, DType.BF16};
+        int[] rows = {70, 33, 129, 8, 21, 40, 9};
         WeightMatrix[] ws = new WeightMatrix[types.length];
         for (int i = 0; i < ws.length; i++) ws[i] = matrix(rnd, types[i], rows[i], cols);
         float[] x = TestWeights.randomVector(rnd, cols);
