@@ -64,6 +64,7 @@ public class Int8DotExperiment {
         xs = new float[COLS / 32];
     }
 
+    /** The first q8 kernel: L int8 weights sign-extended and converted to a float vector per FMA. */
     @Benchmark
     public float floatActivations() {
         for (int r = 0; r < ROWS; r++) {
@@ -75,6 +76,33 @@ public class Int8DotExperiment {
                 a1 = ((FloatVector) ByteVector.fromMemorySegment(BL, w, o + L, LE).convertShape(VectorOperators.B2F, F, 0)).fma(FloatVector.fromArray(F, x, c + L), a1);
                 a2 = ((FloatVector) ByteVector.fromMemorySegment(BL, w, o + 2 * L, LE).convertShape(VectorOperators.B2F, F, 0)).fma(FloatVector.fromArray(F, x, c + 2 * L), a2);
                 a3 = ((FloatVector) ByteVector.fromMemorySegment(BL, w, o + 3 * L, LE).convertShape(VectorOperators.B2F, F, 0)).fma(FloatVector.fromArray(F, x, c + 3 * L), a3);
+            }
+            y[r] = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
+        }
+        return y[0];
+    }
+
+    static final VectorSpecies<Integer> IL = IntVector.SPECIES_PREFERRED;
+
+    /**
+     * What the q8 kernels do now (Q8Matrix.dotRows): weights as int lanes in offset binary, byte k
+     * by AND (exact as q·256^k), activation pre-scaled by 256^−k — float activations, no
+     * byte→int widening shuffle. (The activation layout is not prepared here: speed only.)
+     */
+    @Benchmark
+    public float floatActivationsIntLanes() {
+        IntVector flip = IntVector.broadcast(IL, 0x80808080), b0 = IntVector.broadcast(IL, 0xFF),
+                b1 = IntVector.broadcast(IL, 0xFF00), b2 = IntVector.broadcast(IL, 0xFF0000);
+        int block = 4 * L;
+        for (int r = 0; r < ROWS; r++) {
+            long base = (long) r * COLS;
+            FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0;
+            for (int c = 0; c < COLS; c += block) {
+                IntVector v = IntVector.fromMemorySegment(IL, w, base + c, LE).lanewise(VectorOperators.XOR, flip);
+                a0 = ((FloatVector) v.and(b0).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, x, c), a0);
+                a1 = ((FloatVector) v.and(b1).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, x, c + L), a1);
+                a2 = ((FloatVector) v.and(b2).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, x, c + 2 * L), a2);
+                a3 = ((FloatVector) v.lanewise(VectorOperators.LSHR, 24).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, x, c + 3 * L), a3);
             }
             y[r] = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
         }
