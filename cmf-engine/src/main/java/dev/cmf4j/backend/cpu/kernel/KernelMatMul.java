@@ -13,7 +13,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * chunk; everything else (input-major matrices, dtypes without a kernel) goes to {@code fallback}.
  *
  * <p>One {@link WeightMatrix} per stored tensor is built on first use and kept (keyed by the
- * payload segment); a {@link Matrix} that views some rows of it (one expert of a stacked tensor)
+ * payload segment and valid only while that segment's mapping is the same and alive, so one
+ * instance may outlive the files it has served); a {@link Matrix} that views some rows of it (one expert of a stacked tensor)
  * becomes a {@link WeightMatrix#rowWindow} sharing its tables, which costs one small object.
  */
 public final class KernelMatMul implements MatMul {
@@ -74,8 +75,15 @@ public final class KernelMatMul implements MatMul {
     /** The kernel for {@code w}, or null when {@code w} is input-major or its dtype has no kernel. */
     public WeightMatrix kernel(Matrix w) {
         if (w.inputMajor() || !WeightMatrix.supports(w.dtype()) || w.rows() == 0) return null;
-        WeightMatrix whole = tensors.computeIfAbsent(w.data(),
-                seg -> WeightMatrix.of(w.dtype(), seg, w.storedRows(), w.cols(), 0, Math.toIntExact(w.storedRows())));
+        MemorySegment seg = w.data();
+        WeightMatrix whole = tensors.get(seg);
+        // Segments compare by address and size, not by mapping: a file mapped where a closed one was
+        // would hit the closed file's entry. An entry counts only for the same (live) scope.
+        if (whole == null || !whole.data.scope().equals(seg.scope())) {
+            tensors.values().removeIf(k -> !k.data.scope().isAlive());
+            whole = WeightMatrix.of(w.dtype(), seg, w.storedRows(), w.cols(), 0, Math.toIntExact(w.storedRows()));
+            tensors.put(seg, whole);
+        }
         if (whole.dtype() != w.dtype() || whole.cols() != w.cols())
             throw new IllegalArgumentException(w.name() + ": payload already seen as " + whole + ", now as " + w.dtype().label + " with " + w.cols() + " cols");
         return w.firstRow() == 0 && w.rows() == whole.rows() ? whole : whole.rowWindow(Math.toIntExact(w.firstRow()), w.rows());

@@ -76,4 +76,26 @@ class KernelMatMulTest {
             }
         }
     }
+
+    /** A file mapped at the address of a closed one must not hit the closed file's cached kernel. */
+    @Test
+    void aNewMappingAtAClosedMappingsAddressGetsItsOwnKernel() {
+        Random rnd = new Random(3);
+        int stored = 8, cols = 64;
+        MemorySegment owned = TestWeights.encode(DType.Q8_2F, TestWeights.randomMatrix(rnd, stored, cols), stored, cols);
+        try (WorkerPool pool = new WorkerPool(2)) {
+            KernelMatMul mm = new KernelMatMul(pool, new CpuMatMul());
+            float[] x = TestWeights.randomVector(rnd, cols), first = new float[stored], second = new float[stored];
+            java.lang.foreign.Arena a = java.lang.foreign.Arena.ofShared();
+            MemorySegment viewA = MemorySegment.ofAddress(owned.address()).reinterpret(owned.byteSize(), a, null);
+            mm.apply(Matrix.of("w", DType.Q8_2F, viewA, stored, cols), x, 1, first);
+            a.close();
+            try (java.lang.foreign.Arena b = java.lang.foreign.Arena.ofConfined()) {
+                MemorySegment viewB = MemorySegment.ofAddress(owned.address()).reinterpret(owned.byteSize(), b, null);
+                assertThat(viewB).isEqualTo(viewA); // same key: this is the case the scope check guards
+                mm.apply(Matrix.of("w", DType.Q8_2F, viewB, stored, cols), x, 1, second);
+            }
+            assertThat(second).containsExactly(first);
+        }
+    }
 }
