@@ -18,6 +18,7 @@ public final class DeviceOption {
     DeviceChoice.Resolved resolve(PrintWriter err) {
         DeviceChoice.Resolved r = DeviceChoice.parse(device).newMatMul();
         if (r.fallbackReason() != null) err.println("cmf: --device auto: no usable GPU (" + r.fallbackReason() + "); using the CPU");
+        for (String note : r.takeNotes()) err.println("cmf: " + note);
         return r;
     }
 }

@@ -2,7 +2,8 @@ package dev.cmf4j.backend.cuda;
 
 /**
  * No usable NVIDIA GPU: the driver library ({@code libcuda.so.1}) is missing, {@code cuInit} failed, no
- * device is present, or no kernel compiler (NVRTC) nor cached kernels exist. The message says which and
+ * device is present, or the kernels cannot be loaded (the shipped fatbin is stale or does not fit the GPU, and
+ * NVRTC, needed to compile them instead, is absent). The message says which and
  * what to do; {@code --device auto} turns it into a fallback to the CPU backend.
  */
 public final class CudaUnavailableException extends RuntimeException {

@@ -1,6 +1,7 @@
-// cmf4j CUDA kernels, compiled at run time by NVRTC (dev.cmf4j.backend.cuda.CudaContext) for the
-// device's exact architecture and cached on disk. Plain CUDA C: no headers, so NVRTC needs no
-// include path. Every kernel computes in f32.
+// cmf4j CUDA kernels. Built into kernels.fatbin by tools/build-cuda-kernels.sh (rerun it after every
+// edit and commit the .fatbin and .fatbin.stamp with this file); NVRTC compiles this source at run time
+// only when that fatbin is stale. Plain CUDA C: no headers, so NVRTC needs no include path.
+// Every kernel computes in f32.
 
 typedef unsigned short u16;
 

@@ -115,6 +115,56 @@ class CudaBindingTest {
         assertThat(CudaException.knownName(12345)).isEqualTo("CUDA_ERROR_12345");
     }
 
+    /** A fatbin container as nvcc writes it, with one small fake payload per image ("sm_90", "compute_80", ...). */
+    static byte[] fakeFatbin(String... labels) {
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(16 + labels.length * 80).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putInt(Fatbin.MAGIC).putShort((short) 1).putShort((short) 16).putLong(labels.length * 80L);
+        for (String l : labels) {
+            int at = b.position();
+            b.putShort((short) (l.startsWith("compute_") ? 1 : 2)).putShort((short) 0x101).putInt(64).putLong(16);
+            b.putInt(at + 28, Integer.parseInt(l.substring(l.indexOf('_') + 1)));
+            b.position(at + 64);
+            b.put(l.getBytes(java.nio.charset.StandardCharsets.US_ASCII)).position(at + 80);
+        }
+        return b.array();
+    }
+
+    @Test void fatbinIndexPicksWhatTheDriverWouldRun() {
+        Fatbin f = Fatbin.parse(fakeFatbin("compute_80", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"));
+        assertThat(f.labels()).containsExactly("compute_80", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120");
+        assertThat(f.choose(9, 0).label()).isEqualTo("sm_90");
+        assertThat(f.choose(8, 7).label()).isEqualTo("sm_86");     // same major, nearest lower minor
+        assertThat(f.choose(12, 1).label()).isEqualTo("sm_120");
+        assertThat(f.choose(10, 3).label()).isEqualTo("sm_100");
+        assertThat(f.choose(11, 0).label()).isEqualTo("compute_80"); // no SASS of major 11: the PTX, JIT-compiled
+        assertThat(f.choose(7, 5)).isNull();                         // older than every image
+        assertThatThrownBy(() -> Fatbin.parse(new byte[] {1, 2, 3})).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("not a fatbin");
+        byte[] cut = java.util.Arrays.copyOf(fakeFatbin("sm_90", "sm_80"), 100);
+        assertThatThrownBy(() -> Fatbin.parse(cut)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("100 bytes");
+        byte[] overrun = fakeFatbin("sm_90");
+        overrun[16 + 8] = 127;   // the entry's payload size runs past the container
+        assertThatThrownBy(() -> Fatbin.parse(overrun)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overruns");
+    }
+
+    @Test void aShippedFatbinIsUsedOnlyForTheSourceItWasBuiltFrom() {
+        byte[] fb = fakeFatbin("sm_90");
+        String src = "extern \"C\" __global__ void k() {}\n";
+        Map<String, String> stamp = KernelSource.parseStamp("# comment\nsource k.cu\nsource-sha256 " + KernelSource.sourceSha256(src)
+                + "\nfatbin-sha256 " + KernelSource.sha256(fb) + "\nnvcc 13.0.88\n");
+        assertThat(new KernelSource("k.cu", src, fb, stamp).fatbinProblem()).isNull();
+        assertThat(new KernelSource("k.cu", src.replace("\n", "\r\n"), fb, stamp).fatbinProblem()).as("CRLF checkout").isNull();
+        assertThat(new KernelSource("k.cu", src + "// edit\n", fb, stamp).fatbinProblem())
+                .startsWith("k.fatbin is stale (built from k.cu sha256 " + KernelSource.sourceSha256(src).substring(0, 12) + "…");
+        assertThat(new KernelSource("k.cu", src, null, Map.of()).fatbinProblem()).isEqualTo("no k.fatbin is shipped");
+        assertThat(new KernelSource("k.cu", src, fb, Map.of()).fatbinProblem()).isEqualTo("k.fatbin has no k.fatbin.stamp");
+        assertThat(new KernelSource("k.cu", src, fakeFatbin("sm_80"), stamp).fatbinProblem()).contains("damaged");
+        assertThat(CudaContext.forceNvrtc(null)).isFalse();
+        assertThat(CudaContext.forceNvrtc("auto")).isFalse();
+        assertThat(CudaContext.forceNvrtc("FORCE")).isTrue();
+        assertThatThrownBy(() -> CudaContext.forceNvrtc("always")).hasMessage("-Dcmf.cuda.nvrtc=always: expected auto or force");
+    }
+
     @Test void kernelCacheKeysOnEverythingThatChangesTheImage(@TempDir Path dir) {
         String k = KernelCache.key("src", List.of("--gpu-architecture=sm_90"), "nvrtc 13.0", "sm_90");
         assertThat(KernelCache.key("src2", List.of("--gpu-architecture=sm_90"), "nvrtc 13.0", "sm_90")).isNotEqualTo(k);

@@ -18,7 +18,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
+import java.util.function.Function;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -60,14 +62,101 @@ class CudaMockTest {
 
     @AfterAll static void close() { if (ctx != null) ctx.close(); }
 
-    @Test void opensTheDeviceAndCachesTheCompiledModule() throws Exception {
+    @Test void opensTheDeviceWithTheShippedKernels() {
         assertThat(ctx.info().name()).isEqualTo("Mock GPU");
         assertThat(ctx.info().arch()).isEqualTo("sm_90");
         assertThat(ctx.info().driverVersion()).isEqualTo(13000);
-        assertThat(ctx.info().nvrtcVersion()).isEqualTo("13.0");
-        try (var files = Files.list(tmp.resolve("cache"))) {
-            assertThat(files.map(p -> p.getFileName().toString())).singleElement().asString().endsWith(".cubin");
+        // the committed fatbin (the mock driver accepts it when it holds sm_90 SASS or PTX <= compute_90);
+        // a stale one falls back to the mock NVRTC here, and ShippedKernelsTest fails saying how to rebuild it
+        boolean fresh = KernelSource.resource("kernels.cu").fatbinProblem() == null;
+        assertThat(ctx.info().kernels()).startsWith(fresh ? "kernels.fatbin sm_90 (nvcc 13." : "NVRTC 13.0 (kernels.fatbin");
+        assertThat(ctx.info().toString()).contains("kernels: " + ctx.info().kernels());
+    }
+
+    /** A context on the mock driver whose kernels.cu comes with {@code fatbin} and {@code stamp}; NVRTC only where given. */
+    static CudaContext open(byte[] fatbin, Map<String, String> stamp, boolean withNvrtc, boolean force, Path cache) {
+        String src = CudaContext.kernelSource();
+        Function<String, KernelSource> sources = name -> new KernelSource(name, src, fatbin, stamp);
+        return new CudaContext(cu, 0, List.of(withNvrtc ? lib.toString() : "/nonexistent/libnvrtc.so.13"), new KernelCache(cache),
+                sources, force);
+    }
+
+    /** The stamp the build script would write for the real kernels.cu and {@code fatbin}. */
+    static Map<String, String> stampFor(byte[] fatbin) {
+        return Map.of("source-sha256", KernelSource.sourceSha256(CudaContext.kernelSource()),
+                "fatbin-sha256", KernelSource.sha256(fatbin), "nvcc", "13.0.88");
+    }
+
+    static List<String> cached(Path dir) throws Exception {
+        if (!Files.isDirectory(dir)) return List.of();
+        try (var files = Files.list(dir)) { return files.map(p -> p.getFileName().toString()).toList(); }
+    }
+
+    @Test void aFreshFatbinIsLoadedWithoutNvrtc() throws Exception {
+        byte[] fb = CudaBindingTest.fakeFatbin("sm_80", "sm_90", "sm_100", "compute_80");
+        Path cache = tmp.resolve("cache-fresh");
+        try (CudaContext c = open(fb, stampFor(fb), false, false, cache)) {   // NVRTC absent: not needed
+            assertThat(c.info().kernels()).isEqualTo("kernels.fatbin sm_90 (nvcc 13.0.88)");
+            assertThat(c.takeNotes()).isEmpty();
+            assertThat(c.call(() -> c.driver().function(c.module(), "matvec_q8"))).isNotNull();
+            assertThat(cached(cache)).isEmpty();
         }
+        // only PTX fits this GPU: the driver compiles it
+        byte[] ptx = CudaBindingTest.fakeFatbin("sm_80", "sm_100", "compute_80");
+        try (CudaContext c = open(ptx, stampFor(ptx), false, false, cache)) {
+            assertThat(c.info().kernels()).isEqualTo("kernels.fatbin compute_80 PTX, compiled by the driver (nvcc 13.0.88)");
+        }
+    }
+
+    @Test void aStaleMissingOrUnfittingFatbinFallsBackToNvrtcWithANote() throws Exception {
+        byte[] fb = CudaBindingTest.fakeFatbin("sm_90", "compute_80");
+        Map<String, String> stale = new java.util.HashMap<>(stampFor(fb));
+        stale.put("source-sha256", "0".repeat(64));
+        Path cache = tmp.resolve("cache-stale");
+        try (CudaContext c = open(fb, stale, true, false, cache)) {
+            assertThat(c.info().kernels()).startsWith("NVRTC 13.0 (kernels.fatbin is stale (built from kernels.cu sha256 000000000000…");
+            assertThat(c.takeNotes()).singleElement().asString().startsWith("kernels.fatbin is stale")
+                    .endsWith("; compiled kernels.cu with NVRTC 13.0 instead (rebuild it with tools/build-cuda-kernels.sh)");
+            assertThat(c.takeNotes()).isEmpty();   // each note is told once
+            assertThat(cached(cache)).singleElement().asString().endsWith(".cubin");
+        }
+        try (CudaContext c = open(null, Map.of(), true, false, cache)) {
+            assertThat(c.info().kernels()).isEqualTo("NVRTC 13.0 (no kernels.fatbin is shipped)");
+        }
+        byte[] other = CudaBindingTest.fakeFatbin("sm_80", "sm_100", "sm_120");   // no SASS of major 9, no PTX
+        try (CudaContext c = open(other, stampFor(other), true, false, cache)) {
+            assertThat(c.info().kernels()).isEqualTo("NVRTC 13.0 (kernels.fatbin holds no code for sm_90 (sm_80 sm_100 sm_120))");
+            assertThat(c.takeNotes()).singleElement().asString().doesNotContain("rebuild");
+        }
+    }
+
+    @Test void nvrtcCanBeForcedOverAFreshFatbin() throws Exception {
+        byte[] fb = CudaBindingTest.fakeFatbin("sm_90", "compute_80");
+        Path cache = tmp.resolve("cache-forced");
+        try (CudaContext c = open(fb, stampFor(fb), true, true, cache)) {
+            assertThat(c.info().kernels()).isEqualTo("NVRTC 13.0 (-Dcmf.cuda.nvrtc=force)");
+            assertThat(c.takeNotes()).isEmpty();   // asked for: nothing to warn about
+            assertThat(cached(cache)).hasSize(1);
+        }
+        assertThatThrownBy(() -> open(fb, stampFor(fb), false, true, cache)).isInstanceOf(CudaUnavailableException.class)
+                .hasMessageStartingWith("kernels.cu: -Dcmf.cuda.nvrtc=force, and NVRTC");
+    }
+
+    @Test void neitherAFreshFatbinNorNvrtcIsAClearErrorAndAutoFallsBackToTheCpu() {
+        byte[] fb = CudaBindingTest.fakeFatbin("sm_90");
+        Map<String, String> stale = new java.util.HashMap<>(stampFor(fb));
+        stale.put("source-sha256", "1".repeat(64));
+        Path cache = tmp.resolve("cache-none");
+        assertThatThrownBy(() -> open(fb, stale, false, false, cache)).isInstanceOf(CudaUnavailableException.class)
+                .hasMessageStartingWith("kernels.cu: kernels.fatbin is stale (built from kernels.cu sha256 111111111111…")
+                .hasMessageContaining("and NVRTC (libnvrtc.so.13").hasMessageContaining("/nonexistent/libnvrtc.so.13 (absent)")
+                .hasMessageContaining("set CMF_NVRTC=/path/to/libnvrtc.so, rebuild the fatbin with tools/build-cuda-kernels.sh, or use --device cpu");
+        try (DeviceChoice.Resolved r = DeviceChoice.AUTO.resolve(() -> open(fb, stale, false, false, cache))) {
+            assertThat(r.description()).startsWith("cpu").contains("kernels.fatbin is stale");
+            assertThat(r.takeNotes()).isEmpty();
+        }
+        assertThatThrownBy(() -> DeviceChoice.CUDA.resolve(() -> open(null, Map.of(), false, false, cache)))
+                .isInstanceOf(CudaUnavailableException.class).hasMessageStartingWith("kernels.cu: no kernels.fatbin is shipped, and NVRTC");
     }
 
     @Test void everyCallIsCheckedAndNamed() {

@@ -15,12 +15,14 @@ static const char* err_name(int e) {
     switch (e) {
         case 0: return "CUDA_SUCCESS"; case 1: return "CUDA_ERROR_INVALID_VALUE";
         case 201: return "CUDA_ERROR_INVALID_CONTEXT"; case 500: return "CUDA_ERROR_NOT_FOUND";
+        case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
         default: return 0;
     }
 }
 CUresult cuGetErrorName(int e, const char** s) { *s = err_name(e); return *s ? 0 : 1; }
 CUresult cuGetErrorString(int e, const char** s) {
-    *s = e == 201 ? "invalid device context" : e == 500 ? "named symbol not found" : e == 1 ? "invalid argument" : 0;
+    *s = e == 201 ? "invalid device context" : e == 500 ? "named symbol not found" : e == 1 ? "invalid argument"
+       : e == 209 ? "no kernel image is available for execution on the device" : 0;
     return *s ? 0 : 1;
 }
 CUresult cuInit(unsigned f) { return getenv("MOCK_CUDA_NO_DEVICE") ? 100 : 0; }
@@ -50,10 +52,24 @@ CUresult cuMemcpyHtoDAsync_v2(unsigned long long d, const void* s, size_t n, voi
 CUresult cuMemcpyDtoHAsync_v2(void* d, unsigned long long s, size_t n, void* stream) { return cuMemcpyDtoH_v2(d, s, n); }
 CUresult cuStreamSynchronize(void* stream) { return current_ctx ? 0 : 201; }
 CUresult cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((void*) (uintptr_t) d, v, n); return 0; }
+/* A fatbin (as nvcc -fatbin writes it) loads when it holds what the real driver would run on this sm_90 GPU:
+ * SASS of major 9 and minor <= 0, or PTX of an architecture <= 90; else 209 CUDA_ERROR_NO_BINARY_FOR_GPU. */
+static int fatbin_fits(const unsigned char* b) {
+    uint16_t hs; uint64_t size; memcpy(&hs, b + 6, 2); memcpy(&size, b + 8, 8);
+    for (uint64_t at = hs; at + 32 <= hs + size;) {
+        uint16_t kind; uint32_t ehs, arch; uint64_t pay;
+        memcpy(&kind, b + at, 2); memcpy(&ehs, b + at + 4, 4); memcpy(&pay, b + at + 8, 8); memcpy(&arch, b + at + 28, 4);
+        if ((kind == 2 && arch / 10 == 9 && arch <= 90) || (kind == 1 && arch <= 90)) return 1;
+        at += ehs + pay;
+    }
+    return 0;
+}
 CUresult cuModuleLoadData(void** m, const void* img) {
     if (!current_ctx) return 201;
-    if (strncmp((const char*) img, "MOCKCUBIN", 9) != 0) return 200;
-    *m = (void*) img == 0 ? 0 : (void*) &primary_ctx; return 0;
+    uint32_t magic; memcpy(&magic, img, 4);
+    if (magic == 0xBA55ED50u) { if (!fatbin_fits((const unsigned char*) img)) return 209; }
+    else if (strncmp((const char*) img, "MOCKCUBIN", 9) != 0) return 200;
+    *m = (void*) &primary_ctx; return 0;
 }
 CUresult cuModuleUnload(void* m) { return 0; }
 

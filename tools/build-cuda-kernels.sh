@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds every CUDA kernel file of the engine, cmf-engine/src/main/resources/dev/cmf4j/backend/cuda/NAME.cu,
+# into NAME.fatbin next to it (committed, shipped in the jar, loaded with cuModuleLoadData), and writes
+# NAME.fatbin.stamp recording the SHA-256 of the exact source it was built from. At run time the engine uses
+# the fatbin only when that hash equals the jar's NAME.cu (else it compiles NAME.cu with NVRTC, if present);
+# the CI test ShippedKernelsTest fails when a stamp does not match its source.
+#
+# Run it after every edit of a .cu file, then commit the .cu, .fatbin and .fatbin.stamp together:
+#     tools/build-cuda-kernels.sh            (needs nvcc from CUDA 13: NVCC=/path/to/nvcc to pick one)
+#
+# The fatbin holds SASS for sm_80 (A100), sm_86 (RTX 30xx, A10/A40), sm_89 (RTX 40xx, L4/L40), sm_90 (H100/H200),
+# sm_100 (B200) and sm_120 (RTX 50xx) — a GPU of the same major and a higher minor runs the nearest lower
+# one — plus compute_80 PTX, which the driver compiles once (and caches) for any other GPU from sm_80 up.
+# Compile options are those of the NVRTC path (CudaContext.compileOptions: C++17, nvcc's default f32 math:
+# no fast-math, FMA contraction on), so both paths run the same code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=cmf-engine/src/main/resources/dev/cmf4j/backend/cuda
+NVCC=${NVCC:-nvcc}
+SASS=(80 86 89 90 100 120)
+PTX=80
+OPTIONS=(-std=c++17 --compress-mode=size)
+
+command -v "$NVCC" >/dev/null || { echo "build-cuda-kernels: nvcc not found (set NVCC=/path/to/nvcc, CUDA 13)" >&2; exit 1; }
+NVCC_VERSION=$("$NVCC" --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+[ -n "$NVCC_VERSION" ] || { echo "build-cuda-kernels: cannot read the version of $NVCC" >&2; exit 1; }
+
+GENCODE=()
+TARGETS=()
+for a in "${SASS[@]}"; do GENCODE+=(-gencode "arch=compute_$a,code=sm_$a"); TARGETS+=("sm_$a"); done
+GENCODE+=(-gencode "arch=compute_$PTX,code=compute_$PTX"); TARGETS+=("compute_$PTX")
+
+# the hash the engine compares: the source bytes with carriage returns dropped (a CRLF checkout stays fresh)
+sha() { tr -d '\r' < "$1" | sha256sum | cut -d' ' -f1; }
+
+shopt -s nullglob
+built=0
+for cu in "$DIR"/*.cu; do
+    name=$(basename "$cu" .cu)
+    out="$DIR/$name.fatbin"
+    tmp=$(mktemp "$DIR/.$name.XXXXXX")
+    trap 'rm -f "$tmp"' EXIT
+    # registers and spills per kernel for sm_90 (the H200), for the record; a spill fails the build
+    "$NVCC" -cubin "${OPTIONS[0]}" -arch=sm_90 -Xptxas -v -o /dev/null "$cu" 2>&1 | awk -v f="$name.cu" '
+        /Compiling entry function/ { split($0, q, "\047"); k = q[2] }
+        /spill stores/ { sp = $5 + $9 }
+        /Used [0-9]+ registers/ { printf "  %s sm_90 %-24s %3d registers, %d bytes spilled\n", f, k, $5, sp; if (sp > 0) bad = 1 }
+        END { exit bad }' || { echo "build-cuda-kernels: $cu failed to compile, or spills registers on sm_90 (see above)" >&2; exit 1; }
+    "$NVCC" -fatbin "${OPTIONS[@]}" "${GENCODE[@]}" -o "$tmp" "$cu"
+    mv "$tmp" "$out"
+    trap - EXIT
+    {
+        echo "# Written by tools/build-cuda-kernels.sh: what $name.fatbin was built from. Do not edit; rerun the script."
+        echo "source $name.cu"
+        echo "source-sha256 $(sha "$cu")"
+        echo "fatbin-sha256 $(sha256sum "$out" | cut -d' ' -f1)"
+        echo "nvcc $NVCC_VERSION"
+        echo "targets ${TARGETS[*]}"
+        echo "options ${OPTIONS[*]}"
+    } > "$out.stamp"
+    echo "$out: $(stat -c %s "$out") bytes (${TARGETS[*]}), nvcc $NVCC_VERSION"
+    built=$((built + 1))
+done
+# a fatbin whose source is gone would ship dead code
+for f in "$DIR"/*.fatbin; do
+    [ -f "${f%.fatbin}.cu" ] || { rm -f "$f" "$f.stamp"; echo "removed $f (no ${f%.fatbin}.cu)"; }
+done
+[ "$built" -gt 0 ] || { echo "build-cuda-kernels: no .cu file in $DIR" >&2; exit 1; }
