@@ -31,8 +31,9 @@ import java.util.stream.Stream;
  * <ul>
  *   <li>at f32 against transformers' goldens: logits and greedy-step logits max |Δ| within the fixtures
  *       README bound (1e-3; 2e-3 for qwen3_next), greedy ids exact;</li>
- *   <li>at q8_2f against the CPU engine on the same file (the goldens are not a q8 reference): logits
- *       max |Δ| within 1e-3 and greedy ids identical.</li>
+ *   <li>at q8_2f (or each dtype of {@code --quant}, e.g. {@code q8_2f,q4_block,q4tp}) against the CPU engine on
+ *       the same file (the goldens are not a quantized reference): logits max |Δ| within 1e-3 and greedy ids
+ *       identical.</li>
  * </ul>
  * Exit status 1 when any check fails.
  */
@@ -51,7 +52,11 @@ public final class SelftestCommand implements Callable<Integer> {
             description = "fixture models to check (default: every folder under DIR/models with a golden)")
     List<String> models;
 
-    @Option(names = "--no-q8", description = "skip the q8_2f device-vs-CPU check")
+    @Option(names = "--quant", paramLabel = "A,B", split = ",", defaultValue = "q8_2f",
+            description = "quantized dtypes to convert each model to and check device vs CPU (default q8_2f; e.g. q8_2f,q4_block,q4tp)")
+    List<String> quant;
+
+    @Option(names = "--no-q8", description = "skip the quantized device-vs-CPU checks (same as an empty --quant)")
     boolean noQ8;
 
     record Check(String model, String what, double maxDiff, double tol, boolean idsExact, String note) {
@@ -69,6 +74,8 @@ public final class SelftestCommand implements Callable<Integer> {
                 names = s.filter(p -> Files.exists(p.resolve("golden.safetensors"))).map(p -> p.getFileName().toString()).sorted().toList();
             }
         }
+        List<TensorPolicy.Mode> quants = new ArrayList<>();
+        if (!noQ8) for (String q : quant) if (!q.isBlank()) quants.add(TensorPolicy.Mode.parse(q.trim()));
         Path tmp = Files.createTempDirectory("cmf-selftest");
         List<Check> checks = new ArrayList<>();
         // one matmul per open model: its device copies are keyed by the mapped tensor memory, which a later
@@ -86,14 +93,14 @@ public final class SelftestCommand implements Callable<Integer> {
                     try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(f32, null, dev.matmul())) {
                         checks.add(report(out, g.check(name, m.graph(), tol), t0));
                     }
-                    if (!noQ8) {
+                    for (TensorPolicy.Mode q : quants) {
                         t0 = System.nanoTime();
-                        Path q8 = convert(dir, tmp.resolve(name + "-q8_2f.cmf"), TensorPolicy.Mode.Q8_2F);
+                        Path qf = convert(dir, tmp.resolve(name + "-" + q.label + ".cmf"), q);
                         Run cpu, gpu;
-                        try (Model m = Model.open(q8, null, CpuBackend.newMatMul())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
-                        try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(q8, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (Model m = Model.open(qf, null, CpuBackend.newMatMul())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(qf, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
-                        checks.add(report(out, new Check(name, "q8_2f vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
+                        checks.add(report(out, new Check(name, q.label + " vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
                                 "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds)), t0));
                     }
                 } catch (RuntimeException e) {
@@ -112,7 +119,7 @@ public final class SelftestCommand implements Callable<Integer> {
     }
 
     private static Check report(PrintWriter out, Check c, long t0) {
-        out.printf("%-4s %-12s %-14s max|d| %.3g (tol %.0e)  greedy %s  %s  [%.1fs]%n", c.ok() ? "ok" : "FAIL", c.model(), c.what(),
+        out.printf("%-4s %-12s %-15s max|d| %.3g (tol %.0e)  greedy %s  %s  [%.1fs]%n", c.ok() ? "ok" : "FAIL", c.model(), c.what(),
                 c.maxDiff(), c.tol(), c.idsExact() ? "exact" : "DIFFERS", c.note() == null ? "" : c.note(), (System.nanoTime() - t0) / 1e9);
         out.flush();
         return c;

@@ -3,6 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
+import dev.cmf4j.format.quant.TpLadder;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -13,8 +14,9 @@ import java.util.Objects;
 
 /**
  * The engine's {@link MatMul} on an NVIDIA GPU: every [out, in] weight matrix of a supported dtype (f32,
- * bf16, f16, q8_row, q8_2f) is uploaded to device memory once, in its stored dtype (q8 scale planes
- * widened to f32), on first use; each product then copies the activations in, runs one matvec kernel
+ * bf16, f16, q8_row, q8_2f, q4_block, q4tp) is uploaded to device memory once, in its stored dtype (q8
+ * scale planes widened to f32; q4_block as stored; q4tp as stored plus exp2(lo), exp2(step) per row as f32),
+ * on first use; each product then copies the activations in, runs one matvec kernel
  * launch over all rows and tokens, and copies the result back. Input-major matrices and other dtypes
  * go to {@code fallback} (the CPU kernels), so every architecture the CPU engine runs also runs here.
  *
@@ -27,7 +29,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private final CudaDriver cu;
     private final MatMul fallback;
     private final Map<MemorySegment, DeviceMatrix> uploaded = new HashMap<>();
-    private final MemorySegment fnF32, fnBf16, fnF16, fnQ8;
+    private final MemorySegment fnF32, fnBf16, fnF16, fnQ8, fnQ4Block, fnQ4tp;
     private final Arena arena = Arena.ofShared();
     /** The kernel's 8 argument slots (56 bytes) and the void** array pointing at them, rewritten per launch. */
     private final MemorySegment args = arena.allocate(56, 8), params = arena.allocate(ValueLayout.ADDRESS, 8);
@@ -36,8 +38,14 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private long deviceBytes;
     private boolean closed;
 
-    /** A tensor resident on the GPU: its payload in the stored dtype, and for q8 the scale planes as f32. */
-    record DeviceMatrix(MemorySegment source, DType dtype, long storedRows, int cols, long weights, long rowScales, long colField) {}
+    /**
+     * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
+     * {@code rowScales} and {@code colField} point at per dtype; 0 = none), the allocations to free, their bytes.
+     */
+    record DeviceMatrix(MemorySegment source, DType dtype, long weights, long rowScales, long colField, long[] owned, long bytes) {}
+
+    /** The kernel file of the q4 matvecs, loaded beside kernels.cu. */
+    static final String Q4_KERNELS = "matvec_q4.cu";
 
     public CudaMatMul(CudaContext ctx, MatMul fallback) {
         this.ctx = Objects.requireNonNull(ctx, "ctx");
@@ -45,8 +53,9 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         this.fallback = Objects.requireNonNull(fallback, "fallback");
         MemorySegment[] f = ctx.call(() -> new MemorySegment[] {cu.function(ctx.module(), "matvec_f32"),
                 cu.function(ctx.module(), "matvec_bf16"), cu.function(ctx.module(), "matvec_f16"),
-                cu.function(ctx.module(), "matvec_q8")});
-        fnF32 = f[0]; fnBf16 = f[1]; fnF16 = f[2]; fnQ8 = f[3];
+                cu.function(ctx.module(), "matvec_q8"), cu.function(ctx.module(Q4_KERNELS), "matvec_q4_block"),
+                cu.function(ctx.module(Q4_KERNELS), "matvec_q4tp")});
+        fnF32 = f[0]; fnBf16 = f[1]; fnF16 = f[2]; fnQ8 = f[3]; fnQ4Block = f[4]; fnQ4tp = f[5];
         long[] offsets = ArgPack.OFFSETS;
         for (int i = 0; i < offsets.length; i++) params.setAtIndex(ValueLayout.ADDRESS, i, args.asSlice(offsets[i]));
     }
@@ -54,7 +63,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     /** Whether the GPU path takes {@code w} (else the fallback does). */
     public static boolean supports(Matrix w) {
         return !w.inputMajor() && w.rows() > 0 && switch (w.dtype()) {
-            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            case F32, BF16, F16, Q8_ROW, Q8_2F, Q4_BLOCK, Q4TP -> true;
             default -> false;
         };
     }
@@ -157,6 +166,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             case F32 -> fnF32;
             case BF16 -> fnBf16;
             case F16 -> fnF16;
+            case Q4_BLOCK -> fnQ4Block;
+            case Q4TP -> fnQ4tp;
             default -> fnQ8;
         };
         for (int t0 = 0; t0 < tokens; t0 += ArgPack.MAX_GRID_Y) {
@@ -184,6 +195,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
 
     private DeviceMatrix upload(Matrix w) {
         DType dt = w.dtype();
+        if (dt == DType.Q4_BLOCK || dt == DType.Q4TP) return uploadQ4(w);
+        long before = deviceBytes;
         long rows = w.storedRows();
         int cols = w.cols();
         MemorySegment data = w.data();
@@ -199,7 +212,37 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             rs = toDevice(widenF16(data.asSlice(wBytes, 2 * rows), rows));
             if (dt == DType.Q8_2F) cf = toDevice(widenF16(data.asSlice(wBytes + 2 * rows, 2L * cols), cols));
         }
-        return new DeviceMatrix(data, dt, rows, cols, dw, rs, cf);
+        return new DeviceMatrix(data, dt, dw, rs, cf, new long[] {dw, rs, cf}, deviceBytes - before);
+    }
+
+    /**
+     * q4_block and q4tp: the payload goes up as stored (CMF_FORMAT.md §2) and the kernel's pointers go into it —
+     * q4_block: weights = nibble plane, rowScales = the f16 scale plane; q4tp: weights = nibble plane, colField =
+     * the codes plane, rowScales = a small f32 plane {exp2(lo), exp2(step)} per row computed here (correctly
+     * rounded, as CMF defines the ladder; the GPU's exp2f is not), from which the kernel builds each row's ladder.
+     */
+    private DeviceMatrix uploadQ4(Matrix w) {
+        DType dt = w.dtype();
+        long rows = w.storedRows();
+        int cols = w.cols();
+        MemorySegment data = w.data();
+        long gpr = (cols + 31) / 32, plane = dt == DType.Q4_BLOCK ? (rows * cols + 31) / 32 * 16 : rows * gpr * 16;
+        long need = dt == DType.Q4_BLOCK ? plane / 16 * 18 : plane + 4 * rows + rows * TpLadder.codeStride(gpr);
+        if (data.byteSize() != need)
+            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
+                    + " bytes, payload has " + data.byteSize());
+        long dw = toDevice(data);
+        if (dt == DType.Q4_BLOCK) return new DeviceMatrix(data, dt, dw, dw + plane, 0, new long[] {dw}, need);
+        long ds;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment steps = a.allocate(8 * rows, 16);
+            for (long r = 0; r < rows; r++) {
+                steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r))));
+                steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r + 1, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r + 2))));
+            }
+            ds = toDevice(steps);
+        }
+        return new DeviceMatrix(data, dt, dw, ds, dw + plane + 4 * rows, new long[] {dw, ds}, need + 8 * rows);
     }
 
     /** f16 little-endian values as an f32 host segment. */
@@ -227,11 +270,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     }
 
     private void free(DeviceMatrix d) {
-        cu.memFree(d.weights());
-        if (d.rowScales() != 0) cu.memFree(d.rowScales());
-        if (d.colField() != 0) cu.memFree(d.colField());
-        deviceBytes -= d.storedRows() * d.cols() * (d.dtype() == DType.F32 ? 4L : d.rowScales() != 0 ? 1L : 2L)
-                + (d.rowScales() != 0 ? 4 * d.storedRows() : 0) + (d.colField() != 0 ? 4L * d.cols() : 0);
+        for (long p : d.owned()) if (p != 0) cu.memFree(p);
+        deviceBytes -= d.bytes();
     }
 
     /** Frees the device copies and staging buffers (the fallback is not closed). */

@@ -59,8 +59,16 @@ class CudaBindingTest {
         String src = CudaContext.kernelSource();
         for (String k : List.of("matvec_f32", "matvec_bf16", "matvec_f16", "matvec_q8"))
             assertThat(src).contains("MATVEC(" + k + ",");
-        Matcher m = Pattern.compile("__launch_bounds__\\((\\d+)\\) NAME\\(([^)]*)\\)").matcher(src.replace("\\\n", " "));
+        Pattern signature = Pattern.compile("__launch_bounds__\\((\\d+)\\) NAME\\(([^)]*)\\)");
+        Matcher m = signature.matcher(src.replace("\\\n", " "));
         assertThat(m.find()).as("MATVEC macro signature").isTrue();
+        // the q4 kernels launch through the same argument block
+        String q4 = KernelSource.resource(CudaMatMul.Q4_KERNELS).source();
+        for (String k : List.of("matvec_q4_block", "matvec_q4tp")) assertThat(q4).contains("MATVEC_Q4(" + k + ",");
+        Matcher m4 = signature.matcher(q4.replace("\\\n", " "));
+        assertThat(m4.find()).as("MATVEC_Q4 macro signature").isTrue();
+        assertThat(m4.group(1)).isEqualTo(m.group(1));
+        assertThat(m4.group(2).replaceAll("\\s+", " ")).isEqualTo(m.group(2).replaceAll("\\s+", " "));
         assertThat(Integer.parseInt(m.group(1))).isEqualTo(ArgPack.BLOCK);
         String[] params = m.group(2).trim().split("\\s*,\\s*");
         assertThat(params).hasSize(ArgPack.SIZES.length);

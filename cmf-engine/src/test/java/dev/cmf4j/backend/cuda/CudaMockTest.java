@@ -193,8 +193,58 @@ class CudaMockTest {
                 if (two) for (int c = 0; c < cols; c++) s.set(u16, n + 2L * rows + 2L * c, Float.floatToFloat16(0.5f + R.nextFloat()));
                 yield s;
             }
+            case Q4_BLOCK -> {   // random nibbles (the last group's padding too: it must never be read), f16 scales
+                long groups = (n + 31) / 32;
+                MemorySegment s = a.allocate(groups * 18);
+                for (long i = 0; i < groups * 16; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) R.nextInt(256));
+                for (long g = 0; g < groups; g++) s.set(u16, groups * 16 + 2 * g, Float.floatToFloat16(0.01f + R.nextFloat() * 0.02f));
+                yield s;
+            }
+            case Q4TP -> {       // random nibbles and 5-bit codes, a per-row ladder of scales around 2^-6
+                long gpr = (cols + 31) / 32, plane = rows * gpr * 16, codes = dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
+                MemorySegment s = a.allocate(plane + 4L * rows + rows * codes);
+                for (long i = 0; i < plane; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) R.nextInt(256));
+                for (int r = 0; r < rows; r++) {
+                    s.set(u16, plane + 4L * r, Float.floatToFloat16(-7.5f + R.nextFloat()));
+                    s.set(u16, plane + 4L * r + 2, Float.floatToFloat16(0.02f + R.nextFloat() * 0.08f));
+                }
+                for (long i = 0; i < rows * codes; i++) s.set(ValueLayout.JAVA_BYTE, plane + 4L * rows + i, (byte) R.nextInt(256));
+                yield s;
+            }
             default -> throw new IllegalArgumentException(dt.label);
         };
+    }
+
+    @Test void q4MatmulsMatchTheCpuOnRaggedShapes() {
+        MatMul cpu = CpuBackend.newMatMul();
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
+            // q4_block groups run over the flattened tensor: cols not a multiple of 32 straddle rows (q4tp needs cols % 32 == 0)
+            for (DType dt : List.of(DType.Q4_BLOCK, DType.Q4TP))
+                for (int cols : dt == DType.Q4TP ? new int[] {32, 96, 288, 512} : new int[] {12, 13, 32, 40, 96, 300, 512}) {
+                    int rows = 19;
+                    Matrix whole = Matrix.of("w." + dt.label, dt, payload(a, dt, rows, cols), rows, cols);
+                    assertThat(CudaMatMul.supports(whole)).isTrue();
+                    for (Matrix m : List.of(whole, whole.slice(3, 11, false), whole.slice(18, 1, false)))
+                        for (int tokens : new int[] {1, 3}) {
+                            float[] x = new float[tokens * cols];
+                            for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
+                            float[] want = new float[tokens * m.outDim()], got = new float[want.length];
+                            cpu.apply(m, x, tokens, want);
+                            gpu.apply(m, x, tokens, got);
+                            for (int i = 0; i < want.length; i++)
+                                assertThat((double) got[i]).as(dt.label + " cols " + cols + " rows " + m.firstRow() + "+" + m.rows() + " t " + tokens + " i " + i)
+                                        .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i]))));
+                        }
+                }
+            // uploaded as stored (q4tp plus 8 bytes per row of ladder steps), freed on close
+            long before = gpu.deviceBytes();
+            Matrix q = Matrix.of("q", DType.Q4TP, payload(a, DType.Q4TP, 4, 64), 4, 64);
+            gpu.apply(q, new float[64], 1, new float[4]);
+            assertThat(gpu.deviceBytes() - before).isEqualTo(q.data().byteSize() + 8 * 4);
+            Matrix b = Matrix.of("b", DType.Q4_BLOCK, payload(a, DType.Q4_BLOCK, 3, 40), 3, 40);
+            gpu.apply(b, new float[40], 1, new float[3]);
+            assertThat(gpu.deviceBytes() - before).isEqualTo(q.data().byteSize() + 8 * 4 + b.data().byteSize());
+        }
     }
 
     @Test void matmulMatchesTheCpuForEveryDtypeWindowAndChunk() {

@@ -73,12 +73,14 @@ CUresult cuModuleLoadData(void** m, const void* img) {
 }
 CUresult cuModuleUnload(void* m) { return 0; }
 
-static int kinds[4] = {0, 1, 2, 3};
+static int kinds[6] = {0, 1, 2, 3, 4, 5};
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
     else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
     else if (!strcmp(name, "matvec_f16")) *f = &kinds[2];
     else if (!strcmp(name, "matvec_q8")) *f = &kinds[3];
+    else if (!strcmp(name, "matvec_q4_block")) *f = &kinds[4];
+    else if (!strcmp(name, "matvec_q4tp")) *f = &kinds[5];
     else return 500;
     return 0;
 }
@@ -90,6 +92,40 @@ static float f16(uint16_t h) {
     if (e == 31) u = (s << 31) | 0x7f800000u | (m << 13);
     else u = (s << 31) | ((e + 112) << 23) | (m << 13);
     float f; memcpy(&f, &u, 4); return f;
+}
+
+/* matvec_q4.cu's kernels, from their definition: q4_block (w = nibble plane, rs = its f16 scale plane; groups
+ * over the flattened tensor) and q4tp (w = nibble plane, rs = per row {exp2(lo), exp2(step)}, cf = codes plane). */
+static int launch_q4(int kind, const void* w, const float* rs, const float* cf, const float* x, float* y,
+                     long long row0, int rows, int cols, unsigned tokens) {
+    const unsigned char* nib = (const unsigned char*) w;
+    int gpr = (cols + 31) / 32, codeBytes = (gpr * 5 + 7) / 8;
+    for (unsigned t = 0; t < tokens; t++)
+        for (int r = 0; r < rows; r++) {
+            long long sr = row0 + r;
+            float ladder[32];
+            if (kind == 5) {
+                ladder[0] = rs[2 * sr];
+                for (int k = 1; k < 32; k++) ladder[k] = ladder[k - 1] * rs[2 * sr + 1];
+            }
+            double acc = 0;
+            for (int c = 0; c < cols; c++) {
+                float wv;
+                if (kind == 4) {
+                    long long i = sr * cols + c, g = i / 32;
+                    int j = (int) (i % 32), b = nib[g * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15;
+                    wv = (q - 8) * f16(((const uint16_t*) rs)[g]);
+                } else {
+                    int g = c / 32, j = c % 32, b = nib[(sr * gpr + g) * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15, code = 0;
+                    const unsigned char* codes = (const unsigned char*) cf + sr * codeBytes;
+                    for (int k = 0; k < 5; k++) code |= ((codes[(g * 5 + k) / 8] >> ((g * 5 + k) % 8)) & 1) << k;
+                    wv = (q - 8) * ladder[code];
+                }
+                acc += (double) wv * x[(long long) t * cols + c];
+            }
+            y[(long long) t * rows + r] = (float) acc;
+        }
+    return 0;
 }
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -105,6 +141,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     long long row0 = *(long long*) p[5];
     int rows = *(int*) p[6], cols = *(int*) p[7];
     if ((long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1; /* grid must just cover the rows */
+    if (kind >= 4) return launch_q4(kind, w, rs, cf, x, y, row0, rows, cols, gy);
     for (unsigned t = 0; t < gy; t++)
         for (int r = 0; r < rows; r++) {
             long long base = (row0 + r) * (long long) cols;
@@ -138,7 +175,7 @@ int nvrtcCompileProgram(prog_t* p, int n, const char* const* opts) {
     for (int i = 0; i < n; i++) if (!strncmp(opts[i], "--gpu-architecture=sm_", 22)) arch = 1;
     if (!arch) { p->log = strdup("no --gpu-architecture=sm_XX option"); return 7; }
     if (strstr(p->src, "#error")) { p->log = strdup("kernels.cu(1): error: mock compile error"); return 6; }
-    return strstr(p->src, "matvec_q8") ? 0 : 6;
+    return strstr(p->src, "matvec_q8") || strstr(p->src, "matvec_q4") ? 0 : 6;
 }
 int nvrtcGetProgramLogSize(prog_t* p, size_t* n) { *n = p->log ? strlen(p->log) + 1 : 1; return 0; }
 int nvrtcGetProgramLog(prog_t* p, char* out) { strcpy(out, p->log ? p->log : ""); return 0; }
