@@ -59,6 +59,14 @@ public final class CudaDriver {
             new NativeLib.Binding("cuEventSynchronize", fn(I32, PTR)),
             new NativeLib.Binding("cuEventElapsedTime_v2", fn(I32, PTR, PTR, PTR)),
             new NativeLib.Binding("cuEventDestroy_v2", fn(I32, PTR)),
+            new NativeLib.Binding("cuStreamCreate", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuStreamDestroy_v2", fn(I32, PTR)),
+            new NativeLib.Binding("cuStreamBeginCapture_v2", fn(I32, PTR, I32)),
+            new NativeLib.Binding("cuStreamEndCapture", fn(I32, PTR, PTR)),
+            new NativeLib.Binding("cuGraphInstantiateWithFlags", fn(I32, PTR, PTR, I64)),
+            new NativeLib.Binding("cuGraphLaunch", fn(I32, PTR, PTR)),
+            new NativeLib.Binding("cuGraphExecDestroy", fn(I32, PTR)),
+            new NativeLib.Binding("cuGraphDestroy", fn(I32, PTR)),
             new NativeLib.Binding("cuGetErrorName", fn(I32, I32, PTR)),
             new NativeLib.Binding("cuGetErrorString", fn(I32, I32, PTR)));
 
@@ -71,7 +79,8 @@ public final class CudaDriver {
     private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
             primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,
             htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
-            eventSync, eventElapsed, eventDestroy, errName, errString;
+            eventSync, eventElapsed, eventDestroy, errName, errString, streamCreate, streamDestroy, beginCapture,
+            endCapture, graphInstantiate, graphLaunch, graphExecDestroy, graphDestroy;
 
     private CudaDriver(Map<String, MethodHandle> h) {
         init = h.get("cuInit"); driverVersion = h.get("cuDriverGetVersion"); deviceCount = h.get("cuDeviceGetCount");
@@ -87,6 +96,10 @@ public final class CudaDriver {
         launch = h.get("cuLaunchKernel"); eventCreate = h.get("cuEventCreate"); eventRecord = h.get("cuEventRecord");
         eventSync = h.get("cuEventSynchronize"); eventElapsed = h.get("cuEventElapsedTime_v2");
         eventDestroy = h.get("cuEventDestroy_v2"); errName = h.get("cuGetErrorName"); errString = h.get("cuGetErrorString");
+        streamCreate = h.get("cuStreamCreate"); streamDestroy = h.get("cuStreamDestroy_v2");
+        beginCapture = h.get("cuStreamBeginCapture_v2"); endCapture = h.get("cuStreamEndCapture");
+        graphInstantiate = h.get("cuGraphInstantiateWithFlags"); graphLaunch = h.get("cuGraphLaunch");
+        graphExecDestroy = h.get("cuGraphExecDestroy"); graphDestroy = h.get("cuGraphDestroy");
     }
 
     private static volatile CudaDriver instance;
@@ -337,5 +350,85 @@ public final class CudaDriver {
 
     public void eventDestroy(MemorySegment e) {
         try { check((int) eventDestroy.invokeExact(e), "cuEventDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    // ---- streams and graphs (the resident forward: one non-default stream per session, one graph per decode step) ----
+
+    /** {@code CU_STREAM_NON_BLOCKING}: no implicit synchronisation with the legacy default stream. */
+    public static final int STREAM_NON_BLOCKING = 1;
+    /** {@code CU_STREAM_CAPTURE_MODE_THREAD_LOCAL}: only this thread's unsafe calls are checked during capture. */
+    public static final int CAPTURE_THREAD_LOCAL = 1;
+
+    /** A new stream ({@code CUstream}); capture needs one (the legacy default stream cannot be captured). */
+    public MemorySegment streamCreate(int flags) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) streamCreate.invokeExact(v, flags), "cuStreamCreate");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void streamDestroy(MemorySegment stream) {
+        try { check((int) streamDestroy.invokeExact(stream), "cuStreamDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** As {@link #launch} on {@code stream}. */
+    public void launch(MemorySegment f, int gx, int gy, int gz, int bx, int by, int bz, int sharedBytes, MemorySegment stream,
+                       MemorySegment params) {
+        try {
+            check((int) launch.invokeExact(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, params, MemorySegment.NULL),
+                    "cuLaunchKernel");
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Host-to-device copy queued on {@code stream}; {@code src} (pinned) must stay unchanged until the stream passes it. */
+    public void copyToDeviceAsync(long dst, MemorySegment src, long bytes, MemorySegment stream) {
+        try { check((int) htodAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyHtoDAsync_v2"); }
+        catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Device-to-host copy queued on {@code stream}; {@code dst} (pinned) is valid after {@link #streamSynchronize}. */
+    public void copyToHostAsync(MemorySegment dst, long src, long bytes, MemorySegment stream) {
+        try { check((int) dtohAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyDtoHAsync_v2"); }
+        catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void streamSynchronize(MemorySegment stream) {
+        try { check((int) streamSync.invokeExact(stream), "cuStreamSynchronize"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Starts recording {@code stream}'s work into a graph instead of running it. */
+    public void beginCapture(MemorySegment stream, int mode) {
+        try { check((int) beginCapture.invokeExact(stream, mode), "cuStreamBeginCapture_v2"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Ends the capture; returns the recorded {@code CUgraph}. */
+    public MemorySegment endCapture(MemorySegment stream) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) endCapture.invokeExact(stream, v), "cuStreamEndCapture");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** An executable graph ({@code CUgraphExec}) of {@code graph}. */
+    public MemorySegment graphInstantiate(MemorySegment graph) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(PTR);
+            check((int) graphInstantiate.invokeExact(v, graph, 0L), "cuGraphInstantiateWithFlags");
+            return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void graphLaunch(MemorySegment exec, MemorySegment stream) {
+        try { check((int) graphLaunch.invokeExact(exec, stream), "cuGraphLaunch"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void graphExecDestroy(MemorySegment exec) {
+        try { check((int) graphExecDestroy.invokeExact(exec), "cuGraphExecDestroy"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void graphDestroy(MemorySegment graph) {
+        try { check((int) graphDestroy.invokeExact(graph), "cuGraphDestroy"); } catch (Throwable t) { throw rethrow(t); }
     }
 }

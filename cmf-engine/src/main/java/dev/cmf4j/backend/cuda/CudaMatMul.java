@@ -4,6 +4,9 @@ import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
 import dev.cmf4j.format.quant.TpLadder;
+import dev.cmf4j.model.ModelSpec;
+import dev.cmf4j.model.graph.DenseDecoder;
+import dev.cmf4j.model.graph.DeviceForward;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -24,7 +27,12 @@ import java.util.Objects;
  * attention, activations) stay on the CPU. One instance per open model: its device copies are keyed by
  * the tensor's mapped memory, so {@link #close} it with the model.
  */
-public final class CudaMatMul implements MatMul, AutoCloseable {
+public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoCloseable {
+    /** {@code -Dcmf.cuda.resident=false}: dense models too run on the hybrid path (GPU products, CPU graph). */
+    static final boolean RESIDENT = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.resident"));
+    /** {@code -Dcmf.cuda.graphs=false}: resident decode steps launch kernel by kernel instead of replaying a CUDA graph. */
+    static final boolean GRAPHS = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.graphs"));
+
     private final CudaContext ctx;
     private final CudaDriver cu;
     private final MatMul fallback;
@@ -37,6 +45,9 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private long devX, devY, capX, capY;
     private long deviceBytes;
     private boolean closed;
+    private final java.util.List<ResidentForward> residents = new java.util.ArrayList<>();
+    private java.util.function.Consumer<String> notes = System.err::println;
+    private boolean graphs = GRAPHS;
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -67,6 +78,43 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             default -> false;
         };
     }
+
+    /** Where the one-line notes on the path each model takes go (standard error by default). */
+    public void notes(java.util.function.Consumer<String> sink) { this.notes = Objects.requireNonNull(sink); }
+
+    /**
+     * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
+     * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.
+     */
+    @Override public DeviceForward denseForward(DenseDecoder model) {
+        String arch = model.spec().archName();
+        if (!RESIDENT) {
+            notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): -Dcmf.cuda.resident=false");
+            return null;
+        }
+        for (Matrix w : model.matrices())
+            if (!ResidentForward.supports(w)) {
+                notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + w.name() + " is "
+                        + w.dtype().label + ", which the resident kernels do not read");
+                return null;
+            }
+        ResidentForward f = ctx.call(() -> {
+            if (closed) throw new IllegalStateException("CudaMatMul closed");
+            ResidentForward r = new ResidentForward(this, ctx, model, graphs);
+            residents.add(r);
+            return r;
+        });
+        notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; decode as one CUDA graph "
+                + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false") + ")");
+        return f;
+    }
+
+    @Override public void cpuGraph(ModelSpec spec, String why) {
+        notes.accept("cmf: cuda: " + spec.archName() + ": hybrid path (GPU weight products, CPU graph): " + why);
+    }
+
+    /** Whether resident forwards made from now on replay decode steps as CUDA graphs (default: {@code cmf.cuda.graphs}). */
+    void useGraphs(boolean on) { this.graphs = on; }
 
     /** Bytes of device memory this instance holds for weights. */
     public long deviceBytes() { return deviceBytes; }
@@ -146,7 +194,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     }
 
     /** Owner thread: the device copy of {@code w}, uploaded on first use. */
-    private DeviceMatrix resident(Matrix w) {
+    DeviceMatrix resident(Matrix w) {
         if (closed) throw new IllegalStateException("CudaMatMul closed");
         DeviceMatrix d = uploaded.get(w.data());
         if (d != null && !d.source().scope().isAlive()) {
@@ -253,7 +301,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         return f;
     }
 
-    private long toDevice(MemorySegment host) {
+    long toDevice(MemorySegment host) {
         long n = host.byteSize();
         long d = cu.memAlloc(Math.max(n, 16));
         if (host.isNative()) {
@@ -279,6 +327,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         ctx.call(() -> {
             if (closed) return null;
             closed = true;
+            for (ResidentForward r : residents) r.closeOnOwner();
+            residents.clear();
             for (DeviceMatrix d : uploaded.values()) free(d);
             uploaded.clear();
             if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }

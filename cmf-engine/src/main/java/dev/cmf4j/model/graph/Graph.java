@@ -53,6 +53,8 @@ public final class Graph {
     private final Linear pleProjection;
     private final NormOp pleNorm;
     private final int pleDim;
+    /** The device's whole-forward replacement of the steps above, or null (the CPU steps run). */
+    private final DeviceForward device;
 
     public Graph(ModelSpec spec, Weights weights, MatMul mm) {
         this.spec = spec;
@@ -113,7 +115,17 @@ public final class Graph {
                     throw new ModelException("layer " + i + " shares the K/V of layer " + src + ", which is not an earlier"
                             + " attention layer of the same shape and window");
             }
+        DeviceForward dev = null;
+        if (mm instanceof DeviceForward.Provider p) {
+            String why = DenseDecoder.unsupported(spec);
+            if (why == null) dev = p.denseForward(DenseDecoder.of(spec, l, embedRows, head, finalNorm));
+            else p.cpuGraph(spec, why);
+        }
+        this.device = dev;
     }
+
+    /** The device forward this graph routes through, or null when its own CPU steps run. */
+    public DeviceForward device() { return device; }
 
     private MixerStep mixerStep(Mixer m, Loader l) {
         return switch (m) {
@@ -172,6 +184,13 @@ public final class Graph {
             int id = ids[off + t];
             if (id < 0 || id >= embedding.rows())
                 throw new IllegalArgumentException("token id " + id + " outside the vocabulary [0, " + embedding.rows() + ")");
+        }
+        if (device != null) {
+            if (observer != null)
+                throw new UnsupportedOperationException("hidden-state observers need the CPU graph; this model runs on the device");
+            device.forward(st.deviceState, ids, off, tokens, st.position, logits, allLogits);
+            st.position += tokens;
+            return;
         }
         int pos0 = st.position;
         float[] x = st.x, h = st.h, m = st.m;

@@ -5,7 +5,7 @@ import dev.cmf4j.model.Norm;
 import dev.cmf4j.model.NormStyle;
 
 /** A resolved RMSNorm: decoded weight (or none), style and epsilon. */
-record NormOp(float[] w, boolean offset, float eps, int dim) {
+public record NormOp(float[] w, boolean offset, float eps, int dim) {
     static NormOp of(Norm n, Loader loader) {
         if (n == null) return null;
         return new NormOp(loader.norm(n), n.style() == NormStyle.OFFSET, n.eps(), n.dim());

@@ -9,6 +9,8 @@ public final class State {
     final int maxChunk, maxContext;
     final Object[] mixerState, mixerScratch, ffnScratch;
     final float[] x, h, m, residual, pli, pliTmp, pliTmp2;
+    /** The device forward's per-session state (KV cache on the device), or null on the CPU graph. */
+    final Object deviceState;
     int position;
     /** A step failed after a state that cannot roll back (recurrent) was modified: only reset helps. */
     boolean broken;
@@ -21,20 +23,23 @@ public final class State {
         mixerState = new Object[n];
         mixerScratch = new Object[n];
         ffnScratch = new Object[n];
-        for (int l = 0; l < n; l++) {
+        // on a device graph the CPU steps never run: none of their caches and scratch (hundreds of MB for big chunks)
+        boolean cpu = graph.device() == null;
+        for (int l = 0; cpu && l < n; l++) {
             mixerState[l] = graph.mixer(l).newState(maxContext);
             mixerScratch[l] = graph.mixer(l).newScratch(maxChunk, maxContext);
             ffnScratch[l] = graph.ffn(l).newScratch(maxChunk);
         }
-        x = new float[maxChunk * hidden];
-        h = new float[maxChunk * hidden];
-        m = new float[maxChunk * hidden];
-        residual = new float[maxChunk * hidden];
+        x = cpu ? new float[maxChunk * hidden] : null;
+        h = cpu ? new float[maxChunk * hidden] : null;
+        m = cpu ? new float[maxChunk * hidden] : null;
+        residual = cpu ? new float[maxChunk * hidden] : null;
         int pliWidth = graph.perLayerWidth();
-        pli = pliWidth == 0 ? null : new float[maxChunk * pliWidth];
-        pliTmp = pliWidth == 0 ? null : new float[maxChunk * pliWidth];
+        pli = pliWidth == 0 || !cpu ? null : new float[maxChunk * pliWidth];
+        pliTmp = pliWidth == 0 || !cpu ? null : new float[maxChunk * pliWidth];
         int pliDim = graph.perLayerDim();
-        pliTmp2 = pliDim == 0 ? null : new float[maxChunk * Math.max(pliDim, hidden)];
+        pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxChunk * Math.max(pliDim, hidden)];
+        deviceState = cpu ? null : graph.device().newState(maxChunk, maxContext);
     }
 
     Object mixerState(int layer) { return mixerState[layer]; }

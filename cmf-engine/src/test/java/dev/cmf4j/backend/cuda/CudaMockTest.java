@@ -47,7 +47,7 @@ class CudaMockTest {
         lib = tmp.resolve("libmockcuda.so");
         int rc;
         try {
-            Process p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString())
+            Process p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm")
                     .redirectErrorStream(true).start();
             String out = new String(p.getInputStream().readAllBytes());
             rc = p.waitFor(60, TimeUnit.SECONDS) ? p.exitValue() : -1;
@@ -341,5 +341,77 @@ class CudaMockTest {
             for (int i = 0; i < 8; i++) assertThat((double) second[i]).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4));
             assertThat(second).isNotEqualTo(first);
         }
+    }
+
+    /** Reads one of the mock's counters: 0 kernels launched directly, 1 graphs captured, 2 graph replays, 3 nodes replayed. */
+    static int counter(int which) {
+        try {
+            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_counter").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
+            return (int) h.invokeExact(which);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    /** A session's logits for a prompt (prefill chunks of 4, all logits) and a few decode steps, concatenated. */
+    static float[] run(dev.cmf4j.model.graph.Graph g, int[] prompt, int[] next) {
+        dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 64, 4);
+        float[] all = s.logitsAll(prompt);
+        int v = g.vocab();
+        float[] out = java.util.Arrays.copyOf(all, all.length + (next.length + 1) * v);
+        s.reset();
+        float[] last = s.prefill(prompt);   // chunks of 4 and a last chunk of 1, last-token logits only
+        System.arraycopy(last, 0, out, all.length, v);
+        for (int i = 0; i < next.length; i++) System.arraycopy(s.decode(next[i]), 0, out, all.length + (i + 1) * v, v);
+        return out;
+    }
+
+    @Test void denseModelsRunGpuResidentAndMatchTheCpuWithGraphsOnAndOff() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
+        for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf", "qwen3-Q8_2F.cmf"))
+            for (boolean graphs : new boolean[] {true, false}) {
+                float[] want;
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = run(m.graph(), prompt, next); }
+                List<String> notes = new ArrayList<>();
+                try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                    gpu.notes(notes::add);
+                    gpu.useGraphs(graphs);
+                    int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2);
+                    float[] got;
+                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
+                        assertThat(m.graph().device()).as(file).isNotNull();
+                        got = run(m.graph(), prompt, next);
+                    }
+                    assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+                    for (int i = 0; i < want.length; i++)
+                        assertThat((double) got[i]).as(file + " graphs " + graphs + " logit " + i)
+                                .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                    // prefill chunks of 4 and 2 launch kernel by kernel; the decode steps replay one graph
+                    if (graphs) {
+                        assertThat(counter(1) - captured0).as("one graph per session").isEqualTo(1);
+                        assertThat(counter(2) - replays0).as("a replay per one-token step").isEqualTo(next.length);
+                    } else {
+                        assertThat(counter(1) - captured0).isZero();
+                        assertThat(counter(2) - replays0).isZero();
+                    }
+                    assertThat(counter(0)).isGreaterThan(direct0);
+                }
+            }
+    }
+
+    @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        List<String> notes = new ArrayList<>();
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(notes::add);
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("qwen3_moe-Q8_2F.cmf"),
+                    new com.fasterxml.jackson.databind.ObjectMapper().readTree("{\"moe\": {\"top_k\": 2}}"), gpu)) {
+                assertThat(m.graph().device()).isNull();
+            }
+        }
+        assertThat(notes).singleElement().asString().contains("hybrid path").contains("mixture of experts");
     }
 }

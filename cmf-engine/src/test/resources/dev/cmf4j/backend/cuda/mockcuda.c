@@ -73,15 +73,33 @@ CUresult cuModuleLoadData(void** m, const void* img) {
 }
 CUresult cuModuleUnload(void* m) { return 0; }
 
-static int kinds[6] = {0, 1, 2, 3, 4, 5};
+/* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below */
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE };
+static int kinds[64] = {0, 1, 2, 3, 4, 5};
+static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
+    for (int i = 0; i < 64; i++) kinds[i] = i;
+    const char* base[3] = {"r_matvec_", "r_glu_", "r_embed_"};
     if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
     else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
     else if (!strcmp(name, "matvec_f16")) *f = &kinds[2];
     else if (!strcmp(name, "matvec_q8")) *f = &kinds[3];
     else if (!strcmp(name, "matvec_q4_block")) *f = &kinds[4];
     else if (!strcmp(name, "matvec_q4tp")) *f = &kinds[5];
-    else return 500;
+    else if (!strcmp(name, "r_silu_mul")) *f = &kinds[R_SILU_MUL];
+    else if (!strcmp(name, "r_rmsnorm")) *f = &kinds[R_RMSNORM];
+    else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
+    else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
+    else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
+    else {
+        for (int b = 0; b < 3; b++)
+            for (int k = 0; k < 4; k++) {
+                char full[64];
+                strcpy(full, base[b]); strcat(full, rkinds[k]);
+                if (!strcmp(name, full)) { *f = &kinds[(b + 1) * 10 + k]; return 0; }
+            }
+        return 500;
+    }
     return 0;
 }
 
@@ -127,12 +145,41 @@ static int launch_q4(int kind, const void* w, const float* rs, const float* cf, 
         }
     return 0;
 }
+static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+
+/* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
+static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
+int mock_counter(int which) { return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : n_replayed_nodes; }
+
+typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; } node_t;
+typedef struct { int n, cap; node_t* nodes; } graph_t;
+static __thread graph_t* capturing = 0;
+static void* capture_stream = 0;
+
+static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p);
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, void* stream, void** p, void** extra) {
     if (!current_ctx) return 201;
-    if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
+    if (capturing && stream == capture_stream) {
+        /* the real driver copies the argument values now; the engine keeps a decode step's blocks alive, so
+           keeping the pointer is equivalent here */
+        if (capturing->n == capturing->cap) {
+            capturing->cap = capturing->cap ? 2 * capturing->cap : 64;
+            capturing->nodes = realloc(capturing->nodes, capturing->cap * sizeof(node_t));
+        }
+        node_t nd = {f, gx, gy, gz, bx, p};
+        capturing->nodes[capturing->n++] = nd;
+        return 0;
+    }
+    n_direct++;
+    return run_kernel(f, gx, gy, gz, bx, by, bz, p);
+}
+
+static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p) {
     int kind = *(int*) f;
+    if (kind >= 10) return resident(kind, gx, gy, gz, bx, p);
+    if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
     const void* w = (const void*) (uintptr_t) *(unsigned long long*) p[0];
     const float* rs = (const float*) (uintptr_t) *(unsigned long long*) p[1];
     const float* cf = (const float*) (uintptr_t) *(unsigned long long*) p[2];
@@ -158,6 +205,207 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
         }
     return 0;
 }
+CUresult cuStreamCreate(void** s, unsigned flags) { if (!current_ctx) return 201; *s = malloc(8); return 0; }
+CUresult cuStreamDestroy_v2(void* s) { free(s); return 0; }
+CUresult cuStreamBeginCapture_v2(void* s, int mode) {
+    if (!s || capturing) return 1;   /* the legacy default stream cannot be captured */
+    capturing = calloc(1, sizeof(graph_t));
+    capture_stream = s;
+    return 0;
+}
+CUresult cuStreamEndCapture(void* s, void** g) {
+    if (!capturing || s != capture_stream) return 1;
+    *g = capturing; capturing = 0; capture_stream = 0; n_captured++;
+    return 0;
+}
+CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long flags) { *exec = g; return 0; }
+CUresult cuGraphLaunch(void* exec, void* s) {
+    graph_t* g = exec;
+    n_replays++;
+    for (int i = 0; i < g->n; i++) {
+        node_t* nd = &g->nodes[i];
+        CUresult rc = run_kernel(nd->f, nd->gx, nd->gy, nd->gz, nd->bx, 1, 1, nd->p);
+        if (rc) return rc;
+        n_replayed_nodes++;
+    }
+    return 0;
+}
+CUresult cuGraphExecDestroy(void* exec) { return 0; }
+CUresult cuGraphDestroy(void* g) { graph_t* gr = g; free(gr->nodes); free(gr); return 0; }
+
+/* ---- the resident kernels' definitions (resident.cu), evaluated serially from the argument block ---- */
+#include <math.h>
+#define PTR(i) ((void*) (uintptr_t) *(unsigned long long*) p[i])
+#define INT(i) (*(int*) p[i])
+#define FLT(i) (*(float*) p[i])
+static float wload(int k, const void* w, long long i) {
+    return k == 0 ? ((const float*) w)[i] : k == 1 ? bf16(((const uint16_t*) w)[i])
+         : k == 2 ? f16(((const uint16_t*) w)[i]) : (float) ((const signed char*) w)[i];
+}
+static float rdot(int k, const void* w, const float* cf, const float* x, long long base, int cols) {
+    double acc = 0;
+    for (int c = 0; c < cols; c++) acc += (double) wload(k, w, base + c) * (cf ? x[c] * cf[c] : x[c]);
+    return (float) acc;
+}
+static float silu(float g) { return g / (1.f + expf(-g)); }
+static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
+        int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
+        const float *rs = PTR(1), *cf = PTR(2), *bias = PTR(3), *x = PTR(4);
+        float* y = PTR(5);
+        if (bx != 256 || (long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1;
+        for (unsigned t = 0; t < gy; t++)
+            for (int r = 0; r < rows; r++) {
+                float v = rdot(k, PTR(0), cf, x + (long long) t * cols, (long long) r * cols, cols);
+                if (rs) v *= rs[r];
+                if (bias) v += bias[r];
+                y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + v : v;
+            }
+        return 0;
+    }
+    if (kind >= R_GLU && kind < R_GLU + 4) {
+        int k = kind - R_GLU, rows = INT(8), cols = INT(9);
+        const float *rsg = PTR(1), *cfg = PTR(2), *rsu = PTR(4), *cfu = PTR(5), *x = PTR(6);
+        float* y = PTR(7);
+        if ((long long) gx * 8 < rows) return 1;
+        for (unsigned t = 0; t < gy; t++)
+            for (int r = 0; r < rows; r++) {
+                float g = rdot(k, PTR(0), cfg, x + (long long) t * cols, (long long) r * cols, cols);
+                float u = rdot(k, PTR(3), cfu, x + (long long) t * cols, (long long) r * cols, cols);
+                if (rsg) g *= rsg[r];
+                if (rsu) u *= rsu[r];
+                y[(long long) t * rows + r] = silu(g) * u;
+            }
+        return 0;
+    }
+    if (kind >= R_EMBED && kind < R_EMBED + 4) {
+        int k = kind - R_EMBED, cols = INT(5);
+        const float *rs = PTR(1), *cf = PTR(2);
+        const int* ids = PTR(3);
+        float* x = PTR(4);
+        float scale = FLT(6);
+        for (unsigned t = 0; t < gx; t++) {
+            long long id = ids[t];
+            for (int c = 0; c < cols; c++) {
+                float v = wload(k, PTR(0), id * cols + c);
+                if (cf) v *= cf[c];
+                if (rs) v *= rs[id];
+                x[(long long) t * cols + c] = v * scale;
+            }
+        }
+        return 0;
+    }
+    switch (kind) {
+        case R_SILU_MUL: {
+            const float *g = PTR(0), *u = PTR(1);
+            float* y = PTR(2);
+            int n = INT(3);
+            for (int i = 0; i < n; i++) y[i] = silu(g[i]) * u[i];
+            return 0;
+        }
+        case R_RMSNORM: {
+            const float *x = PTR(0), *w = PTR(1);
+            float* y = PTR(2);
+            int dim = INT(3), off = INT(5);
+            float eps = FLT(4);
+            for (unsigned r = 0; r < gx; r++) {
+                double ss = 0;
+                for (int i = 0; i < dim; i++) ss += (double) x[r * dim + i] * x[r * dim + i];
+                float inv = 1.f / sqrtf((float) (ss / dim) + eps);
+                for (int i = 0; i < dim; i++) {
+                    float v = x[r * dim + i] * inv;
+                    y[r * dim + i] = !w ? v : off ? v * (1.f + w[i]) : w[i] * v;
+                }
+            }
+            return 0;
+        }
+        case R_ROPE: {
+            float *q = PTR(0), *k = PTR(1), *v = PTR(2), *kc = PTR(3), *vc = PTR(4);
+            const float *qw = PTR(5), *kw = PTR(6), *inv = PTR(11);
+            int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12), heads = INT(14), kvh = INT(15), hd = INT(16);
+            float eps = FLT(9), scale = FLT(13);
+            const int* pos = PTR(17);
+            if (gx != (unsigned) (heads + kvh) || hd > 256) return 1;
+            for (unsigned t = 0; t < gy; t++)
+                for (int h = 0; h < heads + kvh; h++) {
+                    int pp = pos[0] + t, isq = h < heads, j = h - heads;
+                    float buf[256];
+                    float* src = isq ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvh + j) * hd;
+                    float* dst = isq ? src : kc + (long long) pp * kvh * hd + (long long) j * hd;
+                    for (int i = 0; i < hd; i++) buf[i] = src[i];
+                    if (isq ? qn : kn) {
+                        const float* w = isq ? qw : kw;
+                        double ss = 0;
+                        for (int i = 0; i < hd; i++) ss += (double) buf[i] * buf[i];
+                        float r = 1.f / sqrtf((float) (ss / hd) + eps);
+                        for (int i = 0; i < hd; i++) buf[i] = !w ? buf[i] * r : off ? buf[i] * r * (1.f + w[i]) : w[i] * (buf[i] * r);
+                    }
+                    int half = rot / 2;
+                    for (int i = 0; i < hd; i++) {
+                        float o = buf[i];
+                        if (i < half) { float a = (float) pp * inv[i]; o = buf[i] * cosf(a) * scale - buf[i + half] * sinf(a) * scale; }
+                        else if (i < rot) { int m = i - half; float a = (float) pp * inv[m]; o = buf[i] * cosf(a) * scale + buf[m] * sinf(a) * scale; }
+                        dst[i] = o;
+                    }
+                    if (!isq)
+                        for (int i = 0; i < hd; i++)
+                            vc[(long long) pp * kvh * hd + (long long) j * hd + i] = v[((long long) t * kvh + j) * hd + i];
+                }
+            return 0;
+        }
+        case R_ATTN: {
+            const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
+            float *pm = PTR(3), *pl = PTR(4), *pacc = PTR(5);
+            int heads = INT(6), kvh = INT(7), hd = INT(8), splits = INT(11);
+            float scale = FLT(9);
+            const int* pos = PTR(10);
+            if (gx != (unsigned) heads || gz != (unsigned) splits) return 1;
+            for (unsigned t = 0; t < gy; t++)
+                for (int h = 0; h < heads; h++)
+                    for (int s = 0; s < splits; s++) {
+                        int n = pos[0] + t + 1, lo = (int) ((long long) s * n / splits), hi = (int) ((long long) (s + 1) * n / splits);
+                        int g = h / (heads / kvh);
+                        long long o = ((long long) t * heads + h) * splits + s;
+                        float m = -INFINITY, l = 0;
+                        for (int j = lo; j < hi; j++) {
+                            float d = 0;
+                            for (int c = 0; c < hd; c++) d += q[((long long) t * heads + h) * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            if (d * scale > m) m = d * scale;
+                        }
+                        for (int c = 0; c < hd; c++) pacc[o * hd + c] = 0;
+                        for (int j = lo; j < hi; j++) {
+                            float d = 0;
+                            for (int c = 0; c < hd; c++) d += q[((long long) t * heads + h) * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            float e = expf(d * scale - m);
+                            l += e;
+                            for (int c = 0; c < hd; c++) pacc[o * hd + c] += e * vc[(long long) j * kvh * hd + g * hd + c];
+                        }
+                        pm[o] = m; pl[o] = l;
+                    }
+            return 0;
+        }
+        case R_COMBINE: {
+            const float *pm = PTR(0), *pl = PTR(1), *pacc = PTR(2);
+            float* out = PTR(3);
+            int heads = INT(4), hd = INT(5), splits = INT(6);
+            for (unsigned t = 0; t < gy; t++)
+                for (int h = 0; h < heads; h++) {
+                    long long b = ((long long) t * heads + h) * splits;
+                    float M = -INFINITY, L = 0;
+                    for (int s = 0; s < splits; s++) if (pm[b + s] > M) M = pm[b + s];
+                    for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) L += pl[b + s] * expf(pm[b + s] - M);
+                    for (int c = 0; c < hd; c++) {
+                        float a = 0;
+                        for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) a += pacc[(b + s) * hd + c] * expf(pm[b + s] - M);
+                        out[((long long) t * heads + h) * hd + c] = a / L;
+                    }
+                }
+            return 0;
+        }
+    }
+    return 1;
+}
+
 CUresult cuEventCreate(void** e, unsigned f) { *e = malloc(8); return 0; }
 CUresult cuEventRecord(void* e, void* s) { return 0; }
 CUresult cuEventSynchronize(void* e) { return 0; }

@@ -1,0 +1,368 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.format.DType;
+import dev.cmf4j.model.graph.DenseDecoder;
+import dev.cmf4j.model.graph.DeviceForward;
+import dev.cmf4j.model.graph.NormOp;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The dense decoder's whole forward pass on the GPU ({@code resident.cu}): weights resident in their CMF
+ * dtype (uploaded once through {@link CudaMatMul}), activations and the KV cache (f32) in device memory,
+ * every operator a kernel on the session's own stream. Per call the host copies the position and the ids in,
+ * enqueues the step, and copies the logits back: one hand-off to the owner thread and one stream wait.
+ *
+ * <p>A decode step (one token) is the same launch sequence every time — the kernels read the position and
+ * the id from device memory — so it is captured once per session as a CUDA graph and replayed
+ * ({@code -Dcmf.cuda.graphs=false} launches the kernels one by one instead, for debugging). Prefill chunks
+ * run the same kernels with a token dimension.
+ */
+final class ResidentForward implements DeviceForward {
+    private static final long NULL = 0L;
+    /** The kernel file of this forward (its own module). */
+    static final String RESIDENT_CU = "resident.cu";
+
+    private final CudaMatMul mm;
+    private final CudaDriver cu;
+    private final DenseDecoder model;
+    private final boolean graphs;
+    private final int smCount;
+    private final MemorySegment[] fnMatvec = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
+    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul;
+    private final W embed, head;
+    private final long finalNorm;
+    private final LayerWeights[] layers;
+    private final List<Long> vectors = new ArrayList<>();
+    private final List<SessionState> states = new ArrayList<>();
+    private boolean closed;
+
+    /** A resident [rows, cols] matrix: its device planes (weights, f32 row scales, f32 column field; 0 = none). */
+    private record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
+
+    /** One layer's device pointers (0 = absent). */
+    private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, long attnNorm, long ffnNorm, long qNorm, long kNorm,
+                                long qBias, long kBias, long vBias, long oBias, long invFreq) {}
+
+    /** One kernel launch with its argument block. */
+    private record Launch(MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {}
+
+    /** Whether the resident kernels take {@code w}: a whole, output-major matrix of a dtype they read. */
+    static boolean supports(Matrix w) {
+        return !w.inputMajor() && w.firstRow() == 0 && w.rows() == w.storedRows() && w.rows() > 0 && switch (w.dtype()) {
+            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            default -> false;
+        };
+    }
+
+    /** Owner thread: loads the kernels and uploads every weight. */
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DenseDecoder model, boolean graphs) {
+        this.mm = mm;
+        this.cu = ctx.driver();
+        this.model = model;
+        this.graphs = graphs;
+        this.smCount = Math.max(1, ctx.info().smCount());
+        String[] kinds = {"f32", "bf16", "f16", "q8"};
+        for (int i = 0; i < 4; i++) {
+            fnMatvec[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec_" + kinds[i]);
+            fnGlu[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_" + kinds[i]);
+            fnEmbed[i] = cu.function(ctx.module(RESIDENT_CU), "r_embed_" + kinds[i]);
+        }
+        fnNorm = cu.function(ctx.module(RESIDENT_CU), "r_rmsnorm");
+        fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
+        fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
+        fnCombine = cu.function(ctx.module(RESIDENT_CU), "r_attn_combine");
+        fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
+        embed = upload(model.embedding());
+        head = upload(model.head());
+        finalNorm = vector(model.finalNorm().w());
+        layers = new LayerWeights[model.layers().size()];
+        for (int i = 0; i < layers.length; i++) {
+            DenseDecoder.Layer l = model.layers().get(i);
+            NormOp qn = l.qNorm(), kn = l.kNorm();
+            layers[i] = new LayerWeights(upload(l.q()), upload(l.k()), upload(l.v()), upload(l.o()),
+                    upload(l.gate()), upload(l.up()), upload(l.down()),
+                    vector(l.attnNorm().w()), vector(l.ffnNorm().w()), qn == null ? NULL : vector(qn.w()),
+                    kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
+                    vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()));
+        }
+    }
+
+    /** The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). */
+    private W upload(Matrix m) {
+        CudaMatMul.DeviceMatrix d = mm.resident(m);
+        return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), d.colField());
+    }
+
+    private long vector(float[] v) {
+        if (v == null) return NULL;
+        long d = mm.toDevice(MemorySegment.ofArray(v));
+        vectors.add(d);
+        return d;
+    }
+
+    // ---- per-session state ----
+
+    /** A session's device memory, stream, and its captured decode step. Owner thread only. */
+    private final class SessionState {
+        final int maxChunk, maxContext;
+        final Arena arena = Arena.ofShared();
+        final MemorySegment stream;
+        final MemorySegment hostIn, hostLast;
+        MemorySegment hostAll;
+        final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, last;
+        final long[] kc, vc;
+        long all;
+        int allRows;
+        List<Launch> decode;
+        MemorySegment graph, exec;
+        final List<Long> owned = new ArrayList<>();
+
+        SessionState(int maxChunk, int maxContext) {
+            this.maxChunk = maxChunk;
+            this.maxContext = maxContext;
+            int hidden = model.hidden(), vocab = model.vocab();
+            stream = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
+            hostIn = cu.memAllocHost(4L * (1 + maxChunk));
+            hostLast = cu.memAllocHost(4L * vocab);
+            in = alloc(4L * (1 + maxChunk));
+            x = alloc(4L * maxChunk * hidden);
+            h = alloc(4L * maxChunk * hidden);
+            q = alloc(4L * maxChunk * model.qDim());
+            k = alloc(4L * maxChunk * model.kvDim());
+            v = alloc(4L * maxChunk * model.kvDim());
+            att = alloc(4L * maxChunk * model.qDim());
+            g = alloc(4L * maxChunk * model.intermediate());
+            u = alloc(4L * maxChunk * model.intermediate());
+            long partials = 0;
+            for (int t = 1; t <= maxChunk; t++) partials = Math.max(partials, (long) t * splits(t));
+            partials *= model.heads();
+            pm = alloc(4L * partials);
+            pl = alloc(4L * partials);
+            pacc = alloc(4L * partials * model.headDim());
+            last = alloc(4L * vocab);
+            kc = new long[layers.length];
+            vc = new long[layers.length];
+            for (int l = 0; l < layers.length; l++) {
+                kc[l] = alloc(4L * maxContext * model.kvDim());
+                vc[l] = alloc(4L * maxContext * model.kvDim());
+            }
+        }
+
+        private long alloc(long bytes) {
+            long d = cu.memAlloc(Math.max(bytes, 16));
+            owned.add(d);
+            return d;
+        }
+
+        /** Device and host room for {@code rows} rows of logits (all-logits chunks). */
+        void ensureAll(int rows) {
+            if (rows <= allRows) return;
+            if (all != NULL) { cu.memFree(all); owned.remove(all); cu.memFreeHost(hostAll); }
+            all = alloc(4L * rows * model.vocab());
+            hostAll = cu.memAllocHost(4L * rows * model.vocab());
+            allRows = rows;
+        }
+
+        void free() {
+            if (exec != null) cu.graphExecDestroy(exec);
+            if (graph != null) cu.graphDestroy(graph);
+            exec = graph = null;
+            for (long d : owned) cu.memFree(d);
+            owned.clear();
+            cu.memFreeHost(hostIn);
+            cu.memFreeHost(hostLast);
+            if (hostAll != null) cu.memFreeHost(hostAll);
+            cu.streamDestroy(stream);
+            arena.close();
+        }
+    }
+
+    /** Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step. */
+    int splits(int t) {
+        return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
+    }
+
+    @Override public Object newState(int maxChunk, int maxContext) {
+        return mm.context().call(() -> {
+            if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            SessionState s = new SessionState(maxChunk, maxContext);
+            states.add(s);
+            return s;
+        });
+    }
+
+    @Override public void release(Object state) {
+        mm.context().call(() -> {
+            SessionState s = (SessionState) state;
+            if (states.remove(s)) s.free();
+            return null;
+        });
+    }
+
+    @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
+        SessionState s = (SessionState) state;
+        if (tokens > s.maxChunk || pos0 + tokens > s.maxContext)
+            throw new IllegalArgumentException("chunk of " + tokens + " at " + pos0 + " outside the session's " + s.maxChunk
+                    + " tokens / " + s.maxContext + " positions");
+        int vocab = model.vocab();
+        int rows = logits == null ? 0 : allLogits ? tokens : 1;
+        mm.context().call(() -> {
+            if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
+            for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
+            cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
+            long out;
+            MemorySegment host;
+            if (tokens == 1) {
+                decodeStep(s);
+                out = s.last;
+                host = s.hostLast;
+            } else {
+                boolean many = rows > 1;
+                if (many) s.ensureAll(tokens);
+                out = many ? s.all : s.last;
+                host = many ? s.hostAll : s.hostLast;
+                try (Arena a = Arena.ofConfined()) {
+                    // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
+                    for (Launch l : steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a)) launch(l, s.stream);
+                }
+            }
+            if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
+            cu.streamSynchronize(s.stream);
+            if (rows > 0) MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
+            return null;
+        });
+    }
+
+    /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
+    private void decodeStep(SessionState s) {
+        if (s.decode == null) s.decode = steps(s, 1, 1, s.last, s.arena);
+        if (!graphs) {
+            for (Launch l : s.decode) launch(l, s.stream);
+            return;
+        }
+        if (s.exec == null) {
+            cu.beginCapture(s.stream, CudaDriver.CAPTURE_THREAD_LOCAL);
+            MemorySegment g;
+            try {
+                for (Launch l : s.decode) launch(l, s.stream);
+            } finally {
+                g = cu.endCapture(s.stream);   // ends the capture even when a launch failed
+            }
+            s.graph = g;
+            s.exec = cu.graphInstantiate(g);
+        }
+        cu.graphLaunch(s.exec, s.stream);
+    }
+
+    private void launch(Launch l, MemorySegment stream) {
+        cu.launch(l.fn(), l.gx(), l.gy(), l.gz(), l.block(), 1, 1, 0, stream, l.params());
+    }
+
+    private static int kind(DType d) {
+        return switch (d) {
+            case F32 -> 0;
+            case BF16 -> 1;
+            case F16 -> 2;
+            case Q8_ROW, Q8_2F -> 3;
+            default -> throw new IllegalArgumentException("no resident kernel for " + d.label);
+        };
+    }
+
+    /**
+     * The launches of one chunk of {@code t} tokens (ids and first position already in {@code s.in}).
+     *
+     * @param headRows -1 no head; 0 the head for every token; 1 for the last token only
+     * @param out      where the logits go
+     */
+    private List<Launch> steps(SessionState s, int t, int headRows, long out, Arena a) {
+        List<Launch> L = new ArrayList<>();
+        int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
+        long pos = s.in, ids = s.in + 4;
+        L.add(new Launch(fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
+                pack(a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale())));
+        int splits = splits(t);
+        for (int li = 0; li < layers.length; li++) {
+            LayerWeights w = layers[li];
+            DenseDecoder.Layer spec = model.layers().get(li);
+            norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
+            matvec(L, a, w.q(), w.qBias(), s.h, s.q, t, false);
+            matvec(L, a, w.k(), w.kBias(), s.h, s.k, t, false);
+            matvec(L, a, w.v(), w.vBias(), s.h, s.v, t, false);
+            NormOp qk = spec.qNorm() != null ? spec.qNorm() : spec.kNorm();
+            L.add(new Launch(fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+                    w.qNorm(), w.kNorm(), spec.qNorm() != null ? 1 : 0, spec.kNorm() != null ? 1 : 0,
+                    qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
+                    w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
+            L.add(new Launch(fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
+                    heads, kvHeads, hd, spec.scale(), pos, splits)));
+            L.add(new Launch(fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
+            matvec(L, a, w.o(), w.oBias(), s.att, s.x, t, true);       // x += o·att
+            norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
+            int inter = spec.gate().outDim();
+            int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
+            if (gk == uk) {
+                L.add(new Launch(fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
+                        w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), s.h, s.g, inter, hidden)));
+            } else {
+                matvec(L, a, w.gate(), NULL, s.h, s.g, t, false);
+                matvec(L, a, w.up(), NULL, s.h, s.u, t, false);
+                L.add(new Launch(fnSiluMul, (t * inter + 255) / 256, 1, 1, 256, pack(a, s.g, s.u, s.g, t * inter)));
+            }
+            matvec(L, a, w.down(), NULL, s.g, s.x, t, true);            // x += down·glu
+        }
+        if (headRows >= 0) {
+            int rows = headRows == 0 ? t : 1;
+            long src = s.x + 4L * (t - rows) * hidden;
+            norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
+            matvec(L, a, head, NULL, s.h, out, rows, false);
+        }
+        return L;
+    }
+
+    private void norm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows) {
+        L.add(new Launch(fnNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0)));
+    }
+
+    private void matvec(List<Launch> L, Arena a, W w, long bias, long x, long y, int t, boolean accumulate) {
+        int rows = w.rows(), cols = w.cols();
+        L.add(new Launch(fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256,
+                pack(a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0)));
+    }
+
+    /**
+     * A kernel's {@code void**}: one 8-byte slot per argument holding a device pointer or {@code long long}
+     * (a Java {@link Long}), an {@code int} ({@link Integer}) or a {@code float} ({@link Float}), and the array
+     * of pointers to the slots. The kernel reads each slot at its own argument's size.
+     */
+    static MemorySegment pack(Arena a, Object... args) {
+        MemorySegment slots = a.allocate(8L * args.length, 8), ptrs = a.allocate(ValueLayout.ADDRESS, args.length);
+        for (int i = 0; i < args.length; i++) {
+            long o = 8L * i;
+            switch (args[i]) {
+                case Long l -> slots.set(ValueLayout.JAVA_LONG, o, l);
+                case Integer n -> slots.set(ValueLayout.JAVA_INT, o, n);
+                case Float f -> slots.set(ValueLayout.JAVA_FLOAT, o, f);
+                default -> throw new IllegalArgumentException("kernel argument " + i + ": " + args[i]);
+            }
+            ptrs.setAtIndex(ValueLayout.ADDRESS, i, slots.asSlice(o));
+        }
+        return ptrs;
+    }
+
+    /** Owner thread: frees every session's device memory and the small vectors (the matrices belong to the matmul). */
+    void closeOnOwner() {
+        if (closed) return;
+        closed = true;
+        for (SessionState s : states) s.free();
+        states.clear();
+        for (long d : vectors) cu.memFree(d);
+        vectors.clear();
+    }
+}

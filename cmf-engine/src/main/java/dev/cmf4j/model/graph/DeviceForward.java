@@ -1,0 +1,36 @@
+package dev.cmf4j.model.graph;
+
+/**
+ * A whole forward pass run by a device instead of the CPU {@link Graph} steps: weights, activations and the
+ * KV cache stay on the device, one copy of the logits comes back per call. A {@link dev.cmf4j.backend.MatMul}
+ * that can run a model family this way implements {@link Provider}; {@link Graph} then routes
+ * {@link Graph#forward} through it (same arguments, same results within float rounding), and
+ * every other model keeps the CPU graph with that matmul.
+ */
+public interface DeviceForward {
+
+    /** Offered every model a graph is built for; decides between the device forward and the CPU graph. */
+    interface Provider {
+        /**
+         * A device forward for a dense decoder, or null to keep the CPU graph (e.g. disabled by a property).
+         * Called while the graph is built.
+         */
+        DeviceForward denseForward(DenseDecoder model);
+
+        /** Told that {@code spec} runs on the CPU graph (with this matmul) and why; e.g. to print a note. */
+        void cpuGraph(dev.cmf4j.model.ModelSpec spec, String why);
+    }
+
+    /** Per-session device state (KV cache, activation buffers) for chunks of up to maxChunk tokens. */
+    Object newState(int maxChunk, int maxContext);
+
+    /**
+     * Runs {@code tokens} ids at positions {@code pos0..}, writing the KV cache, and fills {@code logits}
+     * ([tokens, vocab] when {@code allLogits}, else the last token's [vocab]; null = no head).
+     * The caller has checked ids, chunk size and context limit.
+     */
+    void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits);
+
+    /** Frees a state's device memory early (else it lives until the provider closes). */
+    void release(Object state);
+}
