@@ -11,9 +11,13 @@ typedef unsigned short u16;
 typedef unsigned char u8;
 
 __device__ __forceinline__ float f16_to_f32(u16 h) {
+#ifdef __CUDA_ARCH__
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#else
+    return emulated_f16_to_f32(h);   // compiled for the CPU by the tests' warp emulator (kernel_emulator.cpp)
+#endif
 }
 
 // q - 8 as a float for a nibble q in 0..15, exactly: the bits of 2^23 + q minus (2^23 + 8) (no I2F).

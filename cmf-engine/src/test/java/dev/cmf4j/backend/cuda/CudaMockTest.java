@@ -215,9 +215,12 @@ class CudaMockTest {
         };
     }
 
-    @Test void q4MatmulsMatchTheCpuOnRaggedShapes() {
+    @Test void q4MatmulsMatchTheCpuOnRaggedShapes() { q4MatmulsMatchTheCpu(ctx); }
+
+    /** q4_block and q4tp products on {@code c} against the CPU kernels, on ragged shapes, windows and 1 or 3 tokens. */
+    static void q4MatmulsMatchTheCpu(CudaContext c) {
         MatMul cpu = CpuBackend.newMatMul();
-        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(c, cpu)) {
             // q4_block groups run over the flattened tensor: cols not a multiple of 32 straddle rows (q4tp needs cols % 32 == 0)
             for (DType dt : List.of(DType.Q4_BLOCK, DType.Q4TP))
                 for (int cols : dt == DType.Q4TP ? new int[] {32, 96, 288, 512} : new int[] {12, 13, 32, 40, 96, 300, 512}) {

@@ -158,6 +158,11 @@ static void* capture_stream = 0;
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p);
 
+#ifdef MOCK_EMULATE_Q4   /* the real kernels of matvec_q4.cu on emulated warps (kernel_emulator.cpp) */
+int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
+                  const float* x, float* y, long long row0, int rows, int cols);
+#endif
+
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, void* stream, void** p, void** extra) {
     if (!current_ctx) return 201;
@@ -188,6 +193,9 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     long long row0 = *(long long*) p[5];
     int rows = *(int*) p[6], cols = *(int*) p[7];
     if ((long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1; /* grid must just cover the rows */
+#ifdef MOCK_EMULATE_Q4
+    if (kind >= 4) return emu_launch_q4(kind, gx, gy, w, rs, cf, x, y, row0, rows, cols);
+#endif
     if (kind >= 4) return launch_q4(kind, w, rs, cf, x, y, row0, rows, cols, gy);
     for (unsigned t = 0; t < gy; t++)
         for (int r = 0; r < rows; r++) {
