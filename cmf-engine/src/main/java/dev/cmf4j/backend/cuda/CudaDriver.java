@@ -338,6 +338,11 @@ public final class CudaDriver {
         try { check((int) eventRecord.invokeExact(e, MemorySegment.NULL), "cuEventRecord"); } catch (Throwable t) { throw rethrow(t); }
     }
 
+    /** Records {@code e} on {@code stream}. */
+    public void eventRecord(MemorySegment e, MemorySegment stream) {
+        try { check((int) eventRecord.invokeExact(e, stream), "cuEventRecord"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
     /** Milliseconds between two recorded events (waits for {@code end}). */
     public float elapsedMs(MemorySegment start, MemorySegment end) {
         try (Arena a = Arena.ofConfined()) {

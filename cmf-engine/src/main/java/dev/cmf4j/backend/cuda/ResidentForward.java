@@ -33,9 +33,11 @@ final class ResidentForward implements DeviceForward {
     private final DenseDecoder model;
     private final boolean graphs;
     private final int smCount;
-    private final MemorySegment[] fnMatvec = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
+    private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
     private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul;
     private final W embed, head;
+    /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
+    private final boolean headFolded;
     private final long finalNorm;
     private final LayerWeights[] layers;
     private final List<Long> vectors = new ArrayList<>();
@@ -46,11 +48,19 @@ final class ResidentForward implements DeviceForward {
     private record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
 
     /** One layer's device pointers (0 = absent). */
-    private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, long attnNorm, long ffnNorm, long qNorm, long kNorm,
+    private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq) {}
 
-    /** One kernel launch with its argument block. */
-    private record Launch(MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {}
+    /** One kernel launch with its argument block; {@code name} labels it in the profile. */
+    private record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {}
+
+    /**
+     * {@code -Dcmf.cuda.profile=true}: decode steps launch one by one between CUDA events, and closing the model
+     * prints the GPU time per step of each kind of launch (for finding what a step spends beside the weights).
+     */
+    static final boolean PROFILE = Boolean.getBoolean("cmf.cuda.profile");
+    private final java.util.Map<String, double[]> profile = new java.util.TreeMap<>();   // name -> {ms, launches}
+    private int profiledSteps;
 
     /** Whether the resident kernels take {@code w}: a whole, output-major matrix of a dtype they read. */
     static boolean supports(Matrix w) {
@@ -70,6 +80,7 @@ final class ResidentForward implements DeviceForward {
         String[] kinds = {"f32", "bf16", "f16", "q8"};
         for (int i = 0; i < 4; i++) {
             fnMatvec[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec_" + kinds[i]);
+            fnMatvec3[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec3_" + kinds[i]);
             fnGlu[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_" + kinds[i]);
             fnEmbed[i] = cu.function(ctx.module(RESIDENT_CU), "r_embed_" + kinds[i]);
         }
@@ -78,25 +89,61 @@ final class ResidentForward implements DeviceForward {
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
         fnCombine = cu.function(ctx.module(RESIDENT_CU), "r_attn_combine");
         fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
-        embed = upload(model.embedding());
-        head = upload(model.head());
-        finalNorm = vector(model.finalNorm().w());
+        embed = upload(model.embedding(), null);
+        headFolded = hasColumnScales(model.head());
+        head = upload(model.head(), headFolded ? model.finalNorm() : null);
+        finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
         layers = new LayerWeights[model.layers().size()];
         for (int i = 0; i < layers.length; i++) {
             DenseDecoder.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
-            layers[i] = new LayerWeights(upload(l.q()), upload(l.k()), upload(l.v()), upload(l.o()),
-                    upload(l.gate()), upload(l.up()), upload(l.down()),
-                    vector(l.attnNorm().w()), vector(l.ffnNorm().w()), qn == null ? NULL : vector(qn.w()),
+            boolean af = hasColumnScales(l.q()) && hasColumnScales(l.k()) && hasColumnScales(l.v());
+            boolean ff = hasColumnScales(l.gate()) && hasColumnScales(l.up());
+            NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
+            layers[i] = new LayerWeights(upload(l.q(), an), upload(l.k(), an), upload(l.v(), an),
+                    upload(l.o(), null), upload(l.gate(), fn), upload(l.up(), fn), upload(l.down(), null), af, ff,
+                    af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
+                    qn == null ? NULL : vector(qn.w()),
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
                     vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()));
         }
     }
 
     /** The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). */
-    private W upload(Matrix m) {
+    /**
+     * Whether {@code m} has per-column scales (q8_2f) that its kernel reads anyway: then the RMSNorm before it is
+     * folded in for free. Other dtypes keep the norm as its own kernel (folding would add a column-scale read
+     * per weight: measured slower for bf16).
+     */
+    private static boolean hasColumnScales(Matrix m) { return m.dtype() == DType.Q8_2F; }
+
+    /**
+     * The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). When the
+     * product reads the output of {@code norm}, the norm's weight (w or 1+w) is folded into the column scales
+     * — W·(w ⊙ x̂) = (W·diag(w))·x̂ — so the kernel applies only the norm's 1/rms (r_inv_rms).
+     */
+    private W upload(Matrix m, NormOp norm) {
         CudaMatMul.DeviceMatrix d = mm.resident(m);
-        return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), d.colField());
+        long cf = d.colField();
+        if (norm != null && norm.w() != null) {
+            float[] f = columnScales(m);
+            float[] w = norm.w();
+            for (int c = 0; c < f.length; c++) f[c] *= norm.offset() ? 1f + w[c] : w[c];
+            cf = vector(f);
+        }
+        return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), cf);
+    }
+
+    /** A matrix's per-column scales as stored (q8_2f's f16 plane), or ones. */
+    private static float[] columnScales(Matrix m) {
+        float[] f = new float[m.inDim()];
+        if (m.dtype() == DType.Q8_2F) {
+            long off = m.storedRows() * m.cols() + 2 * m.storedRows();
+            for (int c = 0; c < f.length; c++) f[c] = Float.float16ToFloat(m.data().get(ArgPack.U16_LE, off + 2L * c));
+        } else {
+            java.util.Arrays.fill(f, 1f);
+        }
+        return f;
     }
 
     private long vector(float[] v) {
@@ -243,6 +290,10 @@ final class ResidentForward implements DeviceForward {
     /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
     private void decodeStep(SessionState s) {
         if (s.decode == null) s.decode = steps(s, 1, 1, s.last, s.arena);
+        if (PROFILE) {
+            profiledStep(s);
+            return;
+        }
         if (!graphs) {
             for (Launch l : s.decode) launch(l, s.stream);
             return;
@@ -259,6 +310,40 @@ final class ResidentForward implements DeviceForward {
             s.exec = cu.graphInstantiate(g);
         }
         cu.graphLaunch(s.exec, s.stream);
+    }
+
+    /** Owner thread: the decode launches one by one, an event after each; their GPU times added to the profile. */
+    private void profiledStep(SessionState s) {
+        int n = s.decode.size();
+        MemorySegment[] ev = new MemorySegment[n + 1];
+        for (int i = 0; i <= n; i++) ev[i] = cu.eventCreate();
+        try {
+            cu.eventRecord(ev[0], s.stream);
+            for (int i = 0; i < n; i++) {
+                launch(s.decode.get(i), s.stream);
+                cu.eventRecord(ev[i + 1], s.stream);
+            }
+            for (int i = 0; i < n; i++) {
+                double[] p = profile.computeIfAbsent(s.decode.get(i).name(), k -> new double[2]);
+                p[0] += cu.elapsedMs(ev[i], ev[i + 1]);
+                p[1]++;
+            }
+            profiledSteps++;
+        } finally {
+            for (MemorySegment e : ev) cu.eventDestroy(e);
+        }
+    }
+
+    /** The profile as lines: per launch kind, µs per decode step and launches per step. */
+    private String profileReport() {
+        StringBuilder sb = new StringBuilder("cmf: cuda profile, " + profiledSteps + " decode steps (GPU µs per step, launches per step):");
+        double total = 0;
+        for (var e : profile.entrySet()) {
+            double us = 1000 * e.getValue()[0] / Math.max(1, profiledSteps);
+            total += us;
+            sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs  %5.1f", e.getKey(), us, e.getValue()[1] / Math.max(1, profiledSteps)));
+        }
+        return sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs", "total", total)).toString();
     }
 
     private void launch(Launch l, MemorySegment stream) {
@@ -285,55 +370,80 @@ final class ResidentForward implements DeviceForward {
         List<Launch> L = new ArrayList<>();
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
         long pos = s.in, ids = s.in + 4;
-        L.add(new Launch(fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
+        L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
                 pack(a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale())));
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DenseDecoder.Layer spec = model.layers().get(li);
-            norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
-            matvec(L, a, w.q(), w.qBias(), s.h, s.q, t, false);
-            matvec(L, a, w.k(), w.kBias(), s.h, s.k, t, false);
-            matvec(L, a, w.v(), w.vBias(), s.h, s.v, t, false);
+            // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
+            long ain = w.attnFolded() ? s.x : s.h;
+            int an = w.attnFolded() ? 1 : 0;
+            float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
+            if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
+            if (w.q().dtype() == w.k().dtype() && w.q().dtype() == w.v().dtype()
+                    || kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
+                W q = w.q(), k = w.k(), v = w.v();
+                int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
+                L.add(new Launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, pack(a,
+                        q.weights(), q.rowScales(), q.colField(), w.qBias(), s.q, q.rows(),
+                        k.weights(), k.rowScales(), k.colField(), w.kBias(), s.k, k.rows(),
+                        v.weights(), v.rowScales(), v.colField(), w.vBias(), s.v, v.rows(), ain, hidden, an, an == 1 ? ae : 0f)));
+            } else {
+                matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
+                matvec(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
+                matvec(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
+            }
             NormOp qk = spec.qNorm() != null ? spec.qNorm() : spec.kNorm();
-            L.add(new Launch(fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+            L.add(new Launch("qk_norm_rope_append", fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
                     w.qNorm(), w.kNorm(), spec.qNorm() != null ? 1 : 0, spec.kNorm() != null ? 1 : 0,
                     qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
                     w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
-            L.add(new Launch(fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
+            L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
                     heads, kvHeads, hd, spec.scale(), pos, splits)));
-            L.add(new Launch(fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
-            matvec(L, a, w.o(), w.oBias(), s.att, s.x, t, true);       // x += o·att
-            norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
+            L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
+            matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);       // x += o·att
+            long fin = w.ffnFolded() ? s.x : s.h;   // the FFN norm, folded into gate/up or its own kernel
+            float fe = w.ffnFolded() ? spec.ffnNorm().eps() : Float.NaN;
+            if (!w.ffnFolded()) norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
             if (gk == uk) {
-                L.add(new Launch(fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
-                        w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), s.h, s.g, inter, hidden)));
+                L.add(new Launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
+                        w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
+                        w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f)));
             } else {
-                matvec(L, a, w.gate(), NULL, s.h, s.g, t, false);
-                matvec(L, a, w.up(), NULL, s.h, s.u, t, false);
-                L.add(new Launch(fnSiluMul, (t * inter + 255) / 256, 1, 1, 256, pack(a, s.g, s.u, s.g, t * inter)));
+                matvec(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
+                matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
+                L.add(new Launch("silu_mul", fnSiluMul, (t * inter + 255) / 256, 1, 1, 256, pack(a, s.g, s.u, s.g, t * inter)));
             }
-            matvec(L, a, w.down(), NULL, s.g, s.x, t, true);            // x += down·glu
+            matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);            // x += down·glu
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
             long src = s.x + 4L * (t - rows) * hidden;
-            norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
-            matvec(L, a, head, NULL, s.h, out, rows, false);
+            if (headFolded) {
+                matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());   // final norm folded in
+            } else {
+                norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
+                matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
+            }
         }
         return L;
     }
 
     private void norm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows) {
-        L.add(new Launch(fnNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0)));
+        L.add(new Launch("rmsnorm", fnNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0)));
     }
 
-    private void matvec(List<Launch> L, Arena a, W w, long bias, long x, long y, int t, boolean accumulate) {
+    /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
+    private void matvec(List<Launch> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
+                        float normEps) {
         int rows = w.rows(), cols = w.cols();
-        L.add(new Launch(fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256,
-                pack(a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0)));
+        boolean normed = !Float.isNaN(normEps);
+        L.add(new Launch(name, fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256,
+                pack(a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
+                        normed ? 1 : 0, normed ? normEps : 0f)));
     }
 
     /**
@@ -360,6 +470,7 @@ final class ResidentForward implements DeviceForward {
     void closeOnOwner() {
         if (closed) return;
         closed = true;
+        if (PROFILE && profiledSteps > 0) System.err.println(profileReport());
         for (SessionState s : states) s.free();
         states.clear();
         for (long d : vectors) cu.memFree(d);

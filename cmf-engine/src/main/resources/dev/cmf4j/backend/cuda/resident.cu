@@ -41,21 +41,132 @@ __device__ __forceinline__ float r_load1(const void* __restrict__ w, long long i
 
 // ---- weight products ----
 
-// One warp per (output row, token), as matvec in kernels.cu: lanes read 4 consecutive weights each.
+// Sum over the block (any blockDim that is a multiple of 32, ≤ 1024); every thread gets the total.
+__device__ __forceinline__ float r_block_sum(float v, float* red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    __syncthreads();   // red may still be read by a previous call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int i = 0; i < warps; i++) s += red[i];
+    return s;
+}
+
+// 1 / sqrt(mean(x²) + eps) of one activation row, computed by the whole block (every thread gets it): the
+// RMSNorm before a product, folded into it — the norm weight is multiplied into the matrix's column scales
+// at load time, so the norm costs the product one reduction and one multiply per output.
+__device__ __forceinline__ float r_inv_rms(const float* __restrict__ xt, int cols, float eps) {
+    __shared__ float red[32];
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) { float v = xt[i]; ss += v * v; }
+    ss = r_block_sum(ss, red);
+    return 1.f / sqrtf(ss / cols + eps);
+}
+
+
+// 16 weight bytes, streamed past L1 (L1 keeps the activations, which every row rereads).
+__device__ __forceinline__ uint4 r_ld16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// Four int8 of u as floats without I2F (quarter rate on sm_90): each byte, made offset binary, goes under
+// the exponent of 2^23 (prmt), and one subtraction removes 2^23 + 128. Exact.
+__device__ __forceinline__ void r_i8x4(unsigned u, float* o) {
+    u ^= 0x80808080u;
+    o[0] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - 8388736.f;
+    o[1] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - 8388736.f;
+    o[2] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - 8388736.f;
+    o[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - 8388736.f;
+}
+
+// 4 int8 weights (one 4-byte load).
+__device__ __forceinline__ unsigned r_ld4(const void* p) {
+    unsigned v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+// Four consecutive weights at element i as floats: 16 bytes of f32, 8 of bf16/f16, 4 of int8.
+template <int K>
+__device__ __forceinline__ void r_ld4w(const void* __restrict__ w, long long i, float* o) {
+    if (K == 0) {
+        uint4 v = r_ld16(static_cast<const float*>(w) + i);
+        o[0] = __uint_as_float(v.x); o[1] = __uint_as_float(v.y); o[2] = __uint_as_float(v.z); o[3] = __uint_as_float(v.w);
+    } else if (K == 1 || K == 2) {
+        uint2 v;
+        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y)
+                     : "l"(static_cast<const r_u16*>(w) + i));
+        if (K == 1) {
+            o[0] = __uint_as_float(v.x << 16); o[1] = __uint_as_float(v.x & 0xffff0000u);
+            o[2] = __uint_as_float(v.y << 16); o[3] = __uint_as_float(v.y & 0xffff0000u);
+        } else {
+            o[0] = r_f16((r_u16) (v.x & 0xffff)); o[1] = r_f16((r_u16) (v.x >> 16));
+            o[2] = r_f16((r_u16) (v.y & 0xffff)); o[3] = r_f16((r_u16) (v.y >> 16));
+        }
+    } else {
+        r_i8x4(r_ld4(static_cast<const signed char*>(w) + i), o);
+    }
+}
+
+// Σ_c W[base + c]·cf[c]·x[c] over one row, by one warp. Fast path (cols a multiple of 4): lane l takes the
+// 4 weights at columns 4l + 128k, so a warp's weight loads and its float4 reads of x (and cf) are each
+// contiguous (4 L1 wavefronts per 128 columns; 16-byte weight chunks per lane would put the activations
+// 32–64 bytes apart per lane, 2–4x the wavefronts, which made int8 L1-bound at ~1 TB/s); 8 such loads
+// are in flight per lane before any is used. Else one weight per lane per step.
 template <int K>
 __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* __restrict__ cf,
                                        const float* __restrict__ xt, long long base, int cols, int lane) {
     float acc = 0.f;
-    if ((cols & 3) == 0) {
-        for (int c = lane * 4; c < cols; c += 128) {
-            float wv[4];
-            r_load4<K>(w, base + c, wv);
-            float4 xv = *reinterpret_cast<const float4*>(xt + c);
-            if (cf != nullptr) {
-                float4 f = *reinterpret_cast<const float4*>(cf + c);
-                xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
+    if (K == 3 && (cols & 3) == 0) {
+        // int8: the 8 raw words first, converted after all are in flight (fewer registers live: measured
+        // faster than converting in r_ld4w, e.g. llama-1b down 348 vs 462 µs per token)
+        const signed char* row = static_cast<const signed char*>(w) + base;
+        for (int c0 = lane * 4; c0 < cols; c0 += 8 * 128) {
+            unsigned v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int c = c0 + u * 128;
+                if (c < cols) v[u] = r_ld4(row + c);
             }
-            acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int c = c0 + u * 128;
+                if (c < cols) {
+                    float wv[4];
+                    r_i8x4(v[u], wv);
+                    float4 xv = *reinterpret_cast<const float4*>(xt + c);
+                    if (cf != nullptr) {
+                        float4 f = *reinterpret_cast<const float4*>(cf + c);
+                        xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
+                    }
+                    acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+                }
+            }
+        }
+    } else if ((cols & 3) == 0) {
+        for (int c0 = lane * 4; c0 < cols; c0 += 8 * 128) {
+            float wv[8][4];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int c = c0 + u * 128;
+                if (c < cols) r_ld4w<K>(w, base + c, wv[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int c = c0 + u * 128;
+                if (c < cols) {
+                    float4 xv = *reinterpret_cast<const float4*>(xt + c);
+                    if (cf != nullptr) {
+                        float4 f = *reinterpret_cast<const float4*>(cf + c);
+                        xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
+                    }
+                    acc += wv[u][0] * xv.x + wv[u][1] * xv.y + wv[u][2] * xv.z + wv[u][3] * xv.w;
+                }
+            }
         }
     } else {
         for (int c = lane; c < cols; c += 32) {
@@ -70,16 +181,18 @@ __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* 
 
 // y[t, r] = rs[r]·Σ_c W[r, c]·cf[c]·x[t, c] (+ bias[r]) (+ y[t, r] when accumulate: the residual add)
 // Block = 8 warps = 8 rows; grid = (ceil(rows/8), T).
+// normed: x is first RMS-normalised (eps), its weight already folded into cf.
 template <int K>
 __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float* __restrict__ rs,
                                          const float* __restrict__ cf, const float* __restrict__ bias,
                                          const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
-                                         int accumulate) {
+                                         int accumulate, int normed, float eps) {
     int lane = threadIdx.x & 31;
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (r >= rows) return;
     int t = blockIdx.y;
-    float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane);
+    float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
+    if (r >= rows) return;
+    float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
     if (lane == 0) {
         if (rs != nullptr) acc *= rs[r];
         if (bias != nullptr) acc += bias[r];
@@ -90,8 +203,8 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
 
 #define R_MATVEC(NAME, K)                                                                                 \
     extern "C" __global__ void __launch_bounds__(256) NAME(const void* w, const float* rs, const float* cf, \
-        const float* bias, const float* x, float* y, int rows, int cols, int accumulate) {                 \
-        r_matvec<K>(w, rs, cf, bias, x, y, rows, cols, accumulate);                                       \
+        const float* bias, const float* x, float* y, int rows, int cols, int accumulate, int normed, float eps) { \
+        r_matvec<K>(w, rs, cf, bias, x, y, rows, cols, accumulate, normed, eps);                          \
     }
 
 R_MATVEC(r_matvec_f32, 0)
@@ -99,20 +212,61 @@ R_MATVEC(r_matvec_bf16, 1)
 R_MATVEC(r_matvec_f16, 2)
 R_MATVEC(r_matvec_q8, 3)
 
+// Three products of one input and one dtype in one launch (q, k, v): blocks [0, b0) do matrix 0, the next
+// b1 matrix 1, the rest matrix 2 (b_i = ceil(rows_i / 8)); each as r_matvec without accumulation.
+template <int K>
+__device__ __forceinline__ void r_matvec3(
+        const void* w0, const float* rs0, const float* cf0, const float* b0, float* y0, int rows0,
+        const void* w1, const float* rs1, const float* cf1, const float* b1, float* y1, int rows1,
+        const void* w2, const float* rs2, const float* cf2, const float* b2, float* y2, int rows2,
+        const float* __restrict__ x, int cols, int normed, float eps) {
+    int lane = threadIdx.x & 31;
+    int blk = blockIdx.x, n0 = (rows0 + 7) / 8, n1 = (rows1 + 7) / 8;
+    float inv = normed ? r_inv_rms(x + (long long) blockIdx.y * cols, cols, eps) : 1.f;
+    const void* w = w0; const float *rs = rs0, *cf = cf0, *bias = b0; float* y = y0; int rows = rows0;
+    if (blk >= n0 + n1) { blk -= n0 + n1; w = w2; rs = rs2; cf = cf2; bias = b2; y = y2; rows = rows2; }
+    else if (blk >= n0) { blk -= n0; w = w1; rs = rs1; cf = cf1; bias = b1; y = y1; rows = rows1; }
+    int r = blk * 8 + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    int t = blockIdx.y;
+    float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
+    if (lane == 0) {
+        if (rs != nullptr) acc *= rs[r];
+        if (bias != nullptr) acc += bias[r];
+        y[(long long) t * rows + r] = acc;
+    }
+}
+
+#define R_MATVEC3(NAME, K)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                  \
+        const void* w0, const float* rs0, const float* cf0, const float* b0, float* y0, int rows0,           \
+        const void* w1, const float* rs1, const float* cf1, const float* b1, float* y1, int rows1,           \
+        const void* w2, const float* rs2, const float* cf2, const float* b2, float* y2, int rows2,           \
+        const float* x, int cols, int normed, float eps) {                                                   \
+        r_matvec3<K>(w0, rs0, cf0, b0, y0, rows0, w1, rs1, cf1, b1, y1, rows1, w2, rs2, cf2, b2, y2, rows2, x, cols, normed, eps); \
+    }
+
+R_MATVEC3(r_matvec3_f32, 0)
+R_MATVEC3(r_matvec3_bf16, 1)
+R_MATVEC3(r_matvec3_f16, 2)
+R_MATVEC3(r_matvec3_q8, 3)
+
 __device__ __forceinline__ float r_silu(float g) { return g / (1.f + expf(-g)); }
 
 // SwiGLU with both products in one pass: y[t, r] = silu(gate_r·x_t)·(up_r·x_t); gate and up of one dtype.
 template <int K>
 __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* __restrict__ rsg, const float* __restrict__ cfg,
                                       const void* __restrict__ wu, const float* __restrict__ rsu, const float* __restrict__ cfu,
-                                      const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+                                      const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
+                                      int normed, float eps) {
     int lane = threadIdx.x & 31;
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (r >= rows) return;
     int t = blockIdx.y;
     const float* xt = x + (long long) t * cols;
-    float g = r_dot<K>(wg, cfg, xt, (long long) r * cols, cols, lane);
-    float u = r_dot<K>(wu, cfu, xt, (long long) r * cols, cols, lane);
+    float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
+    if (r >= rows) return;
+    float g = r_dot<K>(wg, cfg, xt, (long long) r * cols, cols, lane) * inv;
+    float u = r_dot<K>(wu, cfu, xt, (long long) r * cols, cols, lane) * inv;
     if (lane == 0) {
         if (rsg != nullptr) g *= rsg[r];
         if (rsu != nullptr) u *= rsu[r];
@@ -122,8 +276,9 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
 
 #define R_GLU(NAME, K)                                                                                     \
     extern "C" __global__ void __launch_bounds__(256) NAME(const void* wg, const float* rsg, const float* cfg, \
-        const void* wu, const float* rsu, const float* cfu, const float* x, float* y, int rows, int cols) {   \
-        r_glu<K>(wg, rsg, cfg, wu, rsu, cfu, x, y, rows, cols);                                              \
+        const void* wu, const float* rsu, const float* cfu, const float* x, float* y, int rows, int cols,     \
+        int normed, float eps) {                                                                             \
+        r_glu<K>(wg, rsg, cfg, wu, rsu, cfu, x, y, rows, cols, normed, eps);                                 \
     }
 
 R_GLU(r_glu_f32, 0)
@@ -167,18 +322,6 @@ R_EMBED(r_embed_f16, 2)
 R_EMBED(r_embed_q8, 3)
 
 // ---- norms ----
-
-// Sum over the block (any blockDim that is a multiple of 32, ≤ 1024); every thread gets the total.
-__device__ __forceinline__ float r_block_sum(float v, float* red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    __syncthreads();   // red may still be read by a previous call
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float s = 0.f;
-    for (int i = 0; i < warps; i++) s += red[i];
-    return s;
-}
 
 __device__ __forceinline__ float r_scaled(float x, float inv, const float* w, int i, int offset) {
     if (w == nullptr) return x * inv;
@@ -331,19 +474,26 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
 }
 
 // Block (head, t): merges the splits' partials into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M).
+// The split weights e^(m_s−M)/L are computed once (splits ≤ 32: one warp) and shared.
 extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm, const float* pl, const float* pacc,
                                                                  float* out, int heads, int hd, int splits) {
+    __shared__ float ws[32];
     int h = blockIdx.x, t = blockIdx.y;
     long long base = ((long long) t * heads + h) * splits;
-    float M = R_NEG_INF;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, pm[base + s]);
-    float L = 0.f;
-    for (int s = 0; s < splits; s++) if (pm[base + s] != R_NEG_INF) L += pl[base + s] * expf(pm[base + s] - M);
-    float invL = 1.f / L;
+    if (threadIdx.x < 32) {
+        int s = threadIdx.x;
+        float m = s < splits ? pm[base + s] : R_NEG_INF, l = s < splits ? pl[base + s] : 0.f;
+        float M = m;
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float e = m == R_NEG_INF ? 0.f : expf(m - M);
+        float L = l * e;
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        ws[s] = e / L;
+    }
+    __syncthreads();
     for (int c = threadIdx.x; c < hd; c += blockDim.x) {
         float a = 0.f;
-        for (int s = 0; s < splits; s++)
-            if (pm[base + s] != R_NEG_INF) a += pacc[(base + s) * hd + c] * expf(pm[base + s] - M);
-        out[((long long) t * heads + h) * hd + c] = a * invL;
+        for (int s = 0; s < splits; s++) a += pacc[(base + s) * hd + c] * ws[s];
+        out[((long long) t * heads + h) * hd + c] = a;
     }
 }

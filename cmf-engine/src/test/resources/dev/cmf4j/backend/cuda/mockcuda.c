@@ -74,12 +74,12 @@ CUresult cuModuleLoadData(void** m, const void* img) {
 CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE };
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_MATVEC3 = 50 };
 static int kinds[64] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     for (int i = 0; i < 64; i++) kinds[i] = i;
-    const char* base[3] = {"r_matvec_", "r_glu_", "r_embed_"};
+    const char* base[5] = {"r_matvec_", "r_glu_", "r_embed_", "", "r_matvec3_"};
     if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
     else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
     else if (!strcmp(name, "matvec_f16")) *f = &kinds[2];
@@ -92,8 +92,8 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
     else {
-        for (int b = 0; b < 3; b++)
-            for (int k = 0; k < 4; k++) {
+        for (int b = 0; b < 5; b++)
+            for (int k = 0; k < 4 && b != 3; k++) {
                 char full[64];
                 strcpy(full, base[b]); strcat(full, rkinds[k]);
                 if (!strcmp(name, full)) { *f = &kinds[(b + 1) * 10 + k]; return 0; }
@@ -256,6 +256,13 @@ static float rdot(int k, const void* w, const float* cf, const float* x, long lo
     return (float) acc;
 }
 static float silu(float g) { return g / (1.f + expf(-g)); }
+/* the folded RMSNorm of the product kernels: 1/rms of row t of x when `normed` */
+static float inv_rms(int normed, const float* x, int cols, float eps) {
+    if (!normed) return 1.f;
+    double ss = 0;
+    for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
+    return 1.f / sqrtf((float) (ss / cols) + eps);
+}
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
@@ -264,11 +271,36 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         if (bx != 256 || (long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1;
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
-                float v = rdot(k, PTR(0), cf, x + (long long) t * cols, (long long) r * cols, cols);
+                float v = rdot(k, PTR(0), cf, x + (long long) t * cols, (long long) r * cols, cols)
+                        * inv_rms(INT(9), x + (long long) t * cols, cols, FLT(10));
                 if (rs) v *= rs[r];
                 if (bias) v += bias[r];
                 y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + v : v;
             }
+        return 0;
+    }
+    if (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4) {
+        int k = kind - R_MATVEC3, cols = INT(19);
+        const float* x = PTR(18);
+        long long nb = 0;
+        for (int m = 0; m < 3; m++) nb += (INT(6 * m + 5) + 7) / 8;
+        if (bx != 256 || gx != nb) return 1;
+        for (int m = 0; m < 3; m++) {
+            void** q = p + 6 * m;
+            const float *rs = (const float*) (uintptr_t) *(unsigned long long*) q[1], *cf = (const float*) (uintptr_t) *(unsigned long long*) q[2];
+            const float* bias = (const float*) (uintptr_t) *(unsigned long long*) q[3];
+            float* y = (float*) (uintptr_t) *(unsigned long long*) q[4];
+            const void* w = (const void*) (uintptr_t) *(unsigned long long*) q[0];
+            int rows = *(int*) q[5];
+            for (unsigned t = 0; t < gy; t++)
+                for (int r = 0; r < rows; r++) {
+                    float v = rdot(k, w, cf, x + (long long) t * cols, (long long) r * cols, cols)
+                            * inv_rms(INT(20), x + (long long) t * cols, cols, FLT(21));
+                    if (rs) v *= rs[r];
+                    if (bias) v += bias[r];
+                    y[(long long) t * rows + r] = v;
+                }
+        }
         return 0;
     }
     if (kind >= R_GLU && kind < R_GLU + 4) {
@@ -278,8 +310,9 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         if ((long long) gx * 8 < rows) return 1;
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
-                float g = rdot(k, PTR(0), cfg, x + (long long) t * cols, (long long) r * cols, cols);
-                float u = rdot(k, PTR(3), cfu, x + (long long) t * cols, (long long) r * cols, cols);
+                float inv = inv_rms(INT(10), x + (long long) t * cols, cols, FLT(11));
+                float g = rdot(k, PTR(0), cfg, x + (long long) t * cols, (long long) r * cols, cols) * inv;
+                float u = rdot(k, PTR(3), cfu, x + (long long) t * cols, (long long) r * cols, cols) * inv;
                 if (rsg) g *= rsg[r];
                 if (rsu) u *= rsu[r];
                 y[(long long) t * rows + r] = silu(g) * u;
