@@ -98,6 +98,11 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
                         + w.dtype().label + ", which the resident kernels do not read");
                 return null;
             }
+        String experts = ResidentForward.unsupportedExperts(model);
+        if (experts != null) {
+            notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + experts);
+            return null;
+        }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
             ResidentForward r = new ResidentForward(this, ctx, model, graphs);

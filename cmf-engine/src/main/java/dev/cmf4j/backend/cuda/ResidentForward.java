@@ -2,6 +2,7 @@ package dev.cmf4j.backend.cuda;
 
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
+import dev.cmf4j.model.Activation;
 import dev.cmf4j.model.graph.DenseDecoder;
 import dev.cmf4j.model.graph.DeviceForward;
 import dev.cmf4j.model.graph.NormOp;
@@ -27,6 +28,8 @@ final class ResidentForward implements DeviceForward {
     private static final long NULL = 0L;
     /** The kernel file of this forward (its own module). */
     static final String RESIDENT_CU = "resident.cu";
+    /** The architecture-specific kernels (sandwich norms, other activations, mixture of experts): its own module. */
+    static final String ARCH_CU = "resident_arch.cu";
 
     private final CudaMatMul mm;
     private final CudaDriver cu;
@@ -35,6 +38,8 @@ final class ResidentForward implements DeviceForward {
     private final int smCount;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
     private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul;
+    private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
+    private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
     private final W embed, head;
     /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
     private final boolean headFolded;
@@ -47,9 +52,17 @@ final class ResidentForward implements DeviceForward {
     /** A resident [rows, cols] matrix: its device planes (weights, f32 row scales, f32 column field; 0 = none). */
     private record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
 
-    /** One layer's device pointers (0 = absent). */
+    /** One layer's device pointers (0 = absent; gate/up/down null on an MoE layer). */
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
-                                long qBias, long kBias, long vBias, long oBias, long invFreq) {}
+                                long qBias, long kBias, long vBias, long oBias, long invFreq,
+                                long postAttnNorm, long postFfnNorm, MoeWeights moe) {}
+
+    /**
+     * An MoE layer on the device: the router, and per projection a table of every expert's three device addresses
+     * (weights, f32 row scales, f32 column scales; 0 = none) which the expert kernels index by the routed ids.
+     */
+    private record MoeWeights(W router, long routerBias, int gateKind, int downKind, long gw, long grs, long gcf,
+                              long uw, long urs, long ucf, long dw, long drs, long dcf) {}
 
     /** One kernel launch with its argument block; {@code name} labels it in the profile. */
     private record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {}
@@ -89,6 +102,13 @@ final class ResidentForward implements DeviceForward {
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
         fnCombine = cu.function(ctx.module(RESIDENT_CU), "r_attn_combine");
         fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
+        fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
+        fnGluAct = cu.function(ctx.module(ARCH_CU), "ra_glu_act");
+        fnRoute = cu.function(ctx.module(ARCH_CU), "ra_moe_route");
+        for (int i = 0; i < 4; i++) {
+            fnMoeGlu[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_glu_" + kinds[i]);
+            fnMoeDown[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_down_" + kinds[i]);
+        }
         embed = upload(model.embedding(), null);
         headFolded = hasColumnScales(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -97,16 +117,71 @@ final class ResidentForward implements DeviceForward {
         for (int i = 0; i < layers.length; i++) {
             DenseDecoder.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
+            boolean dense = l.moe() == null;
             boolean af = hasColumnScales(l.q()) && hasColumnScales(l.k()) && hasColumnScales(l.v());
-            boolean ff = hasColumnScales(l.gate()) && hasColumnScales(l.up());
+            boolean ff = dense && hasColumnScales(l.gate()) && hasColumnScales(l.up());
             NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
-            layers[i] = new LayerWeights(upload(l.q(), an), upload(l.k(), an), upload(l.v(), an),
-                    upload(l.o(), null), upload(l.gate(), fn), upload(l.up(), fn), upload(l.down(), null), af, ff,
-                    af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
+            layers[i] = new LayerWeights(upload(l.q(), an), upload(l.k(), an), upload(l.v(), an), upload(l.o(), null),
+                    dense ? upload(l.gate(), fn) : null, dense ? upload(l.up(), fn) : null, dense ? upload(l.down(), null) : null,
+                    af, ff, af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
                     qn == null ? NULL : vector(qn.w()),
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
-                    vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()));
+                    vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
+                    l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
+                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()));
         }
+    }
+
+    /** Whether the expert kernels take {@code w}: output-major, of a dtype they read (a row window of a fused tensor is fine). */
+    static boolean supportsExpert(Matrix w) {
+        return !w.inputMajor() && w.rows() > 0 && switch (w.dtype()) {
+            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            default -> false;
+        };
+    }
+
+    /** Why the experts of {@code model} cannot run resident, or null: gate and up of one kernel kind, down of one. */
+    static String unsupportedExperts(DenseDecoder model) {
+        for (DenseDecoder.Layer l : model.layers()) {
+            if (l.moe() == null) continue;
+            List<Matrix> gateUp = new ArrayList<>(l.moe().gate());
+            gateUp.addAll(l.moe().up());
+            for (List<Matrix> group : List.of(gateUp, l.moe().down()))
+                for (Matrix m : group) {
+                    if (!supportsExpert(m)) return m.name() + " is " + m.dtype().label + ", which the expert kernels do not read";
+                    if (kind(m.dtype()) != kind(group.get(0).dtype())) return m.name() + ": experts of mixed dtypes";
+                }
+        }
+        return null;
+    }
+
+    /** Uploads an MoE layer: the router like any matrix, the experts (each resident once) as address tables. */
+    private MoeWeights uploadMoe(DenseDecoder.Moe moe) {
+        long[][] g = expertTable(moe.gate()), u = expertTable(moe.up()), d = expertTable(moe.down());
+        return new MoeWeights(upload(moe.router(), null), vector(moe.routerBias()), kind(moe.gate().get(0).dtype()),
+                kind(moe.down().get(0).dtype()), table(g[0]), table(g[1]), table(g[2]), table(u[0]), table(u[1]), table(u[2]),
+                table(d[0]), table(d[1]), table(d[2]));
+    }
+
+    /** {weights, row scales, column scales} device addresses per expert; a row window points into its fused tensor. */
+    private long[][] expertTable(List<Matrix> experts) {
+        long[][] t = new long[3][experts.size()];
+        for (int e = 0; e < experts.size(); e++) {
+            Matrix m = experts.get(e);
+            CudaMatMul.DeviceMatrix d = mm.resident(m);
+            long row0 = m.firstRow();
+            long elem = switch (m.dtype()) { case F32 -> 4; case BF16, F16 -> 2; default -> 1; };
+            t[0][e] = d.weights() + row0 * m.cols() * elem;
+            t[1][e] = d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0;   // widened to f32 at upload
+            t[2][e] = d.colField();
+        }
+        return t;
+    }
+
+    private long table(long[] addresses) {
+        long d = mm.toDevice(MemorySegment.ofArray(addresses));
+        vectors.add(d);
+        return d;
     }
 
     /** The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). */
@@ -163,6 +238,8 @@ final class ResidentForward implements DeviceForward {
         final MemorySegment hostIn, hostLast;
         MemorySegment hostAll;
         final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, last;
+        /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
+        final long m, moeIn, moeLogits, moeIdx, moeWts, moeH;
         final long[] kc, vc;
         long all;
         int allRows;
@@ -193,6 +270,22 @@ final class ResidentForward implements DeviceForward {
             pl = alloc(4L * partials);
             pacc = alloc(4L * partials * model.headDim());
             last = alloc(4L * vocab);
+            boolean sandwich = false;
+            int experts = 0, topK = 0, expertInter = 0;
+            for (DenseDecoder.Layer l : model.layers()) {
+                sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
+                if (l.moe() != null) {
+                    experts = Math.max(experts, l.moe().experts());
+                    topK = Math.max(topK, l.moe().topK());
+                    expertInter = Math.max(expertInter, l.moe().intermediate());
+                }
+            }
+            m = sandwich ? alloc(4L * maxChunk * hidden) : NULL;
+            moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
+            moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
+            moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+            moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+            moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
             kc = new long[layers.length];
             vc = new long[layers.length];
             for (int l = 0; l < layers.length; l++) {
@@ -350,7 +443,7 @@ final class ResidentForward implements DeviceForward {
         cu.launch(l.fn(), l.gx(), l.gy(), l.gz(), l.block(), 1, 1, 0, stream, l.params());
     }
 
-    private static int kind(DType d) {
+    static int kind(DType d) {
         return switch (d) {
             case F32 -> 0;
             case BF16 -> 1;
@@ -400,24 +493,38 @@ final class ResidentForward implements DeviceForward {
                     qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
                     w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
             L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
-                    heads, kvHeads, hd, spec.scale(), pos, splits)));
+                    heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
             L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
-            matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);       // x += o·att
+            if (spec.postAttnNorm() == null) {
+                matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);   // x += o·att
+            } else {                                                                        // x += postNorm(o·att)
+                matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
+                archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
+            }
+            if (spec.moe() != null) {
+                moe(L, a, s, w, spec, t);
+                continue;
+            }
             long fin = w.ffnFolded() ? s.x : s.h;   // the FFN norm, folded into gate/up or its own kernel
             float fe = w.ffnFolded() ? spec.ffnNorm().eps() : Float.NaN;
             if (!w.ffnFolded()) norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
-            if (gk == uk) {
+            if (gk == uk && spec.act() == Activation.SILU) {
                 L.add(new Launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
                         w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
                         w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f)));
             } else {
                 matvec(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
-                L.add(new Launch("silu_mul", fnSiluMul, (t * inter + 255) / 256, 1, 1, 256, pack(a, s.g, s.u, s.g, t * inter)));
+                gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());   // silu, gelu-tanh or gelu
             }
-            matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);            // x += down·glu
+            if (spec.postFfnNorm() == null) {
+                matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);   // x += down·glu
+            } else {                                                                        // x += postNorm(down·glu)
+                matvec(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
+                archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+            }
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
@@ -430,6 +537,40 @@ final class ResidentForward implements DeviceForward {
             }
         }
         return L;
+    }
+
+    // ---- the architecture-specific launches (resident_arch.cu) ----
+
+    /** y = norm(x) (or y += norm(x): a sandwich norm joining the residual), {@code rows} rows. */
+    private void archNorm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
+        L.add(new Launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0)));
+    }
+
+    /** y = act(g)·u over n elements (y may alias g). */
+    private void gluAct(List<Launch> L, Arena a, long g, long u, long y, int n, Activation act) {
+        int code = switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
+        L.add(new Launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, pack(a, g, u, y, n, code)));
+    }
+
+    /**
+     * The MoE FFN of one layer: x̂ = ffnNorm(x), router logits, softmax top-k on the device (ids and weights stay
+     * there), the chosen experts' gate/up/act, then their down products weighted into x (through the post norm
+     * when the layer has one). No host round trip: a decode step still replays as one graph.
+     */
+    private void moe(List<Launch> L, Arena a, SessionState s, LayerWeights w, DenseDecoder.Layer spec, int t) {
+        DenseDecoder.Moe moe = spec.moe();
+        MoeWeights mw = w.moe();
+        int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
+        archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);
+        matvec(L, a, "moe_router", mw.router(), mw.routerBias(), s.moeIn, s.moeLogits, t, false, Float.NaN);
+        L.add(new Launch("moe_route", fnRoute, t, 1, 1, 32, pack(a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k, moe.normTopK() ? 1 : 0)));
+        int act = switch (spec.act()) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
+        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], ArgPack.gridX(inter), t * k, 1, 256, pack(a, mw.gw(), mw.grs(), mw.gcf(),
+                mw.uw(), mw.urs(), mw.ucf(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, act)));
+        boolean post = spec.postFfnNorm() != null;
+        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], ArgPack.gridX(hidden), t, 1, 256, pack(a, mw.dw(), mw.drs(), mw.dcf(),
+                s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1)));
+        if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 
     private void norm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows) {

@@ -13,9 +13,11 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The dense decoder family (llama, mistral without windows, qwen2, qwen3 dense) resolved for a
- * {@link DeviceForward}: every layer is pre-norm full causal GQA attention (optional q/k/v/o biases, optional
- * per-head q/k RMSNorm, any rope with precomputed inverse frequencies) and a SwiGLU MLP, residual adds, a final
+ * The decoder family a {@link DeviceForward} runs (llama, mistral, qwen2, qwen3 dense and MoE, gemma3), resolved:
+ * every layer is pre-norm causal GQA attention (optional q/k/v/o biases, optional per-head q/k RMSNorm, any rope
+ * with precomputed inverse frequencies — per layer, so local/global bases differ —, an optional sliding window,
+ * a per-layer query scale) and either a gated MLP (SiLU, GeLU-tanh or GeLU) or a softmax-top-k mixture of
+ * experts; optional sandwich norms on the attention and FFN outputs before their residual adds (gemma); a final
  * RMSNorm and the head. Matrices are the graph's own views of the file; small vectors are decoded.
  *
  * @param embedding  token table [vocab, hidden]
@@ -25,11 +27,28 @@ import java.util.List;
 public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
                            Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
 
-    /** One layer; the biases and q/k norms are null when absent. */
+    /**
+     * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
+     * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null.
+     *
+     * @param window       sliding window (query p sees keys p − window < j ≤ p); 0 = full causal
+     * @param postAttnNorm norm of the attention output before its residual add (gemma sandwich), or null
+     * @param act          the gated MLP's (or the experts') activation: act(gate)·up
+     * @param postFfnNorm  norm of the FFN output before its residual add, or null
+     */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
-                        NormOp qNorm, NormOp kNorm, Rope rope, float scale,
-                        NormOp ffnNorm, Matrix gate, Matrix up, Matrix down) {}
+                        NormOp qNorm, NormOp kNorm, Rope rope, float scale, int window, NormOp postAttnNorm,
+                        NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
+                        NormOp postFfnNorm) {}
+
+    /**
+     * A softmax-top-k mixture of experts (Qwen-MoE): router logits, softmax over all experts, the top k
+     * (ties to the lower index), weights renormalised over the k when {@code normTopK}; the weighted sum of the
+     * chosen experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor.
+     */
+    public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, int intermediate,
+                      List<Matrix> gate, List<Matrix> up, List<Matrix> down) {}
 
     /** The widest head dimension the device kernels take. */
     public static final int MAX_HEAD_DIM = 256;
@@ -43,12 +62,11 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
         for (LayerSpec l : spec.layers()) {
             String where = "layer " + l.index() + ": ";
             if (!(l.mixer() instanceof Mixer.Attention a)) return where + "linear attention (gated delta net)";
-            if (!(l.ffn() instanceof Ffn.GatedMlp m)) return where + "mixture of experts";
-            if (l.postMixer() != null || l.postFfn() != null) return where + "sandwich norms";
+            String ffn = unsupportedFfn(l.ffn());
+            if (ffn != null) return where + ffn;
             if (l.perLayerInput() != null || l.layerScalar() != null) return where + "per-layer inputs";
             if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
             if (a.sharesKv()) return where + "shared KV";
-            if (a.window() > 0) return where + "sliding window";
             if (a.sinks() != null) return where + "attention sinks";
             if (a.softcap() > 0f) return where + "attention soft-capping";
             if (a.outputGate()) return where + "attention output gate";
@@ -61,12 +79,38 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
             if (first == null) first = a;
             else if (a.heads() != first.heads() || a.kvHeads() != first.kvHeads() || a.headDim() != first.headDim())
                 return where + "attention shape differs between layers";
-            if (!(m.glu() instanceof Glu.Gated g) || g.act() != Activation.SILU) return where + "MLP activation is not SwiGLU";
-            if (m.gateBias() != null || m.upBias() != null || m.downBias() != null) return where + "MLP biases";
         }
         if (first == null) return "no layers";
         return null;
     }
+
+    /** Why the resident kernels cannot run {@code f}, or null. */
+    private static String unsupportedFfn(Ffn f) {
+        switch (f) {
+            case Ffn.GatedMlp m -> {
+                if (!(m.glu() instanceof Glu.Gated)) return "clamped SwiGLU";
+                if (m.gateBias() != null || m.upBias() != null || m.downBias() != null) return "MLP biases";
+                return null;
+            }
+            case Ffn.Moe m -> {
+                if (!(m.router() instanceof Ffn.Router.SoftmaxTopK)) return "MoE router " + m.router().getClass().getSimpleName();
+                if (m.shared() != null || m.sharedGate() != null) return "MoE shared expert";
+                if (!(m.glu() instanceof Glu.Gated)) return "MoE clamped SwiGLU";
+                Ffn.Experts ex = m.experts();
+                if (ex.gateUp() != null) return "MoE fused gate/up";
+                if (ex.gate().inputMajor() || ex.up().inputMajor() || ex.down().inputMajor()) return "MoE input-major experts";
+                if (ex.gateBias() != null || ex.upBias() != null || ex.gateUpBias() != null || ex.downBias() != null)
+                    return "MoE expert biases";
+                if (m.topK() > MAX_TOP_K || ex.count() > MAX_EXPERTS)
+                    return "MoE of " + ex.count() + " experts, top " + m.topK() + " (at most " + MAX_EXPERTS + ", top " + MAX_TOP_K + ")";
+                return null;
+            }
+            case Ffn.DenseAndMoe d -> { return "dense MLP beside the MoE"; }
+        }
+    }
+
+    /** The most experts and the widest top-k the routing kernel takes. */
+    public static final int MAX_EXPERTS = 1024, MAX_TOP_K = 32;
 
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
     static DenseDecoder of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
@@ -75,32 +119,78 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
         Mixer.Attention a0 = (Mixer.Attention) spec.layer(0).mixer();
         for (LayerSpec ls : spec.layers()) {
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
-            Ffn.GatedMlp m = (Ffn.GatedMlp) ls.ffn();
-            Matrix gate = l.matrixRows(m.gate(), hidden);
-            int in = gate.outDim();
-            inter = Math.max(inter, in);
+            Matrix gate = null, up = null, down = null;
+            Moe moe = null;
+            Activation act;
+            switch (ls.ffn()) {
+                case Ffn.GatedMlp m -> {
+                    gate = l.matrixRows(m.gate(), hidden);
+                    int in = gate.outDim();
+                    inter = Math.max(inter, in);
+                    up = l.matrix(m.up(), in, hidden);
+                    down = l.matrix(m.down(), hidden, in);
+                    act = ((Glu.Gated) m.glu()).act();
+                }
+                case Ffn.Moe m -> {
+                    moe = moe(m, hidden, l);
+                    inter = Math.max(inter, moe.intermediate());
+                    act = ((Glu.Gated) m.glu()).act();
+                }
+                case Ffn.DenseAndMoe d -> throw new IllegalArgumentException("unsupported: " + unsupported(spec));
+            }
             layers.add(new Layer(NormOp.of(ls.preMixer(), l),
                     l.matrix(a.qProj(), a.qDim(), hidden), l.matrix(a.kProj(), a.kvDim(), hidden),
                     l.matrix(a.vProj(), a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
                     l.optionalVector(a.vBias(), a.kvDim()), l.optionalVector(a.oBias(), hidden),
-                    NormOp.of(a.qNorm(), l), NormOp.of(a.kNorm(), l), a.rope(), a.scale(),
-                    NormOp.of(ls.preFfn(), l), gate, l.matrix(m.up(), in, hidden), l.matrix(m.down(), hidden, in)));
+                    NormOp.of(a.qNorm(), l), NormOp.of(a.kNorm(), l), a.rope(), a.scale(), a.window(),
+                    NormOp.of(ls.postMixer(), l), NormOp.of(ls.preFfn(), l), gate, up, down, act, moe,
+                    NormOp.of(ls.postFfn(), l)));
         }
         return new DenseDecoder(spec, hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
                 embedding, spec.embedScale(), layers, finalNorm, head);
+    }
+
+    private static Moe moe(Ffn.Moe m, int hidden, Loader l) {
+        Ffn.Router.SoftmaxTopK r = (Ffn.Router.SoftmaxTopK) m.router();
+        Ffn.Experts ex = m.experts();
+        int n = ex.count(), in = ex.intermediate();
+        List<Matrix> gate = new ArrayList<>(), up = new ArrayList<>(), down = new ArrayList<>();
+        for (int e = 0; e < n; e++) {
+            gate.add(l.expert(ex.gate().nameOf(e), ex.gate().fused(), e, n, in, hidden, false));
+            up.add(l.expert(ex.up().nameOf(e), ex.up().fused(), e, n, in, hidden, false));
+            down.add(l.expert(ex.down().nameOf(e), ex.down().fused(), e, n, hidden, in, false));
+        }
+        return new Moe(l.matrix(r.weight(), n, hidden), l.optionalVector(r.bias(), n), n, m.topK(), r.normTopK(), in,
+                List.copyOf(gate), List.copyOf(up), List.copyOf(down));
     }
 
     public int qDim() { return heads * headDim; }
 
     public int kvDim() { return kvHeads * headDim; }
 
-    /** Every weight matrix, for dtype checks and upload. */
+    /** Every whole weight matrix (not the experts), for dtype checks and upload. */
     public List<Matrix> matrices() {
         List<Matrix> all = new ArrayList<>();
         all.add(embedding);
         all.add(head);
-        for (Layer l : layers) all.addAll(List.of(l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()));
+        for (Layer l : layers) {
+            all.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
+            if (l.moe() == null) all.addAll(List.of(l.gate(), l.up(), l.down()));
+            else all.add(l.moe().router());
+        }
+        return all;
+    }
+
+    /** Every expert matrix (each may be a row window of a fused tensor). */
+    public List<Matrix> expertMatrices() {
+        List<Matrix> all = new ArrayList<>();
+        for (Layer l : layers)
+            if (l.moe() != null) {
+                all.addAll(l.moe().gate());
+                all.addAll(l.moe().up());
+                all.addAll(l.moe().down());
+            }
         return all;
     }
 

@@ -403,18 +403,20 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
-// of [0, p]. Each warp takes every 4th key: a warp-wide dot product, then an online-softmax update of its
-// running max m, sum l and weighted values; the 4 warps are merged in shared memory and the split's
+// of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
+// takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
+// weighted values; the 4 warps are merged in shared memory and the split's
 // (m, l, acc[hd]) written to the partials for r_attn_combine.
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits) {
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window) {
     __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
     __shared__ float sacc[R_ATT_WARPS][256];
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int n = pos[0] + t + 1;
-    int lo = (int) ((long long) s * n / splits), hi = (int) ((long long) (s + 1) * n / splits);
+    int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;
+    int n = p + 1 - first;
+    int lo = first + (int) ((long long) s * n / splits), hi = first + (int) ((long long) (s + 1) * n / splits);
     int kvh = h / (heads / kvHeads);
     long long kvDim = (long long) kvHeads * hd;
     const float* qh = q + ((long long) t * heads + h) * hd;

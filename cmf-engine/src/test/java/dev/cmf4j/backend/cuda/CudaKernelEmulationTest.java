@@ -1,7 +1,11 @@
 package dev.cmf4j.backend.cuda;
 
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -11,6 +15,7 @@ import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -18,12 +23,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * The real q4 kernels of {@code matvec_q4.cu} (not the mock's C twins) run on the CPU with emulated warps
- * ({@code kernel_emulator.cpp}: 32 threads in lockstep at each shuffle) inside the mock driver, and go through
- * {@link CudaMatMul}'s upload and launch path against the CPU kernels. Skipped where no C/C++ compiler exists.
+ * The real kernels of {@code matvec_q4.cu} and {@code resident_arch.cu} (not the mock's C twins) run on the CPU with
+ * emulated warps and blocks ({@code kernel_emulator.cpp}: a host thread per GPU thread, barriers at each shuffle and
+ * {@code __syncthreads}) inside the mock driver: the q4 products through {@link CudaMatMul}'s upload and launch path
+ * against the CPU kernels, and the resident forward of gemma3 (sandwich norms, GeLU-tanh, sliding windows, local and
+ * global rope) and qwen3_moe (device routing and experts) against the CPU engine, logits and greedy ids. The
+ * resident.cu kernels run as the mock's C twins here. Skipped where no C/C++ compiler exists.
  */
 class CudaKernelEmulationTest {
-    @TempDir Path tmp;
+    @TempDir static Path tmp;
+    static Path lib;
+    static CudaContext ctx;
 
     static int sh(Path dir, String... cmd) throws Exception {
         Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
@@ -33,25 +43,95 @@ class CudaKernelEmulationTest {
         return rc;
     }
 
-    @Test void theRealQ4KernelsOnEmulatedWarpsMatchTheCpu() throws Throwable {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu"))
+    @BeforeAll static void build() throws Exception {
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
-            rc = sh(tmp, "cc", "-c", "-fPIC", "-O1", "-DMOCK_EMULATE_Q4", "mockcuda.c", "-o", "mock.o");
+            rc = sh(tmp, "cc", "-c", "-fPIC", "-O1", "-DMOCK_EMULATE", "mockcuda.c", "-o", "mock.o");
             if (rc == 0) rc = sh(tmp, "c++", "-c", "-fPIC", "-O1", "-std=c++17", "kernel_emulator.cpp", "-o", "emu.o");
             if (rc == 0) rc = sh(tmp, "c++", "-shared", "-pthread", "-o", "libemucuda.so", "mock.o", "emu.o");
         } catch (java.io.IOException e) {
             rc = -1;
         }
         assumeTrue(rc == 0, "no C and C++ compiler (cc, c++) to build the kernel emulator");
-        Path lib = tmp.resolve("libemucuda.so");
-        var launches = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("emu_launches").orElseThrow(),
+        lib = tmp.resolve("libemucuda.so");
+        ctx = new CudaContext(CudaDriver.load(List.of(lib.toString())), 0, List.of(lib.toString()), new KernelCache(tmp.resolve("cache")));
+    }
+
+    @AfterAll static void close() { if (ctx != null) ctx.close(); }
+
+    static long launches() throws Throwable {
+        var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("emu_launches").orElseThrow(),
                 FunctionDescriptor.of(ValueLayout.JAVA_LONG));
-        try (CudaContext c = new CudaContext(CudaDriver.load(List.of(lib.toString())), 0, List.of(lib.toString()),
-                new KernelCache(tmp.resolve("cache")))) {
-            CudaMockTest.q4MatmulsMatchTheCpu(c);
+        return (long) h.invokeExact();
+    }
+
+    @Test void theRealQ4KernelsOnEmulatedWarpsMatchTheCpu() throws Throwable {
+        long before = launches();
+        CudaMockTest.q4MatmulsMatchTheCpu(ctx);
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(50);
+    }
+
+    /** All-position logits of a prompt (prefill chunks of 4), then greedy decoding: the logits of every step and the ids. */
+    record Run(float[] logits, int[] greedy) {}
+
+    static Run run(dev.cmf4j.model.graph.Graph g, int[] prompt, int steps) {
+        dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 64, 4);
+        int v = g.vocab();
+        float[] all = s.logitsAll(prompt);
+        s.reset();
+        float[] out = java.util.Arrays.copyOf(all, all.length + steps * v);
+        int[] ids = new int[steps];
+        float[] last = s.prefill(prompt);
+        for (int i = 0; i < steps; i++) {
+            System.arraycopy(last, 0, out, all.length + i * v, v);
+            int best = 0;
+            for (int j = 1; j < v; j++) if (last[j] > last[best]) best = j;
+            ids[i] = best;
+            if (i + 1 < steps) last = s.decode(best);
         }
-        assertThat((long) launches.invokeExact()).as("launches of the emulated kernels").isGreaterThan(50);
+        return new Run(out, ids);
+    }
+
+    /**
+     * gemma3 (window 8: the prompt and the decode steps run past it) and qwen3_moe, converted from the fixture
+     * folders at f32 and at q8_2f (pre-norms folded into the products, (1+w) for gemma; the expert kernels' int8
+     * path and scale planes), resident through the emulated kernels vs the CPU engine on the same file: logits
+     * within 1e-3, greedy ids identical.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F"})
+    void residentGemma3AndQwen3MoeOnTheRealKernelsMatchTheCpu(String which) throws Throwable {
+        String model = which.split(":")[0];
+        var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[1]);
+        Path dir = dev.cmf4j.testkit.Fixtures.require("models/" + model);
+        Path cmf = tmp.resolve(model + "-" + mode.label + ".cmf");
+        try (var src = dev.cmf4j.convert.Sources.open(dir)) {
+            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
+                    new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
+        }
+        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};   // 11 positions, past gemma3's window of 8
+        int steps = 6;
+        Run want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
+        List<String> notes = new ArrayList<>();
+        long before = launches();
+        Run got;
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(notes::add);
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+                assertThat(m.graph().device()).as(which + ": " + notes).isNotNull();
+                got = run(m.graph(), prompt, steps);
+            }
+        }
+        assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+        assertThat(launches() - before).as("launches of the emulated resident_arch.cu kernels").isGreaterThan(10);
+        double max = 0;
+        for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
+        System.out.printf("emulated resident %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", which, max,
+                want.logits().length, java.util.Arrays.toString(got.greedy()));
+        assertThat(max).as(which + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+        assertThat(got.greedy()).as(which + " greedy ids").containsExactly(want.greedy());
     }
 }

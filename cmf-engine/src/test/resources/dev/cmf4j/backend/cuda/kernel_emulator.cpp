@@ -1,19 +1,26 @@
-// The real CUDA kernels of matvec_q4.cu compiled for the CPU (test-only): each warp runs as 32 threads in lockstep
-// at every shuffle, so the kernels' own indexing, nibble order, code decoding and warp shuffles are checked against
-// the CPU engine without a GPU. Linked into the mock driver (mockcuda.c built with -DMOCK_EMULATE_Q4), whose
-// cuLaunchKernel then runs these instead of its C twins. One launch at a time.
-#include <pthread.h>
+// The real CUDA kernels of matvec_q4.cu and resident_arch.cu compiled for the CPU (test-only): each thread of a
+// block is a fiber (ucontext) of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
+// shuffle and the block's at every __syncthreads, so the kernels' own indexing, reductions, shuffles and shared
+// memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
+// Linked into the mock driver (mockcuda.c built with -DMOCK_EMULATE), whose cuLaunchKernel then runs these instead
+// of its C twins. One launch at a time. A barrier some threads never reach (a divergent __syncthreads) fails the
+// launch instead of hanging.
+#include <ucontext.h>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <cmath>
+#include <functional>
 
 struct EmuDim { unsigned x = 0, y = 0, z = 0; };
-static thread_local EmuDim threadIdx, blockIdx;
+static EmuDim threadIdx, blockIdx, blockDim;   // threadIdx is set to the running fiber's before every resume
 struct float4 { float x, y, z, w; };
 #define __device__
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __restrict__ __restrict
+#define __shared__ static
 
 static float emulated_f16_to_f32(unsigned short h) {
     uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, u;
@@ -23,54 +30,125 @@ static float emulated_f16_to_f32(unsigned short h) {
     float f; memcpy(&f, &u, 4); return f;
 }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 
-static pthread_barrier_t lockstep;
-static float slots[32];
-static float shuffle(float v, int src) {
-    slots[threadIdx.x & 31] = v;
-    pthread_barrier_wait(&lockstep);
-    float r = slots[src & 31];
-    pthread_barrier_wait(&lockstep);
+// ---- fibers ----
+struct Fiber { ucontext_t ctx; unsigned tid; bool done; };
+static const size_t STACK = 256 * 1024;
+static ucontext_t scheduler;
+static Fiber fibers[1024];
+static char* stacks[1024];
+static int current;
+static long progress;   // arrivals and completions: a round without any is a deadlock
+static std::function<void()>* kernel_fn;
+
+static void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+
+struct Barrier { int count = 0; unsigned gen = 0; };
+static Barrier warp_bars[32], block_bar;
+static void arrive(Barrier& b, int n) {
+    unsigned gen = b.gen;
+    progress++;
+    if (++b.count == n) { b.count = 0; b.gen++; return; }
+    while (b.gen == gen) yield();
+}
+
+static unsigned long long slots[32][32];
+template <class T> static T shuffle(T v, int src) {
+    unsigned w = threadIdx.x >> 5;
+    unsigned long long b = 0;
+    memcpy(&b, &v, sizeof(T));
+    slots[w][threadIdx.x & 31] = b;
+    arrive(warp_bars[w], 32);
+    b = slots[w][src & 31];
+    arrive(warp_bars[w], 32);   // every lane has read before the slots are reused
+    T r;
+    memcpy(&r, &b, sizeof(T));
     return r;
 }
-static inline float __shfl_sync(unsigned, float v, int src) { return shuffle(v, src); }
-static inline float __shfl_xor_sync(unsigned, float v, int mask) { return shuffle(v, (int) (threadIdx.x & 31) ^ mask); }
+template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return shuffle(v, src); }
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask) { return shuffle(v, (int) (threadIdx.x & 31) ^ mask); }
+static inline void __syncwarp() { arrive(warp_bars[threadIdx.x >> 5], 32); }
+static inline void __syncthreads() { arrive(block_bar, (int) blockDim.x); }
 
 #include "matvec_q4.cu"
+#include "resident_arch.cu"
 
-typedef void (*Kernel)(const void*, const float*, const float*, const float*, float*, long long, int, int);
-struct Lane { Kernel k; const void* w; const float* rs; const float* cf; const float* x; float* y; long long row0; int rows, cols; unsigned gx, gy, lane; };
-
-static void* run_lane(void* p) {
-    Lane* l = (Lane*) p;
-    for (unsigned by = 0; by < l->gy; by++)
-        for (unsigned bx = 0; bx < l->gx; bx++)
-            for (unsigned warp = 0; warp < 8; warp++) {
-                blockIdx.x = bx; blockIdx.y = by; threadIdx.x = warp * 32 + l->lane;
-                l->k(l->w, l->rs, l->cf, l->x, l->y, l->row0, l->rows, l->cols);
-                pthread_barrier_wait(&lockstep);   // the warp ends together
-            }
-    return nullptr;
-}
+static void fiber_main() {
+    (*kernel_fn)();
+    fibers[current].done = true;
+    progress++;
+}   // returns to uc_link = the scheduler
 
 static long launches = 0;
 extern "C" long emu_launches() { return launches; }
 
-// kind 4 = matvec_q4_block, 5 = matvec_q4tp (the mock's function handles); 0 on success
+// Runs every block of the grid, one after the other, each as blockDim fibers; 0 on success, 1 bad block, 2 deadlock.
+static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx) {
+    if (bx == 0 || bx > 1024 || bx % 32 != 0) return 1;
+    launches++;
+    kernel_fn = &kernel;
+    blockDim.x = bx; blockDim.y = blockDim.z = 1;
+    for (unsigned i = 0; i < bx; i++) if (!stacks[i]) stacks[i] = (char*) malloc(STACK);
+    for (unsigned z = 0; z < gz; z++)
+        for (unsigned y = 0; y < gy; y++)
+            for (unsigned x = 0; x < gx; x++) {
+                blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                for (auto& b : warp_bars) b = Barrier();
+                block_bar = Barrier();
+                for (unsigned i = 0; i < bx; i++) {
+                    Fiber& f = fibers[i];
+                    f.tid = i;
+                    f.done = false;
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = stacks[i];
+                    f.ctx.uc_stack.ss_size = STACK;
+                    f.ctx.uc_link = &scheduler;
+                    makecontext(&f.ctx, fiber_main, 0);
+                }
+                for (unsigned left = bx; left > 0;) {
+                    long before = progress;
+                    left = 0;
+                    for (unsigned i = 0; i < bx; i++) {
+                        if (fibers[i].done) continue;
+                        current = (int) i;
+                        threadIdx.x = fibers[i].tid; threadIdx.y = threadIdx.z = 0;
+                        swapcontext(&scheduler, &fibers[i].ctx);
+                        if (!fibers[i].done) left++;
+                    }
+                    if (left > 0 && progress == before) return 2;
+                }
+            }
+    return 0;
+}
+
+// kind 4 = matvec_q4_block, 5 = matvec_q4tp (the mock's function handles); blocks of 8 warps; 0 on success
 extern "C" int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
                              const float* x, float* y, long long row0, int rows, int cols) {
-    Kernel k = kind == 4 ? matvec_q4_block : kind == 5 ? matvec_q4tp : nullptr;
+    auto k = kind == 4 ? matvec_q4_block : kind == 5 ? matvec_q4tp : nullptr;
     if (!k) return 500;
-    launches++;
-    pthread_barrier_init(&lockstep, nullptr, 32);
-    pthread_t threads[32];
-    Lane lanes[32];
-    for (unsigned i = 0; i < 32; i++) {
-        lanes[i] = Lane{k, w, rs, cf, x, y, row0, rows, cols, gx, gy, i};
-        pthread_create(&threads[i], nullptr, run_lane, &lanes[i]);
+    return run_blocks([=] { k(w, rs, cf, x, y, row0, rows, cols); }, gx, gy, 1, 256);
+}
+
+#define P(i, T) (*(T*) p[i])
+typedef const unsigned long long* Tab;
+
+// the mock's function handles of resident_arch.cu: 80 ra_rmsnorm, 81 ra_glu_act, 82 ra_moe_route,
+// 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 0 on success
+extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    std::function<void()> k;
+    switch (kind) {
+        case 80: k = [p] { ra_rmsnorm(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, float), P(5, int), P(6, int)); }; break;
+        case 81: k = [p] { ra_glu_act(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, int)); }; break;
+        case 82: k = [p] { ra_moe_route(P(0, const float*), P(1, int*), P(2, float*), P(3, int), P(4, int), P(5, int)); }; break;
+#define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, Tab), P(4, Tab), P(5, Tab), P(6, const int*), \
+                    P(7, const float*), P(8, float*), P(9, int), P(10, int), P(11, int), P(12, int)); }; break;
+#define DOWN(N, F) case 100 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, const int*), P(4, const float*), \
+                    P(5, const float*), P(6, float*), P(7, int), P(8, int), P(9, int), P(10, int)); }; break;
+        GLU(0, ra_moe_glu_f32) GLU(1, ra_moe_glu_bf16) GLU(2, ra_moe_glu_f16) GLU(3, ra_moe_glu_q8)
+        DOWN(0, ra_moe_down_f32) DOWN(1, ra_moe_down_bf16) DOWN(2, ra_moe_down_f16) DOWN(3, ra_moe_down_q8)
+        default: return 500;
     }
-    for (unsigned i = 0; i < 32; i++) pthread_join(threads[i], nullptr);
-    pthread_barrier_destroy(&lockstep);
-    return 0;
+    return run_blocks(k, gx, gy, gz, bx);
 }

@@ -73,12 +73,14 @@ CUresult cuModuleLoadData(void** m, const void* img) {
 }
 CUresult cuModuleUnload(void* m) { return 0; }
 
-/* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_MATVEC3 = 50 };
-static int kinds[64] = {0, 1, 2, 3, 4, 5};
+/* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
+ * resident_arch.cu's */
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_MATVEC3 = 50,
+       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
+static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
-    for (int i = 0; i < 64; i++) kinds[i] = i;
+    for (int i = 0; i < 128; i++) kinds[i] = i;
     const char* base[5] = {"r_matvec_", "r_glu_", "r_embed_", "", "r_matvec3_"};
     if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
     else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
@@ -91,7 +93,15 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
-    else {
+    else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
+    else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
+    else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
+    else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
+        int glu = name[7] == 'g';
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(name + (glu ? 11 : 12), rkinds[k])) { *f = &kinds[(glu ? RA_MOE_GLU : RA_MOE_DOWN) + k]; return 0; }
+        return 500;
+    } else {
         for (int b = 0; b < 5; b++)
             for (int k = 0; k < 4 && b != 3; k++) {
                 char full[64];
@@ -158,9 +168,11 @@ static void* capture_stream = 0;
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p);
 
-#ifdef MOCK_EMULATE_Q4   /* the real kernels of matvec_q4.cu on emulated warps (kernel_emulator.cpp) */
+static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+#ifdef MOCK_EMULATE   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
 int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
                   const float* x, float* y, long long row0, int rows, int cols);
+int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 #endif
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -183,6 +195,10 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p) {
     int kind = *(int*) f;
+#ifdef MOCK_EMULATE
+    if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
+#endif
+    if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
     if (kind >= 10) return resident(kind, gx, gy, gz, bx, p);
     if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
     const void* w = (const void*) (uintptr_t) *(unsigned long long*) p[0];
@@ -193,7 +209,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     long long row0 = *(long long*) p[5];
     int rows = *(int*) p[6], cols = *(int*) p[7];
     if ((long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1; /* grid must just cover the rows */
-#ifdef MOCK_EMULATE_Q4
+#ifdef MOCK_EMULATE
     if (kind >= 4) return emu_launch_q4(kind, gx, gy, w, rs, cf, x, y, row0, rows, cols);
 #endif
     if (kind >= 4) return launch_q4(kind, w, rs, cf, x, y, row0, rows, cols, gy);
@@ -397,14 +413,15 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         case R_ATTN: {
             const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
             float *pm = PTR(3), *pl = PTR(4), *pacc = PTR(5);
-            int heads = INT(6), kvh = INT(7), hd = INT(8), splits = INT(11);
+            int heads = INT(6), kvh = INT(7), hd = INT(8), splits = INT(11), window = INT(12);
             float scale = FLT(9);
             const int* pos = PTR(10);
             if (gx != (unsigned) heads || gz != (unsigned) splits) return 1;
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
-                        int n = pos[0] + t + 1, lo = (int) ((long long) s * n / splits), hi = (int) ((long long) (s + 1) * n / splits);
+                        int p0 = pos[0] + t, first = window > 0 && p0 >= window ? p0 - window + 1 : 0, n = p0 + 1 - first;
+                        int lo = first + (int) ((long long) s * n / splits), hi = first + (int) ((long long) (s + 1) * n / splits);
                         int g = h / (heads / kvh);
                         long long o = ((long long) t * heads + h) * splits + s;
                         float m = -INFINITY, l = 0;
@@ -443,6 +460,103 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                 }
             return 0;
         }
+    }
+    return 1;
+}
+
+/* ---- resident_arch.cu's kernels from their definition (the emulated build runs the real ones instead) ---- */
+static float act_of(float x, int act) {
+    if (act == 1) return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    if (act == 2) return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+    return silu(x);
+}
+typedef const unsigned long long* tab_t;
+static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int e, const float* x, int r, int cols) {
+    float v = rdot(k, (const void*) (uintptr_t) w[e], (const float*) (uintptr_t) cf[e], x, (long long) r * cols, cols);
+    return rs[e] ? v * ((const float*) (uintptr_t) rs[e])[r] : v;
+}
+static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (kind == RA_RMSNORM) {
+        const float *x = PTR(0), *w = PTR(1);
+        float* y = PTR(2);
+        int dim = INT(3), off = INT(5), acc = INT(6);
+        float eps = FLT(4);
+        for (unsigned r = 0; r < gx; r++) {
+            double ss = 0;
+            for (int i = 0; i < dim; i++) ss += (double) x[r * dim + i] * x[r * dim + i];
+            float inv = 1.f / sqrtf((float) (ss / dim) + eps);
+            for (int i = 0; i < dim; i++) {
+                float v = x[r * dim + i] * inv;
+                if (w) v = off ? v * (1.f + w[i]) : w[i] * v;
+                y[r * dim + i] = acc ? y[r * dim + i] + v : v;
+            }
+        }
+        return 0;
+    }
+    if (kind == RA_GLU_ACT) {
+        const float *g = PTR(0), *u = PTR(1);
+        float* y = PTR(2);
+        int n = INT(3), act = INT(4);
+        for (int i = 0; i < n; i++) y[i] = act_of(g[i], act) * u[i];
+        return 0;
+    }
+    if (kind == RA_ROUTE) {
+        const float* logits = PTR(0);
+        int* idx = PTR(1);
+        float* wts = PTR(2);
+        int ne = INT(3), k = INT(4), norm = INT(5);
+        if (bx != 32 || ne > 1024 || k > 32) return 1;
+        for (unsigned t = 0; t < gx; t++) {
+            const float* l = logits + (long long) t * ne;
+            float m = -INFINITY, s = 0, pr[1024], sum = 0;
+            for (int e = 0; e < ne; e++) if (l[e] > m) m = l[e];
+            for (int e = 0; e < ne; e++) { pr[e] = expf(l[e] - m); s += pr[e]; }
+            for (int j = 0; j < k; j++) {
+                int best = -1;
+                for (int e = 0; e < ne; e++) {
+                    int taken = 0;
+                    for (int q = 0; q < j; q++) taken |= idx[t * k + q] == e;
+                    if (!taken && (best < 0 || pr[e] / s > pr[best] / s)) best = e;
+                }
+                idx[t * k + j] = best;
+                wts[t * k + j] = pr[best] / s;
+                sum += pr[best] / s;
+            }
+            if (norm) for (int j = 0; j < k; j++) wts[t * k + j] /= sum;
+        }
+        return 0;
+    }
+    if (kind >= RA_MOE_GLU && kind < RA_MOE_GLU + 4) {
+        int k = kind - RA_MOE_GLU, rows = INT(9), cols = INT(10), topK = INT(11), act = INT(12);
+        const int* idx = PTR(6);
+        const float* x = PTR(7);
+        float* h = PTR(8);
+        if (bx != 256 || (long long) gx * 8 < rows) return 1;
+        for (unsigned slot = 0; slot < gy; slot++)
+            for (int r = 0; r < rows; r++) {
+                const float* xt = x + (long long) (slot / topK) * cols;
+                float g = expert_dot(k, PTR(0), PTR(1), PTR(2), idx[slot], xt, r, cols);
+                float u = expert_dot(k, PTR(3), PTR(4), PTR(5), idx[slot], xt, r, cols);
+                h[(long long) slot * rows + r] = act_of(g, act) * u;
+            }
+        return 0;
+    }
+    if (kind >= RA_MOE_DOWN && kind < RA_MOE_DOWN + 4) {
+        int k = kind - RA_MOE_DOWN, rows = INT(7), cols = INT(8), topK = INT(9), acc = INT(10);
+        const int* idx = PTR(3);
+        const float *wts = PTR(4), *h = PTR(5);
+        float* y = PTR(6);
+        if (bx != 256 || (long long) gx * 8 < rows) return 1;
+        for (unsigned t = 0; t < gy; t++)
+            for (int r = 0; r < rows; r++) {
+                float a = 0;
+                for (int j = 0; j < topK; j++) {
+                    int slot = t * topK + j;
+                    a += wts[slot] * expert_dot(k, PTR(0), PTR(1), PTR(2), idx[slot], h + (long long) slot * cols, r, cols);
+                }
+                y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + a : a;
+            }
+        return 0;
     }
     return 1;
 }

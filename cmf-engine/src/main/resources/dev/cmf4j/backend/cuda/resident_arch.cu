@@ -1,0 +1,217 @@
+// cmf4j resident-forward kernels for the architecture-specific operators (dev.cmf4j.backend.cuda.ResidentForward):
+// standalone RMSNorm (gemma's sandwich norms, the MoE input), gated-MLP activations other than the fused SwiGLU
+// (GeLU-tanh, GeLU), and the mixture of experts — routing and the chosen experts' products with the expert ids
+// kept in device memory, so a decode step replays as one CUDA graph. Its own module beside resident.cu (built
+// into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C, no headers,
+// no inline PTX (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
+// takes a token dimension T (prefill chunks run the same kernels as decode steps).
+
+typedef unsigned short ra_u16;
+
+__device__ __forceinline__ float ra_bf16(ra_u16 h) { return __uint_as_float(((unsigned) h) << 16); }
+
+// f16 → f32 by bits (subnormals, inf, NaN included), so no intrinsic is needed.
+__device__ __forceinline__ float ra_f16(ra_u16 h) {
+    unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 0) { float f = (float) m * 5.9604644775390625e-8f; return s ? -f : f; }   // m·2^-24
+    unsigned u = e == 31 ? (s << 31) | 0x7f800000u | (m << 13) : (s << 31) | ((e + 112u) << 23) | (m << 13);
+    return __uint_as_float(u);
+}
+
+// Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes).
+template <int K>
+__device__ __forceinline__ float ra_load(const void* __restrict__ w, long long i) {
+    if (K == 0) return static_cast<const float*>(w)[i];
+    if (K == 1) return ra_bf16(static_cast<const ra_u16*>(w)[i]);
+    if (K == 2) return ra_f16(static_cast<const ra_u16*>(w)[i]);
+    return (float) static_cast<const signed char*>(w)[i];
+}
+
+__device__ __forceinline__ float ra_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float ra_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Σ_c W[row, c]·cf[c]·x[c] of one row by one warp (lane c mod 32); rs[row] applied by the caller.
+template <int K>
+__device__ __forceinline__ float ra_dot(const void* __restrict__ w, const float* __restrict__ cf,
+                                        const float* __restrict__ x, long long base, int cols, int lane) {
+    float acc = 0.f;
+    for (int c = lane; c < cols; c += 32) {
+        float xv = x[c];
+        if (cf != nullptr) xv *= cf[c];
+        acc += ra_load<K>(w, base + c) * xv;
+    }
+    return ra_warp_sum(acc);
+}
+
+// ---- norms ----
+
+// Block sum (blockDim a multiple of 32, ≤ 1024); every thread gets the total. red: 32 floats of shared memory.
+__device__ __forceinline__ float ra_block_sum(float v, float* red) {
+    v = ra_warp_sum(v);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    __syncthreads();   // red may still be read by a previous call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int i = 0; i < warps; i++) s += red[i];
+    return s;
+}
+
+// Row blockIdx.x of x normalised: n = x / sqrt(mean(x²) + eps) · (w | 1+w | 1); y = n, or y += n when accumulate
+// (a sandwich norm's output joining the residual). y may alias x only without accumulate.
+extern "C" __global__ void __launch_bounds__(256) ra_rmsnorm(const float* x, const float* w, float* y, int dim,
+                                                              float eps, int offset, int accumulate) {
+    __shared__ float red[32];
+    const float* xr = x + (long long) blockIdx.x * dim;
+    float* yr = y + (long long) blockIdx.x * dim;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = xr[i]; ss += v * v; }
+    ss = ra_block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i] * inv;
+        if (w != nullptr) v = offset ? v * (1.f + w[i]) : w[i] * v;
+        yr[i] = accumulate ? yr[i] + v : v;
+    }
+}
+
+// ---- activations ----
+
+// act: 0 SiLU, 1 GeLU (tanh approximation), 2 GeLU (erf) — the formulas of dev.cmf4j.model.Activation.
+__device__ __forceinline__ float ra_act(float x, int act) {
+    if (act == 1) return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    if (act == 2) return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+    return x / (1.f + expf(-x));
+}
+
+// y[i] = act(g[i])·u[i] over n elements (a gated MLP whose gate and up came from two products).
+extern "C" __global__ void __launch_bounds__(256) ra_glu_act(const float* g, const float* u, float* y, int n, int act) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) y[i] = ra_act(g[i], act) * u[i];
+}
+
+// ---- mixture of experts ----
+
+#define RA_NEG_INF __int_as_float(0xff800000)
+#define RA_MAX_TOPK 32
+#define RA_MAX_EXPERTS 1024
+
+// Block (token t), one warp: softmax over the experts' router logits, the top k by probability (largest first,
+// ties to the lower index, as the CPU's Softmax.topK), their weights (renormalised over the k when normTopK).
+// idx[t·k + j] = expert, wts[t·k + j] = weight. experts ≤ 1024, k ≤ 32.
+extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logits, int* idx, float* wts,
+                                                               int experts, int topK, int normTopK) {
+    __shared__ int picked[RA_MAX_TOPK];
+    __shared__ float pw[RA_MAX_TOPK];
+    int t = blockIdx.x, lane = threadIdx.x & 31;
+    const float* l = logits + (long long) t * experts;
+    float m = RA_NEG_INF;
+    for (int e = lane; e < experts; e += 32) m = fmaxf(m, l[e]);
+    m = ra_warp_max(m);
+    float s = 0.f;
+    for (int e = lane; e < experts; e += 32) s += expf(l[e] - m);
+    s = ra_warp_sum(s);
+    for (int j = 0; j < topK; j++) {
+        // this lane's best not yet picked, then the warp's: larger probability, else lower index
+        float bv = RA_NEG_INF;
+        int bi = 0x7fffffff;
+        for (int e = lane; e < experts; e += 32) {
+            bool taken = false;
+            for (int p = 0; p < j; p++) taken |= picked[p] == e;
+            float pe = expf(l[e] - m) / s;
+            if (!taken && (bi == 0x7fffffff || pe > bv)) { bv = pe; bi = e; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+        }
+        __syncwarp();
+        if (lane == 0) { picked[j] = bi; pw[j] = bv; }
+        __syncwarp();
+    }
+    if (lane == 0) {
+        float sum = 0.f;
+        for (int j = 0; j < topK; j++) sum += pw[j];
+        for (int j = 0; j < topK; j++) {
+            idx[t * topK + j] = picked[j];
+            wts[t * topK + j] = normTopK ? pw[j] / sum : pw[j];
+        }
+    }
+}
+
+// Expert e's matrices by table: w[e] the weights, rs[e] f32 row scales (0 = none), cf[e] f32 column scales
+// (0 = none), as device addresses (each expert may be a row window of one fused tensor).
+struct RaExperts { const unsigned long long* w; const unsigned long long* rs; const unsigned long long* cf; };
+
+template <int K>
+__device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const float* x, int r, int cols, int lane) {
+    const void* w = reinterpret_cast<const void*>(m.w[e]);
+    const float* rs = reinterpret_cast<const float*>(m.rs[e]);
+    const float* cf = reinterpret_cast<const float*>(m.cf[e]);
+    float v = ra_dot<K>(w, cf, x, (long long) r * cols, cols, lane);
+    return rs != nullptr ? v * rs[r] : v;
+}
+
+// h[t·k + j, r] = act(G_e[r]·x_t)·(U_e[r]·x_t) with e = idx[t·k + j]: the k chosen experts' gate and up
+// products of token t. Block = 8 warps = 8 rows; grid = (ceil(rows / 8), T·k).
+template <int K>
+__device__ __forceinline__ void ra_moe_glu(RaExperts g, RaExperts u, const int* __restrict__ idx,
+                                           const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
+                                           int topK, int act) {
+    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (r >= rows) return;   // whole warps leave together
+    int slot = blockIdx.y, t = slot / topK, e = idx[slot];
+    const float* xt = x + (long long) t * cols;
+    float gv = ra_expert_row<K>(g, e, xt, r, cols, lane);
+    float uv = ra_expert_row<K>(u, e, xt, r, cols, lane);
+    if (lane == 0) h[(long long) slot * rows + r] = ra_act(gv, act) * uv;
+}
+
+// y[t, r] (+)= Σ_j wts[t·k + j]·(D_e[r]·h[t·k + j]) with e = idx[t·k + j], j in pick order (no atomics: one
+// warp owns each output). accumulate: add to y (the residual), else overwrite. Grid = (ceil(rows / 8), T).
+template <int K>
+__device__ __forceinline__ void ra_moe_down(RaExperts d, const int* __restrict__ idx, const float* __restrict__ wts,
+                                            const float* __restrict__ h, float* __restrict__ y, int rows, int cols,
+                                            int topK, int accumulate) {
+    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    int t = blockIdx.y;
+    float acc = 0.f;
+    for (int j = 0; j < topK; j++) {
+        int slot = t * topK + j;
+        acc += wts[slot] * ra_expert_row<K>(d, idx[slot], h + (long long) slot * cols, r, cols, lane);
+    }
+    if (lane == 0) {
+        long long o = (long long) t * rows + r;
+        y[o] = accumulate ? y[o] + acc : acc;
+    }
+}
+
+#define RA_MOE(SUFFIX, K)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) ra_moe_glu_##SUFFIX(                                        \
+            const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,            \
+            const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,            \
+            const int* idx, const float* x, float* h, int rows, int cols, int topK, int act) {                    \
+        ra_moe_glu<K>(RaExperts{gw, grs, gcf}, RaExperts{uw, urs, ucf}, idx, x, h, rows, cols, topK, act);        \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) ra_moe_down_##SUFFIX(                                       \
+            const unsigned long long* dw, const unsigned long long* drs, const unsigned long long* dcf,            \
+            const int* idx, const float* wts, const float* h, float* y, int rows, int cols, int topK,              \
+            int accumulate) {                                                                                     \
+        ra_moe_down<K>(RaExperts{dw, drs, dcf}, idx, wts, h, y, rows, cols, topK, accumulate);                    \
+    }
+
+RA_MOE(f32, 0)
+RA_MOE(bf16, 1)
+RA_MOE(f16, 2)
+RA_MOE(q8, 3)
