@@ -12,6 +12,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -48,6 +49,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private final java.util.List<ResidentForward> residents = new java.util.ArrayList<>();
     private java.util.function.Consumer<String> notes = System.err::println;
     private boolean graphs = GRAPHS;
+    /** Where cuBLAS is looked for (tests point it at the mock), and the smallest prefill chunk that uses it. */
+    private List<String> cublasNames = Cublas.LIBRARY;
+    private int gemmMinTokens = Integer.getInteger("cmf.cuda.gemmMinTokens", 16);
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -105,7 +109,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, graphs);
+            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens);
             residents.add(r);
             return r;
         });
@@ -120,6 +124,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Whether resident forwards made from now on replay decode steps as CUDA graphs (default: {@code cmf.cuda.graphs}). */
     void useGraphs(boolean on) { this.graphs = on; }
+
+    /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
+    void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }
 
     /** Bytes of device memory this instance holds for weights. */
     public long deviceBytes() { return deviceBytes; }

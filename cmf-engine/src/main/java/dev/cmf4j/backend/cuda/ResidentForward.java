@@ -37,9 +37,17 @@ final class ResidentForward implements DeviceForward {
     private final boolean graphs;
     private final int smCount;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
-    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul;
-    private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
+        private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
+    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul, fnSplit, fnI8ToBf16, fnGemmOut, fnGluOut;
+    /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
+    private final Cublas cublas;
+    private final int gemmMinTokens;
+    private MemorySegment cublasHandle;
+    private final Arena own = Arena.ofShared();
+    private final MemorySegment one = own.allocateFrom(ValueLayout.JAVA_FLOAT, 1f), zero = own.allocateFrom(ValueLayout.JAVA_FLOAT, 0f);
+    /** Prefill scratch, grown on demand: 16-bit activation halves, 16-bit weights (int8 widened), two GEMM outputs. */
+    private long sB, sW, sC1, sC2, capB, capW, capC;
     private final W embed, head;
     /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
     private final boolean headFolded;
@@ -64,8 +72,16 @@ final class ResidentForward implements DeviceForward {
     private record MoeWeights(W router, long routerBias, int gateKind, int downKind, long gw, long grs, long gcf,
                               long uw, long urs, long ucf, long dw, long drs, long dcf) {}
 
+    /** One step of a chunk's forward on the session stream: a kernel launch or a cuBLAS GEMM. */
+    private sealed interface Step permits Launch, Gemm {
+        String name();
+    }
+
     /** One kernel launch with its argument block; {@code name} labels it in the profile. */
-    private record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {}
+    private record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) implements Step {}
+
+    /** C[m, n] (column-major f32) = op(A)ᵀ·B: A is a row-major [m, k] weight matrix, B [n, k] row-major activations. */
+    private record Gemm(String name, long a, int aType, long b, int bType, long c, int m, int n, int k) implements Step {}
 
     /**
      * {@code -Dcmf.cuda.profile=true}: decode steps launch one by one between CUDA events, and closing the model
@@ -84,7 +100,9 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: loads the kernels and uploads every weight. */
-    ResidentForward(CudaMatMul mm, CudaContext ctx, DenseDecoder model, boolean graphs) {
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DenseDecoder model, boolean graphs, Cublas cublas, int gemmMinTokens) {
+        this.cublas = cublas;
+        this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
         this.cu = ctx.driver();
         this.model = model;
@@ -109,6 +127,10 @@ final class ResidentForward implements DeviceForward {
             fnMoeGlu[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_glu_" + kinds[i]);
             fnMoeDown[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_down_" + kinds[i]);
         }
+        fnSplit = cu.function(ctx.module(RESIDENT_CU), "r_split");
+        fnI8ToBf16 = cu.function(ctx.module(RESIDENT_CU), "r_i8_to_bf16");
+        fnGemmOut = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out");
+        fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
         embed = upload(model.embedding(), null);
         headFolded = hasColumnScales(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -243,7 +265,7 @@ final class ResidentForward implements DeviceForward {
         final long[] kc, vc;
         long all;
         int allRows;
-        List<Launch> decode;
+        List<Step> decode;
         MemorySegment graph, exec;
         final List<Long> owned = new ArrayList<>();
 
@@ -368,9 +390,11 @@ final class ResidentForward implements DeviceForward {
                 if (many) s.ensureAll(tokens);
                 out = many ? s.all : s.last;
                 host = many ? s.hostAll : s.hostLast;
+                boolean gemm = cublas != null && tokens >= gemmMinTokens;
+                if (gemm) preparePrefill(s, tokens, many);
                 try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
-                    for (Launch l : steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a)) launch(l, s.stream);
+                    for (Step st : steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a, gemm)) run(st, s.stream);
                 }
             }
             if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
@@ -382,20 +406,20 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
     private void decodeStep(SessionState s) {
-        if (s.decode == null) s.decode = steps(s, 1, 1, s.last, s.arena);
+        if (s.decode == null) s.decode = steps(s, 1, 1, s.last, s.arena, false);
         if (PROFILE) {
             profiledStep(s);
             return;
         }
         if (!graphs) {
-            for (Launch l : s.decode) launch(l, s.stream);
+            for (Step l : s.decode) run(l, s.stream);
             return;
         }
         if (s.exec == null) {
             cu.beginCapture(s.stream, CudaDriver.CAPTURE_THREAD_LOCAL);
             MemorySegment g;
             try {
-                for (Launch l : s.decode) launch(l, s.stream);
+                for (Step l : s.decode) run(l, s.stream);
             } finally {
                 g = cu.endCapture(s.stream);   // ends the capture even when a launch failed
             }
@@ -403,6 +427,75 @@ final class ResidentForward implements DeviceForward {
             s.exec = cu.graphInstantiate(g);
         }
         cu.graphLaunch(s.exec, s.stream);
+    }
+
+    /** Owner thread: the cuBLAS handle on this session's stream and prefill scratch for a chunk of t tokens. */
+    private void preparePrefill(SessionState s, int t, boolean headGemm) {
+        if (cublasHandle == null) cublasHandle = cublas.create();
+        cublas.setStream(cublasHandle, s.stream);
+        long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
+        long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
+        long maxW = 0;
+        for (LayerWeights l : layers)
+            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})   // gate/up/down null on MoE layers
+                if (w != null && kind(w.dtype()) == 3) maxW = Math.max(maxW, (long) w.rows() * w.cols());
+        if (headGemm) {
+            maxRows = Math.max(maxRows, head.rows());
+            if (kind(head.dtype()) == 3) maxW = Math.max(maxW, (long) head.rows() * head.cols());
+        }
+        long needB = 2L * 3 * t * maxCols, needW = 2L * maxW, needC = 4L * maxRows * 3 * t;   // ≤ 3 parts
+        if (needB > capB) { if (sB != NULL) cu.memFree(sB); sB = cu.memAlloc(needB); capB = needB; }
+        if (needW > capW) { if (sW != NULL) cu.memFree(sW); sW = cu.memAlloc(needW); capW = needW; }
+        if (needC > capC) {
+            if (sC1 != NULL) { cu.memFree(sC1); cu.memFree(sC2); }
+            sC1 = cu.memAlloc(needC); sC2 = cu.memAlloc(needC); capC = needC;
+        }
+    }
+
+    private void run(Step st, MemorySegment stream) {
+        switch (st) {
+            case Launch l -> launch(l, stream);
+            case Gemm g -> cublas.gemm(cublasHandle, Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(), g.aType(), g.k(),
+                    g.b(), g.bType(), g.k(), zero, g.c(), Cublas.R_32F, g.m());
+        }
+    }
+
+    /** Parts an f32 activation is split into for a GEMM on 16-bit inputs (see r_split): 24 / 22 significant bits. */
+    private static int parts(DType weights) { return weights == DType.F32 ? 1 : weights == DType.F16 ? 2 : 3; }
+
+    /**
+     * The GEMM of one product for a prefill chunk into {@code c} (column-major [rows, parts·t]); returns the parts.
+     * x is f32 [t, cols], normalised first when {@code normEps} is a number.
+     */
+    private int product(List<Step> L, Arena a, String name, W w, long x, float normEps, int t, long c) {
+        boolean normed = !Float.isNaN(normEps);
+        if (w.dtype() == DType.F32 && !normed) {
+            L.add(new Gemm(name, w.weights(), Cublas.R_32F, x, Cublas.R_32F, c, w.rows(), t, w.cols()));
+            return 1;
+        }
+        boolean f16 = w.dtype() == DType.F16;
+        int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
+        if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
+        int parts = parts(w.dtype());
+        L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
+                normed ? normEps : 0f, sB, t, w.cols(), f16 ? 1 : 0, parts)));
+        long weights = w.weights();
+        if (kind(w.dtype()) == 3) {
+            long n = (long) w.rows() * w.cols();
+            L.add(new Launch(name + "_widen", fnI8ToBf16, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256,
+                    pack(a, weights, sW, n)));
+            weights = sW;
+        }
+        L.add(new Gemm(name, weights, type, sB, type, c, w.rows(), parts * t, w.cols()));
+        return parts;
+    }
+
+    /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
+    private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
+        int parts = product(L, a, name, w, x, normEps, t, sC1);
+        long n = (long) w.rows() * t;
+        L.add(new Launch(name + "_out", fnGemmOut, (int) Math.min(8192, (n + 255) / 256), 1, 1, 256,
+                pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0)));
     }
 
     /** Owner thread: the decode launches one by one, an event after each; their GPU times added to the profile. */
@@ -413,7 +506,7 @@ final class ResidentForward implements DeviceForward {
         try {
             cu.eventRecord(ev[0], s.stream);
             for (int i = 0; i < n; i++) {
-                launch(s.decode.get(i), s.stream);
+                run(s.decode.get(i), s.stream);
                 cu.eventRecord(ev[i + 1], s.stream);
             }
             for (int i = 0; i < n; i++) {
@@ -459,8 +552,8 @@ final class ResidentForward implements DeviceForward {
      * @param headRows -1 no head; 0 the head for every token; 1 for the last token only
      * @param out      where the logits go
      */
-    private List<Launch> steps(SessionState s, int t, int headRows, long out, Arena a) {
-        List<Launch> L = new ArrayList<>();
+    private List<Step> steps(SessionState s, int t, int headRows, long out, Arena a, boolean gemm) {
+        List<Step> L = new ArrayList<>();
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
         long pos = s.in, ids = s.in + 4;
         L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
@@ -474,8 +567,11 @@ final class ResidentForward implements DeviceForward {
             int an = w.attnFolded() ? 1 : 0;
             float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
             if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
-            if (w.q().dtype() == w.k().dtype() && w.q().dtype() == w.v().dtype()
-                    || kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
+            if (gemm) {
+                gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
+                gemm(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
+                gemm(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
+            } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
                 W q = w.q(), k = w.k(), v = w.v();
                 int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
                 L.add(new Launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, pack(a,
@@ -495,10 +591,12 @@ final class ResidentForward implements DeviceForward {
             L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
                     heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
             L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
-            if (spec.postAttnNorm() == null) {
-                matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);   // x += o·att
+            if (spec.postAttnNorm() == null) {                                              // x += o·att
+                if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
+                else matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(o·att)
-                matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
+                if (gemm) gemm(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
+                else matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
                 archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
             }
             if (spec.moe() != null) {
@@ -510,7 +608,18 @@ final class ResidentForward implements DeviceForward {
             if (!w.ffnFolded()) norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
-            if (gk == uk && spec.act() == Activation.SILU) {
+            if (gemm && spec.act() == Activation.SILU) {
+                int sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1);
+                int su = product(L, a, "up", w.up(), fin, fe, t, sC2);
+                if (sg != su) throw new IllegalStateException("gate and up of different precisions");
+                long n = (long) inter * t;
+                L.add(new Launch("swiglu_out", fnGluOut, (int) Math.min(8192, (n + 255) / 256), 1, 1, 256,
+                        pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg)));
+            } else if (gemm) {
+                gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
+                gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
+                gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());
+            } else if (gk == uk && spec.act() == Activation.SILU) {
                 L.add(new Launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
                         w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
                         w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f)));
@@ -519,21 +628,26 @@ final class ResidentForward implements DeviceForward {
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());   // silu, gelu-tanh or gelu
             }
-            if (spec.postFfnNorm() == null) {
-                matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);   // x += down·glu
+            if (spec.postFfnNorm() == null) {                                               // x += down·glu
+                if (gemm) gemm(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
+                else matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(down·glu)
-                matvec(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
+                if (gemm) gemm(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
+                else matvec(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
                 archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
             }
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
             long src = s.x + 4L * (t - rows) * hidden;
-            if (headFolded) {
-                matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());   // final norm folded in
+            boolean g = gemm && rows > 1;
+            if (headFolded) {   // final norm folded in
+                if (g) gemm(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
+                else matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
             } else {
                 norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
-                matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
+                if (g) gemm(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
+                else matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
             }
         }
         return L;
@@ -542,12 +656,12 @@ final class ResidentForward implements DeviceForward {
     // ---- the architecture-specific launches (resident_arch.cu) ----
 
     /** y = norm(x) (or y += norm(x): a sandwich norm joining the residual), {@code rows} rows. */
-    private void archNorm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
+    private void archNorm(List<Step> L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
         L.add(new Launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0)));
     }
 
     /** y = act(g)·u over n elements (y may alias g). */
-    private void gluAct(List<Launch> L, Arena a, long g, long u, long y, int n, Activation act) {
+    private void gluAct(List<Step> L, Arena a, long g, long u, long y, int n, Activation act) {
         int code = switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
         L.add(new Launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, pack(a, g, u, y, n, code)));
     }
@@ -557,7 +671,7 @@ final class ResidentForward implements DeviceForward {
      * there), the chosen experts' gate/up/act, then their down products weighted into x (through the post norm
      * when the layer has one). No host round trip: a decode step still replays as one graph.
      */
-    private void moe(List<Launch> L, Arena a, SessionState s, LayerWeights w, DenseDecoder.Layer spec, int t) {
+    private void moe(List<Step> L, Arena a, SessionState s, LayerWeights w, DenseDecoder.Layer spec, int t) {
         DenseDecoder.Moe moe = spec.moe();
         MoeWeights mw = w.moe();
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
@@ -573,12 +687,12 @@ final class ResidentForward implements DeviceForward {
         if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 
-    private void norm(List<Launch> L, Arena a, long x, long w, NormOp n, long y, int rows) {
+    private void norm(List<Step> L, Arena a, long x, long w, NormOp n, long y, int rows) {
         L.add(new Launch("rmsnorm", fnNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0)));
     }
 
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
-    private void matvec(List<Launch> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
+    private void matvec(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
                         float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
@@ -616,5 +730,10 @@ final class ResidentForward implements DeviceForward {
         states.clear();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
+        for (long d : new long[] {sB, sW, sC1, sC2}) if (d != NULL) cu.memFree(d);
+        sB = sW = sC1 = sC2 = NULL;
+        if (cublasHandle != null) cublas.destroy(cublasHandle);
+        cublasHandle = null;
+        own.close();
     }
 }

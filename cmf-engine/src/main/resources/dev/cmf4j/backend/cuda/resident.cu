@@ -499,3 +499,86 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm
         out[((long long) t * heads + h) * hd + c] = a;
     }
 }
+
+// ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----
+//
+// A chunk's product Y = X·Wᵀ runs as one cublasGemmEx on 16-bit inputs with f32 accumulation, exact enough for
+// the f32 tolerances: the weights are exact in 16 bits (bf16/f16 as stored; int8 values as bf16), and the
+// activations go in as 16-bit parts, x ≈ p0 + p1 (+ p2), each the rounding of what the earlier parts left
+// (bf16: three parts, 24 significant bits like f32; f16: two, 22 bits), stacked as parts·T columns of one
+// GEMM; the epilogue adds the parts' products and applies the row scales, bias, residual add or SwiGLU.
+// (Two bf16 parts, 16 bits, left llama-fixture logits 3e-4 from the CPU engine; three leave ~1e-5.)
+
+__device__ __forceinline__ r_u16 r_to_bf16(float v) {   // round to nearest even (finite inputs)
+    unsigned u = __float_as_uint(v);
+    return (r_u16) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ r_u16 r_to_f16(float v) {
+    r_u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+// out[j·T + t, c] = part j of x[t, c]·cf[c]·(1/rms of row t when normed), j < parts; f16 parts when f16 != 0,
+// else bf16. Block per token.
+extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const float* cf, int normed, float eps,
+                                                          r_u16* out, int T, int cols, int f16, int parts) {
+    int t = blockIdx.x;
+    const float* xt = x + (long long) t * cols;
+    float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = xt[c] * inv;
+        if (cf != nullptr) v *= cf[c];
+        for (int j = 0; j < parts; j++) {
+            r_u16 h = f16 ? r_to_f16(v) : r_to_bf16(v);
+            out[((long long) j * T + t) * cols + c] = h;
+            v -= f16 ? r_f16(h) : r_bf16(h);
+        }
+    }
+}
+
+// int8 weights as bf16 (exact: |w| ≤ 128 needs 8 significant bits), 4 per thread step.
+extern "C" __global__ void __launch_bounds__(256) r_i8_to_bf16(const signed char* w, r_u16* out, long long n) {
+    long long stride = (long long) gridDim.x * blockDim.x * 4;
+    for (long long i = ((long long) blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += stride) {
+        if (i + 4 <= n) {
+            float f[4];
+            r_i8x4(*reinterpret_cast<const unsigned*>(w + i), f);
+            uint2 o;
+            o.x = (__float_as_uint(f[0]) >> 16) | (__float_as_uint(f[1]) & 0xffff0000u);
+            o.y = (__float_as_uint(f[2]) >> 16) | (__float_as_uint(f[3]) & 0xffff0000u);
+            *reinterpret_cast<uint2*>(out + i) = o;
+        } else {
+            for (long long j = i; j < n; j++) out[j] = (r_u16) (__float_as_uint((float) w[j]) >> 16);
+        }
+    }
+}
+
+// y[t, r] = Σ_j C[r, j·T + t]·rs[r] (+ bias[r]) (+ y[t, r] when accumulate); C column-major [rows, parts·T].
+extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
+                                                             float* y, int rows, int T, int parts, int accumulate) {
+    long long n = (long long) rows * T;
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
+        int t = (int) (i / rows), r = (int) (i % rows);
+        float v = C[(long long) t * rows + r];
+        for (int j = 1; j < parts; j++) v += C[((long long) j * T + t) * rows + r];
+        if (rs != nullptr) v *= rs[r];
+        if (bias != nullptr) v += bias[r];
+        y[i] = accumulate ? y[i] + v : v;
+    }
+}
+
+// y[t, r] = silu(gate)·up from two GEMM outputs as r_gemm_out reads them.
+extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, const float* Cu, const float* rsg,
+                                                            const float* rsu, float* y, int rows, int T, int parts) {
+    long long n = (long long) rows * T;
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
+        int t = (int) (i / rows), r = (int) (i % rows);
+        float g = Cg[(long long) t * rows + r], u = Cu[(long long) t * rows + r];
+        for (int j = 1; j < parts; j++) { g += Cg[((long long) j * T + t) * rows + r]; u += Cu[((long long) j * T + t) * rows + r]; }
+        if (rsg != nullptr) g *= rsg[r];
+        if (rsu != nullptr) u *= rsu[r];
+        y[i] = r_silu(g) * u;
+    }
+}

@@ -358,6 +358,17 @@ class CudaMockTest {
         }
     }
 
+    static int gemms() {
+        try {
+            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_gemms").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT));
+            return (int) h.invokeExact();
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
     /** A session's logits for a prompt (prefill chunks of 4, all logits) and a few decode steps, concatenated. */
     static float[] run(dev.cmf4j.model.graph.Graph g, int[] prompt, int[] next) {
         dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 64, 4);
@@ -376,12 +387,15 @@ class CudaMockTest {
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
         for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf", "qwen3-Q8_2F.cmf"))
             for (boolean graphs : new boolean[] {true, false}) {
+                // graphs on: prefill chunks of 4 go through the mock cuBLAS; off: through the matvec kernels
                 float[] want;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = run(m.graph(), prompt, next); }
                 List<String> notes = new ArrayList<>();
                 try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                     gpu.notes(notes::add);
                     gpu.useGraphs(graphs);
+                    if (graphs) gpu.useCublas(List.of(lib.toString()), 2);
+                    int gemms0 = gemms();
                     int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2);
                     float[] got;
                     try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
@@ -401,6 +415,8 @@ class CudaMockTest {
                         assertThat(counter(2) - replays0).isZero();
                     }
                     assertThat(counter(0)).isGreaterThan(direct0);
+                    if (graphs) assertThat(gemms() - gemms0).as("prefill products as cuBLAS GEMMs").isPositive();
+                    else assertThat(gemms()).isEqualTo(gemms0);
                 }
             }
     }

@@ -76,6 +76,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_MATVEC3 = 50,
+       R_SPLIT = 60, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
@@ -93,6 +94,10 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
+    else if (!strcmp(name, "r_split")) *f = &kinds[R_SPLIT];
+    else if (!strcmp(name, "r_i8_to_bf16")) *f = &kinds[R_I8_TO_BF16];
+    else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
+    else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
@@ -272,6 +277,36 @@ static float rdot(int k, const void* w, const float* cf, const float* x, long lo
     return (float) acc;
 }
 static float silu(float g) { return g / (1.f + expf(-g)); }
+static uint16_t to_bf16(float v) { uint32_t u; memcpy(&u, &v, 4); return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+
+/* ---- a stand-in libcublas: cublasGemmEx, column-major, f32 / f16 / bf16 inputs, f32 output, accumulated in double ---- */
+static int n_gemms = 0;
+int mock_gemms(void) { return n_gemms; }
+int cublasCreate_v2(void** h) { if (!current_ctx) return 1; *h = malloc(8); return 0; }
+int cublasDestroy_v2(void* h) { free(h); return 0; }
+int cublasSetStream_v2(void* h, void* s) { return 0; }
+int cublasGetVersion_v2(void* h, int* v) { *v = 130100; return 0; }
+static float elem(const void* p, int type, long long i) {
+    return type == 0 ? ((const float*) p)[i] : type == 14 ? bf16(((const uint16_t*) p)[i]) : type == 2 ? f16(((const uint16_t*) p)[i]) : NAN;
+}
+int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+                 const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo) {
+    if (ct != 0 || compute != 68 || at != bt) return 7;   /* CUBLAS_STATUS_INVALID_VALUE */
+    float al = *(const float*) alpha, be = *(const float*) beta;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) {
+                float a = ta ? elem(A, at, (long long) i * lda + l) : elem(A, at, (long long) l * lda + i);
+                float b = tb ? elem(B, bt, (long long) l * ldb + j) : elem(B, bt, (long long) j * ldb + l);
+                acc += (double) a * b;
+            }
+            float* c = (float*) C + (long long) j * ldc + i;
+            *c = (float) (al * acc + (be != 0 ? be * *c : 0));
+        }
+    n_gemms++;
+    return 0;
+}
 /* the folded RMSNorm of the product kernels: 1/rms of row t of x when `normed` */
 static float inv_rms(int normed, const float* x, int cols, float eps) {
     if (!normed) return 1.f;
@@ -353,6 +388,62 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         return 0;
     }
     switch (kind) {
+        case R_SPLIT: {   /* bf16 parts only (the mock's models have no f16 weights) */
+            const float *x = PTR(0), *cf = PTR(1);
+            int normed = INT(2), T = INT(5), cols = INT(6), parts = INT(8);
+            float eps = FLT(3);
+            uint16_t* out = PTR(4);
+            if (INT(7)) return 1;
+            for (int t = 0; t < T; t++) {
+                float inv = inv_rms(normed, x + (long long) t * cols, cols, eps);
+                for (int c = 0; c < cols; c++) {
+                    float v = x[(long long) t * cols + c] * inv;
+                    if (cf) v *= cf[c];
+                    for (int j = 0; j < parts; j++) {
+                        uint16_t h = to_bf16(v);
+                        out[((long long) j * T + t) * cols + c] = h;
+                        v -= bf16(h);
+                    }
+                }
+            }
+            return 0;
+        }
+        case R_I8_TO_BF16: {
+            const signed char* w = PTR(0);
+            uint16_t* out = PTR(1);
+            long long n = *(long long*) p[2];
+            for (long long i = 0; i < n; i++) out[i] = to_bf16((float) w[i]);
+            return 0;
+        }
+        case R_GEMM_OUT: {
+            const float *C = PTR(0), *rs = PTR(1), *bias = PTR(2);
+            float* y = PTR(3);
+            int rows = INT(4), T = INT(5), parts = INT(6), acc = INT(7);
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < rows; r++) {
+                    float v = C[(long long) t * rows + r];
+                    for (int j = 1; j < parts; j++) v += C[((long long) j * T + t) * rows + r];
+                    if (rs) v *= rs[r];
+                    if (bias) v += bias[r];
+                    long long i = (long long) t * rows + r;
+                    y[i] = acc ? y[i] + v : v;
+                }
+            return 0;
+        }
+        case R_GLU_OUT: {
+            const float *Cg = PTR(0), *Cu = PTR(1), *rsg = PTR(2), *rsu = PTR(3);
+            float* y = PTR(4);
+            int rows = INT(5), T = INT(6), parts = INT(7);
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < rows; r++) {
+                    float g = Cg[(long long) t * rows + r], u = Cu[(long long) t * rows + r];
+                    for (int j = 1; j < parts; j++) { g += Cg[((long long) j * T + t) * rows + r]; u += Cu[((long long) j * T + t) * rows + r]; }
+                    if (rsg) g *= rsg[r];
+                    if (rsu) u *= rsu[r];
+                    y[(long long) t * rows + r] = silu(g) * u;
+                }
+            return 0;
+        }
         case R_SILU_MUL: {
             const float *g = PTR(0), *u = PTR(1);
             float* y = PTR(2);
