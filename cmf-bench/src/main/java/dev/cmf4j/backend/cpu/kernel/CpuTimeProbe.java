@@ -15,7 +15,7 @@ import java.util.SplittableRandom;
  * variants can be compared on a machine shared with other work: a descheduled thread accrues no
  * CPU time. Data sized to stay in L2 (arithmetic-bound) or to stream from DRAM.
  *
- * <pre>java --add-modules jdk.incubator.vector -cp cmf-bench/target/benchmarks.jar dev.cmf4j.backend.cpu.kernel.CpuTimeProbe</pre>
+ * <pre>java --add-modules jdk.incubator.vector -cp cmf-bench/target/benchmarks.jar dev.cmf4j.backend.cpu.kernel.CpuTimeProbe [decode|prefill|all] [q8_2f,q4_block,...]</pre>
  */
 public final class CpuTimeProbe {
     static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
@@ -50,7 +50,8 @@ public final class CpuTimeProbe {
         Arena arena = Arena.ofShared();
         System.out.println("vector: " + Simd.F + " VECTOR=" + Simd.VECTOR);
         if (what.equals("all") || what.equals("decode")) {
-            for (String d : new String[] {"q8_2f", "q4_block", "bf16", "f16", "q4tp", "f32"}) {
+            String[] dtypes = args.length > 1 ? args[1].split(",") : new String[] {"q8_2f", "q4_block", "bf16", "f16", "q4tp", "f32"};
+            for (String d : dtypes) {
                 DType dt = DType.ofLabel(d);
                 for (int rows : new int[] {128, 8192}) {          // 128 x 2048: in L2; 8192 x 2048: DRAM
                     int cols = 2048;
