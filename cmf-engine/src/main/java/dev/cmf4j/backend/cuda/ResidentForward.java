@@ -3,6 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
 import dev.cmf4j.model.Activation;
+import dev.cmf4j.model.Glu;
 import dev.cmf4j.model.graph.DenseDecoder;
 import dev.cmf4j.model.graph.DeviceForward;
 import dev.cmf4j.model.graph.NormOp;
@@ -63,14 +64,17 @@ final class ResidentForward implements DeviceForward {
     /** One layer's device pointers (0 = absent; gate/up/down null on an MoE layer). */
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq,
-                                long postAttnNorm, long postFfnNorm, MoeWeights moe) {}
+                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe) {}
 
     /**
      * An MoE layer on the device: the router, and per projection a table of every expert's three device addresses
      * (weights, f32 row scales, f32 column scales; 0 = none) which the expert kernels index by the routed ids.
      */
-    private record MoeWeights(W router, long routerBias, int gateKind, int downKind, long gw, long grs, long gcf,
-                              long uw, long urs, long ucf, long dw, long drs, long dcf) {}
+    private record MoeWeights(W router, long routerBias, int gateKind, int downKind, Table gate, Table up, Table down,
+                              long gateBias, long upBias, long downBias) {}
+
+    /** Every expert's {weights, row scales, column scales} device addresses, the stored outputs, the layout. */
+    private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
 
     /** One step of a chunk's forward on the session stream: a kernel launch or a cuBLAS GEMM. */
     private sealed interface Step permits Launch, Gemm {
@@ -149,7 +153,7 @@ final class ResidentForward implements DeviceForward {
                     qn == null ? NULL : vector(qn.w()),
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
                     vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
-                    l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
+                    vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
                     l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()));
         }
     }
@@ -167,11 +171,12 @@ final class ResidentForward implements DeviceForward {
         for (DenseDecoder.Layer l : model.layers()) {
             if (l.moe() == null) continue;
             List<Matrix> gateUp = new ArrayList<>(l.moe().gate());
-            gateUp.addAll(l.moe().up());
+            if (l.moe().up() != null) gateUp.addAll(l.moe().up());
             for (List<Matrix> group : List.of(gateUp, l.moe().down()))
                 for (Matrix m : group) {
                     if (!supportsExpert(m)) return m.name() + " is " + m.dtype().label + ", which the expert kernels do not read";
-                    if (kind(m.dtype()) != kind(group.get(0).dtype())) return m.name() + ": experts of mixed dtypes";
+                    if (kind(m.dtype()) != kind(group.get(0).dtype()) || m.inputMajor() != group.get(0).inputMajor())
+                        return m.name() + ": experts of mixed dtypes or layouts";
                 }
         }
         return null;
@@ -179,14 +184,15 @@ final class ResidentForward implements DeviceForward {
 
     /** Uploads an MoE layer: the router like any matrix, the experts (each resident once) as address tables. */
     private MoeWeights uploadMoe(DenseDecoder.Moe moe) {
-        long[][] g = expertTable(moe.gate()), u = expertTable(moe.up()), d = expertTable(moe.down());
+        Table g = expertTable(moe.gate()), d = expertTable(moe.down());
+        Table u = moe.up() == null ? g : expertTable(moe.up());   // fused gate/up: the kernel reads both from one table
+        long gb = vector(moe.gateBias());
         return new MoeWeights(upload(moe.router(), null), vector(moe.routerBias()), kind(moe.gate().get(0).dtype()),
-                kind(moe.down().get(0).dtype()), table(g[0]), table(g[1]), table(g[2]), table(u[0]), table(u[1]), table(u[2]),
-                table(d[0]), table(d[1]), table(d[2]));
+                kind(moe.down().get(0).dtype()), g, u, d, gb, moe.up() == null ? gb : vector(moe.upBias()), vector(moe.downBias()));
     }
 
-    /** {weights, row scales, column scales} device addresses per expert; a row window points into its fused tensor. */
-    private long[][] expertTable(List<Matrix> experts) {
+    /** The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major). */
+    private Table expertTable(List<Matrix> experts) {
         long[][] t = new long[3][experts.size()];
         for (int e = 0; e < experts.size(); e++) {
             Matrix m = experts.get(e);
@@ -197,7 +203,8 @@ final class ResidentForward implements DeviceForward {
             t[1][e] = d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0;   // widened to f32 at upload
             t[2][e] = d.colField();
         }
-        return t;
+        Matrix m0 = experts.get(0);
+        return new Table(table(t[0]), table(t[1]), table(t[2]), m0.outDim(), m0.inputMajor());
     }
 
     private long table(long[] addresses) {
@@ -590,7 +597,8 @@ final class ResidentForward implements DeviceForward {
                     w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
             L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
                     heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
-            L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits)));
+            L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits,
+                    w.sinks())));
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
                 else matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
@@ -677,13 +685,22 @@ final class ResidentForward implements DeviceForward {
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
         archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);
         matvec(L, a, "moe_router", mw.router(), mw.routerBias(), s.moeIn, s.moeLogits, t, false, Float.NaN);
-        L.add(new Launch("moe_route", fnRoute, t, 1, 1, 32, pack(a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k, moe.normTopK() ? 1 : 0)));
-        int act = switch (spec.act()) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
-        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], ArgPack.gridX(inter), t * k, 1, 256, pack(a, mw.gw(), mw.grs(), mw.gcf(),
-                mw.uw(), mw.urs(), mw.ucf(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, act)));
+        L.add(new Launch("moe_route", fnRoute, t, 1, 1, 32, pack(a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
+                moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0)));
+        int act;
+        float alpha = 0f, limit = 0f;
+        switch (moe.glu()) {
+            case Glu.Gated gated -> act = switch (gated.act()) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
+            case Glu.ClampedSwiglu c -> { act = 3; alpha = c.alpha(); limit = c.limit(); }
+        }
+        int layout = moe.up() != null ? 0 : moe.interleaved() ? 2 : 1;
+        Table g = mw.gate(), u = mw.up(), d = mw.down();
+        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], ArgPack.gridX(inter), t * k, 1, 256, pack(a,
+                g.w(), g.rs(), g.cf(), g.outs(), g.inputMajor() ? 1 : 0, u.w(), u.rs(), u.cf(), u.outs(), u.inputMajor() ? 1 : 0,
+                mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit)));
         boolean post = spec.postFfnNorm() != null;
-        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], ArgPack.gridX(hidden), t, 1, 256, pack(a, mw.dw(), mw.drs(), mw.dcf(),
-                s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1)));
+        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], ArgPack.gridX(hidden), t, 1, 256, pack(a,
+                d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1)));
         if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 

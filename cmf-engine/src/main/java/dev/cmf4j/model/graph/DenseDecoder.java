@@ -32,23 +32,29 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
      * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null.
      *
      * @param window       sliding window (query p sees keys p − window < j ≤ p); 0 = full causal
+     * @param sinks        per-head sink logits joining the softmax denominator (gpt-oss), or null
      * @param postAttnNorm norm of the attention output before its residual add (gemma sandwich), or null
      * @param act          the gated MLP's (or the experts') activation: act(gate)·up
      * @param postFfnNorm  norm of the FFN output before its residual add, or null
      */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
-                        NormOp qNorm, NormOp kNorm, Rope rope, float scale, int window, NormOp postAttnNorm,
+                        NormOp qNorm, NormOp kNorm, Rope rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
                         NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
                         NormOp postFfnNorm) {}
 
     /**
-     * A softmax-top-k mixture of experts (Qwen-MoE): router logits, softmax over all experts, the top k
-     * (ties to the lower index), weights renormalised over the k when {@code normTopK}; the weighted sum of the
-     * chosen experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor.
+     * A mixture of experts: router logits (+ bias), then either softmax over all experts, the top k (ties to the
+     * lower index) and the weights renormalised over the k when {@code normTopK} (Qwen-MoE), or
+     * ({@code topKThenSoftmax}, gpt-oss) the top k logits and a softmax over those k; the weighted sum of the chosen
+     * experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor, output- or
+     * input-major; gate and up are separate ({@code up} non-null) or one fused [2·I] product ({@code up} null;
+     * {@code interleaved}: even outputs gate, odd up; else the first half gate). Biases are [experts, n] row-major,
+     * or null.
      */
-    public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, int intermediate,
-                      List<Matrix> gate, List<Matrix> up, List<Matrix> down) {}
+    public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
+                      int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
+                      float[] gateBias, float[] upBias, float[] downBias) {}
 
     /** The widest head dimension the device kernels take. */
     public static final int MAX_HEAD_DIM = 256;
@@ -67,7 +73,6 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
             if (l.perLayerInput() != null || l.layerScalar() != null) return where + "per-layer inputs";
             if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
             if (a.sharesKv()) return where + "shared KV";
-            if (a.sinks() != null) return where + "attention sinks";
             if (a.softcap() > 0f) return where + "attention soft-capping";
             if (a.outputGate()) return where + "attention output gate";
             if (a.vNorm() != null) return where + "v norm";
@@ -93,14 +98,9 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
                 return null;
             }
             case Ffn.Moe m -> {
-                if (!(m.router() instanceof Ffn.Router.SoftmaxTopK)) return "MoE router " + m.router().getClass().getSimpleName();
+                if (m.router() instanceof Ffn.Router.ScaledSoftmaxTopK) return "MoE router with its own norm and scales";
                 if (m.shared() != null || m.sharedGate() != null) return "MoE shared expert";
-                if (!(m.glu() instanceof Glu.Gated)) return "MoE clamped SwiGLU";
                 Ffn.Experts ex = m.experts();
-                if (ex.gateUp() != null) return "MoE fused gate/up";
-                if (ex.gate().inputMajor() || ex.up().inputMajor() || ex.down().inputMajor()) return "MoE input-major experts";
-                if (ex.gateBias() != null || ex.upBias() != null || ex.gateUpBias() != null || ex.downBias() != null)
-                    return "MoE expert biases";
                 if (m.topK() > MAX_TOP_K || ex.count() > MAX_EXPERTS)
                     return "MoE of " + ex.count() + " experts, top " + m.topK() + " (at most " + MAX_EXPERTS + ", top " + MAX_TOP_K + ")";
                 return null;
@@ -134,7 +134,7 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
                 case Ffn.Moe m -> {
                     moe = moe(m, hidden, l);
                     inter = Math.max(inter, moe.intermediate());
-                    act = ((Glu.Gated) m.glu()).act();
+                    act = m.glu() instanceof Glu.Gated g ? g.act() : Activation.SILU;   // the experts' own glu is in moe
                 }
                 case Ffn.DenseAndMoe d -> throw new IllegalArgumentException("unsupported: " + unsupported(spec));
             }
@@ -144,6 +144,7 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
                     l.optionalVector(a.vBias(), a.kvDim()), l.optionalVector(a.oBias(), hidden),
                     NormOp.of(a.qNorm(), l), NormOp.of(a.kNorm(), l), a.rope(), a.scale(), a.window(),
+                    l.optionalVector(a.sinks(), a.heads()),
                     NormOp.of(ls.postMixer(), l), NormOp.of(ls.preFfn(), l), gate, up, down, act, moe,
                     NormOp.of(ls.postFfn(), l)));
         }
@@ -152,17 +153,40 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
     }
 
     private static Moe moe(Ffn.Moe m, int hidden, Loader l) {
-        Ffn.Router.SoftmaxTopK r = (Ffn.Router.SoftmaxTopK) m.router();
         Ffn.Experts ex = m.experts();
         int n = ex.count(), in = ex.intermediate();
+        String routerWeight, routerBias;
+        boolean normTopK, topKFirst;
+        switch (m.router()) {
+            case Ffn.Router.SoftmaxTopK r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = r.normTopK(); topKFirst = false; }
+            case Ffn.Router.TopKSoftmax r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = false; topKFirst = true; }
+            case Ffn.Router.ScaledSoftmaxTopK r -> throw new IllegalArgumentException("unsupported MoE router");
+        }
+        boolean fused = ex.gateUp() != null;
         List<Matrix> gate = new ArrayList<>(), up = new ArrayList<>(), down = new ArrayList<>();
         for (int e = 0; e < n; e++) {
-            gate.add(l.expert(ex.gate().nameOf(e), ex.gate().fused(), e, n, in, hidden, false));
-            up.add(l.expert(ex.up().nameOf(e), ex.up().fused(), e, n, in, hidden, false));
-            down.add(l.expert(ex.down().nameOf(e), ex.down().fused(), e, n, hidden, in, false));
+            if (fused) {
+                Ffn.ExpertMatrix gu = ex.gateUp();
+                gate.add(l.expert(gu.nameOf(e), gu.fused(), e, n, 2 * in, hidden, gu.inputMajor()));
+            } else {
+                gate.add(l.expert(ex.gate().nameOf(e), ex.gate().fused(), e, n, in, hidden, ex.gate().inputMajor()));
+                up.add(l.expert(ex.up().nameOf(e), ex.up().fused(), e, n, in, hidden, ex.up().inputMajor()));
+            }
+            down.add(l.expert(ex.down().nameOf(e), ex.down().fused(), e, n, hidden, in, ex.down().inputMajor()));
         }
-        return new Moe(l.matrix(r.weight(), n, hidden), l.optionalVector(r.bias(), n), n, m.topK(), r.normTopK(), in,
-                List.copyOf(gate), List.copyOf(up), List.copyOf(down));
+        return new Moe(l.matrix(routerWeight, n, hidden), l.optionalVector(routerBias, n), n, m.topK(), normTopK, topKFirst,
+                in, m.glu(), List.copyOf(gate), fused ? null : List.copyOf(up), ex.interleaved(), List.copyOf(down),
+                biases(l, fused ? ex.gateUpBias() : ex.gateBias(), n, fused ? 2 * in : in),
+                fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden));
+    }
+
+    /** Every expert's bias of width w, concatenated [experts, w]; null when absent. */
+    private static float[] biases(Loader l, Ffn.ExpertMatrix b, int experts, int w) {
+        if (b == null) return null;
+        float[] all = new float[experts * w];
+        for (int e = 0; e < experts; e++)
+            System.arraycopy(b.fused() ? l.row(b.name(), e, experts, w) : l.vector(b.nameOf(e), w), 0, all, e * w, w);
+        return all;
     }
 
     public int qDim() { return heads * headDim; }
@@ -188,7 +212,7 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
         for (Layer l : layers)
             if (l.moe() != null) {
                 all.addAll(l.moe().gate());
-                all.addAll(l.moe().up());
+                if (l.moe().up() != null) all.addAll(l.moe().up());
                 all.addAll(l.moe().down());
             }
         return all;

@@ -476,9 +476,11 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
 }
 
 // Block (head, t): merges the splits' partials into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M).
-// The split weights e^(m_s−M)/L are computed once (splits ≤ 32: one warp) and shared.
+// The split weights e^(m_s−M)/L are computed once (splits ≤ 32: one warp) and shared. sinks (gpt-oss, else null):
+// the head's sink logit joins M and L only (it has no value row).
 extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm, const float* pl, const float* pacc,
-                                                                 float* out, int heads, int hd, int splits) {
+                                                                 float* out, int heads, int hd, int splits,
+                                                                 const float* sinks) {
     __shared__ float ws[32];
     int h = blockIdx.x, t = blockIdx.y;
     long long base = ((long long) t * heads + h) * splits;
@@ -487,9 +489,11 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm
         float m = s < splits ? pm[base + s] : R_NEG_INF, l = s < splits ? pl[base + s] : 0.f;
         float M = m;
         for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
         float e = m == R_NEG_INF ? 0.f : expf(m - M);
         float L = l * e;
         for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        if (sinks != nullptr) L += expf(sinks[h] - M);   // the sink logit joins the denominator only
         ws[s] = e / L;
     }
     __syncthreads();

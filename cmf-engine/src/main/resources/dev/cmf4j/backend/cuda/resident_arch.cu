@@ -91,10 +91,20 @@ __device__ __forceinline__ float ra_act(float x, int act) {
     return x / (1.f + expf(-x));
 }
 
+// act(g)·u; act 3 is gpt-oss's clamped SwiGLU: g ≤ limit, |u| ≤ limit, (u + 1)·g·σ(alpha·g) (Glu.ClampedSwiglu).
+__device__ __forceinline__ float ra_glu(float g, float u, int act, float alpha, float limit) {
+    if (act == 3) {
+        g = fminf(g, limit);
+        u = fmaxf(-limit, fminf(u, limit));
+        return (u + 1.f) * (g / (1.f + expf(-g * alpha)));
+    }
+    return ra_act(g, act) * u;
+}
+
 // y[i] = act(g[i])·u[i] over n elements (a gated MLP whose gate and up came from two products).
 extern "C" __global__ void __launch_bounds__(256) ra_glu_act(const float* g, const float* u, float* y, int n, int act) {
     int i = blockIdx.x * 256 + threadIdx.x;
-    if (i < n) y[i] = ra_act(g[i], act) * u[i];
+    if (i < n) y[i] = ra_glu(g[i], u[i], act, 0.f, 0.f);
 }
 
 // ---- mixture of experts ----
@@ -104,10 +114,11 @@ extern "C" __global__ void __launch_bounds__(256) ra_glu_act(const float* g, con
 #define RA_MAX_EXPERTS 1024
 
 // Block (token t), one warp: softmax over the experts' router logits, the top k by probability (largest first,
-// ties to the lower index, as the CPU's Softmax.topK), their weights (renormalised over the k when normTopK).
-// idx[t·k + j] = expert, wts[t·k + j] = weight. experts ≤ 1024, k ≤ 32.
+// ties to the lower index, as the CPU's Softmax.topK), their weights (renormalised over the k when normTopK); or,
+// with topKFirst (gpt-oss), the top k logits and a softmax over those k. idx[t·k + j] = expert, wts[t·k + j] =
+// weight. experts ≤ 1024, k ≤ 32.
 extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logits, int* idx, float* wts,
-                                                               int experts, int topK, int normTopK) {
+                                                               int experts, int topK, int normTopK, int topKFirst) {
     __shared__ int picked[RA_MAX_TOPK];
     __shared__ float pw[RA_MAX_TOPK];
     int t = blockIdx.x, lane = threadIdx.x & 31;
@@ -125,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
         for (int e = lane; e < experts; e += 32) {
             bool taken = false;
             for (int p = 0; p < j; p++) taken |= picked[p] == e;
-            float pe = expf(l[e] - m) / s;
+            float pe = topKFirst ? l[e] : expf(l[e] - m) / s;
             if (!taken && (bi == 0x7fffffff || pe > bv)) { bv = pe; bi = e; }
         }
         for (int o = 16; o > 0; o >>= 1) {
@@ -138,6 +149,11 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
         __syncwarp();
     }
     if (lane == 0) {
+        if (topKFirst) {   // softmax over the k picked logits (the first picked is their max)
+            float mx = pw[0], sum = 0.f;
+            for (int j = 0; j < topK; j++) { pw[j] = expf(pw[j] - mx); sum += pw[j]; }
+            for (int j = 0; j < topK; j++) pw[j] /= sum;
+        }
         float sum = 0.f;
         for (int j = 0; j < topK; j++) sum += pw[j];
         for (int j = 0; j < topK; j++) {
@@ -147,49 +163,71 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
     }
 }
 
-// Expert e's matrices by table: w[e] the weights, rs[e] f32 row scales (0 = none), cf[e] f32 column scales
-// (0 = none), as device addresses (each expert may be a row window of one fused tensor).
-struct RaExperts { const unsigned long long* w; const unsigned long long* rs; const unsigned long long* cf; };
+// Expert e's matrices by table: w[e] the weights, rs[e] f32 scales per stored row, cf[e] f32 scales per stored
+// column (0 = none), as device addresses (each expert may be a row window of one fused tensor). Stored [out, in]
+// (y = W·x) or input-major [in, out] (y = x·W, gpt-oss's HF layout); outs = the stored matrix's output count.
+struct RaExperts { const unsigned long long* w; const unsigned long long* rs; const unsigned long long* cf; int outs, inputMajor; };
 
+// Output r of expert e over the input x[cols], by one warp: Σ_c W[r, c]·x[c] with the row and column scales
+// (swapped roles when input-major: rows are inputs there).
 template <int K>
 __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const float* x, int r, int cols, int lane) {
     const void* w = reinterpret_cast<const void*>(m.w[e]);
     const float* rs = reinterpret_cast<const float*>(m.rs[e]);
     const float* cf = reinterpret_cast<const float*>(m.cf[e]);
-    float v = ra_dot<K>(w, cf, x, (long long) r * cols, cols, lane);
-    return rs != nullptr ? v * rs[r] : v;
+    const float* inScale = m.inputMajor ? rs : cf;
+    const float* outScale = m.inputMajor ? cf : rs;
+    float acc = 0.f;
+    for (int c = lane; c < cols; c += 32) {
+        float xv = x[c];
+        if (inScale != nullptr) xv *= inScale[c];
+        long long i = m.inputMajor ? (long long) c * m.outs + r : (long long) r * cols + c;
+        acc += ra_load<K>(w, i) * xv;
+    }
+    acc = ra_warp_sum(acc);
+    return outScale != nullptr ? acc * outScale[r] : acc;
 }
 
-// h[t·k + j, r] = act(G_e[r]·x_t)·(U_e[r]·x_t) with e = idx[t·k + j]: the k chosen experts' gate and up
-// products of token t. Block = 8 warps = 8 rows; grid = (ceil(rows / 8), T·k).
+// h[t·k + j, r] = glu(G_e[r]·x_t + gb, U_e[r]·x_t + ub) with e = idx[t·k + j]: the k chosen experts' gate and up
+// of token t. layout 0: separate gate and up tables; 1: one fused [2·I] product, gate = outputs [0, I), up =
+// [I, 2I); 2: fused, interleaved (gate 2r, up 2r + 1) — fused, the caller passes the gate table and bias as up's
+// too. Biases [experts, n] (n = the product's outputs), or null.
+// Block = 8 warps = 8 rows; grid = (ceil(rows / 8), T·k).
 template <int K>
-__device__ __forceinline__ void ra_moe_glu(RaExperts g, RaExperts u, const int* __restrict__ idx,
-                                           const float* __restrict__ x, float* __restrict__ h, int rows, int cols,
-                                           int topK, int act) {
+__device__ __forceinline__ void ra_moe_glu(RaExperts g, RaExperts u, const float* __restrict__ gb, const float* __restrict__ ub,
+                                           const int* __restrict__ idx, const float* __restrict__ x, float* __restrict__ h,
+                                           int rows, int cols, int topK, int layout, int act, float alpha, float limit) {
     int lane = threadIdx.x & 31;
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;   // whole warps leave together
     int slot = blockIdx.y, t = slot / topK, e = idx[slot];
     const float* xt = x + (long long) t * cols;
-    float gv = ra_expert_row<K>(g, e, xt, r, cols, lane);
-    float uv = ra_expert_row<K>(u, e, xt, r, cols, lane);
-    if (lane == 0) h[(long long) slot * rows + r] = ra_act(gv, act) * uv;
+    int gr = layout == 2 ? 2 * r : r, ur = layout == 2 ? 2 * r + 1 : layout == 1 ? rows + r : r;
+    float gv = ra_expert_row<K>(g, e, xt, gr, cols, lane);
+    float uv = ra_expert_row<K>(u, e, xt, ur, cols, lane);
+    if (lane == 0) {
+        if (gb != nullptr) gv += gb[(long long) e * g.outs + gr];
+        if (ub != nullptr) uv += ub[(long long) e * u.outs + ur];
+        h[(long long) slot * rows + r] = ra_glu(gv, uv, act, alpha, limit);
+    }
 }
 
-// y[t, r] (+)= Σ_j wts[t·k + j]·(D_e[r]·h[t·k + j]) with e = idx[t·k + j], j in pick order (no atomics: one
-// warp owns each output). accumulate: add to y (the residual), else overwrite. Grid = (ceil(rows / 8), T).
+// y[t, r] (+)= Σ_j wts[t·k + j]·(D_e[r]·h[t·k + j] + db[e, r]) with e = idx[t·k + j], j in pick order (no atomics:
+// one warp owns each output). accumulate: add to y (the residual), else overwrite. Grid = (ceil(rows / 8), T).
 template <int K>
-__device__ __forceinline__ void ra_moe_down(RaExperts d, const int* __restrict__ idx, const float* __restrict__ wts,
-                                            const float* __restrict__ h, float* __restrict__ y, int rows, int cols,
-                                            int topK, int accumulate) {
+__device__ __forceinline__ void ra_moe_down(RaExperts d, const float* __restrict__ db, const int* __restrict__ idx,
+                                            const float* __restrict__ wts, const float* __restrict__ h, float* __restrict__ y,
+                                            int rows, int cols, int topK, int accumulate) {
     int lane = threadIdx.x & 31;
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
     int t = blockIdx.y;
     float acc = 0.f;
     for (int j = 0; j < topK; j++) {
-        int slot = t * topK + j;
-        acc += wts[slot] * ra_expert_row<K>(d, idx[slot], h + (long long) slot * cols, r, cols, lane);
+        int slot = t * topK + j, e = idx[slot];
+        float v = ra_expert_row<K>(d, e, h + (long long) slot * cols, r, cols, lane);
+        if (db != nullptr) v += db[(long long) e * rows + r];
+        acc += wts[slot] * v;
     }
     if (lane == 0) {
         long long o = (long long) t * rows + r;
@@ -197,18 +235,20 @@ __device__ __forceinline__ void ra_moe_down(RaExperts d, const int* __restrict__
     }
 }
 
+typedef const unsigned long long* RaTab;
+
 #define RA_MOE(SUFFIX, K)                                                                                         \
     extern "C" __global__ void __launch_bounds__(256) ra_moe_glu_##SUFFIX(                                        \
-            const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,            \
-            const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,            \
-            const int* idx, const float* x, float* h, int rows, int cols, int topK, int act) {                    \
-        ra_moe_glu<K>(RaExperts{gw, grs, gcf}, RaExperts{uw, urs, ucf}, idx, x, h, rows, cols, topK, act);        \
+            RaTab gw, RaTab grs, RaTab gcf, int gouts, int gim, RaTab uw, RaTab urs, RaTab ucf, int uouts, int uim, \
+            const float* gb, const float* ub, const int* idx, const float* x, float* h, int rows, int cols,      \
+            int topK, int layout, int act, float alpha, float limit) {                                            \
+        ra_moe_glu<K>(RaExperts{gw, grs, gcf, gouts, gim}, RaExperts{uw, urs, ucf, uouts, uim}, gb, ub, idx, x, h, \
+                      rows, cols, topK, layout, act, alpha, limit);                                               \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) ra_moe_down_##SUFFIX(                                       \
-            const unsigned long long* dw, const unsigned long long* drs, const unsigned long long* dcf,            \
-            const int* idx, const float* wts, const float* h, float* y, int rows, int cols, int topK,              \
-            int accumulate) {                                                                                     \
-        ra_moe_down<K>(RaExperts{dw, drs, dcf}, idx, wts, h, y, rows, cols, topK, accumulate);                    \
+            RaTab dw, RaTab drs, RaTab dcf, int douts, int dim, const float* db, const int* idx, const float* wts,  \
+            const float* h, float* y, int rows, int cols, int topK, int accumulate) {                             \
+        ra_moe_down<K>(RaExperts{dw, drs, dcf, douts, dim}, db, idx, wts, h, y, rows, cols, topK, accumulate);    \
     }
 
 RA_MOE(f32, 0)

@@ -101,7 +101,7 @@ class CudaKernelEmulationTest {
      * within 1e-3, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F"})
+    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F", "gpt_oss:F32", "gpt_oss:Q8_2F"})
     void residentGemma3AndQwen3MoeOnTheRealKernelsMatchTheCpu(String which) throws Throwable {
         String model = which.split(":")[0];
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[1]);

@@ -141,11 +141,13 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
     switch (kind) {
         case 80: k = [p] { ra_rmsnorm(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, float), P(5, int), P(6, int)); }; break;
         case 81: k = [p] { ra_glu_act(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, int)); }; break;
-        case 82: k = [p] { ra_moe_route(P(0, const float*), P(1, int*), P(2, float*), P(3, int), P(4, int), P(5, int)); }; break;
-#define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, Tab), P(4, Tab), P(5, Tab), P(6, const int*), \
-                    P(7, const float*), P(8, float*), P(9, int), P(10, int), P(11, int), P(12, int)); }; break;
-#define DOWN(N, F) case 100 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, const int*), P(4, const float*), \
-                    P(5, const float*), P(6, float*), P(7, int), P(8, int), P(9, int), P(10, int)); }; break;
+        case 82: k = [p] { ra_moe_route(P(0, const float*), P(1, int*), P(2, float*), P(3, int), P(4, int), P(5, int), P(6, int)); }; break;
+#define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, int), P(4, int), P(5, Tab), P(6, Tab), P(7, Tab), \
+                    P(8, int), P(9, int), P(10, const float*), P(11, const float*), P(12, const int*), P(13, const float*), \
+                    P(14, float*), P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, float), P(21, float)); }; break;
+#define DOWN(N, F) case 100 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, int), P(4, int), P(5, const float*), \
+                    P(6, const int*), P(7, const float*), P(8, const float*), P(9, float*), P(10, int), P(11, int), P(12, int), \
+                    P(13, int)); }; break;
         GLU(0, ra_moe_glu_f32) GLU(1, ra_moe_glu_bf16) GLU(2, ra_moe_glu_f16) GLU(3, ra_moe_glu_q8)
         DOWN(0, ra_moe_down_f32) DOWN(1, ra_moe_down_bf16) DOWN(2, ra_moe_down_f16) DOWN(3, ra_moe_down_q8)
         default: return 500;

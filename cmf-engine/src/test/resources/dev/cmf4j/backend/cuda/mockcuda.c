@@ -537,12 +537,15 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             const float *pm = PTR(0), *pl = PTR(1), *pacc = PTR(2);
             float* out = PTR(3);
             int heads = INT(4), hd = INT(5), splits = INT(6);
+            const float* sinks = PTR(7);
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads; h++) {
                     long long b = ((long long) t * heads + h) * splits;
                     float M = -INFINITY, L = 0;
                     for (int s = 0; s < splits; s++) if (pm[b + s] > M) M = pm[b + s];
+                    if (sinks && sinks[h] > M) M = sinks[h];
                     for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) L += pl[b + s] * expf(pm[b + s] - M);
+                    if (sinks) L += expf(sinks[h] - M);
                     for (int c = 0; c < hd; c++) {
                         float a = 0;
                         for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) a += pacc[(b + s) * hd + c] * expf(pm[b + s] - M);
@@ -561,10 +564,22 @@ static float act_of(float x, int act) {
     if (act == 2) return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
     return silu(x);
 }
+static float glu_of(float g, float u, int act, float alpha, float limit) {
+    if (act != 3) return act_of(g, act) * u;
+    g = g < limit ? g : limit;
+    u = u < -limit ? -limit : u > limit ? limit : u;
+    return (u + 1.f) * (g / (1.f + expf(-g * alpha)));
+}
 typedef const unsigned long long* tab_t;
-static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int e, const float* x, int r, int cols) {
-    float v = rdot(k, (const void*) (uintptr_t) w[e], (const float*) (uintptr_t) cf[e], x, (long long) r * cols, cols);
-    return rs[e] ? v * ((const float*) (uintptr_t) rs[e])[r] : v;
+/* output r of expert e (tables w/rs/cf; outs = stored outputs; im = input-major [in, out]) over x[cols] */
+static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int outs, int im, int e, const float* x, int r, int cols) {
+    const float *rsv = (const float*) (uintptr_t) rs[e], *cfv = (const float*) (uintptr_t) cf[e];
+    const float *in = im ? rsv : cfv, *out = im ? cfv : rsv;
+    double acc = 0;
+    for (int c = 0; c < cols; c++)
+        acc += (double) wload(k, (const void*) (uintptr_t) w[e], im ? (long long) c * outs + r : (long long) r * cols + c)
+             * (in ? x[c] * in[c] : x[c]);
+    return out ? (float) acc * out[r] : (float) acc;
 }
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind == RA_RMSNORM) {
@@ -595,55 +610,68 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         const float* logits = PTR(0);
         int* idx = PTR(1);
         float* wts = PTR(2);
-        int ne = INT(3), k = INT(4), norm = INT(5);
+        int ne = INT(3), k = INT(4), norm = INT(5), first = INT(6);
         if (bx != 32 || ne > 1024 || k > 32) return 1;
         for (unsigned t = 0; t < gx; t++) {
             const float* l = logits + (long long) t * ne;
             float m = -INFINITY, s = 0, pr[1024], sum = 0;
             for (int e = 0; e < ne; e++) if (l[e] > m) m = l[e];
             for (int e = 0; e < ne; e++) { pr[e] = expf(l[e] - m); s += pr[e]; }
+            for (int e = 0; e < ne; e++) pr[e] = first ? l[e] : pr[e] / s;   /* ranked by logit or probability */
             for (int j = 0; j < k; j++) {
                 int best = -1;
                 for (int e = 0; e < ne; e++) {
                     int taken = 0;
                     for (int q = 0; q < j; q++) taken |= idx[t * k + q] == e;
-                    if (!taken && (best < 0 || pr[e] / s > pr[best] / s)) best = e;
+                    if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
                 }
                 idx[t * k + j] = best;
-                wts[t * k + j] = pr[best] / s;
-                sum += pr[best] / s;
+                wts[t * k + j] = pr[best];
             }
+            if (first) {   /* softmax over the k picked logits */
+                float mx = wts[t * k], z = 0;
+                for (int j = 0; j < k; j++) { wts[t * k + j] = expf(wts[t * k + j] - mx); z += wts[t * k + j]; }
+                for (int j = 0; j < k; j++) wts[t * k + j] /= z;
+            }
+            for (int j = 0; j < k; j++) sum += wts[t * k + j];
             if (norm) for (int j = 0; j < k; j++) wts[t * k + j] /= sum;
         }
         return 0;
     }
     if (kind >= RA_MOE_GLU && kind < RA_MOE_GLU + 4) {
-        int k = kind - RA_MOE_GLU, rows = INT(9), cols = INT(10), topK = INT(11), act = INT(12);
-        const int* idx = PTR(6);
-        const float* x = PTR(7);
-        float* h = PTR(8);
+        int k = kind - RA_MOE_GLU, gouts = INT(3), gim = INT(4), uouts = INT(8), uim = INT(9);
+        const float *gb = PTR(10), *ub = PTR(11), *x = PTR(13);
+        const int* idx = PTR(12);
+        float* h = PTR(14);
+        int rows = INT(15), cols = INT(16), topK = INT(17), layout = INT(18), act = INT(19);
+        float alpha = FLT(20), limit = FLT(21);
         if (bx != 256 || (long long) gx * 8 < rows) return 1;
         for (unsigned slot = 0; slot < gy; slot++)
             for (int r = 0; r < rows; r++) {
                 const float* xt = x + (long long) (slot / topK) * cols;
-                float g = expert_dot(k, PTR(0), PTR(1), PTR(2), idx[slot], xt, r, cols);
-                float u = expert_dot(k, PTR(3), PTR(4), PTR(5), idx[slot], xt, r, cols);
-                h[(long long) slot * rows + r] = act_of(g, act) * u;
+                int e = idx[slot], gr = layout == 2 ? 2 * r : r, ur = layout == 2 ? 2 * r + 1 : layout == 1 ? rows + r : r;
+                float g = expert_dot(k, PTR(0), PTR(1), PTR(2), gouts, gim, e, xt, gr, cols);
+                float u = expert_dot(k, PTR(5), PTR(6), PTR(7), uouts, uim, e, xt, ur, cols);
+                if (gb) g += gb[(long long) e * gouts + gr];
+                if (ub) u += ub[(long long) e * uouts + ur];
+                h[(long long) slot * rows + r] = glu_of(g, u, act, alpha, limit);
             }
         return 0;
     }
     if (kind >= RA_MOE_DOWN && kind < RA_MOE_DOWN + 4) {
-        int k = kind - RA_MOE_DOWN, rows = INT(7), cols = INT(8), topK = INT(9), acc = INT(10);
-        const int* idx = PTR(3);
-        const float *wts = PTR(4), *h = PTR(5);
-        float* y = PTR(6);
+        int k = kind - RA_MOE_DOWN, douts = INT(3), dim = INT(4), rows = INT(10), cols = INT(11), topK = INT(12), acc = INT(13);
+        const float *db = PTR(5), *wts = PTR(7), *h = PTR(8);
+        const int* idx = PTR(6);
+        float* y = PTR(9);
         if (bx != 256 || (long long) gx * 8 < rows) return 1;
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
                 float a = 0;
                 for (int j = 0; j < topK; j++) {
-                    int slot = t * topK + j;
-                    a += wts[slot] * expert_dot(k, PTR(0), PTR(1), PTR(2), idx[slot], h + (long long) slot * cols, r, cols);
+                    int slot = t * topK + j, e = idx[slot];
+                    float v = expert_dot(k, PTR(0), PTR(1), PTR(2), douts, dim, e, h + (long long) slot * cols, r, cols);
+                    if (db) v += db[(long long) e * rows + r];
+                    a += wts[slot] * v;
                 }
                 y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + a : a;
             }
