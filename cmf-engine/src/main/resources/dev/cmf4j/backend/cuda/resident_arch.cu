@@ -27,6 +27,22 @@ __device__ __forceinline__ float ra_load(const void* __restrict__ w, long long i
     return (float) static_cast<const signed char*>(w)[i];
 }
 
+// 4 consecutive weights from element i (i a multiple of 4): one 16/8/4-byte load.
+template <int K>
+__device__ __forceinline__ void ra_load4(const void* __restrict__ w, long long i, float* o) {
+    if (K == 0) {
+        float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
+        o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+    } else if (K == 1 || K == 2) {
+        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const ra_u16*>(w) + i);
+        ra_u16 h[4] = {(ra_u16) (v.x & 0xffff), (ra_u16) (v.x >> 16), (ra_u16) (v.y & 0xffff), (ra_u16) (v.y >> 16)};
+        for (int j = 0; j < 4; j++) o[j] = K == 1 ? ra_bf16(h[j]) : ra_f16(h[j]);
+    } else {
+        char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
+        o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
+    }
+}
+
 __device__ __forceinline__ float ra_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -178,11 +194,25 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
     const float* inScale = m.inputMajor ? rs : cf;
     const float* outScale = m.inputMajor ? cf : rs;
     float acc = 0.f;
-    for (int c = lane; c < cols; c += 32) {
-        float xv = x[c];
-        if (inScale != nullptr) xv *= inScale[c];
-        long long i = m.inputMajor ? (long long) c * m.outs + r : (long long) r * cols + c;
-        acc += ra_load<K>(w, i) * xv;
+    if (!m.inputMajor && (cols & 3) == 0) {   // a row is contiguous: 4 weights per lane per step, 128 per warp
+        long long base = (long long) r * cols;
+        for (int c = lane * 4; c < cols; c += 128) {
+            float wv[4];
+            ra_load4<K>(w, base + c, wv);
+            float4 xv = *reinterpret_cast<const float4*>(x + c);
+            if (inScale != nullptr) {
+                float4 f = *reinterpret_cast<const float4*>(inScale + c);
+                xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
+            }
+            acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+        }
+    } else {                                  // one weight per lane per step (input-major: column-strided)
+        for (int c = lane; c < cols; c += 32) {
+            float xv = x[c];
+            if (inScale != nullptr) xv *= inScale[c];
+            long long i = m.inputMajor ? (long long) c * m.outs + r : (long long) r * cols + c;
+            acc += ra_load<K>(w, i) * xv;
+        }
     }
     acc = ra_warp_sum(acc);
     return outScale != nullptr ? acc * outScale[r] : acc;

@@ -96,11 +96,11 @@ class CudaKernelEmulationTest {
     /**
      * gemma3 (window 8: the prompt and the decode steps run past it) and qwen3_moe, converted from the fixture
      * folders at f32 and at q8_2f (pre-norms folded into the products, (1+w) for gemma; the expert kernels' int8
-     * path and scale planes), resident through the emulated kernels vs the CPU engine on the same file: logits
+     * path and scale planes), qwen3_moe also at bf16 and f16 (every weight kind of the expert kernels), resident through the emulated kernels vs the CPU engine on the same file: logits
      * within 1e-3, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F", "gpt_oss:F32", "gpt_oss:Q8_2F"})
+    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F", "qwen3_moe:BF16", "qwen3_moe:F16", "gpt_oss:F32", "gpt_oss:Q8_2F"})
     void residentGemma3AndQwen3MoeOnTheRealKernelsMatchTheCpu(String which) throws Throwable {
         String model = which.split(":")[0];
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[1]);

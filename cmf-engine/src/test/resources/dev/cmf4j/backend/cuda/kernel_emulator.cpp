@@ -15,6 +15,8 @@
 struct EmuDim { unsigned x = 0, y = 0, z = 0; };
 static EmuDim threadIdx, blockIdx, blockDim;   // threadIdx is set to the running fiber's before every resume
 struct float4 { float x, y, z, w; };
+struct uint2 { unsigned x, y; };
+struct char4 { signed char x, y, z, w; };
 #define __device__
 #define __global__
 #define __forceinline__ inline
