@@ -366,12 +366,17 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    /** Frees a session's device memory (also from the engine's cleaner thread); nothing after the model closed. */
     @Override public void release(Object state) {
-        mm.context().call(() -> {
-            SessionState s = (SessionState) state;
-            if (states.remove(s)) s.free();
-            return null;
-        });
+        try {
+            mm.context().call(() -> {
+                SessionState s = (SessionState) state;
+                if (!closed && states.remove(s)) s.free();
+                return null;
+            });
+        } catch (IllegalStateException e) {
+            // the context is gone (process exit): nothing left to free
+        }
     }
 
     @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {

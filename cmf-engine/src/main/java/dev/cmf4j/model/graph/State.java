@@ -40,7 +40,17 @@ public final class State {
         int pliDim = graph.perLayerDim();
         pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxChunk * Math.max(pliDim, hidden)];
         deviceState = cpu ? null : graph.device().newState(maxChunk, maxContext);
+        if (!cpu) {
+            // the device memory (KV cache, scratch, captured graph) goes back when this state becomes unreachable;
+            // the action must not reach the state itself
+            DeviceForward device = graph.device();
+            Object ds = deviceState;
+            DEVICE_MEMORY.register(this, () -> device.release(ds));
+        }
     }
+
+    /** Frees unreachable sessions' device memory (a session has no close; many short ones must not pile up). */
+    private static final java.lang.ref.Cleaner DEVICE_MEMORY = java.lang.ref.Cleaner.create();
 
     Object mixerState(int layer) { return mixerState[layer]; }
 

@@ -421,6 +421,24 @@ class CudaMockTest {
             }
     }
 
+    @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                int before = counter(4);
+                for (int i = 0; i < 6; i++) new dev.cmf4j.runtime.Session(m.graph(), 16, 4).decode(1 + i);
+                assertThat(counter(4) - before).as("a stream per session while reachable").isLessThanOrEqualTo(6);
+                long deadline = System.nanoTime() + 5_000_000_000L;
+                while (counter(4) > before && System.nanoTime() < deadline) {
+                    System.gc();
+                    Thread.sleep(20);
+                }
+                assertThat(counter(4)).as("every dropped session's stream and memory freed by the cleaner").isEqualTo(before);
+            }
+        }
+    }
+
     @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         List<String> notes = new ArrayList<>();

@@ -164,7 +164,10 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
 
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
-int mock_counter(int which) { return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : n_replayed_nodes; }
+static int n_streams = 0;   /* streams alive */
+int mock_counter(int which) {
+    return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes : n_streams;
+}
 
 typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; } node_t;
 typedef struct { int n, cap; node_t* nodes; } graph_t;
@@ -234,8 +237,8 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
         }
     return 0;
 }
-CUresult cuStreamCreate(void** s, unsigned flags) { if (!current_ctx) return 201; *s = malloc(8); return 0; }
-CUresult cuStreamDestroy_v2(void* s) { free(s); return 0; }
+CUresult cuStreamCreate(void** s, unsigned flags) { if (!current_ctx) return 201; *s = malloc(8); n_streams++; return 0; }
+CUresult cuStreamDestroy_v2(void* s) { free(s); n_streams--; return 0; }
 CUresult cuStreamBeginCapture_v2(void* s, int mode) {
     if (!s || capturing) return 1;   /* the legacy default stream cannot be captured */
     capturing = calloc(1, sizeof(graph_t));
