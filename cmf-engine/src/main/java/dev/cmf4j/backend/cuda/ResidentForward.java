@@ -700,11 +700,12 @@ final class ResidentForward implements DeviceForward {
         }
         int layout = moe.up() != null ? 0 : moe.interleaved() ? 2 : 1;
         Table g = mw.gate(), u = mw.up(), d = mw.down();
-        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], ArgPack.gridX(inter), t * k, 1, 256, pack(a,
+        // output-major experts: a warp per output row; input-major: a thread per output (coalesced across a warp)
+        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], g.inputMajor() ? (inter + 255) / 256 : ArgPack.gridX(inter), t * k, 1, 256, pack(a,
                 g.w(), g.rs(), g.cf(), g.outs(), g.inputMajor() ? 1 : 0, u.w(), u.rs(), u.cf(), u.outs(), u.inputMajor() ? 1 : 0,
                 mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit)));
         boolean post = spec.postFfnNorm() != null;
-        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], ArgPack.gridX(hidden), t, 1, 256, pack(a,
+        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, pack(a,
                 d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1)));
         if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }

@@ -206,7 +206,7 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
             }
             acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
         }
-    } else {                                  // one weight per lane per step (input-major: column-strided)
+    } else {                                  // one weight per lane per step
         for (int c = lane; c < cols; c += 32) {
             float xv = x[c];
             if (inScale != nullptr) xv *= inScale[c];
@@ -218,24 +218,42 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
     return outScale != nullptr ? acc * outScale[r] : acc;
 }
 
+// Output r of an input-major expert by one thread (the caller gives each thread its own output, so a warp reads
+// 32 consecutive outputs of every input row: coalesced): Σ_c W[c, r]·rs[c]·x[c]·cf[r].
+template <int K>
+__device__ __forceinline__ float ra_expert_col(const RaExperts& m, int e, const float* x, int r, int cols) {
+    const void* w = reinterpret_cast<const void*>(m.w[e]);
+    const float* rs = reinterpret_cast<const float*>(m.rs[e]);
+    const float* cf = reinterpret_cast<const float*>(m.cf[e]);
+    float acc = 0.f;
+    for (int c = 0; c < cols; c++) {
+        float xv = x[c];
+        if (rs != nullptr) xv *= rs[c];
+        acc += ra_load<K>(w, (long long) c * m.outs + r) * xv;
+    }
+    return cf != nullptr ? acc * cf[r] : acc;
+}
+
 // h[t·k + j, r] = glu(G_e[r]·x_t + gb, U_e[r]·x_t + ub) with e = idx[t·k + j]: the k chosen experts' gate and up
 // of token t. layout 0: separate gate and up tables; 1: one fused [2·I] product, gate = outputs [0, I), up =
 // [I, 2I); 2: fused, interleaved (gate 2r, up 2r + 1) — fused, the caller passes the gate table and bias as up's
 // too. Biases [experts, n] (n = the product's outputs), or null.
-// Block = 8 warps = 8 rows; grid = (ceil(rows / 8), T·k).
+// Output-major: block = 8 warps = 8 rows, grid = (ceil(rows / 8), T·k). Input-major (gate and up both): a thread
+// per row, grid = (ceil(rows / 256), T·k).
 template <int K>
 __device__ __forceinline__ void ra_moe_glu(RaExperts g, RaExperts u, const float* __restrict__ gb, const float* __restrict__ ub,
                                            const int* __restrict__ idx, const float* __restrict__ x, float* __restrict__ h,
                                            int rows, int cols, int topK, int layout, int act, float alpha, float limit) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (r >= rows) return;   // whole warps leave together
+    bool im = g.inputMajor;
+    int r = im ? blockIdx.x * 256 + threadIdx.x : blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (r >= rows) return;   // output-major: whole warps leave together
     int slot = blockIdx.y, t = slot / topK, e = idx[slot];
     const float* xt = x + (long long) t * cols;
     int gr = layout == 2 ? 2 * r : r, ur = layout == 2 ? 2 * r + 1 : layout == 1 ? rows + r : r;
-    float gv = ra_expert_row<K>(g, e, xt, gr, cols, lane);
-    float uv = ra_expert_row<K>(u, e, xt, ur, cols, lane);
-    if (lane == 0) {
+    float gv = im ? ra_expert_col<K>(g, e, xt, gr, cols) : ra_expert_row<K>(g, e, xt, gr, cols, lane);
+    float uv = im ? ra_expert_col<K>(u, e, xt, ur, cols) : ra_expert_row<K>(u, e, xt, ur, cols, lane);
+    if (im || lane == 0) {
         if (gb != nullptr) gv += gb[(long long) e * g.outs + gr];
         if (ub != nullptr) uv += ub[(long long) e * u.outs + ur];
         h[(long long) slot * rows + r] = ra_glu(gv, uv, act, alpha, limit);
@@ -243,23 +261,26 @@ __device__ __forceinline__ void ra_moe_glu(RaExperts g, RaExperts u, const float
 }
 
 // y[t, r] (+)= Σ_j wts[t·k + j]·(D_e[r]·h[t·k + j] + db[e, r]) with e = idx[t·k + j], j in pick order (no atomics:
-// one warp owns each output). accumulate: add to y (the residual), else overwrite. Grid = (ceil(rows / 8), T).
+// one warp, or when input-major one thread, owns each output). accumulate: add to y (the residual), else overwrite.
+// Grid = (ceil(rows / 8), T), input-major (ceil(rows / 256), T).
 template <int K>
 __device__ __forceinline__ void ra_moe_down(RaExperts d, const float* __restrict__ db, const int* __restrict__ idx,
                                             const float* __restrict__ wts, const float* __restrict__ h, float* __restrict__ y,
                                             int rows, int cols, int topK, int accumulate) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
+    bool im = d.inputMajor;
+    int r = im ? blockIdx.x * 256 + threadIdx.x : blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
     int t = blockIdx.y;
     float acc = 0.f;
     for (int j = 0; j < topK; j++) {
         int slot = t * topK + j, e = idx[slot];
-        float v = ra_expert_row<K>(d, e, h + (long long) slot * cols, r, cols, lane);
+        const float* hs = h + (long long) slot * cols;
+        float v = im ? ra_expert_col<K>(d, e, hs, r, cols) : ra_expert_row<K>(d, e, hs, r, cols, lane);
         if (db != nullptr) v += db[(long long) e * rows + r];
         acc += wts[slot] * v;
     }
-    if (lane == 0) {
+    if (im || lane == 0) {
         long long o = (long long) t * rows + r;
         y[o] = accumulate ? y[o] + acc : acc;
     }

@@ -648,7 +648,7 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         float* h = PTR(14);
         int rows = INT(15), cols = INT(16), topK = INT(17), layout = INT(18), act = INT(19);
         float alpha = FLT(20), limit = FLT(21);
-        if (bx != 256 || (long long) gx * 8 < rows) return 1;
+        if (bx != 256 || (long long) gx * (gim ? 256 : 8) < rows) return 1;   /* input-major: a thread per output */
         for (unsigned slot = 0; slot < gy; slot++)
             for (int r = 0; r < rows; r++) {
                 const float* xt = x + (long long) (slot / topK) * cols;
@@ -666,7 +666,7 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         const float *db = PTR(5), *wts = PTR(7), *h = PTR(8);
         const int* idx = PTR(6);
         float* y = PTR(9);
-        if (bx != 256 || (long long) gx * 8 < rows) return 1;
+        if (bx != 256 || (long long) gx * (dim ? 256 : 8) < rows) return 1;
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
                 float a = 0;
