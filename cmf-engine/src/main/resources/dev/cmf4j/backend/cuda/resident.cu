@@ -179,6 +179,149 @@ __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* 
     return acc;
 }
 
+// ---- the decode product of 16-bit and int8 weights: activations staged once per block ----
+//
+// r_dot rereads x and cf for every row: 8 bytes of L1 traffic and a multiply per int8 weight, which bound the
+// int8 products at ~1.5 TB/s, not DRAM. Here a block (8 warps, the same 8 rows and grid as r_dot's kernels) first
+// writes x' = cf ⊙ x of a tile of R_TILE columns to shared memory (and sums x² on the way for the folded RMSNorm,
+// whose 1/rms then scales the finished dots), then each warp computes 4 rows over a quarter of the tile's
+// 128-column chunks, so one shared read of x' serves 4 rows; lane l loads the 4 weights at columns 4l + 128j
+// (a warp's loads are 128 contiguous int8 bytes, its float4 reads of x' conflict-free), U such loads per row in
+// flight before any is used; the 4 quarters are summed in shared memory in a fixed order. NM = 2 computes gate
+// and up together (each with its own x').
+
+#define R_TILE 4096
+
+// 4 consecutive raw weights at element i: 4 bytes of int8 (in .x), 8 of bf16/f16; streamed past L1.
+template <int K>
+__device__ __forceinline__ uint2 r_raw4(const void* __restrict__ w, long long i) {
+    uint2 v;
+    if (K == 3) {
+        v.x = r_ld4(static_cast<const signed char*>(w) + i);
+        v.y = 0;
+    } else {
+        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y)
+                     : "l"(static_cast<const r_u16*>(w) + i));
+    }
+    return v;
+}
+
+template <int K>
+__device__ __forceinline__ float r_dot4(uint2 v, float4 x) {
+    float o[4];
+    if (K == 3) {
+        r_i8x4(v.x, o);
+    } else if (K == 1) {
+        o[0] = __uint_as_float(v.x << 16); o[1] = __uint_as_float(v.x & 0xffff0000u);
+        o[2] = __uint_as_float(v.y << 16); o[3] = __uint_as_float(v.y & 0xffff0000u);
+    } else {
+        o[0] = r_f16((r_u16) (v.x & 0xffff)); o[1] = r_f16((r_u16) (v.x >> 16));
+        o[2] = r_f16((r_u16) (v.y & 0xffff)); o[3] = r_f16((r_u16) (v.y >> 16));
+    }
+    return o[0] * x.x + o[1] * x.y + o[2] * x.z + o[3] * x.w;
+}
+
+// dot[m] = Σ_c W_m[r, c]·cf_m[c]·xt[c] · (1/rms(xt) when normed) for r = r0 + threadIdx.x, returned to threads
+// 0..7 (the others get garbage); cols a multiple of 4; rows ≥ `rows` are skipped. Every thread of the block calls it.
+template <int K, int NM, int U>
+__device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float* const (&cf)[NM],
+                                        const float* __restrict__ xt, int r0, int rows, int cols, int normed,
+                                        float eps, float (&dot)[NM]) {
+    __shared__ __align__(16) float xs[NM][R_TILE];
+    __shared__ float part[4][NM][8];
+    __shared__ float red[32];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int rb = (warp >> 2) * 4, kq = warp & 3;
+    bool ok[4];
+    long long base[4];
+    float acc[NM][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int r = r0 + rb + i;
+        ok[i] = r < rows;
+        base[i] = (long long) (ok[i] ? r : 0) * cols;
+#pragma unroll
+        for (int m = 0; m < NM; m++) acc[m][i] = 0.f;
+    }
+    float ss = 0.f;
+    for (int k0 = 0; k0 < cols; k0 += R_TILE) {
+        int tc = min(R_TILE, cols - k0);
+        // the tile's first U weight loads per row go out before the staging, so DRAM latency overlaps it
+        int c0 = kq * 128 + lane * 4;
+        uint2 v[NM][4][U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int c = c0 + u * 512;
+            if (c < tc) {
+#pragma unroll
+                for (int m = 0; m < NM; m++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        if (ok[i]) v[m][i][u] = r_raw4<K>(w[m], base[i] + k0 + c);
+            }
+        }
+        __syncthreads();   // the previous tile has been read
+        for (int c = threadIdx.x * 4; c < tc; c += blockDim.x * 4) {
+            float4 xv = *reinterpret_cast<const float4*>(xt + k0 + c);
+            ss += xv.x * xv.x + xv.y * xv.y + xv.z * xv.z + xv.w * xv.w;
+#pragma unroll
+            for (int m = 0; m < NM; m++) {
+                float4 xm = xv;
+                if (cf[m] != nullptr) {
+                    float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + c);
+                    xm.x *= f.x; xm.y *= f.y; xm.z *= f.z; xm.w *= f.w;
+                }
+                *reinterpret_cast<float4*>(&xs[m][c]) = xm;
+            }
+        }
+        __syncthreads();
+        for (;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + u * 512;
+                if (c < tc) {
+#pragma unroll
+                    for (int m = 0; m < NM; m++) {
+                        float4 xv = *reinterpret_cast<const float4*>(&xs[m][c]);
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            if (ok[i]) acc[m][i] += r_dot4<K>(v[m][i][u], xv);
+                    }
+                }
+            }
+            c0 += 512 * U;
+            if (c0 >= tc) break;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + u * 512;
+                if (c < tc) {
+#pragma unroll
+                    for (int m = 0; m < NM; m++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            if (ok[i]) v[m][i][u] = r_raw4<K>(w[m], base[i] + k0 + c);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float a = acc[m][i];
+            for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0) part[kq][m][rb + i] = a;
+        }
+    float inv = normed ? 1.f / sqrtf(r_block_sum(ss, red) / cols + eps) : 1.f;   // its barriers also publish part
+    if (!normed) __syncthreads();
+    if (threadIdx.x < 8) {
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+            dot[m] = (((part[0][m][threadIdx.x] + part[1][m][threadIdx.x]) + part[2][m][threadIdx.x])
+                      + part[3][m][threadIdx.x]) * inv;
+    }
+}
+
 // y[t, r] = rs[r]·Σ_c W[r, c]·cf[c]·x[t, c] (+ bias[r]) (+ y[t, r] when accumulate: the residual add)
 // Block = 8 warps = 8 rows; grid = (ceil(rows/8), T).
 // normed: x is first RMS-normalised (eps), its weight already folded into cf.
@@ -188,8 +331,23 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
                                          const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
                                          int accumulate, int normed, float eps) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     int t = blockIdx.y;
+    if (K != 0 && (cols & 3) == 0) {
+        const void* wm[1] = {w};
+        const float* cm[1] = {cf};
+        float d[1];
+        r_rows8<K, 1, K == 3 ? 8 : 4>(wm, cm, x + (long long) t * cols, blockIdx.x * 8, rows, cols, normed, eps, d);
+        int r = blockIdx.x * 8 + threadIdx.x;
+        if (threadIdx.x < 8 && r < rows) {
+            float acc = d[0];
+            if (rs != nullptr) acc *= rs[r];
+            if (bias != nullptr) acc += bias[r];
+            long long o = (long long) t * rows + r;
+            y[o] = accumulate ? y[o] + acc : acc;
+        }
+        return;
+    }
+    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     if (r >= rows) return;
     float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
@@ -222,13 +380,27 @@ __device__ __forceinline__ void r_matvec3(
         const float* __restrict__ x, int cols, int normed, float eps) {
     int lane = threadIdx.x & 31;
     int blk = blockIdx.x, n0 = (rows0 + 7) / 8, n1 = (rows1 + 7) / 8;
-    float inv = normed ? r_inv_rms(x + (long long) blockIdx.y * cols, cols, eps) : 1.f;
     const void* w = w0; const float *rs = rs0, *cf = cf0, *bias = b0; float* y = y0; int rows = rows0;
     if (blk >= n0 + n1) { blk -= n0 + n1; w = w2; rs = rs2; cf = cf2; bias = b2; y = y2; rows = rows2; }
     else if (blk >= n0) { blk -= n0; w = w1; rs = rs1; cf = cf1; bias = b1; y = y1; rows = rows1; }
+    int t = blockIdx.y;
+    if (K != 0 && (cols & 3) == 0) {
+        const void* wm[1] = {w};
+        const float* cm[1] = {cf};
+        float d[1];
+        r_rows8<K, 1, K == 3 ? 8 : 4>(wm, cm, x + (long long) t * cols, blk * 8, rows, cols, normed, eps, d);
+        int r = blk * 8 + threadIdx.x;
+        if (threadIdx.x < 8 && r < rows) {
+            float acc = d[0];
+            if (rs != nullptr) acc *= rs[r];
+            if (bias != nullptr) acc += bias[r];
+            y[(long long) t * rows + r] = acc;
+        }
+        return;
+    }
+    float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     int r = blk * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
-    int t = blockIdx.y;
     float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
     if (lane == 0) {
         if (rs != nullptr) acc *= rs[r];
@@ -237,8 +409,8 @@ __device__ __forceinline__ void r_matvec3(
     }
 }
 
-#define R_MATVEC3(NAME, K)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                                                  \
+#define R_MATVEC3(NAME, K, B)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256, B) NAME(                                               \
         const void* w0, const float* rs0, const float* cf0, const float* b0, float* y0, int rows0,           \
         const void* w1, const float* rs1, const float* cf1, const float* b1, float* y1, int rows1,           \
         const void* w2, const float* rs2, const float* cf2, const float* b2, float* y2, int rows2,           \
@@ -246,10 +418,10 @@ __device__ __forceinline__ void r_matvec3(
         r_matvec3<K>(w0, rs0, cf0, b0, y0, rows0, w1, rs1, cf1, b1, y1, rows1, w2, rs2, cf2, b2, y2, rows2, x, cols, normed, eps); \
     }
 
-R_MATVEC3(r_matvec3_f32, 0)
-R_MATVEC3(r_matvec3_bf16, 1)
-R_MATVEC3(r_matvec3_f16, 2)
-R_MATVEC3(r_matvec3_q8, 3)
+R_MATVEC3(r_matvec3_f32, 0, 2)
+R_MATVEC3(r_matvec3_bf16, 1, 3)
+R_MATVEC3(r_matvec3_f16, 2, 3)
+R_MATVEC3(r_matvec3_q8, 3, 3)
 
 __device__ __forceinline__ float r_silu(float g) { return g / (1.f + expf(-g)); }
 
@@ -260,9 +432,23 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
                                       const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
                                       int normed, float eps) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     int t = blockIdx.y;
     const float* xt = x + (long long) t * cols;
+    if (K != 0 && (cols & 3) == 0) {
+        const void* wm[2] = {wg, wu};
+        const float* cm[2] = {cfg, cfu};
+        float d[2];
+        r_rows8<K, 2, K == 3 ? 8 : 2>(wm, cm, xt, blockIdx.x * 8, rows, cols, normed, eps, d);
+        int r = blockIdx.x * 8 + threadIdx.x;
+        if (threadIdx.x < 8 && r < rows) {
+            float g = d[0], u = d[1];
+            if (rsg != nullptr) g *= rsg[r];
+            if (rsu != nullptr) u *= rsu[r];
+            y[(long long) t * rows + r] = r_silu(g) * u;
+        }
+        return;
+    }
+    int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
     if (r >= rows) return;
     float g = r_dot<K>(wg, cfg, xt, (long long) r * cols, cols, lane) * inv;
