@@ -438,7 +438,7 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
         const void* wm[2] = {wg, wu};
         const float* cm[2] = {cfg, cfu};
         float d[2];
-        r_rows8<K, 2, K == 3 ? 8 : 2>(wm, cm, xt, blockIdx.x * 8, rows, cols, normed, eps, d);
+        r_rows8<K, 2, K == 3 ? 4 : 2>(wm, cm, xt, blockIdx.x * 8, rows, cols, normed, eps, d);
         int r = blockIdx.x * 8 + threadIdx.x;
         if (threadIdx.x < 8 && r < rows) {
             float g = d[0], u = d[1];
