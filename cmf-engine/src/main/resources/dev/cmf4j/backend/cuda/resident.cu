@@ -9,9 +9,13 @@ typedef unsigned short r_u16;
 __device__ __forceinline__ float r_bf16(r_u16 h) { return __uint_as_float(((unsigned) h) << 16); }
 
 __device__ __forceinline__ float r_f16(r_u16 h) {
+#ifdef __CUDA_ARCH__
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#else
+    return emulated_f16_to_f32(h);   // compiled for the CPU by the tests' warp emulator (kernel_emulator.cpp)
+#endif
 }
 
 // Weight element kinds: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f; the scales come separately as f32).
@@ -68,8 +72,12 @@ __device__ __forceinline__ float r_inv_rms(const float* __restrict__ xt, int col
 // 16 weight bytes, streamed past L1 (L1 keeps the activations, which every row rereads).
 __device__ __forceinline__ uint4 r_ld16(const void* p) {
     uint4 v;
+#ifdef __CUDA_ARCH__
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#else
+    v = *static_cast<const uint4*>(p);
+#endif
     return v;
 }
 
@@ -86,7 +94,22 @@ __device__ __forceinline__ void r_i8x4(unsigned u, float* o) {
 // 4 int8 weights (one 4-byte load).
 __device__ __forceinline__ unsigned r_ld4(const void* p) {
     unsigned v;
+#ifdef __CUDA_ARCH__
     asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+#else
+    v = *static_cast<const unsigned*>(p);
+#endif
+    return v;
+}
+
+// 8 bytes (4 bf16/f16 weights).
+__device__ __forceinline__ uint2 r_ld8(const void* p) {
+    uint2 v;
+#ifdef __CUDA_ARCH__
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+#else
+    v = *static_cast<const uint2*>(p);
+#endif
     return v;
 }
 
@@ -97,9 +120,7 @@ __device__ __forceinline__ void r_ld4w(const void* __restrict__ w, long long i, 
         uint4 v = r_ld16(static_cast<const float*>(w) + i);
         o[0] = __uint_as_float(v.x); o[1] = __uint_as_float(v.y); o[2] = __uint_as_float(v.z); o[3] = __uint_as_float(v.w);
     } else if (K == 1 || K == 2) {
-        uint2 v;
-        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y)
-                     : "l"(static_cast<const r_u16*>(w) + i));
+        uint2 v = r_ld8(static_cast<const r_u16*>(w) + i);
         if (K == 1) {
             o[0] = __uint_as_float(v.x << 16); o[1] = __uint_as_float(v.x & 0xffff0000u);
             o[2] = __uint_as_float(v.y << 16); o[3] = __uint_as_float(v.y & 0xffff0000u);
@@ -200,8 +221,7 @@ __device__ __forceinline__ uint2 r_raw4(const void* __restrict__ w, long long i)
         v.x = r_ld4(static_cast<const signed char*>(w) + i);
         v.y = 0;
     } else {
-        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y)
-                     : "l"(static_cast<const r_u16*>(w) + i));
+        v = r_ld8(static_cast<const r_u16*>(w) + i);
     }
     return v;
 }
@@ -705,9 +725,16 @@ __device__ __forceinline__ r_u16 r_to_bf16(float v) {   // round to nearest even
 }
 
 __device__ __forceinline__ r_u16 r_to_f16(float v) {
+#ifdef __CUDA_ARCH__
     r_u16 h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
+#else
+    _Float16 h = (_Float16) v;
+    r_u16 b;
+    memcpy(&b, &h, 2);
+    return b;
+#endif
 }
 
 // out[j·T + t, c] = part j of x[t, c]·cf[c]·(1/rms of row t when normed), j < parts; f16 parts when f16 != 0,

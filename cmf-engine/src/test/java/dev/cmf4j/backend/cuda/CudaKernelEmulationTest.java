@@ -45,7 +45,7 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu"))
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
@@ -61,6 +61,13 @@ class CudaKernelEmulationTest {
     }
 
     @AfterAll static void close() { if (ctx != null) ctx.close(); }
+
+    /** 1: the mock runs resident.cu's real product kernels on emulated warps; 0: their C twins (the default). */
+    static void emulateProducts(int on) throws Throwable {
+        var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_emulate_products").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+        h.invokeExact(on);
+    }
 
     static long launches() throws Throwable {
         var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("emu_launches").orElseThrow(),
@@ -232,6 +239,114 @@ class CudaKernelEmulationTest {
         }
         assertThat(max).as("input-major expert kernels vs the reference").isLessThan(1e-4);
         assertThat(clamped).as("gate/up values past the clamp limit").isPositive();
+    }
+
+    /**
+     * resident.cu's decode products (r_matvec, r_glu, r_matvec3; their shared-memory path when cols % 4 = 0, the
+     * warp-per-row path else) on emulated blocks against a double-precision reference, on ragged shapes: rows not a
+     * multiple of the block's 8, cols past one 4096-column tile (4100), cols % 4 ≠ 0, tiny matrices; int8 with row
+     * and column scales, the folded RMSNorm, bias and residual add; bf16 and f16 with and without column scales.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"13x4100", "9x36", "11x37", "3x8", "20x133"})
+    void residentProductsOnRaggedShapesMatchAReference(String shape) {
+        int rows = Integer.parseInt(shape.substring(0, shape.indexOf('x'))), cols = Integer.parseInt(shape.substring(shape.indexOf('x') + 1));
+        int tokens = 2, gx = (rows + 7) / 8;
+        java.util.Random r = new java.util.Random(rows * 31L + cols);
+        byte[] wq = new byte[rows * cols], wq2 = new byte[rows * cols];
+        r.nextBytes(wq);
+        r.nextBytes(wq2);
+        short[] wb = new short[rows * cols];
+        float[] wbf = new float[rows * cols];
+        for (int i = 0; i < wb.length; i++) {   // bf16 = the high half of an f32
+            wb[i] = (short) (Float.floatToRawIntBits((float) r.nextGaussian()) >>> 16);
+            wbf[i] = Float.intBitsToFloat(wb[i] << 16);
+        }
+        short[] wh = new short[rows * cols];
+        float[] whf = new float[rows * cols];
+        for (int i = 0; i < wh.length; i++) { wh[i] = Float.floatToFloat16((float) r.nextGaussian()); whf[i] = Float.float16ToFloat(wh[i]); }
+        float[] rs = rnd(r, rows, 0.01f, 0.02f), rs2 = rnd(r, rows, 0.01f, 0.02f), cf = rnd(r, cols, 0.5f, 1.5f), cf2 = rnd(r, cols, 0.5f, 1.5f);
+        float[] bias = rnd(r, rows, -0.5f, 0.5f), x = rnd(r, tokens * cols, -2f, 2f), y0 = rnd(r, tokens * rows, -1f, 1f);
+        float eps = 1e-5f;
+        int n = tokens * rows;
+        // outputs: 0 q8 matvec (normed, bias, accumulate), 1 bf16 matvec (cf, plain), 2 f16 matvec (no cf), 3 q8 glu (normed),
+        // 4..6 q8 matvec3 (q8 rows, rows, rows/2+1; normed; bias on the first)
+        int rows3 = rows / 2 + 1;
+        float[][] got = new float[7][];
+        long before;
+        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            List<Long> mem = new ArrayList<>();
+            try (Arena a = Arena.ofConfined()) {
+                java.util.function.Function<MemorySegment, Long> up = seg -> {
+                    long d = cu.memAlloc(Math.max(16, seg.byteSize()));
+                    MemorySegment tmp = a.allocate(Math.max(16, seg.byteSize()), 16);
+                    tmp.copyFrom(seg);
+                    cu.copyToDevice(d, tmp, seg.byteSize());
+                    mem.add(d);
+                    return d;
+                };
+                long dwq = up.apply(MemorySegment.ofArray(wq)), dwq2 = up.apply(MemorySegment.ofArray(wq2));
+                long dwb = up.apply(MemorySegment.ofArray(wb)), dwh = up.apply(MemorySegment.ofArray(wh));
+                long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2));
+                long dcf = up.apply(MemorySegment.ofArray(cf)), dcf2 = up.apply(MemorySegment.ofArray(cf2));
+                long dbias = up.apply(MemorySegment.ofArray(bias)), dx = up.apply(MemorySegment.ofArray(x));
+                long[] dy = new long[7];
+                for (int o = 0; o < 7; o++) dy[o] = up.apply(MemorySegment.ofArray(o == 0 ? y0 : new float[tokens * rows]));
+                MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
+                cu.launch(cu.function(mod, "r_matvec_q8"), gx, tokens, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dwq, drs, dcf, dbias, dx, dy[0], rows, cols, 1, 1, eps));
+                cu.launch(cu.function(mod, "r_matvec_bf16"), gx, tokens, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dwb, 0L, dcf, 0L, dx, dy[1], rows, cols, 0, 0, 0f));
+                cu.launch(cu.function(mod, "r_matvec_f16"), gx, tokens, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dwh, 0L, 0L, 0L, dx, dy[2], rows, cols, 0, 0, 0f));
+                cu.launch(cu.function(mod, "r_glu_q8"), gx, tokens, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dwq, drs, dcf, dwq2, drs2, dcf2, dx, dy[3], rows, cols, 1, eps));
+                cu.launch(cu.function(mod, "r_matvec3_q8"), 2 * gx + (rows3 + 7) / 8, tokens, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dwq, drs, dcf, dbias, dy[4], rows, dwq2, drs2, dcf2, 0L, dy[5], rows,
+                                dwq, drs2, dcf2, 0L, dy[6], rows3, dx, cols, 1, eps));
+                cu.synchronize();
+                for (int o = 0; o < 7; o++) {
+                    MemorySegment host = a.allocate(4L * n, 4);
+                    cu.copyToHost(host, dy[o], host.byteSize());
+                    got[o] = host.toArray(ValueLayout.JAVA_FLOAT);
+                }
+            } finally {
+                for (long d : mem) cu.memFree(d);
+                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+            }
+            return null;
+        });
+        try { assertThat(launches() - before).as("launches of the emulated resident.cu kernels").isEqualTo(5); }
+        catch (Throwable e) { throw new AssertionError(e); }
+        double worst = 0;
+        for (int t = 0; t < tokens; t++) {
+            double ss = 0;
+            for (int c = 0; c < cols; c++) ss += (double) x[t * cols + c] * x[t * cols + c];
+            double inv = 1 / Math.sqrt(ss / cols + eps);
+            for (int i = 0; i < rows; i++) {
+                double q = 0, q2 = 0, q2b = 0, b = 0, h = 0, q1c2 = 0;
+                for (int c = 0; c < cols; c++) {
+                    double xv = x[t * cols + c];
+                    q += wq[i * cols + c] * cf[c] * xv;
+                    q2 += wq2[i * cols + c] * cf2[c] * xv;
+                    q1c2 += wq[i * cols + c] * cf2[c] * xv;
+                    b += wbf[i * cols + c] * cf[c] * xv;
+                    h += whf[i * cols + c] * xv;
+                }
+                double g = q * inv * rs[i], u = q2 * inv * rs2[i];
+                double[] want = {y0[t * rows + i] + q * inv * rs[i] + bias[i], b, h, g / (1 + Math.exp(-g)) * u,
+                        q * inv * rs[i] + bias[i], u, i < rows3 ? q1c2 * inv * rs2[i] : Double.NaN};
+                for (int o = 0; o < 7; o++) {
+                    if (Double.isNaN(want[o])) continue;
+                    double err = Math.abs(got[o][t * (o == 6 ? rows3 : rows) + i] - want[o]) / (1 + Math.abs(want[o]));
+                    assertThat(err).as("output %d, token %d, row %d of %s", o, t, i, shape).isLessThan(2e-5);
+                    worst = Math.max(worst, err);
+                }
+            }
+        }
+        System.out.printf("emulated resident products %s: worst relative error %.3g%n", shape, worst);
     }
 
     private static float[] rnd(java.util.Random r, int n, float lo, float hi) {

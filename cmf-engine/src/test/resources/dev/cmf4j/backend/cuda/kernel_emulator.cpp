@@ -1,4 +1,4 @@
-// The real CUDA kernels of matvec_q4.cu and resident_arch.cu compiled for the CPU (test-only): each thread of a
+// The real CUDA kernels of matvec_q4.cu, resident_arch.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
 // block is a fiber (ucontext) of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
 // shuffle and the block's at every __syncthreads, so the kernels' own indexing, reductions, shuffles and shared
 // memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
@@ -13,14 +13,16 @@
 #include <functional>
 
 struct EmuDim { unsigned x = 0, y = 0, z = 0; };
-static EmuDim threadIdx, blockIdx, blockDim;   // threadIdx is set to the running fiber's before every resume
+static EmuDim threadIdx, blockIdx, blockDim, gridDim;   // threadIdx is set to the running fiber's before every resume
 struct float4 { float x, y, z, w; };
 struct uint2 { unsigned x, y; };
+struct uint4 { unsigned x, y, z, w; };
 struct char4 { signed char x, y, z, w; };
 #define __device__
 #define __global__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 #define __shared__ static
 
@@ -33,6 +35,15 @@ static float emulated_f16_to_f32(unsigned short h) {
 }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+// PTX prmt in its default mode: result byte i = byte (selector nibble i & 7) of the 8 bytes {y, x}
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    unsigned long long v = ((unsigned long long) y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned) ((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 
 // ---- fibers ----
@@ -76,6 +87,7 @@ static inline void __syncthreads() { arrive(block_bar, (int) blockDim.x); }
 
 #include "matvec_q4.cu"
 #include "resident_arch.cu"
+#include "resident.cu"
 
 static void fiber_main() {
     (*kernel_fn)();
@@ -92,6 +104,7 @@ static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, un
     launches++;
     kernel_fn = &kernel;
     blockDim.x = bx; blockDim.y = blockDim.z = 1;
+    gridDim.x = gx; gridDim.y = gy; gridDim.z = gz;
     for (unsigned i = 0; i < bx; i++) if (!stacks[i]) stacks[i] = (char*) malloc(STACK);
     for (unsigned z = 0; z < gz; z++)
         for (unsigned y = 0; y < gy; y++)
@@ -152,6 +165,28 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
                     P(13, int)); }; break;
         GLU(0, ra_moe_glu_f32) GLU(1, ra_moe_glu_bf16) GLU(2, ra_moe_glu_f16) GLU(3, ra_moe_glu_q8)
         DOWN(0, ra_moe_down_f32) DOWN(1, ra_moe_down_bf16) DOWN(2, ra_moe_down_f16) DOWN(3, ra_moe_down_q8)
+        default: return 500;
+    }
+    return run_blocks(k, gx, gy, gz, bx);
+}
+
+// the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
+// 50 + k r_matvec3_{...}; 0 on success
+extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    std::function<void()> k;
+    typedef const void* V;
+    typedef const float* F;
+    switch (kind) {
+#define MV(N, Fn) case 10 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, F), P(5, float*), P(6, int), P(7, int), \
+                  P(8, int), P(9, int), P(10, float)); }; break;
+#define GL(N, Fn) case 20 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, V), P(4, F), P(5, F), P(6, F), P(7, float*), \
+                  P(8, int), P(9, int), P(10, int), P(11, float)); }; break;
+#define M3(N, Fn) case 50 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), \
+                  P(6, V), P(7, F), P(8, F), P(9, F), P(10, float*), P(11, int), P(12, V), P(13, F), P(14, F), P(15, F), \
+                  P(16, float*), P(17, int), P(18, F), P(19, int), P(20, int), P(21, float)); }; break;
+        MV(0, r_matvec_f32) MV(1, r_matvec_bf16) MV(2, r_matvec_f16) MV(3, r_matvec_q8)
+        GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
+        M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

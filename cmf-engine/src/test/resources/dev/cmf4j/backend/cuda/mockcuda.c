@@ -181,6 +181,12 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
 int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
                   const float* x, float* y, long long row0, int rows, int cols);
 int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+/* resident.cu's products run as the real kernels only while a test asks (fiber-emulated they cost a whole model
+   forward ~10x; the model-level tests keep the C twins) */
+static int emulate_products;
+void mock_emulate_products(int on) { emulate_products = on; }
 #endif
 
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -205,6 +211,11 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     int kind = *(int*) f;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
+    /* resident.cu's products (r_matvec, r_glu, r_matvec3): the real kernels, after the twins' launch-shape checks */
+    if (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4))) {
+        if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
+        return emu_launch_resident(kind, gx, gy, gz, bx, p);
+    }
 #endif
     if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
     if (kind >= 10) return resident(kind, gx, gy, gz, bx, p);
@@ -317,6 +328,19 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
     for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
     return 1.f / sqrtf((float) (ss / cols) + eps);
 }
+#ifdef MOCK_EMULATE
+/* the launch shape the product kernels need (the C twins' checks below): 256 threads, blocks of 8 rows; 1 if wrong */
+static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (bx != 256 || gz != 1 || gy < 1) return 1;
+    if (kind >= R_MATVEC3) {
+        long long nb = 0;
+        for (int m = 0; m < 3; m++) nb += (INT(6 * m + 5) + 7) / 8;
+        return gx != nb;
+    }
+    int rows = kind >= R_GLU ? INT(8) : INT(6);
+    return (long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows;
+}
+#endif
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
