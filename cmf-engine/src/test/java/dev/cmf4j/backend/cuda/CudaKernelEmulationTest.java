@@ -108,7 +108,7 @@ class CudaKernelEmulationTest {
      * within 1e-3, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "qwen3_moe:F32", "qwen3_moe:Q8_2F", "qwen3_moe:BF16", "qwen3_moe:F16", "gpt_oss:F32", "gpt_oss:Q8_2F"})
+    @ValueSource(strings = {"gemma3:F32", "gemma3:Q8_2F", "gemma3:BF16", "gemma3:F16", "qwen3_moe:F32", "qwen3_moe:Q8_2F", "qwen3_moe:BF16", "qwen3_moe:F16", "gpt_oss:F32", "gpt_oss:Q8_2F"})
     void residentGemma3AndQwen3MoeOnTheRealKernelsMatchTheCpu(String which) throws Throwable {
         String model = which.split(":")[0];
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[1]);
