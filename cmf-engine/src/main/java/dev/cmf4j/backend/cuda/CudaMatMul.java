@@ -5,7 +5,7 @@ import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
 import dev.cmf4j.format.quant.TpLadder;
 import dev.cmf4j.model.ModelSpec;
-import dev.cmf4j.model.graph.DenseDecoder;
+import dev.cmf4j.model.graph.DecoderPlan;
 import dev.cmf4j.model.graph.DeviceForward;
 
 import java.lang.foreign.Arena;
@@ -90,7 +90,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
      * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
      * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.
      */
-    @Override public DeviceForward denseForward(DenseDecoder model) {
+    @Override public DeviceForward denseForward(DecoderPlan model) {
         String arch = model.spec().archName();
         if (!RESIDENT) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): -Dcmf.cuda.resident=false");

@@ -4,7 +4,7 @@ import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
 import dev.cmf4j.model.Activation;
 import dev.cmf4j.model.Glu;
-import dev.cmf4j.model.graph.DenseDecoder;
+import dev.cmf4j.model.graph.DecoderPlan;
 import dev.cmf4j.model.graph.DeviceForward;
 import dev.cmf4j.model.graph.NormOp;
 
@@ -34,7 +34,7 @@ final class ResidentForward implements DeviceForward {
 
     private final CudaMatMul mm;
     private final CudaDriver cu;
-    private final DenseDecoder model;
+    private final DecoderPlan model;
     private final boolean graphs;
     private final int smCount;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
@@ -104,7 +104,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: loads the kernels and uploads every weight. */
-    ResidentForward(CudaMatMul mm, CudaContext ctx, DenseDecoder model, boolean graphs, Cublas cublas, int gemmMinTokens) {
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens) {
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
@@ -141,7 +141,7 @@ final class ResidentForward implements DeviceForward {
         finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
         layers = new LayerWeights[model.layers().size()];
         for (int i = 0; i < layers.length; i++) {
-            DenseDecoder.Layer l = model.layers().get(i);
+            DecoderPlan.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
             boolean dense = l.moe() == null;
             boolean af = foldsNorm(l.q()) && foldsNorm(l.k()) && foldsNorm(l.v());
@@ -167,8 +167,8 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Why the experts of {@code model} cannot run resident, or null: gate and up of one kernel kind, down of one. */
-    static String unsupportedExperts(DenseDecoder model) {
-        for (DenseDecoder.Layer l : model.layers()) {
+    static String unsupportedExperts(DecoderPlan model) {
+        for (DecoderPlan.Layer l : model.layers()) {
             if (l.moe() == null) continue;
             List<Matrix> gateUp = new ArrayList<>(l.moe().gate());
             if (l.moe().up() != null) gateUp.addAll(l.moe().up());
@@ -183,7 +183,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Uploads an MoE layer: the router like any matrix, the experts (each resident once) as address tables. */
-    private MoeWeights uploadMoe(DenseDecoder.Moe moe) {
+    private MoeWeights uploadMoe(DecoderPlan.Moe moe) {
         Table g = expertTable(moe.gate()), d = expertTable(moe.down());
         Table u = moe.up() == null ? g : expertTable(moe.up());   // fused gate/up: the kernel reads both from one table
         long gb = vector(moe.gateBias());
@@ -304,7 +304,7 @@ final class ResidentForward implements DeviceForward {
             last = alloc(4L * vocab);
             boolean sandwich = false;
             int experts = 0, topK = 0, expertInter = 0;
-            for (DenseDecoder.Layer l : model.layers()) {
+            for (DecoderPlan.Layer l : model.layers()) {
                 sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
                 if (l.moe() != null) {
                     experts = Math.max(experts, l.moe().experts());
@@ -576,7 +576,7 @@ final class ResidentForward implements DeviceForward {
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
-            DenseDecoder.Layer spec = model.layers().get(li);
+            DecoderPlan.Layer spec = model.layers().get(li);
             // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
             long ain = w.attnFolded() ? s.x : s.h;
             int an = w.attnFolded() ? 1 : 0;
@@ -687,8 +687,8 @@ final class ResidentForward implements DeviceForward {
      * there), the chosen experts' gate/up/act, then their down products weighted into x (through the post norm
      * when the layer has one). No host round trip: a decode step still replays as one graph.
      */
-    private void moe(List<Step> L, Arena a, SessionState s, LayerWeights w, DenseDecoder.Layer spec, int t) {
-        DenseDecoder.Moe moe = spec.moe();
+    private void moe(List<Step> L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t) {
+        DecoderPlan.Moe moe = spec.moe();
         MoeWeights mw = w.moe();
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
         archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);

@@ -15,7 +15,7 @@ public interface DeviceForward {
          * A device forward for a dense decoder, or null to keep the CPU graph (e.g. disabled by a property).
          * Called while the graph is built.
          */
-        DeviceForward denseForward(DenseDecoder model);
+        DeviceForward denseForward(DecoderPlan model);
 
         /** Told that {@code spec} runs on the CPU graph (with this matmul) and why; e.g. to print a note. */
         void cpuGraph(dev.cmf4j.model.ModelSpec spec, String why);

@@ -117,8 +117,8 @@ public final class Graph {
             }
         DeviceForward dev = null;
         if (mm instanceof DeviceForward.Provider p) {
-            String why = DenseDecoder.unsupported(spec);
-            if (why == null) dev = p.denseForward(DenseDecoder.of(spec, l, embedRows, head, finalNorm));
+            String why = DecoderPlan.unsupported(spec);
+            if (why == null) dev = p.denseForward(DecoderPlan.of(spec, l, embedRows, head, finalNorm));
             else p.cpuGraph(spec, why);
         }
         this.device = dev;

@@ -13,7 +13,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The decoder family a {@link DeviceForward} runs (llama, mistral, qwen2, qwen3 dense and MoE, gemma3), resolved:
+ * The decoder family a {@link DeviceForward} runs (llama, mistral, qwen2, qwen3 dense and MoE, gemma3, gpt-oss), resolved
  * every layer is pre-norm causal GQA attention (optional q/k/v/o biases, optional per-head q/k RMSNorm, any rope
  * with precomputed inverse frequencies — per layer, so local/global bases differ —, an optional sliding window,
  * a per-layer query scale) and either a gated MLP (SiLU, GeLU-tanh or GeLU) or a softmax-top-k mixture of
@@ -24,8 +24,8 @@ import java.util.List;
  * @param embedScale multiplies the embedding row (1 = none)
  * @param head       [vocab, hidden] (the embedding table when tied)
  */
-public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
-                           Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
+public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
+                          Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
@@ -113,7 +113,7 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
     public static final int MAX_EXPERTS = 1024, MAX_TOP_K = 32;
 
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
-    static DenseDecoder of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
+    static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
         int hidden = spec.hidden(), inter = 0;
         Mixer.Attention a0 = (Mixer.Attention) spec.layer(0).mixer();
@@ -148,7 +148,7 @@ public record DenseDecoder(ModelSpec spec, int hidden, int vocab, int heads, int
                     NormOp.of(ls.postMixer(), l), NormOp.of(ls.preFfn(), l), gate, up, down, act, moe,
                     NormOp.of(ls.postFfn(), l)));
         }
-        return new DenseDecoder(spec, hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
+        return new DecoderPlan(spec, hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
                 embedding, spec.embedScale(), layers, finalNorm, head);
     }
 
