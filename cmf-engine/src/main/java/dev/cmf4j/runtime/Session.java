@@ -9,9 +9,10 @@ import java.util.Arrays;
  * One conversation with a model: its KV caches and recurrent states, the ids consumed so far, and the
  * forward calls that extend them. Prompts are prefilled in chunks ({@link #DEFAULT_CHUNK} tokens: a
  * multiple of the gated delta rule's chunk, so linear-attention layers round like transformers); decode
- * steps run one token. Not thread-safe: one session per thread.
+ * steps run one token. Not thread-safe: one session per thread. On a GPU the session's KV cache lives in device
+ * memory: {@link #close} gives it back at once (else it goes when the session becomes unreachable).
  */
-public final class Session {
+public final class Session implements AutoCloseable {
     /** Prefill chunk: bounds scratch memory and keeps the weight reuse of a chunk matmul. */
     public static final int DEFAULT_CHUNK = 64;
 
@@ -80,6 +81,13 @@ public final class Session {
         }
         return out;
     }
+
+    /**
+     * Frees the session's device memory now (nothing to free on the CPU); idempotent. Any later call that runs
+     * the model fails with {@link IllegalStateException}.
+     */
+    @Override
+    public void close() { state.close(); }
 
     /** Forgets the conversation. */
     public void reset() {

@@ -96,6 +96,18 @@ class SessionTest {
         assertThatThrownBy(() -> s.decode(3)).isInstanceOf(GenerationException.ContextLimit.class);
     }
 
+    @Test void aClosedSessionRefusesToRun() {
+        Session s = new Session(gemma3.graph(), 16);
+        float[] before = s.prefill(new int[] {5, 6}).clone();
+        s.close();
+        s.close();   // idempotent
+        assertThatThrownBy(() -> s.decode(7)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        assertThat(s.position()).isEqualTo(2);
+        try (Session t = new Session(gemma3.graph(), 16)) {
+            assertThat(t.prefill(new int[] {5, 6})).containsExactly(before);   // other sessions unaffected
+        }
+    }
+
     @Test void generationStopsAtTheContextLimit() {
         Session s = new Session(gemma3.graph(), 12);
         Generator gen = new Generator(s, new Sampler(SamplingParams.GREEDY), java.util.Set.of(), java.util.List.of());

@@ -176,6 +176,7 @@ public final class Graph {
         if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
         if (tokens < 1 || tokens > st.maxChunk)
             throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
+        if (st.closed) throw new IllegalStateException("this session is closed");
         if (st.broken)
             throw new IllegalStateException("this session's state was lost when an earlier step failed; reset it");
         if (st.position + tokens > st.maxContext)

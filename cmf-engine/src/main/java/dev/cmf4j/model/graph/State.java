@@ -14,6 +14,10 @@ public final class State {
     int position;
     /** A step failed after a state that cannot roll back (recurrent) was modified: only reset helps. */
     boolean broken;
+    /** Set by {@link #close}: the device memory is gone, no further step may run. */
+    boolean closed;
+    /** Frees the device state once: run by {@link #close}, or by the cleaner when this state becomes unreachable. */
+    private final java.lang.ref.Cleaner.Cleanable deviceRelease;
 
     State(Graph graph, int maxChunk, int maxContext) {
         this.graph = graph;
@@ -41,15 +45,26 @@ public final class State {
         pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxChunk * Math.max(pliDim, hidden)];
         deviceState = cpu ? null : graph.device().newState(maxChunk, maxContext);
         if (!cpu) {
-            // the device memory (KV cache, scratch, captured graph) goes back when this state becomes unreachable;
-            // the action must not reach the state itself
+            // the device memory (KV cache, scratch, captured graph) goes back at close, or when this state becomes
+            // unreachable; the action must not reach the state itself
             DeviceForward device = graph.device();
             Object ds = deviceState;
-            DEVICE_MEMORY.register(this, () -> device.release(ds));
+            deviceRelease = DEVICE_MEMORY.register(this, () -> device.release(ds));
+        } else {
+            deviceRelease = null;
         }
     }
 
-    /** Frees unreachable sessions' device memory (a session has no close; many short ones must not pile up). */
+    /**
+     * Gives the device memory back now (a no-op on the CPU graph, and when already closed); any later step
+     * fails with {@link IllegalStateException}.
+     */
+    public void close() {
+        closed = true;
+        if (deviceRelease != null) deviceRelease.clean();
+    }
+
+    /** Frees dropped sessions' device memory, so many short sessions never pile up (an explicit close is sooner). */
     private static final java.lang.ref.Cleaner DEVICE_MEMORY = java.lang.ref.Cleaner.create();
 
     Object mixerState(int layer) { return mixerState[layer]; }

@@ -439,6 +439,24 @@ class CudaMockTest {
         }
     }
 
+    @Test void closingASessionGivesItsDeviceMemoryBackAtOnce() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                int before = counter(4);
+                var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4);
+                s.decode(1);
+                assertThat(counter(4)).as("the session holds a stream").isGreaterThan(before);
+                s.close();
+                assertThat(counter(4)).as("freed by close, no GC needed").isEqualTo(before);
+                s.close();
+                assertThat(counter(4)).as("a second close frees nothing twice").isEqualTo(before);
+                assertThatThrownBy(() -> s.decode(2)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+            }
+        }
+    }
+
     @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         List<String> notes = new ArrayList<>();
