@@ -164,16 +164,7 @@ class CudaKernelEmulationTest {
         float[] h = new float[tokens * topK * inter], y = y0.clone();
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
-            List<Long> mem = new ArrayList<>();
-            try (Arena a = Arena.ofConfined()) {
-                java.util.function.Function<MemorySegment, Long> up = seg -> {
-                    long d = cu.memAlloc(Math.max(16, seg.byteSize()));
-                    MemorySegment tmp = a.allocate(Math.max(16, seg.byteSize()), 16);
-                    tmp.copyFrom(seg);
-                    cu.copyToDevice(d, tmp, seg.byteSize());
-                    mem.add(d);
-                    return d;
-                };
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dgu = up.apply(MemorySegment.ofArray(wgu)), drsgu = up.apply(MemorySegment.ofArray(rsgu)), dcfgu = up.apply(MemorySegment.ofArray(cfgu));
                 long dd = up.apply(MemorySegment.ofArray(wd)), drsd = up.apply(MemorySegment.ofArray(rsd)), dcfd = up.apply(MemorySegment.ofArray(cfd));
                 long[] gw = new long[experts], grs = new long[experts], gcf = new long[experts], dw = new long[experts], drs = new long[experts], dcf = new long[experts];
@@ -198,8 +189,6 @@ class CudaKernelEmulationTest {
                 cu.copyToHost(hostY, dy, hostY.byteSize());
                 MemorySegment.copy(hostH, ValueLayout.JAVA_FLOAT, 0, h, 0, h.length);
                 MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, y.length);
-            } finally {
-                for (long d : mem) cu.memFree(d);
             }
             return null;
         });
@@ -277,16 +266,7 @@ class CudaKernelEmulationTest {
         try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
-            List<Long> mem = new ArrayList<>();
-            try (Arena a = Arena.ofConfined()) {
-                java.util.function.Function<MemorySegment, Long> up = seg -> {
-                    long d = cu.memAlloc(Math.max(16, seg.byteSize()));
-                    MemorySegment tmp = a.allocate(Math.max(16, seg.byteSize()), 16);
-                    tmp.copyFrom(seg);
-                    cu.copyToDevice(d, tmp, seg.byteSize());
-                    mem.add(d);
-                    return d;
-                };
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dwq = up.apply(MemorySegment.ofArray(wq)), dwq2 = up.apply(MemorySegment.ofArray(wq2));
                 long dwb = up.apply(MemorySegment.ofArray(wb)), dwh = up.apply(MemorySegment.ofArray(wh));
                 long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2));
@@ -313,7 +293,6 @@ class CudaKernelEmulationTest {
                     got[o] = host.toArray(ValueLayout.JAVA_FLOAT);
                 }
             } finally {
-                for (long d : mem) cu.memFree(d);
                 try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
             }
             return null;
@@ -353,5 +332,26 @@ class CudaKernelEmulationTest {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) v[i] = lo + (hi - lo) * r.nextFloat();
         return v;
+    }
+
+    /** Device copies of host arrays for one test, all freed at close; used on the context's owner thread. */
+    private static final class Uploads implements AutoCloseable {
+        private final CudaDriver cu;
+        private final Arena arena;
+        private final List<Long> mem = new ArrayList<>();
+
+        Uploads(CudaDriver cu, Arena arena) { this.cu = cu; this.arena = arena; }
+
+        /** A device copy of {@code seg} (at least 16 bytes, so empty arrays still get an address). */
+        long apply(MemorySegment seg) {
+            long d = cu.memAlloc(Math.max(16, seg.byteSize()));
+            mem.add(d);
+            MemorySegment tmp = arena.allocate(Math.max(16, seg.byteSize()), 16);
+            tmp.copyFrom(seg);
+            cu.copyToDevice(d, tmp, seg.byteSize());
+            return d;
+        }
+
+        @Override public void close() { for (long d : mem) cu.memFree(d); }
     }
 }

@@ -228,16 +228,7 @@ class CudaMockTest {
                     Matrix whole = Matrix.of("w." + dt.label, dt, payload(a, dt, rows, cols), rows, cols);
                     assertThat(CudaMatMul.supports(whole)).isTrue();
                     for (Matrix m : List.of(whole, whole.slice(3, 11, false), whole.slice(18, 1, false)))
-                        for (int tokens : new int[] {1, 3}) {
-                            float[] x = new float[tokens * cols];
-                            for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
-                            float[] want = new float[tokens * m.outDim()], got = new float[want.length];
-                            cpu.apply(m, x, tokens, want);
-                            gpu.apply(m, x, tokens, got);
-                            for (int i = 0; i < want.length; i++)
-                                assertThat((double) got[i]).as(dt.label + " cols " + cols + " rows " + m.firstRow() + "+" + m.rows() + " t " + tokens + " i " + i)
-                                        .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i]))));
-                        }
+                        for (int tokens : new int[] {1, 3}) assertGpuMatchesCpu(cpu, gpu, m, tokens, dt.label + " cols " + cols);
                 }
             // uploaded as stored (q4tp plus 8 bytes per row of ladder steps), freed on close
             long before = gpu.deviceBytes();
@@ -258,16 +249,7 @@ class CudaMockTest {
                     int rows = 21;
                     Matrix whole = Matrix.of("w." + dt.label, dt, payload(a, dt, rows, cols), rows, cols);
                     for (Matrix m : List.of(whole, whole.slice(5, 9, false)))
-                        for (int tokens : new int[] {1, 3}) {
-                            float[] x = new float[tokens * cols];
-                            for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
-                            float[] want = new float[tokens * m.outDim()], got = new float[want.length];
-                            cpu.apply(m, x, tokens, want);
-                            gpu.apply(m, x, tokens, got);
-                            for (int i = 0; i < want.length; i++)
-                                assertThat((double) got[i]).as(dt.label + " cols " + cols + " rows " + m.rows() + " t " + tokens + " i " + i)
-                                        .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i]))));
-                        }
+                        for (int tokens : new int[] {1, 3}) assertGpuMatchesCpu(cpu, gpu, m, tokens, dt.label + " cols " + cols);
                 }
             assertThat(gpu.deviceBytes()).isPositive();
             // input-major matrices go to the CPU fallback
@@ -467,5 +449,17 @@ class CudaMockTest {
             }
         }
         assertThat(notes).singleElement().asString().contains("hybrid path").contains("linear attention");
+    }
+
+    /** W·x on the GPU equals the CPU kernels' within 1e-4 relative, for random x of {@code tokens} rows. */
+    static void assertGpuMatchesCpu(MatMul cpu, MatMul gpu, Matrix m, int tokens, String what) {
+        float[] x = new float[tokens * m.inDim()];
+        for (int i = 0; i < x.length; i++) x[i] = (float) R.nextGaussian();
+        float[] want = new float[tokens * m.outDim()], got = new float[want.length];
+        cpu.apply(m, x, tokens, want);
+        gpu.apply(m, x, tokens, got);
+        for (int i = 0; i < want.length; i++)
+            assertThat((double) got[i]).as(what + " rows " + m.firstRow() + "+" + m.rows() + " t " + tokens + " i " + i)
+                    .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(want[i]))));
     }
 }
