@@ -21,11 +21,13 @@ final class AttentionStep implements MixerStep {
     private final Rope rope;
     private final float[] invFreq;
     private final int hidden;
-    private final dev.cmf4j.backend.cpu.kernel.WorkerPool pool = dev.cmf4j.backend.cpu.CpuBackend.pool();
+    /** The threads the graph's products run on (bench --threads may give a graph its own pool). */
+    private final dev.cmf4j.backend.cpu.kernel.WorkerPool pool;
 
     AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm) {
         this.spec = a;
         this.mm = mm;
+        this.pool = mm instanceof dev.cmf4j.backend.cpu.kernel.KernelMatMul k ? k.pool() : dev.cmf4j.backend.cpu.CpuBackend.pool();
         this.hidden = hidden;
         int qRows = a.qDim() * (a.outputGate() ? 2 : 1);
         this.q = l.linear(a.qProj(), a.qBias(), qRows, hidden);
@@ -112,9 +114,13 @@ final class AttentionStep implements MixerStep {
         final KvCache kv = cache;
         long work = (long) tokens * heads * span * hd;
         int grain = (int) Math.max(1, Math.min((long) tokens * heads, (1L << 16) * tokens * heads / Math.max(1, work)));
-        pool.parallelFor(tokens * heads, grain, (from0, to0) -> {
-            float[] scores = from0 == 0 ? s.scores(span) : new float[span];
-            for (int th = from0; th < to0; th++) {
+        int pairs = tokens * heads, step = Math.max(grain, Math.ceilDiv(pairs, 4 * pool.threads()));
+        pool.run(Math.ceilDiv(pairs, step), (chunk, worker) -> {
+            // a score row per thread, reused across steps (no allocation per decode step): worker 0 is the calling
+            // thread and takes the session's own row (inline runs of concurrent sessions never share one); the other
+            // workers exist only while this job holds the pool, so their per-worker rows are this job's alone
+            float[] scores = worker == 0 ? s.scores(span) : pool.workerScratch(worker, 0, span);
+            for (int th = chunk * step, to0 = Math.min(pairs, th + step); th < to0; th++) {
                 int t = th / heads, h = th % heads, p = pos0 + t;
                 int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
                 float sink = sinks == null ? Float.NaN : sinks[h];
