@@ -45,7 +45,6 @@ class TokenizerRobustnessTest {
                 fail("mutation " + i + " threw " + e, e);
             }
         }
-        assertThat(loaded + rejected).isEqualTo(1500);
         assertThat(rejected).isGreaterThan(100);
     }
 

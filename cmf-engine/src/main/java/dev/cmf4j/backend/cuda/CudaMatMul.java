@@ -239,17 +239,23 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     }
 
     private void ensure(long xb, long yb) {
+        // old buffers are forgotten before the new ones are asked for: a failed allocation must not leave
+        // freed pointers for close() to free again
         if (xb > capX) {
-            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }
-            capX = Math.max(xb, 2 * capX);
-            devX = cu.memAlloc(capX);
-            hostX = cu.memAllocHost(capX);
+            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); devX = 0; hostX = null; }
+            long cap = Math.max(xb, 2 * capX);
+            capX = 0;
+            devX = cu.memAlloc(cap);
+            hostX = cu.memAllocHost(cap);
+            capX = cap;
         }
         if (yb > capY) {
-            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); }
-            capY = Math.max(yb, 2 * capY);
-            devY = cu.memAlloc(capY);
-            hostY = cu.memAllocHost(capY);
+            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); devY = 0; hostY = null; }
+            long cap = Math.max(yb, 2 * capY);
+            capY = 0;
+            devY = cu.memAlloc(cap);
+            hostY = cu.memAllocHost(cap);
+            capY = cap;
         }
     }
 
@@ -343,9 +349,12 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
             residents.clear();
             for (DeviceMatrix d : uploaded.values()) free(d);
             uploaded.clear();
-            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); }
-            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); }
+            if (devX != 0) cu.memFree(devX);
+            if (hostX != null) cu.memFreeHost(hostX);
+            if (devY != 0) cu.memFree(devY);
+            if (hostY != null) cu.memFreeHost(hostY);
             devX = devY = 0;
+            hostX = hostY = null;
             return null;
         });
         arena.close();

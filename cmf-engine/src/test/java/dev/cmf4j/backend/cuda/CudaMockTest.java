@@ -45,17 +45,18 @@ class CudaMockTest {
             Files.write(src, in.readAllBytes());
         }
         lib = tmp.resolve("libmockcuda.so");
-        int rc;
+        Process p;
         try {
-            Process p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm")
+            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm")
                     .redirectErrorStream(true).start();
-            String out = new String(p.getInputStream().readAllBytes());
-            rc = p.waitFor(60, TimeUnit.SECONDS) ? p.exitValue() : -1;
-            if (rc != 0) System.out.println("mock build: " + out);
         } catch (java.io.IOException e) {
-            rc = -1;
+            assumeTrue(false, "no C compiler (cc) to build the mock CUDA library");
+            return;
         }
-        assumeTrue(rc == 0, "no C compiler (cc) to build the mock CUDA library");
+        // a compiler that runs but rejects the mock is a broken test source, not a missing tool: fail, don't skip
+        String out = new String(p.getInputStream().readAllBytes());
+        int rc = p.waitFor(60, TimeUnit.SECONDS) ? p.exitValue() : -1;
+        if (rc != 0) throw new AssertionError("mockcuda.c does not build (rc " + rc + "):\n" + out);
         cu = CudaDriver.load(List.of(lib.toString()));
         ctx = new CudaContext(cu, 0, List.of(lib.toString()), new KernelCache(tmp.resolve("cache")));
     }
@@ -410,7 +411,7 @@ class CudaMockTest {
             try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
                 int before = counter(4);
                 for (int i = 0; i < 6; i++) new dev.cmf4j.runtime.Session(m.graph(), 16, 4).decode(1 + i);
-                assertThat(counter(4) - before).as("a stream per session while reachable").isLessThanOrEqualTo(6);
+                assertThat(counter(4) - before).as("a stream per session while reachable").isBetween(1, 6);
                 long deadline = System.nanoTime() + 5_000_000_000L;
                 while (counter(4) > before && System.nanoTime() < deadline) {
                     System.gc();

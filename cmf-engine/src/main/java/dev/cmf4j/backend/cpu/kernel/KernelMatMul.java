@@ -80,7 +80,9 @@ public final class KernelMatMul implements MatMul {
         // Segments compare by address and size, not by mapping: a file mapped where a closed one was
         // would hit the closed file's entry. An entry counts only for the same (live) scope.
         if (whole == null || !whole.data.scope().equals(seg.scope())) {
-            tensors.values().removeIf(k -> !k.data.scope().isAlive());
+            // a stale hit means some mapping closed: drop its entries then (a plain miss must not scan the cache,
+            // or first use of a file with thousands of tensors, e.g. one per expert, turns quadratic)
+            if (whole != null) tensors.values().removeIf(k -> !k.data.scope().isAlive());
             whole = WeightMatrix.of(w.dtype(), seg, w.storedRows(), w.cols(), 0, Math.toIntExact(w.storedRows()));
             tensors.put(seg, whole);
         }
