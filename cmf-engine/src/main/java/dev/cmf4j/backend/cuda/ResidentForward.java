@@ -283,47 +283,62 @@ final class ResidentForward implements DeviceForward {
             this.maxChunk = maxChunk;
             this.maxContext = maxContext;
             int hidden = model.hidden(), vocab = model.vocab();
-            stream = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
-            hostIn = cu.memAllocHost(4L * (1 + maxChunk));
-            hostLast = cu.memAllocHost(4L * vocab);
-            in = alloc(4L * (1 + maxChunk));
-            x = alloc(4L * maxChunk * hidden);
-            h = alloc(4L * maxChunk * hidden);
-            q = alloc(4L * maxChunk * model.qDim());
-            k = alloc(4L * maxChunk * model.kvDim());
-            v = alloc(4L * maxChunk * model.kvDim());
-            att = alloc(4L * maxChunk * model.qDim());
-            g = alloc(4L * maxChunk * model.intermediate());
-            u = alloc(4L * maxChunk * model.intermediate());
-            long partials = 0;
-            for (int t = 1; t <= maxChunk; t++) partials = Math.max(partials, (long) t * splits(t));
-            partials *= model.heads();
-            pm = alloc(4L * partials);
-            pl = alloc(4L * partials);
-            pacc = alloc(4L * partials * model.headDim());
-            last = alloc(4L * vocab);
-            boolean sandwich = false;
-            int experts = 0, topK = 0, expertInter = 0;
-            for (DecoderPlan.Layer l : model.layers()) {
-                sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
-                if (l.moe() != null) {
-                    experts = Math.max(experts, l.moe().experts());
-                    topK = Math.max(topK, l.moe().topK());
-                    expertInter = Math.max(expertInter, l.moe().intermediate());
+            // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
+            MemorySegment st = null, hi = null, hl = null;
+            try {
+                st = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
+                hi = cu.memAllocHost(4L * (1 + maxChunk));
+                hl = cu.memAllocHost(4L * vocab);
+                in = alloc(4L * (1 + maxChunk));
+                x = alloc(4L * maxChunk * hidden);
+                h = alloc(4L * maxChunk * hidden);
+                q = alloc(4L * maxChunk * model.qDim());
+                k = alloc(4L * maxChunk * model.kvDim());
+                v = alloc(4L * maxChunk * model.kvDim());
+                att = alloc(4L * maxChunk * model.qDim());
+                g = alloc(4L * maxChunk * model.intermediate());
+                u = alloc(4L * maxChunk * model.intermediate());
+                long partials = 0;
+                for (int t = 1; t <= maxChunk; t++) partials = Math.max(partials, (long) t * splits(t));
+                partials *= model.heads();
+                pm = alloc(4L * partials);
+                pl = alloc(4L * partials);
+                pacc = alloc(4L * partials * model.headDim());
+                last = alloc(4L * vocab);
+                boolean sandwich = false;
+                int experts = 0, topK = 0, expertInter = 0;
+                for (DecoderPlan.Layer l : model.layers()) {
+                    sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
+                    if (l.moe() != null) {
+                        experts = Math.max(experts, l.moe().experts());
+                        topK = Math.max(topK, l.moe().topK());
+                        expertInter = Math.max(expertInter, l.moe().intermediate());
+                    }
                 }
+                m = sandwich ? alloc(4L * maxChunk * hidden) : NULL;
+                moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
+                moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
+                moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+                moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+                moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
+                kc = new long[layers.length];
+                vc = new long[layers.length];
+                for (int l = 0; l < layers.length; l++) {
+                    kc[l] = alloc(4L * maxContext * model.kvDim());
+                    vc[l] = alloc(4L * maxContext * model.kvDim());
+                }
+            } catch (RuntimeException | Error e) {
+                for (long d : owned) cu.memFree(d);
+                owned.clear();
+                if (hi != null) cu.memFreeHost(hi);
+                if (hl != null) cu.memFreeHost(hl);
+                if (st != null) cu.streamDestroy(st);
+                arena.close();
+                throw e;
             }
-            m = sandwich ? alloc(4L * maxChunk * hidden) : NULL;
-            moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
-            moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
-            moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
-            moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
-            moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
-            kc = new long[layers.length];
-            vc = new long[layers.length];
-            for (int l = 0; l < layers.length; l++) {
-                kc[l] = alloc(4L * maxContext * model.kvDim());
-                vc[l] = alloc(4L * maxContext * model.kvDim());
-            }
+            stream = st;
+            hostIn = hi;
+            hostLast = hl;
         }
 
         private long alloc(long bytes) {

@@ -440,6 +440,41 @@ class CudaMockTest {
         }
     }
 
+    @Test void aSessionThatDoesNotFitGivesBackWhatItTook() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                var probe = new dev.cmf4j.runtime.Session(m.graph(), 1 << 20, 4);   // context capped by the model
+                int ctxLen = probe.maxContext();
+                probe.close();   // weights uploaded, nothing per session left
+                var attn = (dev.cmf4j.model.Mixer.Attention) m.spec().layer(0).mixer();
+                long kvBytes = 4L * ctxLen * attn.kvDim();
+                int streams = counter(4), allocs = counter(5);
+                failAllocsAbove(kvBytes - 1);   // a layer's KV cache no longer fits: fails after the stream and small buffers
+                try {
+                    assertThatThrownBy(() -> new dev.cmf4j.runtime.Session(m.graph(), ctxLen, 4))
+                            .hasMessageContaining("OUT_OF_MEMORY");
+                } finally {
+                    failAllocsAbove(-1);
+                }
+                assertThat(counter(5)).as("device buffers taken before the failure given back").isEqualTo(allocs);
+                assertThat(counter(4)).as("the session's stream destroyed").isEqualTo(streams);
+            }
+        }
+    }
+
+    static void failAllocsAbove(long bytes) {
+        try {
+            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_fail_allocs_above").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
+            h.invokeExact(bytes);
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
+
     @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         List<String> notes = new ArrayList<>();

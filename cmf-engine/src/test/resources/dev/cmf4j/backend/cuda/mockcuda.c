@@ -36,13 +36,19 @@ CUresult cuDevicePrimaryCtxRetain(void** c, int d) { *c = &primary_ctx; return 0
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
 CUresult cuCtxSetCurrent(void* c) { current_ctx = c; return 0; }
 CUresult cuCtxSynchronize(void) { return current_ctx ? 0 : 201; }
+/* tests: device allocations above this many bytes fail with 2 CUDA_ERROR_OUT_OF_MEMORY (-1 = no limit) */
+static long long alloc_limit = -1;
+static int n_device_allocs = 0;   /* device allocations alive */
+void mock_fail_allocs_above(long long bytes) { alloc_limit = bytes; }
 CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
     if (!current_ctx) return 201;
+    if (alloc_limit >= 0 && (long long) n > alloc_limit) return 2;
     void* m = aligned_alloc(256, (n + 255) / 256 * 256);
     if (!m) return 2;
+    n_device_allocs++;
     *p = (unsigned long long) (uintptr_t) m; return 0;
 }
-CUresult cuMemFree_v2(unsigned long long p) { if (!current_ctx) return 201; free((void*) (uintptr_t) p); return 0; }
+CUresult cuMemFree_v2(unsigned long long p) { if (!current_ctx) return 201; free((void*) (uintptr_t) p); n_device_allocs--; return 0; }
 CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *p = malloc(n); return *p ? 0 : 2; }
 CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void* s, size_t n) { if (!current_ctx) return 201; memcpy((void*) (uintptr_t) d, s, n); return 0; }
@@ -166,7 +172,8 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
 static int n_streams = 0;   /* streams alive */
 int mock_counter(int which) {
-    return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes : n_streams;
+    return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes
+         : which == 4 ? n_streams : n_device_allocs;
 }
 
 typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; } node_t;
