@@ -88,12 +88,15 @@ final class ResidentForward implements DeviceForward {
     private record Gemm(String name, long a, int aType, long b, int bType, long c, int m, int n, int k) implements Step {}
 
     /**
-     * {@code -Dcmf.cuda.profile=true}: decode steps launch one by one between CUDA events, and closing the model
-     * prints the GPU time per step of each kind of launch (for finding what a step spends beside the weights).
+     * {@code -Dcmf.cuda.profile=true}: decode steps and prefill chunks launch one by one between CUDA events (no
+     * graph), and closing the model prints the GPU time per decode step of each kind of launch, and per prefill
+     * chunk size the time of each kind of launch summed over those chunks (for finding what a step spends beside
+     * the weights).
      */
     static final boolean PROFILE = Boolean.getBoolean("cmf.cuda.profile");
     private final java.util.Map<String, double[]> profile = new java.util.TreeMap<>();   // name -> {ms, launches}
     private int profiledSteps;
+    private final java.util.Map<String, double[]> prefillProfile = new java.util.TreeMap<>();   // "prefill T: name" -> {ms, launches}
 
     /** Whether the resident kernels take {@code w}: a whole, output-major matrix of a dtype they read. */
     static boolean supports(Matrix w) {
@@ -424,7 +427,9 @@ final class ResidentForward implements DeviceForward {
                 if (gemm) preparePrefill(s, tokens, many);
                 try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
-                    for (Step st : steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a, gemm)) run(st, s.stream);
+                    List<Step> chunk = steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a, gemm);
+                    if (PROFILE) profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
+                    else for (Step st : chunk) run(st, s.stream);
                 }
             }
             if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
@@ -438,7 +443,7 @@ final class ResidentForward implements DeviceForward {
     private void decodeStep(SessionState s) {
         if (s.decode == null) s.decode = steps(s, 1, 1, s.last, s.arena, false);
         if (PROFILE) {
-            profiledStep(s);
+            profiled(s.decode, s.stream, "", true);
             return;
         }
         if (!graphs) {
@@ -528,23 +533,27 @@ final class ResidentForward implements DeviceForward {
                 pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0)));
     }
 
-    /** Owner thread: the decode launches one by one, an event after each; their GPU times added to the profile. */
-    private void profiledStep(SessionState s) {
-        int n = s.decode.size();
+    /**
+     * Owner thread: the steps one by one, an event after each; their GPU times added to the profile under
+     * {@code prefix + name} (a decode step counts towards the per-step average, a prefill chunk is reported whole).
+     */
+    private void profiled(List<Step> steps, MemorySegment stream, String prefix, boolean decodeStep) {
+        int n = steps.size();
         MemorySegment[] ev = new MemorySegment[n + 1];
         for (int i = 0; i <= n; i++) ev[i] = cu.eventCreate();
         try {
-            cu.eventRecord(ev[0], s.stream);
+            cu.eventRecord(ev[0], stream);
             for (int i = 0; i < n; i++) {
-                run(s.decode.get(i), s.stream);
-                cu.eventRecord(ev[i + 1], s.stream);
+                run(steps.get(i), stream);
+                cu.eventRecord(ev[i + 1], stream);
             }
+            var into = decodeStep ? profile : prefillProfile;
             for (int i = 0; i < n; i++) {
-                double[] p = profile.computeIfAbsent(s.decode.get(i).name(), k -> new double[2]);
+                double[] p = into.computeIfAbsent(prefix + steps.get(i).name(), k -> new double[2]);
                 p[0] += cu.elapsedMs(ev[i], ev[i + 1]);
                 p[1]++;
             }
-            profiledSteps++;
+            if (decodeStep) profiledSteps++;
         } finally {
             for (MemorySegment e : ev) cu.eventDestroy(e);
         }
@@ -559,7 +568,17 @@ final class ResidentForward implements DeviceForward {
             total += us;
             sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs  %5.1f", e.getKey(), us, e.getValue()[1] / Math.max(1, profiledSteps)));
         }
-        return sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs", "total", total)).toString();
+        sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs", "total", total));
+        if (!prefillProfile.isEmpty()) {
+            sb.append(String.format("%ncmf: cuda profile, prefill chunks (GPU µs summed over every chunk of that size, launches):"));
+            double all = 0;
+            for (var e : prefillProfile.entrySet()) {
+                all += 1000 * e.getValue()[0];
+                sb.append(String.format(java.util.Locale.ROOT, "%n  %-32s %10.1f µs  %6d", e.getKey(), 1000 * e.getValue()[0], (long) e.getValue()[1]));
+            }
+            sb.append(String.format(java.util.Locale.ROOT, "%n  %-32s %10.1f µs", "total", all));
+        }
+        return sb.toString();
     }
 
     private void launch(Launch l, MemorySegment stream) {
@@ -766,7 +785,7 @@ final class ResidentForward implements DeviceForward {
     void closeOnOwner() {
         if (closed) return;
         closed = true;
-        if (PROFILE && profiledSteps > 0) System.err.println(profileReport());
+        if (PROFILE && (profiledSteps > 0 || !prefillProfile.isEmpty())) System.err.println(profileReport());
         for (SessionState s : states) s.free();
         states.clear();
         for (long d : vectors) cu.memFree(d);
