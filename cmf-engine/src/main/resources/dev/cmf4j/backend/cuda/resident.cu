@@ -20,22 +20,6 @@ __device__ __forceinline__ float r_f16(r_u16 h) {
 
 // Weight element kinds: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f; the scales come separately as f32).
 template <int K>
-__device__ __forceinline__ void r_load4(const void* __restrict__ w, long long i, float* o) {
-    if (K == 0) {
-        float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
-        o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
-    } else if (K == 1 || K == 2) {
-        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const r_u16*>(w) + i);
-        r_u16 h0 = v.x & 0xffff, h1 = v.x >> 16, h2 = v.y & 0xffff, h3 = v.y >> 16;
-        if (K == 1) { o[0] = r_bf16(h0); o[1] = r_bf16(h1); o[2] = r_bf16(h2); o[3] = r_bf16(h3); }
-        else { o[0] = r_f16(h0); o[1] = r_f16(h1); o[2] = r_f16(h2); o[3] = r_f16(h3); }
-    } else {
-        char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
-        o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
-    }
-}
-
-template <int K>
 __device__ __forceinline__ float r_load1(const void* __restrict__ w, long long i) {
     if (K == 0) return static_cast<const float*>(w)[i];
     if (K == 1) return r_bf16(static_cast<const r_u16*>(w)[i]);
@@ -133,42 +117,16 @@ __device__ __forceinline__ void r_ld4w(const void* __restrict__ w, long long i, 
     }
 }
 
-// Σ_c W[base + c]·cf[c]·x[c] over one row, by one warp. Fast path (cols a multiple of 4): lane l takes the
-// 4 weights at columns 4l + 128k, so a warp's weight loads and its float4 reads of x (and cf) are each
-// contiguous (4 L1 wavefronts per 128 columns; 16-byte weight chunks per lane would put the activations
-// 32–64 bytes apart per lane, 2–4x the wavefronts, which made int8 L1-bound at ~1 TB/s); 8 such loads
-// are in flight per lane before any is used. Else one weight per lane per step.
+// Σ_c W[base + c]·cf[c]·x[c] over one row, by one warp: the product of f32 weights, and of any weights whose
+// width is not a multiple of 4 (16-bit and int8 weights of a width divisible by 4 take r_rows8). Fast path (cols
+// a multiple of 4): lane l takes the 4 weights at columns 4l + 128k, so a warp's weight loads and its float4 reads
+// of x (and cf) are each contiguous; 8 such loads are in flight per lane before any is used. Else one weight per
+// lane per step.
 template <int K>
 __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* __restrict__ cf,
                                        const float* __restrict__ xt, long long base, int cols, int lane) {
     float acc = 0.f;
-    if (K == 3 && (cols & 3) == 0) {
-        // int8: the 8 raw words first, converted after all are in flight (fewer registers live: measured
-        // faster than converting in r_ld4w, e.g. llama-1b down 348 vs 462 µs per token)
-        const signed char* row = static_cast<const signed char*>(w) + base;
-        for (int c0 = lane * 4; c0 < cols; c0 += 8 * 128) {
-            unsigned v[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int c = c0 + u * 128;
-                if (c < cols) v[u] = r_ld4(row + c);
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int c = c0 + u * 128;
-                if (c < cols) {
-                    float wv[4];
-                    r_i8x4(v[u], wv);
-                    float4 xv = *reinterpret_cast<const float4*>(xt + c);
-                    if (cf != nullptr) {
-                        float4 f = *reinterpret_cast<const float4*>(cf + c);
-                        xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
-                    }
-                    acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
-                }
-            }
-        }
-    } else if ((cols & 3) == 0) {
+    if ((cols & 3) == 0) {
         for (int c0 = lane * 4; c0 < cols; c0 += 8 * 128) {
             float wv[8][4];
 #pragma unroll
@@ -213,36 +171,74 @@ __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* 
 
 #define R_TILE 4096
 
-// 4 consecutive raw weights at element i: 4 bytes of int8 (in .x), 8 of bf16/f16; streamed past L1.
+// 4 consecutive weights at element i times x, added into acc by an fmaf chain (4 FFMA per 4 weights and row: no
+// FMUL/FADD around them): int8 → f32 by the 2^23 prmt trick (exact), bf16 by a shift, f16 by cvt.
 template <int K>
-__device__ __forceinline__ uint2 r_raw4(const void* __restrict__ w, long long i) {
-    uint2 v;
+__device__ __forceinline__ void r_fma4(uint2 v, float4 x, float& acc) {
     if (K == 3) {
-        v.x = r_ld4(static_cast<const signed char*>(w) + i);
-        v.y = 0;
+        unsigned u = v.x ^ 0x80808080u;
+        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - 8388736.f, x.x, acc);
+        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - 8388736.f, x.y, acc);
+        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - 8388736.f, x.z, acc);
+        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - 8388736.f, x.w, acc);
+    } else if (K == 1) {
+        acc = fmaf(__uint_as_float(v.x << 16), x.x, acc);
+        acc = fmaf(__uint_as_float(v.x & 0xffff0000u), x.y, acc);
+        acc = fmaf(__uint_as_float(v.y << 16), x.z, acc);
+        acc = fmaf(__uint_as_float(v.y & 0xffff0000u), x.w, acc);
     } else {
-        v = r_ld8(static_cast<const r_u16*>(w) + i);
+        acc = fmaf(r_f16((r_u16) (v.x & 0xffff)), x.x, acc);
+        acc = fmaf(r_f16((r_u16) (v.x >> 16)), x.y, acc);
+        acc = fmaf(r_f16((r_u16) (v.y & 0xffff)), x.z, acc);
+        acc = fmaf(r_f16((r_u16) (v.y >> 16)), x.w, acc);
     }
-    return v;
 }
 
-template <int K>
-__device__ __forceinline__ float r_dot4(uint2 v, float4 x) {
-    float o[4];
-    if (K == 3) {
-        r_i8x4(v.x, o);
-    } else if (K == 1) {
-        o[0] = __uint_as_float(v.x << 16); o[1] = __uint_as_float(v.x & 0xffff0000u);
-        o[2] = __uint_as_float(v.y << 16); o[3] = __uint_as_float(v.y & 0xffff0000u);
-    } else {
-        o[0] = r_f16((r_u16) (v.x & 0xffff)); o[1] = r_f16((r_u16) (v.x >> 16));
-        o[2] = r_f16((r_u16) (v.y & 0xffff)); o[3] = r_f16((r_u16) (v.y >> 16));
+// One batch of a warp's weight loads: for each of the U 512-column steps from column c of the tile (width tc),
+// the 4 weights at that column of every row (int8 in .x; 8 bytes of bf16/f16). FULL: the whole batch lies inside
+// the tile, no bound checks.
+template <int K, int NM, int U, bool FULL>
+__device__ __forceinline__ void r_batch_load(uint2 (&v)[NM][4][U], const char* const (&p)[NM][4], int c, int tc) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int cc = c + u * 512;
+        if (FULL || cc < tc) {
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (K == 3) { v[m][i][u].x = r_ld4(p[m][i] + cc); v[m][i][u].y = 0u; }
+                    else v[m][i][u] = r_ld8(p[m][i] + 2 * cc);
+                }
+        }
     }
-    return o[0] * x.x + o[1] * x.y + o[2] * x.z + o[3] * x.w;
+}
+
+// The batch's dot products: one conflict-free float4 read of x' per step and matrix serves the warp's 4 rows.
+template <int K, int NM, int U, bool FULL>
+__device__ __forceinline__ void r_batch_use(const uint2 (&v)[NM][4][U], const float (*xs)[R_TILE], int c, int tc,
+                                            float (&acc)[NM][4]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int cc = c + u * 512;
+        if (FULL || cc < tc) {
+#pragma unroll
+            for (int m = 0; m < NM; m++) {
+                float4 xv = *reinterpret_cast<const float4*>(&xs[m][cc]);
+#pragma unroll
+                for (int i = 0; i < 4; i++) r_fma4<K>(v[m][i][u], xv, acc[m][i]);
+            }
+        }
+    }
 }
 
 // dot[m] = Σ_c W_m[r, c]·cf_m[c]·xt[c] · (1/rms(xt) when normed) for r = r0 + threadIdx.x, returned to threads
-// 0..7 (the others get garbage); cols a multiple of 4; rows ≥ `rows` are skipped. Every thread of the block calls it.
+// 0..7 (the others get garbage); cols a multiple of 4; rows ≥ `rows` reread the last row and are dropped by the
+// caller. Every thread of the block calls it. Per 4096-column tile: the first batch of U loads per row goes out,
+// x' is staged (its DRAM latency overlaps the loads'), then batches are consumed and the next issued; the bound
+// checks are only on a batch that crosses the tile's end (measured on the H200, llama-8b q8_2f shapes, 32 layers
+// of distinct weights in one graph: 3205 → 2560 µs per token of products against the kernel before, which checked
+// every load and did FMUL + 3 FFMA + FADD per 4 weights: 8.2 instructions per int8 weight by ncu, now 5.8).
 template <int K, int NM, int U>
 __device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float* const (&cf)[NM],
                                         const float* __restrict__ xt, int r0, int rows, int cols, int normed,
@@ -252,77 +248,51 @@ __device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float*
     __shared__ float red[32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int rb = (warp >> 2) * 4, kq = warp & 3;
-    bool ok[4];
-    long long base[4];
+    const int es = K == 3 ? 1 : 2;   // bytes per weight
+    const int B = 512 * U;           // columns one batch spans
+    const char* p[NM][4];
     float acc[NM][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int r = r0 + rb + i;
-        ok[i] = r < rows;
-        base[i] = (long long) (ok[i] ? r : 0) * cols;
+    for (int m = 0; m < NM; m++)
 #pragma unroll
-        for (int m = 0; m < NM; m++) acc[m][i] = 0.f;
-    }
+        for (int i = 0; i < 4; i++) {
+            int r = min(r0 + rb + i, rows - 1);
+            p[m][i] = static_cast<const char*>(w[m]) + (long long) r * cols * es;
+            acc[m][i] = 0.f;
+        }
     float ss = 0.f;
     for (int k0 = 0; k0 < cols; k0 += R_TILE) {
         int tc = min(R_TILE, cols - k0);
-        // the tile's first U weight loads per row go out before the staging, so DRAM latency overlaps it
-        int c0 = kq * 128 + lane * 4;
+        int c = kq * 128 + lane * 4;
         uint2 v[NM][4][U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int c = c0 + u * 512;
-            if (c < tc) {
-#pragma unroll
-                for (int m = 0; m < NM; m++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        if (ok[i]) v[m][i][u] = r_raw4<K>(w[m], base[i] + k0 + c);
-            }
-        }
+        bool full = c + B - 512 < tc;
+        if (full) r_batch_load<K, NM, U, true>(v, p, c, tc); else r_batch_load<K, NM, U, false>(v, p, c, tc);
         __syncthreads();   // the previous tile has been read
-        for (int c = threadIdx.x * 4; c < tc; c += blockDim.x * 4) {
-            float4 xv = *reinterpret_cast<const float4*>(xt + k0 + c);
+        for (int j = threadIdx.x * 4; j < tc; j += blockDim.x * 4) {
+            float4 xv = *reinterpret_cast<const float4*>(xt + k0 + j);
             ss += xv.x * xv.x + xv.y * xv.y + xv.z * xv.z + xv.w * xv.w;
 #pragma unroll
             for (int m = 0; m < NM; m++) {
                 float4 xm = xv;
                 if (cf[m] != nullptr) {
-                    float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + c);
+                    float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + j);
                     xm.x *= f.x; xm.y *= f.y; xm.z *= f.z; xm.w *= f.w;
                 }
-                *reinterpret_cast<float4*>(&xs[m][c]) = xm;
+                *reinterpret_cast<float4*>(&xs[m][j]) = xm;
             }
         }
         __syncthreads();
         for (;;) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + u * 512;
-                if (c < tc) {
-#pragma unroll
-                    for (int m = 0; m < NM; m++) {
-                        float4 xv = *reinterpret_cast<const float4*>(&xs[m][c]);
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            if (ok[i]) acc[m][i] += r_dot4<K>(v[m][i][u], xv);
-                    }
-                }
-            }
-            c0 += 512 * U;
-            if (c0 >= tc) break;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + u * 512;
-                if (c < tc) {
-#pragma unroll
-                    for (int m = 0; m < NM; m++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            if (ok[i]) v[m][i][u] = r_raw4<K>(w[m], base[i] + k0 + c);
-                }
-            }
+            if (full) r_batch_use<K, NM, U, true>(v, xs, c, tc, acc); else r_batch_use<K, NM, U, false>(v, xs, c, tc, acc);
+            c += B;
+            if (c >= tc) break;
+            full = c + B - 512 < tc;
+            if (full) r_batch_load<K, NM, U, true>(v, p, c, tc); else r_batch_load<K, NM, U, false>(v, p, c, tc);
         }
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[m][i] += (long long) R_TILE * es;
     }
 #pragma unroll
     for (int m = 0; m < NM; m++)
@@ -356,7 +326,7 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
-        r_rows8<K, 1, K == 3 ? 8 : 4>(wm, cm, x + (long long) t * cols, blockIdx.x * 8, rows, cols, normed, eps, d);
+        r_rows8<K, 1, 4>(wm, cm, x + (long long) t * cols, blockIdx.x * 8, rows, cols, normed, eps, d);
         int r = blockIdx.x * 8 + threadIdx.x;
         if (threadIdx.x < 8 && r < rows) {
             float acc = d[0];
@@ -379,16 +349,17 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
     }
 }
 
-#define R_MATVEC(NAME, K)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) NAME(const void* w, const float* rs, const float* cf, \
+#define R_MATVEC(NAME, K, B)                                                                              \
+    extern "C" __global__ void __launch_bounds__(256, B) NAME(const void* w, const float* rs, const float* cf, \
         const float* bias, const float* x, float* y, int rows, int cols, int accumulate, int normed, float eps) { \
         r_matvec<K>(w, rs, cf, bias, x, y, rows, cols, accumulate, normed, eps);                          \
     }
 
-R_MATVEC(r_matvec_f32, 0)
-R_MATVEC(r_matvec_bf16, 1)
-R_MATVEC(r_matvec_f16, 2)
-R_MATVEC(r_matvec_q8, 3)
+// B: blocks per SM asked of ptxas (4 = 64 registers: int8's best on the H200, spill-free for all)
+R_MATVEC(r_matvec_f32, 0, 1)
+R_MATVEC(r_matvec_bf16, 1, 4)
+R_MATVEC(r_matvec_f16, 2, 4)
+R_MATVEC(r_matvec_q8, 3, 4)
 
 // Three products of one input and one dtype in one launch (q, k, v): blocks [0, b0) do matrix 0, the next
 // b1 matrix 1, the rest matrix 2 (b_i = ceil(rows_i / 8)); each as r_matvec without accumulation.
@@ -408,7 +379,7 @@ __device__ __forceinline__ void r_matvec3(
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
-        r_rows8<K, 1, K == 3 ? 8 : 4>(wm, cm, x + (long long) t * cols, blk * 8, rows, cols, normed, eps, d);
+        r_rows8<K, 1, 4>(wm, cm, x + (long long) t * cols, blk * 8, rows, cols, normed, eps, d);
         int r = blk * 8 + threadIdx.x;
         if (threadIdx.x < 8 && r < rows) {
             float acc = d[0];
@@ -439,9 +410,9 @@ __device__ __forceinline__ void r_matvec3(
     }
 
 R_MATVEC3(r_matvec3_f32, 0, 2)
-R_MATVEC3(r_matvec3_bf16, 1, 3)
-R_MATVEC3(r_matvec3_f16, 2, 3)
-R_MATVEC3(r_matvec3_q8, 3, 3)
+R_MATVEC3(r_matvec3_bf16, 1, 4)
+R_MATVEC3(r_matvec3_f16, 2, 4)
+R_MATVEC3(r_matvec3_q8, 3, 4)
 
 __device__ __forceinline__ float r_silu(float g) { return g / (1.f + expf(-g)); }
 
@@ -480,17 +451,17 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
     }
 }
 
-#define R_GLU(NAME, K)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(256) NAME(const void* wg, const float* rsg, const float* cfg, \
+#define R_GLU(NAME, K, B)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, B) NAME(const void* wg, const float* rsg, const float* cfg, \
         const void* wu, const float* rsu, const float* cfu, const float* x, float* y, int rows, int cols,     \
         int normed, float eps) {                                                                             \
         r_glu<K>(wg, rsg, cfg, wu, rsu, cfu, x, y, rows, cols, normed, eps);                                 \
     }
 
-R_GLU(r_glu_f32, 0)
-R_GLU(r_glu_bf16, 1)
-R_GLU(r_glu_f16, 2)
-R_GLU(r_glu_q8, 3)
+R_GLU(r_glu_f32, 0, 1)
+R_GLU(r_glu_bf16, 1, 3)
+R_GLU(r_glu_f16, 2, 3)
+R_GLU(r_glu_q8, 3, 3)
 
 // y = silu(g)·u elementwise (gate and up of different dtypes, computed by two r_matvec launches).
 extern "C" __global__ void __launch_bounds__(256) r_silu_mul(const float* g, const float* u, float* y, int n) {
