@@ -40,7 +40,7 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul, fnSplit, fnI8ToBf16, fnGemmOut, fnGluOut;
+    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
@@ -48,7 +48,7 @@ final class ResidentForward implements DeviceForward {
     private final Arena own = Arena.ofShared();
     private final MemorySegment one = own.allocateFrom(ValueLayout.JAVA_FLOAT, 1f), zero = own.allocateFrom(ValueLayout.JAVA_FLOAT, 0f);
     /** Prefill scratch, grown on demand: 16-bit activation halves, 16-bit weights (int8 widened), two GEMM outputs. */
-    private long sB, sW, sC1, sC2, capB, capW, capC;
+    private long sB, sW, sC1, sC2, sS1, sS2, capB, capW, capC, capS;
     private final W embed, head;
     /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
     private final boolean headFolded;
@@ -135,7 +135,7 @@ final class ResidentForward implements DeviceForward {
             fnMoeDown[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_down_" + kinds[i]);
         }
         fnSplit = cu.function(ctx.module(RESIDENT_CU), "r_split");
-        fnI8ToBf16 = cu.function(ctx.module(RESIDENT_CU), "r_i8_to_bf16");
+        fnI8Widen = cu.function(ctx.module(RESIDENT_CU), "r_i8_widen");
         fnGemmOut = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out");
         fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
         embed = upload(model.embedding(), null);
@@ -485,6 +485,10 @@ final class ResidentForward implements DeviceForward {
             if (sC1 != NULL) { cu.memFree(sC1); cu.memFree(sC2); }
             sC1 = cu.memAlloc(needC); sC2 = cu.memAlloc(needC); capC = needC;
         }
+        if (4L * t > capS) {
+            if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); }
+            sS1 = cu.memAlloc(4L * t); sS2 = cu.memAlloc(4L * t); capS = 4L * t;
+        }
     }
 
     private void run(Step st, MemorySegment stream) {
@@ -495,30 +499,37 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
+    /** Whether a product's activations go in as scaled f16 parts (f16 and int8 weights, exact in f16), else bf16. */
+    private static boolean f16Parts(DType weights) { return weights == DType.F16 || kind(weights) == 3; }
+
     /** Parts an f32 activation is split into for a GEMM on 16-bit inputs (see r_split): 24 / 22 significant bits. */
-    private static int parts(DType weights) { return weights == DType.F32 ? 1 : weights == DType.F16 ? 2 : 3; }
+    private static int parts(DType weights) { return weights == DType.F32 ? 1 : f16Parts(weights) ? 2 : 3; }
+
+    /** The weight of a part relative to the one before it: 2^-11 for the scaled f16 parts, 1 for bf16. */
+    private static float step(DType weights) { return f16Parts(weights) ? 1f / 2048 : 1f; }
 
     /**
      * The GEMM of one product for a prefill chunk into {@code c} (column-major [rows, parts·t]); returns the parts.
-     * x is f32 [t, cols], normalised first when {@code normEps} is a number.
+     * x is f32 [t, cols], normalised first when {@code normEps} is a number; f16 parts write their per-token scale
+     * into {@code ts}.
      */
-    private int product(List<Step> L, Arena a, String name, W w, long x, float normEps, int t, long c) {
+    private int product(List<Step> L, Arena a, String name, W w, long x, float normEps, int t, long c, long ts) {
         boolean normed = !Float.isNaN(normEps);
         if (w.dtype() == DType.F32 && !normed) {
             L.add(new Gemm(name, w.weights(), Cublas.R_32F, x, Cublas.R_32F, c, w.rows(), t, w.cols()));
             return 1;
         }
-        boolean f16 = w.dtype() == DType.F16;
-        int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
         if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
+        boolean f16 = f16Parts(w.dtype());
+        int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
         int parts = parts(w.dtype());
         L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
-                normed ? normEps : 0f, sB, t, w.cols(), f16 ? 1 : 0, parts)));
+                normed ? normEps : 0f, sB, t, w.cols(), f16 ? 1 : 0, parts, ts)));
         long weights = w.weights();
         if (kind(w.dtype()) == 3) {
             long n = (long) w.rows() * w.cols();
-            L.add(new Launch(name + "_widen", fnI8ToBf16, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256,
-                    pack(a, weights, sW, n)));
+            L.add(new Launch(name + "_widen", fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256,
+                    pack(a, weights, sW, n, f16 ? 1 : 0)));
             weights = sW;
         }
         L.add(new Gemm(name, weights, type, sB, type, c, w.rows(), parts * t, w.cols()));
@@ -527,10 +538,11 @@ final class ResidentForward implements DeviceForward {
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
-        int parts = product(L, a, name, w, x, normEps, t, sC1);
+        int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
         long n = (long) w.rows() * t;
+        boolean scaled = parts > 1 && f16Parts(w.dtype());
         L.add(new Launch(name + "_out", fnGemmOut, (int) Math.min(8192, (n + 255) / 256), 1, 1, 256,
-                pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0)));
+                pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, scaled ? sS1 : NULL, step(w.dtype()))));
     }
 
     /**
@@ -659,12 +671,15 @@ final class ResidentForward implements DeviceForward {
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
             if (gemm && spec.act() == Activation.SILU) {
-                int sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1);
-                int su = product(L, a, "up", w.up(), fin, fe, t, sC2);
-                if (sg != su) throw new IllegalStateException("gate and up of different precisions");
+                int sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1, sS1);
+                int su = product(L, a, "up", w.up(), fin, fe, t, sC2, sS2);
+                if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
+                    throw new IllegalStateException("gate and up of different precisions");
+                boolean scaled = sg > 1 && f16Parts(w.gate().dtype());
                 long n = (long) inter * t;
                 L.add(new Launch("swiglu_out", fnGluOut, (int) Math.min(8192, (n + 255) / 256), 1, 1, 256,
-                        pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg)));
+                        pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                                scaled ? sS1 : NULL, scaled ? sS2 : NULL, step(w.gate().dtype()))));
             } else if (gemm) {
                 gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
@@ -790,8 +805,8 @@ final class ResidentForward implements DeviceForward {
         states.clear();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
-        for (long d : new long[] {sB, sW, sC1, sC2}) if (d != NULL) cu.memFree(d);
-        sB = sW = sC1 = sC2 = NULL;
+        for (long d : new long[] {sB, sW, sC1, sC2, sS1, sS2}) if (d != NULL) cu.memFree(d);
+        sB = sW = sC1 = sC2 = sS1 = sS2 = NULL;
         if (cublasHandle != null) cublas.destroy(cublasHandle);
         cublasHandle = null;
         own.close();

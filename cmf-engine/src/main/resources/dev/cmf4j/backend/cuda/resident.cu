@@ -684,11 +684,14 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm
 // ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----
 //
 // A chunk's product Y = X·Wᵀ runs as one cublasGemmEx on 16-bit inputs with f32 accumulation, exact enough for
-// the f32 tolerances: the weights are exact in 16 bits (bf16/f16 as stored; int8 values as bf16), and the
-// activations go in as 16-bit parts, x ≈ p0 + p1 (+ p2), each the rounding of what the earlier parts left
-// (bf16: three parts, 24 significant bits like f32; f16: two, 22 bits), stacked as parts·T columns of one
-// GEMM; the epilogue adds the parts' products and applies the row scales, bias, residual add or SwiGLU.
-// (Two bf16 parts, 16 bits, left llama-fixture logits 3e-4 from the CPU engine; three leave ~1e-5.)
+// the f32 tolerances: the weights are exact in 16 bits (bf16/f16 as stored; int8 values as f16), and the
+// activations go in as 16-bit parts stacked as parts·T columns of one GEMM; the epilogue adds the parts' products
+// and applies the row scales, bias, residual add or SwiGLU.
+// - bf16 weights: x ≈ p0 + p1 + p2, each part the bf16 rounding of what the earlier parts left (24 significant
+//   bits like f32). (Two parts, 16 bits, left llama-fixture logits 3e-4 from the CPU engine; three leave ~1e-5.)
+// - f16 and int8 weights: two f16 parts of x/s, s = the power of two just above the row's max |x| (so x/s is
+//   exact and within ±1: no f16 overflow), the second part scaled up by 2^11 (no f16 underflow for it): x ≈
+//   s·(p0 + p1·2^-11), 22 significant bits, each product 2/3 of the bf16 way's GEMM work.
 
 __device__ __forceinline__ r_u16 r_to_bf16(float v) {   // round to nearest even (finite inputs)
     unsigned u = __float_as_uint(v);
@@ -708,49 +711,93 @@ __device__ __forceinline__ r_u16 r_to_f16(float v) {
 #endif
 }
 
-// out[j·T + t, c] = part j of x[t, c]·cf[c]·(1/rms of row t when normed), j < parts; f16 parts when f16 != 0,
-// else bf16. Block per token.
+// Block-wide max (any blockDim that is a multiple of 32, ≤ 1024); every thread gets it.
+__device__ __forceinline__ float r_block_max(float v, float* red) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float m = 0.f;
+    for (int i = 0; i < warps; i++) m = fmaxf(m, red[i]);
+    return m;
+}
+
+// out[j·T + t, c] = part j of v = x[t, c]·cf[c]·(1/rms of row t when normed), j < parts. bf16 (f16 == 0): v's
+// bf16 parts, ts unused. f16: parts of v/s (s = 2^e just above the row's max |v|, written to ts[t]), part j scaled
+// by 2^(11j). Block per token.
 extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const float* cf, int normed, float eps,
-                                                          r_u16* out, int T, int cols, int f16, int parts) {
+                                                          r_u16* out, int T, int cols, int f16, int parts, float* ts) {
+    __shared__ float red[32];
     int t = blockIdx.x;
     const float* xt = x + (long long) t * cols;
     float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
+    float scale = 1.f;
+    if (f16) {
+        float m = 0.f;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = xt[c] * inv;
+            if (cf != nullptr) v *= cf[c];
+            m = fmaxf(m, fabsf(v));
+        }
+        m = r_block_max(m, red);
+        int e = 0;
+        if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
+        scale = ldexpf(1.f, e);
+        if (threadIdx.x == 0) ts[t] = scale;
+    }
+    float rescale = 1.f / scale;      // exact: a power of two
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float v = xt[c] * inv;
         if (cf != nullptr) v *= cf[c];
+        v *= rescale;
         for (int j = 0; j < parts; j++) {
             r_u16 h = f16 ? r_to_f16(v) : r_to_bf16(v);
             out[((long long) j * T + t) * cols + c] = h;
             v -= f16 ? r_f16(h) : r_bf16(h);
+            if (f16) v *= 2048.f;
         }
     }
 }
 
-// int8 weights as bf16 (exact: |w| ≤ 128 needs 8 significant bits), 4 per thread step.
-extern "C" __global__ void __launch_bounds__(256) r_i8_to_bf16(const signed char* w, r_u16* out, long long n) {
+// int8 weights as bf16 or f16 (exact: |w| ≤ 128 needs 8 significant bits), 4 per thread step.
+extern "C" __global__ void __launch_bounds__(256) r_i8_widen(const signed char* w, r_u16* out, long long n, int f16) {
     long long stride = (long long) gridDim.x * blockDim.x * 4;
     for (long long i = ((long long) blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += stride) {
         if (i + 4 <= n) {
             float f[4];
             r_i8x4(*reinterpret_cast<const unsigned*>(w + i), f);
             uint2 o;
-            o.x = (__float_as_uint(f[0]) >> 16) | (__float_as_uint(f[1]) & 0xffff0000u);
-            o.y = (__float_as_uint(f[2]) >> 16) | (__float_as_uint(f[3]) & 0xffff0000u);
+            if (f16) {
+                o.x = (unsigned) r_to_f16(f[0]) | ((unsigned) r_to_f16(f[1]) << 16);
+                o.y = (unsigned) r_to_f16(f[2]) | ((unsigned) r_to_f16(f[3]) << 16);
+            } else {
+                o.x = (__float_as_uint(f[0]) >> 16) | (__float_as_uint(f[1]) & 0xffff0000u);
+                o.y = (__float_as_uint(f[2]) >> 16) | (__float_as_uint(f[3]) & 0xffff0000u);
+            }
             *reinterpret_cast<uint2*>(out + i) = o;
         } else {
-            for (long long j = i; j < n; j++) out[j] = (r_u16) (__float_as_uint((float) w[j]) >> 16);
+            for (long long j = i; j < n; j++) out[j] = f16 ? r_to_f16((float) w[j]) : (r_u16) (__float_as_uint((float) w[j]) >> 16);
         }
     }
 }
 
-// y[t, r] = Σ_j C[r, j·T + t]·rs[r] (+ bias[r]) (+ y[t, r] when accumulate); C column-major [rows, parts·T].
+// Row r, token t of a split GEMM's output: Σ_j C[r, j·T + t]·step^j·ts[t] (C column-major [rows, parts·T]; ts
+// null: 1; step 1 for bf16 parts, 2^-11 for the scaled f16 parts).
+__device__ __forceinline__ float r_parts(const float* C, int rows, int T, int t, int r, int parts, const float* ts, float step) {
+    float v = 0.f, f = 1.f;
+    for (int j = 0; j < parts; j++, f *= step) v += C[((long long) j * T + t) * rows + r] * f;
+    return ts != nullptr ? v * ts[t] : v;
+}
+
+// y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate).
 extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
-                                                             float* y, int rows, int T, int parts, int accumulate) {
+                                                             float* y, int rows, int T, int parts, int accumulate,
+                                                             const float* ts, float step) {
     long long n = (long long) rows * T;
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
         int t = (int) (i / rows), r = (int) (i % rows);
-        float v = C[(long long) t * rows + r];
-        for (int j = 1; j < parts; j++) v += C[((long long) j * T + t) * rows + r];
+        float v = r_parts(C, rows, T, t, r, parts, ts, step);
         if (rs != nullptr) v *= rs[r];
         if (bias != nullptr) v += bias[r];
         y[i] = accumulate ? y[i] + v : v;
@@ -759,12 +806,12 @@ extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, con
 
 // y[t, r] = silu(gate)·up from two GEMM outputs as r_gemm_out reads them.
 extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, const float* Cu, const float* rsg,
-                                                            const float* rsu, float* y, int rows, int T, int parts) {
+                                                            const float* rsu, float* y, int rows, int T, int parts,
+                                                            const float* tsg, const float* tsu, float step) {
     long long n = (long long) rows * T;
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
         int t = (int) (i / rows), r = (int) (i % rows);
-        float g = Cg[(long long) t * rows + r], u = Cu[(long long) t * rows + r];
-        for (int j = 1; j < parts; j++) { g += Cg[((long long) j * T + t) * rows + r]; u += Cu[((long long) j * T + t) * rows + r]; }
+        float g = r_parts(Cg, rows, T, t, r, parts, tsg, step), u = r_parts(Cu, rows, T, t, r, parts, tsu, step);
         if (rsg != nullptr) g *= rsg[r];
         if (rsu != nullptr) u *= rsu[r];
         y[i] = r_silu(g) * u;

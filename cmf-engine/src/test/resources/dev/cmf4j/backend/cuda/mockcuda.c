@@ -101,7 +101,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
     else if (!strcmp(name, "r_split")) *f = &kinds[R_SPLIT];
-    else if (!strcmp(name, "r_i8_to_bf16")) *f = &kinds[R_I8_TO_BF16];
+    else if (!strcmp(name, "r_i8_widen")) *f = &kinds[R_I8_TO_BF16];
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
@@ -299,6 +299,7 @@ static float rdot(int k, const void* w, const float* cf, const float* x, long lo
 }
 static float silu(float g) { return g / (1.f + expf(-g)); }
 static uint16_t to_bf16(float v) { uint32_t u; memcpy(&u, &v, 4); return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+static uint16_t to_f16(float v) { _Float16 h = (_Float16) v; uint16_t b; memcpy(&b, &h, 2); return b; }
 
 /* ---- a stand-in libcublas: cublasGemmEx, column-major, f32 / f16 / bf16 inputs, f32 output, accumulated in double ---- */
 static int n_gemms = 0;
@@ -327,6 +328,12 @@ int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha
         }
     n_gemms++;
     return 0;
+}
+/* row r, token t of a split GEMM's output: sum over parts j of C[r, j*T + t]*step^j, times ts[t] when given */
+static float gemm_parts(const float* C, int rows, int T, int t, int r, int parts, const float* ts, float step) {
+    float v = 0.f, f = 1.f;
+    for (int j = 0; j < parts; j++, f *= step) v += C[((long long) j * T + t) * rows + r] * f;
+    return ts ? v * ts[t] : v;
 }
 /* the folded RMSNorm of the product kernels: 1/rms of row t of x when `normed` */
 static float inv_rms(int normed, const float* x, int cols, float eps) {
@@ -422,21 +429,32 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         return 0;
     }
     switch (kind) {
-        case R_SPLIT: {   /* bf16 parts only (the mock's models have no f16 weights) */
+        case R_SPLIT: {   /* bf16 parts, or f16 parts of x/s (s = 2^e just above the row's max |x|) scaled by 2^11 each */
             const float *x = PTR(0), *cf = PTR(1);
-            int normed = INT(2), T = INT(5), cols = INT(6), parts = INT(8);
+            int normed = INT(2), T = INT(5), cols = INT(6), f16p = INT(7), parts = INT(8);
             float eps = FLT(3);
             uint16_t* out = PTR(4);
-            if (INT(7)) return 1;
+            float* ts = PTR(9);
             for (int t = 0; t < T; t++) {
-                float inv = inv_rms(normed, x + (long long) t * cols, cols, eps);
+                float inv = inv_rms(normed, x + (long long) t * cols, cols, eps), m = 0.f;
                 for (int c = 0; c < cols; c++) {
                     float v = x[(long long) t * cols + c] * inv;
                     if (cf) v *= cf[c];
+                    m = fmaxf(m, fabsf(v));
+                }
+                int e = 0;
+                if (m > 0.f) frexpf(m, &e);
+                float scale = f16p ? ldexpf(1.f, e) : 1.f;
+                if (f16p) ts[t] = scale;
+                for (int c = 0; c < cols; c++) {
+                    float v = x[(long long) t * cols + c] * inv;
+                    if (cf) v *= cf[c];
+                    v /= scale;
                     for (int j = 0; j < parts; j++) {
-                        uint16_t h = to_bf16(v);
+                        uint16_t h = f16p ? to_f16(v) : to_bf16(v);
                         out[((long long) j * T + t) * cols + c] = h;
-                        v -= bf16(h);
+                        v -= f16p ? f16(h) : bf16(h);
+                        if (f16p) v *= 2048.f;
                     }
                 }
             }
@@ -446,17 +464,19 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             const signed char* w = PTR(0);
             uint16_t* out = PTR(1);
             long long n = *(long long*) p[2];
-            for (long long i = 0; i < n; i++) out[i] = to_bf16((float) w[i]);
+            int f16p = INT(3);
+            for (long long i = 0; i < n; i++) out[i] = f16p ? to_f16((float) w[i]) : to_bf16((float) w[i]);
             return 0;
         }
         case R_GEMM_OUT: {
             const float *C = PTR(0), *rs = PTR(1), *bias = PTR(2);
             float* y = PTR(3);
             int rows = INT(4), T = INT(5), parts = INT(6), acc = INT(7);
+            const float* ts = PTR(8);
+            float step = FLT(9);
             for (int t = 0; t < T; t++)
                 for (int r = 0; r < rows; r++) {
-                    float v = C[(long long) t * rows + r];
-                    for (int j = 1; j < parts; j++) v += C[((long long) j * T + t) * rows + r];
+                    float v = gemm_parts(C, rows, T, t, r, parts, ts, step);
                     if (rs) v *= rs[r];
                     if (bias) v += bias[r];
                     long long i = (long long) t * rows + r;
@@ -468,10 +488,11 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             const float *Cg = PTR(0), *Cu = PTR(1), *rsg = PTR(2), *rsu = PTR(3);
             float* y = PTR(4);
             int rows = INT(5), T = INT(6), parts = INT(7);
+            const float *tsg = PTR(8), *tsu = PTR(9);
+            float step = FLT(10);
             for (int t = 0; t < T; t++)
                 for (int r = 0; r < rows; r++) {
-                    float g = Cg[(long long) t * rows + r], u = Cu[(long long) t * rows + r];
-                    for (int j = 1; j < parts; j++) { g += Cg[((long long) j * T + t) * rows + r]; u += Cu[((long long) j * T + t) * rows + r]; }
+                    float g = gemm_parts(Cg, rows, T, t, r, parts, tsg, step), u = gemm_parts(Cu, rows, T, t, r, parts, tsu, step);
                     if (rsg) g *= rsg[r];
                     if (rsu) u *= rsu[r];
                     y[(long long) t * rows + r] = silu(g) * u;
