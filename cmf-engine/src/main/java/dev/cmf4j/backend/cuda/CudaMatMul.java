@@ -52,6 +52,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     /** Where cuBLAS is looked for (tests point it at the mock), and the smallest prefill chunk that uses it. */
     private List<String> cublasNames = Cublas.LIBRARY;
     private int gemmMinTokens = Integer.getInteger("cmf.cuda.gemmMinTokens", 16);
+    /** {@code -Dcmf.cuda.prefillCache=auto|true|false}: see {@link ResidentForward#widenOnce}. */
+    private String prefillCache = System.getProperty("cmf.cuda.prefillCache", "auto");
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -109,7 +111,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens);
+            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache);
             residents.add(r);
             return r;
         });
@@ -124,6 +126,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Whether resident forwards made from now on replay decode steps as CUDA graphs (default: {@code cmf.cuda.graphs}). */
     void useGraphs(boolean on) { this.graphs = on; }
+
+    /** Tests: whether the resident forward keeps f16 copies of int8 matrices for prefill (auto, true, false). */
+    void usePrefillCache(String mode) { this.prefillCache = mode; }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -37,6 +37,16 @@ final class ResidentForward implements DeviceForward {
     private final DecoderPlan model;
     private final boolean graphs;
     private final int smCount;
+    private final long deviceMemory;
+
+    /**
+     * {@code -Dcmf.cuda.prefillCache=auto|true|false}: keep an f16 copy of every int8 matrix for the prefill GEMMs
+     * (2 bytes per weight, made at the first prefill) instead of widening each matrix again for every chunk; auto:
+     * when the copies take at most a quarter of the device's memory.
+     */
+    private final String prefillCache;
+    private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
+    private boolean widenDecided;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
@@ -107,7 +117,11 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: loads the kernels and uploads every weight. */
-    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens) {
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
+                    String prefillCache) {
+        if (!List.of("auto", "true", "false").contains(prefillCache))
+            throw new IllegalArgumentException("cmf.cuda.prefillCache must be auto, true or false, not '" + prefillCache + "'");
+        this.prefillCache = prefillCache;
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
@@ -115,6 +129,7 @@ final class ResidentForward implements DeviceForward {
         this.model = model;
         this.graphs = graphs;
         this.smCount = Math.max(1, ctx.info().smCount());
+        this.deviceMemory = ctx.info().totalMemory();
         String[] kinds = {"f32", "bf16", "f16", "q8"};
         for (int i = 0; i < 4; i++) {
             fnMatvec[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec_" + kinds[i]);
@@ -470,13 +485,17 @@ final class ResidentForward implements DeviceForward {
         cublas.setStream(cublasHandle, s.stream);
         long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
-        long maxW = 0;
+        if (!widenDecided) {
+            widenDecided = true;
+            widenOnce(s, headGemm);
+        }
+        long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
         for (LayerWeights l : layers)
             for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})   // gate/up/down null on MoE layers
-                if (w != null && kind(w.dtype()) == 3) maxW = Math.max(maxW, (long) w.rows() * w.cols());
+                if (w != null && kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
         if (headGemm) {
             maxRows = Math.max(maxRows, head.rows());
-            if (kind(head.dtype()) == 3) maxW = Math.max(maxW, (long) head.rows() * head.cols());
+            if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         long needB = 2L * 3 * t * maxCols, needW = 2L * maxW, needC = 4L * maxRows * 3 * t;   // ≤ 3 parts
         if (needB > capB) { if (sB != NULL) cu.memFree(sB); sB = cu.memAlloc(needB); capB = needB; }
@@ -488,6 +507,36 @@ final class ResidentForward implements DeviceForward {
         if (4L * t > capS) {
             if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); }
             sS1 = cu.memAlloc(4L * t); sS2 = cu.memAlloc(4L * t); capS = 4L * t;
+        }
+    }
+
+    /**
+     * Owner thread, first prefill: the f16 copies of the int8 matrices the GEMMs read (and the head's when this
+     * prefill needs all logits), if {@link #prefillCache} allows; on an allocation failure none are kept.
+     */
+    private void widenOnce(SessionState s, boolean headGemm) {
+        if ("false".equals(prefillCache)) return;
+        java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
+        for (LayerWeights l : layers)
+            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})
+                if (w != null && kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
+        if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
+        long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
+        if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
+        try (Arena a = Arena.ofConfined()) {
+            for (var e : int8.entrySet()) {
+                long copy = cu.memAlloc(2 * e.getValue());
+                widened.put(e.getKey(), copy);
+                launch(new Launch("widen", fnI8Widen, (int) Math.min(4096, (e.getValue() / 4 + 255) / 256 + 1), 1, 1, 256,
+                        pack(a, e.getKey(), copy, e.getValue(), 1)), s.stream);
+            }
+        } catch (CudaException e) {   // out of device memory: widen per chunk instead
+            cu.streamSynchronize(s.stream);   // the widenings already queued finish before their memory goes
+            for (long d : widened.values()) cu.memFree(d);
+            widened.clear();
+            if ("true".equals(prefillCache))
+                System.err.println("cmf: cuda: no room for the f16 prefill copies of the int8 weights (" + bytes / (1 << 20)
+                        + " MiB): " + e.getMessage() + "; widening per chunk instead");
         }
     }
 
@@ -526,7 +575,10 @@ final class ResidentForward implements DeviceForward {
         L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
                 normed ? normEps : 0f, sB, t, w.cols(), f16 ? 1 : 0, parts, ts)));
         long weights = w.weights();
-        if (kind(w.dtype()) == 3) {
+        Long copy = widened.get(weights);
+        if (copy != null) {
+            weights = copy;
+        } else if (kind(w.dtype()) == 3) {
             long n = (long) w.rows() * w.cols();
             L.add(new Launch(name + "_widen", fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256,
                     pack(a, weights, sW, n, f16 ? 1 : 0)));
@@ -806,6 +858,8 @@ final class ResidentForward implements DeviceForward {
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sC2, sS1, sS2}) if (d != NULL) cu.memFree(d);
+        for (long d : widened.values()) cu.memFree(d);
+        widened.clear();
         sB = sW = sC1 = sC2 = sS1 = sS2 = NULL;
         if (cublasHandle != null) cublas.destroy(cublasHandle);
         cublasHandle = null;

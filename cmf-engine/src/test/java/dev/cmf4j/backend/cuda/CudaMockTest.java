@@ -404,6 +404,27 @@ class CudaMockTest {
             }
     }
 
+    @Test void int8PrefillMatchesTheCpuWithAndWithoutKeptF16Copies() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
+        for (String cache : List.of("true", "false")) {   // f16 copies made once, or each int8 matrix widened per chunk
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                gpu.useCublas(List.of(lib.toString()), 2);
+                gpu.usePrefillCache(cache);
+                int gemms0 = gemms();
+                float[] got;
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
+                assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
+                for (int i = 0; i < want.length; i++)
+                    assertThat((double) got[i]).as("prefillCache " + cache + " logit " + i)
+                            .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+            }
+        }
+    }
+
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
