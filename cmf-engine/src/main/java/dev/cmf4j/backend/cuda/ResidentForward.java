@@ -51,6 +51,8 @@ final class ResidentForward implements DeviceForward {
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
     private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
+    /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
+    private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
@@ -141,6 +143,7 @@ final class ResidentForward implements DeviceForward {
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
         fnCombine = cu.function(ctx.module(RESIDENT_CU), "r_attn_combine");
+        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
         fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
         fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
         fnGluAct = cu.function(ctx.module(ARCH_CU), "ra_glu_act");
@@ -316,9 +319,7 @@ final class ResidentForward implements DeviceForward {
                 att = alloc(4L * maxChunk * model.qDim());
                 g = alloc(4L * maxChunk * model.intermediate());
                 u = alloc(4L * maxChunk * model.intermediate());
-                long partials = 0;
-                for (int t = 1; t <= maxChunk; t++) partials = Math.max(partials, (long) t * splits(t));
-                partials *= model.heads();
+                long partials = (long) splits(1) * model.heads();   // decode only: prefill chunks run r_attn_prefill
                 pm = alloc(4L * partials);
                 pl = alloc(4L * partials);
                 pacc = alloc(4L * partials * model.headDim());
@@ -391,6 +392,26 @@ final class ResidentForward implements DeviceForward {
     /** Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step. */
     int splits(int t) {
         return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
+    }
+
+    /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */
+    static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 64, 32};
+
+    /** Index into {@link #PREFILL_DIMS} of the smallest bucket that holds {@code hd}. */
+    static int prefillBucket(int hd) {
+        for (int i = 0; i < PREFILL_DIMS.length; i++) if (hd <= PREFILL_DIMS[i]) return i;
+        throw new IllegalArgumentException("head dimension " + hd + " > 256: no prefill attention kernel");
+    }
+
+    /**
+     * The grid of r_attn_prefill for a chunk of {@code t} tokens, as the kernel derives its tiles: a block owns
+     * nT tokens × nH query heads of one kv head (nH = min(group, rows), nT = rows / nH); x = query tiles,
+     * y = kvHeads × head groups.
+     */
+    static int[] prefillGrid(int t, int heads, int kvHeads, int hd) {
+        int rows = PREFILL_ROWS[prefillBucket(hd)], group = heads / kvHeads;
+        int nH = Math.min(group, rows), nT = rows / nH, groups = (group + nH - 1) / nH;
+        return new int[] {(t + nT - 1) / nT, kvHeads * groups};
     }
 
     @Override public Object newState(int maxChunk, int maxContext) {
@@ -701,10 +722,16 @@ final class ResidentForward implements DeviceForward {
                     w.qNorm(), w.kNorm(), spec.qNorm() != null ? 1 : 0, spec.kNorm() != null ? 1 : 0,
                     qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
                     w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
-            L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
-                    heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
-            L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits,
-                    w.sinks())));
+            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, then combined
+                L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
+                        heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
+                L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits,
+                        w.sinks())));
+            } else {        // prefill: flash-attention tiles, K/V shared by the query heads of a kv head, no combine
+                int[] grid = prefillGrid(t, heads, kvHeads, hd);
+                L.add(new Launch("attn_prefill", fnPrefill[prefillBucket(hd)], grid[0], grid[1], 1, 128, pack(a, s.q, s.kc[li], s.vc[li],
+                        s.att, t, heads, kvHeads, hd, spec.scale(), pos, spec.window(), w.sinks())));
+            }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
                 else matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);

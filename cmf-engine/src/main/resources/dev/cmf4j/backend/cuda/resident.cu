@@ -681,6 +681,227 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm
     }
 }
 
+// ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
+//
+// Block (query tile, kv head · head group): R query rows = nT tokens × nH query heads that share one kv head
+// (nH = min(heads/kvHeads, R), nT = R / nH; a row is (token t0 + r / nH, head r % nH of the group)), so each K/V
+// tile staged in shared memory serves every query head of the kv head. Query t (position p = pos[0] + t) sees the
+// keys [first, p] (first = 0, or p − window + 1 on a sliding-window layer); the block walks the keys
+// [first(t0), p(last row)] in tiles of BK: S = Q·Kᵀ for the tile (thread (ty, tx) owns rows ty·RT.. and keys
+// tx + 8i), the causal/window mask, the online-softmax update of each row's running max and sum (the 8 lanes of
+// a row group combine by shuffles), P to shared memory, then O = O·corr + P·V (the same thread owns the same rows'
+// columns 4tx + 32k..+3). f32 throughout. Output straight into out[t, h·hd + c], as r_attn_combine writes it, with
+// the optional sink logit (gpt-oss) joining the softmax denominator only. D is the head dimension rounded up to a
+// bucket (32/64/128/256): Q and K/V are zero-padded to it in shared memory, so any hd ≤ D works. Tiles run
+// heaviest first (the last query tile sees the most keys). 128 threads = 16 row groups × 8 lanes.
+#define R_PF_THREADS 128
+
+// A [BK][D] tile of keys or values (rows k0.. of the cache, zero past pLast and past hd) into ld[LT]: element
+// e = tid + 128·u is row e / D, column e % D, so a warp's loads are contiguous. (The row and column are spelled
+// out per case: the compiler does not know tid < 128, and generic e / D kept a 64-bit address per element.)
+template <int D>
+__device__ __forceinline__ void r_pf_at(int tid, int u, int& j, int& c) {
+    constexpr int per = D > R_PF_THREADS ? D / R_PF_THREADS : 1;   // passes per row when D > 128
+    if (D <= R_PF_THREADS) { j = tid / D + u * (R_PF_THREADS / D); c = tid % D; }
+    else { j = u / per; c = tid + R_PF_THREADS * (u % per); }
+}
+
+template <int D, int LT>
+__device__ __forceinline__ void r_pf_load(float* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+                                          long long kvDim, int tid) {
+#pragma unroll
+    for (int u = 0; u < LT; u++) {
+        int j, c;
+        r_pf_at<D>(tid, u, j, c);
+        ld[u] = k0 + j <= pLast && c < hd ? base[(k0 + j) * kvDim + c] : 0.f;
+    }
+}
+
+template <int D, int LT>
+__device__ __forceinline__ void r_pf_store(const float* ld, float* kvs, int tid) {
+#pragma unroll
+    for (int u = 0; u < LT; u++) {
+        int j, c;
+        r_pf_at<D>(tid, u, j, c);
+        kvs[j * (D + 4) + c] = ld[u];
+    }
+}
+
+template <int D, int R, int BK>
+__device__ __forceinline__ void r_attn_prefill_tile(
+        const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
+        int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
+        float* qs, float* kvs, float* ps) {
+    constexpr int RT = R / 16;     // rows per thread
+    constexpr int KT = BK / 8;     // keys per thread in S
+    constexpr int CT = D / 32;     // float4 column chunks per thread in O
+    constexpr int KS = D + 4;      // K/V row stride: rows 8 apart start 4 banks apart, so float4 reads are conflict-free
+    int tid = threadIdx.x, ty = tid >> 3, tx = tid & 7;
+    int G = heads / kvHeads;
+    int nH = G < R ? G : R, nT = R / nH, groups = (G + nH - 1) / nH;
+    int tile = gridDim.x - 1 - blockIdx.x;          // heaviest (latest) query tile first
+    int kvh = blockIdx.y / groups, hg = blockIdx.y % groups;
+    int t0 = tile * nT;
+    int p0 = pos[0];
+    int tLast = t0 + nT - 1 < T - 1 ? t0 + nT - 1 : T - 1;
+    int pFirst = p0 + t0, pLast = p0 + tLast;
+    int lo = window > 0 && pFirst >= window ? pFirst - window + 1 : 0;
+    long long kvDim = (long long) kvHeads * hd;
+
+    // Q rows into shared memory (zero past hd and for rows past the chunk or the group)
+    for (int e = tid; e < R * D; e += R_PF_THREADS) {
+        int r = e / D, c = e % D;
+        int t = t0 + r / nH, hl = hg * nH + r % nH;
+        float v = 0.f;
+        if (r < nT * nH && t < T && hl < G && c < hd) v = q[((long long) t * heads + kvh * G + hl) * hd + c];
+        qs[r * D + c] = v;
+    }
+    // this thread's rows: position and first visible key (rows past the chunk see nothing)
+    int rp[RT], rf[RT];
+#pragma unroll
+    for (int i = 0; i < RT; i++) {
+        int r = ty * RT + i;
+        int t = t0 + r / nH, hl = hg * nH + r % nH;
+        bool live = r < nT * nH && t < T && hl < G;
+        rp[i] = live ? p0 + t : -1;
+        rf[i] = live && window > 0 && p0 + t >= window ? p0 + t - window + 1 : 0;
+    }
+    float o[RT][CT][4], m[RT], l[RT];
+#pragma unroll
+    for (int i = 0; i < RT; i++) {
+        m[i] = R_NEG_INF;
+        l[i] = 0.f;
+#pragma unroll
+        for (int k = 0; k < CT; k++) o[i][k][0] = o[i][k][1] = o[i][k][2] = o[i][k][3] = 0.f;
+    }
+    const float* kbase = kc + (long long) kvh * hd;
+    const float* vbase = vc + (long long) kvh * hd;
+    // K and V tiles pass through registers (LT values per thread) so that each tile's global loads are in flight
+    // while the block computes: V(tile) during S, K(tile + 1) during P·V
+    constexpr int LT = BK * D / R_PF_THREADS;
+    float ld[LT];
+    r_pf_load<D, LT>(ld, kbase, lo, pLast, hd, kvDim, tid);
+    for (int k0 = lo; k0 <= pLast; k0 += BK) {
+        __syncthreads();   // the previous tile's V (and, the first time, nothing) is no longer read
+        r_pf_store<D, LT>(ld, kvs, tid);
+        __syncthreads();
+        r_pf_load<D, LT>(ld, vbase, k0, pLast, hd, kvDim, tid);
+        // S = Q·Kᵀ for this thread's RT rows × KT keys
+        float s[RT][KT];
+#pragma unroll
+        for (int i = 0; i < RT; i++)
+#pragma unroll
+            for (int j = 0; j < KT; j++) s[i][j] = 0.f;
+#pragma unroll 4
+        for (int d = 0; d < D; d += 4) {
+            float4 kv[KT];
+#pragma unroll
+            for (int j = 0; j < KT; j++) kv[j] = *reinterpret_cast<const float4*>(kvs + (tx + 8 * j) * KS + d);
+#pragma unroll
+            for (int i = 0; i < RT; i++) {
+                float4 qv = *reinterpret_cast<const float4*>(qs + (ty * RT + i) * D + d);
+#pragma unroll
+                for (int j = 0; j < KT; j++)
+                    s[i][j] += qv.x * kv[j].x + qv.y * kv[j].y + qv.z * kv[j].z + qv.w * kv[j].w;
+            }
+        }
+        // mask, online softmax; P (transposed: ps[key][row]) for the P·V step
+        float corr[RT];
+#pragma unroll
+        for (int i = 0; i < RT; i++) {
+            float mt = R_NEG_INF;
+#pragma unroll
+            for (int j = 0; j < KT; j++) {
+                int key = k0 + tx + 8 * j;
+                s[i][j] = key >= rf[i] && key <= rp[i] ? s[i][j] * scale : R_NEG_INF;
+                mt = fmaxf(mt, s[i][j]);
+            }
+            for (int x = 1; x < 8; x <<= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, x));
+            float mn = fmaxf(m[i], mt);
+            float sum = 0.f;
+            if (mn == R_NEG_INF) {   // nothing visible to this row yet
+                corr[i] = 1.f;
+#pragma unroll
+                for (int j = 0; j < KT; j++) s[i][j] = 0.f;
+            } else {
+                corr[i] = expf(m[i] - mn);   // m = -inf the first time: 0
+#pragma unroll
+                for (int j = 0; j < KT; j++) { s[i][j] = expf(s[i][j] - mn); sum += s[i][j]; }
+            }
+            for (int x = 1; x < 8; x <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, x);
+            l[i] = l[i] * corr[i] + sum;
+            m[i] = mn;
+#pragma unroll
+            for (int j = 0; j < KT; j++) ps[(tx + 8 * j) * R + ty * RT + i] = s[i][j];
+        }
+        __syncthreads();   // K is no longer read: V replaces it
+        r_pf_store<D, LT>(ld, kvs, tid);
+        __syncthreads();
+        if (k0 + BK <= pLast) r_pf_load<D, LT>(ld, kbase, k0 + BK, pLast, hd, kvDim, tid);
+        // O = O·corr + P·V
+#pragma unroll
+        for (int i = 0; i < RT; i++)
+#pragma unroll
+            for (int k = 0; k < CT; k++) { o[i][k][0] *= corr[i]; o[i][k][1] *= corr[i]; o[i][k][2] *= corr[i]; o[i][k][3] *= corr[i]; }
+#pragma unroll 2
+        for (int j = 0; j < BK; j++) {
+            float pr[RT];
+            if (RT == 4) {
+                float4 v = *reinterpret_cast<const float4*>(ps + j * R + ty * RT);
+                pr[0] = v.x; pr[1] = v.y; pr[2 % RT] = v.z; pr[3 % RT] = v.w;
+            } else {
+#pragma unroll
+                for (int i = 0; i < RT; i++) pr[i] = ps[j * R + ty * RT + i];
+            }
+#pragma unroll
+            for (int k = 0; k < CT; k++) {
+                float4 v = *reinterpret_cast<const float4*>(kvs + j * KS + 4 * tx + 32 * k);
+#pragma unroll
+                for (int i = 0; i < RT; i++) {
+                    o[i][k][0] += pr[i] * v.x; o[i][k][1] += pr[i] * v.y; o[i][k][2] += pr[i] * v.z; o[i][k][3] += pr[i] * v.w;
+                }
+            }
+        }
+    }
+    // out = O / L, L = l (+ the sink's e^(sink − M) with M = max(m, sink)), as r_attn_combine
+#pragma unroll
+    for (int i = 0; i < RT; i++) {
+        if (rp[i] < 0) continue;
+        int r = ty * RT + i;
+        int t = t0 + r / nH, h = kvh * G + hg * nH + r % nH;
+        float M = m[i];
+        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
+        float e = m[i] == R_NEG_INF ? 0.f : expf(m[i] - M);
+        float L = l[i] * e;
+        if (sinks != nullptr) L += expf(sinks[h] - M);
+        float w = e / L;
+        float* orow = out + ((long long) t * heads + h) * hd;
+#pragma unroll
+        for (int k = 0; k < CT; k++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int col = 4 * tx + 32 * k + c;
+                if (col < hd) orow[col] = o[i][k][c] * w;
+            }
+    }
+}
+
+// One kernel per head-dimension bucket D (the Java side picks the smallest D ≥ hd); R query rows, BK keys per tile,
+// sized so the static shared memory (Q [R][D], one K/V tile [BK][D+4], P [BK][R]) stays under 48 KB.
+#define R_ATTN_PREFILL(D, R, BK) \
+extern "C" __global__ void __launch_bounds__(R_PF_THREADS, 3) r_attn_prefill_##D( \
+        const float* q, const float* kc, const float* vc, float* out, int T, int heads, int kvHeads, int hd, \
+        float scale, const int* pos, int window, const float* sinks) { \
+    __shared__ __align__(16) float qs[R * D]; \
+    __shared__ __align__(16) float kvs[BK * (D + 4)]; \
+    __shared__ __align__(16) float ps[BK * R]; \
+    r_attn_prefill_tile<D, R, BK>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, qs, kvs, ps); \
+}
+R_ATTN_PREFILL(32, 64, 32)
+R_ATTN_PREFILL(64, 64, 32)
+R_ATTN_PREFILL(128, 64, 16)
+R_ATTN_PREFILL(256, 32, 8)
+
 // ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----
 //
 // A chunk's product Y = X·Wᵀ runs as one cublasGemmEx on 16-bit inputs with f32 accumulation, exact enough for

@@ -29,7 +29,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * {@code __syncthreads}) inside the mock driver: the q4 products through {@link CudaMatMul}'s upload and launch path
  * against the CPU kernels, and the resident forward of gemma3 (sandwich norms, GeLU-tanh, sliding windows, local and
  * global rope) and qwen3_moe (device routing and experts) against the CPU engine, logits and greedy ids. The
- * resident.cu kernels run as the mock's C twins here. Skipped where no C/C++ compiler exists.
+ * resident.cu kernels run as the mock's C twins here, except its prefill attention (r_attn_prefill_D, always the real
+ * kernel in this build) and, while a test asks, its products. Skipped where no C/C++ compiler exists.
  */
 class CudaKernelEmulationTest {
     @TempDir static Path tmp;
@@ -328,6 +329,81 @@ class CudaKernelEmulationTest {
             }
         }
         System.out.printf("emulated resident products %s: worst relative error %.3g%n", shape, worst);
+    }
+
+    /**
+     * resident.cu's prefill attention (r_attn_prefill_D, the real kernel on emulated blocks) against a double-precision
+     * reference, on ragged shapes: shape = hd/heads/kvHeads/T/pos0/window/sinks. Chunks not a multiple of the query
+     * tile, chunks after earlier keys (pos0 > 0), GQA group 1, 3, 4 and one larger than a block's rows (72 heads on
+     * one kv head: two head groups), sliding windows smaller than the chunk, sinks on and off, head dims 128, 64,
+     * 256, 40 and 13 (every bucket; odd and not a multiple of 4). Cache rows past the chunk hold NaN (a key read
+     * past the causal end would show) and the output row after the chunk a sentinel (nothing written past it).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"128/8/2/37/0/0/0", "64/4/4/70/25/0/1", "13/8/2/21/9/6/1", "256/4/1/19/5/0/0", "256/2/2/11/30/4/1",
+            "40/6/2/45/3/10/1", "20/72/1/3/4/0/0", "32/4/2/2/0/0/0"})
+    void prefillAttentionOnRaggedShapesMatchesAReference(String shape) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
+        int pos0 = Integer.parseInt(f[4]), window = Integer.parseInt(f[5]);
+        boolean withSinks = f[6].equals("1");
+        int ctxLen = pos0 + T + 5, kvDim = kvHeads * hd, group = heads / kvHeads;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] q = rnd(r, T * heads * hd, -1f, 1f), kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
+        for (int i = (pos0 + T) * kvDim; i < ctxLen * kvDim; i++) kc[i] = vc[i] = Float.NaN;   // not yet written
+        float[] sinks = rnd(r, heads, -1f, 2f);
+        float scale = (float) (1.5 / Math.sqrt(hd));
+        float[] out0 = new float[(T + 1) * heads * hd];
+        java.util.Arrays.fill(out0, 7f);
+        int[] grid = ResidentForward.prefillGrid(T, heads, kvHeads, hd);
+        String fn = "r_attn_prefill_" + ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
+        float[] got = new float[out0.length];
+        long before;
+        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                long dq = up.apply(MemorySegment.ofArray(q)), dk = up.apply(MemorySegment.ofArray(kc)), dv = up.apply(MemorySegment.ofArray(vc));
+                long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
+                long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
+                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
+                        ResidentForward.pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks));
+                cu.synchronize();
+                MemorySegment host = a.allocate(4L * got.length, 4);
+                cu.copyToHost(host, dout, host.byteSize());
+                MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got, 0, got.length);
+            } finally {
+                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+            }
+            return null;
+        });
+        try { assertThat(launches() - before).as("launches of the emulated %s", fn).isEqualTo(1); }
+        catch (Throwable e) { throw new AssertionError(e); }
+        double worst = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < heads; h++) {
+                int p = pos0 + t, first = window > 0 && p >= window ? p - window + 1 : 0, g = h / group;
+                double[] sc = new double[p + 1];
+                double max = withSinks ? sinks[h] : Double.NEGATIVE_INFINITY, sum = 0;
+                for (int j = first; j <= p; j++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double) q[(t * heads + h) * hd + c] * kc[j * kvDim + g * hd + c];
+                    sc[j] = d * scale;
+                    max = Math.max(max, sc[j]);
+                }
+                for (int j = first; j <= p; j++) sum += sc[j] = Math.exp(sc[j] - max);
+                if (withSinks) sum += Math.exp(sinks[h] - max);
+                for (int c = 0; c < hd; c++) {
+                    double want = 0;
+                    for (int j = first; j <= p; j++) want += sc[j] * vc[j * kvDim + g * hd + c];
+                    want /= sum;
+                    double err = Math.abs(got[(t * heads + h) * hd + c] - want);
+                    assertThat(err).as("%s: token %d, head %d, column %d", shape, t, h, c).isLessThan(2e-6);
+                    worst = Math.max(worst, err);
+                }
+            }
+        for (int i = T * heads * hd; i < got.length; i++) assertThat(got[i]).as("%s: output past the chunk", shape).isEqualTo(7f);
+        System.out.printf("emulated prefill attention %s: max|Δ| %.3g%n", shape, worst);
     }
 
     private static float[] rnd(java.util.Random r, int n, float lo, float hi) {

@@ -171,7 +171,7 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 }
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
-// 50 + k r_matvec3_{...}; 0 on success
+// 50 + k r_matvec3_{...}; and its prefill attention: 45 + b r_attn_prefill_{32,64,128,256}; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     typedef const void* V;
@@ -187,6 +187,9 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         MV(0, r_matvec_f32) MV(1, r_matvec_bf16) MV(2, r_matvec_f16) MV(3, r_matvec_q8)
         GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
         M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
+#define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
+                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+        PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

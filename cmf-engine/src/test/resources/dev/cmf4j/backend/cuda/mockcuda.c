@@ -81,7 +81,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_MATVEC3 = 50,
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_PREFILL, R_MATVEC3 = 50,
        R_SPLIT = 60, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -100,6 +100,10 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
+    else if (!strcmp(name, "r_attn_prefill_32")) *f = &kinds[R_PREFILL];
+    else if (!strcmp(name, "r_attn_prefill_64")) *f = &kinds[R_PREFILL + 1];
+    else if (!strcmp(name, "r_attn_prefill_128")) *f = &kinds[R_PREFILL + 2];
+    else if (!strcmp(name, "r_attn_prefill_256")) *f = &kinds[R_PREFILL + 3];
     else if (!strcmp(name, "r_split")) *f = &kinds[R_SPLIT];
     else if (!strcmp(name, "r_i8_widen")) *f = &kinds[R_I8_TO_BF16];
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
@@ -219,7 +223,10 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
     /* resident.cu's products (r_matvec, r_glu, r_matvec3): the real kernels, after the twins' launch-shape checks */
-    if (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4))) {
+    /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
+       (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
+    if ((kind >= R_PREFILL && kind < R_PREFILL + 4)
+        || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         return emu_launch_resident(kind, gx, gy, gz, bx, p);
     }
@@ -344,7 +351,9 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
 }
 #ifdef MOCK_EMULATE
 /* the launch shape the product kernels need (the C twins' checks below): 256 threads, blocks of 8 rows; 1 if wrong */
+static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (kind >= R_PREFILL && kind < R_PREFILL + 4) return prefill_shape(kind, gx, gy, gz, bx, p);
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
@@ -355,6 +364,15 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     return (long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows;
 }
 #endif
+/* r_attn_prefill_D's launch shape (ResidentForward.prefillGrid): 128 threads, hd within the bucket D, x = query
+   tiles of nT tokens, y = kv heads × head groups of nH query heads (R = 64 rows, 32 for D = 256); 1 if wrong */
+static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    static const int dims[4] = {32, 64, 128, 256}, rows[4] = {64, 64, 64, 32};
+    int b = kind - R_PREFILL, T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7);
+    if (bx != 128 || gz != 1 || T < 1 || kvh < 1 || heads % kvh != 0 || hd > dims[b] || (b > 0 && hd <= dims[b - 1])) return 1;
+    int G = heads / kvh, nH = G < rows[b] ? G : rows[b], nT = rows[b] / nH;
+    return gx != (unsigned) ((T + nT - 1) / nT) || gy != (unsigned) (kvh * ((G + nH - 1) / nH));
+}
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
@@ -586,6 +604,38 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                         }
                         pm[o] = m; pl[o] = l;
                     }
+            return 0;
+        }
+        case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3: {
+            /* causal attention of the chunk's T queries over the cache, sinks in the denominator only */
+            const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
+            float* out = PTR(3);
+            int T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7), window = INT(10);
+            float scale = FLT(8);
+            const int* pos = PTR(9);
+            const float* sinks = PTR(11);
+            if (prefill_shape(kind, gx, gy, gz, bx, p)) return 1;
+            float* sc = malloc(sizeof(float) * (pos[0] + T));
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < heads; h++) {
+                    int pp = pos[0] + t, first = window > 0 && pp >= window ? pp - window + 1 : 0, g = h / (heads / kvh);
+                    const float* qr = q + ((long long) t * heads + h) * hd;
+                    float M = sinks ? sinks[h] : -INFINITY, L = 0;
+                    for (int j = first; j <= pp; j++) {
+                        float d = 0;
+                        for (int c = 0; c < hd; c++) d += qr[c] * kc[(long long) j * kvh * hd + g * hd + c];
+                        sc[j] = d * scale;
+                        if (sc[j] > M) M = sc[j];
+                    }
+                    for (int j = first; j <= pp; j++) L += sc[j] = expf(sc[j] - M);
+                    if (sinks) L += expf(sinks[h] - M);
+                    for (int c = 0; c < hd; c++) {
+                        float a = 0;
+                        for (int j = first; j <= pp; j++) a += sc[j] * vc[(long long) j * kvh * hd + g * hd + c];
+                        out[((long long) t * heads + h) * hd + c] = a / L;
+                    }
+                }
+            free(sc);
             return 0;
         }
         case R_COMBINE: {
