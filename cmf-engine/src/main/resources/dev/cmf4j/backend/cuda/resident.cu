@@ -946,37 +946,72 @@ __device__ __forceinline__ float r_block_max(float v, float* red) {
 
 // out[j·T + t, c] = part j of v = x[t, c]·cf[c]·(1/rms of row t when normed), j < parts. bf16 (f16 == 0): v's
 // bf16 parts, ts unused. f16: parts of v/s (s = 2^e just above the row's max |v|, written to ts[t]), part j scaled
-// by 2^(11j). Block per token.
+// by 2^(11j). Block per token; one pass for Σx² and max |x·cf| (the max only picks the power of two, so its
+// rounding does not matter), one for the parts; 4 columns per thread step (float4 in, 8-byte stores) when
+// cols % 4 == 0.
+__device__ __forceinline__ r_u16 r_part(float& v, int f16) {
+    r_u16 h = f16 ? r_to_f16(v) : r_to_bf16(v);
+    v -= f16 ? r_f16(h) : r_bf16(h);
+    if (f16) v *= 2048.f;
+    return h;
+}
+
 extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const float* cf, int normed, float eps,
                                                           r_u16* out, int T, int cols, int f16, int parts, float* ts) {
     __shared__ float red[32];
     int t = blockIdx.x;
     const float* xt = x + (long long) t * cols;
-    float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
+    bool vec = (cols & 3) == 0;
+    float ss = 0.f, mx = 0.f;
+    if (vec) {
+        for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(xt + c);
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            if (cf != nullptr) {
+                float4 f = *reinterpret_cast<const float4*>(cf + c);
+                v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
+            }
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+    } else {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = xt[c];
+            ss += v * v;
+            mx = fmaxf(mx, fabsf(cf != nullptr ? v * cf[c] : v));
+        }
+    }
+    float inv = normed ? 1.f / sqrtf(r_block_sum(ss, red) / cols + eps) : 1.f;
     float scale = 1.f;
     if (f16) {
-        float m = 0.f;
-        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            float v = xt[c] * inv;
-            if (cf != nullptr) v *= cf[c];
-            m = fmaxf(m, fabsf(v));
-        }
-        m = r_block_max(m, red);
+        float m = r_block_max(mx, red) * inv;
         int e = 0;
         if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
         scale = ldexpf(1.f, e);
         if (threadIdx.x == 0) ts[t] = scale;
     }
-    float rescale = 1.f / scale;      // exact: a power of two
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = xt[c] * inv;
-        if (cf != nullptr) v *= cf[c];
-        v *= rescale;
-        for (int j = 0; j < parts; j++) {
-            r_u16 h = f16 ? r_to_f16(v) : r_to_bf16(v);
-            out[((long long) j * T + t) * cols + c] = h;
-            v -= f16 ? r_f16(h) : r_bf16(h);
-            if (f16) v *= 2048.f;
+    float rescale = 1.f / scale;   // exact: a power of two
+    if (vec) {
+        for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
+            float4 v = *reinterpret_cast<const float4*>(xt + c);
+            v.x *= inv; v.y *= inv; v.z *= inv; v.w *= inv;
+            if (cf != nullptr) {
+                float4 f = *reinterpret_cast<const float4*>(cf + c);
+                v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
+            }
+            v.x *= rescale; v.y *= rescale; v.z *= rescale; v.w *= rescale;
+            for (int j = 0; j < parts; j++) {
+                uint2 o;
+                o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
+                o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
+                *reinterpret_cast<uint2*>(out + ((long long) j * T + t) * cols + c) = o;
+            }
+        }
+    } else {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = xt[c] * inv;
+            if (cf != nullptr) v *= cf[c];
+            v *= rescale;
+            for (int j = 0; j < parts; j++) out[((long long) j * T + t) * cols + c] = r_part(v, f16);
         }
     }
 }
@@ -1011,17 +1046,49 @@ __device__ __forceinline__ float r_parts(const float* C, int rows, int T, int t,
     return ts != nullptr ? v * ts[t] : v;
 }
 
+// The same for rows r..r+3 (r % 4 == 0, rows % 4 == 0): one float4 per part.
+__device__ __forceinline__ float4 r_parts4(const float* C, int rows, int T, int t, int r, int parts, const float* ts, float step) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    float f = 1.f;
+    for (int j = 0; j < parts; j++, f *= step) {
+        float4 c = *reinterpret_cast<const float4*>(C + ((long long) j * T + t) * rows + r);
+        v.x += c.x * f; v.y += c.y * f; v.z += c.z * f; v.w += c.w * f;
+    }
+    if (ts != nullptr) { float s = ts[t]; v.x *= s; v.y *= s; v.z *= s; v.w *= s; }
+    return v;
+}
+
+// The epilogues: grid (ceil(rows / 1024), T), each thread 4 consecutive rows of token blockIdx.y (float4 when
+// rows % 4 == 0), so no thread divides an index.
+
 // y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate).
 extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
                                                              float* y, int rows, int T, int parts, int accumulate,
                                                              const float* ts, float step) {
-    long long n = (long long) rows * T;
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
-        int t = (int) (i / rows), r = (int) (i % rows);
+    int t = blockIdx.y, r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (r0 >= rows) return;
+    float* yt = y + (long long) t * rows;
+    if ((rows & 3) == 0) {
+        float4 v = r_parts4(C, rows, T, t, r0, parts, ts, step);
+        float o[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (rs != nullptr) o[i] *= rs[r0 + i];
+            if (bias != nullptr) o[i] += bias[r0 + i];
+        }
+        float4 w = make_float4(o[0], o[1], o[2], o[3]);
+        if (accumulate) {
+            float4 p = *reinterpret_cast<const float4*>(yt + r0);
+            w.x += p.x; w.y += p.y; w.z += p.z; w.w += p.w;
+        }
+        *reinterpret_cast<float4*>(yt + r0) = w;
+        return;
+    }
+    for (int r = r0; r < min(r0 + 4, rows); r++) {
         float v = r_parts(C, rows, T, t, r, parts, ts, step);
         if (rs != nullptr) v *= rs[r];
         if (bias != nullptr) v += bias[r];
-        y[i] = accumulate ? y[i] + v : v;
+        yt[r] = accumulate ? yt[r] + v : v;
     }
 }
 
@@ -1029,12 +1096,25 @@ extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, con
 extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, const float* Cu, const float* rsg,
                                                             const float* rsu, float* y, int rows, int T, int parts,
                                                             const float* tsg, const float* tsu, float step) {
-    long long n = (long long) rows * T;
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
-        int t = (int) (i / rows), r = (int) (i % rows);
+    int t = blockIdx.y, r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (r0 >= rows) return;
+    float* yt = y + (long long) t * rows;
+    if ((rows & 3) == 0) {
+        float4 g = r_parts4(Cg, rows, T, t, r0, parts, tsg, step), u = r_parts4(Cu, rows, T, t, r0, parts, tsu, step);
+        float gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, o[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (rsg != nullptr) gs[i] *= rsg[r0 + i];
+            if (rsu != nullptr) us[i] *= rsu[r0 + i];
+            o[i] = r_silu(gs[i]) * us[i];
+        }
+        *reinterpret_cast<float4*>(yt + r0) = make_float4(o[0], o[1], o[2], o[3]);
+        return;
+    }
+    for (int r = r0; r < min(r0 + 4, rows); r++) {
         float g = r_parts(Cg, rows, T, t, r, parts, tsg, step), u = r_parts(Cu, rows, T, t, r, parts, tsu, step);
         if (rsg != nullptr) g *= rsg[r];
         if (rsu != nullptr) u *= rsu[r];
-        y[i] = r_silu(g) * u;
+        yt[r] = r_silu(g) * u;
     }
 }

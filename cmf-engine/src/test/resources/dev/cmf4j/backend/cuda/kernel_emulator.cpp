@@ -15,6 +15,7 @@
 struct EmuDim { unsigned x = 0, y = 0, z = 0; };
 static EmuDim threadIdx, blockIdx, blockDim, gridDim;   // threadIdx is set to the running fiber's before every resume
 struct float4 { float x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct char4 { signed char x, y, z, w; };
