@@ -50,7 +50,7 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnNorm, fnRope, fnAttn, fnCombine, fnSiluMul, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
+    private final MemorySegment fnNorm, fnRope, fnAttn, fnSiluMul, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
@@ -142,7 +142,6 @@ final class ResidentForward implements DeviceForward {
         fnNorm = cu.function(ctx.module(RESIDENT_CU), "r_rmsnorm");
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
-        fnCombine = cu.function(ctx.module(RESIDENT_CU), "r_attn_combine");
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
         fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
         fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
@@ -290,7 +289,7 @@ final class ResidentForward implements DeviceForward {
         final MemorySegment stream;
         final MemorySegment hostIn, hostLast;
         MemorySegment hostAll;
-        final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, last;
+        final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, done, last;
         /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
         final long m, moeIn, moeLogits, moeIdx, moeWts, moeH;
         final long[] kc, vc;
@@ -323,6 +322,8 @@ final class ResidentForward implements DeviceForward {
                 pm = alloc(4L * partials);
                 pl = alloc(4L * partials);
                 pacc = alloc(4L * partials * model.headDim());
+                done = alloc(4L * model.heads());   // per head: splits finished this step (the last one resets it)
+                cu.memsetD8(done, (byte) 0, 4L * model.heads());
                 last = alloc(4L * vocab);
                 boolean sandwich = false;
                 int experts = 0, topK = 0, expertInter = 0;
@@ -721,11 +722,9 @@ final class ResidentForward implements DeviceForward {
                     w.qNorm(), w.kNorm(), spec.qNorm() != null ? 1 : 0, spec.kNorm() != null ? 1 : 0,
                     qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
                     w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
-            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, then combined
-                L.add(new Launch("attn_partial", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
-                        heads, kvHeads, hd, spec.scale(), pos, splits, spec.window())));
-                L.add(new Launch("attn_combine", fnCombine, heads, t, 1, 128, pack(a, s.pm, s.pl, s.pacc, s.att, heads, hd, splits,
-                        w.sinks())));
+            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the last split
+                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
+                        heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
             } else {        // prefill: flash-attention tiles, K/V shared by the query heads of a kv head, no combine
                 int[] grid = prefillGrid(t, heads, kvHeads, hd);
                 L.add(new Launch("attn_prefill", fnPrefill[prefillBucket(hd)], grid[0], grid[1], 1, 128, pack(a, s.q, s.kc[li], s.vc[li],

@@ -579,14 +579,52 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
 #define R_ATT_WARPS 4
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
+// Merges the splits' partials of (head h, query t) into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
+// by the calling block. The split weights e^(m_s−M)/L are computed once (splits ≤ 32: one warp) and shared. sinks
+// (gpt-oss, else null): the head's sink logit joins M and L only (it has no value row). The partials were written by
+// other blocks of this grid: read past L1 (__ldcg).
+__device__ __forceinline__ float r_ldcg(const float* p) {
+#ifdef __CUDA_ARCH__
+    return __ldcg(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, const float* pacc, float* out, int heads,
+                                             int hd, int splits, const float* sinks, int h, int t) {
+    __shared__ float ws[32];
+    long long base = ((long long) t * heads + h) * splits;
+    if (threadIdx.x < 32) {
+        int s = threadIdx.x;
+        float m = s < splits ? r_ldcg(pm + base + s) : R_NEG_INF, l = s < splits ? r_ldcg(pl + base + s) : 0.f;
+        float M = m;
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
+        float e = m == R_NEG_INF ? 0.f : expf(m - M);
+        float L = l * e;
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        if (sinks != nullptr) L += expf(sinks[h] - M);   // the sink logit joins the denominator only
+        ws[s] = e / L;
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+        float a = 0.f;
+        for (int s = 0; s < splits; s++) a += r_ldcg(pacc + (base + s) * hd + c) * ws[s];
+        out[((long long) t * heads + h) * hd + c] = a;
+    }
+}
+
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
 // of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
 // takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
 // weighted values; the 4 warps are merged in shared memory and the split's
-// (m, l, acc[hd]) written to the partials for r_attn_combine.
+// (m, l, acc[hd]) written to the partials; the last split of (t, h) to finish (a counter in `done`, reset by that
+// block for the next step) merges them into out (r_attn_merge): no separate combine launch.
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window) {
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
+        float* out, int* done, const float* sinks) {
     __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
     __shared__ float sacc[R_ATT_WARPS][256];
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
@@ -650,35 +688,19 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
             for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) a += sacc[w][c] * expf(sm[w] - M);
         pacc[o * hd + c] = a;
     }
-}
-
-// Block (head, t): merges the splits' partials into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M).
-// The split weights e^(m_s−M)/L are computed once (splits ≤ 32: one warp) and shared. sinks (gpt-oss, else null):
-// the head's sink logit joins M and L only (it has no value row).
-extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm, const float* pl, const float* pacc,
-                                                                 float* out, int heads, int hd, int splits,
-                                                                 const float* sinks) {
-    __shared__ float ws[32];
-    int h = blockIdx.x, t = blockIdx.y;
-    long long base = ((long long) t * heads + h) * splits;
-    if (threadIdx.x < 32) {
-        int s = threadIdx.x;
-        float m = s < splits ? pm[base + s] : R_NEG_INF, l = s < splits ? pl[base + s] : 0.f;
-        float M = m;
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
-        float e = m == R_NEG_INF ? 0.f : expf(m - M);
-        float L = l * e;
-        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-        if (sinks != nullptr) L += expf(sinks[h] - M);   // the sink logit joins the denominator only
-        ws[s] = e / L;
+    // the split's partials are written: the last of the head's splits to get here merges them
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* d = done + (long long) t * heads + h;
+        last = atomicAdd(d, 1) == splits - 1;
+        if (last) *d = 0;
     }
     __syncthreads();
-    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
-        float a = 0.f;
-        for (int s = 0; s < splits; s++) a += pacc[(base + s) * hd + c] * ws[s];
-        out[((long long) t * heads + h) * hd + c] = a;
-    }
+    if (!last) return;
+    __threadfence();
+    r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
 }
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
@@ -690,7 +712,7 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_combine(const float* pm
 // [first(t0), p(last row)] in tiles of BK: S = Q·Kᵀ for the tile (thread (ty, tx) owns rows ty·RT.. and keys
 // tx + 8i), the causal/window mask, the online-softmax update of each row's running max and sum (the 8 lanes of
 // a row group combine by shuffles), P to shared memory, then O = O·corr + P·V (the same thread owns the same rows'
-// columns 4tx + 32k..+3). f32 throughout. Output straight into out[t, h·hd + c], as r_attn_combine writes it, with
+// columns 4tx + 32k..+3). f32 throughout. Output straight into out[t, h·hd + c], as r_attn_merge writes it, with
 // the optional sink logit (gpt-oss) joining the softmax denominator only. D is the head dimension rounded up to a
 // bucket (32/64/128/256): Q and K/V are zero-padded to it in shared memory, so any hd ≤ D works. Tiles run
 // heaviest first (the last query tile sees the most keys). 128 threads = 16 row groups × 8 lanes.
@@ -863,7 +885,7 @@ __device__ __forceinline__ void r_attn_prefill_tile(
             }
         }
     }
-    // out = O / L, L = l (+ the sink's e^(sink − M) with M = max(m, sink)), as r_attn_combine
+    // out = O / L, L = l (+ the sink's e^(sink − M) with M = max(m, sink)), as r_attn_merge
 #pragma unroll
     for (int i = 0; i < RT; i++) {
         if (rp[i] < 0) continue;

@@ -85,6 +85,9 @@ template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return 
 template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask) { return shuffle(v, (int) (threadIdx.x & 31) ^ mask); }
 static inline void __syncwarp() { arrive(warp_bars[threadIdx.x >> 5], 32); }
 static inline void __syncthreads() { arrive(block_bar, (int) blockDim.x); }
+// one block at a time, its threads as fibers of one host thread: memory is always coherent and an add is atomic
+static inline void __threadfence() {}
+static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }
 
 #include "matvec_q4.cu"
 #include "resident_arch.cu"

@@ -81,7 +81,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_COMBINE, R_PREFILL, R_MATVEC3 = 50,
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -99,7 +99,6 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_rmsnorm")) *f = &kinds[R_RMSNORM];
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
-    else if (!strcmp(name, "r_attn_combine")) *f = &kinds[R_COMBINE];
     else if (!strcmp(name, "r_attn_prefill_32")) *f = &kinds[R_PREFILL];
     else if (!strcmp(name, "r_attn_prefill_64")) *f = &kinds[R_PREFILL + 1];
     else if (!strcmp(name, "r_attn_prefill_128")) *f = &kinds[R_PREFILL + 2];
@@ -604,6 +603,23 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                         }
                         pm[o] = m; pl[o] = l;
                     }
+            /* the last split of each head merges them (sinks in the denominator only) */
+            float* out = PTR(13);
+            const float* sinks = PTR(15);
+            for (unsigned t = 0; t < gy; t++)
+                for (int h = 0; h < heads; h++) {
+                    long long b = ((long long) t * heads + h) * splits;
+                    float M = -INFINITY, L = 0;
+                    for (int s = 0; s < splits; s++) if (pm[b + s] > M) M = pm[b + s];
+                    if (sinks && sinks[h] > M) M = sinks[h];
+                    for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) L += pl[b + s] * expf(pm[b + s] - M);
+                    if (sinks) L += expf(sinks[h] - M);
+                    for (int c = 0; c < hd; c++) {
+                        float a = 0;
+                        for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) a += pacc[(b + s) * hd + c] * expf(pm[b + s] - M);
+                        out[((long long) t * heads + h) * hd + c] = a / L;
+                    }
+                }
             return 0;
         }
         case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3: {
@@ -636,27 +652,6 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                     }
                 }
             free(sc);
-            return 0;
-        }
-        case R_COMBINE: {
-            const float *pm = PTR(0), *pl = PTR(1), *pacc = PTR(2);
-            float* out = PTR(3);
-            int heads = INT(4), hd = INT(5), splits = INT(6);
-            const float* sinks = PTR(7);
-            for (unsigned t = 0; t < gy; t++)
-                for (int h = 0; h < heads; h++) {
-                    long long b = ((long long) t * heads + h) * splits;
-                    float M = -INFINITY, L = 0;
-                    for (int s = 0; s < splits; s++) if (pm[b + s] > M) M = pm[b + s];
-                    if (sinks && sinks[h] > M) M = sinks[h];
-                    for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) L += pl[b + s] * expf(pm[b + s] - M);
-                    if (sinks) L += expf(sinks[h] - M);
-                    for (int c = 0; c < hd; c++) {
-                        float a = 0;
-                        for (int s = 0; s < splits; s++) if (pm[b + s] != -INFINITY) a += pacc[(b + s) * hd + c] * expf(pm[b + s] - M);
-                        out[((long long) t * heads + h) * hd + c] = a / L;
-                    }
-                }
             return 0;
         }
     }
