@@ -614,7 +614,7 @@ final class ResidentForward implements DeviceForward {
     private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
         boolean scaled = parts > 1 && f16Parts(w.dtype());
-        L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
+        L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, Math.min(t, 65535), 1, 256,
                 pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, scaled ? sS1 : NULL, step(w.dtype()))));
     }
 
@@ -753,7 +753,7 @@ final class ResidentForward implements DeviceForward {
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
                 boolean scaled = sg > 1 && f16Parts(w.gate().dtype());
-                L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
+                L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, Math.min(t, 65535), 1, 256,
                         pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
                                 scaled ? sS1 : NULL, scaled ? sS2 : NULL, step(w.gate().dtype()))));
             } else if (gemm) {
