@@ -487,18 +487,43 @@ final class ResidentForward implements DeviceForward {
             for (Step l : s.decode) run(l, s.stream);
             return;
         }
-        if (s.exec == null) {
-            cu.beginCapture(s.stream, CudaDriver.CAPTURE_THREAD_LOCAL);
-            MemorySegment g;
+        if (s.exec == null) s.exec = capture(s);
+        cu.graphLaunch(s.exec, s.stream);
+    }
+
+    /**
+     * Owner thread: captures the decode step and instantiates it; on any failure (a launch refused while
+     * capturing, the instantiation failing) the graph made so far is destroyed and the session keeps no graph,
+     * so the next step captures afresh and nothing leaks.
+     */
+    private MemorySegment capture(SessionState s) {
+        cu.beginCapture(s.stream, CudaDriver.CAPTURE_THREAD_LOCAL);
+        MemorySegment g = null;
+        try {
             try {
                 for (Step l : s.decode) run(l, s.stream);
-            } finally {
-                g = cu.endCapture(s.stream);   // ends the capture even when a launch failed
+            } catch (RuntimeException | Error e) {
+                try {
+                    g = cu.endCapture(s.stream);   // ends the capture; an invalidated one may report an error here
+                } catch (RuntimeException suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+                throw e;
             }
+            g = cu.endCapture(s.stream);
+            MemorySegment exec = cu.graphInstantiate(g);
             s.graph = g;
-            s.exec = cu.graphInstantiate(g);
+            return exec;
+        } catch (RuntimeException | Error e) {
+            if (g != null && !MemorySegment.NULL.equals(g)) {
+                try {
+                    cu.graphDestroy(g);
+                } catch (RuntimeException suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+            }
+            throw e;
         }
-        cu.graphLaunch(s.exec, s.stream);
     }
 
     /** Owner thread: the cuBLAS handle on this session's stream and prefill scratch for a chunk of t tokens. */

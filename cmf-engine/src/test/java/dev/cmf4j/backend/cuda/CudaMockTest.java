@@ -329,7 +329,10 @@ class CudaMockTest {
         }
     }
 
-    /** Reads one of the mock's counters: 0 kernels launched directly, 1 graphs captured, 2 graph replays, 3 nodes replayed. */
+    /**
+     * Reads one of the mock's counters: 0 kernels launched directly, 1 graphs captured, 2 graph replays, 3 nodes
+     * replayed, 4 streams alive, 5 device allocations alive, 6 graphs alive, 7 executable graphs alive.
+     */
     static int counter(int which) {
         try {
             var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
@@ -482,6 +485,51 @@ class CudaMockTest {
                 assertThat(counter(5)).as("device buffers taken before the failure given back").isEqualTo(allocs);
                 assertThat(counter(4)).as("the session's stream destroyed").isEqualTo(streams);
             }
+        }
+    }
+
+    @Test void aFailedGraphInstantiationLeaksNothingAndTheNextStepCapturesAfresh() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"));
+             var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4)) {
+            want = s.decode(1).clone();
+        }
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            gpu.useGraphs(true);
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                int graphs = counter(6), execs = counter(7);
+                var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4);
+                failInstantiates(1);
+                try {
+                    assertThatThrownBy(() -> s.decode(1)).hasMessageContaining("cuGraphInstantiateWithFlags");
+                } finally {
+                    failInstantiates(0);
+                }
+                assertThat(counter(6)).as("the captured graph destroyed when its instantiation failed").isEqualTo(graphs);
+                assertThat(counter(7)).isEqualTo(execs);
+                s.reset();
+                float[] got = s.decode(1);   // captures again: no half-made graph reused
+                for (int i = 0; i < want.length; i++)
+                    assertThat((double) got[i]).as("logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                assertThat(counter(6)).as("one graph while the session lives").isEqualTo(graphs + 1);
+                assertThat(counter(7)).isEqualTo(execs + 1);
+                s.close();
+                assertThat(counter(6)).as("graph freed with the session").isEqualTo(graphs);
+                assertThat(counter(7)).isEqualTo(execs);
+            }
+        }
+    }
+
+    static void failInstantiates(int n) {
+        try {
+            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_fail_instantiates").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
+            h.invokeExact(n);
+        } catch (Throwable t) {
+            throw new AssertionError(t);
         }
     }
 

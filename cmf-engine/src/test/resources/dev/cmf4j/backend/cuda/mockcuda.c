@@ -174,10 +174,14 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
 static int n_streams = 0;   /* streams alive */
+static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
 int mock_counter(int which) {
     return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes
-         : which == 4 ? n_streams : n_device_allocs;
+         : which == 4 ? n_streams : which == 6 ? n_graphs : which == 7 ? n_execs : n_device_allocs;
 }
+/* tests: the next n graph instantiations fail with 1 CUDA_ERROR_INVALID_VALUE */
+static int fail_instantiates = 0;
+void mock_fail_instantiates(int n) { fail_instantiates = n; }
 
 typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; } node_t;
 typedef struct { int n, cap; node_t* nodes; } graph_t;
@@ -271,10 +275,22 @@ CUresult cuStreamBeginCapture_v2(void* s, int mode) {
 }
 CUresult cuStreamEndCapture(void* s, void** g) {
     if (!capturing || s != capture_stream) return 1;
-    *g = capturing; capturing = 0; capture_stream = 0; n_captured++;
+    *g = capturing; capturing = 0; capture_stream = 0; n_captured++; n_graphs++;
     return 0;
 }
-CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long flags) { *exec = g; return 0; }
+/* an executable graph is a copy of the graph's nodes (the real one outlives its graph too) */
+CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long flags) {
+    if (!g) return 1;
+    if (fail_instantiates > 0) { fail_instantiates--; return 1; }
+    graph_t* src = g;
+    graph_t* e = calloc(1, sizeof(graph_t));
+    e->n = e->cap = src->n;
+    e->nodes = malloc((src->n ? src->n : 1) * sizeof(node_t));
+    memcpy(e->nodes, src->nodes, src->n * sizeof(node_t));
+    n_execs++;
+    *exec = e;
+    return 0;
+}
 CUresult cuGraphLaunch(void* exec, void* s) {
     graph_t* g = exec;
     n_replays++;
@@ -286,8 +302,8 @@ CUresult cuGraphLaunch(void* exec, void* s) {
     }
     return 0;
 }
-CUresult cuGraphExecDestroy(void* exec) { return 0; }
-CUresult cuGraphDestroy(void* g) { graph_t* gr = g; free(gr->nodes); free(gr); return 0; }
+CUresult cuGraphExecDestroy(void* exec) { graph_t* e = exec; free(e->nodes); free(e); n_execs--; return 0; }
+CUresult cuGraphDestroy(void* g) { graph_t* gr = g; free(gr->nodes); free(gr); n_graphs--; return 0; }
 
 /* ---- the resident kernels' definitions (resident.cu), evaluated serially from the argument block ---- */
 #include <math.h>
