@@ -178,9 +178,13 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    /** Whether the expert kernels take {@code w}: output-major, of a dtype they read (a row window of a fused tensor is fine). */
+    /**
+     * Whether the expert kernels take {@code w}: of a dtype they read, output- or input-major (ra_expert_row /
+     * ra_expert_col in resident_arch.cu; gate and up of one layer in one layout, checked below); a row window of
+     * a fused tensor is fine.
+     */
     static boolean supportsExpert(Matrix w) {
-        return !w.inputMajor() && w.rows() > 0 && switch (w.dtype()) {
+        return w.rows() > 0 && switch (w.dtype()) {
             case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
             default -> false;
         };

@@ -146,6 +146,38 @@ class CudaKernelEmulationTest {
     }
 
     /**
+     * gpt-oss straight from its HF folder: the experts stay fused and input-major ([E, hidden, 2I] interleaved
+     * gate/up, [E, I, hidden] down, as the checkpoint stores them), so the resident forward reads them through
+     * ra_expert_col on the emulated kernels; logits within 1e-3 of the CPU graph on the same weights, greedy
+     * ids identical.
+     */
+    @Test void inputMajorExpertsRunResidentAndMatchTheCpu() throws Throwable {
+        try (var hf = dev.cmf4j.model.HfFixture.open("gpt_oss")) {
+            var weights = dev.cmf4j.model.TestFiles.weights(hf.reader());
+            var experts = ((dev.cmf4j.model.Ffn.Moe) hf.spec().layer(0).ffn()).experts();
+            assertThat(experts.gateUp().inputMajor() && experts.down().inputMajor()).as("the HF checkpoint's experts are input-major").isTrue();
+            int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7};
+            int steps = 5;
+            Run want = run(hf.graph(), prompt, steps);
+            List<String> notes = new ArrayList<>();
+            long before = launches();
+            Run got;
+            try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+                gpu.notes(notes::add);
+                var g = new dev.cmf4j.model.graph.Graph(hf.spec(), weights, gpu);
+                assertThat(g.device()).as("resident: " + notes).isNotNull();
+                got = run(g, prompt, steps);
+            }
+            assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+            assertThat(launches() - before).as("launches of the emulated resident_arch.cu kernels").isGreaterThan(10);
+            double max = 0;
+            for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
+            assertThat(max).as("input-major gpt_oss max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+            assertThat(got.greedy()).containsExactly(want.greedy());
+        }
+    }
+
+    /**
      * Input-major experts (gpt-oss's HF layout [in, out], which the converted fixtures do not use): the real
      * ra_moe_glu_q8 (fused interleaved gate/up with biases, clamped SwiGLU) and ra_moe_down_q8 (biases, residual
      * add) on emulated blocks, int8 weights with f32 scales per stored row (= input) and per stored column
