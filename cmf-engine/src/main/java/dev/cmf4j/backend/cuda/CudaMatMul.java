@@ -280,8 +280,12 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         long dw = toDevice(data.asSlice(0, wBytes));
         long rs = 0, cf = 0;
         if (q8) {
-            rs = toDevice(widenF16(data.asSlice(wBytes, 2 * rows), rows));
-            if (dt == DType.Q8_2F) cf = toDevice(widenF16(data.asSlice(wBytes + 2 * rows, 2L * cols), cols));
+            // the f32 staging of the scale planes lives only until copied up (not in the matmul's lifetime arena,
+            // which would grow with every upload, e.g. a model reopened on the same matmul)
+            try (Arena a = Arena.ofConfined()) {
+                rs = toDevice(widenF16(a, data.asSlice(wBytes, 2 * rows), rows));
+                if (dt == DType.Q8_2F) cf = toDevice(widenF16(a, data.asSlice(wBytes + 2 * rows, 2L * cols), cols));
+            }
         }
         return new DeviceMatrix(data, dt, dw, rs, cf, new long[] {dw, rs, cf}, deviceBytes - before);
     }
@@ -316,9 +320,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         return new DeviceMatrix(data, dt, dw, ds, dw + plane + 4 * rows, new long[] {dw, ds}, need + 8 * rows);
     }
 
-    /** f16 little-endian values as an f32 host segment. */
-    private MemorySegment widenF16(MemorySegment h, long n) {
-        MemorySegment f = arena.allocate(4 * n, 16);
+    /** f16 little-endian values as an f32 host segment of {@code a}. */
+    private static MemorySegment widenF16(Arena a, MemorySegment h, long n) {
+        MemorySegment f = a.allocate(4 * n, 16);
         for (long i = 0; i < n; i++)
             f.setAtIndex(ValueLayout.JAVA_FLOAT, i, Float.float16ToFloat(h.getAtIndex(ArgPack.U16_LE, i)));
         return f;
