@@ -6,6 +6,7 @@ import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.Glu;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.Mixer;
+import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.ModelSpec;
 import dev.cmf4j.model.Rope;
 
@@ -155,6 +156,7 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
     private static Moe moe(Ffn.Moe m, int hidden, Loader l) {
         Ffn.Experts ex = m.experts();
         int n = ex.count(), in = ex.intermediate();
+        if (m.topK() < 1 || m.topK() > n) throw new ModelException("MoE top-k " + m.topK() + " outside 1.." + n);
         String routerWeight, routerBias;
         boolean normTopK, topKFirst;
         switch (m.router()) {

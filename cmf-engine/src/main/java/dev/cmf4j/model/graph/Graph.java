@@ -68,6 +68,23 @@ public final class Graph {
             throw new ModelException("embedding '" + spec.embedding() + "' has shape "
                     + java.util.Arrays.toString(embedding.shape()) + ", expected [vocab, " + hidden + "]");
         this.embedRows = l.whole(embedding);
+        this.finalNorm = NormOp.of(spec.finalNorm(), l);
+        this.head = l.matrix(spec.head(), vocab, hidden);
+        for (int i = 0; i < layers; i++)
+            if (spec.layer(i).mixer() instanceof Mixer.Attention a && a.sharesKv()) {
+                int src = a.kvSource();
+                if (src >= i || !(spec.layer(src).mixer() instanceof Mixer.Attention sa) || sa.sharesKv()
+                        || sa.kvDim() != a.kvDim() || sa.window() != a.window())
+                    throw new ModelException("layer " + i + " shares the K/V of layer " + src + ", which is not an earlier"
+                            + " attention layer of the same shape and window");
+            }
+        DeviceForward dev = null;
+        if (mm instanceof DeviceForward.Provider p) {
+            String why = DecoderPlan.unsupported(spec);
+            if (why == null) dev = p.denseForward(DecoderPlan.of(spec, l, embedRows, head, finalNorm));
+            else p.cpuGraph(spec, why);
+        }
+        this.device = dev;
         mixers = new MixerStep[layers];
         ffns = new FfnStep[layers];
         preMixer = new NormOp[layers]; postMixer = new NormOp[layers];
@@ -77,7 +94,9 @@ public final class Graph {
         pliAct = new dev.cmf4j.model.Activation[layers];
         var ple = spec.perLayerEmbedding();
         this.pleDim = ple == null ? 0 : ple.dim();
-        for (int i = 0; i < layers; i++) {
+        // a device forward runs the whole model: the CPU steps (their decoded biases and norms, a second copy of
+        // every expert bias on an MoE) would never run, so they are not built (the arrays stay empty)
+        for (int i = 0; dev == null && i < layers; i++) {
             LayerSpec ls = spec.layer(i);
             mixers[i] = mixerStep(ls.mixer(), l);
             ffns[i] = ffnStep(ls.ffn(), l);
@@ -94,9 +113,7 @@ public final class Graph {
                 pliAct[i] = ls.perLayerInput().act();
             }
         }
-        this.finalNorm = NormOp.of(spec.finalNorm(), l);
-        this.head = l.matrix(spec.head(), vocab, hidden);
-        if (ple != null) {
+        if (ple != null) {   // never on a device forward (DecoderPlan.unsupported)
             this.pleTable = l.tensor(ple.table());
             if (pleTable.cols() != (long) layers * pleDim)
                 throw new ModelException("per-layer table '" + ple.table() + "' has width " + pleTable.cols()
@@ -107,21 +124,6 @@ public final class Graph {
         } else {
             this.pleTable = null; this.pleRows = null; this.pleProjection = null; this.pleNorm = null;
         }
-        for (int i = 0; i < layers; i++)
-            if (spec.layer(i).mixer() instanceof Mixer.Attention a && a.sharesKv()) {
-                int src = a.kvSource();
-                if (src >= i || !(spec.layer(src).mixer() instanceof Mixer.Attention sa) || sa.sharesKv()
-                        || sa.kvDim() != a.kvDim() || sa.window() != a.window())
-                    throw new ModelException("layer " + i + " shares the K/V of layer " + src + ", which is not an earlier"
-                            + " attention layer of the same shape and window");
-            }
-        DeviceForward dev = null;
-        if (mm instanceof DeviceForward.Provider p) {
-            String why = DecoderPlan.unsupported(spec);
-            if (why == null) dev = p.denseForward(DecoderPlan.of(spec, l, embedRows, head, finalNorm));
-            else p.cpuGraph(spec, why);
-        }
-        this.device = dev;
     }
 
     /** The device forward this graph routes through, or null when its own CPU steps run. */

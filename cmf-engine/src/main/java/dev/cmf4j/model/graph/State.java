@@ -85,7 +85,7 @@ public final class State {
 
     /** Forgets the conversation: the next token is at position 0. */
     public void reset() {
-        for (int l = 0; l < mixerState.length; l++) graph.mixer(l).reset(mixerState[l]);
+        if (graph.device() == null) for (int l = 0; l < mixerState.length; l++) graph.mixer(l).reset(mixerState[l]);
         position = 0;
         broken = false;
     }

@@ -1,0 +1,86 @@
+package dev.cmf4j.model.graph;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.model.HfFixture;
+import dev.cmf4j.model.ModelSpec;
+import dev.cmf4j.model.TestFiles;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A graph whose matmul offers a device forward: when the device takes the model, the graph builds none of its
+ * CPU steps and a session allocates no CPU KV cache or activations; when the provider declines, the CPU steps
+ * are there and run. No GPU: the device forward here is a recording stand-in.
+ */
+class DeviceGraphTest {
+
+    /** A CPU matmul that offers {@code device} (null = declines) for dense decoders. */
+    record Provider(MatMul cpu, DeviceForward device, List<String> cpuGraphs) implements MatMul, DeviceForward.Provider {
+        @Override public void apply(Matrix w, float[] x, int tokens, float[] y) { cpu.apply(w, x, tokens, y); }
+
+        @Override public DeviceForward denseForward(DecoderPlan model) { return device; }
+
+        @Override public void cpuGraph(ModelSpec spec, String why) { cpuGraphs.add(why); }
+    }
+
+    /** Records each forward's chunk and position; fills the logits with the position. */
+    static final class Recording implements DeviceForward {
+        final List<int[]> calls = new ArrayList<>();
+        int states;
+
+        @Override public Object newState(int maxChunk, int maxContext) { states++; return new Object(); }
+
+        @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
+            calls.add(new int[] {tokens, pos0});
+            if (logits != null) java.util.Arrays.fill(logits, pos0);
+        }
+
+        @Override public void release(Object state) {}
+    }
+
+    @Test void aDeviceGraphBuildsNoCpuStepsAndItsSessionsNoCpuState() {
+        try (HfFixture hf = HfFixture.open("qwen3")) {
+            Recording device = new Recording();
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Provider(new CpuMatMul(), device, new ArrayList<>()));
+            assertThat(g.device()).isSameAs(device);
+            for (int l = 0; l < g.numLayers(); l++) {
+                assertThat(g.mixer(l)).as("layer " + l + " mixer step").isNull();
+                assertThat(g.ffn(l)).as("layer " + l + " ffn step").isNull();
+            }
+            State st = g.newState(8, 64);
+            assertThat(device.states).isEqualTo(1);
+            assertThat(st.kvCache(0)).as("no CPU KV cache").isNull();
+            assertThat(st.x).as("no CPU activations").isNull();
+            assertThat(st.mixerScratch(0)).isNull();
+            float[] logits = new float[g.vocab()];
+            g.forward(st, new int[] {1, 2, 3}, 0, 3, logits, false, null);
+            g.forward(st, new int[] {4}, 0, 1, logits, false, null);
+            assertThat(device.calls).containsExactly(new int[] {3, 0}, new int[] {1, 3});
+            assertThat(logits[0]).isEqualTo(3f);
+            st.reset();   // nothing on the CPU to clear
+            assertThat(st.position()).isZero();
+            st.close();
+        }
+    }
+
+    @Test void aDeclinedDeviceKeepsTheCpuSteps() {
+        try (HfFixture hf = HfFixture.open("qwen3")) {
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Provider(new CpuMatMul(), null, new ArrayList<>()));
+            assertThat(g.device()).isNull();
+            assertThat(g.mixer(0)).isNotNull();
+            assertThat(g.ffn(0)).isNotNull();
+            State st = g.newState(8, 64);
+            assertThat(st.kvCache(0)).isNotNull();
+            float[] want = new float[g.vocab()], got = new float[g.vocab()];
+            hf.graph().forward(hf.graph().newState(8, 64), new int[] {1, 2, 3}, 0, 3, want, false, null);
+            g.forward(st, new int[] {1, 2, 3}, 0, 3, got, false, null);
+            assertThat(got).containsExactly(want);
+        }
+    }
+}
