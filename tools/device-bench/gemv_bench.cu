@@ -340,6 +340,35 @@ __global__ void __launch_bounds__(256, MINB) v3_glu(Mats M, const float* x, int 
     if (threadIdx.x < 8 && r < rows) M.y[0][r] = r_silu(d[0] * M.rs[0][r]) * (d[1] * M.rs[1][r]);
 }
 
+// ---- candidate v5: resident.cu's r_matvec3 / r_matvec (scalar parameters) with other batch sizes and blocks per SM
+template <int U, int MB>
+__global__ void __launch_bounds__(256, MB) v5_matvec3(
+        const void* w0, const float* rs0, const float* cf0, float* y0, int rows0,
+        const void* w1, const float* rs1, const float* cf1, float* y1, int rows1,
+        const void* w2, const float* rs2, const float* cf2, float* y2, int rows2, const float* x, int cols, float eps) {
+    int blk = blockIdx.x, n0 = (rows0 + 7) / 8, n1 = (rows1 + 7) / 8;
+    const void* w = w0; const float *rs = rs0, *cf = cf0; float* y = y0; int rows = rows0;
+    if (blk >= n0 + n1) { blk -= n0 + n1; w = w2; rs = rs2; cf = cf2; y = y2; rows = rows2; }
+    else if (blk >= n0) { blk -= n0; w = w1; rs = rs1; cf = cf1; y = y1; rows = rows1; }
+    const void* wm[1] = {w};
+    const float* cm[1] = {cf};
+    float d[1];
+    r_rows8<3, 1, U>(wm, cm, x, blk * 8, rows, cols, 1, eps, d);
+    int r = blk * 8 + threadIdx.x;
+    if (threadIdx.x < 8 && r < rows) y[r] = d[0] * rs[r];
+}
+
+template <int U, int MB>
+__global__ void __launch_bounds__(256, MB) v5_matvec(const void* w, const float* rs, const float* cf, const float* x, float* y,
+                                                     int rows, int cols, int accumulate) {
+    const void* wm[1] = {w};
+    const float* cm[1] = {cf};
+    float d[1];
+    r_rows8<3, 1, U>(wm, cm, x, blockIdx.x * 8, rows, cols, 0, 0.f, d);
+    int r = blockIdx.x * 8 + threadIdx.x;
+    if (threadIdx.x < 8 && r < rows) { float v = d[0] * rs[r]; y[r] = accumulate ? y[r] + v : v; }
+}
+
 // Read-only ceiling: every weight byte of the 32 layers once, 16 bytes per lane per load.
 __global__ void __launch_bounds__(256) stream_read(const uint4* p, long long n, unsigned* sink) {
     unsigned a = 0;
@@ -502,6 +531,20 @@ int main(int argc, char** argv) {
             }
         }
     };
+    auto v5 = [&](int U, int MB, int kind) {
+        for (int l = 0; l < nl; l++) {
+            Layer& w = Ls[l];
+#define V5CASE(UU, M)                                                                                               \
+            if (U == UU && MB == M) {                                                                                 \
+                if (kind < 0 || kind == 0) v5_matvec3<UU, M><<<H / 8 + KV / 4, 256, 0, st>>>(w.q, w.rs[0], w.cf[0], q, H,  \
+                    w.k, w.rs[1], w.cf[1], k, KV, w.v, w.rs[2], w.cf[2], v, KV, x, H, eps);                              \
+                if (kind < 0 || kind == 1) v5_matvec<UU, M><<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], att, x, H, H, 1); \
+                if (kind < 0 || kind == 2) r_glu_q8<<<I / 8, 256, 0, st>>>(w.g, w.rs[4], w.cf[4], w.u, w.rs[5], w.cf[5], x, g, I, H, 1, eps); \
+                if (kind < 0 || kind == 3) v5_matvec<UU, M><<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], g, x, H, I, 1); \
+            }
+            V5CASE(2, 5) V5CASE(2, 6) V5CASE(4, 5) V5CASE(8, 4) V5CASE(4, 4)
+        }
+    };
     auto timeit = [&](auto&& body, bool graph) {
         cudaGraphExec_t ex = nullptr;
         if (graph) {
@@ -582,7 +625,15 @@ int main(int argc, char** argv) {
         printf("{\"variant\":\"resident.cu\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", graph, t, wbytes / t / 1e6);
         for (int kk = 0; kk < 4; kk++) { float u = timeit([&] { cur(kk); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kk], u, kinds[kk], kindBytes[kk] / u / 1e6); }
         printf("}\n");
-        int v3s[7][2] = {{4, -4}, {8, -3}, {2, -5}, {2, -6}, {1, -6}, {1, -8}, {2, -8}};
+        int v5s[5][2] = {{4, 4}, {2, 5}, {2, 6}, {4, 5}, {8, 4}};
+        for (auto& uv : v5s) {
+            float t2 = timeit([&] { v5(uv[0], uv[1], -1); }, graph);
+            printf("{\"variant\":\"v5 U%d minb%d\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", uv[0], uv[1], graph, t2, wbytes / t2 / 1e6);
+            for (int kk = 0; kk < 4; kk++) { float u = timeit([&] { v5(uv[0], uv[1], kk); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kk], u, kinds[kk], kindBytes[kk] / u / 1e6); }
+            printf("}\n");
+            fflush(stdout);
+        }
+        int v3s[1][2] = {{4, -4}};
         for (auto& uv : v3s) {
             float t2 = timeit([&] { v3(uv[0], uv[1], -1); }, graph);
             printf("{\"variant\":\"v3 U%d minb%d\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", uv[0], uv[1], graph, t2, wbytes / t2 / 1e6);
