@@ -16,6 +16,8 @@ final class AttentionStep implements MixerStep {
     private final Mixer.Attention spec;
     private final MatMul mm;
     private final Linear q, k, v, o;
+    /** q, k and (unless V is the raw K) v as one shared product; null when this layer reads another's K/V. */
+    private final Linear.Shared qkv;
     private final NormOp qNorm, kNorm, vNorm;
     private final float[] sinks;
     private final Rope rope;
@@ -34,6 +36,7 @@ final class AttentionStep implements MixerStep {
         this.k = a.kProj() == null ? null : l.linear(a.kProj(), a.kBias(), a.kvDim(), hidden);
         this.v = a.vProj() == null ? null : l.linear(a.vProj(), a.vBias(), a.kvDim(), hidden);
         this.o = l.linear(a.oProj(), a.oBias(), hidden, a.qDim());
+        this.qkv = k == null ? null : v != null ? new Linear.Shared(q, k, v) : new Linear.Shared(q, k);
         this.qNorm = NormOp.of(a.qNorm(), l);
         this.kNorm = NormOp.of(a.kNorm(), l);
         this.vNorm = NormOp.of(a.vNorm(), l);
@@ -52,6 +55,8 @@ final class AttentionStep implements MixerStep {
 
     static final class Scratch {
         final float[] qRaw, q, gate, attn, cos, sin;
+        /** The outputs of the shared q/k(/v) product, filled per chunk (the cache's pending rows may move). */
+        final float[][] projections;
         private float[] scores;
 
         /** The caller's score buffer, grown to n. */
@@ -68,6 +73,7 @@ final class AttentionStep implements MixerStep {
             cos = new float[Math.max(1, a.rope().rotaryDim() / 2)];
             sin = new float[cos.length];
             scores = new float[Math.min(maxContext, a.window() > 0 ? a.window() : 256) + maxChunk];
+            projections = new float[a.vProj() == null ? 2 : 3][];
         }
     }
 
@@ -87,9 +93,14 @@ final class AttentionStep implements MixerStep {
             cache.beginChunk(pos0, tokens);
             float[] kb = cache.pendingKeys(), vb = cache.pendingValues();
             // q, k, v read the same input: one submission (one copy of `in` and one hand-off on a GPU)
-            if (v != null) Linear.applyShared(mm, new Linear[] {q, k, v}, in, tokens, new float[][] {s.qRaw, kb, vb});
-            else {
-                Linear.applyShared(mm, new Linear[] {q, k}, in, tokens, new float[][] {s.qRaw, kb});
+            float[][] ys = s.projections;
+            ys[0] = s.qRaw;
+            ys[1] = kb;
+            if (v != null) {
+                ys[2] = vb;
+                qkv.apply(mm, in, tokens, ys);
+            } else {
+                qkv.apply(mm, in, tokens, ys);
                 System.arraycopy(kb, 0, vb, 0, tokens * kvDim);   // V is the raw K projection
             }
             // 2. k and v norms, k rope

@@ -14,12 +14,25 @@ record Linear(Matrix w, float[] bias) {
         addBias(tokens, y);
     }
 
-    /** {@code ys[i] = ls[i]·x (+ bias)}: products sharing one input, submitted together ({@link MatMul#applyShared}). */
-    static void applyShared(MatMul mm, Linear[] ls, float[] x, int tokens, float[][] ys) {
-        Matrix[] ws = new Matrix[ls.length];
-        for (int i = 0; i < ls.length; i++) ws[i] = ls[i].w;
-        mm.applyShared(ws, x, tokens, ys);
-        for (int i = 0; i < ls.length; i++) ls[i].addBias(tokens, ys[i]);
+    /**
+     * Products sharing one input (q/k/v, gate/up), resolved once when the step is built so a token allocates
+     * nothing: {@code ys[i] = ls[i]·x (+ bias)}, submitted together ({@link MatMul#applyShared}).
+     */
+    static final class Shared {
+        private final Linear[] ls;
+        private final Matrix[] ws;
+
+        Shared(Linear... ls) {
+            this.ls = ls.clone();
+            this.ws = new Matrix[ls.length];
+            for (int i = 0; i < ls.length; i++) ws[i] = ls[i].w;
+        }
+
+        /** {@code ys} holds one output per product, in order (the caller keeps the array between calls). */
+        void apply(MatMul mm, float[] x, int tokens, float[][] ys) {
+            mm.applyShared(ws, x, tokens, ys);
+            for (int i = 0; i < ls.length; i++) ls[i].addBias(tokens, ys[i]);
+        }
     }
 
     private void addBias(int tokens, float[] y) {

@@ -8,6 +8,7 @@ import dev.cmf4j.model.Glu;
 final class MlpStep implements FfnStep {
     private final MatMul mm;
     private final Linear gate, up, down;
+    private final Linear.Shared gateUp;
     private final Glu glu;
     final int intermediate;
 
@@ -18,20 +19,26 @@ final class MlpStep implements FfnStep {
         this.gate = new Linear(g, l.optionalVector(m.gateBias(), intermediate));
         this.up = l.linear(m.up(), m.upBias(), intermediate, hidden);
         this.down = l.linear(m.down(), m.downBias(), hidden, intermediate);
+        this.gateUp = new Linear.Shared(gate, up);
         this.glu = m.glu();
     }
 
     static final class Scratch {
         final float[] g, u;
+        final float[][] gu;   // {g, u}: the shared product's outputs
 
-        Scratch(int maxChunk, int inter) { g = new float[maxChunk * inter]; u = new float[maxChunk * inter]; }
+        Scratch(int maxChunk, int inter) {
+            g = new float[maxChunk * inter];
+            u = new float[maxChunk * inter];
+            gu = new float[][] {g, u};
+        }
     }
 
     @Override public Object newScratch(int maxChunk) { return new Scratch(maxChunk, intermediate); }
 
     @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
         Scratch s = (Scratch) scratch;
-        Linear.applyShared(mm, new Linear[] {gate, up}, normed, tokens, new float[][] {s.g, s.u});
+        gateUp.apply(mm, normed, tokens, s.gu);
         int n = tokens * intermediate;
         for (int i = 0; i < n; i++) s.g[i] = glu.apply(s.g[i], s.u[i]);
         down.apply(mm, s.g, tokens, out);
