@@ -44,7 +44,11 @@ public final class CudaContext implements AutoCloseable {
      * The hand-off to the owner thread. A decode step submits ~60–110 GPU calls per token, so the hand-off
      * is a spin on volatile fields (sub-microsecond while both sides are busy) rather than an executor's
      * queue and park/unpark (tens of microseconds per round trip); each side parks after spinning
-     * {@link #SPIN_NANOS} without news, so an idle context costs no CPU.
+     * {@link #SPIN_NANOS} without news, so an idle context costs no CPU. The spin is short (50 µs by default,
+     * {@code -Dcmf.cuda.spinMicros=N}): long enough for back-to-back hand-offs (a resident decode step is one
+     * hand-off per token; the hybrid path's products follow each other within tens of µs of CPU work), short
+     * enough that a server idle between requests, or a caller sampling between tokens, does not keep a core
+     * busy for milliseconds after every hand-off (it was 2 ms: up to 2 ms of a core burnt per hand-off).
      */
     private final Object submitLock = new Object();
     private volatile Callable<?> pending;
@@ -52,7 +56,7 @@ public final class CudaContext implements AutoCloseable {
     private volatile Object result;
     private volatile Throwable failure;
     private volatile Thread waiter;
-    private static final long SPIN_NANOS = 2_000_000;
+    static final long SPIN_NANOS = 1_000 * Math.max(0, Long.getLong("cmf.cuda.spinMicros", 50));
     private final Info info;
     private final int dev;
     private final List<String> nvrtcNames;

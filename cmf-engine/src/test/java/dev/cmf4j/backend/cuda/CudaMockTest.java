@@ -522,6 +522,24 @@ class CudaMockTest {
         }
     }
 
+    /**
+     * Between hand-offs the owner thread spins only briefly before parking: 20 hand-offs 5 ms apart (a caller
+     * sampling, a server between requests) cost the owner thread a few ms of CPU at most, not 2 ms per gap.
+     */
+    @Test void theOwnerThreadParksSoonAfterEachHandOff() throws Exception {
+        var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        assumeTrue(threads.isThreadCpuTimeSupported() && threads.isThreadCpuTimeEnabled(), "no per-thread CPU time");
+        Thread owner = ctx.call(Thread::currentThread);
+        Thread.sleep(20);   // parked by now
+        long cpu0 = threads.getThreadCpuTime(owner.threadId());
+        for (int i = 0; i < 20; i++) {
+            ctx.call(() -> null);
+            Thread.sleep(5);
+        }
+        long spentMs = (threads.getThreadCpuTime(owner.threadId()) - cpu0) / 1_000_000;
+        assertThat(spentMs).as("owner CPU ms over 20 idle gaps of 5 ms").isLessThan(15);
+    }
+
     static void failInstantiates(int n) {
         try {
             var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
