@@ -3,6 +3,7 @@ package dev.cmf4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
@@ -101,9 +102,23 @@ public final class BenchCommand implements Callable<Integer> {
         WorkerPool pool = own != null ? own : shared;
         PrintWriter out = spec.commandLine().getOut();
         boolean cpu = dev.cmf4j.backend.cuda.DeviceChoice.parse(device.device) == dev.cmf4j.backend.cuda.DeviceChoice.CPU;
-        try (var gpu = cpu ? null : device.resolve(spec.commandLine().getErr());
-             Model model = Model.open(file, null, gpu != null ? gpu.matmul() : new KernelMatMul(pool, new CpuMatMul(pool)))) {
-            if (gpu != null) spec.commandLine().getErr().println("device: " + gpu.description());
+        // --device auto without a usable GPU measures the CPU exactly as --device cpu would: on the --threads pool
+        try (var gpu = cpu ? null : device.resolve(spec.commandLine().getErr())) {
+            MatMul mm = onGpu(gpu) ? gpu.matmul() : new KernelMatMul(pool, new CpuMatMul(pool));
+            if (onGpu(gpu)) spec.commandLine().getErr().println("device: " + gpu.description());
+            usedDevice = onGpu(gpu) ? "cuda" : "cpu";
+            // on the CPU, the threads of the pool the products actually run on
+            int usedThreads = mm instanceof KernelMatMul k ? k.pool().threads() : nThreads;
+            measure(mm, usedThreads, out);
+        } finally {
+            if (own != null) own.close();
+        }
+        out.flush();
+        return 0;
+    }
+
+    private void measure(MatMul mm, int usedThreads, PrintWriter out) throws Exception {
+        try (Model model = Model.open(file, null, mm)) {
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
@@ -125,13 +140,17 @@ public final class BenchCommand implements Callable<Integer> {
                 for (int i = 0; i < reps; i++) s[i] = decode(graph, gen);
                 tg = new Samples(s);
             }
-            if (json) out.println(json(dtype, nThreads, bytesPerToken, pp, tg));
-            else table(out, dtype, nThreads, bytesPerToken, pp, tg);
-        } finally {
-            if (own != null) own.close();
+            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg));
+            else table(out, dtype, usedThreads, bytesPerToken, pp, tg);
         }
-        out.flush();
-        return 0;
+    }
+
+    /** The device the measurements ran on ({@code cpu} or {@code cuda}; never {@code auto}). */
+    private String usedDevice;
+
+    /** Whether {@code resolved} is a GPU (not a --device auto fallback to the CPU). */
+    private static boolean onGpu(dev.cmf4j.backend.cuda.DeviceChoice.Resolved resolved) {
+        return resolved != null && resolved.fallbackReason() == null;
     }
 
     /** Tokens/s of one prefill of {@code prompt} as a single chunk into a fresh context. */
@@ -179,7 +198,7 @@ public final class BenchCommand implements Callable<Integer> {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
-        o.put("device", device.device);
+        o.put("device", usedDevice);
         o.put("dtype", dtype);
         o.put("threads", nThreads);
         o.put("prompt_tokens", promptTokens);
@@ -214,12 +233,13 @@ public final class BenchCommand implements Callable<Integer> {
         String name = file.getFileName().toString();
         String size = bytesPerToken >= 1e9 ? String.format(Locale.ROOT, "%.2f GB", bytesPerToken / 1e9)
                 : String.format(Locale.ROOT, "%.1f MB", bytesPerToken / 1e6);
-        String fmt = "| %-28s | %-8s | %9s | %7s | %-6s | %20s |%n";
-        out.printf(Locale.ROOT, fmt, "model", "dtype", "weights", "threads", "test", "t/s (median ± sd)");
-        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%s|%s|%n", "-".repeat(30), "-".repeat(10), "-".repeat(11), "-".repeat(9), "-".repeat(8), "-".repeat(22));
-        if (pp != null) out.printf(Locale.ROOT, fmt, name, dtype, size, nThreads, "pp" + promptTokens,
+        String fmt = "| %-28s | %-8s | %9s | %-6s | %7s | %-6s | %20s |%n";
+        out.printf(Locale.ROOT, fmt, "model", "dtype", "weights", "device", "threads", "test", "t/s (median ± sd)");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%s|%s|%s|%n", "-".repeat(30), "-".repeat(10), "-".repeat(11), "-".repeat(8),
+                "-".repeat(9), "-".repeat(8), "-".repeat(22));
+        if (pp != null) out.printf(Locale.ROOT, fmt, name, dtype, size, usedDevice, nThreads, "pp" + promptTokens,
                 String.format(Locale.ROOT, "%.2f ± %.2f", pp.median(), pp.stddev()));
-        if (tg != null) out.printf(Locale.ROOT, fmt, name, dtype, size, nThreads, "tg" + genTokens,
+        if (tg != null) out.printf(Locale.ROOT, fmt, name, dtype, size, usedDevice, nThreads, "tg" + genTokens,
                 String.format(Locale.ROOT, "%.2f ± %.2f", tg.median(), tg.stddev()));
         if (tg != null)
             out.printf(Locale.ROOT, "decode reads %.2f GB of weights per token: %.2f GB/s at the median%n",

@@ -26,6 +26,27 @@ class BenchCommandTest {
         assertThat(j.get("weight_bytes_per_token").asLong()).isPositive();
     }
 
+    /**
+     * {@code --device auto} without a usable GPU (none here or in CI; the test skips where one is) measures on
+     * the CPU with the --threads pool and says "cpu", in the JSON and in the table, not "auto".
+     */
+    @Test
+    void autoFallingBackToTheCpuHonoursThreadsAndReportsTheCpu() throws Exception {
+        String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
+        // a thread count the process-wide pool does not have: the fallback must not run on that pool
+        int threads = dev.cmf4j.backend.cpu.CpuBackend.pool().threads() + 1;
+        Run r = run("bench", cmf, "--device", "auto", "-t", Integer.toString(threads), "-p", "4", "-n", "2", "-r", "1",
+                "--warmup", "0", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        org.junit.jupiter.api.Assumptions.assumeTrue(r.err().contains("no usable GPU"), "a GPU is usable here: " + r.err());
+        JsonNode j = new ObjectMapper().readTree(r.out());
+        assertThat(j.get("device").asText()).isEqualTo("cpu");
+        assertThat(j.get("threads").asInt()).isEqualTo(threads);
+        Run table = run("bench", cmf, "--device", "auto", "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0");
+        assertThat(table.code()).as(table.err()).isZero();
+        assertThat(table.out()).contains("| device ").contains("| cpu ").doesNotContain("auto");
+    }
+
     @Test
     void tableAndErrors() {
         String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
