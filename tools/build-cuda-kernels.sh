@@ -21,6 +21,30 @@ SASS=(80 86 89 90 100 120)
 PTX=80
 OPTIONS=(-std=c++17 --compress-mode=size)
 
+# Reads the ptxas -v report of one build of every SASS target (stdin, or the file $1) and prints registers and
+# spills per kernel and target; fails when any kernel spills on any target, and when a target has no report at all
+# (a log of another build, or ptxas wording this parser no longer knows). $2 names the source in the lines.
+check_ptxas() {
+    awk -v f="$2" -v targets="${SASS[*]}" '
+        BEGIN { n = split(targets, t, " "); for (i = 1; i <= n; i++) want["sm_" t[i]] = 1 }
+        /Compiling entry function/ { split($0, q, "\047"); k = q[2]; a = q[4]; sp = 0 }
+        /spill stores/ { sp = $5 + $9 }
+        /Used [0-9]+ registers/ {
+            printf "  %s %-6s %-24s %3d registers, %d bytes spilled\n", f, a, k, $5, sp
+            seen[a] = 1
+            if (sp > 0) { bad = 1; printf "  ^ spills on %s\n", a }
+        }
+        END {
+            for (s in want) if (!(s in seen)) { printf "  %s: no ptxas report for %s\n", f, s; bad = 1 }
+            exit bad
+        }' "${1:-/dev/stdin}"
+}
+# tools/build-cuda-kernels.sh --check-ptxas LOG [NAME]: only the check above, on a saved report (no nvcc needed)
+if [ "${1:-}" = --check-ptxas ]; then
+    log=$2; [[ $log = /* ]] || log=$OLDPWD/$log   # relative to where the script was started (it cd'ed above)
+    check_ptxas "$log" "${3:-$(basename "$log")}"; exit
+fi
+
 command -v "$NVCC" >/dev/null || { echo "build-cuda-kernels: nvcc not found (set NVCC=/path/to/nvcc, CUDA 13)" >&2; exit 1; }
 NVCC_VERSION=$("$NVCC" --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
 [ -n "$NVCC_VERSION" ] || { echo "build-cuda-kernels: cannot read the version of $NVCC" >&2; exit 1; }
@@ -40,12 +64,12 @@ for cu in "$DIR"/*.cu; do
     out="$DIR/$name.fatbin"
     tmp=$(mktemp "$DIR/.$name.XXXXXX")
     trap 'rm -f "$tmp"' EXIT
-    # registers and spills per kernel for sm_90 (the H200), for the record; a spill fails the build
-    "$NVCC" -cubin "${OPTIONS[0]}" -arch=sm_90 -Xptxas -v -o /dev/null "$cu" 2>&1 | awk -v f="$name.cu" '
-        /Compiling entry function/ { split($0, q, "\047"); k = q[2] }
-        /spill stores/ { sp = $5 + $9 }
-        /Used [0-9]+ registers/ { printf "  %s sm_90 %-24s %3d registers, %d bytes spilled\n", f, k, $5, sp; if (sp > 0) bad = 1 }
-        END { exit bad }' || { echo "build-cuda-kernels: $cu failed to compile, or spills registers on sm_90 (see above)" >&2; exit 1; }
+    # registers and spills per kernel on every SASS target the fatbin holds, for the record; a spill on any fails
+    # the build (a throwaway build of the same targets with ptxas -v: the shipped one is built without it)
+    log=$("$NVCC" -fatbin "${OPTIONS[0]}" "${GENCODE[@]}" -Xptxas -v -o /dev/null "$cu" 2>&1) \
+        || { echo "$log"; echo "build-cuda-kernels: $cu failed to compile" >&2; exit 1; }
+    check_ptxas <(echo "$log") "$name.cu" \
+        || { echo "build-cuda-kernels: $cu spills registers on a target, or ptxas reported none for one (see above)" >&2; exit 1; }
     "$NVCC" -fatbin "${OPTIONS[@]}" "${GENCODE[@]}" -o "$tmp" "$cu"
     mv "$tmp" "$out"
     trap - EXIT
