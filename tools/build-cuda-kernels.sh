@@ -24,15 +24,21 @@ OPTIONS=(-std=c++17 --compress-mode=size)
 # Reads the ptxas -v report of one build of every SASS target (stdin, or the file $1) and prints registers and
 # spills per kernel and target; fails when any kernel spills on any target, and when a target has no report at all
 # (a log of another build, or ptxas wording this parser no longer knows). $2 names the source in the lines.
+# SPILLS_OK="sm_80 sm_120" (say) lets those targets spill with a warning instead (a kernel tuned on one GPU may
+# spill a little on another whose limits differ; the rule stays strict unless asked).
 check_ptxas() {
-    awk -v f="$2" -v targets="${SASS[*]}" '
-        BEGIN { n = split(targets, t, " "); for (i = 1; i <= n; i++) want["sm_" t[i]] = 1 }
+    awk -v f="$2" -v targets="${SASS[*]}" -v ok="${SPILLS_OK:-}" '
+        BEGIN {
+            n = split(targets, t, " "); for (i = 1; i <= n; i++) want["sm_" t[i]] = 1
+            n = split(ok, t, " "); for (i = 1; i <= n; i++) allowed[t[i]] = 1
+        }
         /Compiling entry function/ { split($0, q, "\047"); k = q[2]; a = q[4]; sp = 0 }
         /spill stores/ { sp = $5 + $9 }
         /Used [0-9]+ registers/ {
             printf "  %s %-6s %-24s %3d registers, %d bytes spilled\n", f, a, k, $5, sp
             seen[a] = 1
-            if (sp > 0) { bad = 1; printf "  ^ spills on %s\n", a }
+            if (sp > 0 && (a in allowed)) printf "  ^ spills on %s (allowed by SPILLS_OK)\n", a
+            else if (sp > 0) { bad = 1; printf "  ^ spills on %s\n", a }
         }
         END {
             for (s in want) if (!(s in seen)) { printf "  %s: no ptxas report for %s\n", f, s; bad = 1 }
