@@ -16,8 +16,8 @@ final class StringIntMap {
     private int[] slotEntry;
     private char[] arena = new char[1 << 12];
     private int arenaSize;
-    /** Keys and values in insertion order. */
-    private String[] keys;
+    /** Per entry in insertion order: where its key sits in the arena ({@code offset << 32 | length}), its value. */
+    private long[] entries;
     private int[] values;
     private int size;
     private int mask;
@@ -27,8 +27,8 @@ final class StringIntMap {
         slots = new long[cap * 2];
         slotEntry = new int[cap];
         mask = cap - 1;
-        keys = new String[Math.max(4, expected)];
-        values = new int[keys.length];
+        entries = new long[Math.max(4, expected)];
+        values = new int[entries.length];
     }
 
     int size() {
@@ -91,11 +91,11 @@ final class StringIntMap {
         }
         if (arenaSize + len > arena.length) arena = Arrays.copyOf(arena, Math.max(arena.length * 2, arenaSize + len));
         key.getChars(0, len, arena, arenaSize);
-        if (size == keys.length) {
-            keys = Arrays.copyOf(keys, size * 2);
+        if (size == entries.length) {
+            entries = Arrays.copyOf(entries, size * 2);
             values = Arrays.copyOf(values, size * 2);
         }
-        keys[size] = key;
+        entries[size] = ((long) arenaSize << 32) | len;   // the key's characters live only in the arena
         values[size] = value;
         slots[2 * i] = ((long) h << 32) | value;
         slots[2 * i + 1] = ((long) arenaSize << 32) | (len + 1);
@@ -123,9 +123,9 @@ final class StringIntMap {
         }
     }
 
-    /** Calls {@code f} for every entry, in insertion order. */
+    /** Calls {@code f} for every entry, in insertion order (each key a new String made from the arena). */
     void forEach(java.util.function.ObjIntConsumer<String> f) {
-        for (int e = 0; e < size; e++) f.accept(keys[e], values[e]);
+        for (int e = 0; e < size; e++) f.accept(new String(arena, (int) (entries[e] >>> 32), (int) entries[e]), values[e]);
     }
 
     @Override public String toString() {
