@@ -132,9 +132,13 @@ public final class Q8TwoFieldQuantizer implements Quantizer {
 
         @Override public long encodedSize() { return size; }
 
-        @Override void encodeRow(long r, float[] row, MemorySegment dst) {
+        @Override int scratchRows() { return 2; }
+
+        @Override void encodeRow(long r, float[] row, MemorySegment dst) { encodeRow(r, row, new float[2][row.length], dst); }
+
+        @Override void encodeRow(long r, float[] row, float[][] scratch, MemorySegment dst) {
             long rowScales = shape.elements();
-            float[] q = new float[row.length], err = new float[row.length];
+            float[] q = scratch[0], err = scratch[1];
             float s = quantizeRowScale(r, row, col);
             quantize(row, col, s, q, err);
             long qAt = r * row.length;

@@ -21,12 +21,23 @@ abstract class RowEncoder extends TensorEncoder {
     @Override protected void encodeUnits(long start, long count, MemorySegment dst) {
         int cols = (int) shape.cols();
         float[] row = new float[cols];
+        float[][] scratch = new float[scratchRows()][cols];   // once per run of rows, not per row
         for (long r = start; r < start + count; r++) {
             src.read(r * cols, row, 0, cols);
             if (finiteOnly) Scales.requireFinite(row, 0, cols, r * cols, shape);
-            encodeRow(r, row, dst);
+            encodeRow(r, row, scratch, dst);
         }
     }
+
+    /** How many row-sized float arrays {@link #encodeRow(long, float[], float[][], MemorySegment)} needs as scratch. */
+    int scratchRows() { return 0; }
+
+    /**
+     * As {@link #encodeRow(long, float[], MemorySegment)}, with {@code scratch}: {@link #scratchRows()} arrays of
+     * cols floats, this caller's own (runs of rows may encode in parallel), so an encoder needing work arrays
+     * does not allocate them per row.
+     */
+    void encodeRow(long r, float[] row, float[][] scratch, MemorySegment dst) { encodeRow(r, row, dst); }
 
     /** Writes row {@code r} (values in {@code row[0..cols)}) into its places in {@code dst}. */
     abstract void encodeRow(long r, float[] row, MemorySegment dst);
