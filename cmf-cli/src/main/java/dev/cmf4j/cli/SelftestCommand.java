@@ -162,23 +162,26 @@ public final class SelftestCommand implements Callable<Integer> {
         static Run of(Graph graph, int[] ids, int steps) {
             int T = ids.length, V = graph.vocab(), chunk = 64;
             State st = graph.newState(chunk, T + steps + 1);
-            float[] all = new float[T * V], buf = new float[chunk * V];
-            for (int p = 0; p < T; p += chunk) {
-                int n = Math.min(chunk, T - p);
-                graph.forward(st, ids, p, n, buf, true, null);
-                System.arraycopy(buf, 0, all, p * V, n * V);
+            try {
+                float[] all = new float[T * V], buf = new float[chunk * V];
+                for (int p = 0; p < T; p += chunk) {
+                    int n = Math.min(chunk, T - p);
+                    graph.forward(st, ids, p, n, buf, true, null);
+                    System.arraycopy(buf, 0, all, p * V, n * V);
+                }
+                // the greedy steps continue from the same cache: the prompt is prefilled once
+                float[] last = Arrays.copyOfRange(all, (T - 1) * V, T * V);
+                int[] got = new int[steps];
+                float[] step = new float[steps * V];
+                for (int i = 0; i < steps; i++) {
+                    System.arraycopy(last, 0, step, i * V, V);
+                    got[i] = argmax(last);
+                    if (i + 1 < steps) graph.forward(st, new int[] {got[i]}, 0, 1, last, false, null);
+                }
+                return new Run(all, got, step);
+            } finally {
+                st.close();   // a device KV cache goes back now, not when the collector finds it
             }
-            State gs = graph.newState(chunk, T + steps + 1);
-            float[] last = new float[V];
-            for (int p = 0; p < T; p += chunk) graph.forward(gs, ids, p, Math.min(chunk, T - p), last, false, null);
-            int[] got = new int[steps];
-            float[] step = new float[steps * V];
-            for (int i = 0; i < steps; i++) {
-                System.arraycopy(last, 0, step, i * V, V);
-                got[i] = argmax(last);
-                if (i + 1 < steps) graph.forward(gs, new int[] {got[i]}, 0, 1, last, false, null);
-            }
-            return new Run(all, got, step);
         }
     }
 

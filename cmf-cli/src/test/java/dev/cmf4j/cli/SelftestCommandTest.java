@@ -1,0 +1,21 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Path;
+
+import static dev.cmf4j.cli.Run.run;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** {@code cmf selftest} on the CPU: the fixture goldens pass (all logits, then greedy steps from the same cache). */
+class SelftestCommandTest {
+    @Test
+    void cpuPassesTheGoldensOfTwoFixtureModels() {
+        Path models = Fixtures.require("models/llama").getParent();
+        Fixtures.require("models/gpt_oss");
+        Run r = run("selftest", "--device", "cpu", "--fixtures", models.getParent().toString(), "--models", "llama,gpt_oss", "--no-q8");
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        assertThat(r.out()).contains("selftest: 2 checks, 0 failed");
+    }
+}
