@@ -38,6 +38,16 @@ public final class Q4Experiment {
     static final int GPS = L / 4;
     static final float[] POW16 = {1f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f};
     static final VectorShuffle<Float> SPREAD = VectorShuffle.fromOp(F, i -> i / 4);
+    /** Lanes 4j..4j+3 (group j of a step, j ≥ 1) for E's scale blends: GPS = L/4 groups, any vector width. */
+    @SuppressWarnings("unchecked")
+    static final VectorMask<Float>[] GROUP_LANES = new VectorMask[GPS];
+    static {
+        for (int j = 1; j < GPS; j++) {
+            boolean[] b = new boolean[L];
+            for (int i = 4 * j; i < 4 * j + 4; i++) b[i] = true;
+            GROUP_LANES[j] = VectorMask.fromArray(F, b, 0);
+        }
+    }
 
     /** k-major x·16^−k per step, 8L floats per step. pow: use POW16 (true) or 16 for all (false). */
     static float[] prep(float[] x, int gpr, boolean pow) {
@@ -255,10 +265,11 @@ public final class Q4Experiment {
     static float rowE(MemorySegment m, long o, int steps, float[] sc, float[] xp) {
         FloatVector acc = FloatVector.zero(F);
         int xi = 0;
-        VectorMask<Float> hi = VectorMask.fromLong(F, 0xF0L);
         for (int s = 0; s < steps; s++, o += 4L * L, xi += 8 * L) {
             IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
-            FloatVector sv = FloatVector.broadcast(F, sc[2 * s]).blend(FloatVector.broadcast(F, sc[2 * s + 1]), hi);
+            // GPS broadcasts + blends (2 on AVX2's 8 lanes, 4 on AVX-512's 16), as Q4.scales builds it
+            FloatVector sv = FloatVector.broadcast(F, sc[s * GPS]);
+            for (int j = 1; j < GPS; j++) sv = sv.blend(FloatVector.broadcast(F, sc[s * GPS + j]), GROUP_LANES[j]);
             FloatVector p0 = ((FloatVector) v.and(15).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, xi));
             FloatVector p1 = ((FloatVector) v.and(15 << 4).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, xi + L));
             p0 = ((FloatVector) v.and(15 << 8).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, xi + 2 * L), p0);

@@ -10,8 +10,10 @@ import jdk.incubator.vector.FloatVector;
  * {@value #MR} rows × {@code 2·L} tokens (10 vector accumulators, 2 token vectors, 1 broadcast
  * weight) doing 10 FMAs per 7 loads, which keeps both FMA ports busy.
  *
- * <p>Steps: (1) X [tokens, cols] is transposed once into X^T [cols, tp] (tp = tokens rounded up to
- * the tile, zero padded), shared by all matrices of the call, split over threads by columns;
+ * <p>Steps: (1) X [tokens, cols] is packed once into token tiles [tp / 2L][cols][2L] (tp = tokens
+ * rounded up to the tile, padding zero; each tile's K-panel contiguous, columns in the 4-bit group
+ * order when the matrices unpack that way), shared by all matrices of the call, split over threads
+ * by columns;
  * (2) work chunks are blocks of {@value #MC} rows of one matrix; per block and per K-panel of
  * {@value #KC} columns the matrix's {@code unpack} writes the block's panel as float, then every
  * token tile runs the register tile over it, accumulating into a per-thread Y^T block; (3) the
