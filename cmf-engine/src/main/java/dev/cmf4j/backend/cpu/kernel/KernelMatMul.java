@@ -49,14 +49,32 @@ public final class KernelMatMul implements MatMul {
     @Override
     public void applyShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
         if (ws.length != ys.length) throw new IllegalArgumentException(ws.length + " matrices, " + ys.length + " outputs");
-        WeightMatrix[] ks = new WeightMatrix[ws.length];
-        for (int i = 0; i < ws.length; i++) {
-            ks[i] = kernel(ws[i]);
-            if (ks[i] == null || ks[i].cols() != ks[0].cols()) { MatMul.super.applyShared(ws, x, tokens, ys); return; }
+        WeightMatrix[] ks = kernels(ws.length);
+        try {
+            for (int i = 0; i < ws.length; i++) {
+                ks[i] = kernel(ws[i]);
+                if (ks[i] == null || ks[i].cols() != ks[0].cols()) { MatMul.super.applyShared(ws, x, tokens, ys); return; }
+            }
+            if (tokens == 1) WeightMatrix.matvecAll(x, ks, ys, pool);
+            else WeightMatrix.matmulAll(x, tokens, ks, ys, pool);
+        } finally {
+            java.util.Arrays.fill(ks, null);   // hold no matrix past the call
         }
-        if (tokens == 1) WeightMatrix.matvecAll(x, ks, ys, pool);
-        else WeightMatrix.matmulAll(x, tokens, ks, ys, pool);
     }
+
+    /**
+     * The calling thread's array for {@code n} kernels of one shared product (q/k/v, gate/up: n ≤ 4), so a decode
+     * step allocates none; the jobs copy or drop what they read from it before returning.
+     */
+    private static WeightMatrix[] kernels(int n) {
+        if (n >= SHARED_MAX) return new WeightMatrix[n];
+        WeightMatrix[][] byCount = SHARED_KERNELS.get();
+        WeightMatrix[] ks = byCount[n];
+        return ks != null ? ks : (byCount[n] = new WeightMatrix[n]);
+    }
+
+    private static final int SHARED_MAX = 5;
+    private static final ThreadLocal<WeightMatrix[][]> SHARED_KERNELS = ThreadLocal.withInitial(() -> new WeightMatrix[SHARED_MAX][]);
 
     /** y += W·x for each token (residual add fused into the product). */
     public void applyAdd(Matrix w, float[] x, int tokens, float[] y) {
