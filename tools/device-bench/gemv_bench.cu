@@ -167,179 +167,6 @@ __global__ void __launch_bounds__(256) v1_glu(Mats M, const float* __restrict__ 
     }
 }
 
-// ---- candidate v3: r_rows8's block (8 warps: 2 groups of 4 rows × 4 quarters of each 512-column step), with
-// fewer instructions per weight: no per-load bounds checks inside full blocks and full U-batches, fmaf chains
-// straight into the accumulators (4 FFMA per 4 weights and row, no FMUL/FADD), word pointers advanced by a
-// constant; U batches of loads; the next batch's loads issued before the current batch is consumed (DB).
-template <int K>
-__device__ __forceinline__ void v3_fma4(uint2 v, float4 x, float& acc) {
-    if (K == 3) {
-        unsigned u = v.x ^ 0x80808080u;
-        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - 8388736.f, x.x, acc);
-        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - 8388736.f, x.y, acc);
-        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - 8388736.f, x.z, acc);
-        acc = fmaf(__uint_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - 8388736.f, x.w, acc);
-    } else {
-        acc = fmaf(__uint_as_float(v.x << 16), x.x, acc);
-        acc = fmaf(__uint_as_float(v.x & 0xffff0000u), x.y, acc);
-        acc = fmaf(__uint_as_float(v.y << 16), x.z, acc);
-        acc = fmaf(__uint_as_float(v.y & 0xffff0000u), x.w, acc);
-    }
-}
-
-template <int K, int NM, int U, bool FULL>
-__device__ __forceinline__ void v3_load(uint2 (&v)[NM][4][U], const char* const (&p)[NM][4], int c, int tc) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        int cc = c + u * 512;
-        if (FULL || cc < tc) {
-#pragma unroll
-            for (int m = 0; m < NM; m++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (K == 3) { v[m][i][u].x = r_ld4(p[m][i] + cc); v[m][i][u].y = 0; }
-                    else v[m][i][u] = r_ld8(p[m][i] + 2 * cc);
-                }
-        }
-    }
-}
-
-template <int K, int NM, int U, bool FULL>
-__device__ __forceinline__ void v3_use(const uint2 (&v)[NM][4][U], const float (*xs)[R_TILE], int c, int tc, float (&acc)[NM][4]) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        int cc = c + u * 512;
-        if (FULL || cc < tc) {
-#pragma unroll
-            for (int m = 0; m < NM; m++) {
-                float4 xv = *reinterpret_cast<const float4*>(&xs[m][cc]);
-#pragma unroll
-                for (int i = 0; i < 4; i++) v3_fma4<K>(v[m][i][u], xv, acc[m][i]);
-            }
-        }
-    }
-}
-
-template <int K, int NM, int U, bool DB = true>
-__device__ __forceinline__ void v3_rows8(const void* const (&w)[NM], const float* const (&cf)[NM],
-                                         const float* __restrict__ xt, int r0, int rows, int cols, int normed,
-                                         float eps, float (&dot)[NM]) {
-    __shared__ __align__(16) float xs[NM][R_TILE];
-    __shared__ float part[4][NM][8];
-    __shared__ float red[32];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int rb = (warp >> 2) * 4, kq = warp & 3;
-    const int es = K == 3 ? 1 : 2;   // bytes per weight
-    const char* p[NM][4];
-    float acc[NM][4];
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int r = min(r0 + rb + i, rows - 1);   // rows past the end reread the last row; their dots are dropped
-            p[m][i] = static_cast<const char*>(w[m]) + (long long) r * cols * es;
-            acc[m][i] = 0.f;
-        }
-    float ss = 0.f;
-    const int B = 512 * U;   // columns of one batch of loads, per warp quarter set
-    for (int k0 = 0; k0 < cols; k0 += R_TILE) {
-        int tc = min(R_TILE, cols - k0);
-        int c = kq * 128 + lane * 4;
-        uint2 a[NM][4][U], b[NM][4][U];
-        bool fullA = c + B - 512 < tc;
-        if (fullA) v3_load<K, NM, U, true>(a, p, c, tc); else v3_load<K, NM, U, false>(a, p, c, tc);
-        __syncthreads();   // the previous tile has been read
-        for (int j = threadIdx.x * 4; j < tc; j += blockDim.x * 4) {
-            float4 xv = *reinterpret_cast<const float4*>(xt + k0 + j);
-            ss += xv.x * xv.x + xv.y * xv.y + xv.z * xv.z + xv.w * xv.w;
-#pragma unroll
-            for (int m = 0; m < NM; m++) {
-                float4 xm = xv;
-                if (cf[m] != nullptr) {
-                    float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + j);
-                    xm.x *= f.x; xm.y *= f.y; xm.z *= f.z; xm.w *= f.w;
-                }
-                *reinterpret_cast<float4*>(&xs[m][j]) = xm;
-            }
-        }
-        __syncthreads();
-        while (!DB) {
-            if (fullA) v3_use<K, NM, U, true>(a, xs, c, tc, acc); else v3_use<K, NM, U, false>(a, xs, c, tc, acc);
-            c += B;
-            if (c >= tc) break;
-            fullA = c + B - 512 < tc;
-            if (fullA) v3_load<K, NM, U, true>(a, p, c, tc); else v3_load<K, NM, U, false>(a, p, c, tc);
-        }
-        while (DB) {
-            int cb = c + B;
-            bool fullB = cb + B - 512 < tc;
-            if (cb < tc) { if (fullB) v3_load<K, NM, U, true>(b, p, cb, tc); else v3_load<K, NM, U, false>(b, p, cb, tc); }
-            if (fullA) v3_use<K, NM, U, true>(a, xs, c, tc, acc); else v3_use<K, NM, U, false>(a, xs, c, tc, acc);
-            if (cb >= tc) break;
-            c = cb + B;
-            fullA = c + B - 512 < tc;
-            if (c < tc) { if (fullA) v3_load<K, NM, U, true>(a, p, c, tc); else v3_load<K, NM, U, false>(a, p, c, tc); }
-            if (fullB) v3_use<K, NM, U, true>(b, xs, cb, tc, acc); else v3_use<K, NM, U, false>(b, xs, cb, tc, acc);
-            if (c >= tc) break;
-        }
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) p[m][i] += (long long) R_TILE * es;
-    }
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float t = acc[m][i];
-            for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-            if (lane == 0) part[kq][m][rb + i] = t;
-        }
-    float inv = normed ? 1.f / sqrtf(r_block_sum(ss, red) / cols + eps) : 1.f;
-    if (!normed) __syncthreads();
-    if (threadIdx.x < 8) {
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-            dot[m] = (((part[0][m][threadIdx.x] + part[1][m][threadIdx.x]) + part[2][m][threadIdx.x])
-                      + part[3][m][threadIdx.x]) * inv;
-    }
-}
-
-template <int K, int U, int MINB, bool DB = true>
-__global__ void __launch_bounds__(256, MINB) v3_matvec(const void* w, const float* rs, const float* cf, const float* x, float* y,
-                                                   int rows, int cols, int accumulate, int normed, float eps) {
-    const void* wm[1] = {w};
-    const float* cm[1] = {cf};
-    float d[1];
-    v3_rows8<K, 1, U, DB>(wm, cm, x, blockIdx.x * 8, rows, cols, normed, eps, d);
-    int r = blockIdx.x * 8 + threadIdx.x;
-    if (threadIdx.x < 8 && r < rows) { float v = d[0] * rs[r]; y[r] = accumulate ? y[r] + v : v; }
-}
-
-template <int K, int U, int MINB, bool DB = true>
-__global__ void __launch_bounds__(256, MINB) v3_matvec3(Mats M, const float* x, int cols, float eps) {
-    int blk = blockIdx.x, m = 0;
-    if (blk >= M.groups[0]) { blk -= M.groups[0]; m = 1; if (blk >= M.groups[1]) { blk -= M.groups[1]; m = 2; } }
-    const void* wm[1] = {M.w[m]};
-    const float* cm[1] = {M.cf[m]};
-    float d[1];
-    int rows = M.rows[m];
-    v3_rows8<K, 1, U, DB>(wm, cm, x, blk * 8, rows, cols, 1, eps, d);
-    int r = blk * 8 + threadIdx.x;
-    if (threadIdx.x < 8 && r < rows) M.y[m][r] = d[0] * M.rs[m][r];
-}
-
-template <int K, int U, int MINB, bool DB = true>
-__global__ void __launch_bounds__(256, MINB) v3_glu(Mats M, const float* x, int cols, float eps) {
-    const void* wm[2] = {M.w[0], M.w[1]};
-    const float* cm[2] = {M.cf[0], M.cf[1]};
-    float d[2];
-    int rows = M.rows[0];
-    v3_rows8<K, 2, U, DB>(wm, cm, x, blockIdx.x * 8, rows, cols, 1, eps, d);
-    int r = blockIdx.x * 8 + threadIdx.x;
-    if (threadIdx.x < 8 && r < rows) M.y[0][r] = r_silu(d[0] * M.rs[0][r]) * (d[1] * M.rs[1][r]);
-}
-
 // ---- candidate v5: resident.cu's r_matvec3 / r_matvec (scalar parameters) with other batch sizes and blocks per SM
 template <int U, int MB>
 __global__ void __launch_bounds__(256, MB) v5_matvec3(
@@ -491,46 +318,6 @@ int main(int argc, char** argv) {
             V1CASE(1, 8) V1CASE(2, 4) V1CASE(2, 8) V1CASE(4, 2) V1CASE(4, 4)
         }
     };
-    // v3: per-matrix blocks of 8 rows as resident.cu (U loads per batch, MINB blocks per SM asked of ptxas)
-    auto v3 = [&](int U, int minb, int kind) {
-        for (int l = 0; l < nl; l++) {
-            Layer& w = Ls[l];
-            Mats Q = {};
-            Q.w[0] = w.q; Q.w[1] = w.k; Q.w[2] = w.v; Q.rs[0] = w.rs[0]; Q.rs[1] = w.rs[1]; Q.rs[2] = w.rs[2];
-            Q.cf[0] = w.cf[0]; Q.cf[1] = w.cf[1]; Q.cf[2] = w.cf[2]; Q.y[0] = q; Q.y[1] = k; Q.y[2] = v;
-            Q.rows[0] = H; Q.rows[1] = KV; Q.rows[2] = KV; Q.groups[0] = H / 8; Q.groups[1] = KV / 8; Q.groups[2] = KV / 8;
-            Mats G = {};
-            G.w[0] = w.g; G.w[1] = w.u; G.rs[0] = w.rs[4]; G.rs[1] = w.rs[5]; G.cf[0] = w.cf[4]; G.cf[1] = w.cf[5]; G.y[0] = g; G.rows[0] = I;
-#define V3CASE(UU, MB, UG)                                                                                         \
-            if (U == UU && minb == MB) {                                                                             \
-                if (kind < 0 || kind == 0) v3_matvec3<3, UU, MB><<<H / 8 + KV / 4, 256, 0, st>>>(Q, x, H, eps);      \
-                if (kind < 0 || kind == 1) v3_matvec<3, UU, MB><<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], att, x, H, H, 1, 0, 0.f); \
-                if (kind < 0 || kind == 2) v3_glu<3, UG, MB><<<I / 8, 256, 0, st>>>(G, x, H, eps);                 \
-                if (kind < 0 || kind == 3) v3_matvec<3, UU, MB><<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], g, x, H, I, 1, 0, 0.f); \
-            }
-            V3CASE(4, 3, 2) V3CASE(4, 4, 2) V3CASE(2, 4, 1) V3CASE(8, 3, 4)
-            if (U == 8 && minb == -3) {   // no double buffer, resident.cu's U (8 / 4 for gate+up)
-                if (kind < 0 || kind == 0) v3_matvec3<3, 8, 3, false><<<H / 8 + KV / 4, 256, 0, st>>>(Q, x, H, eps);
-                if (kind < 0 || kind == 1) v3_matvec<3, 8, 3, false><<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], att, x, H, H, 1, 0, 0.f);
-                if (kind < 0 || kind == 2) v3_glu<3, 4, 3, false><<<I / 8, 256, 0, st>>>(G, x, H, eps);
-                if (kind < 0 || kind == 3) v3_matvec<3, 8, 3, false><<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], g, x, H, I, 1, 0, 0.f);
-            }
-#define V3SMALL(UU, MB)                                                                                            \
-            if (U == UU && minb == -MB) {                                                                            \
-                if (kind < 0 || kind == 0) v3_matvec3<3, UU, MB, false><<<H / 8 + KV / 4, 256, 0, st>>>(Q, x, H, eps);  \
-                if (kind < 0 || kind == 1) v3_matvec<3, UU, MB, false><<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], att, x, H, H, 1, 0, 0.f); \
-                if (kind < 0 || kind == 2) v3_glu<3, 4, 3, false><<<I / 8, 256, 0, st>>>(G, x, H, eps);             \
-                if (kind < 0 || kind == 3) v3_matvec<3, UU, MB, false><<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], g, x, H, I, 1, 0, 0.f); \
-            }
-            V3SMALL(2, 5) V3SMALL(2, 6) V3SMALL(1, 6) V3SMALL(1, 8) V3SMALL(2, 8)
-            if (U == 4 && minb == -4) {   // no double buffer, 4 blocks per SM
-                if (kind < 0 || kind == 0) v3_matvec3<3, 4, 4, false><<<H / 8 + KV / 4, 256, 0, st>>>(Q, x, H, eps);
-                if (kind < 0 || kind == 1) v3_matvec<3, 4, 4, false><<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], att, x, H, H, 1, 0, 0.f);
-                if (kind < 0 || kind == 2) v3_glu<3, 2, 4, false><<<I / 8, 256, 0, st>>>(G, x, H, eps);
-                if (kind < 0 || kind == 3) v3_matvec<3, 4, 4, false><<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], g, x, H, I, 1, 0, 0.f);
-            }
-        }
-    };
     auto v5 = [&](int U, int MB, int kind) {
         for (int l = 0; l < nl; l++) {
             Layer& w = Ls[l];
@@ -598,20 +385,11 @@ int main(int argc, char** argv) {
         double md = 0, mx = 0;
         for (int i = 0; i < H + I; i++) { md = fmax(md, fabs(ref[i] - got[i])); mx = fmax(mx, fabs(ref[i])); }
         printf("{\"check\":\"v1 vs resident.cu q and glu, layer 0\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g}\n", md, mx);
-        int sv = nl; nl = 1;
-        v3(4, 3, 0); v3(4, 3, 2);
-        nl = sv;
-        CK(cudaStreamSynchronize(st));
-        CK(cudaMemcpy(got.data(), q, 4L * H, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(got.data() + H, g, 4L * I, cudaMemcpyDeviceToHost));
-        md = 0;
-        for (int i = 0; i < H + I; i++) md = fmax(md, fabs(ref[i] - got[i]));
-        printf("{\"check\":\"v3 vs resident.cu q and glu, layer 0\",\"max_abs_diff\":%.3g}\n", md);
     }
     if (argc > 2 && !strcmp(argv[2], "once")) {   // for ncu: one pass of each kind, then exit
         nl = 1;
         cur(-1);
-        v3(4, 3, -1);
-        v3(8, -3, -1);
+        v5(2, 6, -1);
         CK(cudaStreamSynchronize(st));
         stream_read<<<sms * 8, 256, 0, st>>>((const uint4*) all, (long long) (layerBytes * L / 16), sink);
         CK(cudaStreamSynchronize(st));
@@ -630,14 +408,6 @@ int main(int argc, char** argv) {
             float t2 = timeit([&] { v5(uv[0], uv[1], -1); }, graph);
             printf("{\"variant\":\"v5 U%d minb%d\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", uv[0], uv[1], graph, t2, wbytes / t2 / 1e6);
             for (int kk = 0; kk < 4; kk++) { float u = timeit([&] { v5(uv[0], uv[1], kk); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kk], u, kinds[kk], kindBytes[kk] / u / 1e6); }
-            printf("}\n");
-            fflush(stdout);
-        }
-        int v3s[1][2] = {{4, -4}};
-        for (auto& uv : v3s) {
-            float t2 = timeit([&] { v3(uv[0], uv[1], -1); }, graph);
-            printf("{\"variant\":\"v3 U%d minb%d\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", uv[0], uv[1], graph, t2, wbytes / t2 / 1e6);
-            for (int kk = 0; kk < 4; kk++) { float u = timeit([&] { v3(uv[0], uv[1], kk); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kk], u, kinds[kk], kindBytes[kk] / u / 1e6); }
             printf("}\n");
             fflush(stdout);
         }
