@@ -400,7 +400,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */
-    static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 64, 32};
+    static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
     /** Index into {@link #PREFILL_DIMS} of the smallest bucket that holds {@code hd}. */
     static int prefillBucket(int hd) {

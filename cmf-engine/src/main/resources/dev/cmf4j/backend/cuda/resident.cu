@@ -355,11 +355,23 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
         r_matvec<K>(w, rs, cf, bias, x, y, rows, cols, accumulate, normed, eps);                          \
     }
 
-// B: blocks per SM asked of ptxas (4 = 64 registers: int8's best on the H200, spill-free for all)
+// Blocks per SM asked of ptxas for the decode products, tuned on the H200 (sm_90: 4 = 64 registers for the single
+// products, 6 = 40 for int8 q/k/v, 3 = 80 for gate+up; spill-free there and on sm_80/86/89). sm_100 and sm_120
+// allocate registers differently and spill at those budgets, so they get one step more registers (not measured).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define R_MB_MATVEC 3
+#define R_MB_MATVEC3_Q8 4
+#define R_MB_GLU 2
+#else
+#define R_MB_MATVEC 4
+#define R_MB_MATVEC3_Q8 6
+#define R_MB_GLU 3
+#endif
+
 R_MATVEC(r_matvec_f32, 0, 1)
-R_MATVEC(r_matvec_bf16, 1, 4)
-R_MATVEC(r_matvec_f16, 2, 4)
-R_MATVEC(r_matvec_q8, 3, 4)
+R_MATVEC(r_matvec_bf16, 1, R_MB_MATVEC)
+R_MATVEC(r_matvec_f16, 2, R_MB_MATVEC)
+R_MATVEC(r_matvec_q8, 3, R_MB_MATVEC)
 
 // Three products of one input and one dtype in one launch (q, k, v): blocks [0, b0) do matrix 0, the next
 // b1 matrix 1, the rest matrix 2 (b_i = ceil(rows_i / 8)); each as r_matvec without accumulation.
@@ -412,9 +424,9 @@ __device__ __forceinline__ void r_matvec3(
     }
 
 R_MATVEC3(r_matvec3_f32, 0, 2)
-R_MATVEC3(r_matvec3_bf16, 1, 4)
-R_MATVEC3(r_matvec3_f16, 2, 4)
-R_MATVEC3(r_matvec3_q8, 3, 6)
+R_MATVEC3(r_matvec3_bf16, 1, R_MB_MATVEC)
+R_MATVEC3(r_matvec3_f16, 2, R_MB_MATVEC)
+R_MATVEC3(r_matvec3_q8, 3, R_MB_MATVEC3_Q8)
 
 __device__ __forceinline__ float r_silu(float g) { return g / (1.f + expf(-g)); }
 
@@ -461,9 +473,9 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
     }
 
 R_GLU(r_glu_f32, 0, 1)
-R_GLU(r_glu_bf16, 1, 3)
-R_GLU(r_glu_f16, 2, 3)
-R_GLU(r_glu_q8, 3, 3)
+R_GLU(r_glu_bf16, 1, R_MB_GLU)
+R_GLU(r_glu_f16, 2, R_MB_GLU)
+R_GLU(r_glu_q8, 3, R_MB_GLU)
 
 // y = silu(g)·u elementwise (gate and up of different dtypes, computed by two r_matvec launches).
 extern "C" __global__ void __launch_bounds__(256) r_silu_mul(const float* g, const float* u, float* y, int n) {
@@ -923,7 +935,7 @@ extern "C" __global__ void __launch_bounds__(R_PF_THREADS, 3) r_attn_prefill_##D
 }
 R_ATTN_PREFILL(32, 64, 32)
 R_ATTN_PREFILL(64, 64, 32)
-R_ATTN_PREFILL(128, 64, 16)
+R_ATTN_PREFILL(128, 32, 16)
 R_ATTN_PREFILL(256, 32, 8)
 
 // ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----

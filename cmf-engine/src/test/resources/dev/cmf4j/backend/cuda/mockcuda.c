@@ -382,7 +382,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
 /* r_attn_prefill_D's launch shape (ResidentForward.prefillGrid): 128 threads, hd within the bucket D, x = query
    tiles of nT tokens, y = kv heads × head groups of nH query heads (R = 64 rows, 32 for D = 256); 1 if wrong */
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
-    static const int dims[4] = {32, 64, 128, 256}, rows[4] = {64, 64, 64, 32};
+    static const int dims[4] = {32, 64, 128, 256}, rows[4] = {64, 64, 32, 32};
     int b = kind - R_PREFILL, T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7);
     if (bx != 128 || gz != 1 || T < 1 || kvh < 1 || heads % kvh != 0 || hd > dims[b] || (b > 0 && hd <= dims[b - 1])) return 1;
     int G = heads / kvh, nH = G < rows[b] ? G : rows[b], nT = rows[b] / nH;
