@@ -20,7 +20,29 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class KernelMatMul implements MatMul {
     private final WorkerPool pool;
     private final MatMul fallback;
-    private final ConcurrentHashMap<MemorySegment, WeightMatrix> tensors = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<SegmentKey, WeightMatrix> tensors = new ConcurrentHashMap<>();
+
+    /**
+     * A cache key: a payload segment as {@link MemorySegment#equals} sees it (same memory, same start), hashed by its
+     * address without allocating (the segment's own hashCode boxes its base and offset into an array on every
+     * product). Stored keys are immutable; a lookup goes through the calling thread's reusable {@link #PROBE}.
+     */
+    private static final class SegmentKey {
+        private MemorySegment seg;
+        private int hash;
+
+        SegmentKey of(MemorySegment s) {
+            seg = s;
+            hash = Long.hashCode(s.address());
+            return this;
+        }
+
+        @Override public int hashCode() { return hash; }
+
+        @Override public boolean equals(Object o) { return o instanceof SegmentKey k && seg.equals(k.seg); }
+    }
+
+    private static final ThreadLocal<SegmentKey> PROBE = ThreadLocal.withInitial(SegmentKey::new);
 
     /**
      * @param pool     the threads the kernels run on
@@ -94,7 +116,9 @@ public final class KernelMatMul implements MatMul {
     public WeightMatrix kernel(Matrix w) {
         if (w.inputMajor() || !WeightMatrix.supports(w.dtype()) || w.rows() == 0) return null;
         MemorySegment seg = w.data();
-        WeightMatrix whole = tensors.get(seg);
+        SegmentKey probe = PROBE.get().of(seg);
+        WeightMatrix whole = tensors.get(probe);
+        probe.seg = null;   // the probe holds no payload between calls
         // Segments compare by address and size, not by mapping: a file mapped where a closed one was
         // would hit the closed file's entry. An entry counts only for the same (live) scope.
         if (whole == null || !whole.data.scope().equals(seg.scope())) {
@@ -102,7 +126,7 @@ public final class KernelMatMul implements MatMul {
             // or first use of a file with thousands of tensors, e.g. one per expert, turns quadratic)
             if (whole != null) tensors.values().removeIf(k -> !k.data.scope().isAlive());
             whole = WeightMatrix.of(w.dtype(), seg, w.storedRows(), w.cols(), 0, Math.toIntExact(w.storedRows()));
-            tensors.put(seg, whole);
+            tensors.put(new SegmentKey().of(seg), whole);
         }
         if (whole.dtype() != w.dtype() || whole.cols() != w.cols())
             throw new IllegalArgumentException(w.name() + ": payload already seen as " + whole + ", now as " + w.dtype().label + " with " + w.cols() + " cols");
