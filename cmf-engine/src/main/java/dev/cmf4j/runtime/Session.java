@@ -66,7 +66,13 @@ public final class Session implements AutoCloseable {
     }
 
     /** One token; returns its logits (a view, valid until the next call). */
-    public float[] decode(int id) { return prefill(new int[] {id}); }
+    public float[] decode(int id) {
+        oneId[0] = id;
+        return prefill(oneId);
+    }
+
+    /** decode's one-token input, reused (a session is used by one thread at a time, as its logits view is). */
+    private final int[] oneId = new int[1];
 
     /** Runs {@code ids} and returns the logits of every one, [ids.length, vocab] row-major. */
     public float[] logitsAll(int[] ids) {

@@ -220,7 +220,7 @@ public final class Graph {
             }
             finalNorm.rows(x, tokens);
             if (observer != null) observer.accept(layers + 1, x, tokens, hidden);
-            if (logits != null) head(x, tokens, logits, allLogits);
+            if (logits != null) head(x, tokens, logits, allLogits, h);
         } catch (RuntimeException | Error e) {
             for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
             throw e;
@@ -269,13 +269,13 @@ public final class Graph {
         for (int i = 0; i < tokens * hidden; i++) x[i] += p[i];
     }
 
-    private void head(float[] x, int tokens, float[] logits, boolean all) {
-        if (all) {
-            mm.apply(head, x, tokens, logits);
+    /** Logits of every token of x, or of its last; {@code free} is a chunk-sized scratch the layers are done with. */
+    private void head(float[] x, int tokens, float[] logits, boolean all, float[] free) {
+        if (all || tokens == 1) {
+            mm.apply(head, x, all ? tokens : 1, logits);
         } else {
-            float[] last = new float[hidden];
-            System.arraycopy(x, (tokens - 1) * hidden, last, 0, hidden);
-            mm.apply(head, last, 1, logits);
+            System.arraycopy(x, (tokens - 1) * hidden, free, 0, hidden);   // the last row, without a new array per call
+            mm.apply(head, free, 1, logits);
         }
         float cap = spec.finalSoftcap();
         if (cap > 0f) {
