@@ -540,23 +540,16 @@ class CudaMockTest {
         assertThat(spentMs).as("owner CPU ms over 20 idle gaps of 5 ms").isLessThan(15);
     }
 
-    static void failInstantiates(int n) {
-        try {
-            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_fail_instantiates").orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
-            h.invokeExact(n);
-        } catch (Throwable t) {
-            throw new AssertionError(t);
-        }
-    }
+    static void failInstantiates(int n) { mockSet("mock_fail_instantiates", ValueLayout.JAVA_INT, n); }
 
-    static void failAllocsAbove(long bytes) {
+    static void failAllocsAbove(long bytes) { mockSet("mock_fail_allocs_above", ValueLayout.JAVA_LONG, bytes); }
+
+    /** Calls the mock's {@code void fn(arg)} test knob. */
+    private static void mockSet(String fn, ValueLayout argLayout, Object arg) {
         try {
-            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_fail_allocs_above").orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.ofVoid(ValueLayout.JAVA_LONG));
-            h.invokeExact(bytes);
+            java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find(fn).orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.ofVoid(argLayout)).invokeWithArguments(arg);
         } catch (Throwable t) {
             throw new AssertionError(t);
         }
