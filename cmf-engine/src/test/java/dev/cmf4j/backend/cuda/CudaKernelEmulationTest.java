@@ -438,6 +438,85 @@ class CudaKernelEmulationTest {
         System.out.printf("emulated prefill attention %s: max|Δ| %.3g%n", shape, worst);
     }
 
+    /**
+     * resident.cu's decode attention (r_attn_partial, the real kernel on emulated blocks): each split's partials, then
+     * the merge by the last split of each head (an atomic counter per head), against a double-precision reference;
+     * shape = hd/heads/kvHeads/pos/window/sinks/splits. Two launches in a row (a replayed decode graph) give the same
+     * output and leave every counter back at 0; cache rows past the position hold NaN.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"128/8/2/37/0/0/4", "64/4/4/70/16/1/7", "13/6/2/5/0/1/3", "256/2/1/9/4/0/2", "40/6/3/100/0/0/32",
+            "32/4/2/0/0/1/1"})
+    void decodeAttentionMergesItsSplitsLikeAReference(String shape) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p = Integer.parseInt(f[3]);
+        int window = Integer.parseInt(f[4]), splits = Integer.parseInt(f[6]);
+        boolean withSinks = f[5].equals("1");
+        int ctxLen = p + 4, kvDim = kvHeads * hd, group = heads / kvHeads;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] q = rnd(r, heads * hd, -1f, 1f), kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
+        for (int i = (p + 1) * kvDim; i < ctxLen * kvDim; i++) kc[i] = vc[i] = Float.NaN;   // not yet written
+        float[] sinks = rnd(r, heads, -1f, 2f);
+        float scale = (float) (1.5 / Math.sqrt(hd));
+        float[][] got = new float[2][heads * hd];
+        int[] done = new int[heads];
+        long before;
+        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                long dq = up.apply(MemorySegment.ofArray(q)), dk = up.apply(MemorySegment.ofArray(kc)), dv = up.apply(MemorySegment.ofArray(vc));
+                long dpm = up.apply(MemorySegment.ofArray(new float[heads * splits])), dpl = up.apply(MemorySegment.ofArray(new float[heads * splits]));
+                long dacc = up.apply(MemorySegment.ofArray(new float[heads * splits * hd]));
+                long dout = up.apply(MemorySegment.ofArray(new float[heads * hd])), ddone = up.apply(MemorySegment.ofArray(new int[heads]));
+                long dpos = up.apply(MemorySegment.ofArray(new int[] {p}));
+                long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
+                MemorySegment host = a.allocate(4L * heads * hd, 4);
+                for (int run = 0; run < 2; run++) {
+                    cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
+                            ResidentForward.pack(a, dq, dk, dv, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits, window,
+                                    dout, ddone, dsinks));
+                    cu.synchronize();
+                    cu.copyToHost(host, dout, host.byteSize());
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got[run], 0, heads * hd);
+                }
+                cu.copyToHost(host, ddone, 4L * heads);
+                MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, done, 0, heads);
+            } finally {
+                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+            }
+            return null;
+        });
+        try { assertThat(launches() - before).as("launches of the emulated r_attn_partial").isEqualTo(2); }
+        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(done).as("%s: every head's counter back at 0 for the next step", shape).containsOnly(0);
+        assertThat(got[1]).as("%s: a second step gives the same output", shape).containsExactly(got[0]);
+        double worst = 0;
+        int first = window > 0 && p >= window ? p - window + 1 : 0;
+        for (int h = 0; h < heads; h++) {
+            int g = h / group;
+            double[] sc = new double[p + 1];
+            double max = withSinks ? sinks[h] : Double.NEGATIVE_INFINITY, sum = 0;
+            for (int j = first; j <= p; j++) {
+                double d = 0;
+                for (int c = 0; c < hd; c++) d += (double) q[h * hd + c] * kc[j * kvDim + g * hd + c];
+                sc[j] = d * scale;
+                max = Math.max(max, sc[j]);
+            }
+            for (int j = first; j <= p; j++) sum += sc[j] = Math.exp(sc[j] - max);
+            if (withSinks) sum += Math.exp(sinks[h] - max);
+            for (int c = 0; c < hd; c++) {
+                double want = 0;
+                for (int j = first; j <= p; j++) want += sc[j] * vc[j * kvDim + g * hd + c];
+                want /= sum;
+                double err = Math.abs(got[0][h * hd + c] - want);
+                assertThat(err).as("%s: head %d, column %d", shape, h, c).isLessThan(2e-6);
+                worst = Math.max(worst, err);
+            }
+        }
+        System.out.printf("emulated decode attention %s: max|Δ| %.3g%n", shape, worst);
+    }
+
     private static float[] rnd(java.util.Random r, int n, float lo, float hi) {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) v[i] = lo + (hi - lo) * r.nextFloat();

@@ -175,7 +175,8 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 }
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
-// 50 + k r_matvec3_{...}; and its prefill attention: 45 + b r_attn_prefill_{32,64,128,256}; 0 on success
+// 50 + k r_matvec3_{...}; its decode attention: 43 r_attn_partial; and its prefill attention: 45 + b
+// r_attn_prefill_{32,64,128,256}; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     typedef const void* V;
@@ -194,6 +195,8 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
                   P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
+        case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
+                       P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*), P(15, F)); }; break;
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

@@ -81,7 +81,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -225,11 +225,13 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     int kind = *(int*) f;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
-    /* resident.cu's products (r_matvec, r_glu, r_matvec3): the real kernels, after the twins' launch-shape checks */
+    /* resident.cu's products (r_matvec, r_glu, r_matvec3) and decode attention (r_attn_partial with its merge): the
+   real kernels while a test asks, after the twins' launch-shape checks */
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4)
-        || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)))) {
+        || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
+                                 || kind == R_ATTN))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         return emu_launch_resident(kind, gx, gy, gz, bx, p);
     }
@@ -369,6 +371,7 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_PREFILL && kind < R_PREFILL + 4) return prefill_shape(kind, gx, gy, gz, bx, p);
+    if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
