@@ -1022,7 +1022,7 @@ extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const 
         float m = r_block_max(mx, red) * inv;
         int e = 0;
         if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
-        scale = ldexpf(1.f, e);
+        scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (and inf rows stay inf)
         if (threadIdx.x == 0) ts[t] = scale;
     }
     float rescale = 1.f / scale;   // exact: a power of two

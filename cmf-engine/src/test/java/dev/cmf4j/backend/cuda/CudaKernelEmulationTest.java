@@ -517,6 +517,114 @@ class CudaKernelEmulationTest {
         System.out.printf("emulated decode attention %s: max|Δ| %.3g%n", shape, worst);
     }
 
+    /**
+     * The cuBLAS prefill's own kernels, real, on emulated blocks: r_split's 16-bit parts of the normed, column-scaled
+     * activations (f16: two parts of x/s with a per-token power-of-two s; bf16: three), then r_gemm_out and r_glu_out
+     * recombining GEMM outputs computed here in double from those very parts, against a double-precision reference
+     * of the whole product. shape = T/cols/rows/f16/magnitude: magnitudes up to 1e6 (an f16 part without the token
+     * scale overflows at 65504) and down to 1e-6, widths not a multiple of 4 (the scalar paths), and rows of f32
+     * subnormals (whose power-of-two scale is clamped so its inverse stays finite: no NaN).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"3/64/24/1/1", "5/40/12/1/1e6", "4/36/8/1/1e-6", "3/64/20/0/1", "2/13/7/1/300", "2/13/7/0/300",
+            "2/16/5/1/3e-42"})
+    void prefillSplitAndEpiloguesRebuildTheProduct(String shape) {
+        String[] f = shape.split("/");
+        int T = Integer.parseInt(f[0]), cols = Integer.parseInt(f[1]), rows = Integer.parseInt(f[2]);
+        boolean f16 = f[3].equals("1");
+        float mag = Float.parseFloat(f[4]), eps = 1e-5f;
+        int parts = f16 ? 2 : 3;
+        float step = f16 ? 1f / 2048 : 1f;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] x = rnd(r, T * cols, -mag, mag), cf = rnd(r, cols, 0.5f, 1.5f), rs = rnd(r, rows, 0.5f, 2f), rs2 = rnd(r, rows, 0.5f, 2f);
+        float[] bias = rnd(r, rows, -1f, 1f), y0 = rnd(r, T * rows, -1f, 1f);
+        for (int t = 0; t < T; t++) for (int c = 0; c < cols; c++) x[t * cols + c] *= t + 1;   // a scale per token
+        float[] w = new float[rows * cols];
+        for (int i = 0; i < w.length; i++) w[i] = r.nextInt(255) - 127;   // int8 weights: exact in f16 and bf16
+        short[] partsOut = new short[parts * T * cols];
+        float[] ts = new float[T], y = new float[T * rows], g = new float[T * rows];
+        long before;
+        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            MemorySegment fn = null;
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                long dx = up.apply(MemorySegment.ofArray(x)), dcf = up.apply(MemorySegment.ofArray(cf));
+                long dparts = up.apply(MemorySegment.ofArray(partsOut)), dts = up.apply(MemorySegment.ofArray(ts));
+                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_split"), T, 1, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dx, dcf, 1, eps, dparts, T, cols, f16 ? 1 : 0, parts, dts));
+                cu.synchronize();
+                MemorySegment host = a.allocate(Math.max(2L * partsOut.length, 4L * T), 4);
+                cu.copyToHost(host, dparts, 2L * partsOut.length);
+                MemorySegment.copy(host, ValueLayout.JAVA_SHORT, 0, partsOut, 0, partsOut.length);
+                cu.copyToHost(host, dts, 4L * T);
+                MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, ts, 0, T);
+                // the GEMM cuBLAS would do, in double: C[r, j·T + t] = Σ_c w[r, c]·part_j[t, c], column-major
+                float[] C = new float[rows * parts * T];
+                for (int j = 0; j < parts; j++)
+                    for (int t = 0; t < T; t++)
+                        for (int i = 0; i < rows; i++) {
+                            double acc = 0;
+                            for (int c = 0; c < cols; c++) acc += (double) w[i * cols + c] * half(partsOut[(j * T + t) * cols + c], f16);
+                            C[(j * T + t) * rows + i] = (float) acc;
+                        }
+                long dC = up.apply(MemorySegment.ofArray(C)), dy = up.apply(MemorySegment.ofArray(y0)), dg = up.apply(MemorySegment.ofArray(g));
+                long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2)), db = up.apply(MemorySegment.ofArray(bias));
+                long tsp = f16 ? dts : 0L;
+                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_gemm_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dC, drs, db, dy, rows, T, parts, 1, tsp, step));
+                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_glu_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
+                        ResidentForward.pack(a, dC, dC, drs, drs2, dg, rows, T, parts, tsp, tsp, step));
+                cu.synchronize();
+                MemorySegment out = a.allocate(4L * T * rows, 4);
+                cu.copyToHost(out, dy, out.byteSize());
+                MemorySegment.copy(out, ValueLayout.JAVA_FLOAT, 0, y, 0, y.length);
+                cu.copyToHost(out, dg, out.byteSize());
+                MemorySegment.copy(out, ValueLayout.JAVA_FLOAT, 0, g, 0, g.length);
+            } finally {
+                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+            }
+            return null;
+        });
+        try { assertThat(launches() - before).as("launches of the emulated split and epilogues").isEqualTo(3); }
+        catch (Throwable e) { throw new AssertionError(e); }
+        double worstPart = 0, worstY = 0;
+        for (int t = 0; t < T; t++) {
+            double ss = 0, vmax = 0;
+            for (int c = 0; c < cols; c++) ss += (double) x[t * cols + c] * x[t * cols + c];
+            double inv = 1 / Math.sqrt(ss / cols + eps);
+            double[] v = new double[cols];
+            for (int c = 0; c < cols; c++) { v[c] = x[t * cols + c] * inv * cf[c]; vmax = Math.max(vmax, Math.abs(v[c])); }
+            if (f16) assertThat(ts[t]).as("%s: token %d's scale is the power of two just above its max", shape, t)
+                    .isEqualTo((float) Math.scalb(1.0, Math.max(-125, Math.min(127, Math.getExponent(vmax) + 1))));
+            for (int c = 0; c < cols && vmax > 1e-30; c++) {   // the parts rebuild the activation to f32 level (normal f32s)
+                double back = 0, fj = 1;
+                for (int j = 0; j < parts; j++, fj *= step) back += half(partsOut[(j * T + t) * cols + c], f16) * fj;
+                if (f16) back *= ts[t];
+                double err = Math.abs(back - v[c]) / vmax;
+                assertThat(err).as("%s: token %d column %d rebuilt from its parts", shape, t, c).isLessThan(f16 ? 5e-7 : 2.5e-7);   // 2^-22 (f16 parts); the kernel's own f32 rounding of x·inv·cf (bf16)
+                worstPart = Math.max(worstPart, err);
+            }
+            for (int i = 0; i < rows; i++) {
+                double dot = 0, size = 0;
+                for (int c = 0; c < cols; c++) { dot += w[i * cols + c] * v[c]; size += Math.abs(w[i * cols + c] * v[c]); }
+                double want = y0[t * rows + i] + dot * rs[i] + bias[i];
+                assertThat(y[t * rows + i]).as("%s: r_gemm_out token %d row %d", shape, t, i).isFinite();
+                double err = Math.abs(y[t * rows + i] - want) / (1 + Math.abs(y0[t * rows + i]) + size * rs[i] + Math.abs(bias[i]));
+                assertThat(err).as("%s: r_gemm_out token %d row %d", shape, t, i).isLessThan(1e-6);
+                double gv = dot * rs[i], uv = dot * rs2[i], glu = gv / (1 + Math.exp(-gv)) * uv;
+                double errG = Math.abs(g[t * rows + i] - glu) / (1 + Math.abs(glu) + size * size * rs[i] * rs2[i] * 1e-6);
+                assertThat(errG).as("%s: r_glu_out token %d row %d", shape, t, i).isLessThan(1e-5);
+                worstY = Math.max(worstY, err);
+            }
+        }
+        System.out.printf("emulated prefill split/epilogues %s: parts %.3g, product %.3g (relative)%n", shape, worstPart, worstY);
+    }
+
+    private static double half(short h, boolean f16) {
+        return f16 ? Float.float16ToFloat(h) : Float.intBitsToFloat((h & 0xffff) << 16);
+    }
+
     private static float[] rnd(java.util.Random r, int n, float lo, float hi) {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) v[i] = lo + (hi - lo) * r.nextFloat();

@@ -38,6 +38,7 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
 // PTX prmt in its default mode: result byte i = byte (selector nibble i & 7) of the 8 bytes {y, x}
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     unsigned long long v = ((unsigned long long) y << 32) | x;
@@ -175,8 +176,9 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 }
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
-// 50 + k r_matvec3_{...}; its decode attention: 43 r_attn_partial; and its prefill attention: 45 + b
-// r_attn_prefill_{32,64,128,256}; 0 on success
+// 50 + k r_matvec3_{...}; its decode attention: 43 r_attn_partial; its prefill attention: 45 + b
+// r_attn_prefill_{32,64,128,256}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen, 62 r_gemm_out, 63 r_glu_out;
+// 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     typedef const void* V;
@@ -195,6 +197,13 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
                   P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
+        case 60: k = [p] { r_split(P(0, F), P(1, F), P(2, int), P(3, float), P(4, r_u16*), P(5, int), P(6, int), P(7, int), P(8, int),
+                       P(9, float*)); }; break;
+        case 61: k = [p] { r_i8_widen(P(0, const signed char*), P(1, r_u16*), P(2, long long), P(3, int)); }; break;
+        case 62: k = [p] { r_gemm_out(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), P(8, F),
+                       P(9, float)); }; break;
+        case 63: k = [p] { r_glu_out(P(0, F), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), P(6, int), P(7, int), P(8, F), P(9, F),
+                       P(10, float)); }; break;
         case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
                        P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*), P(15, F)); }; break;
         default: return 500;

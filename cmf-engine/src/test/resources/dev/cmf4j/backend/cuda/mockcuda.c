@@ -82,7 +82,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
-       R_SPLIT = 60, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
+       R_SPLIT = 60 /* kernel_emulator.cpp: 60–63 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
@@ -231,7 +231,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4)
         || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
-                                 || kind == R_ATTN))) {
+                                 || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_GLU_OUT)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         return emu_launch_resident(kind, gx, gy, gz, bx, p);
     }
@@ -372,6 +372,7 @@ static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_PREFILL && kind < R_PREFILL + 4) return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
+    if (kind >= R_SPLIT && kind <= R_GLU_OUT) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
@@ -480,6 +481,8 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                 }
                 int e = 0;
                 if (m > 0.f) frexpf(m, &e);
+                if (e < -125) e = -125;
+                if (e > 127) e = 127;
                 float scale = f16p ? ldexpf(1.f, e) : 1.f;
                 if (f16p) ts[t] = scale;
                 for (int c = 0; c < cols; c++) {
