@@ -53,7 +53,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private List<String> cublasNames = Cublas.LIBRARY;
     private int gemmMinTokens = Integer.getInteger("cmf.cuda.gemmMinTokens", 16);
     /** {@code -Dcmf.cuda.prefillCache=auto|true|false}: see {@link ResidentForward#widenOnce}. */
-    private String prefillCache = System.getProperty("cmf.cuda.prefillCache", "auto");
+    private String prefillCache = ResidentForward.prefillCacheMode(System.getProperty("cmf.cuda.prefillCache", "auto"));
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -128,7 +128,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     void useGraphs(boolean on) { this.graphs = on; }
 
     /** Tests: whether the resident forward keeps f16 copies of int8 matrices for prefill (auto, true, false). */
-    void usePrefillCache(String mode) { this.prefillCache = mode; }
+    void usePrefillCache(String mode) { this.prefillCache = ResidentForward.prefillCacheMode(mode); }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

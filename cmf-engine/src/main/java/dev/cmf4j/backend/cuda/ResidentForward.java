@@ -118,12 +118,17 @@ final class ResidentForward implements DeviceForward {
         };
     }
 
+    /** {@code mode} if it is a {@code -Dcmf.cuda.prefillCache} value (auto, true, false), else a clear error. */
+    static String prefillCacheMode(String mode) {
+        if (!List.of("auto", "true", "false").contains(mode))
+            throw new IllegalArgumentException("-Dcmf.cuda.prefillCache must be auto, true or false, not '" + mode + "'");
+        return mode;
+    }
+
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
                     String prefillCache) {
-        if (!List.of("auto", "true", "false").contains(prefillCache))
-            throw new IllegalArgumentException("cmf.cuda.prefillCache must be auto, true or false, not '" + prefillCache + "'");
-        this.prefillCache = prefillCache;
+        this.prefillCache = prefillCacheMode(prefillCache);
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
@@ -328,6 +333,7 @@ final class ResidentForward implements DeviceForward {
                 pacc = alloc(4L * partials * model.headDim());
                 done = alloc(4L * model.heads());   // per head: splits finished this step (the last one resets it)
                 cu.memsetD8(done, (byte) 0, 4L * model.heads());
+                cu.synchronize();   // the memset runs on the legacy stream, which the session's non-blocking stream does not wait for
                 last = alloc(4L * vocab);
                 boolean sandwich = false;
                 int experts = 0, topK = 0, expertInter = 0;
@@ -422,7 +428,14 @@ final class ResidentForward implements DeviceForward {
     @Override public Object newState(int maxChunk, int maxContext) {
         return mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
-            SessionState s = new SessionState(maxChunk, maxContext);
+            SessionState s;
+            try {
+                s = new SessionState(maxChunk, maxContext);
+            } catch (CudaException e) {
+                if (widened.isEmpty()) throw e;
+                dropWidened();   // the prefill's f16 copies give way to a session's KV cache
+                s = new SessionState(maxChunk, maxContext);
+            }
             states.add(s);
             return s;
         });
@@ -534,12 +547,29 @@ final class ResidentForward implements DeviceForward {
     private void preparePrefill(SessionState s, int t, boolean headGemm) {
         if (cublasHandle == null) cublasHandle = cublas.create();
         cublas.setStream(cublasHandle, s.stream);
-        long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
-        long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
-        if (!widenDecided) {
+        boolean first = !widenDecided;
+        scratchOrDropCopies(t, headGemm);   // on the first prefill without the widening scratch: copies may come
+        if (first) {   // after the rest of the scratch, so the copies only take what is left
             widenDecided = true;
             widenOnce(s, headGemm);
+            scratchOrDropCopies(t, headGemm);   // the widening scratch for whatever has no copy
         }
+    }
+
+    private void scratchOrDropCopies(int t, boolean headGemm) {
+        try {
+            allocateScratch(t, headGemm);
+        } catch (CudaException e) {
+            if (widened.isEmpty()) throw e;
+            dropWidened();   // the f16 copies give way to the scratch (then each chunk widens again)
+            allocateScratch(t, headGemm);
+        }
+    }
+
+    /** Grows the prefill scratch to a chunk of t tokens (16-bit activation parts, widened weights, GEMM outputs, scales). */
+    private void allocateScratch(int t, boolean headGemm) {
+        long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
+        long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
         for (LayerWeights l : layers)
             for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})   // gate/up/down null on MoE layers
@@ -548,16 +578,32 @@ final class ResidentForward implements DeviceForward {
             maxRows = Math.max(maxRows, head.rows());
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
+        if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
         long needB = 2L * 3 * t * maxCols, needW = 2L * maxW, needC = 4L * maxRows * 3 * t;   // ≤ 3 parts
-        if (needB > capB) { if (sB != NULL) cu.memFree(sB); sB = cu.memAlloc(needB); capB = needB; }
-        if (needW > capW) { if (sW != NULL) cu.memFree(sW); sW = cu.memAlloc(needW); capW = needW; }
+        if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
+        if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
         if (needC > capC) {
-            if (sC1 != NULL) { cu.memFree(sC1); cu.memFree(sC2); }
-            sC1 = cu.memAlloc(needC); sC2 = cu.memAlloc(needC); capC = needC;
+            if (sC1 != NULL) { cu.memFree(sC1); cu.memFree(sC2); sC1 = sC2 = NULL; capC = 0; }
+            long c1 = cu.memAlloc(needC);
+            try { sC2 = cu.memAlloc(needC); } catch (CudaException e) { cu.memFree(c1); throw e; }
+            sC1 = c1; capC = needC;
         }
         if (4L * t > capS) {
-            if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); }
-            sS1 = cu.memAlloc(4L * t); sS2 = cu.memAlloc(4L * t); capS = 4L * t;
+            if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); sS1 = sS2 = NULL; capS = 0; }
+            long s1 = cu.memAlloc(4L * t);
+            try { sS2 = cu.memAlloc(4L * t); } catch (CudaException e) { cu.memFree(s1); throw e; }
+            sS1 = s1; capS = 4L * t;
+        }
+    }
+
+    /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
+    private void dropWidened() {
+        try {
+            cu.synchronize();
+        } finally {
+            for (long d : widened.values()) cu.memFree(d);
+            widened.clear();
+            widenDecided = true;
         }
     }
 
@@ -574,20 +620,27 @@ final class ResidentForward implements DeviceForward {
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
         if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
+        boolean kept = false;
         try (Arena a = Arena.ofConfined()) {
             for (var e : int8.entrySet()) {
                 long copy = cu.memAlloc(2 * e.getValue());
+                try {
+                    launch(new Launch("widen", fnI8Widen, (int) Math.min(4096, (e.getValue() / 4 + 255) / 256 + 1), 1, 1, 256,
+                            pack(a, e.getKey(), copy, e.getValue(), 1)), s.stream);
+                } catch (RuntimeException le) {
+                    cu.memFree(copy);
+                    throw le;
+                }
                 widened.put(e.getKey(), copy);
-                launch(new Launch("widen", fnI8Widen, (int) Math.min(4096, (e.getValue() / 4 + 255) / 256 + 1), 1, 1, 256,
-                        pack(a, e.getKey(), copy, e.getValue(), 1)), s.stream);
             }
-        } catch (CudaException e) {   // out of device memory: widen per chunk instead
-            cu.streamSynchronize(s.stream);   // the widenings already queued finish before their memory goes
-            for (long d : widened.values()) cu.memFree(d);
-            widened.clear();
+            cu.streamSynchronize(s.stream);   // written before any session's GEMM reads them (other streams too)
+            kept = true;
+        } catch (CudaException e) {   // out of device memory (or a refused launch): widen per chunk instead
             if ("true".equals(prefillCache))
                 System.err.println("cmf: cuda: no room for the f16 prefill copies of the int8 weights (" + bytes / (1 << 20)
                         + " MiB): " + e.getMessage() + "; widening per chunk instead");
+        } finally {
+            if (!kept) dropWidened();
         }
     }
 
