@@ -540,6 +540,50 @@ class CudaMockTest {
         assertThat(spentMs).as("owner CPU ms over 20 idle gaps of 5 ms").isLessThan(15);
     }
 
+    @Test void theKeptF16CopiesGiveWayToANewSessionsKvCache() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf")); var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4)) {
+            want = s.prefill(prompt);
+        }
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            gpu.useCublas(List.of(lib.toString()), 2);
+            gpu.usePrefillCache("true");
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                long base = deviceUsed();
+                try (var a = new dev.cmf4j.runtime.Session(m.graph(), 16, 4)) {
+                    long session = deviceUsed() - base;
+                    float[] first = a.prefill(prompt);   // the first prefill makes the f16 copies
+                    long withCopies = deviceUsed();
+                    assertThat(withCopies - base - session).as("copies and scratch kept after the first prefill").isPositive();
+                    mockSet("mock_device_budget", ValueLayout.JAVA_LONG, withCopies + session - 1);   // a second session fits only without them
+                    try (var b = new dev.cmf4j.runtime.Session(m.graph(), 16, 4)) {
+                        assertThat(deviceUsed()).as("the copies gave way").isLessThan(withCopies + session - 1);
+                        float[] again = b.prefill(prompt);   // now widened per chunk
+                        for (int i = 0; i < want.length; i++) {
+                            assertThat((double) first[i]).as("with copies, logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                            assertThat((double) again[i]).as("without, logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                        }
+                    } finally {
+                        mockSet("mock_device_budget", ValueLayout.JAVA_LONG, -1L);
+                    }
+                }
+            }
+        }
+    }
+
+    static long deviceUsed() {
+        try {
+            return (long) java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_device_used").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_LONG)).invokeExact();
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
+
     static void failInstantiates(int n) { mockSet("mock_fail_instantiates", ValueLayout.JAVA_INT, n); }
 
     static void failAllocsAbove(long bytes) { mockSet("mock_fail_allocs_above", ValueLayout.JAVA_LONG, bytes); }

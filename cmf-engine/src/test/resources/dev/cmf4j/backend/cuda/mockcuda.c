@@ -40,15 +40,32 @@ CUresult cuCtxSynchronize(void) { return current_ctx ? 0 : 201; }
 static long long alloc_limit = -1;
 static int n_device_allocs = 0;   /* device allocations alive */
 void mock_fail_allocs_above(long long bytes) { alloc_limit = bytes; }
+/* tests: a device of this many bytes (-1 = no limit): an allocation past it fails with 2; bytes in use below */
+static long long device_budget = -1, device_used = 0;
+void mock_device_budget(long long bytes) { device_budget = bytes; }
+long long mock_device_used(void) { return device_used; }
 CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
     if (!current_ctx) return 201;
     if (alloc_limit >= 0 && (long long) n > alloc_limit) return 2;
-    void* m = aligned_alloc(256, (n + 255) / 256 * 256);
+    size_t size = (n + 255) / 256 * 256;
+    if (device_budget >= 0 && device_used + (long long) size > device_budget) return 2;
+    unsigned char* m = aligned_alloc(256, 256 + size);   /* a 256-byte header holds the size */
     if (!m) return 2;
+    memcpy(m, &size, sizeof size);
     n_device_allocs++;
-    *p = (unsigned long long) (uintptr_t) m; return 0;
+    device_used += (long long) size;
+    *p = (unsigned long long) (uintptr_t) (m + 256); return 0;
 }
-CUresult cuMemFree_v2(unsigned long long p) { if (!current_ctx) return 201; free((void*) (uintptr_t) p); n_device_allocs--; return 0; }
+CUresult cuMemFree_v2(unsigned long long p) {
+    if (!current_ctx) return 201;
+    unsigned char* m = (unsigned char*) (uintptr_t) p - 256;
+    size_t size;
+    memcpy(&size, m, sizeof size);
+    device_used -= (long long) size;
+    free(m);
+    n_device_allocs--;
+    return 0;
+}
 CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *p = malloc(n); return *p ? 0 : 2; }
 CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void* s, size_t n) { if (!current_ctx) return 201; memcpy((void*) (uintptr_t) d, s, n); return 0; }
