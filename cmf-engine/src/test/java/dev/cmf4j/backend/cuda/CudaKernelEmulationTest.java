@@ -415,20 +415,9 @@ class CudaKernelEmulationTest {
         for (int t = 0; t < T; t++)
             for (int h = 0; h < heads; h++) {
                 int p = pos0 + t, first = window > 0 && p >= window ? p - window + 1 : 0, g = h / group;
-                double[] sc = new double[p + 1];
-                double max = withSinks ? sinks[h] : Double.NEGATIVE_INFINITY, sum = 0;
-                for (int j = first; j <= p; j++) {
-                    double d = 0;
-                    for (int c = 0; c < hd; c++) d += (double) q[(t * heads + h) * hd + c] * kc[j * kvDim + g * hd + c];
-                    sc[j] = d * scale;
-                    max = Math.max(max, sc[j]);
-                }
-                for (int j = first; j <= p; j++) sum += sc[j] = Math.exp(sc[j] - max);
-                if (withSinks) sum += Math.exp(sinks[h] - max);
+                double[] ref = attention(q, (t * heads + h) * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, withSinks ? sinks[h] : Double.NaN);
                 for (int c = 0; c < hd; c++) {
-                    double want = 0;
-                    for (int j = first; j <= p; j++) want += sc[j] * vc[j * kvDim + g * hd + c];
-                    want /= sum;
+                    double want = ref[c];
                     double err = Math.abs(got[(t * heads + h) * hd + c] - want);
                     assertThat(err).as("%s: token %d, head %d, column %d", shape, t, h, c).isLessThan(2e-6);
                     worst = Math.max(worst, err);
@@ -495,20 +484,9 @@ class CudaKernelEmulationTest {
         int first = window > 0 && p >= window ? p - window + 1 : 0;
         for (int h = 0; h < heads; h++) {
             int g = h / group;
-            double[] sc = new double[p + 1];
-            double max = withSinks ? sinks[h] : Double.NEGATIVE_INFINITY, sum = 0;
-            for (int j = first; j <= p; j++) {
-                double d = 0;
-                for (int c = 0; c < hd; c++) d += (double) q[h * hd + c] * kc[j * kvDim + g * hd + c];
-                sc[j] = d * scale;
-                max = Math.max(max, sc[j]);
-            }
-            for (int j = first; j <= p; j++) sum += sc[j] = Math.exp(sc[j] - max);
-            if (withSinks) sum += Math.exp(sinks[h] - max);
+            double[] ref = attention(q, h * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, withSinks ? sinks[h] : Double.NaN);
             for (int c = 0; c < hd; c++) {
-                double want = 0;
-                for (int j = first; j <= p; j++) want += sc[j] * vc[j * kvDim + g * hd + c];
-                want /= sum;
+                double want = ref[c];
                 double err = Math.abs(got[0][h * hd + c] - want);
                 assertThat(err).as("%s: head %d, column %d", shape, h, c).isLessThan(2e-6);
                 worst = Math.max(worst, err);
@@ -623,6 +601,29 @@ class CudaKernelEmulationTest {
 
     private static double half(short h, boolean f16) {
         return f16 ? Float.float16ToFloat(h) : Float.intBitsToFloat((h & 0xffff) << 16);
+    }
+
+    /**
+     * Attention of the query at q[qOff..] over cache rows first..p (kv head at column kvOff of rows kvDim wide), in
+     * double: softmax of the scaled scores, the sink logit (NaN: none) in the denominator only.
+     */
+    private static double[] attention(float[] q, int qOff, float[] kc, float[] vc, int kvDim, int kvOff, int hd, int first, int p,
+                                      float scale, double sink) {
+        double[] sc = new double[p + 1], out = new double[hd];
+        double max = Double.isNaN(sink) ? Double.NEGATIVE_INFINITY : sink, sum = 0;
+        for (int j = first; j <= p; j++) {
+            double d = 0;
+            for (int c = 0; c < hd; c++) d += (double) q[qOff + c] * kc[j * kvDim + kvOff + c];
+            sc[j] = d * scale;
+            max = Math.max(max, sc[j]);
+        }
+        for (int j = first; j <= p; j++) sum += sc[j] = Math.exp(sc[j] - max);
+        if (!Double.isNaN(sink)) sum += Math.exp(sink - max);
+        for (int c = 0; c < hd; c++) {
+            for (int j = first; j <= p; j++) out[c] += sc[j] * vc[j * kvDim + kvOff + c];
+            out[c] /= sum;
+        }
+        return out;
     }
 
     private static float[] rnd(java.util.Random r, int n, float lo, float hi) {
