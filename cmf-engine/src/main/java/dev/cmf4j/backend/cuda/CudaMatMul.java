@@ -42,8 +42,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private final Arena arena = Arena.ofShared();
     /** The kernel's 8 argument slots (56 bytes) and the void** array pointing at them, rewritten per launch. */
     private final MemorySegment args = arena.allocate(56, 8), params = arena.allocate(ValueLayout.ADDRESS, 8);
-    private MemorySegment hostX, hostY;
-    private long devX, devY, capX, capY;
+    /** x in and y out: pinned host buffers and their device twins, grown on demand. */
+    private final Staging stageX = new Staging(), stageY = new Staging();
     private long deviceBytes;
     private boolean closed;
     private final java.util.List<ResidentForward> residents = new java.util.ArrayList<>();
@@ -175,37 +175,37 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         int in = w.inDim(), out = w.outDim();
         long xb = 4L * tokens * in, yb = 4L * tokens * out;
         ensure(xb, yb);
-        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        MemorySegment.copy(x, 0, stageX.host, ValueLayout.JAVA_FLOAT, 0, tokens * in);
         // one stream, one wait: the host queues copy-in, kernels and copy-out, then blocks once
-        cu.copyToDeviceAsync(devX, hostX, xb);
-        launch(d, w, tokens, devY);
-        cu.copyToHostAsync(hostY, devY, yb);
+        cu.copyToDeviceAsync(stageX.dev, stageX.host, xb);
+        launch(d, w, tokens, stageY.dev);
+        cu.copyToHostAsync(stageY.host, stageY.dev, yb);
         cu.syncDefaultStream();
-        MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
+        MemorySegment.copy(stageY.host, ValueLayout.JAVA_FLOAT, 0, y, 0, tokens * out);
     }
 
-    /** Owner thread: {@link #run} for several matrices of one input; outputs lie back to back in devY. */
+    /** Owner thread: {@link #run} for several matrices of one input; outputs lie back to back in stageY.dev. */
     private void runShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
         int in = -1;
         long yb = 0;
         for (Matrix w : ws) if (supports(w)) { in = w.inDim(); yb += 4L * tokens * w.outDim(); }
         long xb = 4L * tokens * in;
         ensure(xb, yb);
-        MemorySegment.copy(x, 0, hostX, ValueLayout.JAVA_FLOAT, 0, tokens * in);
-        cu.copyToDeviceAsync(devX, hostX, xb);
+        MemorySegment.copy(x, 0, stageX.host, ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        cu.copyToDeviceAsync(stageX.dev, stageX.host, xb);
         long off = 0;
         for (Matrix w : ws) {
             if (!supports(w)) continue;
-            launch(resident(w), w, tokens, devY + off);
+            launch(resident(w), w, tokens, stageY.dev + off);
             off += 4L * tokens * w.outDim();
         }
-        cu.copyToHostAsync(hostY, devY, yb);
+        cu.copyToHostAsync(stageY.host, stageY.dev, yb);
         cu.syncDefaultStream();   // one wait for all the products
         off = 0;
         for (int i = 0; i < ws.length; i++) {
             if (!supports(ws[i])) continue;
             int n = tokens * ws[i].outDim();
-            MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, off, ys[i], 0, n);
+            MemorySegment.copy(stageY.host, ValueLayout.JAVA_FLOAT, off, ys[i], 0, n);
             off += 4L * n;
         }
     }
@@ -224,7 +224,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         return d;
     }
 
-    /** Owner thread: the matvec launches of one product, reading devX, writing {@code tokens × out} floats at {@code yDev}. */
+    /** Owner thread: the matvec launches of one product, reading stageX.dev, writing {@code tokens × out} floats at {@code yDev}. */
     private void launch(DeviceMatrix d, Matrix w, int tokens, long yDev) {
         int in = w.inDim(), out = w.outDim();
         MemorySegment fn = switch (d.dtype()) {
@@ -237,30 +237,37 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         };
         for (int t0 = 0; t0 < tokens; t0 += ArgPack.MAX_GRID_Y) {
             int nt = Math.min(ArgPack.MAX_GRID_Y, tokens - t0);
-            ArgPack.write(args, d.weights(), d.rowScales(), d.colField(), devX + 4L * t0 * in, yDev + 4L * t0 * out,
+            ArgPack.write(args, d.weights(), d.rowScales(), d.colField(), stageX.dev + 4L * t0 * in, yDev + 4L * t0 * out,
                     w.firstRow(), out, in);
             cu.launch(fn, ArgPack.gridX(out), nt, 1, ArgPack.BLOCK, 1, 1, 0, params);
         }
     }
 
     private void ensure(long xb, long yb) {
-        // old buffers are forgotten before the new ones are asked for: a failed allocation must not leave
-        // freed pointers for close() to free again
-        if (xb > capX) {
-            if (devX != 0) { cu.memFree(devX); cu.memFreeHost(hostX); devX = 0; hostX = null; }
-            long cap = Math.max(xb, 2 * capX);
-            capX = 0;
-            devX = cu.memAlloc(cap);
-            hostX = cu.memAllocHost(cap);
-            capX = cap;
+        stageX.ensure(xb);
+        stageY.ensure(yb);
+    }
+
+    /** A pinned host buffer and its device twin of the same size, grown by doubling. Owner thread only. */
+    private final class Staging {
+        MemorySegment host;
+        long dev, cap;
+
+        void ensure(long bytes) {
+            if (bytes <= cap) return;
+            long want = Math.max(bytes, 2 * cap);
+            free();   // the old pair goes before the new one is asked for: a failed allocation leaves nothing freed twice
+            dev = cu.memAlloc(want);
+            host = cu.memAllocHost(want);
+            cap = want;
         }
-        if (yb > capY) {
-            if (devY != 0) { cu.memFree(devY); cu.memFreeHost(hostY); devY = 0; hostY = null; }
-            long cap = Math.max(yb, 2 * capY);
-            capY = 0;
-            devY = cu.memAlloc(cap);
-            hostY = cu.memAllocHost(cap);
-            capY = cap;
+
+        void free() {
+            if (dev != 0) cu.memFree(dev);
+            if (host != null) cu.memFreeHost(host);
+            dev = 0;
+            host = null;
+            cap = 0;
         }
     }
 
@@ -358,12 +365,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
             residents.clear();
             for (DeviceMatrix d : uploaded.values()) free(d);
             uploaded.clear();
-            if (devX != 0) cu.memFree(devX);
-            if (hostX != null) cu.memFreeHost(hostX);
-            if (devY != 0) cu.memFree(devY);
-            if (hostY != null) cu.memFreeHost(hostY);
-            devX = devY = 0;
-            hostX = hostY = null;
+            stageX.free();
+            stageY.free();
             return null;
         });
         arena.close();
