@@ -50,7 +50,7 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnNorm, fnRope, fnAttn, fnSiluMul, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
+    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
@@ -144,11 +144,9 @@ final class ResidentForward implements DeviceForward {
             fnGlu[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_" + kinds[i]);
             fnEmbed[i] = cu.function(ctx.module(RESIDENT_CU), "r_embed_" + kinds[i]);
         }
-        fnNorm = cu.function(ctx.module(RESIDENT_CU), "r_rmsnorm");
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
-        fnSiluMul = cu.function(ctx.module(RESIDENT_CU), "r_silu_mul");
         fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
         fnGluAct = cu.function(ctx.module(ARCH_CU), "ra_glu_act");
         fnRoute = cu.function(ctx.module(ARCH_CU), "ra_moe_route");
@@ -400,6 +398,9 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
+    /** The largest chunk a session takes: its tokens are a grid dimension (≤ 65,535) of rope, products and epilogues. */
+    static final int MAX_CHUNK = 65535;
+
     /** Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step. */
     int splits(int t) {
         return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
@@ -428,14 +429,9 @@ final class ResidentForward implements DeviceForward {
     @Override public Object newState(int maxChunk, int maxContext) {
         return mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
-            SessionState s;
-            try {
-                s = new SessionState(maxChunk, maxContext);
-            } catch (CudaException e) {
-                if (widened.isEmpty()) throw e;
-                dropWidened();   // the prefill's f16 copies give way to a session's KV cache
-                s = new SessionState(maxChunk, maxContext);
-            }
+            if (maxChunk > MAX_CHUNK)   // chunk tokens are a grid dimension of ≤ 65,535 blocks in several kernels
+                throw new IllegalArgumentException("chunks of " + maxChunk + " tokens: the GPU takes at most " + MAX_CHUNK);
+            SessionState s = orDroppingCopies(() -> new SessionState(maxChunk, maxContext));
             states.add(s);
             return s;
         });
@@ -557,12 +553,20 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void scratchOrDropCopies(int t, boolean headGemm) {
+        orDroppingCopies(() -> { allocateScratch(t, headGemm); return null; });
+    }
+
+    /**
+     * Owner thread: {@code alloc}, and when it runs out of device memory while the prefill's f16 copies are kept,
+     * the copies give way (per-chunk widening from then on) and it runs once more.
+     */
+    private <T> T orDroppingCopies(java.util.function.Supplier<T> alloc) {
         try {
-            allocateScratch(t, headGemm);
+            return alloc.get();
         } catch (CudaException e) {
             if (widened.isEmpty()) throw e;
-            dropWidened();   // the f16 copies give way to the scratch (then each chunk widens again)
-            allocateScratch(t, headGemm);
+            dropWidened();
+            return alloc.get();
         }
     }
 
@@ -696,7 +700,7 @@ final class ResidentForward implements DeviceForward {
     private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
         boolean scaled = parts > 1 && f16Parts(w.dtype());
-        L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, Math.min(t, 65535), 1, 256,
+        L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
                 pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, scaled ? sS1 : NULL, step(w.dtype()))));
     }
 
@@ -835,7 +839,7 @@ final class ResidentForward implements DeviceForward {
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
                 boolean scaled = sg > 1 && f16Parts(w.gate().dtype());
-                L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, Math.min(t, 65535), 1, 256,
+                L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
                         pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
                                 scaled ? sS1 : NULL, scaled ? sS2 : NULL, step(w.gate().dtype()))));
             } else if (gemm) {
@@ -921,7 +925,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void norm(List<Step> L, Arena a, long x, long w, NormOp n, long y, int rows) {
-        L.add(new Launch("rmsnorm", fnNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0)));
+        L.add(new Launch("rmsnorm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0)));
     }
 
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */

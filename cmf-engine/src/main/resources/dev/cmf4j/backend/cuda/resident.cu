@@ -477,12 +477,6 @@ R_GLU(r_glu_bf16, 1, R_MB_GLU)
 R_GLU(r_glu_f16, 2, R_MB_GLU)
 R_GLU(r_glu_q8, 3, R_MB_GLU)
 
-// y = silu(g)·u elementwise (gate and up of different dtypes, computed by two r_matvec launches).
-extern "C" __global__ void __launch_bounds__(256) r_silu_mul(const float* g, const float* u, float* y, int n) {
-    int i = blockIdx.x * 256 + threadIdx.x;
-    if (i < n) y[i] = r_silu(g[i]) * u[i];
-}
-
 // ---- embedding ----
 
 // x[t, c] = E[ids[t], c]·(rs[id])·(cf[c])·scale; block per token.
@@ -517,19 +511,6 @@ R_EMBED(r_embed_q8, 3)
 __device__ __forceinline__ float r_scaled(float x, float inv, const float* w, int i, int offset) {
     if (w == nullptr) return x * inv;
     return offset ? (x * inv) * (1.f + w[i]) : w[i] * (x * inv);
-}
-
-// RMSNorm of row blockIdx.x: y = x / sqrt(mean(x²) + eps) · (w | 1+w | 1); y may alias x.
-extern "C" __global__ void __launch_bounds__(256) r_rmsnorm(const float* x, const float* w, float* y, int dim,
-                                                             float eps, int offset) {
-    __shared__ float red[32];
-    const float* xr = x + (long long) blockIdx.x * dim;
-    float* yr = y + (long long) blockIdx.x * dim;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = xr[i]; ss += v * v; }
-    ss = r_block_sum(ss, red);
-    float inv = 1.f / sqrtf(ss / dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = r_scaled(xr[i], inv, w, i, offset);
 }
 
 // ---- q/k norm, rope, KV append ----
@@ -1094,38 +1075,36 @@ __device__ __forceinline__ float4 r_parts4(const float* C, int rows, int T, int 
     return v;
 }
 
-// The epilogues: grid (ceil(rows / 1024), min(T, 65535)), each thread 4 consecutive rows (float4 when rows % 4 == 0)
-// of tokens blockIdx.y, + gridDim.y, ..., so no thread divides an index.
+// The epilogues: grid (ceil(rows / 1024), T), each thread 4 consecutive rows of token blockIdx.y (float4 when
+// rows % 4 == 0), so no thread divides an index.
 
 // y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate).
 extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
                                                              float* y, int rows, int T, int parts, int accumulate,
                                                              const float* ts, float step) {
-    int r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    int t = blockIdx.y, r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (r0 >= rows) return;
-    for (int t = blockIdx.y; t < T; t += gridDim.y) {
-        float* yt = y + (long long) t * rows;
-        if ((rows & 3) == 0) {
-            float4 v = r_parts4(C, rows, T, t, r0, parts, ts, step);
-            float o[4] = {v.x, v.y, v.z, v.w};
+    float* yt = y + (long long) t * rows;
+    if ((rows & 3) == 0) {
+        float4 v = r_parts4(C, rows, T, t, r0, parts, ts, step);
+        float o[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if (rs != nullptr) o[i] *= rs[r0 + i];
-                if (bias != nullptr) o[i] += bias[r0 + i];
-            }
-            float4 w = make_float4(o[0], o[1], o[2], o[3]);
-            if (accumulate) {
-                float4 p = *reinterpret_cast<const float4*>(yt + r0);
-                w.x += p.x; w.y += p.y; w.z += p.z; w.w += p.w;
-            }
-            *reinterpret_cast<float4*>(yt + r0) = w;
-        } else {
-            for (int r = r0; r < min(r0 + 4, rows); r++) {
-                float v = r_parts(C, rows, T, t, r, parts, ts, step);
-                if (rs != nullptr) v *= rs[r];
-                if (bias != nullptr) v += bias[r];
-                yt[r] = accumulate ? yt[r] + v : v;
-            }
+        for (int i = 0; i < 4; i++) {
+            if (rs != nullptr) o[i] *= rs[r0 + i];
+            if (bias != nullptr) o[i] += bias[r0 + i];
+        }
+        float4 w = make_float4(o[0], o[1], o[2], o[3]);
+        if (accumulate) {
+            float4 p = *reinterpret_cast<const float4*>(yt + r0);
+            w.x += p.x; w.y += p.y; w.z += p.z; w.w += p.w;
+        }
+        *reinterpret_cast<float4*>(yt + r0) = w;
+    } else {
+        for (int r = r0; r < min(r0 + 4, rows); r++) {
+            float v = r_parts(C, rows, T, t, r, parts, ts, step);
+            if (rs != nullptr) v *= rs[r];
+            if (bias != nullptr) v += bias[r];
+            yt[r] = accumulate ? yt[r] + v : v;
         }
     }
 }
@@ -1134,27 +1113,25 @@ extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, con
 extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, const float* Cu, const float* rsg,
                                                             const float* rsu, float* y, int rows, int T, int parts,
                                                             const float* tsg, const float* tsu, float step) {
-    int r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    int t = blockIdx.y, r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (r0 >= rows) return;
-    for (int t = blockIdx.y; t < T; t += gridDim.y) {
-        float* yt = y + (long long) t * rows;
-        if ((rows & 3) == 0) {
-            float4 g = r_parts4(Cg, rows, T, t, r0, parts, tsg, step), u = r_parts4(Cu, rows, T, t, r0, parts, tsu, step);
-            float gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, o[4];
+    float* yt = y + (long long) t * rows;
+    if ((rows & 3) == 0) {
+        float4 g = r_parts4(Cg, rows, T, t, r0, parts, tsg, step), u = r_parts4(Cu, rows, T, t, r0, parts, tsu, step);
+        float gs[4] = {g.x, g.y, g.z, g.w}, us[4] = {u.x, u.y, u.z, u.w}, o[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if (rsg != nullptr) gs[i] *= rsg[r0 + i];
-                if (rsu != nullptr) us[i] *= rsu[r0 + i];
-                o[i] = r_silu(gs[i]) * us[i];
-            }
-            *reinterpret_cast<float4*>(yt + r0) = make_float4(o[0], o[1], o[2], o[3]);
-        } else {
-            for (int r = r0; r < min(r0 + 4, rows); r++) {
-                float gv = r_parts(Cg, rows, T, t, r, parts, tsg, step), uv = r_parts(Cu, rows, T, t, r, parts, tsu, step);
-                if (rsg != nullptr) gv *= rsg[r];
-                if (rsu != nullptr) uv *= rsu[r];
-                yt[r] = r_silu(gv) * uv;
-            }
+        for (int i = 0; i < 4; i++) {
+            if (rsg != nullptr) gs[i] *= rsg[r0 + i];
+            if (rsu != nullptr) us[i] *= rsu[r0 + i];
+            o[i] = r_silu(gs[i]) * us[i];
+        }
+        *reinterpret_cast<float4*>(yt + r0) = make_float4(o[0], o[1], o[2], o[3]);
+    } else {
+        for (int r = r0; r < min(r0 + 4, rows); r++) {
+            float gv = r_parts(Cg, rows, T, t, r, parts, tsg, step), uv = r_parts(Cu, rows, T, t, r, parts, tsu, step);
+            if (rsg != nullptr) gv *= rsg[r];
+            if (rsu != nullptr) uv *= rsu[r];
+            yt[r] = r_silu(gv) * uv;
         }
     }
 }

@@ -357,15 +357,16 @@ class CudaMockTest {
 
     /** A session's logits for a prompt (prefill chunks of 4, all logits) and a few decode steps, concatenated. */
     static float[] run(dev.cmf4j.model.graph.Graph g, int[] prompt, int[] next) {
-        dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 64, 4);
-        float[] all = s.logitsAll(prompt);
-        int v = g.vocab();
-        float[] out = java.util.Arrays.copyOf(all, all.length + (next.length + 1) * v);
-        s.reset();
-        float[] last = s.prefill(prompt);   // chunks of 4 and a last chunk of 1, last-token logits only
-        System.arraycopy(last, 0, out, all.length, v);
-        for (int i = 0; i < next.length; i++) System.arraycopy(s.decode(next[i]), 0, out, all.length + (i + 1) * v, v);
-        return out;
+        try (dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 64, 4)) {
+            float[] all = s.logitsAll(prompt);
+            int v = g.vocab();
+            float[] out = java.util.Arrays.copyOf(all, all.length + (next.length + 1) * v);
+            s.reset();
+            float[] last = s.prefill(prompt);   // chunks of 4 and a last chunk of 1, last-token logits only
+            System.arraycopy(last, 0, out, all.length, v);
+            for (int i = 0; i < next.length; i++) System.arraycopy(s.decode(next[i]), 0, out, all.length + (i + 1) * v, v);
+            return out;
+        }
     }
 
     @Test void denseModelsRunGpuResidentAndMatchTheCpuWithGraphsOnAndOff() {
@@ -412,6 +413,7 @@ class CudaMockTest {
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
         float[] want;
         try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
+        java.util.Map<String, Long> kept = new java.util.HashMap<>();   // device bytes the model holds after its sessions closed
         for (String cache : List.of("true", "false")) {   // f16 copies made once, or each int8 matrix widened per chunk
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 gpu.notes(n -> {});
@@ -419,13 +421,18 @@ class CudaMockTest {
                 gpu.usePrefillCache(cache);
                 int gemms0 = gemms();
                 float[] got;
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                    got = run(m.graph(), prompt, next);
+                    kept.put(cache, deviceUsed());
+                }
                 assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
                 for (int i = 0; i < want.length; i++)
                     assertThat((double) got[i]).as("prefillCache " + cache + " logit " + i)
                             .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
             }
         }
+        // the copies (2 bytes per int8 weight) outweigh the one-matrix widening scratch they replace
+        assertThat(kept.get("true")).as("device bytes with the f16 copies kept").isGreaterThan(kept.get("false"));
     }
 
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
@@ -538,6 +545,20 @@ class CudaMockTest {
         }
         long spentMs = (threads.getThreadCpuTime(owner.threadId()) - cpu0) / 1_000_000;
         assertThat(spentMs).as("owner CPU ms over 20 idle gaps of 5 ms").isLessThan(15);
+    }
+
+    @Test void aChunkLargerThanTheGpuTakesIsAClearErrorAtTheSession() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                int live = counter(5);
+                assertThatThrownBy(() -> new dev.cmf4j.runtime.Session(m.graph(), ResidentForward.MAX_CHUNK + 2, ResidentForward.MAX_CHUNK + 1))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("the GPU takes at most 65535");
+                assertThat(counter(5)).as("nothing allocated for it").isEqualTo(live);
+                try (var s = new dev.cmf4j.runtime.Session(m.graph(), 64, 4)) { assertThat(s.decode(1)).hasSize(m.graph().vocab()); }
+            }
+        }
     }
 
     @Test void theKeptF16CopiesGiveWayToANewSessionsKvCache() {

@@ -98,7 +98,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_SILU_MUL = 40, R_RMSNORM, R_ROPE, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–63 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -112,8 +112,6 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "matvec_q8")) *f = &kinds[3];
     else if (!strcmp(name, "matvec_q4_block")) *f = &kinds[4];
     else if (!strcmp(name, "matvec_q4tp")) *f = &kinds[5];
-    else if (!strcmp(name, "r_silu_mul")) *f = &kinds[R_SILU_MUL];
-    else if (!strcmp(name, "r_rmsnorm")) *f = &kinds[R_RMSNORM];
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_prefill_32")) *f = &kinds[R_PREFILL];
@@ -553,29 +551,6 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                     if (rsu) u *= rsu[r];
                     y[(long long) t * rows + r] = silu(g) * u;
                 }
-            return 0;
-        }
-        case R_SILU_MUL: {
-            const float *g = PTR(0), *u = PTR(1);
-            float* y = PTR(2);
-            int n = INT(3);
-            for (int i = 0; i < n; i++) y[i] = silu(g[i]) * u[i];
-            return 0;
-        }
-        case R_RMSNORM: {
-            const float *x = PTR(0), *w = PTR(1);
-            float* y = PTR(2);
-            int dim = INT(3), off = INT(5);
-            float eps = FLT(4);
-            for (unsigned r = 0; r < gx; r++) {
-                double ss = 0;
-                for (int i = 0; i < dim; i++) ss += (double) x[r * dim + i] * x[r * dim + i];
-                float inv = 1.f / sqrtf((float) (ss / dim) + eps);
-                for (int i = 0; i < dim; i++) {
-                    float v = x[r * dim + i] * inv;
-                    y[r * dim + i] = !w ? v : off ? v * (1.f + w[i]) : w[i] * v;
-                }
-            }
             return 0;
         }
         case R_ROPE: {
