@@ -54,6 +54,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private int gemmMinTokens = Integer.getInteger("cmf.cuda.gemmMinTokens", 16);
     /** {@code -Dcmf.cuda.prefillCache=auto|true|false}: see {@link ResidentForward#widenOnce}. */
     private String prefillCache = ResidentForward.prefillCacheMode(System.getProperty("cmf.cuda.prefillCache", "auto"));
+    /** {@code -Dcmf.cuda.prefillPrecision=exact|fast}: see {@link ResidentForward#parts}. */
+    private String prefillPrecision = ResidentForward.prefillPrecisionMode(System.getProperty("cmf.cuda.prefillPrecision", "exact"));
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -111,7 +113,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache);
+            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache, prefillPrecision);
             residents.add(r);
             return r;
         });
@@ -129,6 +131,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Tests: whether the resident forward keeps f16 copies of int8 matrices for prefill (auto, true, false). */
     void usePrefillCache(String mode) { this.prefillCache = ResidentForward.prefillCacheMode(mode); }
+
+    /** Tests: the precision of the prefill GEMMs' activations (exact, fast). */
+    void usePrefillPrecision(String mode) { this.prefillPrecision = ResidentForward.prefillPrecisionMode(mode); }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -45,6 +45,14 @@ final class ResidentForward implements DeviceForward {
      * when the copies take at most a quarter of the device's memory.
      */
     private final String prefillCache;
+    /**
+     * {@code -Dcmf.cuda.prefillPrecision=fast}: prefill activations enter the tensor cores at about 11 significant bits
+     * instead of f32's 24: one f16 part with a per-token power-of-two scale for int8 and f16 weights (half the GEMM
+     * work of the 2 exact parts), two bf16 parts (16 bits) for bf16 weights (two thirds of the work of 3; one bf16
+     * part, 8 bits, changed greedy picks of the fixture models). docs/GPU.md has the measured logit differences.
+     * Decode is unaffected.
+     */
+    private final boolean fastPrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
     private boolean widenDecided;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
@@ -125,10 +133,18 @@ final class ResidentForward implements DeviceForward {
         return mode;
     }
 
+    /** {@code mode} if it is a {@code -Dcmf.cuda.prefillPrecision} value (exact, fast), else a clear error. */
+    static String prefillPrecisionMode(String mode) {
+        if (!List.of("exact", "fast").contains(mode))
+            throw new IllegalArgumentException("-Dcmf.cuda.prefillPrecision must be exact or fast, not '" + mode + "'");
+        return mode;
+    }
+
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache) {
+                    String prefillCache, String prefillPrecision) {
         this.prefillCache = prefillCacheMode(prefillCache);
+        this.fastPrefill = "fast".equals(prefillPrecisionMode(prefillPrecision));
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
@@ -659,8 +675,14 @@ final class ResidentForward implements DeviceForward {
     /** Whether a product's activations go in as scaled f16 parts (f16 and int8 weights, exact in f16), else bf16. */
     private static boolean f16Parts(DType weights) { return weights == DType.F16 || kind(weights) == 3; }
 
-    /** Parts an f32 activation is split into for a GEMM on 16-bit inputs (see r_split): 24 / 22 significant bits. */
-    private static int parts(DType weights) { return weights == DType.F32 ? 1 : f16Parts(weights) ? 2 : 3; }
+    /**
+     * Parts an f32 activation is split into for a GEMM on 16-bit inputs (see r_split): 22 significant bits (2 scaled
+     * f16 parts) or 24 (3 bf16 parts); with {@link #fastPrefill} 11 (1 scaled f16 part) or 16 (2 bf16 parts).
+     */
+    private int parts(DType weights) {
+        if (weights == DType.F32) return 1;
+        return f16Parts(weights) ? (fastPrefill ? 1 : 2) : (fastPrefill ? 2 : 3);
+    }
 
     /** The weight of a part relative to the one before it: 2^-11 for the scaled f16 parts, 1 for bf16. */
     private static float step(DType weights) { return f16Parts(weights) ? 1f / 2048 : 1f; }
@@ -699,7 +721,7 @@ final class ResidentForward implements DeviceForward {
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
-        boolean scaled = parts > 1 && f16Parts(w.dtype());
+        boolean scaled = f16Parts(w.dtype());
         L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
                 pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, scaled ? sS1 : NULL, step(w.dtype()))));
     }
@@ -838,7 +860,7 @@ final class ResidentForward implements DeviceForward {
                 int su = product(L, a, "up", w.up(), fin, fe, t, sC2, sS2);
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
-                boolean scaled = sg > 1 && f16Parts(w.gate().dtype());
+                boolean scaled = f16Parts(w.gate().dtype());
                 L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
                         pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
                                 scaled ? sS1 : NULL, scaled ? sS2 : NULL, step(w.gate().dtype()))));

@@ -435,6 +435,35 @@ class CudaMockTest {
         assertThat(kept.get("true")).as("device bytes with the f16 copies kept").isGreaterThan(kept.get("false"));
     }
 
+    @Test void fastPrefillUsesOneF16PartAndStaysCloseToTheCpu() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
+        java.util.Map<String, float[]> got = new java.util.HashMap<>();
+        for (String mode : List.of("exact", "fast")) {
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                gpu.useCublas(List.of(lib.toString()), 2);
+                gpu.usePrefillPrecision(mode);
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got.put(mode, run(m.graph(), prompt, next)); }
+            }
+        }
+        int v = want.length / (prompt.length + next.length + 1);
+        double exact = 0, fast = 0, fastDecode = 0;
+        for (int i = 0; i < want.length; i++) {
+            exact = Math.max(exact, Math.abs(got.get("exact")[i] - want[i]));
+            fast = Math.max(fast, Math.abs(got.get("fast")[i] - want[i]));
+            if (i >= prompt.length * v + v) fastDecode = Math.max(fastDecode, Math.abs(got.get("fast")[i] - got.get("exact")[i]));
+        }
+        assertThat(exact).as("exact prefill against the CPU").isLessThan(1e-3);
+        // one f16 part (11 significant bits) moves the logits by more than the two parts do, but stays near the CPU's
+        assertThat(fast).as("fast prefill against the CPU").isGreaterThan(exact).isLessThan(0.05);
+        assertThat(fastDecode).as("decode after a fast prefill (its KV cache came from the fast prefill)").isLessThan(0.05);
+        assertThatThrownBy(() -> ResidentForward.prefillPrecisionMode("f16"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exact or fast");
+    }
+
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
