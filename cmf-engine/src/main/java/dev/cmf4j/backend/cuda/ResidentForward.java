@@ -61,6 +61,8 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
+    /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
+    private final MemorySegment[] fnPrefillTc = new MemorySegment[PREFILL_TC_BUCKETS];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
@@ -163,6 +165,9 @@ final class ResidentForward implements DeviceForward {
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
+        if (tensorCoreAttention(ctx.info().ccMajor()))
+            for (int i = 0; i < PREFILL_TC_BUCKETS; i++)
+                fnPrefillTc[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_tc_" + PREFILL_DIMS[i]);
         fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
         fnGluAct = cu.function(ctx.module(ARCH_CU), "ra_glu_act");
         fnRoute = cu.function(ctx.module(ARCH_CU), "ra_moe_route");
@@ -425,6 +430,17 @@ final class ResidentForward implements DeviceForward {
     /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */
     static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
+    /** The buckets of {@link #PREFILL_DIMS} (the first ones: head dims up to 128) with a tensor-core kernel; its rows per block. */
+    static final int PREFILL_TC_BUCKETS = 3, PREFILL_TC_ROWS = 64;
+
+    /**
+     * {@code -Dcmf.cuda.tcAttention=false}: prefill attention always on the f32 SIMT kernels. Otherwise head dims up to
+     * 128 run r_attn_prefill_tc_D on GPUs of compute capability 8.0 and up (mma.sync m16n8k16 with f16 inputs).
+     */
+    static boolean tensorCoreAttention(int ccMajor) {
+        return ccMajor >= 8 && !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.tcAttention"));
+    }
+
     /** Index into {@link #PREFILL_DIMS} of the smallest bucket that holds {@code hd}. */
     static int prefillBucket(int hd) {
         for (int i = 0; i < PREFILL_DIMS.length; i++) if (hd <= PREFILL_DIMS[i]) return i;
@@ -437,7 +453,16 @@ final class ResidentForward implements DeviceForward {
      * y = kvHeads × head groups.
      */
     static int[] prefillGrid(int t, int heads, int kvHeads, int hd) {
-        int rows = PREFILL_ROWS[prefillBucket(hd)], group = heads / kvHeads;
+        return gridOfRows(t, heads, kvHeads, PREFILL_ROWS[prefillBucket(hd)]);
+    }
+
+    /** The same for a kernel of {@code rows} query rows per block (r_attn_prefill_tc_D: {@link #PREFILL_TC_ROWS}). */
+    static int[] prefillGrid(int t, int heads, int kvHeads, int hd, boolean tc) {
+        return tc ? gridOfRows(t, heads, kvHeads, PREFILL_TC_ROWS) : prefillGrid(t, heads, kvHeads, hd);
+    }
+
+    private static int[] gridOfRows(int t, int heads, int kvHeads, int rows) {
+        int group = heads / kvHeads;
         int nH = Math.min(group, rows), nT = rows / nH, groups = (group + nH - 1) / nH;
         return new int[] {(t + nT - 1) / nT, kvHeads * groups};
     }
@@ -834,8 +859,10 @@ final class ResidentForward implements DeviceForward {
                 L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
                         heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
             } else {        // prefill: flash-attention tiles, K/V shared by the query heads of a kv head, no combine
-                int[] grid = prefillGrid(t, heads, kvHeads, hd);
-                L.add(new Launch("attn_prefill", fnPrefill[prefillBucket(hd)], grid[0], grid[1], 1, 128, pack(a, s.q, s.kc[li], s.vc[li],
+                int b = prefillBucket(hd);
+                boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
+                int[] grid = prefillGrid(t, heads, kvHeads, hd, tc);
+                L.add(new Launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, pack(a, s.q, s.kc[li], s.vc[li],
                         s.att, t, heads, kvHeads, hd, spec.scale(), pos, spec.window(), w.sinks())));
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att

@@ -1135,3 +1135,339 @@ extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, con
         }
     }
 }
+
+// ---- prefill attention on tensor cores (sm_80 and up; head dims up to 128) ----
+//
+// r_attn_prefill_tc_D: the contract of r_attn_prefill_D (same arguments, the same query rows per block: nT tokens ×
+// nH query heads of one kv head, 64 rows, output straight into out[t, h·hd + c]), its products on tensor cores with
+// f32 accuracy: each f32 operand x enters as two f16 parts of x·f (f a power of two that brings the operand's max
+// |x| into [2^13, 2^14): no f16 overflow, and what is left after the first part stays a normal f16 down to 2^-17 of
+// that max), hi = f16(x·f), lo = f16(x·f − hi), and a product is the three mma.sync.m16n8k16 (f16 in, f32
+// accumulation) hi·hi + hi·lo + lo·hi: 22 significant bits per operand, the dropped lo·lo below 2^-22 relative.
+// The scales: per query row (Q), per key (K: one per row of the key tile), for P = e^(s − m) ∈ [0, 1] a fixed 2^13,
+// for V one per tile — V's scale must be the same for every key of an output column, so O is kept in the units of
+// the largest V scale seen so far (O is rescaled with the softmax correction when a tile raises it).
+// Block = 4 warps, warp w owns query rows 16w..16w+15 (the mma's M); per key tile of BK = 32 keys: K (per-key
+// parts, row-major) and V (parts, transposed: key pairs as the B fragment's f16x2) staged in shared memory, each
+// warp computes its S = Q·Kᵀ (16 × 32) in mma C fragments, masks it, updates its rows' running max and sum (the 4
+// lanes of a row combine by shuffles), turns P into A fragments in registers (the C layout of two n8 tiles is the A
+// layout of one k16 step: no shared memory), and O += P·V (16 × D f32 accumulators). Q's parts stay in registers.
+// The CPU emulation of the tests
+// (kernel_emulator.cpp) computes each mma from the PTX ISA's fragment layouts.
+#define R_TC_BK 32
+#define R_TC_WARPS 4
+
+// c += A·B for one warp: A 16×16 f16 (a: this lane's 4 registers of f16 pairs), B 16×8 f16 (b0, b1), c 16×8 f32.
+// Lane = 4·g + i: a[0] = A[g][2i..2i+1], a[1] = A[g+8][2i..], a[2] = A[g][2i+8..], a[3] = A[g+8][2i+8..];
+// b0 = B[2i..2i+1][g], b1 = B[2i+8..2i+9][g]; c[0..1] = C[g][2i..2i+1], c[2..3] = C[g+8][2i..2i+1].
+__device__ __forceinline__ void r_mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(__CUDA_ARCH__)
+    __trap();   // never launched below sm_80: ResidentForward runs r_attn_prefill_D there
+#else
+    emulated_mma_m16n8k16(c, a, b0, b1);   // kernel_emulator.cpp
+#endif
+}
+
+// f16 bits of x0 (low half) and x1 (high half), rounded to nearest even.
+__device__ __forceinline__ unsigned r_f16x2(float x0, float x1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+    return r;
+#else
+    return (unsigned) r_to_f16(x0) | ((unsigned) r_to_f16(x1) << 16);
+#endif
+}
+
+// The two f16 parts of (x0, x1): hi = f16(x), lo = f16(x − hi), each as an f16x2.
+__device__ __forceinline__ void r_parts2(float x0, float x1, unsigned& hi, unsigned& lo) {
+    hi = r_f16x2(x0, x1);
+    lo = r_f16x2(x0 - r_f16((r_u16) (hi & 0xffffu)), x1 - r_f16((r_u16) (hi >> 16)));
+}
+
+// For a max |x| = m ≥ 0: E = m's biased exponent clamped to [14, 254]; r_tc_up(E) = 2^(140 − E) brings m into
+// [2^13, 2^14) (smaller m stay below), r_tc_down(E) = 2^(E − 140) undoes it. Both exact powers of two.
+__device__ __forceinline__ int r_tc_exp(float m) {
+    int e = (int) (__float_as_uint(m) >> 23);
+    return e < 14 ? 14 : e > 254 ? 254 : e;
+}
+__device__ __forceinline__ float r_tc_up(int e) { return __uint_as_float((unsigned) (267 - e) << 23); }
+__device__ __forceinline__ float r_tc_down(int e) { return __uint_as_float((unsigned) (e - 13) << 23); }
+
+__device__ __forceinline__ float r_absmax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
+
+// Columns c..c+3 of cache row `key` (zero past pLast and past hd); float4 when hd % 4 == 0.
+__device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, int key, int pLast, int c, int hd, long long kvDim) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (key <= pLast && c < hd) {
+        const float* p = base + key * kvDim + c;
+        if ((hd & 3) == 0) v = *reinterpret_cast<const float4*>(p);
+        else {
+            v.x = p[0];
+            if (c + 1 < hd) v.y = p[1];
+            if (c + 2 < hd) v.z = p[2];
+            if (c + 3 < hd) v.w = p[3];
+        }
+    }
+    return v;
+}
+
+// K tile: chunk e = (warp·LK + u)·32 + lane is key e / (D/4), columns 4·(e % (D/4)).. (a warp's loads contiguous)
+template <int D, int LK>
+__device__ __forceinline__ void r_tc_loadk(float4* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+                                           long long kvDim, int warp, int lane) {
+#pragma unroll
+    for (int u = 0; u < LK; u++) {
+        int e = (warp * LK + u) * 32 + lane;
+        ld[u] = r_tc_ld4(base, k0 + e / (D / 4), pLast, 4 * (e % (D / 4)), hd, kvDim);
+    }
+}
+
+// V tile: lane (p = lane / 2, h = lane % 2) takes keys 2p and 2p + 1, columns warp·D/W + 8i + 4h.. (i < CV)
+template <int D, int CV>
+__device__ __forceinline__ void r_tc_loadv(float4* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+                                           long long kvDim, int warp, int lane) {
+#pragma unroll
+    for (int i = 0; i < CV; i++) {
+        int c = warp * (D / R_TC_WARPS) + 8 * i + 4 * (lane & 1), key = k0 + 2 * (lane >> 1);
+        ld[2 * i] = r_tc_ld4(base, key, pLast, c, hd, kvDim);
+        ld[2 * i + 1] = r_tc_ld4(base, key + 1, pLast, c, hd, kvDim);
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void r_attn_prefill_tc_tile(
+        const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
+        int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
+        unsigned* kw, unsigned* vw, float* ksc, float* vmx) {
+    constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
+    constexpr int KS = D / 16;                  // k16 steps over the head dimension (S = Q·Kᵀ)
+    constexpr int NT = BK / 8;                  // n8 tiles of keys in S
+    constexpr int NO = D / 8;                   // n8 tiles of columns in O
+    constexpr int SK = D / 2 + 4;               // K row stride in words (f16 pairs): the 8 keys of a fragment 4 banks apart
+    constexpr int SV = BK / 2 + 4;              // V column stride in words (key pairs): 8 columns 20 banks apart
+    constexpr int LK = BK * D / 4 / (32 * W);   // float4 of K per thread
+    constexpr int CV = D / W / 8;               // column groups of V per lane
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+    int G = heads / kvHeads;
+    int nH = G < R ? G : R, nT = R / nH, groups = (G + nH - 1) / nH;
+    int tile = gridDim.x - 1 - blockIdx.x;          // heaviest (latest) query tile first
+    int kvh = blockIdx.y / groups, hg = blockIdx.y % groups;
+    int t0 = tile * nT;
+    int p0 = pos[0];
+    int tLast = t0 + nT - 1 < T - 1 ? t0 + nT - 1 : T - 1;
+    int pFirst = p0 + t0, pLast = p0 + tLast;
+    int lo = window > 0 && pFirst >= window ? pFirst - window + 1 : 0;
+    long long kvDim = (long long) kvHeads * hd;
+
+    // this lane's rows g and g + 8 of the warp's 16: position, first visible key (rows past the chunk see nothing)
+    int rp[2], rf[2];
+    float qs[2];
+    unsigned qh[KS][4], ql[KS][4];
+    {
+        float x[KS][2][4];
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            int r = warp * 16 + g + 8 * ri;
+            int t = t0 + r / nH, hl = hg * nH + r % nH;
+            bool live = r < nT * nH && t < T && hl < G;
+            rp[ri] = live ? p0 + t : -1;
+            rf[ri] = live && window > 0 && p0 + t >= window ? p0 + t - window + 1 : 0;
+            const float* qr = q + ((long long) (live ? t : 0) * heads + kvh * G + (live ? hl : 0)) * hd;
+            float mx = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int c = 16 * ks + 8 * (j >> 1) + 2 * tg + (j & 1);
+                    x[ks][ri][j] = live && c < hd ? qr[c] : 0.f;
+                    mx = fmaxf(mx, fabsf(x[ks][ri][j]));
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            int e = r_tc_exp(mx);
+            float f = r_tc_up(e);
+            qs[ri] = scale * r_tc_down(e);
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                r_parts2(x[ks][ri][0] * f, x[ks][ri][1] * f, qh[ks][ri], ql[ks][ri]);
+                r_parts2(x[ks][ri][2] * f, x[ks][ri][3] * f, qh[ks][ri + 2], ql[ks][ri + 2]);
+            }
+        }
+    }
+    float o[NO][4], m[2] = {R_NEG_INF, R_NEG_INF}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    int ev = 14;   // O is kept in units of r_tc_down(ev)·2^-13 (the largest V scale so far)
+    const float* kbase = kc + (long long) kvh * hd;
+    const float* vbase = vc + (long long) kvh * hd;
+    for (int k0 = lo; k0 <= pLast; k0 += BK) {
+        // K and V of the tile into registers (both loads in flight at once; the K tile is not prefetched during the
+        // previous P·V: its 32 registers would not fit beside Q's parts and O), then K: each key's scale (the lanes
+        // of its row combine their max), parts to shared memory. The previous tile's S is done by every warp (the
+        // barrier before its P·V).
+        float4 ldk[LK], ldv[2 * CV];
+        r_tc_loadk<D, LK>(ldk, kbase, k0, pLast, hd, kvDim, warp, lane);
+        r_tc_loadv<D, CV>(ldv, vbase, k0, pLast, hd, kvDim, warp, lane);
+#pragma unroll
+        for (int u = 0; u < LK; u++) {
+            int e = (warp * LK + u) * 32 + lane, key = e / (D / 4), ch = e % (D / 4);
+            float mx = r_absmax4(ldk[u]);
+#pragma unroll
+            for (int x = 1; x < D / 4; x <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+            int ek = r_tc_exp(mx);
+            float f = r_tc_up(ek);
+            uint2 hi, lo2;
+            r_parts2(ldk[u].x * f, ldk[u].y * f, hi.x, lo2.x);
+            r_parts2(ldk[u].z * f, ldk[u].w * f, hi.y, lo2.y);
+            *reinterpret_cast<uint2*>(kw + key * SK + 2 * ch) = hi;
+            *reinterpret_cast<uint2*>(kw + BK * SK + key * SK + 2 * ch) = lo2;
+            if (ch == 0) ksc[key] = r_tc_down(ek);
+        }
+        // V: the tile's max |v| (block-wide, through vmx)
+        float vm = 0.f;
+#pragma unroll
+        for (int i = 0; i < 2 * CV; i++) vm = fmaxf(vm, r_absmax4(ldv[i]));
+#pragma unroll
+        for (int x = 1; x < 32; x <<= 1) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, x));
+        if (lane == 0) vmx[warp] = vm;
+        __syncthreads();   // K parts and V maxima visible; every warp is past the previous tile's P·V
+        {
+            float vmax = 0.f;
+#pragma unroll
+            for (int w = 0; w < W; w++) vmax = fmaxf(vmax, vmx[w]);
+            int en = r_tc_exp(vmax);
+            en = en > ev ? en : ev;
+            float f = r_tc_up(en);
+            // O's rescale to the new units (a power of two ≤ 1; 0 below f32's normal range)
+            float rescale = ev - en < -126 ? 0.f : __uint_as_float((unsigned) (127 + ev - en) << 23);
+            ev = en;
+#pragma unroll
+            for (int n = 0; n < NO; n++) { o[n][0] *= rescale; o[n][1] *= rescale; o[n][2] *= rescale; o[n][3] *= rescale; }
+#pragma unroll
+            for (int i = 0; i < CV; i++) {
+                int c = warp * (D / W) + 8 * i + 4 * (lane & 1), p = lane >> 1;
+                float a0[4] = {ldv[2 * i].x, ldv[2 * i].y, ldv[2 * i].z, ldv[2 * i].w};
+                float a1[4] = {ldv[2 * i + 1].x, ldv[2 * i + 1].y, ldv[2 * i + 1].z, ldv[2 * i + 1].w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    unsigned hi, lo2;
+                    r_parts2(a0[j] * f, a1[j] * f, hi, lo2);
+                    vw[(c + j) * SV + p] = hi;
+                    vw[D * SV + (c + j) * SV + p] = lo2;
+                }
+            }
+        }
+        // S = Q·Kᵀ: this warp's 16 rows × BK keys
+        float s[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                const unsigned* kr = kw + (8 * n + g) * SK + 8 * ks + tg;
+                unsigned bh0 = kr[0], bh1 = kr[4], bl0 = kr[BK * SK], bl1 = kr[BK * SK + 4];
+                r_mma16816(s[n], ql[ks], bh0, bh1);
+                r_mma16816(s[n], qh[ks], bl0, bl1);
+                r_mma16816(s[n], qh[ks], bh0, bh1);
+            }
+        // mask, scale, online softmax of rows g (elements 0, 1) and g + 8 (2, 3)
+        float corr[2];
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            float mt = R_NEG_INF;
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    int kl = 8 * n + 2 * tg + c, key = k0 + kl;
+                    float v = key >= rf[ri] && key <= rp[ri] ? s[n][2 * ri + c] * qs[ri] * ksc[kl] : R_NEG_INF;
+                    s[n][2 * ri + c] = v;
+                    mt = fmaxf(mt, v);
+                }
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+            float mn = fmaxf(m[ri], mt), sum = 0.f;
+            if (mn == R_NEG_INF) {   // nothing visible to this row yet
+                corr[ri] = 1.f;
+#pragma unroll
+                for (int n = 0; n < NT; n++) s[n][2 * ri] = s[n][2 * ri + 1] = 0.f;
+            } else {
+                corr[ri] = expf(m[ri] - mn);   // m = -inf the first time: 0
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) { float e = expf(s[n][2 * ri + c] - mn); s[n][2 * ri + c] = e; sum += e; }
+            }
+            l[ri] = l[ri] * corr[ri] + sum;   // this lane's share; the row's 4 lanes add theirs at the end
+            m[ri] = mn;
+        }
+        // P·2^13 as A fragments: n8 tiles 2k and 2k + 1 of S are the k16 step k of P·V
+        unsigned ph[BK / 16][4], pl[BK / 16][4];
+#pragma unroll
+        for (int k = 0; k < BK / 16; k++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float* sv = s[2 * k + (j >> 1)] + 2 * (j & 1);
+                r_parts2(sv[0] * 8192.f, sv[1] * 8192.f, ph[k][j], pl[k][j]);
+            }
+        __syncthreads();   // V parts visible (and every warp's S done: K may be replaced)
+        // O = O·corr + P·V
+#pragma unroll
+        for (int n = 0; n < NO; n++) { o[n][0] *= corr[0]; o[n][1] *= corr[0]; o[n][2] *= corr[1]; o[n][3] *= corr[1]; }
+#pragma unroll
+        for (int k = 0; k < BK / 16; k++)
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                const unsigned* vr = vw + (8 * n + g) * SV + 8 * k + tg;
+                unsigned bh0 = vr[0], bh1 = vr[4], bl0 = vr[D * SV], bl1 = vr[D * SV + 4];
+                r_mma16816(o[n], pl[k], bh0, bh1);
+                r_mma16816(o[n], ph[k], bl0, bl1);
+                r_mma16816(o[n], ph[k], bh0, bh1);
+            }
+    }
+    // out = O / L as r_attn_prefill_D writes it (sink in the denominator only), O back from its units
+    float un = r_tc_down(ev) * (1.f / 8192.f);
+#pragma unroll
+    for (int ri = 0; ri < 2; ri++) {
+        float L = l[ri];
+        L += __shfl_xor_sync(0xffffffffu, L, 1);
+        L += __shfl_xor_sync(0xffffffffu, L, 2);
+        if (rp[ri] < 0) continue;
+        int r = warp * 16 + g + 8 * ri;
+        int t = t0 + r / nH, h = kvh * G + hg * nH + r % nH;
+        float M = m[ri];
+        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
+        float e = m[ri] == R_NEG_INF ? 0.f : expf(m[ri] - M);
+        L *= e;
+        if (sinks != nullptr) L += expf(sinks[h] - M);
+        float w = e / L;
+        float* orow = out + ((long long) t * heads + h) * hd;
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                int col = 8 * n + 2 * tg + c;
+                if (col < hd) orow[col] = o[n][2 * ri + c] * w * un;
+            }
+    }
+}
+
+// One kernel per head-dimension bucket D ≤ 128 (the Java side picks them on sm_80 and up); 128 threads, 64 query rows.
+#define R_ATTN_PREFILL_TC(D) \
+extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) r_attn_prefill_tc_##D( \
+        const float* q, const float* kc, const float* vc, float* out, int T, int heads, int kvHeads, int hd, \
+        float scale, const int* pos, int window, const float* sinks) { \
+    __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
+    __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
+    __shared__ float ksc[R_TC_BK], vmx[R_TC_WARPS]; \
+    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vmx); \
+}
+R_ATTN_PREFILL_TC(32)
+R_ATTN_PREFILL_TC(64)
+R_ATTN_PREFILL_TC(128)

@@ -369,7 +369,10 @@ class CudaKernelEmulationTest {
      * tile, chunks after earlier keys (pos0 > 0), GQA group 1, 3, 4 and one larger than a block's rows (72 heads on
      * one kv head: two head groups), sliding windows smaller than the chunk, sinks on and off, head dims 128, 64,
      * 256, 40 and 13 (every bucket; odd and not a multiple of 4). Cache rows past the chunk hold NaN (a key read
-     * past the causal end would show) and the output row after the chunk a sentinel (nothing written past it).
+     * past the causal end would show) and the output row after the chunk a sentinel (nothing written past it). Head
+     * dims up to 128 run twice: the f32 SIMT kernel and the tensor-core one (r_attn_prefill_tc_D, its mma.sync emulated
+     * from the PTX fragment layouts; Q, K and V are random and not symmetric, so a wrong layout would mix rows, keys or
+     * columns), both to the same tolerance.
      */
     @ParameterizedTest
     @ValueSource(strings = {"128/8/2/37/0/0/0", "64/4/4/70/25/0/1", "13/8/2/21/9/6/1", "256/4/1/19/5/0/0", "256/2/2/11/30/4/1",
@@ -387,8 +390,43 @@ class CudaKernelEmulationTest {
         float scale = (float) (1.5 / Math.sqrt(hd));
         float[] out0 = new float[(T + 1) * heads * hd];
         java.util.Arrays.fill(out0, 7f);
-        int[] grid = ResidentForward.prefillGrid(T, heads, kvHeads, hd);
-        String fn = "r_attn_prefill_" + ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
+        int bucket = ResidentForward.prefillBucket(hd);
+        for (boolean tc : bucket < ResidentForward.PREFILL_TC_BUCKETS ? new boolean[] {false, true} : new boolean[] {false})
+            prefillAttention(shape, tc, q, kc, vc, sinks, withSinks, out0, scale);
+    }
+
+    /**
+     * The prefill attention kernels on operands far from 1, which the tensor-core kernel must scale before its f16
+     * parts (f16 overflows above 65,504 and loses bits below 6e-5): shape = hd/heads/kvHeads/T/pos0/qmag/kmag/vgrow —
+     * Q times qmag, K times kmag, value row j times 2^(j·vgrow) (V's tile scale rises from tile to tile: O is rescaled
+     * each time; falling values stay in the larger units). Error relative to the largest |v| a row sees, as above.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"128/4/2/40/30/1e-5/1e5/0", "64/4/1/33/40/1e6/1e-6/0.5", "128/2/1/20/60/3e-3/30/-0.3"})
+    void prefillAttentionScalesOperandsOfAnyMagnitude(String shape) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
+        int pos0 = Integer.parseInt(f[4]);
+        float qmag = Float.parseFloat(f[5]), kmag = Float.parseFloat(f[6]), vgrow = Float.parseFloat(f[7]);
+        int ctxLen = pos0 + T, kvDim = kvHeads * hd;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] q = rnd(r, T * heads * hd, -qmag, qmag), kc = rnd(r, ctxLen * kvDim, -kmag, kmag), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
+        for (int j = 0; j < ctxLen; j++) for (int c = 0; c < kvDim; c++) vc[j * kvDim + c] *= (float) Math.pow(2, j * vgrow);
+        float scale = (float) (1.0 / Math.sqrt(hd));
+        float[] out0 = new float[(T + 1) * heads * hd];
+        java.util.Arrays.fill(out0, 7f);
+        String s = hd + "/" + heads + "/" + kvHeads + "/" + T + "/" + pos0 + "/0/0";
+        for (boolean tc : new boolean[] {false, true}) prefillAttention(s, tc, q, kc, vc, new float[heads], false, out0, scale);
+    }
+
+    private void prefillAttention(String shape, boolean tc, float[] q, float[] kc, float[] vc, float[] sinks, boolean withSinks,
+                                  float[] out0, float scale) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
+        int pos0 = Integer.parseInt(f[4]), window = Integer.parseInt(f[5]);
+        int kvDim = kvHeads * hd, group = heads / kvHeads;
+        int[] grid = ResidentForward.prefillGrid(T, heads, kvHeads, hd, tc);
+        String fn = "r_attn_prefill_" + (tc ? "tc_" : "") + ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
         float[] got = new float[out0.length];
         long before;
         try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
@@ -416,15 +454,17 @@ class CudaKernelEmulationTest {
             for (int h = 0; h < heads; h++) {
                 int p = pos0 + t, first = window > 0 && p >= window ? p - window + 1 : 0, g = h / group;
                 double[] ref = attention(q, (t * heads + h) * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, withSinks ? sinks[h] : Double.NaN);
+                double vmax = 1;   // the error is taken relative to the largest |v| the row sees, when above 1
+                for (int j = first; j <= p; j++) for (int c = 0; c < hd; c++) vmax = Math.max(vmax, Math.abs(vc[j * kvDim + g * hd + c]));
                 for (int c = 0; c < hd; c++) {
                     double want = ref[c];
-                    double err = Math.abs(got[(t * heads + h) * hd + c] - want);
-                    assertThat(err).as("%s: token %d, head %d, column %d", shape, t, h, c).isLessThan(2e-6);
+                    double err = Math.abs(got[(t * heads + h) * hd + c] - want) / vmax;
+                    assertThat(err).as("%s %s: token %d, head %d, column %d", fn, shape, t, h, c).isLessThan(2e-6);
                     worst = Math.max(worst, err);
                 }
             }
         for (int i = T * heads * hd; i < got.length; i++) assertThat(got[i]).as("%s: output past the chunk", shape).isEqualTo(7f);
-        System.out.printf("emulated prefill attention %s: max|Δ| %.3g%n", shape, worst);
+        System.out.printf("emulated prefill attention %s %s: max|Δ| %.3g%n", fn, shape, worst);
     }
 
     /**

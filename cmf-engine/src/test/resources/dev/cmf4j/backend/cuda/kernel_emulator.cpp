@@ -90,6 +90,31 @@ static inline void __syncthreads() { arrive(block_bar, (int) blockDim.x); }
 static inline void __threadfence() {}
 static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }
 
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 for one warp (resident.cu's r_mma16816), from the PTX ISA's
+// fragment layouts: each lane deposits its A (4 f16x2), B (2 f16x2) registers in the warp's slots, the warp meets,
+// each lane computes its own 4 outputs (f16 products are exact in f32; summed in f32 in k order onto c), meets again.
+// Lane = 4·g + i holds A[g][2i..2i+1], A[g+8][2i..], A[g][2i+8..], A[g+8][2i+8..]; B[2i..2i+1][g], B[2i+8..][g];
+// C[g][2i..2i+1], C[g+8][2i..2i+1].
+static unsigned mma_slots[32][32][6];
+static float mma_f16(unsigned word, int high) { return emulated_f16_to_f32((unsigned short) (high ? word >> 16 : word & 0xffffu)); }
+static void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i = 0; i < 4; i++) mma_slots[w][lane][i] = a[i];
+    mma_slots[w][lane][4] = b0;
+    mma_slots[w][lane][5] = b1;
+    arrive(warp_bars[w], 32);
+    auto A = [w](int row, int k) { return mma_f16(mma_slots[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2); };
+    auto B = [w](int k, int n) { return mma_f16(mma_slots[w][n * 4 + (k % 8) / 2][4 + (k >= 8)], k % 2); };
+    int g = (int) lane / 4, i = (int) lane % 4;
+    for (int e = 0; e < 4; e++) {
+        int row = g + 8 * (e / 2), col = 2 * i + e % 2;
+        float d = c[e];
+        for (int k = 0; k < 16; k++) d += A(row, k) * B(k, col);
+        c[e] = d;
+    }
+    arrive(warp_bars[w], 32);   // every lane has read before the slots are reused
+}
+
 #include "matvec_q4.cu"
 #include "resident_arch.cu"
 #include "resident.cu"
@@ -177,7 +202,7 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
 // 50 + k r_matvec3_{...}; its decode attention: 43 r_attn_partial; its prefill attention: 45 + b
-// r_attn_prefill_{32,64,128,256}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen, 62 r_gemm_out, 63 r_glu_out;
+// r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen, 62 r_gemm_out, 63 r_glu_out;
 // 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
@@ -197,6 +222,9 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
                   P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
+#define PFT(N, Fn) case 70 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
+                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+        PFT(0, r_attn_prefill_tc_32) PFT(1, r_attn_prefill_tc_64) PFT(2, r_attn_prefill_tc_128)
         case 60: k = [p] { r_split(P(0, F), P(1, F), P(2, int), P(3, float), P(4, r_u16*), P(5, int), P(6, int), P(7, int), P(8, int),
                        P(9, float*)); }; break;
         case 61: k = [p] { r_i8_widen(P(0, const signed char*), P(1, r_u16*), P(2, long long), P(3, int)); }; break;

@@ -100,6 +100,7 @@ CUresult cuModuleUnload(void* m) { return 0; }
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–63 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
+       R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
@@ -118,6 +119,9 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_attn_prefill_64")) *f = &kinds[R_PREFILL + 1];
     else if (!strcmp(name, "r_attn_prefill_128")) *f = &kinds[R_PREFILL + 2];
     else if (!strcmp(name, "r_attn_prefill_256")) *f = &kinds[R_PREFILL + 3];
+    else if (!strcmp(name, "r_attn_prefill_tc_32")) *f = &kinds[R_PREFILL_TC];
+    else if (!strcmp(name, "r_attn_prefill_tc_64")) *f = &kinds[R_PREFILL_TC + 1];
+    else if (!strcmp(name, "r_attn_prefill_tc_128")) *f = &kinds[R_PREFILL_TC + 2];
     else if (!strcmp(name, "r_split")) *f = &kinds[R_SPLIT];
     else if (!strcmp(name, "r_i8_widen")) *f = &kinds[R_I8_TO_BF16];
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
@@ -244,7 +248,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
    real kernels while a test asks, after the twins' launch-shape checks */
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
-    if ((kind >= R_PREFILL && kind < R_PREFILL + 4)
+    if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
         || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
                                  || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_GLU_OUT)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
@@ -385,7 +389,8 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
 /* the launch shape the product kernels need (the C twins' checks below): 256 threads, blocks of 8 rows; 1 if wrong */
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
-    if (kind >= R_PREFILL && kind < R_PREFILL + 4) return prefill_shape(kind, gx, gy, gz, bx, p);
+    if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
+        return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
     if (kind >= R_SPLIT && kind <= R_GLU_OUT) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
@@ -399,12 +404,13 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
 }
 #endif
 /* r_attn_prefill_D's launch shape (ResidentForward.prefillGrid): 128 threads, hd within the bucket D, x = query
-   tiles of nT tokens, y = kv heads × head groups of nH query heads (R = 64 rows, 32 for D = 256); 1 if wrong */
+   tiles of nT tokens, y = kv heads × head groups of nH query heads (R = 64 rows, 32 for D = 128 and 256; the
+   tensor-core r_attn_prefill_tc_D: 64 rows, D ≤ 128); 1 if wrong */
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     static const int dims[4] = {32, 64, 128, 256}, rows[4] = {64, 64, 32, 32};
-    int b = kind - R_PREFILL, T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7);
+    int tc = kind >= R_PREFILL_TC, b = kind - (tc ? R_PREFILL_TC : R_PREFILL), T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7);
     if (bx != 128 || gz != 1 || T < 1 || kvh < 1 || heads % kvh != 0 || hd > dims[b] || (b > 0 && hd <= dims[b - 1])) return 1;
-    int G = heads / kvh, nH = G < rows[b] ? G : rows[b], nT = rows[b] / nH;
+    int R = tc ? 64 : rows[b], G = heads / kvh, nH = G < R ? G : R, nT = R / nH;
     return gx != (unsigned) ((T + nT - 1) / nT) || gy != (unsigned) (kvh * ((G + nH - 1) / nH));
 }
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
@@ -636,7 +642,8 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                 }
             return 0;
         }
-        case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3: {
+        case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3:
+        case R_PREFILL_TC: case R_PREFILL_TC + 1: case R_PREFILL_TC + 2: {
             /* causal attention of the chunk's T queries over the cache, sinks in the denominator only */
             const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
             float* out = PTR(3);
