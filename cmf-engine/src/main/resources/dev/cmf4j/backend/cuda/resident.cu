@@ -1144,9 +1144,11 @@ extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, con
 // |x| into [2^13, 2^14): no f16 overflow, and what is left after the first part stays a normal f16 down to 2^-17 of
 // that max), hi = f16(x·f), lo = f16(x·f − hi), and a product is the three mma.sync.m16n8k16 (f16 in, f32
 // accumulation) hi·hi + hi·lo + lo·hi: 22 significant bits per operand, the dropped lo·lo below 2^-22 relative.
-// The scales: per query row (Q), per key (K: one per row of the key tile), for P = e^(s − m) ∈ [0, 1] a fixed 2^13,
-// for V one per tile — V's scale must be the same for every key of an output column, so O is kept in the units of
-// the largest V scale seen so far (O is rescaled with the softmax correction when a tile raises it).
+// The scales: per query row (Q, with the softmax scale folded in) and per key (K, and V: key j's values times
+// f_j = 2^(140 − E_j)). V's key scales come back out through P, row by row: an O row is kept in units of its E, the
+// largest E_j among the keys it has weighted so far (p > 0; raised — and the row rescaled with the softmax
+// correction — when a tile brings a larger one), and key j's p enters as p·2^(13 + E_j − E) ≤ 2^13. So a row's
+// precision is relative to the values it sees: larger values of later keys in its tile (causal) do not hurt it.
 // Block = 4 warps, warp w owns query rows 16w..16w+15 (the mma's M); per key tile of BK = 32 keys: K (per-key
 // parts, row-major) and V (parts, transposed: key pairs as the B fragment's f16x2) staged in shared memory, each
 // warp computes its S = Q·Kᵀ (16 × 32) in mma C fragments, masks it, updates its rows' running max and sum (the 4
@@ -1243,7 +1245,7 @@ template <int D>
 __device__ __forceinline__ void r_attn_prefill_tc_tile(
         const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        unsigned* kw, unsigned* vw, float* ksc, float* vmx) {
+        unsigned* kw, unsigned* vw, float* ksc, float* vkm, int* vex) {
     constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
     constexpr int KS = D / 16;                  // k16 steps over the head dimension (S = Q·Kᵀ)
     constexpr int NT = BK / 8;                  // n8 tiles of keys in S
@@ -1302,7 +1304,7 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
     float o[NO][4], m[2] = {R_NEG_INF, R_NEG_INF}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    int ev = 14;   // O is kept in units of r_tc_down(ev)·2^-13 (the largest V scale so far)
+    int ev[2] = {14, 14};   // each O row's units: the true row is O·2^-13·r_tc_down(ev)
     const float* kbase = kc + (long long) kvh * hd;
     const float* vbase = vc + (long long) kvh * hd;
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
@@ -1328,35 +1330,34 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
             *reinterpret_cast<uint2*>(kw + BK * SK + key * SK + 2 * ch) = lo2;
             if (ch == 0) ksc[key] = r_tc_down(ek);
         }
-        // V: the tile's max |v| (block-wide, through vmx)
-        float vm = 0.f;
+        // V: each key's max |v| over this warp's columns (the key pair's two lanes combine) into vkm[warp][key]
+        {
+            float v0 = 0.f, v1 = 0.f;
 #pragma unroll
-        for (int i = 0; i < 2 * CV; i++) vm = fmaxf(vm, r_absmax4(ldv[i]));
-#pragma unroll
-        for (int x = 1; x < 32; x <<= 1) vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, x));
-        if (lane == 0) vmx[warp] = vm;
+            for (int i = 0; i < CV; i++) { v0 = fmaxf(v0, r_absmax4(ldv[2 * i])); v1 = fmaxf(v1, r_absmax4(ldv[2 * i + 1])); }
+            v0 = fmaxf(v0, __shfl_xor_sync(0xffffffffu, v0, 1));
+            v1 = fmaxf(v1, __shfl_xor_sync(0xffffffffu, v1, 1));
+            if ((lane & 1) == 0) { vkm[warp * BK + (lane & ~1)] = v0; vkm[warp * BK + (lane & ~1) + 1] = v1; }
+        }
         __syncthreads();   // K parts and V maxima visible; every warp is past the previous tile's P·V
         {
-            float vmax = 0.f;
+            // V: each key's scale (its max over the warps' columns), parts to shared memory, its exponent to vex
+            int p = lane >> 1;
+            float m0 = 0.f, m1 = 0.f;
 #pragma unroll
-            for (int w = 0; w < W; w++) vmax = fmaxf(vmax, vmx[w]);
-            int en = r_tc_exp(vmax);
-            en = en > ev ? en : ev;
-            float f = r_tc_up(en);
-            // O's rescale to the new units (a power of two ≤ 1; 0 below f32's normal range)
-            float rescale = ev - en < -126 ? 0.f : __uint_as_float((unsigned) (127 + ev - en) << 23);
-            ev = en;
-#pragma unroll
-            for (int n = 0; n < NO; n++) { o[n][0] *= rescale; o[n][1] *= rescale; o[n][2] *= rescale; o[n][3] *= rescale; }
+            for (int w = 0; w < W; w++) { m0 = fmaxf(m0, vkm[w * BK + 2 * p]); m1 = fmaxf(m1, vkm[w * BK + 2 * p + 1]); }
+            int e0 = r_tc_exp(m0), e1 = r_tc_exp(m1);
+            float f0 = r_tc_up(e0), f1 = r_tc_up(e1);
+            if (warp == 0 && (lane & 1) == 0) { vex[2 * p] = e0; vex[2 * p + 1] = e1; }
 #pragma unroll
             for (int i = 0; i < CV; i++) {
-                int c = warp * (D / W) + 8 * i + 4 * (lane & 1), p = lane >> 1;
+                int c = warp * (D / W) + 8 * i + 4 * (lane & 1);
                 float a0[4] = {ldv[2 * i].x, ldv[2 * i].y, ldv[2 * i].z, ldv[2 * i].w};
                 float a1[4] = {ldv[2 * i + 1].x, ldv[2 * i + 1].y, ldv[2 * i + 1].z, ldv[2 * i + 1].w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     unsigned hi, lo2;
-                    r_parts2(a0[j] * f, a1[j] * f, hi, lo2);
+                    r_parts2(a0[j] * f0, a1[j] * f1, hi, lo2);
                     vw[(c + j) * SV + p] = hi;
                     vw[D * SV + (c + j) * SV + p] = lo2;
                 }
@@ -1407,16 +1408,42 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
             l[ri] = l[ri] * corr[ri] + sum;   // this lane's share; the row's 4 lanes add theirs at the end
             m[ri] = mn;
         }
-        // P·2^13 as A fragments: n8 tiles 2k and 2k + 1 of S are the k16 step k of P·V
+        __syncthreads();   // V parts and exponents visible (and every warp's S done: K may be replaced)
+        // each row's units: E = the largest V exponent among the keys it weights (p > 0), never lowered; P enters as
+        // p·2^(13 + E_j − E) ≤ 2^13
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            int em = ev[ri];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    int ek = vex[8 * n + 2 * tg + c];
+                    if (s[n][2 * ri + c] > 0.f && ek > em) em = ek;
+                }
+            em = max(em, __shfl_xor_sync(0xffffffffu, em, 1));
+            em = max(em, __shfl_xor_sync(0xffffffffu, em, 2));
+            // O's row to the new units (a power of two ≤ 1; 0 below f32's normal range), with the softmax correction
+            corr[ri] *= ev[ri] - em < -126 ? 0.f : __uint_as_float((unsigned) (127 + ev[ri] - em) << 23);
+            ev[ri] = em;
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    int x = 140 + vex[8 * n + 2 * tg + c] - em;   // ≤ 140 where p > 0
+                    float pv = s[n][2 * ri + c];
+                    s[n][2 * ri + c] = pv > 0.f && x >= 1 ? pv * __uint_as_float((unsigned) x << 23) : 0.f;
+                }
+        }
+        // P as A fragments: n8 tiles 2k and 2k + 1 of S are the k16 step k of P·V
         unsigned ph[BK / 16][4], pl[BK / 16][4];
 #pragma unroll
         for (int k = 0; k < BK / 16; k++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float* sv = s[2 * k + (j >> 1)] + 2 * (j & 1);
-                r_parts2(sv[0] * 8192.f, sv[1] * 8192.f, ph[k][j], pl[k][j]);
+                r_parts2(sv[0], sv[1], ph[k][j], pl[k][j]);
             }
-        __syncthreads();   // V parts visible (and every warp's S done: K may be replaced)
         // O = O·corr + P·V
 #pragma unroll
         for (int n = 0; n < NO; n++) { o[n][0] *= corr[0]; o[n][1] *= corr[0]; o[n][2] *= corr[1]; o[n][3] *= corr[1]; }
@@ -1432,9 +1459,9 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
             }
     }
     // out = O / L as r_attn_prefill_D writes it (sink in the denominator only), O back from its units
-    float un = r_tc_down(ev) * (1.f / 8192.f);
 #pragma unroll
     for (int ri = 0; ri < 2; ri++) {
+        float un = r_tc_down(ev[ri]) * (1.f / 8192.f);
         float L = l[ri];
         L += __shfl_xor_sync(0xffffffffu, L, 1);
         L += __shfl_xor_sync(0xffffffffu, L, 2);
@@ -1465,8 +1492,9 @@ extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) r_attn_prefill_
         float scale, const int* pos, int window, const float* sinks) { \
     __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
     __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
-    __shared__ float ksc[R_TC_BK], vmx[R_TC_WARPS]; \
-    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vmx); \
+    __shared__ float ksc[R_TC_BK], vkm[R_TC_WARPS * R_TC_BK]; \
+    __shared__ int vex[R_TC_BK]; \
+    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vex); \
 }
 R_ATTN_PREFILL_TC(32)
 R_ATTN_PREFILL_TC(64)
