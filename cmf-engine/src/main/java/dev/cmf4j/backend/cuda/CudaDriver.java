@@ -70,6 +70,13 @@ public final class CudaDriver {
             new NativeLib.Binding("cuGetErrorName", fn(I32, I32, PTR)),
             new NativeLib.Binding("cuGetErrorString", fn(I32, I32, PTR)));
 
+    /**
+     * Bound when the driver has them (a missing one is no error): {@code cuLaunchKernelEx} (CUDA 12.0+ drivers;
+     * {@code cuda.h} maps the name to itself without per-thread default streams) for programmatic dependent launch.
+     */
+    static final List<NativeLib.Binding> OPTIONAL = List.of(
+            new NativeLib.Binding("cuLaunchKernelEx", fn(I32, PTR, PTR, PTR, PTR)));
+
     /** Where the driver library is looked for: the loader's soname first, then the usual install places. */
     static final List<String> LIBRARY = List.of("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
             "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
@@ -81,6 +88,8 @@ public final class CudaDriver {
             htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
             eventSync, eventElapsed, eventDestroy, errName, errString, streamCreate, streamDestroy, beginCapture,
             endCapture, graphInstantiate, graphLaunch, graphExecDestroy, graphDestroy;
+    /** {@code cuLaunchKernelEx}, or null when the driver lacks it. */
+    private final MethodHandle launchEx;
 
     private CudaDriver(Map<String, MethodHandle> h) {
         init = h.get("cuInit"); driverVersion = h.get("cuDriverGetVersion"); deviceCount = h.get("cuDeviceGetCount");
@@ -100,6 +109,7 @@ public final class CudaDriver {
         beginCapture = h.get("cuStreamBeginCapture_v2"); endCapture = h.get("cuStreamEndCapture");
         graphInstantiate = h.get("cuGraphInstantiateWithFlags"); graphLaunch = h.get("cuGraphLaunch");
         graphExecDestroy = h.get("cuGraphExecDestroy"); graphDestroy = h.get("cuGraphDestroy");
+        launchEx = h.get("cuLaunchKernelEx");
     }
 
     private static volatile CudaDriver instance;
@@ -125,7 +135,9 @@ public final class CudaDriver {
         if (lib == null)
             throw new CudaUnavailableException("no NVIDIA driver: could not open libcuda.so.1 (tried " + String.join(", ", tried)
                     + "); install the NVIDIA driver or use --device cpu");
-        CudaDriver d = new CudaDriver(NativeLib.bind(lib, "libcuda.so.1", TABLE));
+        var handles = new java.util.HashMap<>(NativeLib.bind(lib, "libcuda.so.1", TABLE));
+        handles.putAll(NativeLib.bindFound(lib, OPTIONAL));
+        CudaDriver d = new CudaDriver(handles);
         try {
             d.cuInit();
         } catch (CudaException e) {
@@ -383,6 +395,40 @@ public final class CudaDriver {
         try {
             check((int) launch.invokeExact(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, params, MemorySegment.NULL),
                     "cuLaunchKernel");
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Whether the driver has {@code cuLaunchKernelEx}, so {@link #launchProgrammatic} works (given cc ≥ 9.0). */
+    public boolean hasLaunchEx() { return launchEx != null; }
+
+    /** {@code sizeof(CUlaunchConfig)}: grid xyz, block xyz, shared bytes (7 unsigned), stream, attrs, numAttrs. */
+    static final long LAUNCH_CONFIG_BYTES = 56, LAUNCH_CONFIG_STREAM = 32, LAUNCH_CONFIG_ATTRS = 40, LAUNCH_CONFIG_NUM_ATTRS = 48;
+    /** {@code sizeof(CUlaunchAttribute)}: the id, padding to 8, a 64-byte value union. */
+    static final long LAUNCH_ATTRIBUTE_BYTES = 72, LAUNCH_ATTRIBUTE_VALUE = 8;
+    /** {@code CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION}. */
+    public static final int ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+    /**
+     * As {@link #launch} on {@code stream}, through {@code cuLaunchKernelEx} with programmatic stream serialization
+     * (programmatic dependent launch, cc ≥ 9.0): the kernel may start before the previous kernel on the stream has
+     * finished, once every block of that one has executed {@code griddepcontrol.launch_dependents} (or exited); it
+     * must execute {@code griddepcontrol.wait} before touching anything the previous kernels write or read. Kept
+     * as a programmatic edge when the stream is being captured.
+     */
+    public void launchProgrammatic(MemorySegment f, int gx, int gy, int gz, int bx, int by, int bz, int sharedBytes,
+                                   MemorySegment stream, MemorySegment params) {
+        if (launchEx == null) throw new IllegalStateException("cuLaunchKernelEx is not available");
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment attr = a.allocate(LAUNCH_ATTRIBUTE_BYTES, 8);
+            attr.set(ValueLayout.JAVA_INT, 0, ATTR_PROGRAMMATIC_STREAM_SERIALIZATION);
+            attr.set(ValueLayout.JAVA_INT, LAUNCH_ATTRIBUTE_VALUE, 1);   // programmaticStreamSerializationAllowed
+            MemorySegment cfg = a.allocate(LAUNCH_CONFIG_BYTES, 8);
+            int[] dims = {gx, gy, gz, bx, by, bz, sharedBytes};
+            for (int i = 0; i < dims.length; i++) cfg.set(ValueLayout.JAVA_INT, 4L * i, dims[i]);
+            cfg.set(PTR, LAUNCH_CONFIG_STREAM, stream);
+            cfg.set(PTR, LAUNCH_CONFIG_ATTRS, attr);
+            cfg.set(ValueLayout.JAVA_INT, LAUNCH_CONFIG_NUM_ATTRS, 1);
+            check((int) launchEx.invokeExact(cfg, f, params, MemorySegment.NULL), "cuLaunchKernelEx");
         } catch (Throwable t) { throw rethrow(t); }
     }
 

@@ -64,6 +64,13 @@ final class NativeLib {
         return Map.copyOf(out);
     }
 
+    /** Binds the entries of {@code table} that {@code lib} has; the others are left out. */
+    static Map<String, MethodHandle> bindFound(SymbolLookup lib, List<Binding> table) {
+        var out = new java.util.HashMap<String, MethodHandle>();
+        for (Binding b : table) lib.find(b.symbol()).ifPresent(sym -> out.put(b.symbol(), LINKER.downcallHandle(sym, b.descriptor())));
+        return Map.copyOf(out);
+    }
+
     /** A C string returned by the library (a zero-length segment) read as Java text; null for NULL. */
     static String cString(MemorySegment p) {
         return p == null || p.address() == 0 ? null : p.reinterpret(Long.MAX_VALUE).getString(0);

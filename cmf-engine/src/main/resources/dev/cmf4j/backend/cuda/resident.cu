@@ -27,6 +27,25 @@ __device__ __forceinline__ float r_load1(const void* __restrict__ w, long long i
     return (float) static_cast<const signed char*>(w)[i];
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before, in the CPU emulator, and when the kernel was launched
+// without CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION). A decode step launches its kernels with that
+// attribute (ResidentForward): the next kernel's blocks may then start while this one still runs, as soon as
+// every block of this one has called r_pdl_trigger, and run up to r_pdl_wait, which returns once the previous
+// kernel has finished and its writes are visible. So every kernel launched with the attribute calls r_pdl_wait
+// (in every block) before it reads or writes anything another kernel of the step writes or reads; the products
+// issue their first weight loads (the weights never change) before it, so the next product's first weights
+// are on their way while the previous kernel drains.
+__device__ __forceinline__ void r_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void r_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- weight products ----
 
 // Sum over the block (any blockDim that is a multiple of 32, ≤ 1024); every thread gets the total.
@@ -267,6 +286,7 @@ __device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float*
         uint2 v[NM][4][U];
         bool full = c + B - 512 < tc;
         if (full) r_batch_load<K, NM, U, true>(v, p, c, tc); else r_batch_load<K, NM, U, false>(v, p, c, tc);
+        if (k0 == 0) r_pdl_wait();   // the first weights are on their way; x (the previous kernel's output) from here
         __syncthreads();   // the previous tile has been read
         for (int j = threadIdx.x * 4; j < tc; j += blockDim.x * 4) {
             float4 xv = *reinterpret_cast<const float4*>(xt + k0 + j);
@@ -322,7 +342,8 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
                                          int accumulate, int normed, float eps) {
     int lane = threadIdx.x & 31;
     int t = blockIdx.y;
-    if (K != 0 && (cols & 3) == 0) {
+    r_pdl_trigger();
+    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
@@ -337,6 +358,7 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
         }
         return;
     }
+    r_pdl_wait();
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     if (r >= rows) return;
@@ -387,7 +409,8 @@ __device__ __forceinline__ void r_matvec3(
     if (blk >= n0 + n1) { blk -= n0 + n1; w = w2; rs = rs2; cf = cf2; bias = b2; y = y2; rows = rows2; }
     else if (blk >= n0) { blk -= n0; w = w1; rs = rs1; cf = cf1; bias = b1; y = y1; rows = rows1; }
     int t = blockIdx.y;
-    if (K != 0 && (cols & 3) == 0) {
+    r_pdl_trigger();
+    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
@@ -403,6 +426,7 @@ __device__ __forceinline__ void r_matvec3(
         }
         return;
     }
+    r_pdl_wait();
     float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     int r = blk * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
@@ -439,7 +463,8 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
     int lane = threadIdx.x & 31;
     int t = blockIdx.y;
     const float* xt = x + (long long) t * cols;
-    if (K != 0 && (cols & 3) == 0) {
+    r_pdl_trigger();
+    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[2] = {wg, wu};
         const float* cm[2] = {cfg, cfu};
         float d[2];
@@ -453,6 +478,7 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
         }
         return;
     }
+    r_pdl_wait();
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
     if (r >= rows) return;
@@ -484,6 +510,8 @@ template <int K>
 __device__ __forceinline__ void r_embed(const void* __restrict__ w, const float* __restrict__ rs,
                                         const float* __restrict__ cf, const int* __restrict__ ids,
                                         float* __restrict__ x, int cols, float scale) {
+    r_pdl_trigger();
+    r_pdl_wait();
     int t = blockIdx.x;
     long long id = ids[t];
     float s = rs != nullptr ? rs[id] : 1.f;
@@ -526,6 +554,8 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
         int heads, int kvHeads, int hd, const int* pos) {
     __shared__ float buf[256];
     __shared__ float red[32];
+    r_pdl_trigger();
+    r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y;
     int p = pos[0] + t;
     bool isQ = h < heads;
@@ -622,6 +652,8 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         float* out, int* done, const float* sinks) {
     __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
     __shared__ float sacc[R_ATT_WARPS][256];
+    r_pdl_trigger();
+    r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;

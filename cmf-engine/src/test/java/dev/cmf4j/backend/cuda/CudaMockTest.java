@@ -331,7 +331,8 @@ class CudaMockTest {
 
     /**
      * Reads one of the mock's counters: 0 kernels launched directly, 1 graphs captured, 2 graph replays, 3 nodes
-     * replayed, 4 streams alive, 5 device allocations alive, 6 graphs alive, 7 executable graphs alive.
+     * replayed, 4 streams alive, 5 device allocations alive, 6 graphs alive, 7 executable graphs alive, 8 launches
+     * with programmatic stream serialization (cuLaunchKernelEx).
      */
     static int counter(int which) {
         try {
@@ -383,7 +384,7 @@ class CudaMockTest {
                     gpu.useGraphs(graphs);
                     if (graphs) gpu.useCublas(List.of(lib.toString()), 2);
                     int gemms0 = gemms();
-                    int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2);
+                    int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2), programmatic0 = counter(8);
                     float[] got;
                     try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
                         assertThat(m.graph().device()).as(file).isNotNull();
@@ -402,6 +403,9 @@ class CudaMockTest {
                         assertThat(counter(2) - replays0).isZero();
                     }
                     assertThat(counter(0)).isGreaterThan(direct0);
+                    // the mock is cc 9.0 with cuLaunchKernelEx: a decode step's products, rope and attention go out as
+                    // programmatic launches (graphs off: every step; on: once, at the capture)
+                    assertThat(counter(8) - programmatic0).as("programmatic dependent launches in the decode step").isPositive();
                     if (graphs) assertThat(gemms() - gemms0).as("prefill products as cuBLAS GEMMs").isPositive();
                     else assertThat(gemms()).isEqualTo(gemms0);
                 }

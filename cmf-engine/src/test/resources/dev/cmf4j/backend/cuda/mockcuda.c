@@ -192,11 +192,12 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
 
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
+static int n_programmatic;   /* launches asking for programmatic stream serialization (cuLaunchKernelEx) */
 static int n_streams = 0;   /* streams alive */
 static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
 int mock_counter(int which) {
     return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes
-         : which == 4 ? n_streams : which == 6 ? n_graphs : which == 7 ? n_execs : n_device_allocs;
+         : which == 4 ? n_streams : which == 6 ? n_graphs : which == 7 ? n_execs : which == 8 ? n_programmatic : n_device_allocs;
 }
 /* tests: the next n graph instantiations fail with 1 CUDA_ERROR_INVALID_VALUE */
 static int fail_instantiates = 0;
@@ -238,6 +239,19 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     }
     n_direct++;
     return run_kernel(f, gx, gy, gz, bx, by, bz, p);
+}
+
+/* cuLaunchKernelEx: CUlaunchConfig as cuda.h lays it out; the only attribute taken is 6
+   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1 */
+typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
+CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
+    if (sizeof(launch_config_t) != 56) return 1;
+    for (unsigned i = 0; i < c->n; i++) {
+        int id = *(const int*) (c->attrs + 72 * i), v = *(const int*) (c->attrs + 72 * i + 8);
+        if (id != 6 || (v != 0 && v != 1)) return 1;
+        if (v) n_programmatic++;
+    }
+    return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shm, c->stream, p, extra);
 }
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p) {
