@@ -19,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The acceptance path: each fixture HF folder → our converter at f32 → CMF file → engine (default CPU
  * backend), against transformers' logits, greedy ids and per-step logits.
  */
-class ConvertedGoldenTest {
+public class ConvertedGoldenTest {
     @TempDir static Path tmp;
 
     /** Converts fixtures/models/NAME at {@code mode} into {@code dir}. */

@@ -439,18 +439,23 @@ class CudaMockTest {
         assertThat(kept.get("true")).as("device bytes with the f16 copies kept").isGreaterThan(kept.get("false"));
     }
 
-    @Test void fastPrefillUsesOneF16PartAndStaysCloseToTheCpu() {
-        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+    /** Fast prefill: q8_2f and f16 weights take 1 scaled f16 part, bf16 weights 2 bf16 parts (was 3). */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"q8_2f", "f16", "bf16"})
+    void fastPrefillStaysCloseToTheCpuAndDiffersFromExact(String dtype) {
+        Path model = dtype.equals("q8_2f") ? dev.cmf4j.testkit.Fixtures.require("cmf/refconv").resolve("llama-Q8_2F.cmf")
+                : dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/llama"),
+                        tmp.resolve("llama-fast-" + dtype + ".cmf"), dev.cmf4j.convert.TensorPolicy.Mode.parse(dtype));
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
         float[] want;
-        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
+        try (var m = dev.cmf4j.model.Model.open(model)) { want = run(m.graph(), prompt, next); }
         java.util.Map<String, float[]> got = new java.util.HashMap<>();
         for (String mode : List.of("exact", "fast")) {
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 gpu.notes(n -> {});
                 gpu.useCublas(List.of(lib.toString()), 2);
                 gpu.usePrefillPrecision(mode);
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got.put(mode, run(m.graph(), prompt, next)); }
+                try (var m = dev.cmf4j.model.Model.open(model, null, gpu)) { got.put(mode, run(m.graph(), prompt, next)); }
             }
         }
         int v = want.length / (prompt.length + next.length + 1);
@@ -460,10 +465,13 @@ class CudaMockTest {
             fast = Math.max(fast, Math.abs(got.get("fast")[i] - want[i]));
             if (i >= prompt.length * v + v) fastDecode = Math.max(fastDecode, Math.abs(got.get("fast")[i] - got.get("exact")[i]));
         }
-        assertThat(exact).as("exact prefill against the CPU").isLessThan(1e-3);
-        // one f16 part (11 significant bits) moves the logits by more than the two parts do, but stays near the CPU's
-        assertThat(fast).as("fast prefill against the CPU").isGreaterThan(exact).isLessThan(0.05);
-        assertThat(fastDecode).as("decode after a fast prefill (its KV cache came from the fast prefill)").isLessThan(0.05);
+        assertThat(exact).as(dtype + ": exact prefill against the CPU").isLessThan(1e-3);
+        // 11 (f16) or 16 (2 bf16 parts) significant bits move the logits by more than the exact parts do, but stay near the CPU's
+        assertThat(fast).as(dtype + ": fast prefill against the CPU").isGreaterThan(exact).isLessThan(0.05);
+        assertThat(fastDecode).as(dtype + ": decode after a fast prefill (its KV cache came from the fast prefill)").isLessThan(0.05);
+    }
+
+    @Test void prefillPrecisionRejectsUnknownModes() {
         assertThatThrownBy(() -> ResidentForward.prefillPrecisionMode("f16"))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exact or fast");
     }
