@@ -1177,10 +1177,12 @@ extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, con
 // that max), hi = f16(x·f), lo = f16(x·f − hi), and a product is the three mma.sync.m16n8k16 (f16 in, f32
 // accumulation) hi·hi + hi·lo + lo·hi: 22 significant bits per operand, the dropped lo·lo below 2^-22 relative.
 // The scales: per query row (Q, with the softmax scale folded in) and per key (K, and V: key j's values times
-// f_j = 2^(140 − E_j)). V's key scales come back out through P, row by row: an O row is kept in units of its E, the
-// largest E_j among the keys it has weighted so far (p > 0; raised — and the row rescaled with the softmax
-// correction — when a tile brings a larger one), and key j's p enters as p·2^(13 + E_j − E) ≤ 2^13. So a row's
-// precision is relative to the values it sees: larger values of later keys in its tile (causal) do not hurt it.
+// f_j = 2^(140 − E_j)). V's key scales come back out through P, row by row: key j's p enters as p·2^(13 + E_j − E),
+// E an O row's units, chosen per tile from the weighted magnitudes p_j·2^(E_j − 127) (≈ p_j·max|v_j|) of its keys and
+// of the row so far (corr·2^(E − 127)) so that the largest lands in [2^13, 2^14) — raised or lowered, the row
+// rescaled with the softmax correction. So a row's precision is relative to what its output is made of, Σ p_j|v_j|:
+// neither larger values of later keys in its tile (causal) nor huge values of keys it weights negligibly (a tiny p,
+// or one that a later tile's larger scores made negligible) hurt it.
 // Block = 4 warps, warp w owns query rows 16w..16w+15 (the mma's M); per key tile of BK = 32 keys: K (per-key
 // parts, row-major) and V (parts, transposed: key pairs as the B fragment's f16x2) staged in shared memory, each
 // warp computes its S = Q·Kᵀ (16 × 32) in mma C fragments, masks it, updates its rows' running max and sum (the 4
@@ -1277,7 +1279,7 @@ template <int D>
 __device__ __forceinline__ void r_attn_prefill_tc_tile(
         const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        unsigned* kw, unsigned* vw, float* ksc, float* vkm, int* vex) {
+        unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv) {
     constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
     constexpr int KS = D / 16;                  // k16 steps over the head dimension (S = Q·Kᵀ)
     constexpr int NT = BK / 8;                  // n8 tiles of keys in S
@@ -1336,7 +1338,7 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
     float o[NO][4], m[2] = {R_NEG_INF, R_NEG_INF}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    int ev[2] = {14, 14};   // each O row's units: the true row is O·2^-13·r_tc_down(ev)
+    int ev[2] = {14, 14};   // each O row's units: the true row is O·2^-13·r_tc_down(ev) (14: the lowest, O = 0)
     const float* kbase = kc + (long long) kvh * hd;
     const float* vbase = vc + (long long) kvh * hd;
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
@@ -1373,14 +1375,14 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
         }
         __syncthreads();   // K parts and V maxima visible; every warp is past the previous tile's P·V
         {
-            // V: each key's scale (its max over the warps' columns), parts to shared memory, its exponent to vex
+            // V: each key's scale (its max over the warps' columns), parts to shared memory, its level 2^(E_j − 127) to vlv
             int p = lane >> 1;
             float m0 = 0.f, m1 = 0.f;
 #pragma unroll
             for (int w = 0; w < W; w++) { m0 = fmaxf(m0, vkm[w * BK + 2 * p]); m1 = fmaxf(m1, vkm[w * BK + 2 * p + 1]); }
             int e0 = r_tc_exp(m0), e1 = r_tc_exp(m1);
             float f0 = r_tc_up(e0), f1 = r_tc_up(e1);
-            if (warp == 0 && (lane & 1) == 0) { vex[2 * p] = e0; vex[2 * p + 1] = e1; }
+            if (warp == 0 && (lane & 1) == 0) { vlv[2 * p] = __uint_as_float((unsigned) e0 << 23); vlv[2 * p + 1] = __uint_as_float((unsigned) e1 << 23); }
 #pragma unroll
             for (int i = 0; i < CV; i++) {
                 int c = warp * (D / W) + 8 * i + 4 * (lane & 1);
@@ -1440,32 +1442,30 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
             l[ri] = l[ri] * corr[ri] + sum;   // this lane's share; the row's 4 lanes add theirs at the end
             m[ri] = mn;
         }
-        __syncthreads();   // V parts and exponents visible (and every warp's S done: K may be replaced)
-        // each row's units: E = the largest V exponent among the keys it weights (p > 0), never lowered; P enters as
-        // p·2^(13 + E_j − E) ≤ 2^13
+        __syncthreads();   // V parts and levels visible (and every warp's S done: K may be replaced)
+        // each row's units from the weighted magnitudes: w_j = p_j·2^(E_j − 127) (≈ p_j·max|v_j|, within 2), and the
+        // row so far as one more term, corr·2^(ev − 127); E = the exponent of the largest (r_tc_exp), up or down. P
+        // enters as w_j·2^(140 − E) < 2^14, the largest in [2^13, 2^14); O is rescaled by corr·2^(ev − E) < 2 (f32: a
+        // factor above 1 loses nothing). A key with a negligible weight and huge values no longer sets the units.
 #pragma unroll
         for (int ri = 0; ri < 2; ri++) {
-            int em = ev[ri];
+            float wo = corr[ri] * __uint_as_float((unsigned) ev[ri] << 23), wm = wo;
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    int ek = vex[8 * n + 2 * tg + c];
-                    if (s[n][2 * ri + c] > 0.f && ek > em) em = ek;
+                    float w = s[n][2 * ri + c] * vlv[8 * n + 2 * tg + c];
+                    s[n][2 * ri + c] = w;
+                    wm = fmaxf(wm, w);
                 }
-            em = max(em, __shfl_xor_sync(0xffffffffu, em, 1));
-            em = max(em, __shfl_xor_sync(0xffffffffu, em, 2));
-            // O's row to the new units (a power of two ≤ 1; 0 below f32's normal range), with the softmax correction
-            corr[ri] *= ev[ri] - em < -126 ? 0.f : __uint_as_float((unsigned) (127 + ev[ri] - em) << 23);
+            wm = fmaxf(wm, __shfl_xor_sync(0xffffffffu, wm, 1));
+            wm = fmaxf(wm, __shfl_xor_sync(0xffffffffu, wm, 2));
+            int em = r_tc_exp(wm);
+            float up = r_tc_up(em);
+            corr[ri] = wo * up * (1.f / 8192.f);   // corr·2^(ev − em), exact (or below f32's range: negligible)
             ev[ri] = em;
 #pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    int x = 140 + vex[8 * n + 2 * tg + c] - em;   // ≤ 140 where p > 0
-                    float pv = s[n][2 * ri + c];
-                    s[n][2 * ri + c] = pv > 0.f && x >= 1 ? pv * __uint_as_float((unsigned) x << 23) : 0.f;
-                }
+            for (int n = 0; n < NT; n++) { s[n][2 * ri] *= up; s[n][2 * ri + 1] *= up; }
         }
         // P as A fragments: n8 tiles 2k and 2k + 1 of S are the k16 step k of P·V
         unsigned ph[BK / 16][4], pl[BK / 16][4];
@@ -1525,8 +1525,8 @@ extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) r_attn_prefill_
     __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
     __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
     __shared__ float ksc[R_TC_BK], vkm[R_TC_WARPS * R_TC_BK]; \
-    __shared__ int vex[R_TC_BK]; \
-    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vex); \
+    __shared__ float vlv[R_TC_BK]; \
+    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vlv); \
 }
 R_ATTN_PREFILL_TC(32)
 R_ATTN_PREFILL_TC(64)
