@@ -7,9 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <algorithm>
+#include <cmath>
 #include <cuda_runtime.h>
 // resident.cu's CPU-emulation branches name these (never called on the device)
 __device__ float emulated_f16_to_f32(unsigned short h);
+__device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 #include <cstring>
 #include "resident.cu"
 
@@ -196,6 +199,8 @@ __global__ void __launch_bounds__(256, MB) v5_matvec(const void* w, const float*
     if (threadIdx.x < 8 && r < rows) { float v = d[0] * rs[r]; y[r] = accumulate ? y[r] + v : v; }
 }
 
+#include "cp_gemv.cuh"   // the cp candidates (cp.async / bulk-copy rings); also compiled by cp_gemv_emu.cpp
+
 // Read-only ceiling: every weight byte of the 32 layers once, 16 bytes per lane per load.
 __global__ void __launch_bounds__(256) stream_read(const uint4* p, long long n, unsigned* sink) {
     unsigned a = 0;
@@ -204,6 +209,17 @@ __global__ void __launch_bounds__(256) stream_read(const uint4* p, long long n, 
         a ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     if (a == 0x12345678u) sink[0] = a;
+}
+
+typedef void (*CpKern)(CpMats, const float*, int, int, float, int);
+// kinds: 0 q/k/v (y = rs·dot, normed), 1 o and 3 down (y += rs·dot), 2 gate+up (SwiGLU, normed); [kind][pdl]
+template <int NSQ, int NSO, int NSG, int NSD, bool BULK>
+static void cp_kernels(CpKern (&k)[4][2], int (&ns)[4]) {
+    k[0][0] = cp_gemv<1, 8, NSQ, BULK, false, 0>; k[0][1] = cp_gemv<1, 8, NSQ, BULK, true, 0>;
+    k[1][0] = cp_gemv<1, 8, NSO, BULK, false, 1>; k[1][1] = cp_gemv<1, 8, NSO, BULK, true, 1>;
+    k[2][0] = cp_gemv<2, 4, NSG, BULK, false, 2>; k[2][1] = cp_gemv<2, 4, NSG, BULK, true, 2>;
+    k[3][0] = cp_gemv<1, 8, NSD, BULK, false, 1>; k[3][1] = cp_gemv<1, 8, NSD, BULK, true, 1>;
+    ns[0] = NSQ; ns[1] = NSO; ns[2] = NSG; ns[3] = NSD;
 }
 
 // ---- host ----
@@ -279,6 +295,8 @@ int main(int argc, char** argv) {
         }
     }
     float* x = fvec(H, -1.f, 1.f, 5);
+    std::vector<float> xinit(H);
+    CK(cudaMemcpy(xinit.data(), x, 4L * H, cudaMemcpyDeviceToHost));
     float *q, *k, *v, *att, *g;
     CK(cudaMalloc(&q, 4L * H)); CK(cudaMalloc(&k, 4L * KV)); CK(cudaMalloc(&v, 4L * KV));
     att = fvec(H, -1.f, 1.f, 6);
@@ -438,6 +456,190 @@ int main(int argc, char** argv) {
         for (int i = 0; i < H + I; i++) { md = fmax(md, fabs(ref[i] - got[i])); mx = fmax(mx, fabs(ref[i])); }
         printf("{\"check\":\"v1 vs resident.cu q and glu, layer 0\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g}\n", md, mx);
     }
+    // ---- the cp candidates (weights into a shared-memory ring by cp.async / bulk copies). A failed check or launch
+    // prints and skips that variant's timings; a sticky device error prints {"fatal":…} and ends the run.
+    struct CpVar {
+        const char* name; int bps; CpKern k[4][2]; int ns[4];
+        int grid; int bstart[4][4]; int gmax[4]; size_t smem[4]; int occ[4]; bool ok[4][2];
+    };
+    std::vector<CpVar> cps(4);
+    cps[0].name = "cp.async 2/SM"; cps[0].bps = 2; cp_kernels<11, 11, 8, 6, false>(cps[0].k, cps[0].ns);
+    cps[1].name = "cp.async 1/SM"; cps[1].bps = 1; cp_kernels<22, 22, 22, 20, false>(cps[1].k, cps[1].ns);
+    cps[2].name = "bulk 2/SM"; cps[2].bps = 2; cp_kernels<11, 11, 8, 6, true>(cps[2].k, cps[2].ns);
+    cps[3].name = "bulk 1/SM"; cps[3].bps = 1; cp_kernels<22, 22, 22, 20, true>(cps[3].k, cps[3].ns);
+    const int cpNM[4] = {1, 1, 2, 1}, cpRT[4] = {8, 8, 4, 8}, cpCols[4] = {H, H, H, I};
+    std::vector<float> gfix(I);
+    { unsigned sd = 99u; for (auto& e : gfix) { sd = sd * 1664525u + 1013904223u; e = 4.f * ((sd >> 8) / 16777216.f) - 2.f; } }
+    auto soft = [&](cudaError_t e, const char* what, const char* var) {
+        if (e == cudaSuccess) return true;
+        printf("{\"error\":\"%s\",\"variant\":\"%s\",\"cuda\":\"%s\"}\n", what, var, cudaGetErrorString(e));
+        fflush(stdout);
+        return false;
+    };
+    auto cpSetup = [&](CpVar& cv) {
+        cv.grid = sms * cv.bps;
+        for (int kd = 0; kd < 4; kd++) {
+            int rws[3] = {0, 0, 0};
+            int* bs = cv.bstart[kd];
+            if (kd == 0) {
+                rws[0] = H; rws[1] = KV; rws[2] = KV;
+                int nk = std::max(1, cv.grid * KV / (H + 2 * KV)), nq = cv.grid - 2 * nk;
+                bs[0] = 0; bs[1] = nq; bs[2] = nq + nk; bs[3] = cv.grid;
+            } else {
+                rws[0] = kd == 2 ? I : H;
+                bs[0] = 0; bs[1] = bs[2] = bs[3] = cv.grid;
+            }
+            int gm = 1;
+            for (int m = 0; m < 3; m++) {
+                int nb = bs[m + 1] - bs[m];
+                if (nb > 0 && rws[m] > 0) gm = std::max(gm, ((rws[m] + nb - 1) / nb + cpRT[kd] - 1) / cpRT[kd]);
+            }
+            cv.gmax[kd] = gm;
+            cv.smem[kd] = cp_smem_bytes(cpNM[kd], cpRT[kd], cv.ns[kd], cpCols[kd], gm);
+            cv.occ[kd] = 0;
+            for (int pd = 0; pd < 2; pd++) {
+                bool ok = cpCols[kd] % CP_CS == 0 && cv.smem[kd] <= prop.sharedMemPerBlockOptin;
+                if (ok) ok = soft(cudaFuncSetAttribute(cv.k[kd][pd], cudaFuncAttributeMaxDynamicSharedMemorySize, (int) cv.smem[kd]), "cudaFuncSetAttribute", cv.name);
+                if (ok && pd == 0) ok = soft(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cv.occ[kd], cv.k[kd][pd], 256, cv.smem[kd]), "occupancy", cv.name);
+                cv.ok[kd][pd] = ok;
+            }
+        }
+        printf("{\"cp_setup\":\"%s\",\"grid\":%d", cv.name, cv.grid);
+        for (int kd = 0; kd < 4; kd++)
+            printf(",\"%s\":{\"stages\":%d,\"smem\":%zu,\"blocks_per_sm\":%d,\"ok\":%d}", kinds[kd], cv.ns[kd], cv.smem[kd], cv.occ[kd], (int) cv.ok[kd][0]);
+        printf("}\n");
+        fflush(stdout);
+    };
+    auto cpLaunch = [&](CpVar& cv, int kd, int l, bool pdl) -> cudaError_t {
+        Layer& w = Ls[l];
+        CpMats M = {};
+        for (int i = 0; i < 4; i++) M.bstart[i] = cv.bstart[kd][i];
+        const float* in = x; int normed = 1, cols = H;
+        if (kd == 0) {
+            M.w[0] = w.q; M.w[1] = w.k; M.w[2] = w.v;
+            for (int m = 0; m < 3; m++) { M.rs[m] = w.rs[m]; M.cf[m] = w.cf[m]; }
+            M.y[0] = q; M.y[1] = k; M.y[2] = v; M.rows[0] = H; M.rows[1] = KV; M.rows[2] = KV;
+        } else if (kd == 1) {
+            M.w[0] = w.o; M.rs[0] = w.rs[3]; M.cf[0] = w.cf[3]; M.y[0] = x; M.rows[0] = H; in = att; normed = 0;
+        } else if (kd == 2) {
+            M.w[0] = w.g; M.rs[0] = w.rs[4]; M.cf[0] = w.cf[4]; M.y[0] = g; M.rows[0] = I;
+            M.w[1] = w.u; M.rs[1] = w.rs[5]; M.cf[1] = w.cf[5]; M.y[1] = g; M.rows[1] = I;
+        } else {
+            M.w[0] = w.d; M.rs[0] = w.rs[6]; M.cf[0] = w.cf[6]; M.y[0] = x; M.rows[0] = H; in = g; normed = 0; cols = I;
+        }
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(cv.grid); cfg.blockDim = dim3(256); cfg.dynamicSmemBytes = cv.smem[kd]; cfg.stream = st;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = at; cfg.numAttrs = pdl ? 1 : 0;
+        return cudaLaunchKernelEx(&cfg, cv.k[kd][pdl ? 1 : 0], M, in, cols, normed, eps, cv.gmax[kd]);
+    };
+    auto cpRun = [&](CpVar& cv, int kind, bool pdl) {
+        for (int l = 0; l < nl; l++)
+            for (int kd = 0; kd < 4; kd++)
+                if (kind < 0 || kind == kd) {
+                    cudaError_t e = cpLaunch(cv, kd, l, pdl);
+                    if (e != cudaSuccess) { soft(e, "launch", cv.name); return; }
+                }
+    };
+    // 1: passed, 0: failed (skipped), -1: sticky device error
+    auto cpCheck = [&](CpVar& cv, int kd, bool pdl) -> int {
+        Layer& w = Ls[0];
+        float* outs[3] = {nullptr, nullptr, nullptr}; int outn[3] = {0, 0, 0};
+        if (kd == 0) { outs[0] = q; outn[0] = H; outs[1] = k; outn[1] = KV; outs[2] = v; outn[2] = KV; }
+        else if (kd == 2) { outs[0] = g; outn[0] = I; }
+        else { outs[0] = x; outn[0] = H; }
+        std::vector<float> ref, got;
+        for (int pass = 0; pass < 2; pass++) {
+            // (all on st: the legacy stream does not order against the non-blocking st)
+            if (!soft(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st), "memcpy", cv.name)) return -1;
+            if (kd == 3 && !soft(cudaMemcpyAsync(g, gfix.data(), 4L * I, cudaMemcpyHostToDevice, st), "memcpy", cv.name)) return -1;
+            if (kd == 0 || kd == 2)   // NaN everywhere a product must write
+                for (int o = 0; o < 3; o++) if (outs[o]) cudaMemsetAsync(outs[o], 0xff, 4L * outn[o], st);
+            static const unsigned zero = 0;
+            cudaMemcpyToSymbolAsync(cp_timeouts, &zero, 4, 0, cudaMemcpyHostToDevice, st);
+            if (pass == 0) {
+                if (kd == 0) r_matvec3_q8<<<H / 8 + KV / 4, 256, 0, st>>>(w.q, w.rs[0], w.cf[0], nullptr, q, H, w.k, w.rs[1], w.cf[1], nullptr, k, KV,
+                                                                       w.v, w.rs[2], w.cf[2], nullptr, v, KV, x, H, 1, eps);
+                if (kd == 1) r_matvec_q8<<<H / 8, 256, 0, st>>>(w.o, w.rs[3], w.cf[3], nullptr, att, x, H, H, 1, 0, 0.f);
+                if (kd == 2) r_glu_q8<<<I / 8, 256, 0, st>>>(w.g, w.rs[4], w.cf[4], w.u, w.rs[5], w.cf[5], x, g, I, H, 1, eps);
+                if (kd == 3) r_matvec_q8<<<H / 8, 256, 0, st>>>(w.d, w.rs[6], w.cf[6], nullptr, g, x, H, I, 1, 0, 0.f);
+            } else {
+                cudaError_t e = cpLaunch(cv, kd, 0, pdl);
+                if (e != cudaSuccess) { soft(e, "launch", cv.name); cudaGetLastError(); return 0; }
+            }
+            cudaError_t e = cudaStreamSynchronize(st);
+            if (e != cudaSuccess) { soft(e, "sync", cv.name); return -1; }
+            std::vector<float>& dst = pass == 0 ? ref : got;
+            for (int o = 0; o < 3; o++)
+                if (outs[o]) {
+                    size_t at0 = dst.size();
+                    dst.resize(at0 + outn[o]);
+                    if (!soft(cudaMemcpy(dst.data() + at0, outs[o], 4L * outn[o], cudaMemcpyDeviceToHost), "memcpy", cv.name)) return -1;
+                }
+        }
+        unsigned to = 0;
+        if (!soft(cudaMemcpyFromSymbol(&to, cp_timeouts, 4), "memcpy", cv.name)) return -1;
+        double md = 0, mx = 0;
+        for (size_t i = 0; i < ref.size(); i++) {
+            double d = fabs((double) ref[i] - got[i]);
+            if (!(d <= md)) md = d != d ? INFINITY : d;   // NaN (an unwritten output) → inf
+            mx = fmax(mx, fabs(ref[i]));
+        }
+        bool pass = to == 0 && md <= 1e-4 * mx;
+        printf("{\"check\":\"%s %s%s vs resident.cu, layer 0\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g,\"timeouts\":%u,\"pass\":%s}\n",
+               cv.name, kinds[kd], pdl ? " (pdl build)" : "", md, mx, to, pass ? "true" : "false");
+        fflush(stdout);
+        return pass ? 1 : 0;
+    };
+    auto cpSection = [&](bool once) {
+        if (!once) {   // the reference for the chains below: the shipped products with PDL, one graph (no rope/attention)
+            CK(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st)); CK(cudaStreamSynchronize(st));
+            float t = timeit([&] { chain(true, false); }, true);
+            printf("{\"variant\":\"resident.cu chain\",\"attn\":0,\"pdl\":1,\"graph\":1,\"us_per_token\":%.1f,\"TBps\":%.3f}\n", t, wbytes / t / 1e6);
+            fflush(stdout);
+        }
+        for (auto& cv : cps) {
+            cpSetup(cv);
+            for (int kd = 0; kd < 4; kd++)
+                for (int pd = 0; pd < 2; pd++) {
+                    if (!cv.ok[kd][pd]) continue;
+                    int r = cpCheck(cv, kd, pd == 1);
+                    if (r < 0) { printf("{\"fatal\":\"%s\"}\n", cv.name); fflush(stdout); exit(0); }
+                    cv.ok[kd][pd] = r == 1;
+                }
+            bool all = true, allp = true;
+            for (int kd = 0; kd < 4; kd++) { all = all && cv.ok[kd][0]; allp = allp && cv.ok[kd][1]; }
+            CK(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st)); CK(cudaStreamSynchronize(st));
+            if (once) {   // for ncu: one layer of each kind
+                int keep = nl; nl = 1;
+                for (int kd = 0; kd < 4; kd++) if (cv.ok[kd][0]) cpRun(cv, kd, false);
+                nl = keep;
+                CK(cudaStreamSynchronize(st));
+                continue;
+            }
+            for (int graph = 0; graph < 2; graph++) {
+                printf("{\"variant\":\"%s\",\"graph\":%d", cv.name, graph);
+                if (all) { float t = timeit([&] { cpRun(cv, -1, false); }, graph); printf(",\"us_per_token\":%.1f,\"TBps\":%.3f", t, wbytes / t / 1e6); }
+                else printf(",\"us_per_token\":null");
+                for (int kd = 0; kd < 4; kd++)
+                    if (cv.ok[kd][0]) { float u = timeit([&] { cpRun(cv, kd, false); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6); }
+                printf("}\n");
+                fflush(stdout);
+            }
+            if (allp) {
+                CK(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st)); CK(cudaStreamSynchronize(st));
+                float t = timeit([&] { cpRun(cv, -1, true); }, true);
+                printf("{\"variant\":\"%s chain\",\"attn\":0,\"pdl\":1,\"graph\":1,\"us_per_token\":%.1f,\"TBps\":%.3f}\n", cv.name, t, wbytes / t / 1e6);
+                fflush(stdout);
+            }
+        }
+    };
+    if (argc > 2 && !strcmp(argv[2], "cponce")) {   // for ncu: one layer of each kind of each cp candidate
+        cpSection(true);
+        return 0;
+    }
     if (argc > 2 && !strcmp(argv[2], "once")) {   // for ncu: one pass of each kind, then exit
         nl = 1;
         cur(-1);
@@ -476,6 +678,7 @@ int main(int argc, char** argv) {
                     }
         return 0;
     }
+    const bool cpOnly = argc > 2 && !strcmp(argv[2], "cp");
     std::vector<Variant> vars = {{"v1 R1 U8", 1, 8, false}, {"v1 R2 U4", 2, 4, false}, {"v1 R2 U8", 2, 8, false},
                                  {"v1 R4 U2", 4, 2, false}, {"v1 R4 U4", 4, 4, false},
                                  {"v1 R2 U4 pdl", 2, 4, true}, {"v1 R4 U2 pdl", 4, 2, true}, {"v1 R1 U8 pdl", 1, 8, true}};
@@ -486,6 +689,7 @@ int main(int argc, char** argv) {
         printf("}\n");
         int v5s[5][2] = {{4, 4}, {2, 5}, {2, 6}, {4, 5}, {8, 4}};
         for (auto& uv : v5s) {
+            if (cpOnly) break;
             float t2 = timeit([&] { v5(uv[0], uv[1], -1); }, graph);
             printf("{\"variant\":\"v5 U%d minb%d\",\"graph\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", uv[0], uv[1], graph, t2, wbytes / t2 / 1e6);
             for (int kk = 0; kk < 4; kk++) { float u = timeit([&] { v5(uv[0], uv[1], kk); }, graph); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kk], u, kinds[kk], kindBytes[kk] / u / 1e6); }
@@ -501,5 +705,7 @@ int main(int argc, char** argv) {
             fflush(stdout);
         }
     }
+    // ---- cp candidates: checks (every kind, plain and PDL build, against resident.cu on layer 0), then timings ----
+    cpSection(false);
     return 0;
 }
