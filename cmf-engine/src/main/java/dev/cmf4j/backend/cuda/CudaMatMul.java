@@ -56,6 +56,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private String prefillCache = ResidentForward.prefillCacheMode(System.getProperty("cmf.cuda.prefillCache", "auto"));
     /** {@code -Dcmf.cuda.prefillPrecision=exact|fast}: see {@link ResidentForward#parts}. */
     private String prefillPrecision = ResidentForward.prefillPrecisionMode(System.getProperty("cmf.cuda.prefillPrecision", "exact"));
+    /** {@code -Dcmf.cuda.prefillFusion=false}: see {@link ResidentForward#fusePrefill}. */
+    private boolean prefillFusion = !"false".equals(System.getProperty("cmf.cuda.prefillFusion"));
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -113,7 +115,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache, prefillPrecision);
+            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache, prefillPrecision,
+                    prefillFusion);
             residents.add(r);
             return r;
         });
@@ -134,6 +137,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Tests: the precision of the prefill GEMMs' activations (exact, fast). */
     void usePrefillPrecision(String mode) { this.prefillPrecision = ResidentForward.prefillPrecisionMode(mode); }
+
+    /** Tests: whether the prefill fuses its splits and epilogues (default: {@code cmf.cuda.prefillFusion}, on). */
+    void usePrefillFusion(boolean on) { this.prefillFusion = on; }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -53,12 +53,18 @@ final class ResidentForward implements DeviceForward {
      * Decode is unaffected.
      */
     private final boolean fastPrefill;
+    /**
+     * {@code -Dcmf.cuda.prefillFusion=false} turns off (for comparison) the prefill's fused launches: q, k and v's
+     * parts from one pass over x (r_split3; gate and up's too).
+     */
+    private final boolean fusePrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
+    private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut;
+    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
@@ -165,9 +171,10 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache, String prefillPrecision) {
+                    String prefillCache, String prefillPrecision, boolean fusePrefill) {
         this.prefillCache = prefillCacheMode(prefillCache);
         this.fastPrefill = "fast".equals(prefillPrecisionMode(prefillPrecision));
+        this.fusePrefill = fusePrefill;
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.mm = mm;
@@ -204,6 +211,7 @@ final class ResidentForward implements DeviceForward {
         fnI8Widen = cu.function(ctx.module(RESIDENT_CU), "r_i8_widen");
         fnGemmOut = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out");
         fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
+        fnSplit3 = cu.function(ctx.module(RESIDENT_CU), "r_split3");
         embed = upload(model.embedding(), null);
         headFolded = foldsNorm(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -305,7 +313,18 @@ final class ResidentForward implements DeviceForward {
     private W upload(Matrix m, NormOp norm) {
         CudaMatMul.DeviceMatrix d = mm.resident(m);
         long cf = d.colField();
-        if (norm != null && norm.w() != null) {
+        if (norm != null && norm.w() != null && m.dtype() != DType.Q8_2F) {
+            // no column scales of its own: the norm's weight alone, one vector for all its products (q, k and v then
+            // share their prefill parts: r_split3 sees one column-scale vector)
+            Long shared = normScales.get(norm);
+            if (shared == null) {
+                float[] w = norm.w(), f = new float[w.length];
+                for (int c = 0; c < f.length; c++) f[c] = norm.offset() ? 1f + w[c] : w[c];
+                normScales.put(norm, shared = vector(f));
+            }
+            if (norm.w().length != m.inDim()) throw new IllegalStateException(m.name() + ": a norm of " + norm.w().length + " columns");
+            cf = shared;
+        } else if (norm != null && norm.w() != null) {
             float[] f = columnScales(m);
             float[] w = norm.w();
             for (int c = 0; c < f.length; c++) f[c] *= norm.offset() ? 1f + w[c] : w[c];
@@ -649,7 +668,8 @@ final class ResidentForward implements DeviceForward {
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
-        long needB = 2L * 3 * t * maxCols, needW = 2L * maxW, needC = 4L * maxRows * 3 * t;   // ≤ 3 parts
+        // ≤ 3 parts; r_split3's parts of q, k and v side by side
+        long needB = 2L * 3 * t * Math.max(maxCols, 3L * model.hidden()), needW = 2L * maxW, needC = 4L * maxRows * 3 * t;
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
         if (needC > capC) {
@@ -658,9 +678,9 @@ final class ResidentForward implements DeviceForward {
             try { sC2 = cu.memAlloc(needC); } catch (CudaException e) { cu.memFree(c1); throw e; }
             sC1 = c1; capC = needC;
         }
-        if (4L * t > capS) {
+        if (4L * t > capS) {   // sS1: three scale slots (q, k and v's; the down product's in the second), sS2 one
             if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); sS1 = sS2 = NULL; capS = 0; }
-            long s1 = cu.memAlloc(4L * t);
+            long s1 = cu.memAlloc(3 * 4L * t);
             try { sS2 = cu.memAlloc(4L * t); } catch (CudaException e) { cu.memFree(s1); throw e; }
             sS1 = s1; capS = 4L * t;
         }
@@ -749,11 +769,20 @@ final class ResidentForward implements DeviceForward {
             return 1;
         }
         if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
+        int parts = parts(w.dtype());
+        L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
+                normed ? normEps : 0f, sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts)));
+        return gemmParts(L, a, name, w, sB, t, c);
+    }
+
+    /**
+     * The GEMM of {@code w} with activations already in 16-bit parts at {@code b} ([parts·t, cols]) into {@code c}
+     * (the int8 widening first when no f16 copy is kept); returns the parts.
+     */
+    private int gemmParts(List<Step> L, Arena a, String name, W w, long b, int t, long c) {
         boolean f16 = f16Parts(w.dtype());
         int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
         int parts = parts(w.dtype());
-        L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
-                normed ? normEps : 0f, sB, t, w.cols(), f16 ? 1 : 0, parts, ts)));
         long weights = w.weights();
         Long copy = widened.get(weights);
         if (copy != null) {
@@ -764,16 +793,69 @@ final class ResidentForward implements DeviceForward {
                     pack(a, weights, sW, n, f16 ? 1 : 0)));
             weights = sW;
         }
-        L.add(new Gemm(name, weights, type, sB, type, c, w.rows(), parts * t, w.cols()));
+        L.add(new Gemm(name, weights, type, b, type, c, w.rows(), parts * t, w.cols()));
         return parts;
     }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
-        boolean scaled = f16Parts(w.dtype());
+        out(L, a, name, w, bias, y, t, accumulate, parts, sC1, sS1);
+    }
+
+    /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
+    private void out(List<Step> L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
         L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
-                pack(a, sC1, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, scaled ? sS1 : NULL, step(w.dtype()))));
+                pack(a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype()))));
+    }
+
+    /**
+     * Whether products of one input (q, k, v; gate, up) take their parts from one r_split3 launch: fusion on, 16-bit
+     * weights (f32 ones take x as it is) of one precision.
+     */
+    private boolean splitTogether(W... m) {
+        if (!fusePrefill) return false;
+        for (W w : m)
+            if (w.dtype() == DType.F32 || f16Parts(w.dtype()) != f16Parts(m[0].dtype()) || parts(w.dtype()) != parts(m[0].dtype())
+                    || w.cols() != m[0].cols()) return false;
+        return true;
+    }
+
+    /**
+     * One r_split3 launch for up to 3 products of x: x read once, each distinct column-scale vector's parts at its
+     * own place in sB (the j-th at j·parts·t·cols) with its token scale in {@code ts[i]} of its first matrix; a
+     * matrix whose column scales are an earlier one's (f16/bf16 weights share the folded norm's vector, or have none)
+     * shares that one's parts and scale. Returns {parts, scale} per matrix.
+     */
+    private long[][] split3(List<Step> L, Arena a, String name, W[] m, long x, float normEps, int t, long[] ts) {
+        boolean normed = !Float.isNaN(normEps);
+        int parts = parts(m[0].dtype()), cols = m[0].cols();
+        long region = 2L * parts * t * cols;
+        long[] cf = new long[3], out = new long[3], scale = new long[3];
+        long[][] at = new long[m.length][];
+        int n = 0;
+        for (int i = 0; i < m.length; i++) {
+            int j = 0;
+            while (j < n && cf[j] != m[i].colField()) j++;
+            if (j == n) { cf[n] = m[i].colField(); out[n] = sB + n * region; scale[n] = ts[i]; n++; }
+            at[i] = new long[] {out[j], scale[j]};
+        }
+        L.add(new Launch(name + "_split", fnSplit3, t, 1, 1, 256, pack(a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
+                f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1], cf[2], out[2], scale[2])));
+        return at;
+    }
+
+    /** q, k and v of one input: one split (r_split3), then each its GEMM and epilogue. */
+    private void qkvGemm(List<Step> L, Arena a, LayerWeights w, SessionState s, long x, float normEps, int t) {
+        W[] m = {w.q(), w.k(), w.v()};
+        long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
+        long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
+        int parts = parts(m[0].dtype());
+        String[] names = {"q", "k", "v"};
+        for (int i = 0; i < 3; i++) {
+            gemmParts(L, a, names[i], m[i], at[i][0], t, sC1);
+            out(L, a, names[i], m[i], bias[i], y[i], t, false, parts, sC1, at[i][1]);
+        }
     }
 
     /**
@@ -882,7 +964,9 @@ final class ResidentForward implements DeviceForward {
             int an = w.attnFolded() ? 1 : 0;
             float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
             if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
-            if (gemm) {
+            if (gemm && splitTogether(w.q(), w.k(), w.v())) {
+                qkvGemm(L, a, w, s, ain, ae, t);
+            } else if (gemm) {
                 gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
                 gemm(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
                 gemm(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
@@ -931,14 +1015,24 @@ final class ResidentForward implements DeviceForward {
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
             if (gemm && spec.act() == Activation.SILU) {
-                int sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1, sS1);
-                int su = product(L, a, "up", w.up(), fin, fe, t, sC2, sS2);
+                int sg, su;
+                long tsg = sS1, tsu = sS2;
+                if (splitTogether(w.gate(), w.up())) {
+                    long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {sS1, sS2});
+                    sg = gemmParts(L, a, "gate", w.gate(), at[0][0], t, sC1);
+                    su = gemmParts(L, a, "up", w.up(), at[1][0], t, sC2);
+                    tsg = at[0][1];
+                    tsu = at[1][1];
+                } else {
+                    sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1, sS1);
+                    su = product(L, a, "up", w.up(), fin, fe, t, sC2, sS2);
+                }
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
                 boolean scaled = f16Parts(w.gate().dtype());
                 L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
                         pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
-                                scaled ? sS1 : NULL, scaled ? sS2 : NULL, step(w.gate().dtype()))));
+                                scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()))));
             } else if (gemm) {
                 gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);

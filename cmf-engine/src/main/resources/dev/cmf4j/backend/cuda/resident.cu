@@ -1005,64 +1005,114 @@ __device__ __forceinline__ r_u16 r_part(float& v, int f16) {
     return h;
 }
 
-extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const float* cf, int normed, float eps,
-                                                          r_u16* out, int T, int cols, int f16, int parts, float* ts) {
+// The split of up to N products of one input (q, k and v; gate and up): x read once (and its 1/rms computed once),
+// then each matrix i < n writes its own parts into outs[i] from x·inv·cfs[i] (its column scales: q8_2f's, or the
+// folded norm's weight), with its own per-token scale tss[i][t] (f16: the max of |x·cf| differs per matrix). The
+// same arithmetic as one r_split per matrix, value for value.
+template <int N>
+__device__ __forceinline__ void r_split_body(const float* x, int normed, float eps, int T, int cols, int f16, int parts, int n,
+                                             const float* const* cfs, r_u16* const* outs, float* const* tss) {
     __shared__ float red[32];
     int t = blockIdx.x;
     const float* xt = x + (long long) t * cols;
     bool vec = (cols & 3) == 0;
-    float ss = 0.f, mx = 0.f;
+    float ss = 0.f, mx[N];
+#pragma unroll
+    for (int i = 0; i < N; i++) mx[i] = 0.f;
     if (vec) {
         for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
             float4 v = *reinterpret_cast<const float4*>(xt + c);
             ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            if (cf != nullptr) {
-                float4 f = *reinterpret_cast<const float4*>(cf + c);
-                v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                if (i >= n) break;
+                float4 w = v;
+                if (cfs[i] != nullptr) {
+                    float4 f = *reinterpret_cast<const float4*>(cfs[i] + c);
+                    w.x *= f.x; w.y *= f.y; w.z *= f.z; w.w *= f.w;
+                }
+                mx[i] = fmaxf(mx[i], fmaxf(fmaxf(fabsf(w.x), fabsf(w.y)), fmaxf(fabsf(w.z), fabsf(w.w))));
             }
-            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
     } else {
         for (int c = threadIdx.x; c < cols; c += blockDim.x) {
             float v = xt[c];
             ss += v * v;
-            mx = fmaxf(mx, fabsf(cf != nullptr ? v * cf[c] : v));
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                if (i >= n) break;
+                mx[i] = fmaxf(mx[i], fabsf(cfs[i] != nullptr ? v * cfs[i][c] : v));
+            }
         }
     }
     float inv = normed ? 1.f / sqrtf(r_block_sum(ss, red) / cols + eps) : 1.f;
-    float scale = 1.f;
-    if (f16) {
-        float m = r_block_max(mx, red) * inv;
-        int e = 0;
-        if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
-        scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (and inf rows stay inf)
-        if (threadIdx.x == 0) ts[t] = scale;
+    float rescale[N];   // 1/scale, exact: a power of two
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        rescale[i] = 1.f;
+        if (f16 && i < n) {
+            float m = r_block_max(mx[i], red) * inv;
+            int e = 0;
+            if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
+            float scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (and inf rows stay inf)
+            if (threadIdx.x == 0) tss[i][t] = scale;
+            rescale[i] = 1.f / scale;
+        }
     }
-    float rescale = 1.f / scale;   // exact: a power of two
     if (vec) {
         for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
-            float4 v = *reinterpret_cast<const float4*>(xt + c);
-            v.x *= inv; v.y *= inv; v.z *= inv; v.w *= inv;
-            if (cf != nullptr) {
-                float4 f = *reinterpret_cast<const float4*>(cf + c);
-                v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
-            }
-            v.x *= rescale; v.y *= rescale; v.z *= rescale; v.w *= rescale;
-            for (int j = 0; j < parts; j++) {
-                uint2 o;
-                o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
-                o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
-                *reinterpret_cast<uint2*>(out + ((long long) j * T + t) * cols + c) = o;
+            float4 x4 = *reinterpret_cast<const float4*>(xt + c);
+            x4.x *= inv; x4.y *= inv; x4.z *= inv; x4.w *= inv;
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                if (i >= n) break;
+                float4 v = x4;
+                if (cfs[i] != nullptr) {
+                    float4 f = *reinterpret_cast<const float4*>(cfs[i] + c);
+                    v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
+                }
+                float rsc = rescale[i];
+                v.x *= rsc; v.y *= rsc; v.z *= rsc; v.w *= rsc;
+                for (int j = 0; j < parts; j++) {
+                    uint2 o;
+                    o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
+                    o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
+                    *reinterpret_cast<uint2*>(outs[i] + ((long long) j * T + t) * cols + c) = o;
+                }
             }
         }
     } else {
         for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            float v = xt[c] * inv;
-            if (cf != nullptr) v *= cf[c];
-            v *= rescale;
-            for (int j = 0; j < parts; j++) out[((long long) j * T + t) * cols + c] = r_part(v, f16);
+            float xv = xt[c] * inv;
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                if (i >= n) break;
+                float v = xv;
+                if (cfs[i] != nullptr) v *= cfs[i][c];
+                v *= rescale[i];
+                for (int j = 0; j < parts; j++) outs[i][((long long) j * T + t) * cols + c] = r_part(v, f16);
+            }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256) r_split(const float* x, const float* cf, int normed, float eps,
+                                                          r_u16* out, int T, int cols, int f16, int parts, float* ts) {
+    const float* cfs[1] = {cf};
+    r_u16* outs[1] = {out};
+    float* tss[1] = {ts};
+    r_split_body<1>(x, normed, eps, T, cols, f16, parts, 1, cfs, outs, tss);
+}
+
+// n ≤ 3 matrices' parts in one launch (r_split_body); the unused ones' pointers may be null.
+extern "C" __global__ void __launch_bounds__(256) r_split3(const float* x, int normed, float eps, int T, int cols, int f16,
+                                                           int parts, int n, const float* cf0, r_u16* out0, float* ts0,
+                                                           const float* cf1, r_u16* out1, float* ts1,
+                                                           const float* cf2, r_u16* out2, float* ts2) {
+    const float* cfs[3] = {cf0, cf1, cf2};
+    r_u16* outs[3] = {out0, out1, out2};
+    float* tss[3] = {ts0, ts1, ts2};
+    r_split_body<3>(x, normed, eps, T, cols, f16, parts, n, cfs, outs, tss);
 }
 
 // int8 weights as bf16 or f16 (exact: |w| ≤ 128 needs 8 significant bits), 4 per thread step.

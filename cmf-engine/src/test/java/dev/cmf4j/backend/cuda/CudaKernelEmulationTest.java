@@ -685,6 +685,104 @@ class CudaKernelEmulationTest {
         System.out.printf("emulated prefill split/epilogues %s: parts %.3g, product %.3g (relative)%n", shape, worstPart, worstY);
     }
 
+    /**
+     * The prefill's fused kernels, real, on emulated blocks, against the unfused kernels they stand for, value for
+     * value: r_split3 of three matrices (distinct column scales, the third none) against r_split per matrix (each its
+     * own parts and token scale: one written from another's scales shows). shape = T/cols/f16/parts (cols % 4 != 0:
+     * the scalar path).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"3/64/1/2", "2/40/0/3", "2/13/1/1", "2/4100/1/2", "3/36/0/2", "2/48/1/1"})
+    void fusedPrefillKernelsMatchTheUnfusedOnes(String shape) {
+        String[] f = shape.split("/");
+        int T = Integer.parseInt(f[0]), cols = Integer.parseInt(f[1]), parts = Integer.parseInt(f[3]);
+        boolean f16 = f[2].equals("1");
+        float eps = 1e-5f;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] x = rnd(r, T * cols, -3f, 3f), cf0 = rnd(r, cols, 0.5f, 1.5f), cf1 = rnd(r, cols, 0.01f, 100f);
+        for (int t = 0; t < T; t++) for (int c = 0; c < cols; c++) x[t * cols + c] *= 1 << (3 * t);   // a scale per token
+        // got[0..2]: parts from r_split3, [3..5] from r_split; scales likewise
+        short[][] partsGot = new short[6][];
+        float[][] tsGot = new float[6][];
+        long before;
+        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                long dx = up.apply(MemorySegment.ofArray(x)), dcf0 = up.apply(MemorySegment.ofArray(cf0)), dcf1 = up.apply(MemorySegment.ofArray(cf1));
+                long[] dp = new long[6], dts = new long[6];
+                for (int i = 0; i < 6; i++) {
+                    dp[i] = up.apply(MemorySegment.ofArray(new short[parts * T * cols]));
+                    dts[i] = up.apply(MemorySegment.ofArray(new float[T]));
+                }
+                long[] cfs = {dcf0, dcf1, 0L};
+                cu.launch(cu.function(mod, "r_split3"), T, 1, 1, 256, 1, 1, 0, ResidentForward.pack(a, dx, 1, eps, T, cols, f16 ? 1 : 0, parts, 3,
+                        cfs[0], dp[0], dts[0], cfs[1], dp[1], dts[1], cfs[2], dp[2], dts[2]));
+                for (int i = 0; i < 3; i++)
+                    cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
+                            ResidentForward.pack(a, dx, cfs[i], 1, eps, dp[3 + i], T, cols, f16 ? 1 : 0, parts, dts[3 + i]));
+                cu.synchronize();
+                MemorySegment host = a.allocate(Math.max(2L * parts * T * cols, 4L * T) + 16, 8);
+                for (int i = 0; i < 6; i++) {
+                    cu.copyToHost(host, dp[i], 2L * parts * T * cols);
+                    partsGot[i] = host.asSlice(0, 2L * parts * T * cols).toArray(ValueLayout.JAVA_SHORT);
+                    cu.copyToHost(host, dts[i], 4L * T);
+                    tsGot[i] = host.asSlice(0, 4L * T).toArray(ValueLayout.JAVA_FLOAT);
+                }
+            } finally {
+                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+            }
+            return null;
+        });
+        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(4); }
+        catch (Throwable e) { throw new AssertionError(e); }
+        for (int i = 0; i < 3; i++) {
+            assertThat(partsGot[i]).as("%s: r_split3's parts of matrix %d", shape, i).containsExactly(partsGot[3 + i]);
+            if (f16) assertThat(tsGot[i]).as("%s: r_split3's token scales of matrix %d", shape, i).containsExactly(tsGot[3 + i]);
+        }
+        // the three matrices' column scales differ, so do their parts (and, f16, their scales): a mix-up would show above
+        assertThat(partsGot[0]).as("%s: matrices 0 and 1 have different parts", shape).isNotEqualTo(partsGot[1]);
+        if (f16) assertThat(tsGot[1]).as("%s: matrix 1's scales (cf up to 100) are not matrix 2's", shape).isNotEqualTo(tsGot[2]);
+    }
+
+    /**
+     * llama through the cuBLAS prefill (the mock's GEMM) with every kernel real on emulated blocks: the fused launches
+     * (r_split3 for q/k/v and gate/up) give the logits of the unfused ones exactly, and
+     * both stay within 1e-3 of the CPU engine; q8_2f (each matrix its own column scales) and bf16 (shared parts).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"Q8_2F", "BF16"})
+    void fusedCublasPrefillOnTheRealKernelsMatchesTheUnfusedOne(String which) throws Throwable {
+        var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which);
+        Path cmf = tmp.resolve("llama-gemm-" + mode.label + ".cmf");
+        try (var src = dev.cmf4j.convert.Sources.open(dev.cmf4j.testkit.Fixtures.require("models/llama"))) {
+            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
+                    new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
+        }
+        int[] prompt = {2, 5, 9, 200, 17, 3};   // chunks of 4 (cuBLAS) and 2 (cuBLAS: gemmMinTokens 2)
+        Run want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, 1); }
+        java.util.Map<Boolean, Run> got = new java.util.HashMap<>();
+        emulateProducts(1);
+        try {
+            for (boolean fused : new boolean[] {true, false})
+                try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+                    gpu.notes(n -> {});
+                    gpu.useCublas(List.of(lib.toString()), 2);
+                    gpu.usePrefillFusion(fused);
+                    try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, 1)); }
+                }
+        } finally {
+            emulateProducts(0);
+        }
+        assertThat(got.get(true).logits()).as(which + ": fused = unfused").containsExactly(got.get(false).logits());
+        double max = 0;
+        for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.get(true).logits()[i] - want.logits()[i]));
+        System.out.printf("emulated cuBLAS prefill llama %s, fused: max|Δ| vs CPU %.3g%n", which, max);
+        assertThat(max).as(which + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+    }
+
     private static double half(short h, boolean f16) {
         return f16 ? Float.float16ToFloat(h) : Float.intBitsToFloat((h & 0xffff) << 16);
     }

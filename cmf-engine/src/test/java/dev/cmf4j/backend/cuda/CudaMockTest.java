@@ -476,6 +476,49 @@ class CudaMockTest {
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exact or fast");
     }
 
+    /**
+     * The fused prefill launches (q, k and v's parts from one pass; gate and up's parts) give the very logits of the unfused launches, with fewer launches, for every weight kind of the GEMM path: q8_2f (each matrix its own column scales, so its own
+     * parts and token scale: a fused split handing a matrix another's parts or scale changes the logits), bf16 and
+     * f16 (the folded norm's weight one vector, q, k and v sharing one set of parts), exact and fast; and stay within
+     * 1e-3 (exact) of the CPU engine.
+     */
+    @Test void fusedPrefillGivesTheUnfusedLogitsForEveryWeightKind() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("models/llama");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
+        for (var mode : List.of(dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F, dev.cmf4j.convert.TensorPolicy.Mode.BF16,
+                dev.cmf4j.convert.TensorPolicy.Mode.F16)) {
+            Path cmf = tmp.resolve("llama-fusion-" + mode.label + ".cmf");
+            try (var src = dev.cmf4j.convert.Sources.open(dir)) {
+                dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
+                        new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
+            }
+            float[] want;
+            try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, next); }
+            for (String precision : List.of("exact", "fast")) {
+                java.util.Map<Boolean, float[]> got = new java.util.HashMap<>();
+                java.util.Map<Boolean, Integer> launched = new java.util.HashMap<>();
+                for (boolean fused : new boolean[] {true, false}) {
+                    try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                        gpu.notes(n -> {});
+                        gpu.useCublas(List.of(lib.toString()), 2);
+                        gpu.usePrefillPrecision(precision);
+                        gpu.usePrefillFusion(fused);
+                        int direct0 = counter(0), gemms0 = gemms();
+                        try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, next)); }
+                        launched.put(fused, counter(0) - direct0);
+                        assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
+                    }
+                }
+                String what = mode.label + " " + precision;
+                assertThat(got.get(true)).as(what + ": fused logits = unfused logits").containsExactly(got.get(false));
+                assertThat(launched.get(true)).as(what + ": fewer launches fused").isLessThan(launched.get(false));
+                if (precision.equals("exact"))
+                    for (int i = 0; i < want.length; i++)
+                        assertThat((double) got.get(true)[i]).as(what + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+            }
+        }
+    }
+
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {

@@ -202,7 +202,8 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
 // 50 + k r_matvec3_{...}; its decode attention: 43 r_attn_partial; its prefill attention: 45 + b
-// r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen, 62 r_gemm_out, 63 r_glu_out;
+// r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
+// 62 r_gemm_out, 63 r_glu_out, 64 r_split3;
 // 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
@@ -232,6 +233,9 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                        P(9, float)); }; break;
         case 63: k = [p] { r_glu_out(P(0, F), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), P(6, int), P(7, int), P(8, F), P(9, F),
                        P(10, float)); }; break;
+        case 64: k = [p] { r_split3(P(0, F), P(1, int), P(2, float), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int),
+                       P(8, F), P(9, r_u16*), P(10, float*), P(11, F), P(12, r_u16*), P(13, float*), P(14, F), P(15, r_u16*),
+                       P(16, float*)); }; break;
         case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
                        P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*), P(15, F)); }; break;
         default: return 500;

@@ -99,7 +99,8 @@ CUresult cuModuleUnload(void* m) { return 0; }
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
-       R_SPLIT = 60 /* kernel_emulator.cpp: 60–63 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT,
+       R_SPLIT = 60 /* kernel_emulator.cpp: 60–64 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3,
+       R_PREFILL_LAST = R_SPLIT3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -126,6 +127,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_i8_widen")) *f = &kinds[R_I8_TO_BF16];
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
+    else if (!strcmp(name, "r_split3")) *f = &kinds[R_SPLIT3];
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
@@ -264,7 +266,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
         || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
-                                 || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_GLU_OUT)))) {
+                                 || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         return emu_launch_resident(kind, gx, gy, gz, bx, p);
     }
@@ -406,7 +408,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
-    if (kind >= R_SPLIT && kind <= R_GLU_OUT) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
+    if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
@@ -426,6 +428,48 @@ static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
     if (bx != 128 || gz != 1 || T < 1 || kvh < 1 || heads % kvh != 0 || hd > dims[b] || (b > 0 && hd <= dims[b - 1])) return 1;
     int R = tc ? 64 : rows[b], G = heads / kvh, nH = G < R ? G : R, nT = R / nH;
     return gx != (unsigned) ((T + nT - 1) / nT) || gy != (unsigned) (kvh * ((G + nH - 1) / nH));
+}
+/* r_split's parts of one row (already normalised by inv): bf16 parts, or f16 parts of v/s (s = 2^e just above the
+   row's max |v|, written to ts[t]) scaled by 2^11 each */
+static void split_row(const float* xt, const float* cf, float inv, uint16_t* out, int t, int T, int cols, int f16p, int parts, float* ts) {
+    float m = 0.f;
+    for (int c = 0; c < cols; c++) {
+        float v = xt[c] * inv;
+        if (cf) v *= cf[c];
+        m = fmaxf(m, fabsf(v));
+    }
+    int e = 0;
+    if (m > 0.f) frexpf(m, &e);
+    if (e < -125) e = -125;
+    if (e > 127) e = 127;
+    float scale = f16p ? ldexpf(1.f, e) : 1.f;
+    if (f16p) ts[t] = scale;
+    for (int c = 0; c < cols; c++) {
+        float v = xt[c] * inv;
+        if (cf) v *= cf[c];
+        v /= scale;
+        for (int j = 0; j < parts; j++) {
+            uint16_t h = f16p ? to_f16(v) : to_bf16(v);
+            out[((long long) j * T + t) * cols + c] = h;
+            v -= f16p ? f16(h) : bf16(h);
+            if (f16p) v *= 2048.f;
+        }
+    }
+}
+static void split_twin(const float* x, const float* cf, int normed, float eps, uint16_t* out, int T, int cols, int f16p, int parts, float* ts) {
+    for (int t = 0; t < T; t++)
+        split_row(x + (long long) t * cols, cf, inv_rms(normed, x + (long long) t * cols, cols, eps), out, t, T, cols, f16p, parts, ts);
+}
+static void gemm_out_twin(const float* C, const float* rs, const float* bias, float* y, int rows, int T, int parts, int acc,
+                          const float* ts, float step) {
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < rows; r++) {
+            float v = gemm_parts(C, rows, T, t, r, parts, ts, step);
+            if (rs) v *= rs[r];
+            if (bias) v += bias[r];
+            long long i = (long long) t * rows + r;
+            y[i] = acc ? y[i] + v : v;
+        }
 }
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
@@ -501,39 +545,13 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         return 0;
     }
     switch (kind) {
-        case R_SPLIT: {   /* bf16 parts, or f16 parts of x/s (s = 2^e just above the row's max |x|) scaled by 2^11 each */
-            const float *x = PTR(0), *cf = PTR(1);
-            int normed = INT(2), T = INT(5), cols = INT(6), f16p = INT(7), parts = INT(8);
-            float eps = FLT(3);
-            uint16_t* out = PTR(4);
-            float* ts = PTR(9);
-            for (int t = 0; t < T; t++) {
-                float inv = inv_rms(normed, x + (long long) t * cols, cols, eps), m = 0.f;
-                for (int c = 0; c < cols; c++) {
-                    float v = x[(long long) t * cols + c] * inv;
-                    if (cf) v *= cf[c];
-                    m = fmaxf(m, fabsf(v));
-                }
-                int e = 0;
-                if (m > 0.f) frexpf(m, &e);
-                if (e < -125) e = -125;
-                if (e > 127) e = 127;
-                float scale = f16p ? ldexpf(1.f, e) : 1.f;
-                if (f16p) ts[t] = scale;
-                for (int c = 0; c < cols; c++) {
-                    float v = x[(long long) t * cols + c] * inv;
-                    if (cf) v *= cf[c];
-                    v /= scale;
-                    for (int j = 0; j < parts; j++) {
-                        uint16_t h = f16p ? to_f16(v) : to_bf16(v);
-                        out[((long long) j * T + t) * cols + c] = h;
-                        v -= f16p ? f16(h) : bf16(h);
-                        if (f16p) v *= 2048.f;
-                    }
-                }
-            }
+        case R_SPLIT:
+            split_twin(PTR(0), PTR(1), INT(2), FLT(3), PTR(4), INT(5), INT(6), INT(7), INT(8), PTR(9));
             return 0;
-        }
+        case R_SPLIT3:   /* up to 3 matrices' r_split of one x, each its own column scales, parts and scale */
+            for (int i = 0; i < INT(7); i++)
+                split_twin(PTR(0), PTR(8 + 3 * i), INT(1), FLT(2), PTR(9 + 3 * i), INT(3), INT(4), INT(5), INT(6), PTR(10 + 3 * i));
+            return 0;
         case R_I8_TO_BF16: {
             const signed char* w = PTR(0);
             uint16_t* out = PTR(1);
@@ -542,22 +560,9 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             for (long long i = 0; i < n; i++) out[i] = f16p ? to_f16((float) w[i]) : to_bf16((float) w[i]);
             return 0;
         }
-        case R_GEMM_OUT: {
-            const float *C = PTR(0), *rs = PTR(1), *bias = PTR(2);
-            float* y = PTR(3);
-            int rows = INT(4), T = INT(5), parts = INT(6), acc = INT(7);
-            const float* ts = PTR(8);
-            float step = FLT(9);
-            for (int t = 0; t < T; t++)
-                for (int r = 0; r < rows; r++) {
-                    float v = gemm_parts(C, rows, T, t, r, parts, ts, step);
-                    if (rs) v *= rs[r];
-                    if (bias) v += bias[r];
-                    long long i = (long long) t * rows + r;
-                    y[i] = acc ? y[i] + v : v;
-                }
+        case R_GEMM_OUT:
+            gemm_out_twin(PTR(0), PTR(1), PTR(2), PTR(3), INT(4), INT(5), INT(6), INT(7), PTR(8), FLT(9));
             return 0;
-        }
         case R_GLU_OUT: {
             const float *Cg = PTR(0), *Cu = PTR(1), *rsg = PTR(2), *rsu = PTR(3);
             float* y = PTR(4);
