@@ -55,7 +55,7 @@ final class ResidentForward implements DeviceForward {
     private final boolean fastPrefill;
     /**
      * {@code -Dcmf.cuda.prefillFusion=false} turns off (for comparison) the prefill's fused launches: q, k and v's
-     * parts from one pass over x (r_split3; gate and up's too).
+     * parts from one pass over x (r_split3; gate and up's too), their three epilogues as one launch (r_gemm_out3).
      */
     private final boolean fusePrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
@@ -64,7 +64,7 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3;
+    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
@@ -212,6 +212,7 @@ final class ResidentForward implements DeviceForward {
         fnGemmOut = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out");
         fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
         fnSplit3 = cu.function(ctx.module(RESIDENT_CU), "r_split3");
+        fnGemmOut3 = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out3");
         embed = upload(model.embedding(), null);
         headFolded = foldsNorm(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -668,6 +669,7 @@ final class ResidentForward implements DeviceForward {
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
+        for (LayerWeights l : layers) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
         // ≤ 3 parts; r_split3's parts of q, k and v side by side
         long needB = 2L * 3 * t * Math.max(maxCols, 3L * model.hidden()), needW = 2L * maxW, needC = 4L * maxRows * 3 * t;
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
@@ -845,17 +847,24 @@ final class ResidentForward implements DeviceForward {
         return at;
     }
 
-    /** q, k and v of one input: one split (r_split3), then each its GEMM and epilogue. */
+    /** q, k and v of one input: one split (r_split3), three GEMMs, one epilogue (r_gemm_out3). */
     private void qkvGemm(List<Step> L, Arena a, LayerWeights w, SessionState s, long x, float normEps, int t) {
         W[] m = {w.q(), w.k(), w.v()};
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
+        long[] c = {sC1, sC2, sC2 + 4L * m[1].rows() * parts * t};
         String[] names = {"q", "k", "v"};
+        int blocks = 0;
         for (int i = 0; i < 3; i++) {
-            gemmParts(L, a, names[i], m[i], at[i][0], t, sC1);
-            out(L, a, names[i], m[i], bias[i], y[i], t, false, parts, sC1, at[i][1]);
+            gemmParts(L, a, names[i], m[i], at[i][0], t, c[i]);
+            blocks += (m[i].rows() + 1023) / 1024;
         }
+        boolean scaled = f16Parts(m[0].dtype());
+        L.add(new Launch("qkv_out", fnGemmOut3, blocks, t, 1, 256, pack(a,
+                c[0], m[0].rowScales(), bias[0], y[0], m[0].rows(), scaled ? at[0][1] : NULL,
+                c[1], m[1].rowScales(), bias[1], y[1], m[1].rows(), scaled ? at[1][1] : NULL,
+                c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype()))));
     }
 
     /**

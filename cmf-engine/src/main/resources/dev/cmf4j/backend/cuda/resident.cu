@@ -1160,11 +1160,10 @@ __device__ __forceinline__ float4 r_parts4(const float* C, int rows, int T, int 
 // The epilogues: grid (ceil(rows / 1024), T), each thread 4 consecutive rows of token blockIdx.y (float4 when
 // rows % 4 == 0), so no thread divides an index.
 
-// y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate).
-extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
-                                                             float* y, int rows, int T, int parts, int accumulate,
-                                                             const float* ts, float step) {
-    int t = blockIdx.y, r0 = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+// y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate); bx: the block's index along the rows.
+__device__ __forceinline__ void r_gemm_out_at(const float* C, const float* rs, const float* bias, float* y, int rows, int T,
+                                              int parts, int accumulate, const float* ts, float step, int bx) {
+    int t = blockIdx.y, r0 = (bx * blockDim.x + threadIdx.x) * 4;
     if (r0 >= rows) return;
     float* yt = y + (long long) t * rows;
     if ((rows & 3) == 0) {
@@ -1189,6 +1188,26 @@ extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, con
             yt[r] = accumulate ? yt[r] + v : v;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
+                                                             float* y, int rows, int T, int parts, int accumulate,
+                                                             const float* ts, float step) {
+    r_gemm_out_at(C, rs, bias, y, rows, T, parts, accumulate, ts, step, blockIdx.x);
+}
+
+// Three products' epilogues (q, k and v) in one launch, none accumulating: grid (Σ ceil(rows_i / 1024), T), the
+// first blocks q's, then k's, then v's.
+extern "C" __global__ void __launch_bounds__(256) r_gemm_out3(const float* C0, const float* rs0, const float* b0, float* y0,
+                                                              int rows0, const float* ts0,
+                                                              const float* C1, const float* rs1, const float* b1, float* y1,
+                                                              int rows1, const float* ts1,
+                                                              const float* C2, const float* rs2, const float* b2, float* y2,
+                                                              int rows2, const float* ts2, int T, int parts, float step) {
+    int per = blockDim.x * 4, n0 = (rows0 + per - 1) / per, n1 = (rows1 + per - 1) / per, bx = blockIdx.x;
+    if (bx < n0) r_gemm_out_at(C0, rs0, b0, y0, rows0, T, parts, 0, ts0, step, bx);
+    else if (bx < n0 + n1) r_gemm_out_at(C1, rs1, b1, y1, rows1, T, parts, 0, ts1, step, bx - n0);
+    else r_gemm_out_at(C2, rs2, b2, y2, rows2, T, parts, 0, ts2, step, bx - n0 - n1);
 }
 
 // y[t, r] = silu(gate)·up from two GEMM outputs as r_gemm_out reads them.

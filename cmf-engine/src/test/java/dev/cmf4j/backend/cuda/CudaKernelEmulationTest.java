@@ -688,8 +688,8 @@ class CudaKernelEmulationTest {
     /**
      * The prefill's fused kernels, real, on emulated blocks, against the unfused kernels they stand for, value for
      * value: r_split3 of three matrices (distinct column scales, the third none) against r_split per matrix (each its
-     * own parts and token scale: one written from another's scales shows). shape = T/cols/f16/parts (cols % 4 != 0:
-     * the scalar path).
+     * own parts and token scale: one written from another's scales shows), r_gemm_out3 against three r_gemm_out
+     * (ragged row counts: the block ranges). shape = T/cols/f16/parts (cols % 4 != 0: the scalar path).
      */
     @ParameterizedTest
     @ValueSource(strings = {"3/64/1/2", "2/40/0/3", "2/13/1/1", "2/4100/1/2", "3/36/0/2", "2/48/1/1"})
@@ -697,13 +697,17 @@ class CudaKernelEmulationTest {
         String[] f = shape.split("/");
         int T = Integer.parseInt(f[0]), cols = Integer.parseInt(f[1]), parts = Integer.parseInt(f[3]);
         boolean f16 = f[2].equals("1");
-        float eps = 1e-5f;
+        float step = f16 ? 1f / 2048 : 1f, eps = 1e-5f;
         java.util.Random r = new java.util.Random(shape.hashCode());
         float[] x = rnd(r, T * cols, -3f, 3f), cf0 = rnd(r, cols, 0.5f, 1.5f), cf1 = rnd(r, cols, 0.01f, 100f);
         for (int t = 0; t < T; t++) for (int c = 0; c < cols; c++) x[t * cols + c] *= 1 << (3 * t);   // a scale per token
-        // got[0..2]: parts from r_split3, [3..5] from r_split; scales likewise
+        int[] rows = {cols, cols / 2 + 1, 7};
+        float[][] C = new float[3][], rs = new float[3][], bias = new float[3][];
+        for (int i = 0; i < 3; i++) { C[i] = rnd(r, rows[i] * parts * T, -50f, 50f); rs[i] = rnd(r, rows[i], 0.5f, 2f); bias[i] = rnd(r, rows[i], -1f, 1f); }
+        float[] tsIn = {0.25f, 4f, 1f / 64};
+        // got[0..2]: parts from r_split3, [3..5] from r_split; scales likewise; outputs of r_gemm_out3 / r_gemm_out
         short[][] partsGot = new short[6][];
-        float[][] tsGot = new float[6][];
+        float[][] tsGot = new float[6][], yGot = new float[6][];
         long before;
         try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
         ctx.call(() -> {
@@ -711,35 +715,58 @@ class CudaKernelEmulationTest {
             MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dx = up.apply(MemorySegment.ofArray(x)), dcf0 = up.apply(MemorySegment.ofArray(cf0)), dcf1 = up.apply(MemorySegment.ofArray(cf1));
-                long[] dp = new long[6], dts = new long[6];
+                long[] dp = new long[6], dts = new long[6], dy = new long[6], dC = new long[3], drs = new long[3], db = new long[3];
                 for (int i = 0; i < 6; i++) {
                     dp[i] = up.apply(MemorySegment.ofArray(new short[parts * T * cols]));
                     dts[i] = up.apply(MemorySegment.ofArray(new float[T]));
                 }
+                for (int i = 0; i < 3; i++) {
+                    dC[i] = up.apply(MemorySegment.ofArray(C[i]));
+                    drs[i] = up.apply(MemorySegment.ofArray(rs[i]));
+                    db[i] = up.apply(MemorySegment.ofArray(bias[i]));
+                    dy[i] = up.apply(MemorySegment.ofArray(new float[T * rows[i]]));
+                    dy[3 + i] = up.apply(MemorySegment.ofArray(new float[T * rows[i]]));
+                }
+                long dtsIn = up.apply(MemorySegment.ofArray(java.util.Arrays.copyOf(tsIn, Math.max(T, 3))));
                 long[] cfs = {dcf0, dcf1, 0L};
                 cu.launch(cu.function(mod, "r_split3"), T, 1, 1, 256, 1, 1, 0, ResidentForward.pack(a, dx, 1, eps, T, cols, f16 ? 1 : 0, parts, 3,
                         cfs[0], dp[0], dts[0], cfs[1], dp[1], dts[1], cfs[2], dp[2], dts[2]));
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
                             ResidentForward.pack(a, dx, cfs[i], 1, eps, dp[3 + i], T, cols, f16 ? 1 : 0, parts, dts[3 + i]));
+                long ts = f16 ? dtsIn : 0L;
+                int blocks = 0;
+                for (int i = 0; i < 3; i++) blocks += (rows[i] + 1023) / 1024;
+                cu.launch(cu.function(mod, "r_gemm_out3"), blocks, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                        dC[0], drs[0], db[0], dy[0], rows[0], ts, dC[1], 0L, db[1], dy[1], rows[1], ts, dC[2], drs[2], 0L, dy[2], rows[2], ts,
+                        T, parts, step));
+                for (int i = 0; i < 3; i++)
+                    cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                            dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts, step));
                 cu.synchronize();
-                MemorySegment host = a.allocate(Math.max(2L * parts * T * cols, 4L * T) + 16, 8);
+                MemorySegment host = a.allocate(Math.max(2L * parts * T * cols, 4L * T * cols) + 16, 8);
                 for (int i = 0; i < 6; i++) {
                     cu.copyToHost(host, dp[i], 2L * parts * T * cols);
                     partsGot[i] = host.asSlice(0, 2L * parts * T * cols).toArray(ValueLayout.JAVA_SHORT);
                     cu.copyToHost(host, dts[i], 4L * T);
                     tsGot[i] = host.asSlice(0, 4L * T).toArray(ValueLayout.JAVA_FLOAT);
                 }
+                for (int i = 0; i < 6; i++) {
+                    long n = 4L * T * rows[i % 3];
+                    cu.copyToHost(host, dy[i], n);
+                    yGot[i] = host.asSlice(0, n).toArray(ValueLayout.JAVA_FLOAT);
+                }
             } finally {
                 try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(4); }
+        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(8); }
         catch (Throwable e) { throw new AssertionError(e); }
         for (int i = 0; i < 3; i++) {
             assertThat(partsGot[i]).as("%s: r_split3's parts of matrix %d", shape, i).containsExactly(partsGot[3 + i]);
             if (f16) assertThat(tsGot[i]).as("%s: r_split3's token scales of matrix %d", shape, i).containsExactly(tsGot[3 + i]);
+            assertThat(yGot[i]).as("%s: r_gemm_out3's output %d", shape, i).containsExactly(yGot[3 + i]);
         }
         // the three matrices' column scales differ, so do their parts (and, f16, their scales): a mix-up would show above
         assertThat(partsGot[0]).as("%s: matrices 0 and 1 have different parts", shape).isNotEqualTo(partsGot[1]);
@@ -748,7 +775,7 @@ class CudaKernelEmulationTest {
 
     /**
      * llama through the cuBLAS prefill (the mock's GEMM) with every kernel real on emulated blocks: the fused launches
-     * (r_split3 for q/k/v and gate/up) give the logits of the unfused ones exactly, and
+     * (r_split3 for q/k/v and gate/up, r_gemm_out3) give the logits of the unfused ones exactly, and
      * both stay within 1e-3 of the CPU engine; q8_2f (each matrix its own column scales) and bf16 (shared parts).
      */
     @ParameterizedTest

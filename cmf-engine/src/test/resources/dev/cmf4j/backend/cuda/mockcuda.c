@@ -99,8 +99,8 @@ CUresult cuModuleUnload(void* m) { return 0; }
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
-       R_SPLIT = 60 /* kernel_emulator.cpp: 60–64 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3,
-       R_PREFILL_LAST = R_SPLIT3,
+       R_SPLIT = 60 /* kernel_emulator.cpp: 60–65 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
+       R_PREFILL_LAST = R_GEMM_OUT3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -128,6 +128,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "r_split3")) *f = &kinds[R_SPLIT3];
+    else if (!strcmp(name, "r_gemm_out3")) *f = &kinds[R_GEMM_OUT3];
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
@@ -563,6 +564,15 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         case R_GEMM_OUT:
             gemm_out_twin(PTR(0), PTR(1), PTR(2), PTR(3), INT(4), INT(5), INT(6), INT(7), PTR(8), FLT(9));
             return 0;
+        case R_GEMM_OUT3: {   /* q, k and v's r_gemm_out, none accumulating; the blocks must just cover the rows */
+            int T = INT(18), parts = INT(19);
+            long long nb = 0;
+            for (int i = 0; i < 3; i++) nb += (INT(6 * i + 4) + 1023) / 1024;
+            if (gx != nb || gy != (unsigned) T) return 1;
+            for (int i = 0; i < 3; i++)
+                gemm_out_twin(PTR(6 * i), PTR(6 * i + 1), PTR(6 * i + 2), PTR(6 * i + 3), INT(6 * i + 4), T, parts, 0, PTR(6 * i + 5), FLT(20));
+            return 0;
+        }
         case R_GLU_OUT: {
             const float *Cg = PTR(0), *Cu = PTR(1), *rsg = PTR(2), *rsu = PTR(3);
             float* y = PTR(4);
