@@ -55,7 +55,8 @@ final class ResidentForward implements DeviceForward {
     private final boolean fastPrefill;
     /**
      * {@code -Dcmf.cuda.prefillFusion=false} turns off (for comparison) the prefill's fused launches: q, k and v's
-     * parts from one pass over x (r_split3; gate and up's too), their three epilogues as one launch (r_gemm_out3).
+     * parts from one pass over x (r_split3; gate and up's too), their three epilogues as one launch (r_gemm_out3),
+     * and the SwiGLU epilogue writing the down product's parts directly (r_glu_split_N).
      */
     private final boolean fusePrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
@@ -65,6 +66,9 @@ final class ResidentForward implements DeviceForward {
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
     private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    /** r_glu_split_N: the SwiGLU epilogue fused with the down product's split, rows ≤ N·2048 (blocks of 512). */
+    static final int[] GLU_SPLIT_N = {1, 2, 4, 8};
+    private final MemorySegment[] fnGluSplit = new MemorySegment[GLU_SPLIT_N.length];
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
@@ -213,6 +217,7 @@ final class ResidentForward implements DeviceForward {
         fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
         fnSplit3 = cu.function(ctx.module(RESIDENT_CU), "r_split3");
         fnGemmOut3 = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out3");
+        for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_split_" + GLU_SPLIT_N[i]);
         embed = upload(model.embedding(), null);
         headFolded = foldsNorm(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -867,6 +872,13 @@ final class ResidentForward implements DeviceForward {
                 c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype()))));
     }
 
+    /** r_glu_split_N's index for a SwiGLU of {@code rows} feeding {@code down}, or -1 (then r_glu_out, then down's own split). */
+    private int gluSplit(W down, int rows) {
+        if (!fusePrefill || down.dtype() == DType.F32 || rows % 4 != 0) return -1;
+        for (int i = 0; i < GLU_SPLIT_N.length; i++) if (rows <= GLU_SPLIT_N[i] * 2048) return i;
+        return -1;
+    }
+
     /**
      * Owner thread: the steps one by one, an event after each; their GPU times added to the profile under
      * {@code prefix + name} (a decode step counts towards the per-step average, a prefill chunk is reported whole).
@@ -1023,6 +1035,7 @@ final class ResidentForward implements DeviceForward {
             if (!w.ffnFolded()) norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
+            boolean downSplit = false;   // the down product's parts already written (by the SwiGLU epilogue)
             if (gemm && spec.act() == Activation.SILU) {
                 int sg, su;
                 long tsg = sS1, tsu = sS2;
@@ -1039,9 +1052,18 @@ final class ResidentForward implements DeviceForward {
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
                 boolean scaled = f16Parts(w.gate().dtype());
-                L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
-                        pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
-                                scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()))));
+                int gs = gluSplit(w.down(), inter);
+                if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in sS1's second slot)
+                    W d = w.down();
+                    L.add(new Launch("swiglu_down_split", fnGluSplit[gs], t, 1, 1, 512, pack(a, sC1, sC2, w.gate().rowScales(),
+                            w.up().rowScales(), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
+                            d.colField(), sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), sS1 + 4L * t)));
+                    downSplit = true;
+                } else {
+                    L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
+                            pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                                    scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()))));
+                }
             } else if (gemm) {
                 gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
@@ -1055,7 +1077,12 @@ final class ResidentForward implements DeviceForward {
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());   // silu, gelu-tanh or gelu
             }
-            if (spec.postFfnNorm() == null) {                                               // x += down·glu
+            if (downSplit) {
+                String name = spec.postFfnNorm() == null ? "down_residual" : "down";
+                int parts = gemmParts(L, a, name, w.down(), sB, t, sC1);
+                out(L, a, name, w.down(), NULL, spec.postFfnNorm() == null ? s.x : s.m, t, spec.postFfnNorm() == null, parts, sC1, sS1 + 4L * t);
+                if (spec.postFfnNorm() != null) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+            } else if (spec.postFfnNorm() == null) {                                        // x += down·glu
                 if (gemm) gemm(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
                 else matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(down·glu)

@@ -1237,6 +1237,95 @@ extern "C" __global__ void __launch_bounds__(256) r_glu_out(const float* Cg, con
     }
 }
 
+// The SwiGLU epilogue fused with the next product's split (down): block per token of R_GLU_SPLIT_THREADS, h =
+// silu(gate)·up for the whole row (r_glu_out's arithmetic) held in registers, N float4 per thread (rows % 4 == 0,
+// rows ≤ N·4·512; N ≤ 8, 16384 columns; one block of up to 128 registers per SM spills on no target), then r_split's parts of h·cf (down's column
+// scales; no norm) with their per-token scale: the f32 h row never goes to memory. The same values as r_glu_out
+// then r_split.
+#define R_GLU_SPLIT_THREADS 512
+template <int N>
+__device__ __forceinline__ void r_glu_split_body(const float* Cg, const float* Cu, const float* rsg, const float* rsu,
+                                                 const float* tsg, const float* tsu, float step, int partsIn, int rows, int T,
+                                                 const float* cf, r_u16* out, int f16, int parts, float* ts) {
+    __shared__ float red[32];
+    int t = blockIdx.x;
+    float4 h[N], u[N];   // gate, up; then h = silu(gate)·up·cf
+    // the parts' loads part by part with the rows innermost, so a thread has 2N loads in flight (one row after
+    // the other through r_parts4 kept one)
+    float f = 1.f;
+    for (int j = 0; j < partsIn; j++, f *= step) {
+        const float* cg = Cg + ((long long) j * T + t) * rows;
+        const float* cu = Cu + ((long long) j * T + t) * rows;
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            int r0 = (k * blockDim.x + threadIdx.x) * 4;
+            float4 g4 = make_float4(0.f, 0.f, 0.f, 0.f), u4 = g4;
+            if (r0 < rows) { g4 = *reinterpret_cast<const float4*>(cg + r0); u4 = *reinterpret_cast<const float4*>(cu + r0); }
+            if (j == 0) { h[k] = make_float4(0.f, 0.f, 0.f, 0.f); u[k] = h[k]; }
+            h[k].x += g4.x * f; h[k].y += g4.y * f; h[k].z += g4.z * f; h[k].w += g4.w * f;
+            u[k].x += u4.x * f; u[k].y += u4.y * f; u[k].z += u4.z * f; u[k].w += u4.w * f;
+        }
+    }
+    float sg = tsg != nullptr ? tsg[t] : 1.f, su = tsu != nullptr ? tsu[t] : 1.f;
+    float mx = 0.f;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        int r0 = (k * blockDim.x + threadIdx.x) * 4;
+        if (r0 < rows) {
+            float gs[4] = {h[k].x, h[k].y, h[k].z, h[k].w}, us[4] = {u[k].x, u[k].y, u[k].z, u[k].w}, o[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (tsg != nullptr) gs[i] *= sg;
+                if (tsu != nullptr) us[i] *= su;
+                if (rsg != nullptr) gs[i] *= rsg[r0 + i];
+                if (rsu != nullptr) us[i] *= rsu[r0 + i];
+                o[i] = r_silu(gs[i]) * us[i];
+            }
+            float4 v = make_float4(o[0], o[1], o[2], o[3]);
+            if (cf != nullptr) {
+                float4 c = *reinterpret_cast<const float4*>(cf + r0);
+                v.x *= c.x; v.y *= c.y; v.z *= c.z; v.w *= c.w;
+            }
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+            h[k] = v;
+        }
+    }
+    float rescale = 1.f;
+    if (f16) {
+        float m = r_block_max(mx, red);
+        int e = 0;
+        if (m > 0.f) frexpf(m, &e);
+        float scale = ldexpf(1.f, max(-125, min(127, e)));
+        if (threadIdx.x == 0) ts[t] = scale;
+        rescale = 1.f / scale;
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        int r0 = (k * blockDim.x + threadIdx.x) * 4;
+        if (r0 < rows) {
+            float4 v = h[k];
+            v.x *= rescale; v.y *= rescale; v.z *= rescale; v.w *= rescale;
+            for (int j = 0; j < parts; j++) {
+                uint2 o;
+                o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
+                o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
+                *reinterpret_cast<uint2*>(out + ((long long) j * T + t) * rows + r0) = o;
+            }
+        }
+    }
+}
+
+#define R_GLU_SPLIT(N) \
+extern "C" __global__ void __launch_bounds__(R_GLU_SPLIT_THREADS, 1) r_glu_split_##N( \
+        const float* Cg, const float* Cu, const float* rsg, const float* rsu, const float* tsg, const float* tsu, float step, \
+        int partsIn, int rows, int T, const float* cf, r_u16* out, int f16, int parts, float* ts) { \
+    r_glu_split_body<N>(Cg, Cu, rsg, rsu, tsg, tsu, step, partsIn, rows, T, cf, out, f16, parts, ts); \
+}
+R_GLU_SPLIT(1)
+R_GLU_SPLIT(2)
+R_GLU_SPLIT(4)
+R_GLU_SPLIT(8)
+
 // ---- prefill attention on tensor cores (sm_80 and up; head dims up to 128) ----
 //
 // r_attn_prefill_tc_D: the contract of r_attn_prefill_D (same arguments, the same query rows per block: nT tokens ×

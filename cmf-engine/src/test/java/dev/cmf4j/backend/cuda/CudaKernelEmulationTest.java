@@ -689,14 +689,16 @@ class CudaKernelEmulationTest {
      * The prefill's fused kernels, real, on emulated blocks, against the unfused kernels they stand for, value for
      * value: r_split3 of three matrices (distinct column scales, the third none) against r_split per matrix (each its
      * own parts and token scale: one written from another's scales shows), r_gemm_out3 against three r_gemm_out
-     * (ragged row counts: the block ranges). shape = T/cols/f16/parts (cols % 4 != 0: the scalar path).
+     * (ragged row counts: the block ranges), r_glu_split_N against r_glu_out then r_split of the result (the down
+     * product's parts and scale). shape = T/cols/f16/parts/N (N: r_glu_split_N, cols ≤ N·2048; cols % 4 != 0 only
+     * splits, the scalar path).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"3/64/1/2", "2/40/0/3", "2/13/1/1", "2/4100/1/2", "3/36/0/2", "2/48/1/1"})
+    @ValueSource(strings = {"3/64/1/2/1", "2/40/0/3/1", "2/13/1/1/1", "2/4100/1/2/4", "3/36/0/2/4", "2/48/1/1/2", "1/16384/1/2/8"})
     void fusedPrefillKernelsMatchTheUnfusedOnes(String shape) {
         String[] f = shape.split("/");
-        int T = Integer.parseInt(f[0]), cols = Integer.parseInt(f[1]), parts = Integer.parseInt(f[3]);
-        boolean f16 = f[2].equals("1");
+        int T = Integer.parseInt(f[0]), cols = Integer.parseInt(f[1]), parts = Integer.parseInt(f[3]), N = Integer.parseInt(f[4]);
+        boolean f16 = f[2].equals("1"), glu = cols % 4 == 0;
         float step = f16 ? 1f / 2048 : 1f, eps = 1e-5f;
         java.util.Random r = new java.util.Random(shape.hashCode());
         float[] x = rnd(r, T * cols, -3f, 3f), cf0 = rnd(r, cols, 0.5f, 1.5f), cf1 = rnd(r, cols, 0.01f, 100f);
@@ -706,8 +708,8 @@ class CudaKernelEmulationTest {
         for (int i = 0; i < 3; i++) { C[i] = rnd(r, rows[i] * parts * T, -50f, 50f); rs[i] = rnd(r, rows[i], 0.5f, 2f); bias[i] = rnd(r, rows[i], -1f, 1f); }
         float[] tsIn = {0.25f, 4f, 1f / 64};
         // got[0..2]: parts from r_split3, [3..5] from r_split; scales likewise; outputs of r_gemm_out3 / r_gemm_out
-        short[][] partsGot = new short[6][];
-        float[][] tsGot = new float[6][], yGot = new float[6][];
+        short[][] partsGot = new short[8][];
+        float[][] tsGot = new float[8][], yGot = new float[6][];
         long before;
         try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
         ctx.call(() -> {
@@ -715,8 +717,8 @@ class CudaKernelEmulationTest {
             MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dx = up.apply(MemorySegment.ofArray(x)), dcf0 = up.apply(MemorySegment.ofArray(cf0)), dcf1 = up.apply(MemorySegment.ofArray(cf1));
-                long[] dp = new long[6], dts = new long[6], dy = new long[6], dC = new long[3], drs = new long[3], db = new long[3];
-                for (int i = 0; i < 6; i++) {
+                long[] dp = new long[8], dts = new long[8], dy = new long[6], dC = new long[3], drs = new long[3], db = new long[3];
+                for (int i = 0; i < 8; i++) {
                     dp[i] = up.apply(MemorySegment.ofArray(new short[parts * T * cols]));
                     dts[i] = up.apply(MemorySegment.ofArray(new float[T]));
                 }
@@ -743,9 +745,18 @@ class CudaKernelEmulationTest {
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
                             dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts, step));
+                if (glu) {   // gate = C[0], up = C[0] shifted (the same rows): h = silu(g)·u, then down's parts (cf1)
+                    long dCu = up.apply(MemorySegment.ofArray(rnd(r, cols * parts * T, -50f, 50f))), dh = up.apply(MemorySegment.ofArray(new float[T * cols]));
+                    cu.launch(cu.function(mod, "r_glu_split_" + N), T, 1, 1, 512, 1, 1, 0, ResidentForward.pack(a,
+                            dC[0], dCu, drs[0], 0L, ts, ts, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
+                    cu.launch(cu.function(mod, "r_glu_out"), (cols + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                            dC[0], dCu, drs[0], 0L, dh, cols, T, parts, ts, ts, step));
+                    cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
+                            ResidentForward.pack(a, dh, dcf1, 0, 0f, dp[7], T, cols, f16 ? 1 : 0, parts, dts[7]));
+                }
                 cu.synchronize();
                 MemorySegment host = a.allocate(Math.max(2L * parts * T * cols, 4L * T * cols) + 16, 8);
-                for (int i = 0; i < 6; i++) {
+                for (int i = 0; i < 8; i++) {
                     cu.copyToHost(host, dp[i], 2L * parts * T * cols);
                     partsGot[i] = host.asSlice(0, 2L * parts * T * cols).toArray(ValueLayout.JAVA_SHORT);
                     cu.copyToHost(host, dts[i], 4L * T);
@@ -761,7 +772,7 @@ class CudaKernelEmulationTest {
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(8); }
+        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(glu ? 11 : 8); }
         catch (Throwable e) { throw new AssertionError(e); }
         for (int i = 0; i < 3; i++) {
             assertThat(partsGot[i]).as("%s: r_split3's parts of matrix %d", shape, i).containsExactly(partsGot[3 + i]);
@@ -771,11 +782,15 @@ class CudaKernelEmulationTest {
         // the three matrices' column scales differ, so do their parts (and, f16, their scales): a mix-up would show above
         assertThat(partsGot[0]).as("%s: matrices 0 and 1 have different parts", shape).isNotEqualTo(partsGot[1]);
         if (f16) assertThat(tsGot[1]).as("%s: matrix 1's scales (cf up to 100) are not matrix 2's", shape).isNotEqualTo(tsGot[2]);
+        if (glu) {
+            assertThat(partsGot[6]).as("%s: r_glu_split_%d's parts", shape, N).containsExactly(partsGot[7]);
+            if (f16) assertThat(tsGot[6]).as("%s: r_glu_split_%d's token scales", shape, N).containsExactly(tsGot[7]);
+        }
     }
 
     /**
      * llama through the cuBLAS prefill (the mock's GEMM) with every kernel real on emulated blocks: the fused launches
-     * (r_split3 for q/k/v and gate/up, r_gemm_out3) give the logits of the unfused ones exactly, and
+     * (r_split3 for q/k/v and gate/up, r_gemm_out3, r_glu_split_N) give the logits of the unfused ones exactly, and
      * both stay within 1e-3 of the CPU engine; q8_2f (each matrix its own column scales) and bf16 (shared parts).
      */
     @ParameterizedTest

@@ -478,7 +478,8 @@ class CudaMockTest {
 
     /**
      * The fused prefill launches (q, k and v's parts from one pass, their epilogues as one launch; gate and up's
-     * parts) give the very logits of the unfused launches, with fewer launches, for every weight kind of the GEMM path: q8_2f (each matrix its own column scales, so its own
+     * parts; the SwiGLU epilogue writing the down product's parts) give the very logits of the unfused launches, with
+     * fewer launches, for every weight kind of the GEMM path: q8_2f (each matrix its own column scales, so its own
      * parts and token scale: a fused split handing a matrix another's parts or scale changes the logits), bf16 and
      * f16 (the folded norm's weight one vector, q, k and v sharing one set of parts), exact and fast; and stay within
      * 1e-3 (exact) of the CPU engine.

@@ -99,8 +99,8 @@ CUresult cuModuleUnload(void* m) { return 0; }
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
-       R_SPLIT = 60 /* kernel_emulator.cpp: 60–65 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
-       R_PREFILL_LAST = R_GEMM_OUT3,
+       R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
+       R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
@@ -129,6 +129,10 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "r_split3")) *f = &kinds[R_SPLIT3];
     else if (!strcmp(name, "r_gemm_out3")) *f = &kinds[R_GEMM_OUT3];
+    else if (!strcmp(name, "r_glu_split_1")) *f = &kinds[R_GLU_SPLIT];
+    else if (!strcmp(name, "r_glu_split_2")) *f = &kinds[R_GLU_SPLIT + 1];
+    else if (!strcmp(name, "r_glu_split_4")) *f = &kinds[R_GLU_SPLIT + 2];
+    else if (!strcmp(name, "r_glu_split_8")) *f = &kinds[R_GLU_SPLIT + 3];
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
@@ -405,10 +409,12 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
 #ifdef MOCK_EMULATE
 /* the launch shape the product kernels need (the C twins' checks below): 256 threads, blocks of 8 rows; 1 if wrong */
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
+    if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
@@ -471,6 +477,11 @@ static void gemm_out_twin(const float* C, const float* rs, const float* bias, fl
             long long i = (long long) t * rows + r;
             y[i] = acc ? y[i] + v : v;
         }
+}
+/* r_glu_split_N's launch shape: 512 threads, a block per token, N·2048 ≥ rows (and rows % 4 == 0); 1 if wrong */
+static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    int n = 1 << (kind - R_GLU_SPLIT), rows = INT(8), T = INT(9);
+    return bx != 512 || gy != 1 || gz != 1 || gx != (unsigned) T || rows % 4 != 0 || rows > n * 2048;
 }
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
@@ -553,6 +564,24 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             for (int i = 0; i < INT(7); i++)
                 split_twin(PTR(0), PTR(8 + 3 * i), INT(1), FLT(2), PTR(9 + 3 * i), INT(3), INT(4), INT(5), INT(6), PTR(10 + 3 * i));
             return 0;
+        case R_GLU_SPLIT: case R_GLU_SPLIT + 1: case R_GLU_SPLIT + 2: case R_GLU_SPLIT + 3: {   /* r_glu_out's row, then r_split's parts of it */
+            if (prefill_kernel_shape(kind, gx, gy, gz, bx, p)) return 1;
+            const float *Cg = PTR(0), *Cu = PTR(1), *rsg = PTR(2), *rsu = PTR(3), *tsg = PTR(4), *tsu = PTR(5), *cf = PTR(10);
+            float step = FLT(6);
+            int partsIn = INT(7), rows = INT(8), T = INT(9), f16p = INT(12), parts = INT(13);
+            float* h = malloc(sizeof(float) * rows);
+            for (int t = 0; t < T; t++) {
+                for (int r = 0; r < rows; r++) {
+                    float g = gemm_parts(Cg, rows, T, t, r, partsIn, tsg, step), u = gemm_parts(Cu, rows, T, t, r, partsIn, tsu, step);
+                    if (rsg) g *= rsg[r];
+                    if (rsu) u *= rsu[r];
+                    h[r] = silu(g) * u;
+                }
+                split_row(h, cf, 1.f, PTR(11), t, T, rows, f16p, parts, PTR(14));
+            }
+            free(h);
+            return 0;
+        }
         case R_I8_TO_BF16: {
             const signed char* w = PTR(0);
             uint16_t* out = PTR(1);
