@@ -142,7 +142,7 @@ final class ResidentForward implements DeviceForward {
      * {@code -Dcmf.cuda.pdl=false}: decode steps launch plainly instead of by programmatic dependent launch (on by
      * default where the device is cc ≥ 9.0 and the driver has {@code cuLaunchKernelEx}).
      */
-    static final boolean PDL = !"false".equals(System.getProperty("cmf.cuda.pdl"));
+    static final boolean PDL = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
     /** Whether this device and driver take programmatic dependent launches (and -Dcmf.cuda.pdl allows them). */
     private final boolean pdl;
     /**
@@ -196,7 +196,9 @@ final class ResidentForward implements DeviceForward {
         }
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
-        this.pdl = PDL && ctx.info().ccMajor() >= 9 && cu.hasLaunchEx();
+        // the waits are compiled in only for __CUDA_ARCH__ >= 900: a GPU of cc >= 9 running the compute_80 PTX (a major
+        // without SASS in the fatbin) must not launch them programmatically (nothing would order them)
+        this.pdl = PDL && ctx.moduleCodeArch(RESIDENT_CU) >= 90 && cu.hasLaunchEx();
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
         waits.add(fnRope.address());
         waits.add(fnAttn.address());
