@@ -57,7 +57,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     /** {@code -Dcmf.cuda.prefillPrecision=exact|fast}: see {@link ResidentForward#parts}. */
     private String prefillPrecision = ResidentForward.prefillPrecisionMode(System.getProperty("cmf.cuda.prefillPrecision", "exact"));
     /** {@code -Dcmf.cuda.prefillFusion=false}: see {@link ResidentForward#fusePrefill}. */
-    private boolean prefillFusion = !"false".equals(System.getProperty("cmf.cuda.prefillFusion"));
+    private boolean prefillFusion = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.prefillFusion"));
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what

@@ -677,8 +677,8 @@ final class ResidentForward implements DeviceForward {
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
         for (LayerWeights l : layers) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
-        // ≤ 3 parts; r_split3's parts of q, k and v side by side
-        long needB = 2L * 3 * t * Math.max(maxCols, 3L * model.hidden()), needW = 2L * maxW, needC = 4L * maxRows * 3 * t;
+        // ≤ 3 parts of the widest input; r_split3's regions side by side; k's GEMM output rounded up to 256 bytes (v's after it)
+        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits()), needW = 2L * maxW, needC = 4L * maxRows * 3 * t + 256;
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
         if (needC > capC) {
@@ -830,6 +830,22 @@ final class ResidentForward implements DeviceForward {
         return true;
     }
 
+    /** 16-bit elements per token that the widest fused split (r_split3) writes: its distinct column-scale regions × parts × cols. */
+    private long fusedSplitUnits() {
+        long u = 0;
+        for (LayerWeights l : layers) {
+            u = Math.max(u, splitUnits(l.q(), l.k(), l.v()));
+            if (l.gate() != null && l.up() != null) u = Math.max(u, splitUnits(l.gate(), l.up()));
+        }
+        return u;
+    }
+
+    private long splitUnits(W... m) {
+        if (!splitTogether(m)) return 0;
+        long regions = java.util.Arrays.stream(m).mapToLong(W::colField).distinct().count();
+        return regions * parts(m[0].dtype()) * m[0].cols();
+    }
+
     /**
      * One r_split3 launch for up to 3 products of x: x read once, each distinct column-scale vector's parts at its
      * own place in sB (the j-th at j·parts·t·cols) with its token scale in {@code ts[i]} of its first matrix; a
@@ -860,7 +876,7 @@ final class ResidentForward implements DeviceForward {
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
-        long[] c = {sC1, sC2, sC2 + 4L * m[1].rows() * parts * t};
+        long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (float4 epilogue, cuBLAS)
         String[] names = {"q", "k", "v"};
         int blocks = 0;
         for (int i = 0; i < 3; i++) {

@@ -745,12 +745,16 @@ class CudaKernelEmulationTest {
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
                             dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts, step));
-                if (glu) {   // gate = C[0], up = C[0] shifted (the same rows): h = silu(g)·u, then down's parts (cf1)
+                if (glu) {   // gate = C[0], up its own rows, row scales and token scales: h = silu(g)·u, then down's parts (cf1)
                     long dCu = up.apply(MemorySegment.ofArray(rnd(r, cols * parts * T, -50f, 50f))), dh = up.apply(MemorySegment.ofArray(new float[T * cols]));
+                    long drsu = up.apply(MemorySegment.ofArray(rnd(r, cols, 0.5f, 2f)));
+                    float[] tsUp = new float[Math.max(T, 3)];
+                    for (int t = 0; t < tsUp.length; t++) tsUp[t] = t < 3 ? tsIn[2 - t] : 1f;   // 1/64, 4, 0.25: not gate's
+                    long tsu = f16 ? up.apply(MemorySegment.ofArray(tsUp)) : 0L;
                     cu.launch(cu.function(mod, "r_glu_split_" + N), T, 1, 1, 512, 1, 1, 0, ResidentForward.pack(a,
-                            dC[0], dCu, drs[0], 0L, ts, ts, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
+                            dC[0], dCu, drs[0], drsu, ts, tsu, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
                     cu.launch(cu.function(mod, "r_glu_out"), (cols + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
-                            dC[0], dCu, drs[0], 0L, dh, cols, T, parts, ts, ts, step));
+                            dC[0], dCu, drs[0], drsu, dh, cols, T, parts, ts, tsu, step));
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
                             ResidentForward.pack(a, dh, dcf1, 0, 0f, dp[7], T, cols, f16 ? 1 : 0, parts, dts[7]));
                 }
