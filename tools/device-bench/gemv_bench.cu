@@ -306,8 +306,9 @@ int main(int argc, char** argv) {
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const float eps = 1e-5f;
 
-    // the decode step's rope + KV append and attention at position POS (16 splits, as ResidentForward on 132 SMs)
-    const int HEADS = 32, KVH = 8, HD = 128, POS = 576, SPLITS = 16;
+    // the decode step's rope + KV append and attention at position POS (SPLITS: env ATT_SPLITS, default 32 as ResidentForward on 132 SMs)
+    const int HEADS = 32, KVH = 8, HD = 128, POS = 576;
+    const int SPLITS = getenv("ATT_SPLITS") ? atoi(getenv("ATT_SPLITS")) : 32;   // ResidentForward.splits on 132 SMs
     float *kc, *vc, *pm, *pl, *pacc; int *done, *posd;
     CK(cudaMalloc(&kc, 4L * L * (POS + 1) * KV)); CK(cudaMalloc(&vc, 4L * L * (POS + 1) * KV));
     {   // small finite floats in the caches: bytes in [-128, 127] as int8 → reinterpret is garbage, so fill properly

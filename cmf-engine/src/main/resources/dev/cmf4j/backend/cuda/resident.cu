@@ -602,6 +602,7 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
 
 #define R_NEG_INF __int_as_float(0xff800000)   // -inf (NVRTC has no math.h)
 #define R_ATT_WARPS 4
+#define R_ATT_KEYS 4    // keys a warp loads at once in r_attn_partial
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
 // Merges the splits' partials of (head h, query t) into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
@@ -642,8 +643,8 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
 
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
 // of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
-// takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
-// weighted values; the 4 warps are merged in shared memory and the split's
+// takes every 4th group of R_ATT_KEYS keys: their K and V rows loaded at once, warp-wide dot products, then one
+// online-softmax update of its running max m, sum l and weighted values per group; the 4 warps are merged in shared memory and the split's
 // (m, l, acc[hd]) written to the partials; the last split of (t, h) to finish (a counter in `done`, reset by that
 // block for the next step) merges them into out (r_attn_merge): no separate combine launch.
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
@@ -670,25 +671,50 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         acc[i] = 0.f;
     }
     float m = R_NEG_INF, l = 0.f;
-    for (int j = lo + warp; j < hi; j += R_ATT_WARPS) {
-        const float* kr = kc + j * kvDim + (long long) kvh * hd;
-        float d = 0.f;
+    // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
+    // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
+    // step's split holds a few dozen keys)
+    for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
+        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
 #pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            if (c < hd) d += qv[i] * kr[c];
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            bool live = j0 + u < hi;
+            const float* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+            const float* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) {
+                int c = lane + 32 * i;
+                bool ok = live && c < hd;
+                kr[u][i] = ok ? kp[c] : 0.f;
+                vr[u][i] = ok ? vp[c] : 0.f;
+            }
         }
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        float sc = d * scale;
-        float mn = fmaxf(m, sc);
-        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
-        float e = expf(sc - mn);
-        l = l * corr + e;
-        const float* vr = vc + j * kvDim + (long long) kvh * hd;
+        float d[R_ATT_KEYS];
 #pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            if (c < hd) acc[i] = acc[i] * corr + e * vr[c];
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            d[u] = 0.f;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
+        }
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int u = 0; u < R_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
+        float mn = m;
+#pragma unroll
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;   // key j0 is live: mn is finite below
+            mn = fmaxf(mn, d[u]);
+        }
+        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
+        l *= corr;
+#pragma unroll
+        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] *= corr;
+#pragma unroll
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            float e = expf(d[u] - mn);   // a dead key: e = 0
+            l += e;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += e * vr[u][i];
         }
         m = mn;
     }
@@ -776,6 +802,26 @@ __device__ __forceinline__ void r_pf_store(const float* ld, float* kvs, int tid)
     }
 }
 
+// What a prefill-attention block (r_attn_prefill_tile, r_attn_prefill_tc_tile) owns: R query rows = nT tokens × nH
+// query heads of kv head kvh's group of G (its hg-th slice when G > R), the heaviest (latest) query tile first (block
+// x counts down), positions p0 + t0 … pLast; keys lo (the window's start for the tile's first row, else 0) … pLast.
+struct RPrefillBlock { int G, nH, nT, kvh, hg, t0, p0, pLast, lo; };
+__device__ __forceinline__ RPrefillBlock r_prefill_block(int R, int T, int heads, int kvHeads, const int* pos, int window) {
+    RPrefillBlock b;
+    b.G = heads / kvHeads;
+    b.nH = b.G < R ? b.G : R;
+    b.nT = R / b.nH;
+    int groups = (b.G + b.nH - 1) / b.nH;
+    b.kvh = blockIdx.y / groups;
+    b.hg = blockIdx.y % groups;
+    b.t0 = (gridDim.x - 1 - blockIdx.x) * b.nT;
+    b.p0 = pos[0];
+    int tLast = b.t0 + b.nT - 1 < T - 1 ? b.t0 + b.nT - 1 : T - 1, pFirst = b.p0 + b.t0;
+    b.pLast = b.p0 + tLast;
+    b.lo = window > 0 && pFirst >= window ? pFirst - window + 1 : 0;
+    return b;
+}
+
 template <int D, int R, int BK>
 __device__ __forceinline__ void r_attn_prefill_tile(
         const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
@@ -786,15 +832,8 @@ __device__ __forceinline__ void r_attn_prefill_tile(
     constexpr int CT = D / 32;     // float4 column chunks per thread in O
     constexpr int KS = D + 4;      // K/V row stride: rows 8 apart start 4 banks apart, so float4 reads are conflict-free
     int tid = threadIdx.x, ty = tid >> 3, tx = tid & 7;
-    int G = heads / kvHeads;
-    int nH = G < R ? G : R, nT = R / nH, groups = (G + nH - 1) / nH;
-    int tile = gridDim.x - 1 - blockIdx.x;          // heaviest (latest) query tile first
-    int kvh = blockIdx.y / groups, hg = blockIdx.y % groups;
-    int t0 = tile * nT;
-    int p0 = pos[0];
-    int tLast = t0 + nT - 1 < T - 1 ? t0 + nT - 1 : T - 1;
-    int pFirst = p0 + t0, pLast = p0 + tLast;
-    int lo = window > 0 && pFirst >= window ? pFirst - window + 1 : 0;
+    const RPrefillBlock b = r_prefill_block(R, T, heads, kvHeads, pos, window);
+    const int G = b.G, nH = b.nH, nT = b.nT, kvh = b.kvh, hg = b.hg, t0 = b.t0, p0 = b.p0, pLast = b.pLast, lo = b.lo;
     long long kvDim = (long long) kvHeads * hd;
 
     // Q rows into shared memory (zero past hd and for rows past the chunk or the group)
@@ -1054,7 +1093,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
             float m = r_block_max(mx[i], red) * inv;
             int e = 0;
             if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
-            float scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (and inf rows stay inf)
+            float scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (an inf row: frexpf leaves e = 0, scale 1, the first part inf, later ones NaN)
             if (threadIdx.x == 0) tss[i][t] = scale;
             rescale[i] = 1.f / scale;
         }
@@ -1447,15 +1486,8 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
     constexpr int LK = BK * D / 4 / (32 * W);   // float4 of K per thread
     constexpr int CV = D / W / 8;               // column groups of V per lane
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tg = lane & 3;
-    int G = heads / kvHeads;
-    int nH = G < R ? G : R, nT = R / nH, groups = (G + nH - 1) / nH;
-    int tile = gridDim.x - 1 - blockIdx.x;          // heaviest (latest) query tile first
-    int kvh = blockIdx.y / groups, hg = blockIdx.y % groups;
-    int t0 = tile * nT;
-    int p0 = pos[0];
-    int tLast = t0 + nT - 1 < T - 1 ? t0 + nT - 1 : T - 1;
-    int pFirst = p0 + t0, pLast = p0 + tLast;
-    int lo = window > 0 && pFirst >= window ? pFirst - window + 1 : 0;
+    const RPrefillBlock b = r_prefill_block(R, T, heads, kvHeads, pos, window);
+    const int G = b.G, nH = b.nH, nT = b.nT, kvh = b.kvh, hg = b.hg, t0 = b.t0, p0 = b.p0, pLast = b.pLast, lo = b.lo;
     long long kvDim = (long long) kvHeads * hd;
 
     // this lane's rows g and g + 8 of the warp's 16: position, first visible key (rows past the chunk see nothing)
