@@ -474,12 +474,9 @@ final class ResidentForward implements DeviceForward {
     /** The largest chunk a session takes: its tokens are a grid dimension (≤ 65,535) of rope, products and epilogues. */
     static final int MAX_CHUNK = 65535;
 
-    /**
-     * Key splits of the attention for a chunk of t tokens: 8 blocks of 4 warps per SM on a decode step (at most 32, the
-     * merge's one warp), so each warp walks only a few groups of keys: the walk is bound by DRAM latency, not bytes.
-     */
+    /** Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step. */
     int splits(int t) {
-        return Math.max(1, Math.min(32, 8 * smCount / Math.max(1, model.heads() * t)));
+        return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
     }
 
     /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */

@@ -602,7 +602,6 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
 
 #define R_NEG_INF __int_as_float(0xff800000)   // -inf (NVRTC has no math.h)
 #define R_ATT_WARPS 4
-#define R_ATT_KEYS 4    // keys a warp loads at once in r_attn_partial
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
 // Merges the splits' partials of (head h, query t) into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
@@ -643,8 +642,8 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
 
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
 // of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
-// takes every 4th group of R_ATT_KEYS keys: their K and V rows loaded at once, warp-wide dot products, then one
-// online-softmax update of its running max m, sum l and weighted values per group; the 4 warps are merged in shared memory and the split's
+// takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
+// weighted values; the 4 warps are merged in shared memory and the split's
 // (m, l, acc[hd]) written to the partials; the last split of (t, h) to finish (a counter in `done`, reset by that
 // block for the next step) merges them into out (r_attn_merge): no separate combine launch.
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
@@ -671,50 +670,25 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         acc[i] = 0.f;
     }
     float m = R_NEG_INF, l = 0.f;
-    // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
-    // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
-    // step's split holds a few dozen keys)
-    for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
-        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
+    for (int j = lo + warp; j < hi; j += R_ATT_WARPS) {
+        const float* kr = kc + j * kvDim + (long long) kvh * hd;
+        float d = 0.f;
 #pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            bool live = j0 + u < hi;
-            const float* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-            const float* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                int c = lane + 32 * i;
-                bool ok = live && c < hd;
-                kr[u][i] = ok ? kp[c] : 0.f;
-                vr[u][i] = ok ? vp[c] : 0.f;
-            }
+        for (int i = 0; i < R_ATT_MAXI; i++) {
+            int c = lane + 32 * i;
+            if (c < hd) d += qv[i] * kr[c];
         }
-        float d[R_ATT_KEYS];
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            d[u] = 0.f;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
-        }
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-            for (int u = 0; u < R_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
-        float mn = m;
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;   // key j0 is live: mn is finite below
-            mn = fmaxf(mn, d[u]);
-        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        float sc = d * scale;
+        float mn = fmaxf(m, sc);
         float corr = expf(m - mn);   // m = -inf the first time: corr = 0
-        l *= corr;
+        float e = expf(sc - mn);
+        l = l * corr + e;
+        const float* vr = vc + j * kvDim + (long long) kvh * hd;
 #pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] *= corr;
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            float e = expf(d[u] - mn);   // a dead key: e = 0
-            l += e;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += e * vr[u][i];
+        for (int i = 0; i < R_ATT_MAXI; i++) {
+            int c = lane + 32 * i;
+            if (c < hd) acc[i] = acc[i] * corr + e * vr[c];
         }
         m = mn;
     }
@@ -812,9 +786,10 @@ __device__ __forceinline__ RPrefillBlock r_prefill_block(int R, int T, int heads
     b.nH = b.G < R ? b.G : R;
     b.nT = R / b.nH;
     int groups = (b.G + b.nH - 1) / b.nH;
+    int tile = gridDim.x - 1 - blockIdx.x;
     b.kvh = blockIdx.y / groups;
     b.hg = blockIdx.y % groups;
-    b.t0 = (gridDim.x - 1 - blockIdx.x) * b.nT;
+    b.t0 = tile * b.nT;
     b.p0 = pos[0];
     int tLast = b.t0 + b.nT - 1 < T - 1 ? b.t0 + b.nT - 1 : T - 1, pFirst = b.p0 + b.t0;
     b.pLast = b.p0 + tLast;
