@@ -140,7 +140,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * {@code -Dcmf.cuda.pdl=false}: decode steps launch plainly instead of by programmatic dependent launch (on by
-     * default where the device is cc ≥ 9.0 and the driver has {@code cuLaunchKernelEx}).
+     * default where resident.cu's loaded code was built for sm_90 or newer and the driver has {@code cuLaunchKernelEx}).
      */
     static final boolean PDL = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
     /** Whether this device and driver take programmatic dependent launches (and -Dcmf.cuda.pdl allows them). */
