@@ -776,6 +776,17 @@ __device__ __forceinline__ void r_pf_store(const float* ld, float* kvs, int tid)
     }
 }
 
+// The weight of a prefill-attention row's weighted sum O (both kernels): e^(m − M) / (l·e^(m − M) + e^(sink − M)),
+// M = max(m, sink), as r_attn_merge (the sink logit, gpt-oss, joins the denominator only); 1/l without a sink.
+__device__ __forceinline__ float r_row_weight(float m, float l, const float* sinks, int h) {
+    float M = m;
+    if (sinks != nullptr) M = fmaxf(M, sinks[h]);
+    float e = m == R_NEG_INF ? 0.f : expf(m - M);
+    float L = l * e;
+    if (sinks != nullptr) L += expf(sinks[h] - M);
+    return e / L;
+}
+
 // What a prefill-attention block (r_attn_prefill_tile, r_attn_prefill_tc_tile) owns: R query rows = nT tokens × nH
 // query heads of kv head kvh's group of G (its hg-th slice when G > R), the heaviest (latest) query tile first (block
 // x counts down), positions p0 + t0 … pLast; keys lo (the window's start for the tile's first row, else 0) … pLast.
@@ -932,12 +943,7 @@ __device__ __forceinline__ void r_attn_prefill_tile(
         if (rp[i] < 0) continue;
         int r = ty * RT + i;
         int t = t0 + r / nH, h = kvh * G + hg * nH + r % nH;
-        float M = m[i];
-        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
-        float e = m[i] == R_NEG_INF ? 0.f : expf(m[i] - M);
-        float L = l[i] * e;
-        if (sinks != nullptr) L += expf(sinks[h] - M);
-        float w = e / L;
+        float w = r_row_weight(m[i], l[i], sinks, h);
         float* orow = out + ((long long) t * heads + h) * hd;
 #pragma unroll
         for (int k = 0; k < CT; k++)
@@ -1665,12 +1671,7 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
         if (rp[ri] < 0) continue;
         int r = warp * 16 + g + 8 * ri;
         int t = t0 + r / nH, h = kvh * G + hg * nH + r % nH;
-        float M = m[ri];
-        if (sinks != nullptr) M = fmaxf(M, sinks[h]);
-        float e = m[ri] == R_NEG_INF ? 0.f : expf(m[ri] - M);
-        L *= e;
-        if (sinks != nullptr) L += expf(sinks[h] - M);
-        float w = e / L;
+        float w = r_row_weight(m[ri], L, sinks, h);
         float* orow = out + ((long long) t * heads + h) * hd;
 #pragma unroll
         for (int n = 0; n < NO; n++)
