@@ -249,13 +249,20 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }
 
 /* cuLaunchKernelEx: CUlaunchConfig as cuda.h lays it out; the only attribute taken is 6
-   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1 */
+   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1, and so
+   does that one on a kernel that does not griddepcontrol.wait before touching other kernels' data (resident.cu: the
+   products, rope + KV append, decode attention): launched programmatically, nothing would order it */
+static int waits_for_predecessor(int kind) {
+    return (kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4)
+        || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4) || kind == R_ROPE || kind == R_ATTN;
+}
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
 CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
     if (sizeof(launch_config_t) != 56) return 1;
     for (unsigned i = 0; i < c->n; i++) {
         int id = *(const int*) (c->attrs + 72 * i), v = *(const int*) (c->attrs + 72 * i + 8);
         if (id != 6 || (v != 0 && v != 1)) return 1;
+        if (v && !waits_for_predecessor(*(int*) f)) return 1;
         if (v) n_programmatic++;
     }
     return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shm, c->stream, p, extra);
