@@ -66,8 +66,6 @@ public final class CudaContext implements AutoCloseable {
     /** Owner thread only: the kernel modules loaded so far, by .cu name, and where each came from. */
     private final Map<String, MemorySegment> modules = new HashMap<>();
     private final Map<String, String> origins = new HashMap<>();
-    /** Per loaded module: the architecture its code was built for (SASS sm_XY or PTX compute_XY: XY; NVRTC: the device's). */
-    private final Map<String, Integer> codeArchs = new HashMap<>();
     /** Owner thread only: NVRTC once looked up (null until needed; {@link #nvrtcMissing} when it was not found). */
     private Nvrtc nvrtc;
     private String nvrtcMissing;
@@ -173,12 +171,6 @@ public final class CudaContext implements AutoCloseable {
     /** Where module {@code cuName}'s code came from (as {@link Info#kernels}), or null when it is not loaded. Owner thread only. */
     String moduleOrigin(String cuName) { return origins.get(cuName); }
 
-    /**
-     * The architecture module {@code cuName}'s code was compiled for (e.g. 90; 80 when a newer GPU runs the compute_80
-     * PTX, so {@code __CUDA_ARCH__} was 800 there), or -1 when it is not loaded. Owner thread only.
-     */
-    int moduleCodeArch(String cuName) { return codeArchs.getOrDefault(cuName, -1); }
-
     /** The notes gathered since the last call (e.g. a stale fatbin compiled with NVRTC instead), each one line. */
     public List<String> takeNotes() {
         List<String> out = new ArrayList<>();
@@ -253,7 +245,6 @@ public final class CudaContext implements AutoCloseable {
             } else {
                 try {
                     m = loadImage(k.fatbin());
-                    codeArchs.put(cuName, pick.arch());
                     origins.put(cuName, KernelSource.fatbinName(cuName) + " " + pick.label() + (pick.ptx() ? " PTX, compiled by the driver" : "")
                             + " (nvcc " + k.stamp().getOrDefault("nvcc", "?") + ")");
                 } catch (CudaException e) {
@@ -270,7 +261,6 @@ public final class CudaContext implements AutoCloseable {
                         + ", or use --device cpu");
             m = loadImage(compile(nv, k, "sm_" + major + minor));
             origins.put(cuName, "NVRTC " + nv.version() + " (" + why + ")");
-            codeArchs.put(cuName, major * 10 + minor);
             if (!forceNvrtc) notes.add(why + "; compiled " + cuName + " with NVRTC " + nv.version() + " instead"
                     + (k.fatbinProblem() != null ? " (rebuild it with " + KernelSource.BUILD_SCRIPT + ")" : ""));
         }

@@ -53,6 +53,7 @@ public final class CudaDriver {
             new NativeLib.Binding("cuModuleLoadData", fn(I32, PTR, PTR)),
             new NativeLib.Binding("cuModuleUnload", fn(I32, PTR)),
             new NativeLib.Binding("cuModuleGetFunction", fn(I32, PTR, PTR, PTR)),
+            new NativeLib.Binding("cuFuncGetAttribute", fn(I32, PTR, I32, PTR)),
             new NativeLib.Binding("cuLaunchKernel", fn(I32, PTR, I32, I32, I32, I32, I32, I32, I32, PTR, PTR, PTR)),
             new NativeLib.Binding("cuEventCreate", fn(I32, PTR, I32)),
             new NativeLib.Binding("cuEventRecord", fn(I32, PTR, PTR)),
@@ -82,10 +83,12 @@ public final class CudaDriver {
             "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
 
     public static final int ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16;
+    /** {@code CU_FUNC_ATTRIBUTE_PTX_VERSION}: the virtual architecture a loaded function was compiled for (major·10 + minor). */
+    public static final int FUNC_ATTR_PTX_VERSION = 3;
 
     private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
             primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,
-            htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, launch, eventCreate, eventRecord,
+            htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, funcGetAttribute, launch, eventCreate, eventRecord,
             eventSync, eventElapsed, eventDestroy, errName, errString, streamCreate, streamDestroy, beginCapture,
             endCapture, graphInstantiate, graphLaunch, graphExecDestroy, graphDestroy;
     /** {@code cuLaunchKernelEx}, or null when the driver lacks it. */
@@ -102,6 +105,7 @@ public final class CudaDriver {
         htodAsync = h.get("cuMemcpyHtoDAsync_v2"); dtohAsync = h.get("cuMemcpyDtoHAsync_v2");
         streamSync = h.get("cuStreamSynchronize"); moduleLoad = h.get("cuModuleLoadData");
         moduleUnload = h.get("cuModuleUnload"); moduleGetFunction = h.get("cuModuleGetFunction");
+        funcGetAttribute = h.get("cuFuncGetAttribute");
         launch = h.get("cuLaunchKernel"); eventCreate = h.get("cuEventCreate"); eventRecord = h.get("cuEventRecord");
         eventSync = h.get("cuEventSynchronize"); eventElapsed = h.get("cuEventElapsedTime_v2");
         eventDestroy = h.get("cuEventDestroy_v2"); errName = h.get("cuGetErrorName"); errString = h.get("cuGetErrorString");
@@ -324,6 +328,15 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) moduleGetFunction.invokeExact(v, module, a.allocateFrom(name)), "cuModuleGetFunction(" + name + ")");
             return v.get(PTR, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** {@code cuFuncGetAttribute}: attribute {@code attr} of the loaded function {@code f}. */
+    public int functionAttribute(MemorySegment f, int attr) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I32);
+            check((int) funcGetAttribute.invokeExact(v, attr, f), "cuFuncGetAttribute(" + attr + ")");
+            return v.get(I32, 0);
         } catch (Throwable t) { throw rethrow(t); }
     }
 

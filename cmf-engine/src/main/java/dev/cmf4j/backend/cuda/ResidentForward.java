@@ -140,7 +140,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * {@code -Dcmf.cuda.pdl=false}: decode steps launch plainly instead of by programmatic dependent launch (on by
-     * default where resident.cu's loaded code was built for sm_90 or newer and the driver has {@code cuLaunchKernelEx}).
+     * default where resident.cu's loaded code was compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}).
      */
     static final boolean PDL = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
     /** Whether this device and driver take programmatic dependent launches (and -Dcmf.cuda.pdl allows them). */
@@ -196,9 +196,10 @@ final class ResidentForward implements DeviceForward {
         }
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
-        // the waits are compiled in only for __CUDA_ARCH__ >= 900: a GPU of cc >= 9 running the compute_80 PTX (a major
-        // without SASS in the fatbin) must not launch them programmatically (nothing would order them)
-        this.pdl = PDL && ctx.moduleCodeArch(RESIDENT_CU) >= 90 && cu.hasLaunchEx();
+        // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
+        // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
+        // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
+        this.pdl = PDL && cu.hasLaunchEx() && cu.functionAttribute(fnAttn, CudaDriver.FUNC_ATTR_PTX_VERSION) >= 90;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
         waits.add(fnRope.address());
         waits.add(fnAttn.address());

@@ -98,7 +98,6 @@ class CudaMockTest {
         Path cache = tmp.resolve("cache-fresh");
         try (CudaContext c = open(fb, stampFor(fb), false, false, cache)) {   // NVRTC absent: not needed
             assertThat(c.info().kernels()).isEqualTo("kernels.fatbin sm_90 (nvcc 13.0.88)");
-            assertThat(c.call(() -> c.moduleCodeArch("kernels.cu"))).as("SASS for sm_90: __CUDA_ARCH__ 900").isEqualTo(90);
             assertThat(c.takeNotes()).isEmpty();
             assertThat(c.call(() -> c.driver().function(c.module(), "matvec_q8"))).isNotNull();
             assertThat(cached(cache)).isEmpty();
@@ -107,9 +106,6 @@ class CudaMockTest {
         byte[] ptx = CudaBindingTest.fakeFatbin("sm_80", "sm_100", "compute_80");
         try (CudaContext c = open(ptx, stampFor(ptx), false, false, cache)) {
             assertThat(c.info().kernels()).isEqualTo("kernels.fatbin compute_80 PTX, compiled by the driver (nvcc 13.0.88)");
-            // a cc 9.0 GPU running compute_80 PTX: code built for 80, so no griddepcontrol in it (ResidentForward: no PDL)
-            assertThat(c.call(() -> c.moduleCodeArch("kernels.cu"))).isEqualTo(80);
-            assertThat(c.call(() -> c.moduleCodeArch("resident.cu"))).as("not loaded").isEqualTo(-1);
         }
     }
 
@@ -124,7 +120,6 @@ class CudaMockTest {
                     .endsWith("; compiled kernels.cu with NVRTC 13.0 instead (rebuild it with tools/build-cuda-kernels.sh)");
             assertThat(c.takeNotes()).isEmpty();   // each note is told once
             assertThat(cached(cache)).singleElement().asString().endsWith(".cubin");
-            assertThat(c.call(() -> c.moduleCodeArch("kernels.cu"))).as("NVRTC compiles for the device: sm_90").isEqualTo(90);
         }
         try (CudaContext c = open(null, Map.of(), true, false, cache)) {
             assertThat(c.info().kernels()).isEqualTo("NVRTC 13.0 (no kernels.fatbin is shipped)");
@@ -527,6 +522,34 @@ class CudaMockTest {
                         assertThat((double) got.get(true)[i]).as(what + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
             }
         }
+    }
+
+    /**
+     * Code built from the compute_80 PTX (a GPU major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has no
+     * griddepcontrol.wait: its decode steps launch plainly, whatever the device's compute capability, and still match.
+     */
+    @Test void codeWithoutTheWaitsLaunchesPlainly() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
+        java.util.Map<Integer, Integer> programmatic = new java.util.HashMap<>();
+        for (int ptx : new int[] {80, 90}) {
+            mockSet("mock_ptx_version", ValueLayout.JAVA_INT, ptx);
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                int before = counter(8);
+                float[] got;
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
+                programmatic.put(ptx, counter(8) - before);
+                for (int i = 0; i < want.length; i++)
+                    assertThat((double) got[i]).as("ptx " + ptx + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+            } finally {
+                mockSet("mock_ptx_version", ValueLayout.JAVA_INT, 90);
+            }
+        }
+        assertThat(programmatic.get(80)).as("compute_80 code: no programmatic launches").isZero();
+        if (ResidentForward.PDL) assertThat(programmatic.get(90)).as("compute_90 code: the decode step's").isPositive();
     }
 
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {

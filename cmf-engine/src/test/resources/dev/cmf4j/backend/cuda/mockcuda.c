@@ -105,6 +105,15 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
+/* cuFuncGetAttribute: only 3 CU_FUNC_ATTRIBUTE_PTX_VERSION, the virtual architecture the function's code was built
+   for: 90 as for the shipped sm_90 SASS, or what a test sets (80: code the driver built from the compute_80 PTX) */
+static int ptx_version = 90;
+void mock_ptx_version(int v) { ptx_version = v; }
+CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
+    if (!f || attr != 3) return 1;
+    *v = ptx_version;
+    return 0;
+}
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     for (int i = 0; i < 128; i++) kinds[i] = i;
     const char* base[5] = {"r_matvec_", "r_glu_", "r_embed_", "", "r_matvec3_"};
