@@ -11,6 +11,7 @@
 #include <random>
 #include <cuda_runtime.h>
 __device__ float emulated_f16_to_f32(unsigned short h);
+__device__ void emulated_pdl_wait();
 __device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 #include "resident.cu"
 

@@ -807,8 +807,10 @@ class CudaKernelEmulationTest {
                     new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
         }
         int[] prompt = {2, 5, 9, 200, 17, 3};   // chunks of 4 (cuBLAS) and 2 (cuBLAS: gemmMinTokens 2)
+        // then 2 decode steps: the real products and attention, launched programmatically (the mock checks each
+        // block reached r_pdl_wait)
         Run want;
-        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, 1); }
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, 3); }
         java.util.Map<Boolean, Run> got = new java.util.HashMap<>();
         emulateProducts(1);
         try {
@@ -817,7 +819,7 @@ class CudaKernelEmulationTest {
                     gpu.notes(n -> {});
                     gpu.useCublas(List.of(lib.toString()), 2);
                     gpu.usePrefillFusion(fused);
-                    try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, 1)); }
+                    try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, 3)); }
                 }
         } finally {
             emulateProducts(0);

@@ -117,6 +117,12 @@ static void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigne
 
 #include "matvec_q4.cu"
 #include "resident_arch.cu"
+// resident.cu's r_pdl_wait on the CPU: whether each block of the running launch waited (the mock refuses a kernel
+// launched with programmatic stream serialization unless every block did)
+static bool pdl_block_waited;
+static long pdl_waited_blocks;
+static void emulated_pdl_wait() { pdl_block_waited = true; }
+extern "C" long emu_take_pdl_waited_blocks() { long n = pdl_waited_blocks; pdl_waited_blocks = 0; return n; }
 #include "resident.cu"
 
 static void fiber_main() {
@@ -132,6 +138,7 @@ extern "C" long emu_launches() { return launches; }
 static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx) {
     if (bx == 0 || bx > 1024 || bx % 32 != 0) return 1;
     launches++;
+    pdl_waited_blocks = 0;
     kernel_fn = &kernel;
     blockDim.x = bx; blockDim.y = blockDim.z = 1;
     gridDim.x = gx; gridDim.y = gy; gridDim.z = gz;
@@ -140,6 +147,7 @@ static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, un
         for (unsigned y = 0; y < gy; y++)
             for (unsigned x = 0; x < gx; x++) {
                 blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;
+                pdl_block_waited = false;
                 for (auto& b : warp_bars) b = Barrier();
                 block_bar = Barrier();
                 for (unsigned i = 0; i < bx; i++) {
@@ -164,6 +172,7 @@ static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, un
                     }
                     if (left > 0 && progress == before) return 2;
                 }
+                if (pdl_block_waited) pdl_waited_blocks++;
             }
     return 0;
 }

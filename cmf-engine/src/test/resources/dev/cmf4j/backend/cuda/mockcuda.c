@@ -219,12 +219,13 @@ int mock_counter(int which) {
 static int fail_instantiates = 0;
 void mock_fail_instantiates(int n) { fail_instantiates = n; }
 
-typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; } node_t;
+typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; int programmatic; } node_t;
 typedef struct { int n, cap; node_t* nodes; } graph_t;
 static __thread graph_t* capturing = 0;
 static void* capture_stream = 0;
 
-static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p);
+static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic);
+static int launching_programmatic;   /* set by cuLaunchKernelEx around its cuLaunchKernel */
 
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 #ifdef MOCK_EMULATE   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
@@ -232,6 +233,7 @@ int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float
                   const float* x, float* y, long long row0, int rows, int cols);
 int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+long emu_take_pdl_waited_blocks(void);
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 /* resident.cu's products run as the real kernels only while a test asks (fiber-emulated they cost a whole model
    forward ~10x; the model-level tests keep the C twins) */
@@ -249,12 +251,12 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
             capturing->cap = capturing->cap ? 2 * capturing->cap : 64;
             capturing->nodes = realloc(capturing->nodes, capturing->cap * sizeof(node_t));
         }
-        node_t nd = {f, gx, gy, gz, bx, p};
+        node_t nd = {f, gx, gy, gz, bx, p, launching_programmatic};
         capturing->nodes[capturing->n++] = nd;
         return 0;
     }
     n_direct++;
-    return run_kernel(f, gx, gy, gz, bx, by, bz, p);
+    return run_kernel(f, gx, gy, gz, bx, by, bz, p, launching_programmatic);
 }
 
 /* cuLaunchKernelEx: CUlaunchConfig as cuda.h lays it out; the only attribute taken is 6
@@ -274,10 +276,13 @@ CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** ex
         if (v && !waits_for_predecessor(*(int*) f)) return 1;
         if (v) n_programmatic++;
     }
-    return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shm, c->stream, p, extra);
+    for (unsigned i = 0; i < c->n; i++) launching_programmatic |= *(const int*) (c->attrs + 72 * i + 8);
+    CUresult rc = cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shm, c->stream, p, extra);
+    launching_programmatic = 0;
+    return rc;
 }
 
-static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p) {
+static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic) {
     int kind = *(int*) f;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
@@ -289,7 +294,11 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
         || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
                                  || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
-        return emu_launch_resident(kind, gx, gy, gz, bx, p);
+        int rc = emu_launch_resident(kind, gx, gy, gz, bx, p);
+        long waited = emu_take_pdl_waited_blocks();
+        /* launched programmatically, the real kernel must have reached r_pdl_wait in every block */
+        if (rc == 0 && programmatic && waited != (long) gx * gy * gz) return 1;
+        return rc;
     }
 #endif
     if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
@@ -354,7 +363,7 @@ CUresult cuGraphLaunch(void* exec, void* s) {
     n_replays++;
     for (int i = 0; i < g->n; i++) {
         node_t* nd = &g->nodes[i];
-        CUresult rc = run_kernel(nd->f, nd->gx, nd->gy, nd->gz, nd->bx, 1, 1, nd->p);
+        CUresult rc = run_kernel(nd->f, nd->gx, nd->gy, nd->gz, nd->bx, 1, 1, nd->p, nd->programmatic);
         if (rc) return rc;
         n_replayed_nodes++;
     }
