@@ -27,8 +27,6 @@ __global__ void __launch_bounds__(128) c_attn_partial_k4(
         const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
         float* out, int* done, const float* sinks) {
-    __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
-    __shared__ float sacc[R_ATT_WARPS][256];
     r_pdl_trigger();
     r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
@@ -94,42 +92,7 @@ __global__ void __launch_bounds__(128) c_attn_partial_k4(
         }
         m = mn;
     }
-    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
-#pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
-        int c = lane + 32 * i;
-        if (c < hd) sacc[warp][c] = acc[i];
-    }
-    __syncthreads();
-    float M = R_NEG_INF;
-    for (int w = 0; w < R_ATT_WARPS; w++) M = fmaxf(M, sm[w]);
-    long long o = ((long long) t * heads + h) * splits + s;
-    if (threadIdx.x == 0) {
-        float L = 0.f;
-        if (M != R_NEG_INF)
-            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) L += sl[w] * expf(sm[w] - M);
-        pm[o] = M;
-        pl[o] = L;
-    }
-    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
-        float a = 0.f;
-        if (M != R_NEG_INF)
-            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) a += sacc[w][c] * expf(sm[w] - M);
-        pacc[o * hd + c] = a;
-    }
-    // the split's partials are written: the last of the head's splits to get here merges them
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int* d = done + (long long) t * heads + h;
-        last = atomicAdd(d, 1) == splits - 1;
-        if (last) *d = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
+    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
 }
 
 

@@ -642,18 +642,62 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
     }
 }
 
+// The end of a decode-attention block (r_attn_partial; gemv_bench's candidates): its warps' running (m, l, acc)
+// merged in shared memory into the split's partials, then the last split of (t, h) to finish (a counter in `done`,
+// reset by that block for the next step) merges every split into out (r_attn_merge).
+__device__ __forceinline__ void r_attn_split_end(float m, float l, const float (&acc)[R_ATT_MAXI], float* pm, float* pl,
+                                                 float* pacc, float* out, int* done, const float* sinks, int heads,
+                                                 int hd, int splits, int h, int t, int s) {
+    __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
+    __shared__ float sacc[R_ATT_WARPS][256];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
+#pragma unroll
+    for (int i = 0; i < R_ATT_MAXI; i++) {
+        int c = lane + 32 * i;
+        if (c < hd) sacc[warp][c] = acc[i];
+    }
+    __syncthreads();
+    float M = R_NEG_INF;
+    for (int w = 0; w < R_ATT_WARPS; w++) M = fmaxf(M, sm[w]);
+    long long o = ((long long) t * heads + h) * splits + s;
+    if (threadIdx.x == 0) {
+        float L = 0.f;
+        if (M != R_NEG_INF)
+            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) L += sl[w] * expf(sm[w] - M);
+        pm[o] = M;
+        pl[o] = L;
+    }
+    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+        float a = 0.f;
+        if (M != R_NEG_INF)
+            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) a += sacc[w][c] * expf(sm[w] - M);
+        pacc[o * hd + c] = a;
+    }
+    // the split's partials are written: the last of the head's splits to get here merges them
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int* d = done + (long long) t * heads + h;
+        last = atomicAdd(d, 1) == splits - 1;
+        if (last) *d = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
+}
+
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
 // of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
 // takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
-// weighted values; the 4 warps are merged in shared memory and the split's
-// (m, l, acc[hd]) written to the partials; the last split of (t, h) to finish (a counter in `done`, reset by that
-// block for the next step) merges them into out (r_attn_merge): no separate combine launch.
+// weighted values; r_attn_split_end merges the 4 warps into the split's partials and, in the last split of
+// (t, h) to finish, every split into out: no separate combine launch.
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
         float* out, int* done, const float* sinks) {
-    __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
-    __shared__ float sacc[R_ATT_WARPS][256];
     r_pdl_trigger();
     r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
@@ -694,42 +738,7 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         }
         m = mn;
     }
-    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
-#pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
-        int c = lane + 32 * i;
-        if (c < hd) sacc[warp][c] = acc[i];
-    }
-    __syncthreads();
-    float M = R_NEG_INF;
-    for (int w = 0; w < R_ATT_WARPS; w++) M = fmaxf(M, sm[w]);
-    long long o = ((long long) t * heads + h) * splits + s;
-    if (threadIdx.x == 0) {
-        float L = 0.f;
-        if (M != R_NEG_INF)
-            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) L += sl[w] * expf(sm[w] - M);
-        pm[o] = M;
-        pl[o] = L;
-    }
-    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
-        float a = 0.f;
-        if (M != R_NEG_INF)
-            for (int w = 0; w < R_ATT_WARPS; w++) if (sm[w] != R_NEG_INF) a += sacc[w][c] * expf(sm[w] - M);
-        pacc[o * hd + c] = a;
-    }
-    // the split's partials are written: the last of the head's splits to get here merges them
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int* d = done + (long long) t * heads + h;
-        last = atomicAdd(d, 1) == splits - 1;
-        if (last) *d = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
+    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
 }
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
