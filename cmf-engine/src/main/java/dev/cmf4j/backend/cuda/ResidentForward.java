@@ -725,8 +725,7 @@ final class ResidentForward implements DeviceForward {
             for (var e : int8.entrySet()) {
                 long copy = cu.memAlloc(2 * e.getValue());
                 try {
-                    launch(new Launch("widen", fnI8Widen, (int) Math.min(4096, (e.getValue() / 4 + 255) / 256 + 1), 1, 1, 256,
-                            pack(a, e.getKey(), copy, e.getValue(), 1)), s.stream);
+                    launch(widen(a, "widen", e.getKey(), copy, e.getValue()), s.stream);
                 } catch (RuntimeException le) {
                     cu.memFree(copy);
                     throw le;
@@ -798,13 +797,16 @@ final class ResidentForward implements DeviceForward {
         if (copy != null) {
             weights = copy;
         } else if (kind(w.dtype()) == 3) {
-            long n = (long) w.rows() * w.cols();
-            L.add(new Launch(name + "_widen", fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256,
-                    pack(a, weights, sW, n, f16 ? 1 : 0)));
+            L.add(widen(a, name + "_widen", weights, sW, (long) w.rows() * w.cols()));
             weights = sW;
         }
         L.add(new Gemm(name, weights, type, b, type, c, w.rows(), parts * t, w.cols()));
         return parts;
+    }
+
+    /** r_i8_widen of n int8 weights at {@code src} into f16 at {@code dst} (exact: |q| ≤ 127), grid-stride blocks. */
+    private Launch widen(Arena a, String name, long src, long dst, long n) {
+        return new Launch(name, fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, pack(a, src, dst, n, 1));
     }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
