@@ -31,19 +31,10 @@ __global__ void __launch_bounds__(128) c_attn_partial_k4(
     r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;
-    int n = p + 1 - first;
-    int lo = first + (int) ((long long) s * n / splits), hi = first + (int) ((long long) (s + 1) * n / splits);
-    int kvh = h / (heads / kvHeads);
-    long long kvDim = (long long) kvHeads * hd;
-    const float* qh = q + ((long long) t * heads + h) * hd;
     float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
-#pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
-        int d = lane + 32 * i;
-        qv[i] = d < hd ? qh[d] : 0.f;
-        acc[i] = 0.f;
-    }
+    const RAttnKeys ks = r_attn_split_begin(q, heads, kvHeads, hd, pos, splits, window, qv, acc);
+    const int lo = ks.lo, hi = ks.hi, kvh = ks.kvh;
+    const long long kvDim = ks.kvDim;
     float m = R_NEG_INF, l = 0.f;
     // C_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·C_ATT_KEYS rows in
     // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode

@@ -642,6 +642,30 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
     }
 }
 
+// The start of a decode-attention block (r_attn_partial; gemv_bench's candidates): (head h, query t, split s) =
+// blockIdx, the split's keys [lo, hi) of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache
+// stays full length), the query row in registers (lane + 32·i), the weighted values zeroed.
+struct RAttnKeys { int lo, hi, kvh; long long kvDim; };
+__device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* q, int heads, int kvHeads, int hd, const int* pos,
+                                                        int splits, int window, float (&qv)[R_ATT_MAXI], float (&acc)[R_ATT_MAXI]) {
+    int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z, lane = threadIdx.x & 31;
+    int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;
+    int n = p + 1 - first;
+    RAttnKeys k;
+    k.lo = first + (int) ((long long) s * n / splits);
+    k.hi = first + (int) ((long long) (s + 1) * n / splits);
+    k.kvh = h / (heads / kvHeads);
+    k.kvDim = (long long) kvHeads * hd;
+    const float* qh = q + ((long long) t * heads + h) * hd;
+#pragma unroll
+    for (int i = 0; i < R_ATT_MAXI; i++) {
+        int d = lane + 32 * i;
+        qv[i] = d < hd ? qh[d] : 0.f;
+        acc[i] = 0.f;
+    }
+    return k;
+}
+
 // The end of a decode-attention block (r_attn_partial; gemv_bench's candidates): its warps' running (m, l, acc)
 // merged in shared memory into the split's partials, then the last split of (t, h) to finish (a counter in `done`,
 // reset by that block for the next step) merges every split into out (r_attn_merge).
@@ -702,19 +726,10 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
     r_pdl_wait();
     int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;
-    int n = p + 1 - first;
-    int lo = first + (int) ((long long) s * n / splits), hi = first + (int) ((long long) (s + 1) * n / splits);
-    int kvh = h / (heads / kvHeads);
-    long long kvDim = (long long) kvHeads * hd;
-    const float* qh = q + ((long long) t * heads + h) * hd;
     float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
-#pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
-        int d = lane + 32 * i;
-        qv[i] = d < hd ? qh[d] : 0.f;
-        acc[i] = 0.f;
-    }
+    const RAttnKeys ks = r_attn_split_begin(q, heads, kvHeads, hd, pos, splits, window, qv, acc);
+    const int lo = ks.lo, hi = ks.hi, kvh = ks.kvh;
+    const long long kvDim = ks.kvDim;
     float m = R_NEG_INF, l = 0.f;
     for (int j = lo + warp; j < hi; j += R_ATT_WARPS) {
         const float* kr = kc + j * kvDim + (long long) kvh * hd;
