@@ -17,76 +17,6 @@ __device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], uns
 #include <cstring>
 #include "resident.cu"
 
-// ---- candidate: the decode attention with each warp loading the K and V rows of C_ATT_KEYS keys at once and folding
-// them into its online softmax with one correction (resident.cu's r_attn_partial: one K row, then its V row, per key:
-// two dependent DRAM round trips per key). Emulated in CI as the shipped kernel for one session (2beb406) before it
-// was taken back out for want of a device run; `ATT_K4=1 gemv_bench 10 pdl` times it in the decode chain (with
-// ATT_SPLITS=16 or 32) after checking its output against r_attn_partial's on layer 0.
-#define C_ATT_KEYS 4
-__global__ void __launch_bounds__(128) c_attn_partial_k4(
-        const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
-        float* out, int* done, const float* sinks) {
-    r_pdl_trigger();
-    r_pdl_wait();
-    int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
-    const RAttnKeys ks = r_attn_split_begin(q, heads, kvHeads, hd, pos, splits, window, qv, acc);
-    const int lo = ks.lo, hi = ks.hi, kvh = ks.kvh;
-    const long long kvDim = ks.kvDim;
-    float m = R_NEG_INF, l = 0.f;
-    // C_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·C_ATT_KEYS rows in
-    // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
-    // step's split holds a few dozen keys)
-    for (int j0 = lo + warp * C_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * C_ATT_KEYS) {
-        float kr[C_ATT_KEYS][R_ATT_MAXI], vr[C_ATT_KEYS][R_ATT_MAXI];
-#pragma unroll
-        for (int u = 0; u < C_ATT_KEYS; u++) {
-            bool live = j0 + u < hi;
-            const float* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-            const float* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                int c = lane + 32 * i;
-                bool ok = live && c < hd;
-                kr[u][i] = ok ? kp[c] : 0.f;
-                vr[u][i] = ok ? vp[c] : 0.f;
-            }
-        }
-        float d[C_ATT_KEYS];
-#pragma unroll
-        for (int u = 0; u < C_ATT_KEYS; u++) {
-            d[u] = 0.f;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
-        }
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-            for (int u = 0; u < C_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
-        float mn = m;
-#pragma unroll
-        for (int u = 0; u < C_ATT_KEYS; u++) {
-            d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;   // key j0 is live: mn is finite below
-            mn = fmaxf(mn, d[u]);
-        }
-        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
-        l *= corr;
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] *= corr;
-#pragma unroll
-        for (int u = 0; u < C_ATT_KEYS; u++) {
-            float e = expf(d[u] - mn);   // a dead key: e = 0
-            l += e;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += e * vr[u][i];
-        }
-        m = mn;
-    }
-    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
-}
-
-
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 // ---- candidate: a warp owns R rows of each of NM matrices over the whole width; no shared memory, no block
@@ -377,11 +307,10 @@ int main(int argc, char** argv) {
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const float eps = 1e-5f;
 
-    // the decode step's rope + KV append and attention at position POS (SPLITS: env ATT_SPLITS, default 16 as
-    // ResidentForward on 132 SMs; ATT_K4=1: the candidate c_attn_partial_k4 instead of r_attn_partial)
+    // the decode step's rope + KV append and attention (r_attn_partial) at position POS (SPLITS: env ATT_SPLITS,
+    // default 16 as ResidentForward on 132 SMs)
     const int HEADS = 32, KVH = 8, HD = 128, POS = 576;
     const int SPLITS = getenv("ATT_SPLITS") ? atoi(getenv("ATT_SPLITS")) : 16;
-    auto attnKernel = getenv("ATT_K4") ? c_attn_partial_k4 : r_attn_partial;
     float *kc, *vc, *pm, *pl, *pacc; int *done, *posd;
     CK(cudaMalloc(&kc, 4L * L * (POS + 1) * KV)); CK(cudaMalloc(&vc, 4L * L * (POS + 1) * KV));
     {   // small finite floats in the caches: bytes in [-128, 127] as int8 → reinterpret is garbage, so fill properly
@@ -409,7 +338,7 @@ int main(int argc, char** argv) {
             if (attn) {
                 launchp(pdl, r_qk_rope_append, dim3(HEADS + KVH), 128, st, q, (const float*) k, (const float*) v, kcl, vcl,
                         (const float*) nullptr, (const float*) nullptr, 0, 0, 0.f, 0, (const float*) invFreq, HD, 1.f, HEADS, KVH, HD, (const int*) posd);
-                launchp(pdl, attnKernel, dim3(HEADS, 1, SPLITS), 128, st, (const float*) q, (const float*) kcl, (const float*) vcl, pm, pl, pacc,
+                launchp(pdl, r_attn_partial, dim3(HEADS, 1, SPLITS), 128, st, (const float*) q, (const float*) kcl, (const float*) vcl, pm, pl, pacc,
                         HEADS, KVH, HD, 0.088f, (const int*) posd, SPLITS, 0, att, done, (const float*) nullptr);
             }
             launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.o, (const float*) w.rs[3], (const float*) w.cf[3], (const float*) nullptr, (const float*) att, x, H, H, 1, 0, 0.f);
@@ -725,18 +654,6 @@ int main(int argc, char** argv) {
     }
     if (argc > 2 && !strcmp(argv[2], "pdl")) {   // the shipped chain, plain launches against PDL, outputs compared
         std::vector<float> x0(H), xa(H), xb(H);
-        if (getenv("ATT_K4")) {   // the candidate attention against the shipped one on layer 0's cache (q as it is)
-            std::vector<float> a0(H), a1(H);
-            for (int c = 0; c < 2; c++) {
-                launchp(false, c ? c_attn_partial_k4 : r_attn_partial, dim3(HEADS, 1, SPLITS), 128, st, (const float*) q, (const float*) kc,
-                        (const float*) vc, pm, pl, pacc, HEADS, KVH, HD, 0.088f, (const int*) posd, SPLITS, 0, att, done, (const float*) nullptr);
-                CK(cudaStreamSynchronize(st));
-                CK(cudaMemcpy(c ? a1.data() : a0.data(), att, 4L * H, cudaMemcpyDeviceToHost));
-            }
-            double md = 0, mx = 0;
-            for (int i = 0; i < H; i++) { md = fmax(md, fabs(a0[i] - a1[i])); mx = fmax(mx, fabs(a0[i])); }
-            printf("{\"check\":\"attn k4 vs r_attn_partial, %d splits\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g}\n", SPLITS, md, mx);
-        }
         CK(cudaMemcpy(x0.data(), x, 4L * H, cudaMemcpyDeviceToHost));
         for (int attn = 0; attn < 2; attn++) {
             CK(cudaMemcpy(x, x0.data(), 4L * H, cudaMemcpyHostToDevice));

@@ -604,6 +604,7 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
 
 #define R_NEG_INF __int_as_float(0xff800000)   // -inf (NVRTC has no math.h)
 #define R_ATT_WARPS 4
+#define R_ATT_KEYS 4    // keys a warp loads at once in r_attn_partial
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
 // Merges the splits' partials of (head h, query t) into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
@@ -642,7 +643,7 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
     }
 }
 
-// The start of a decode-attention block (r_attn_partial; gemv_bench's candidates): (head h, query t, split s) =
+// The start of a decode-attention block (r_attn_partial): (head h, query t, split s) =
 // blockIdx, the split's keys [lo, hi) of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache
 // stays full length), the query row in registers (lane + 32·i), the weighted values zeroed.
 struct RAttnKeys { int lo, hi, kvh; long long kvDim; };
@@ -666,7 +667,7 @@ __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* q, int head
     return k;
 }
 
-// The end of a decode-attention block (r_attn_partial; gemv_bench's candidates): its warps' running (m, l, acc)
+// The end of a decode-attention block (r_attn_partial): its warps' running (m, l, acc)
 // merged in shared memory into the split's partials, then the last split of (t, h) to finish (a counter in `done`,
 // reset by that block for the next step) merges every split into out (r_attn_merge).
 __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (&acc)[R_ATT_MAXI], float* pm, float* pl,
@@ -715,9 +716,12 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
 
 // Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
 // of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
-// takes every 4th key: a warp-wide dot product, then an online-softmax update of its running max m, sum l and
-// weighted values; r_attn_split_end merges the 4 warps into the split's partials and, in the last split of
-// (t, h) to finish, every split into out: no separate combine launch.
+// takes every 4th group of R_ATT_KEYS consecutive keys: their K and V rows loaded at once (keys past hi masked:
+// rows read as 0, score −inf), warp-wide dot products, then one online-softmax update of its running max m, sum l
+// and weighted values per group; r_attn_split_end merges the 4 warps into the split's partials and, in the last
+// split of (t, h) to finish, every split into out: no separate combine launch. (Was one K row, then its V row, per
+// key: two dependent DRAM round trips per key, the walk bound by latency at a few dozen keys per split. H200,
+// gemv_bench's llama-8b decode chain at position 576, 16 splits: 2872 → 2719 µs per token; 32 splits: 2808.)
 extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
@@ -731,25 +735,50 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
     const int lo = ks.lo, hi = ks.hi, kvh = ks.kvh;
     const long long kvDim = ks.kvDim;
     float m = R_NEG_INF, l = 0.f;
-    for (int j = lo + warp; j < hi; j += R_ATT_WARPS) {
-        const float* kr = kc + j * kvDim + (long long) kvh * hd;
-        float d = 0.f;
+    // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
+    // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
+    // step's split holds a few dozen keys)
+    for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
+        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
 #pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            if (c < hd) d += qv[i] * kr[c];
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            bool live = j0 + u < hi;
+            const float* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+            const float* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) {
+                int c = lane + 32 * i;
+                bool ok = live && c < hd;
+                kr[u][i] = ok ? kp[c] : 0.f;   // a dead key's rows are never read (past p they may be unwritten: NaN)
+                vr[u][i] = ok ? vp[c] : 0.f;
+            }
         }
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        float sc = d * scale;
-        float mn = fmaxf(m, sc);
-        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
-        float e = expf(sc - mn);
-        l = l * corr + e;
-        const float* vr = vc + j * kvDim + (long long) kvh * hd;
+        float d[R_ATT_KEYS];
 #pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            if (c < hd) acc[i] = acc[i] * corr + e * vr[c];
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            d[u] = 0.f;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
+        }
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int u = 0; u < R_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
+        float mn = m;
+#pragma unroll
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;   // key j0 is live: mn is finite below
+            mn = fmaxf(mn, d[u]);
+        }
+        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
+        l *= corr;
+#pragma unroll
+        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] *= corr;
+#pragma unroll
+        for (int u = 0; u < R_ATT_KEYS; u++) {
+            float e = expf(d[u] - mn);   // a dead key: e = 0
+            l += e;
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += e * vr[u][i];
         }
         m = mn;
     }

@@ -517,11 +517,14 @@ class CudaKernelEmulationTest {
      * resident.cu's decode attention (r_attn_partial, the real kernel on emulated blocks): each split's partials, then
      * the merge by the last split of each head (an atomic counter per head), against a double-precision reference;
      * shape = hd/heads/kvHeads/pos/window/sinks/splits. Two launches in a row (a replayed decode graph) give the same
-     * output and leave every counter back at 0; cache rows past the position hold NaN.
+     * output and leave every counter back at 0; cache rows past the position hold NaN. Each warp takes groups of 4
+     * keys: 128/4/2/45/0/0/1 (46 keys in one split) and 64/4/2/90/37/1/2 (a window of 37: 18 and 19 keys) walk several
+     * groups per warp and end on a group with dead keys, the last split's past the position (NaN rows: a dead key
+     * whose rows are read, or whose score is not masked, fails).
      */
     @ParameterizedTest
     @ValueSource(strings = {"128/8/2/37/0/0/4", "64/4/4/70/16/1/7", "13/6/2/5/0/1/3", "256/2/1/9/4/0/2", "40/6/3/100/0/0/32",
-            "32/4/2/0/0/1/1"})
+            "32/4/2/0/0/1/1", "128/4/2/45/0/0/1", "64/4/2/90/37/1/2"})
     void decodeAttentionMergesItsSplitsLikeAReference(String shape) {
         String[] f = shape.split("/");
         int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p = Integer.parseInt(f[3]);
