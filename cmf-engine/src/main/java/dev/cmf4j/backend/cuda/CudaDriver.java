@@ -83,8 +83,11 @@ public final class CudaDriver {
             "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
 
     public static final int ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16;
-    /** {@code CU_FUNC_ATTRIBUTE_PTX_VERSION}: the virtual architecture a loaded function was compiled for (major·10 + minor). */
-    public static final int FUNC_ATTR_PTX_VERSION = 3;
+    /**
+     * {@code CU_FUNC_ATTRIBUTE_PTX_VERSION} (5 in cuda.h's CUfunction_attribute; 3 is LOCAL_SIZE_BYTES): the virtual
+     * architecture a loaded function was compiled for (major·10 + minor).
+     */
+    public static final int FUNC_ATTR_PTX_VERSION = 5;
 
     private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
             primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,

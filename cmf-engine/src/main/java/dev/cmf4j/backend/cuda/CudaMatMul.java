@@ -121,7 +121,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
             return r;
         });
         notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; decode as one CUDA graph "
-                + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false") + ")");
+                + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false")
+                + (f.programmaticLaunch() ? ", programmatic dependent launch" : "") + ")");
         return f;
     }
 

@@ -145,6 +145,9 @@ final class ResidentForward implements DeviceForward {
     static final boolean PDL = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
     /** Whether this device and driver take programmatic dependent launches (and -Dcmf.cuda.pdl allows them). */
     private final boolean pdl;
+
+    /** Whether decode steps launch by programmatic dependent launch (said in the model's note, so a run shows it). */
+    boolean programmaticLaunch() { return pdl; }
     /**
      * The kernels that call r_pdl_wait in every block before touching another kernel's data (resident.cu): only
      * they may be launched programmatically. The others (the embedding, resident_arch.cu's) launch plainly.

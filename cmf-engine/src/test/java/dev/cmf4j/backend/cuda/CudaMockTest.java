@@ -534,10 +534,11 @@ class CudaMockTest {
         float[] want;
         try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
         java.util.Map<Integer, Integer> programmatic = new java.util.HashMap<>();
+        java.util.Map<Integer, String> said = new java.util.HashMap<>();
         for (int ptx : new int[] {80, 90}) {
             mockSet("mock_ptx_version", ValueLayout.JAVA_INT, ptx);
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
-                gpu.notes(n -> {});
+                gpu.notes(n -> said.merge(ptx, n, String::concat));
                 int before = counter(8);
                 float[] got;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
@@ -549,7 +550,11 @@ class CudaMockTest {
             }
         }
         assertThat(programmatic.get(80)).as("compute_80 code: no programmatic launches").isZero();
-        if (ResidentForward.PDL) assertThat(programmatic.get(90)).as("compute_90 code: the decode step's").isPositive();
+        assertThat(said.get(80)).doesNotContain("programmatic dependent launch");
+        if (ResidentForward.PDL) {
+            assertThat(programmatic.get(90)).as("compute_90 code: the decode step's").isPositive();
+            assertThat(said.get(90)).as("the model's note says so").contains("programmatic dependent launch");
+        }
     }
 
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {

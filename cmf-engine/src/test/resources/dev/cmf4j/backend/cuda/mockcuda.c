@@ -105,14 +105,21 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
-/* cuFuncGetAttribute: only 3 CU_FUNC_ATTRIBUTE_PTX_VERSION, the virtual architecture the function's code was built
-   for: 90 as for the shipped sm_90 SASS, or what a test sets (80: code the driver built from the compute_80 PTX) */
+/* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
+   attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
+   was built for: 90 as for the shipped sm_90 SASS, or what a test sets, 80: code the driver built from the compute_80
+   PTX), 6 BINARY_VERSION (90) */
 static int ptx_version = 90;
 void mock_ptx_version(int v) { ptx_version = v; }
 CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
-    if (!f || attr != 3) return 1;
-    *v = ptx_version;
-    return 0;
+    if (!f) return 1;
+    switch (attr) {
+        case 3: *v = 0; return 0;
+        case 4: *v = 64; return 0;
+        case 5: *v = ptx_version; return 0;
+        case 6: *v = 90; return 0;
+        default: return 1;   /* CUDA_ERROR_INVALID_VALUE */
+    }
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     for (int i = 0; i < 128; i++) kinds[i] = i;
