@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds gemv_bench (sm_90) next to this script's OUT dir (default .gpu/b8 of the repo): nvcc from CUDA 12.4+.
+# Builds the decode-product microbenchmarks gemv_bench and mma_gemv (sm_90) into OUT (default .gpu/b8 of the repo),
+# with ptxas's register/spill report next to each (NAME.ptxas.txt): nvcc from CUDA 12.4+. NAMES=gemv_bench picks one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 out=${1:-$root/.gpu/b8}
-${NVCC:-nvcc} -O3 -std=c++17 -arch=sm_90 -Xptxas -v -I "$root/cmf-engine/src/main/resources/dev/cmf4j/backend/cuda" \
-  -o "$out/gemv_bench" "$here/gemv_bench.cu" 2> "$out/gemv_bench.ptxas.txt" || { cat "$out/gemv_bench.ptxas.txt"; exit 1; }
-grep -B1 "spill" "$out/gemv_bench.ptxas.txt" | grep -v "0 bytes spill" | grep -i "spill" | grep -v " 0 bytes spill stores, 0 bytes spill loads" || true
-echo "built $out/gemv_bench"
+for name in ${NAMES:-gemv_bench mma_gemv}; do
+  ${NVCC:-nvcc} -O3 -std=c++17 -arch=sm_90 -Xptxas -v -I "$root/cmf-engine/src/main/resources/dev/cmf4j/backend/cuda" \
+    -o "$out/$name" "$here/$name.cu" 2> "$out/$name.ptxas.txt" || { cat "$out/$name.ptxas.txt"; exit 1; }
+  grep -B1 "spill" "$out/$name.ptxas.txt" | grep -v "0 bytes spill" | grep -i "spill" | grep -v " 0 bytes spill stores, 0 bytes spill loads" || true
+  echo "built $out/$name"
+done

@@ -3,21 +3,7 @@
 // with CUDA events as stream launches and as one replayed graph, for the shipped resident.cu kernels and for
 // candidate kernels. Build (here, no GPU needed): tools/device-bench/build-gemv-bench.sh; run on the device:
 // ./gemv_bench [reps]. Prints one JSON line per variant.
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#include <algorithm>
-#include <cmath>
-#include <cuda_runtime.h>
-// resident.cu's CPU-emulation branches name these (never called on the device)
-__device__ float emulated_f16_to_f32(unsigned short h);
-__device__ void emulated_pdl_wait();
-__device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-#include <cstring>
-#include "resident.cu"
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "llama8b_bench.cuh"
 
 // ---- candidate: a warp owns R rows of each of NM matrices over the whole width; no shared memory, no block
 // barrier; x and the column scales come through L1 (every warp of the SM rereads them: 8 bytes of L1 per 4
@@ -225,45 +211,7 @@ static void cp_kernels(CpKern (&k)[4][2], int (&ns)[4]) {
 
 // ---- host ----
 
-static const int H = 4096, I = 14336, KV = 1024, L = 32;
-
-struct Layer { signed char *q, *k, *v, *o, *g, *u, *d; float *rs[7], *cf[7]; };
-
-__global__ void fill_kernel(signed char* d, long long n, unsigned seed) {
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
-        unsigned s = (unsigned) i * 2654435761u ^ seed;
-        s ^= s >> 15; s *= 2246822519u; s ^= s >> 13;
-        d[i] = (signed char) (s >> 24);
-    }
-}
-static void fill_i8(signed char* d, size_t n, unsigned seed) {
-    fill_kernel<<<1024, 256>>>(d, (long long) n, seed * 97u + 1u);
-    CK(cudaGetLastError());
-}
-static float* fvec(int n, float lo, float hi, unsigned seed) {
-    std::vector<float> h(n);
-    unsigned s = seed;
-    for (int i = 0; i < n; i++) { s = s * 1664525u + 1013904223u; h[i] = lo + (hi - lo) * ((s >> 8) / 16777216.f); }
-    float* d; CK(cudaMalloc(&d, 4L * n)); CK(cudaMemcpy(d, h.data(), 4L * n, cudaMemcpyHostToDevice));
-    return d;
-}
-
 struct Variant { const char* name; int R; int U; bool pdl; };
-
-template <bool PDL, typename... A, typename... P>
-static void launchg(void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid; cfg.blockDim = dim3(threads); cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at; cfg.numAttrs = PDL ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, k, args...));
-}
-template <typename... A, typename... P>
-static void launchp(bool pdl, void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
-    if (pdl) launchg<true>(k, grid, threads, st, args...); else launchg<false>(k, grid, threads, st, args...);
-}
 
 template <bool PDL, typename... A, typename... P>
 static void launch(void (*k)(A...), int blocks, cudaStream_t st, P... args) {
@@ -280,21 +228,10 @@ int main(int argc, char** argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
     int sms = prop.multiProcessorCount;
-    std::vector<Layer> Ls(L);
-    long long wbytes = 0;
-    size_t sz[7] = {(size_t) H * H, (size_t) KV * H, (size_t) KV * H, (size_t) H * H, (size_t) I * H, (size_t) I * H, (size_t) H * I};
-    int rows[7] = {H, KV, KV, H, I, I, H}, cols[7] = {H, H, H, H, H, H, I};
-    size_t layerBytes = 0; for (size_t s : sz) layerBytes += s;
-    signed char* all; CK(cudaMalloc(&all, layerBytes * L));
-    for (int l = 0; l < L; l++) {
-        signed char* p = all + layerBytes * l;
-        signed char** dst[7] = {&Ls[l].q, &Ls[l].k, &Ls[l].v, &Ls[l].o, &Ls[l].g, &Ls[l].u, &Ls[l].d};
-        for (int j = 0; j < 7; j++) {
-            *dst[j] = p; fill_i8(p, sz[j], 77u * l + j); p += sz[j]; wbytes += sz[j];
-            Ls[l].rs[j] = fvec(rows[j], 0.001f, 0.002f, 11u * l + j);
-            Ls[l].cf[j] = fvec(cols[j], 0.5f, 1.5f, 13u * l + j);
-        }
-    }
+    signed char* all; size_t layerBytes; long long wbytes;
+    std::vector<Layer> Ls = make_layers(&all, &layerBytes, &wbytes);
+    const size_t* sz = SZ;
+    const int* rows = ROWS;
     float* x = fvec(H, -1.f, 1.f, 5);
     std::vector<float> xinit(H);
     CK(cudaMemcpy(xinit.data(), x, 4L * H, cudaMemcpyDeviceToHost));
@@ -405,31 +342,7 @@ int main(int argc, char** argv) {
             V5CASE(2, 5) V5CASE(2, 6) V5CASE(4, 5) V5CASE(8, 4) V5CASE(4, 4)
         }
     };
-    auto timeit = [&](auto&& body, bool graph) {
-        cudaGraphExec_t ex = nullptr;
-        if (graph) {
-            cudaGraph_t gr;
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            body();
-            CK(cudaStreamEndCapture(st, &gr));
-            CK(cudaGraphInstantiate(&ex, gr, 0));
-            CK(cudaGraphDestroy(gr));
-        }
-        auto once = [&]() { if (graph) CK(cudaGraphLaunch(ex, st)); else body(); };
-        for (int i = 0; i < 3; i++) once();
-        CK(cudaStreamSynchronize(st));
-        float best = 1e30f;
-        for (int r = 0; r < reps; r++) {
-            CK(cudaEventRecord(e0, st));
-            once();
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (ms < best) best = ms;
-        }
-        if (ex) CK(cudaGraphExecDestroy(ex));
-        return best * 1000.f;   // µs
-    };
+    auto timeit = [&](auto&& body, bool graph) { return best_us(body, graph, st, e0, e1, reps); };
     long long kindBytes[4] = {(long long) (sz[0] + sz[1] + sz[2]) * L, (long long) sz[3] * L, (long long) (sz[4] + sz[5]) * L, (long long) sz[6] * L};
     const char* kinds[4] = {"qkv", "o", "glu", "down"};
     printf("{\"gpu\":\"%s\",\"sms\":%d,\"weight_bytes\":%lld}\n", prop.name, sms, wbytes);

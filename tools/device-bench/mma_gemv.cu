@@ -1,5 +1,5 @@
 // Tensor-core int8 decode products, a candidate against resident.cu's SIMT ones (llama-8b q8_2f shapes, 32 layers
-// of distinct weights, no Java needed). Build here: tools/device-bench/build-mma-gemv.sh; run on the device:
+// of distinct weights, no Java needed). Build here: tools/device-bench/build-gemv-bench.sh; run on the device:
 // .gpu/b8/mma_gemv [reps]. One JSON line per check and timing.
 //
 // Why: the SIMT int8 products spend ~5.8 instructions per weight (int8 → f32 by prmt + fsub, an FFMA, x from
@@ -17,19 +17,7 @@
 // chunks' loads go out before griddepcontrol.wait. The S = cols / KS slices of a row block write f32 partials; the
 // block that finishes a row block last (a counter per row block, reset by it) sums them in slice order (the result
 // does not depend on timing) and applies 1/rms, the row scales, bias, the residual add or SwiGLU.
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#include <algorithm>
-#include <cmath>
-#include <cuda_runtime.h>
-__device__ float emulated_f16_to_f32(unsigned short h);
-__device__ void emulated_pdl_wait();
-__device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-#include "resident.cu"
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "llama8b_bench.cuh"
 
 // c += A·B: A 16×32 s8 (a[0] = A[g][4q..4q+3], a[1] = A[g+8][4q..], a[2] = A[g][16+4q..], a[3] = A[g+8][16+4q..]),
 // B 32×8 s8 (b0 = B[4q..4q+3][g], b1 = B[16+4q..16+4q+3][g]), c 16×8 s32 (c[0..1] = C[g][2q..2q+1], c[2..3] = C[g+8][..]).
@@ -320,54 +308,12 @@ __global__ void __launch_bounds__(256) c_mvs(MvArgs a) {
 
 // ---- host ----
 
-static const int H = 4096, I = 14336, KV = 1024, L = 32;
-
-struct Layer { signed char *q, *k, *v, *o, *g, *u, *d; float *rs[7], *cf[7]; };
-
-__global__ void fill_kernel(signed char* d, long long n, unsigned seed) {
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
-        unsigned s = (unsigned) i * 2654435761u ^ seed;
-        s ^= s >> 15; s *= 2246822519u; s ^= s >> 13;
-        d[i] = (signed char) (s >> 24);
-    }
-}
-static float* fvec(int n, float lo, float hi, unsigned seed) {
-    std::vector<float> h(n);
-    unsigned s = seed;
-    for (int i = 0; i < n; i++) { s = s * 1664525u + 1013904223u; h[i] = lo + (hi - lo) * ((s >> 8) / 16777216.f); }
-    float* d; CK(cudaMalloc(&d, 4L * n)); CK(cudaMemcpy(d, h.data(), 4L * n, cudaMemcpyHostToDevice));
-    return d;
-}
-
-template <typename... A, typename... P>
-static void launchp(bool pdl, void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid; cfg.blockDim = dim3(threads); cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at; cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, k, args...));
-}
-
 int main(int argc, char** argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
-    std::vector<Layer> Ls(L);
-    long long wbytes = 0;
-    size_t sz[7] = {(size_t) H * H, (size_t) KV * H, (size_t) KV * H, (size_t) H * H, (size_t) I * H, (size_t) I * H, (size_t) H * I};
-    int rows[7] = {H, KV, KV, H, I, I, H}, cols[7] = {H, H, H, H, H, H, I};
-    size_t layerBytes = 0; for (size_t s : sz) layerBytes += s;
-    signed char* all; CK(cudaMalloc(&all, layerBytes * L));
-    for (int l = 0; l < L; l++) {
-        signed char* p = all + layerBytes * l;
-        signed char** dst[7] = {&Ls[l].q, &Ls[l].k, &Ls[l].v, &Ls[l].o, &Ls[l].g, &Ls[l].u, &Ls[l].d};
-        for (int j = 0; j < 7; j++) {
-            *dst[j] = p; fill_kernel<<<1024, 256>>>(p, (long long) sz[j], (77u * l + j) * 97u + 1u); p += sz[j]; wbytes += sz[j];
-            Ls[l].rs[j] = fvec(rows[j], 0.001f, 0.002f, 11u * l + j);
-            Ls[l].cf[j] = fvec(cols[j], 0.5f, 1.5f, 13u * l + j);
-        }
-    }
+    signed char* all; size_t layerBytes; long long wbytes;
+    std::vector<Layer> Ls = make_layers(&all, &layerBytes, &wbytes);
+    const size_t* sz = SZ;
     CK(cudaDeviceSynchronize());
     float* x = fvec(H, -1.f, 1.f, 5);
     std::vector<float> xinit(H);
@@ -435,31 +381,7 @@ int main(int argc, char** argv) {
         else if (NC == 8) { if (kd == 2) launchp(pdl, c_mv8<8, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<8, false>, dim3(blocks), 256, st, A); }
         else { if (kd == 2) launchp(pdl, c_mv8<8, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<8, false>, dim3(blocks), 256, st, A); }
     };
-    auto timeit = [&](auto&& body, bool graph) {
-        cudaGraphExec_t ex = nullptr;
-        if (graph) {
-            cudaGraph_t gr;
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            body();
-            CK(cudaStreamEndCapture(st, &gr));
-            CK(cudaGraphInstantiate(&ex, gr, 0));
-            CK(cudaGraphDestroy(gr));
-        }
-        auto once = [&]() { if (graph) CK(cudaGraphLaunch(ex, st)); else body(); };
-        for (int i = 0; i < 3; i++) once();
-        CK(cudaStreamSynchronize(st));
-        float best = 1e30f;
-        for (int r = 0; r < reps; r++) {
-            CK(cudaEventRecord(e0, st));
-            once();
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (ms < best) best = ms;
-        }
-        if (ex) CK(cudaGraphExecDestroy(ex));
-        return best * 1000.f;
-    };
+    auto timeit = [&](auto&& body, bool graph) { return best_us(body, graph, st, e0, e1, reps); };
     const char* kinds[4] = {"qkv", "o", "glu", "down"};
     long long kindBytes[4] = {(long long) (sz[0] + sz[1] + sz[2]) * L, (long long) sz[3] * L, (long long) (sz[4] + sz[5]) * L, (long long) sz[6] * L};
     int NCs[4] = {4, 102, 104, 108};   // NC < 100: split-K c_mv8<NC>; 100 + U: streaming c_mvs<U>

@@ -1,0 +1,108 @@
+// What gemv_bench.cu and mma_gemv.cu share: resident.cu (with the declarations its CPU-emulation branches name, never
+// called on the device), CK, the llama-8b decode shapes and their int8 weights with f32 row and column scales over 32
+// layers of distinct weights (7 GB: nothing stays in L2), launches with or without programmatic stream serialization,
+// and the best-of-reps timing of a body as stream launches or as one replayed graph.
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <algorithm>
+#include <cmath>
+#include <cuda_runtime.h>
+__device__ float emulated_f16_to_f32(unsigned short h);
+__device__ void emulated_pdl_wait();
+__device__ void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+#include "resident.cu"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+static const int H = 4096, I = 14336, KV = 1024, L = 32;
+
+struct Layer { signed char *q, *k, *v, *o, *g, *u, *d; float *rs[7], *cf[7]; };
+
+__global__ void fill_kernel(signed char* d, long long n, unsigned seed) {
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
+        unsigned s = (unsigned) i * 2654435761u ^ seed;
+        s ^= s >> 15; s *= 2246822519u; s ^= s >> 13;
+        d[i] = (signed char) (s >> 24);
+    }
+}
+static void fill_i8(signed char* d, size_t n, unsigned seed) {
+    fill_kernel<<<1024, 256>>>(d, (long long) n, seed * 97u + 1u);
+    CK(cudaGetLastError());
+}
+static float* fvec(int n, float lo, float hi, unsigned seed) {
+    std::vector<float> h(n);
+    unsigned s = seed;
+    for (int i = 0; i < n; i++) { s = s * 1664525u + 1013904223u; h[i] = lo + (hi - lo) * ((s >> 8) / 16777216.f); }
+    float* d; CK(cudaMalloc(&d, 4L * n)); CK(cudaMemcpy(d, h.data(), 4L * n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+// The 7 matrices of a layer (q, k, v, o, gate, up, down): bytes, rows, columns.
+static const size_t SZ[7] = {(size_t) H * H, (size_t) KV * H, (size_t) KV * H, (size_t) H * H, (size_t) I * H, (size_t) I * H, (size_t) H * I};
+static const int ROWS[7] = {H, KV, KV, H, I, I, H}, COLS[7] = {H, H, H, H, H, H, I};
+
+// L layers of random int8 weights in one allocation (*all, layerBytes each), row scales in [0.001, 0.002), column
+// scales in [0.5, 1.5); *wbytes = the weight bytes of one token.
+static std::vector<Layer> make_layers(signed char** all, size_t* layerBytes, long long* wbytes) {
+    std::vector<Layer> Ls(L);
+    *layerBytes = 0; for (size_t s : SZ) *layerBytes += s;
+    *wbytes = 0;
+    CK(cudaMalloc(all, *layerBytes * L));
+    for (int l = 0; l < L; l++) {
+        signed char* p = *all + *layerBytes * l;
+        signed char** dst[7] = {&Ls[l].q, &Ls[l].k, &Ls[l].v, &Ls[l].o, &Ls[l].g, &Ls[l].u, &Ls[l].d};
+        for (int j = 0; j < 7; j++) {
+            *dst[j] = p; fill_i8(p, SZ[j], 77u * l + j); p += SZ[j]; *wbytes += SZ[j];
+            Ls[l].rs[j] = fvec(ROWS[j], 0.001f, 0.002f, 11u * l + j);
+            Ls[l].cf[j] = fvec(COLS[j], 0.5f, 1.5f, 13u * l + j);
+        }
+    }
+    return Ls;
+}
+
+template <bool PDL, typename... A, typename... P>
+static void launchg(void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid; cfg.blockDim = dim3(threads); cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at; cfg.numAttrs = PDL ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+template <typename... A, typename... P>
+static void launchp(bool pdl, void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
+    if (pdl) launchg<true>(k, grid, threads, st, args...); else launchg<false>(k, grid, threads, st, args...);
+}
+
+// The best of reps runs of body (after 3 warm-up runs), in µs: launched as it is, or captured once and replayed
+// as a graph.
+template <typename Body>
+static float best_us(Body&& body, bool graph, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, int reps) {
+    cudaGraphExec_t ex = nullptr;
+    if (graph) {
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        body();
+        CK(cudaStreamEndCapture(st, &gr));
+        CK(cudaGraphInstantiate(&ex, gr, 0));
+        CK(cudaGraphDestroy(gr));
+    }
+    auto once = [&]() { if (graph) CK(cudaGraphLaunch(ex, st)); else body(); };
+    for (int i = 0; i < 3; i++) once();
+    CK(cudaStreamSynchronize(st));
+    float best = 1e30f;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(e0, st));
+        once();
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best) best = ms;
+    }
+    if (ex) CK(cudaGraphExecDestroy(ex));
+    return best * 1000.f;
+}
