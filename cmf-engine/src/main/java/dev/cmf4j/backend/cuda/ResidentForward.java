@@ -962,7 +962,8 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * A decode step's launches with programmatic dependent launch where it is safe: a kernel that waits (every
-     * resident.cu product, the rope and the attention call griddepcontrol.wait before touching another kernel's data)
+     * resident.cu product, the rope (prefill only) and the decode attention, which does a decode step's rope and KV
+     * append, call griddepcontrol.wait before touching another kernel's data)
      * right after another kernel. Such a kernel's blocks start while the previous kernel drains, once all of that
      * kernel's blocks have started (the embedding, the products, the rope and the attention trigger their dependents
      * first thing; a kernel that does not, triggers them by finishing), and issue their first
@@ -1032,14 +1033,19 @@ final class ResidentForward implements DeviceForward {
                 matvec(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
             }
             NormOp qk = spec.qNorm() != null ? spec.qNorm() : spec.kNorm();
-            L.add(new Launch("qk_norm_rope_append", fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
-                    w.qNorm(), w.kNorm(), spec.qNorm() != null ? 1 : 0, spec.kNorm() != null ? 1 : 0,
-                    qk == null ? 0f : qk.eps(), qk != null && qk.offset() ? 1 : 0,
-                    w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
-            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the last split
-                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.kc[li], s.vc[li], s.pm, s.pl, s.pacc,
-                        heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
-            } else {        // prefill: flash-attention tiles, K/V shared by the query heads of a kv head, no combine
+            int qn = spec.qNorm() != null ? 1 : 0, kn = spec.kNorm() != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
+            float eps = qk == null ? 0f : qk.eps();
+            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the last split; each
+                            // block norms and ropes its q row (and the last split's the k row of key p, which it also
+                            // appends to the caches): no rope launch
+                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+                        w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
+                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
+            } else {        // prefill: q/k norm, rope and KV append, then flash-attention tiles, K/V shared by the query
+                            // heads of a kv head, no combine
+                L.add(new Launch("qk_norm_rope_append", fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+                        w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
                 int b = prefillBucket(hd);
                 boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
                 int[] grid = prefillGrid(t, heads, kvHeads, hd, tc);

@@ -545,10 +545,37 @@ __device__ __forceinline__ float r_scaled(float x, float inv, const float* w, in
 
 // ---- q/k norm, rope, KV append ----
 
+// The per-head RMSNorm (qwen3 q_norm / k_norm; offset: gemma's (1 + w)) of a head row in shared memory, in place
+// (buf written and synced before; synced after). Shared by r_qk_rope_append and the decode attention, which
+// therefore norm a row the same way: the same sum in the same order (r_block_sum over the block's 128 threads).
+__device__ __forceinline__ void r_head_norm(float* buf, float* red, const float* w, float eps, int offset, int hd) {
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += buf[i] * buf[i];
+    ss = r_block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / hd + eps);
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) buf[i] = r_scaled(buf[i], inv, w, i, offset);
+    __syncthreads();
+}
+
+// Element i < rotaryDim's rotate_half angle at position p: cos and sin (· ropeScale) of p·invFreq[i mod rotaryDim/2].
+__device__ __forceinline__ void r_rope_cs(int i, int p, const float* invFreq, int half, float ropeScale, float& c, float& s) {
+    float a = (float) p * invFreq[i < half ? i : i - half];
+    c = cosf(a) * ropeScale;
+    s = sinf(a) * ropeScale;
+}
+
+// Element i of the rotate_half-roped row buf (dims past rotaryDim unrotated), with element i's r_rope_cs.
+__device__ __forceinline__ float r_rope_at(const float* buf, int i, int half, int rotaryDim, float c, float s) {
+    if (i < half) return buf[i] * c - buf[i + half] * s;
+    if (i < rotaryDim) return buf[i] * c + buf[i - half] * s;
+    return buf[i];
+}
+
 // Block (head, t) over heads + kvHeads heads: the per-head RMSNorm (qwen3 q_norm / k_norm) when its flag is
 // set, then the rotate_half rope at position pos[0] + t (angle = pos·invFreq in f32, cos/sin · ropeScale).
 // q heads are rewritten in place; k heads go to the key cache at that position, and the block also copies
-// the head's v into the value cache. headDim ≤ 256.
+// the head's v into the value cache. headDim ≤ 256. Prefill chunks only (T > 1): a decode step's attention
+// (r_attn_partial) norms and ropes its own rows and appends k and v itself, with the same helpers.
 extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
         float* q, const float* k, const float* v, float* kc, float* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
@@ -567,31 +594,12 @@ extern "C" __global__ void __launch_bounds__(128) r_qk_rope_append(
     float* dst = isQ ? q + ((long long) t * heads + h) * hd : kc + (long long) p * kvDim + (long long) kvh * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) buf[i] = src[i];
     __syncthreads();
-    if (isQ ? qNorm : kNorm) {
-        const float* w = isQ ? qw : kw;
-        float ss = 0.f;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += buf[i] * buf[i];
-        ss = r_block_sum(ss, red);
-        float inv = 1.f / sqrtf(ss / hd + eps);
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) buf[i] = r_scaled(buf[i], inv, w, i, offset);
-        __syncthreads();
-    }
+    if (isQ ? qNorm : kNorm) r_head_norm(buf, red, isQ ? qw : kw, eps, offset, hd);
     int half = rotaryDim / 2;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float o;
-        if (i < half) {
-            float a = (float) p * invFreq[i];
-            float c = cosf(a) * ropeScale, s = sinf(a) * ropeScale;
-            o = buf[i] * c - buf[i + half] * s;
-        } else if (i < rotaryDim) {
-            int j = i - half;
-            float a = (float) p * invFreq[j];
-            float c = cosf(a) * ropeScale, s = sinf(a) * ropeScale;
-            o = buf[i] * c + buf[j] * s;
-        } else {
-            o = buf[i];
-        }
-        dst[i] = o;
+        float c = 0.f, s = 0.f;
+        if (i < rotaryDim) r_rope_cs(i, p, invFreq, half, ropeScale, c, s);
+        dst[i] = r_rope_at(buf, i, half, rotaryDim, c, s);
     }
     if (!isQ) {
         const float* vs = v + ((long long) t * kvHeads + kvh) * hd;
@@ -643,21 +651,21 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
     }
 }
 
-// The start of a decode-attention block (r_attn_partial): (head h, query t, split s) =
-// blockIdx, the split's keys [lo, hi) of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache
-// stays full length), the query row in registers (lane + 32·i), the weighted values zeroed.
+// The start of a decode-attention block (r_attn_partial): (head h, split s) = blockIdx (one query: T = 1, position
+// p = pos[0]), the split's keys [lo, hi) of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the
+// cache stays full length), the query row qh (the block's normed, roped row in shared memory) in registers
+// (lane + 32·i), the weighted values zeroed.
 struct RAttnKeys { int lo, hi, kvh; long long kvDim; };
-__device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* q, int heads, int kvHeads, int hd, const int* pos,
+__device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int heads, int kvHeads, int hd, int p,
                                                         int splits, int window, float (&qv)[R_ATT_MAXI], float (&acc)[R_ATT_MAXI]) {
-    int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z, lane = threadIdx.x & 31;
-    int p = pos[0] + t, first = window > 0 && p >= window ? p - window + 1 : 0;
+    int h = blockIdx.x, s = blockIdx.z, lane = threadIdx.x & 31;
+    int first = window > 0 && p >= window ? p - window + 1 : 0;
     int n = p + 1 - first;
     RAttnKeys k;
     k.lo = first + (int) ((long long) s * n / splits);
     k.hi = first + (int) ((long long) (s + 1) * n / splits);
     k.kvh = h / (heads / kvHeads);
     k.kvDim = (long long) kvHeads * hd;
-    const float* qh = q + ((long long) t * heads + h) * hd;
 #pragma unroll
     for (int i = 0; i < R_ATT_MAXI; i++) {
         int d = lane + 32 * i;
@@ -714,25 +722,72 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
     r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
 }
 
-// Block (head, t, split): query t (position p = pos[0] + t) of head h against keys [lo, hi), the split's share
-// of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the cache stays full length). Each warp
-// takes every 4th group of R_ATT_KEYS consecutive keys: their K and V rows loaded at once (keys past hi masked:
-// rows read as 0, score −inf), warp-wide dot products, then one online-softmax update of its running max m, sum l
-// and weighted values per group; r_attn_split_end merges the 4 warps into the split's partials and, in the last
-// split of (t, h) to finish, every split into out: no separate combine launch. (Was one K row, then its V row, per
-// key: two dependent DRAM round trips per key, the walk bound by latency at a few dozen keys per split. H200,
-// gemv_bench's llama-8b decode chain at position 576, 16 splits: 2872 → 2719 µs per token; 32 splits: 2808.)
-extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
-        const float* q, const float* kc, const float* vc, float* pm, float* pl, float* pacc,
+// Block (head, 1, split) of a decode step (one query, T = 1, at position p = pos[0]) over raw q, k and v (the
+// products' outputs): every block norms (qk-norm flag) and ropes its own head's q row (the block's 128 threads, with
+// r_qk_rope_append's helpers: the same operations in the same order), and the blocks of the last split — the one
+// holding key p — also the k row of their kv head at p; they take key p's k row from shared memory and its v row
+// from the v product, never from the caches' row p (which one block per kv head, the last q head of its group,
+// writes there for the later steps, possibly while others of this grid run). So a decode step launches no
+// r_qk_rope_append. Then query p of head h against keys [lo, hi), the split's share of [first, p] (first = 0, or
+// p − window + 1 on a sliding-window layer: the cache stays full length). Each warp takes every 4th group of
+// R_ATT_KEYS consecutive keys below p: their K and V rows loaded at once (keys past the end masked: rows read as 0,
+// score −inf), warp-wide dot products, then one online-softmax update of its running max m, sum l and weighted
+// values per group; key p joins one warp's (m, l, acc) after its walk. r_attn_split_end merges the 4 warps into the
+// split's partials and, in the last split of h to finish, every split into out: no separate combine launch. (Was one
+// K row, then its V row, per key: two dependent DRAM round trips per key, the walk bound by latency at a few dozen
+// keys per split. H200, gemv_bench's llama-8b decode chain at position 576, 16 splits: 2872 → 2719 µs per token;
+// 32 splits: 2808.) headDim ≤ 256.
+extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
+        const float* q, const float* k, const float* v, float* kc, float* vc,
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
+        const float* invFreq, int rotaryDim, float ropeScale,
+        float* pm, float* pl, float* pacc,
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
         float* out, int* done, const float* sinks) {
+    __shared__ float sq[256], sk[256];   // the raw rows, normed in place
+    __shared__ float rq[256], rk[256];   // the roped q row, and k row of key p
+    __shared__ float cs[128], sn[128];   // the rope's cos and sin (· ropeScale) at p
+    __shared__ float red[32];
     r_pdl_trigger();
     r_pdl_wait();
-    int h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int h = blockIdx.x, s = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int p = pos[0], group = heads / kvHeads;
+    const bool withKey = s == splits - 1;   // the last split ends at key p (hi = p + 1)
+    {
+        const int kvh = h / group;
+        const float* qs = q + (long long) h * hd;
+        const float* ks = k + (long long) kvh * hd;
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+            sq[i] = qs[i];
+            if (withKey) sk[i] = ks[i];
+        }
+        __syncthreads();
+        if (qNorm) r_head_norm(sq, red, qw, eps, offset, hd);
+        if (withKey && kNorm) r_head_norm(sk, red, kw, eps, offset, hd);   // withKey is the same for the whole block
+        const int half = rotaryDim / 2;
+        // one block per kv head appends key p to the caches: the last q head of the group (the CPU emulator runs the
+        // blocks in order, so the group's other heads run before the row is written: reading it would read NaN there)
+        const bool append = withKey && h == kvh * group + group - 1;
+        const long long row = (long long) p * kvHeads * hd + (long long) kvh * hd;
+        for (int i = threadIdx.x; i < half; i += blockDim.x) r_rope_cs(i, p, invFreq, half, ropeScale, cs[i], sn[i]);
+        __syncthreads();
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+            int j = i < half ? i : i - half;
+            float c = i < rotaryDim ? cs[j] : 0.f, n = i < rotaryDim ? sn[j] : 0.f;
+            rq[i] = r_rope_at(sq, i, half, rotaryDim, c, n);
+            if (withKey) rk[i] = r_rope_at(sk, i, half, rotaryDim, c, n);
+        }
+        __syncthreads();
+        if (append)
+            for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+                kc[row + i] = rk[i];
+                vc[row + i] = v[(long long) kvh * hd + i];
+            }
+    }
     float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
-    const RAttnKeys ks = r_attn_split_begin(q, heads, kvHeads, hd, pos, splits, window, qv, acc);
-    const int lo = ks.lo, hi = ks.hi, kvh = ks.kvh;
+    const RAttnKeys ks = r_attn_split_begin(rq, heads, kvHeads, hd, p, splits, window, qv, acc);
+    const int lo = ks.lo, hi = withKey ? ks.hi - 1 : ks.hi, kvh = ks.kvh;   // the walk: cache rows below p only
     const long long kvDim = ks.kvDim;
     float m = R_NEG_INF, l = 0.f;
     // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
@@ -749,7 +804,7 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
             for (int i = 0; i < R_ATT_MAXI; i++) {
                 int c = lane + 32 * i;
                 bool ok = live && c < hd;
-                kr[u][i] = ok ? kp[c] : 0.f;   // a dead key's rows are never read (past p they may be unwritten: NaN)
+                kr[u][i] = ok ? kp[c] : 0.f;   // a dead key's rows are never read (row p is being written; past p unwritten)
                 vr[u][i] = ok ? vp[c] : 0.f;
             }
         }
@@ -782,7 +837,26 @@ extern "C" __global__ void __launch_bounds__(128) r_attn_partial(
         }
         m = mn;
     }
-    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
+    // key p (k row from shared memory, v row from the v product) joins the warp that would take the next group
+    if (withKey && warp == ((hi - lo) / R_ATT_KEYS) % R_ATT_WARPS) {
+        const float* vp = v + (long long) kvh * hd;
+        float d = 0.f, vr[R_ATT_MAXI];
+#pragma unroll
+        for (int i = 0; i < R_ATT_MAXI; i++) {
+            int c = lane + 32 * i;
+            d += qv[i] * (c < hd ? rk[c] : 0.f);
+            vr[i] = c < hd ? vp[c] : 0.f;
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        d *= scale;
+        float mn = fmaxf(m, d);
+        float corr = expf(m - mn), e = expf(d - mn);
+        l = l * corr + e;
+#pragma unroll
+        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] = acc[i] * corr + e * vr[i];
+        m = mn;
+    }
+    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, 0, s);
 }
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----

@@ -146,6 +146,49 @@ class CudaKernelEmulationTest {
     }
 
     /**
+     * Decode steps on the real r_attn_partial (emulated warps), which norms and ropes q and key p's k and appends k and v
+     * itself (no r_qk_rope_append in a decode step), with the real products: qwen3 (q/k norm), gemma3 ((1+w) q/k norm,
+     * sliding window 8 on local layers: the prompt and the 5 decode steps run past it, local/global rope bases),
+     * gpt-oss (sinks, sliding window) and llama, f32; prefill chunks of 4 write the first rows (r_qk_rope_append), each
+     * decode step reads the rows the earlier ones appended. Logits within 1e-3 of the CPU engine, greedy ids identical.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen3", "gemma3", "gpt_oss", "llama"})
+    void decodeStepsOnTheRealFusedAttentionMatchTheCpu(String model) throws Throwable {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("models/" + model);
+        Path cmf = tmp.resolve(model + "-decode-f32.cmf");
+        try (var src = dev.cmf4j.convert.Sources.open(dir)) {
+            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
+                    new dev.cmf4j.convert.TensorPolicy(dev.cmf4j.convert.TensorPolicy.Mode.F32, List.of())).withThreads(2));
+        }
+        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
+        int steps = 6;
+        Run want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
+        List<String> notes = new ArrayList<>();
+        long before = launches();
+        Run got;
+        emulateProducts(1);
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(notes::add);
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+                assertThat(m.graph().device()).as(model + ": " + notes).isNotNull();
+                got = run(m.graph(), prompt, steps);
+            }
+        } finally {
+            emulateProducts(0);
+        }
+        assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double max = 0;
+        for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
+        System.out.printf("emulated fused decode attention %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", model, max,
+                want.logits().length, java.util.Arrays.toString(got.greedy()));
+        assertThat(max).as(model + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+        assertThat(got.greedy()).as(model + " greedy ids").containsExactly(want.greedy());
+    }
+
+    /**
      * gpt-oss straight from its HF folder: the experts stay fused and input-major ([E, hidden, 2I] interleaved
      * gate/up, [E, I, hidden] down, as the checkpoint stores them), so the resident forward reads them through
      * ra_expert_col on the emulated kernels; logits within 1e-3 of the CPU graph on the same weights, greedy
@@ -514,49 +557,74 @@ class CudaKernelEmulationTest {
     }
 
     /**
-     * resident.cu's decode attention (r_attn_partial, the real kernel on emulated blocks): each split's partials, then
-     * the merge by the last split of each head (an atomic counter per head), against a double-precision reference;
-     * shape = hd/heads/kvHeads/pos/window/sinks/splits. Two launches in a row (a replayed decode graph) give the same
-     * output and leave every counter back at 0; cache rows past the position hold NaN. Each warp takes groups of 4
-     * keys: 128/4/2/45/0/0/1 (46 keys in one split) and 64/4/2/90/37/1/2 (a window of 37: 18 and 19 keys) walk several
-     * groups per warp and end on a group with dead keys, the last split's past the position (NaN rows: a dead key
-     * whose rows are read, or whose score is not masked, fails).
+     * resident.cu's decode attention (r_attn_partial, the real kernel on emulated blocks), which also does the decode
+     * step's q/k norm, rope and KV append: from the raw q, k and v rows, each split's partials, then the merge by the
+     * last split of each head (an atomic counter per head), against a double-precision reference (q and k normed and
+     * roped here); shape = hd/heads/kvHeads/pos/window/sinks/splits/norm/rotaryDim (norm: 0 none, 1 qwen3's w·x, 2
+     * gemma's (1+w)·x; rotaryDim &lt; hd: partial rotary). Three decode steps at pos, pos+1, pos+2 (each a replayed
+     * graph's launch twice: the same output, every counter back at 0), each appending its key and value row to the
+     * caches (checked: the roped k row, the v row, no other row touched), so the later steps read the rows the kernel
+     * appended. Cache rows from the step's position on hold NaN before its first launch: a block that reads the cache
+     * row of its own key (being written by another block) instead of the row it computed, or any row past it, fails.
+     * Each warp takes groups of 4 keys: 128/4/2/45/0/0/1 (46 keys in one split) and 64/4/2/90/37/1/2 (a window of 37:
+     * 18 and 19 keys) walk several groups per warp and end on a group with dead keys.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"128/8/2/37/0/0/4", "64/4/4/70/16/1/7", "13/6/2/5/0/1/3", "256/2/1/9/4/0/2", "40/6/3/100/0/0/32",
-            "32/4/2/0/0/1/1", "128/4/2/45/0/0/1", "64/4/2/90/37/1/2"})
-    void decodeAttentionMergesItsSplitsLikeAReference(String shape) {
+    @ValueSource(strings = {"128/8/2/37/0/0/4/1/128", "64/4/4/70/16/1/7/2/32", "13/6/2/5/0/1/3/0/12", "256/2/1/9/4/0/2/1/256",
+            "40/6/3/100/0/0/32/0/40", "32/4/2/0/0/1/1/2/16", "128/4/2/45/0/0/1/0/64", "64/4/2/90/37/1/2/1/64", "64/8/2/3/0/0/16/1/64"})
+    void decodeAttentionRopesAppendsAndMergesItsSplitsLikeAReference(String shape) {
         String[] f = shape.split("/");
-        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p = Integer.parseInt(f[3]);
-        int window = Integer.parseInt(f[4]), splits = Integer.parseInt(f[6]);
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p0 = Integer.parseInt(f[3]);
+        int window = Integer.parseInt(f[4]), splits = Integer.parseInt(f[6]), norm = Integer.parseInt(f[7]), rot = Integer.parseInt(f[8]);
         boolean withSinks = f[5].equals("1");
-        int ctxLen = p + 4, kvDim = kvHeads * hd, group = heads / kvHeads;
+        int steps = 3, ctxLen = p0 + steps + 2, kvDim = kvHeads * hd, group = heads / kvHeads;
         java.util.Random r = new java.util.Random(shape.hashCode());
-        float[] q = rnd(r, heads * hd, -1f, 1f), kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
-        for (int i = (p + 1) * kvDim; i < ctxLen * kvDim; i++) kc[i] = vc[i] = Float.NaN;   // not yet written
-        float[] sinks = rnd(r, heads, -1f, 2f);
-        float scale = (float) (1.5 / Math.sqrt(hd));
-        float[][] got = new float[2][heads * hd];
+        float[] kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
+        for (int i = p0 * kvDim; i < ctxLen * kvDim; i++) kc[i] = vc[i] = Float.NaN;   // not yet written
+        float[] sinks = rnd(r, heads, -1f, 2f), qw = rnd(r, hd, 0.5f, 1.5f), kw = rnd(r, hd, -0.5f, 0.5f);
+        float[] invFreq = new float[Math.max(1, rot / 2)];
+        for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
+        float scale = (float) (1.5 / Math.sqrt(hd)), ropeScale = 1.125f, eps = 1e-5f;
+        float[][] qs = new float[steps][], ks = new float[steps][], vs = new float[steps][];
+        for (int st = 0; st < steps; st++) {
+            qs[st] = rnd(r, heads * hd, -2f, 2f);
+            ks[st] = rnd(r, kvDim, -2f, 2f);
+            vs[st] = rnd(r, kvDim, -1f, 1f);
+        }
+        float[][][] got = new float[steps][2][heads * hd];
+        float[][] kcAfter = new float[steps][], vcAfter = new float[steps][];
         int[] done = new int[heads];
         long before;
         try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
-                long dq = up.apply(MemorySegment.ofArray(q)), dk = up.apply(MemorySegment.ofArray(kc)), dv = up.apply(MemorySegment.ofArray(vc));
+                long dk = up.apply(MemorySegment.ofArray(kc)), dv = up.apply(MemorySegment.ofArray(vc));
                 long dpm = up.apply(MemorySegment.ofArray(new float[heads * splits])), dpl = up.apply(MemorySegment.ofArray(new float[heads * splits]));
                 long dacc = up.apply(MemorySegment.ofArray(new float[heads * splits * hd]));
                 long dout = up.apply(MemorySegment.ofArray(new float[heads * hd])), ddone = up.apply(MemorySegment.ofArray(new int[heads]));
-                long dpos = up.apply(MemorySegment.ofArray(new int[] {p}));
                 long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
-                MemorySegment host = a.allocate(4L * heads * hd, 4);
-                for (int run = 0; run < 2; run++) {
-                    cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
-                            ResidentForward.pack(a, dq, dk, dv, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits, window,
-                                    dout, ddone, dsinks));
-                    cu.synchronize();
-                    cu.copyToHost(host, dout, host.byteSize());
-                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got[run], 0, heads * hd);
+                long dqw = norm > 0 ? up.apply(MemorySegment.ofArray(qw)) : 0L, dkw = norm > 0 ? up.apply(MemorySegment.ofArray(kw)) : 0L;
+                long dinv = up.apply(MemorySegment.ofArray(invFreq));
+                MemorySegment host = a.allocate(4L * Math.max(heads * hd, ctxLen * kvDim), 4);
+                for (int st = 0; st < steps; st++) {
+                    long dq = up.apply(MemorySegment.ofArray(qs[st])), dkr = up.apply(MemorySegment.ofArray(ks[st]));
+                    long dvr = up.apply(MemorySegment.ofArray(vs[st])), dpos = up.apply(MemorySegment.ofArray(new int[] {p0 + st}));
+                    for (int run = 0; run < 2; run++) {
+                        cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
+                                ResidentForward.pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, norm > 0 ? 1 : 0, norm > 0 ? 1 : 0, eps,
+                                        norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos,
+                                        splits, window, dout, ddone, dsinks));
+                        cu.synchronize();
+                        cu.copyToHost(host, dout, 4L * heads * hd);
+                        MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got[st][run], 0, heads * hd);
+                    }
+                    kcAfter[st] = new float[ctxLen * kvDim];
+                    vcAfter[st] = new float[ctxLen * kvDim];
+                    cu.copyToHost(host, dk, 4L * ctxLen * kvDim);
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, kcAfter[st], 0, ctxLen * kvDim);
+                    cu.copyToHost(host, dv, 4L * ctxLen * kvDim);
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, vcAfter[st], 0, ctxLen * kvDim);
                 }
                 cu.copyToHost(host, ddone, 4L * heads);
                 MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, done, 0, heads);
@@ -565,23 +633,67 @@ class CudaKernelEmulationTest {
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated r_attn_partial").isEqualTo(2); }
+        try { assertThat(launches() - before).as("launches of the emulated r_attn_partial").isEqualTo(2L * steps); }
         catch (Throwable e) { throw new AssertionError(e); }
         assertThat(done).as("%s: every head's counter back at 0 for the next step", shape).containsOnly(0);
-        assertThat(got[1]).as("%s: a second step gives the same output", shape).containsExactly(got[0]);
-        double worst = 0;
-        int first = window > 0 && p >= window ? p - window + 1 : 0;
-        for (int h = 0; h < heads; h++) {
-            int g = h / group;
-            double[] ref = attention(q, h * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, withSinks ? sinks[h] : Double.NaN);
-            for (int c = 0; c < hd; c++) {
-                double want = ref[c];
-                double err = Math.abs(got[0][h * hd + c] - want);
-                assertThat(err).as("%s: head %d, column %d", shape, h, c).isLessThan(2e-6);
-                worst = Math.max(worst, err);
+        double worst = 0, worstK = 0;
+        for (int st = 0; st < steps; st++) {
+            int p = p0 + st;
+            assertThat(got[st][1]).as("%s step %d: a second launch gives the same output", shape, st).containsExactly(got[st][0]);
+            // the caches: row p is key p's normed, roped k row and its v row; every other row as before
+            float[] kcWant = kc.clone(), q = new float[heads * hd];
+            for (int g = 0; g < kvHeads; g++) {
+                double[] kr = normRope(ks[st], g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
+                for (int c = 0; c < hd; c++) {
+                    int i = p * kvDim + g * hd + c;
+                    assertThat((double) kcAfter[st][i]).as("%s step %d: appended k, kv head %d, column %d", shape, st, g, c)
+                            .isCloseTo(kr[c], org.assertj.core.data.Offset.offset(2e-6 * (1 + Math.abs(kr[c]))));
+                    assertThat(vcAfter[st][i]).as("%s step %d: appended v", shape, st).isEqualTo(vs[st][g * hd + c]);
+                    kc[i] = kcAfter[st][i];
+                    vc[i] = vs[st][g * hd + c];
+                }
+            }
+            for (int i = 0; i < ctxLen * kvDim; i++)
+                if (i / kvDim != p) {
+                    assertThat(Float.floatToRawIntBits(kcAfter[st][i])).as("%s step %d: k cache element %d untouched", shape, st, i)
+                            .isEqualTo(Float.floatToRawIntBits(kcWant[i]));
+                    assertThat(Float.floatToRawIntBits(vcAfter[st][i])).as("%s step %d: v cache element %d untouched", shape, st, i)
+                            .isEqualTo(Float.floatToRawIntBits(vc[i]));
+                }
+            for (int h = 0; h < heads; h++) {
+                double[] qr = normRope(qs[st], h * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p);
+                for (int c = 0; c < hd; c++) q[h * hd + c] = (float) qr[c];
+            }
+            int first = window > 0 && p >= window ? p - window + 1 : 0;
+            for (int h = 0; h < heads; h++) {
+                int g = h / group;
+                double[] ref = attention(q, h * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, withSinks ? sinks[h] : Double.NaN);
+                for (int c = 0; c < hd; c++) {
+                    double err = Math.abs(got[st][0][h * hd + c] - ref[c]);
+                    assertThat(err).as("%s step %d: head %d, column %d", shape, st, h, c).isLessThan(4e-6);
+                    worst = Math.max(worst, err);
+                }
             }
         }
         System.out.printf("emulated decode attention %s: max|Δ| %.3g%n", shape, worst);
+    }
+
+    /** Row x[off..off+hd) normed (0 none, 1 w·x, 2 (1+w)·x; RMS with eps) then rotate_half-roped at p, in double. */
+    private static double[] normRope(float[] x, int off, int hd, int norm, float[] w, float eps, float[] invFreq, int rot,
+                                     float ropeScale, int p) {
+        double[] b = new double[hd], o = new double[hd];
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += (double) x[off + i] * x[off + i];
+        double inv = 1 / Math.sqrt(ss / hd + eps);
+        for (int i = 0; i < hd; i++) b[i] = norm == 0 ? x[off + i] : norm == 1 ? w[i] * (x[off + i] * inv) : (1 + w[i]) * (x[off + i] * inv);
+        int half = rot / 2;
+        for (int i = 0; i < hd; i++) {
+            if (i >= rot) { o[i] = b[i]; continue; }
+            int j = i < half ? i : i - half;
+            double a = (double) (float) ((float) p * invFreq[j]), c = Math.cos(a) * ropeScale, s = Math.sin(a) * ropeScale;
+            o[i] = i < half ? b[i] * c - b[i + half] * s : b[i] * c + b[j] * s;
+        }
+        return o;
     }
 
     /**

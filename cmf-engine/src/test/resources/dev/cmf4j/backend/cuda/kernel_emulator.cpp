@@ -251,8 +251,10 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
 #define GS(N, Fn) case N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, F), P(4, F), P(5, F), P(6, float), P(7, int), P(8, int), \
                   P(9, int), P(10, F), P(11, r_u16*), P(12, int), P(13, int), P(14, float*)); }; break;
         GS(66, r_glu_split_1) GS(67, r_glu_split_2) GS(68, r_glu_split_4) GS(69, r_glu_split_8)
-        case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
-                       P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*), P(15, F)); }; break;
+        case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
+                       P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

@@ -445,7 +445,7 @@ static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz,
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
-    if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(6) || gy != 1 || gz != (unsigned) INT(11);   /* heads × 1 × splits */
+    if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22);   /* heads × 1 × splits */
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
@@ -514,6 +514,25 @@ static void gemm_out_twin(const float* C, const float* rs, const float* bias, fl
 static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     int n = 1 << (kind - R_GLU_SPLIT), rows = INT(8), T = INT(9);
     return bx != 512 || gy != 1 || gz != 1 || gx != (unsigned) T || rows % 4 != 0 || rows > n * 2048;
+}
+/* the C twin of the q/k norm + rope of one head row src (hd ≤ 256) at position pp into dst (may be src) */
+static void twin_rope(const float* src, float* dst, const float* w, int norm, float eps, int off, const float* inv, int rot,
+                      float scale, int pp, int hd) {
+    float buf[256];
+    for (int i = 0; i < hd; i++) buf[i] = src[i];
+    if (norm) {
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += (double) buf[i] * buf[i];
+        float r = 1.f / sqrtf((float) (ss / hd) + eps);
+        for (int i = 0; i < hd; i++) buf[i] = !w ? buf[i] * r : off ? buf[i] * r * (1.f + w[i]) : w[i] * (buf[i] * r);
+    }
+    int half = rot / 2;
+    for (int i = 0; i < hd; i++) {
+        float o = buf[i];
+        if (i < half) { float a = (float) pp * inv[i]; o = buf[i] * cosf(a) * scale - buf[i + half] * sinf(a) * scale; }
+        else if (i < rot) { int m = i - half; float a = (float) pp * inv[m]; o = buf[i] * cosf(a) * scale + buf[m] * sinf(a) * scale; }
+        dst[i] = o;
+    }
 }
 static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
@@ -659,24 +678,9 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads + kvh; h++) {
                     int pp = pos[0] + t, isq = h < heads, j = h - heads;
-                    float buf[256];
                     float* src = isq ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvh + j) * hd;
                     float* dst = isq ? src : kc + (long long) pp * kvh * hd + (long long) j * hd;
-                    for (int i = 0; i < hd; i++) buf[i] = src[i];
-                    if (isq ? qn : kn) {
-                        const float* w = isq ? qw : kw;
-                        double ss = 0;
-                        for (int i = 0; i < hd; i++) ss += (double) buf[i] * buf[i];
-                        float r = 1.f / sqrtf((float) (ss / hd) + eps);
-                        for (int i = 0; i < hd; i++) buf[i] = !w ? buf[i] * r : off ? buf[i] * r * (1.f + w[i]) : w[i] * (buf[i] * r);
-                    }
-                    int half = rot / 2;
-                    for (int i = 0; i < hd; i++) {
-                        float o = buf[i];
-                        if (i < half) { float a = (float) pp * inv[i]; o = buf[i] * cosf(a) * scale - buf[i + half] * sinf(a) * scale; }
-                        else if (i < rot) { int m = i - half; float a = (float) pp * inv[m]; o = buf[i] * cosf(a) * scale + buf[m] * sinf(a) * scale; }
-                        dst[i] = o;
-                    }
+                    twin_rope(src, dst, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pp, hd);
                     if (!isq)
                         for (int i = 0; i < hd; i++)
                             vc[(long long) pp * kvh * hd + (long long) j * hd + i] = v[((long long) t * kvh + j) * hd + i];
@@ -684,12 +688,25 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             return 0;
         }
         case R_ATTN: {
-            const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
-            float *pm = PTR(3), *pl = PTR(4), *pacc = PTR(5);
-            int heads = INT(6), kvh = INT(7), hd = INT(8), splits = INT(11), window = INT(12);
-            float scale = FLT(9);
-            const int* pos = PTR(10);
-            if (gx != (unsigned) heads || gz != (unsigned) splits) return 1;
+            /* a decode step (one query at pos[0]) over the raw q, k, v: each q row normed and roped, key p's k row too,
+               appended with its v row to the caches, then the attention over the cache rows */
+            const float *qraw = PTR(0), *k = PTR(1), *v = PTR(2);
+            float *kc = PTR(3), *vc = PTR(4);
+            const float *qw = PTR(5), *kw = PTR(6), *inv = PTR(11);
+            int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12);
+            float eps = FLT(9), rscale = FLT(13);
+            float *pm = PTR(14), *pl = PTR(15), *pacc = PTR(16);
+            int heads = INT(17), kvh = INT(18), hd = INT(19), splits = INT(22), window = INT(23);
+            float scale = FLT(20);
+            const int* pos = PTR(21);
+            if (gx != (unsigned) heads || gy != 1 || gz != (unsigned) splits || hd > 256) return 1;
+            float* q = malloc(sizeof(float) * heads * hd);
+            for (int h = 0; h < heads; h++) twin_rope(qraw + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, pos[0], hd);
+            for (int j = 0; j < kvh; j++) {
+                long long row = (long long) pos[0] * kvh * hd + (long long) j * hd;
+                twin_rope(k + (long long) j * hd, kc + row, kw, kn, eps, off, inv, rot, rscale, pos[0], hd);
+                for (int i = 0; i < hd; i++) vc[row + i] = v[(long long) j * hd + i];
+            }
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
@@ -713,9 +730,10 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                         }
                         pm[o] = m; pl[o] = l;
                     }
+            free(q);
             /* the last split of each head merges them (sinks in the denominator only) */
-            float* out = PTR(13);
-            const float* sinks = PTR(15);
+            float* out = PTR(24);
+            const float* sinks = PTR(26);
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads; h++) {
                     long long b = ((long long) t * heads + h) * splits;
