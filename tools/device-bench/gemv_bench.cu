@@ -244,8 +244,8 @@ int main(int argc, char** argv) {
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const float eps = 1e-5f;
 
-    // the decode step's rope + KV append and attention (r_attn_partial) at position POS (SPLITS: env ATT_SPLITS,
-    // default 16 as ResidentForward on 132 SMs)
+    // the decode step's attention (r_attn_partial, which also does the rope and the KV append) at position POS
+    // (SPLITS: env ATT_SPLITS, default 16 as ResidentForward on 132 SMs)
     const int HEADS = 32, KVH = 8, HD = 128, POS = 576;
     const int SPLITS = getenv("ATT_SPLITS") ? atoi(getenv("ATT_SPLITS")) : 16;
     float *kc, *vc, *pm, *pl, *pacc; int *done, *posd;
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&done, 4L * HEADS)); CK(cudaMemset(done, 0, 4L * HEADS));
     CK(cudaMalloc(&posd, 4)); CK(cudaMemcpy(posd, &POS, 4, cudaMemcpyHostToDevice));
     float* invFreq = fvec(HD / 2, 0.0001f, 1.f, 31);
-    // the shipped kernels (resident.cu), as ResidentForward launches them for llama-8b q8_2f; attn: with rope +
-    // attention between q/k/v and o; pdl: every launch with programmatic stream serialization
+    // the shipped kernels (resident.cu), as ResidentForward launches them for llama-8b q8_2f; attn: with the
+    // attention (rope and KV append fused in) between q/k/v and o; pdl: every launch with programmatic stream serialization
     auto chain = [&](bool pdl, bool attn) {
         for (int l = 0; l < L; l++) {
             Layer& w = Ls[l];
@@ -273,9 +273,9 @@ int main(int argc, char** argv) {
                     (const void*) w.k, (const float*) w.rs[1], (const float*) w.cf[1], (const float*) nullptr, k, KV,
                     (const void*) w.v, (const float*) w.rs[2], (const float*) w.cf[2], (const float*) nullptr, v, KV, (const float*) x, H, 1, eps);
             if (attn) {
-                launchp(pdl, r_qk_rope_append, dim3(HEADS + KVH), 128, st, q, (const float*) k, (const float*) v, kcl, vcl,
-                        (const float*) nullptr, (const float*) nullptr, 0, 0, 0.f, 0, (const float*) invFreq, HD, 1.f, HEADS, KVH, HD, (const int*) posd);
-                launchp(pdl, r_attn_partial, dim3(HEADS, 1, SPLITS), 128, st, (const float*) q, (const float*) kcl, (const float*) vcl, pm, pl, pacc,
+                // one launch, as ResidentForward's decode step: the attention ropes q (and key p's k, which it appends)
+                launchp(pdl, r_attn_partial, dim3(HEADS, 1, SPLITS), 128, st, (const float*) q, (const float*) k, (const float*) v, kcl, vcl,
+                        (const float*) nullptr, (const float*) nullptr, 0, 0, 0.f, 0, (const float*) invFreq, HD, 1.f, pm, pl, pacc,
                         HEADS, KVH, HD, 0.088f, (const int*) posd, SPLITS, 0, att, done, (const float*) nullptr);
             }
             launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.o, (const float*) w.rs[3], (const float*) w.cf[3], (const float*) nullptr, (const float*) att, x, H, H, 1, 0, 0.f);
