@@ -480,7 +480,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step, in one wave
-     * (r_attn_partial's 125 registers on sm_90 leave room for 4 blocks per SM). H200, llama-8b (16 splits): 32 splits
+     * (r_attn_partial's 111 registers on sm_90, under __launch_bounds__(128, 4), leave room for 4 blocks per SM). H200, llama-8b (16 splits): 32 splits
      * made gemv_bench's decode chain slower (2808 µs per token against 2719).
      */
     int splits(int t) {

@@ -749,6 +749,9 @@ extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
     __shared__ float cs[128], sn[128];   // the rope's cos and sin (· ropeScale) at p
     __shared__ float red[32];
     r_pdl_trigger();
+#ifdef __CUDA_ARCH__
+    if (gridDim.y != 1) __trap();   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
+#endif
     r_pdl_wait();
     const int h = blockIdx.x, s = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -564,22 +564,27 @@ class CudaKernelEmulationTest {
      * gemma's (1+w)·x; rotaryDim &lt; hd: partial rotary). Three decode steps at pos, pos+1, pos+2 (each a replayed
      * graph's launch twice: the same output, every counter back at 0), each appending its key and value row to the
      * caches (checked: the roped k row, the v row, no other row touched), so the later steps read the rows the kernel
-     * appended. Cache rows from the step's position on hold NaN before its first launch: a block that reads the cache
+     * appended. norm 3 and 4: a q norm or a k norm alone. Cache rows from the step's position on hold NaN before its first launch: a block that reads the cache
      * row of its own key (being written by another block) instead of the row it computed, or any row past it, fails.
      * Each warp takes groups of 4 keys: 128/4/2/45/0/0/1 (46 keys in one split) and 64/4/2/90/37/1/2 (a window of 37:
      * 18 and 19 keys) walk several groups per warp and end on a group with dead keys; 64/8/2/3/0/0/16/1/64 and
      * 64/4/2/5/0/1/16/0/64 (sinks) leave most of their 16 splits empty (m = −inf: the merge skips them, as on every
-     * decode step below position 15).
+     * decode step below position 15); 64/4/2/20/1/0/4/3/64: a window of 1 (only key p) with a q norm alone;
+     * 32/4/2/12/20/1/3/4/0: no rope (rotary dim 0) with a k norm alone, p inside the window. The block that appends a kv
+     * head's row is its group's last q head, which the emulator runs after the group's others (blocks one at a time, x
+     * innermost): so a block reading cache row p instead of its own row meets NaN, except where a group has one head
+     * (heads = kvHeads), whose reader is the writer.
      */
     @ParameterizedTest
     @ValueSource(strings = {"128/8/2/37/0/0/4/1/128", "64/4/4/70/16/1/7/2/32", "13/6/2/5/0/1/3/0/12", "256/2/1/9/4/0/2/1/256",
             "40/6/3/100/0/0/32/0/40", "32/4/2/0/0/1/1/2/16", "128/4/2/45/0/0/1/0/64", "64/4/2/90/37/1/2/1/64", "64/8/2/3/0/0/16/1/64",
-            "64/4/2/5/0/1/16/0/64"})
+            "64/4/2/5/0/1/16/0/64", "64/4/2/20/1/0/4/3/64", "32/4/2/12/20/1/3/4/0"})
     void decodeAttentionRopesAppendsAndMergesItsSplitsLikeAReference(String shape) {
         String[] f = shape.split("/");
         int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p0 = Integer.parseInt(f[3]);
         int window = Integer.parseInt(f[4]), splits = Integer.parseInt(f[6]), norm = Integer.parseInt(f[7]), rot = Integer.parseInt(f[8]);
         boolean withSinks = f[5].equals("1");
+        int qNorm = norm == 4 ? 0 : norm == 3 ? 1 : norm, kNorm = norm == 3 ? 0 : norm == 4 ? 1 : norm;   // 3: q only, 4: k only
         int steps = 3, ctxLen = p0 + steps + 2, kvDim = kvHeads * hd, group = heads / kvHeads;
         java.util.Random r = new java.util.Random(shape.hashCode());
         float[] kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
@@ -615,7 +620,7 @@ class CudaKernelEmulationTest {
                     long dvr = up.apply(MemorySegment.ofArray(vs[st])), dpos = up.apply(MemorySegment.ofArray(new int[] {p0 + st}));
                     for (int run = 0; run < 2; run++) {
                         cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
-                                ResidentForward.pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, norm > 0 ? 1 : 0, norm > 0 ? 1 : 0, eps,
+                                ResidentForward.pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, qNorm > 0 ? 1 : 0, kNorm > 0 ? 1 : 0, eps,
                                         norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos,
                                         splits, window, dout, ddone, dsinks));
                         cu.synchronize();
@@ -646,7 +651,7 @@ class CudaKernelEmulationTest {
             // the caches: row p is key p's normed, roped k row and its v row; every other row as before
             float[] kcWant = kc.clone(), q = new float[heads * hd];
             for (int g = 0; g < kvHeads; g++) {
-                double[] kr = normRope(ks[st], g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
+                double[] kr = normRope(ks[st], g * hd, hd, kNorm, kw, eps, invFreq, rot, ropeScale, p);
                 for (int c = 0; c < hd; c++) {
                     int i = p * kvDim + g * hd + c;
                     assertThat((double) kcAfter[st][i]).as("%s step %d: appended k, kv head %d, column %d", shape, st, g, c)
@@ -664,7 +669,7 @@ class CudaKernelEmulationTest {
                             .isEqualTo(Float.floatToRawIntBits(vc[i]));
                 }
             for (int h = 0; h < heads; h++) {
-                double[] qr = normRope(qs[st], h * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p);
+                double[] qr = normRope(qs[st], h * hd, hd, qNorm, qw, eps, invFreq, rot, ropeScale, p);
                 for (int c = 0; c < hd; c++) q[h * hd + c] = (float) qr[c];
             }
             int first = window > 0 && p >= window ? p - window + 1 : 0;
