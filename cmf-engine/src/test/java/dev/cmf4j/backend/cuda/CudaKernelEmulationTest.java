@@ -115,34 +115,48 @@ class CudaKernelEmulationTest {
     void residentGemma3AndQwen3MoeOnTheRealKernelsMatchTheCpu(String which) throws Throwable {
         String model = which.split(":")[0];
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[1]);
+        residentMatchesTheCpu(which, model, mode, false, "launches of the emulated resident_arch.cu kernels");
+    }
+
+    /**
+     * The fixture folder {@code model} converted at {@code mode}, run resident on the emulated kernels (the products
+     * too when {@code realProducts}) and on the CPU engine over the same 11-token prompt (past gemma3's window of 8)
+     * and 6 greedy steps: the note says GPU-resident, more than 10 emulated launches, logits within 1e-3, greedy ids
+     * identical.
+     */
+    private void residentMatchesTheCpu(String label, String model, dev.cmf4j.convert.TensorPolicy.Mode mode,
+                                       boolean realProducts, String launchesWhat) throws Throwable {
         Path dir = dev.cmf4j.testkit.Fixtures.require("models/" + model);
-        Path cmf = tmp.resolve(model + "-" + mode.label + ".cmf");
+        Path cmf = tmp.resolve(model + "-" + mode.label + (realProducts ? "-products" : "") + ".cmf");
         try (var src = dev.cmf4j.convert.Sources.open(dir)) {
             dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
                     new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
         }
-        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};   // 11 positions, past gemma3's window of 8
+        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
         int steps = 6;
         Run want;
         try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
         List<String> notes = new ArrayList<>();
         long before = launches();
         Run got;
+        if (realProducts) emulateProducts(1);
         try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
             gpu.notes(notes::add);
             try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
-                assertThat(m.graph().device()).as(which + ": " + notes).isNotNull();
+                assertThat(m.graph().device()).as(label + ": " + notes).isNotNull();
                 got = run(m.graph(), prompt, steps);
             }
+        } finally {
+            if (realProducts) emulateProducts(0);
         }
         assertThat(notes).singleElement().asString().contains("GPU-resident forward");
-        assertThat(launches() - before).as("launches of the emulated resident_arch.cu kernels").isGreaterThan(10);
+        assertThat(launches() - before).as(launchesWhat).isGreaterThan(10);
         double max = 0;
         for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
-        System.out.printf("emulated resident %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", which, max,
+        System.out.printf("emulated resident %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", label, max,
                 want.logits().length, java.util.Arrays.toString(got.greedy()));
-        assertThat(max).as(which + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
-        assertThat(got.greedy()).as(which + " greedy ids").containsExactly(want.greedy());
+        assertThat(max).as(label + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+        assertThat(got.greedy()).as(label + " greedy ids").containsExactly(want.greedy());
     }
 
     /**
@@ -155,37 +169,8 @@ class CudaKernelEmulationTest {
     @ParameterizedTest
     @ValueSource(strings = {"qwen3", "gemma3", "gpt_oss", "llama"})
     void decodeStepsOnTheRealFusedAttentionMatchTheCpu(String model) throws Throwable {
-        Path dir = dev.cmf4j.testkit.Fixtures.require("models/" + model);
-        Path cmf = tmp.resolve(model + "-decode-f32.cmf");
-        try (var src = dev.cmf4j.convert.Sources.open(dir)) {
-            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
-                    new dev.cmf4j.convert.TensorPolicy(dev.cmf4j.convert.TensorPolicy.Mode.F32, List.of())).withThreads(2));
-        }
-        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
-        int steps = 6;
-        Run want;
-        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
-        List<String> notes = new ArrayList<>();
-        long before = launches();
-        Run got;
-        emulateProducts(1);
-        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
-            gpu.notes(notes::add);
-            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
-                assertThat(m.graph().device()).as(model + ": " + notes).isNotNull();
-                got = run(m.graph(), prompt, steps);
-            }
-        } finally {
-            emulateProducts(0);
-        }
-        assertThat(notes).singleElement().asString().contains("GPU-resident forward");
-        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
-        double max = 0;
-        for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
-        System.out.printf("emulated fused decode attention %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", model, max,
-                want.logits().length, java.util.Arrays.toString(got.greedy()));
-        assertThat(max).as(model + " max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
-        assertThat(got.greedy()).as(model + " greedy ids").containsExactly(want.greedy());
+        residentMatchesTheCpu("fused decode attention " + model, model, dev.cmf4j.convert.TensorPolicy.Mode.F32, true,
+                "launches of the emulated kernels");
     }
 
     /**
