@@ -138,6 +138,16 @@ __device__ __forceinline__ void r_ld4w(const void* __restrict__ w, long long i, 
     }
 }
 
+// v ⊙ cf[c..c+3]: four activations times their column scales (q8_2f's, or a folded norm's weight); v as it is when
+// cf is null (no column scales).
+__device__ __forceinline__ float4 r_cf4(float4 v, const float* cf, int c) {
+    if (cf != nullptr) {
+        float4 f = *reinterpret_cast<const float4*>(cf + c);
+        v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
+    }
+    return v;
+}
+
 // Σ_c W[base + c]·cf[c]·x[c] over one row, by one warp: the product of f32 weights, and of any weights whose
 // width is not a multiple of 4 (16-bit and int8 weights of a width divisible by 4 take r_rows8). Fast path (cols
 // a multiple of 4): lane l takes the 4 weights at columns 4l + 128k, so a warp's weight loads and its float4 reads
@@ -159,11 +169,7 @@ __device__ __forceinline__ float r_dot(const void* __restrict__ w, const float* 
             for (int u = 0; u < 8; u++) {
                 int c = c0 + u * 128;
                 if (c < cols) {
-                    float4 xv = *reinterpret_cast<const float4*>(xt + c);
-                    if (cf != nullptr) {
-                        float4 f = *reinterpret_cast<const float4*>(cf + c);
-                        xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
-                    }
+                    float4 xv = r_cf4(*reinterpret_cast<const float4*>(xt + c), cf, c);
                     acc += wv[u][0] * xv.x + wv[u][1] * xv.y + wv[u][2] * xv.z + wv[u][3] * xv.w;
                 }
             }
@@ -295,12 +301,7 @@ __device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float*
             ss += xv.x * xv.x + xv.y * xv.y + xv.z * xv.z + xv.w * xv.w;
 #pragma unroll
             for (int m = 0; m < NM; m++) {
-                float4 xm = xv;
-                if (cf[m] != nullptr) {
-                    float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + j);
-                    xm.x *= f.x; xm.y *= f.y; xm.z *= f.z; xm.w *= f.w;
-                }
-                *reinterpret_cast<float4*>(&xs[m][j]) = xm;
+                *reinterpret_cast<float4*>(&xs[m][j]) = r_cf4(xv, cf[m], k0 + j);
             }
         }
         __syncthreads();
@@ -1178,11 +1179,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
 #pragma unroll
             for (int i = 0; i < N; i++) {
                 if (i >= n) break;
-                float4 w = v;
-                if (cfs[i] != nullptr) {
-                    float4 f = *reinterpret_cast<const float4*>(cfs[i] + c);
-                    w.x *= f.x; w.y *= f.y; w.z *= f.z; w.w *= f.w;
-                }
+                float4 w = r_cf4(v, cfs[i], c);
                 mx[i] = fmaxf(mx[i], fmaxf(fmaxf(fabsf(w.x), fabsf(w.y)), fmaxf(fabsf(w.z), fabsf(w.w))));
             }
         }
@@ -1218,11 +1215,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
 #pragma unroll
             for (int i = 0; i < N; i++) {
                 if (i >= n) break;
-                float4 v = x4;
-                if (cfs[i] != nullptr) {
-                    float4 f = *reinterpret_cast<const float4*>(cfs[i] + c);
-                    v.x *= f.x; v.y *= f.y; v.z *= f.z; v.w *= f.w;
-                }
+                float4 v = r_cf4(x4, cfs[i], c);
                 float rsc = rescale[i];
                 v.x *= rsc; v.y *= rsc; v.z *= rsc; v.w *= rsc;
                 for (int j = 0; j < parts; j++) {
@@ -1433,11 +1426,7 @@ __device__ __forceinline__ void r_glu_split_body(const float* Cg, const float* C
                 if (rsu != nullptr) us[i] *= rsu[r0 + i];
                 o[i] = r_silu(gs[i]) * us[i];
             }
-            float4 v = make_float4(o[0], o[1], o[2], o[3]);
-            if (cf != nullptr) {
-                float4 c = *reinterpret_cast<const float4*>(cf + r0);
-                v.x *= c.x; v.y *= c.y; v.z *= c.z; v.w *= c.w;
-            }
+            float4 v = r_cf4(make_float4(o[0], o[1], o[2], o[3]), cf, r0);
             mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
             h[k] = v;
         }
