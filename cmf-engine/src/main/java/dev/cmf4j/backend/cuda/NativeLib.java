@@ -9,7 +9,6 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -52,16 +51,11 @@ final class NativeLib {
 
     /** Binds every entry of {@code table}; a missing symbol fails naming it and the library. */
     static Map<String, MethodHandle> bind(SymbolLookup lib, String libName, List<Binding> table) {
-        var out = new java.util.HashMap<String, MethodHandle>();
-        List<String> missing = new ArrayList<>();
-        for (Binding b : table) {
-            MemorySegment sym = lib.find(b.symbol()).orElse(null);
-            if (sym == null) { missing.add(b.symbol()); continue; }
-            out.put(b.symbol(), LINKER.downcallHandle(sym, b.descriptor()));
-        }
+        Map<String, MethodHandle> out = bindFound(lib, table);
+        List<String> missing = table.stream().map(Binding::symbol).filter(s -> !out.containsKey(s)).toList();
         if (!missing.isEmpty())
             throw new CudaUnavailableException(libName + " lacks " + missing + " (too old a driver or library?)");
-        return Map.copyOf(out);
+        return out;
     }
 
     /** Binds the entries of {@code table} that {@code lib} has; the others are left out. */
