@@ -204,8 +204,7 @@ final class ResidentForward implements DeviceForward {
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
         this.pdl = PDL && cu.hasLaunchEx() && cu.functionAttribute(fnAttn, CudaDriver.FUNC_ATTR_PTX_VERSION) >= 90;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
-        waits.add(fnRope.address());
-        waits.add(fnAttn.address());
+        waits.add(fnAttn.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
         if (tensorCoreAttention(ctx.info().ccMajor()))
             for (int i = 0; i < PREFILL_TC_BUCKETS; i++)
@@ -962,11 +961,11 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * A decode step's launches with programmatic dependent launch where it is safe: a kernel that waits (every
-     * resident.cu product, the rope (prefill only) and the decode attention, which does a decode step's rope and KV
-     * append, call griddepcontrol.wait before touching another kernel's data)
-     * right after another kernel. Such a kernel's blocks start while the previous kernel drains, once all of that
-     * kernel's blocks have started (the embedding, the products, the rope and the attention trigger their dependents
-     * first thing; a kernel that does not, triggers them by finishing), and issue their first
+     * resident.cu product and the decode attention, which also does the step's rope and KV append, call
+     * griddepcontrol.wait before touching another kernel's data) right after another kernel. Such a kernel's blocks
+     * start while the previous kernel drains, once all of that kernel's blocks have started (the embedding, the
+     * products and the attention trigger their dependents first thing; a kernel that does not, triggers them by
+     * finishing), and issue their first
      * weight loads before the wait (H200, llama-8b q8_2f products with rope + attention, 32 layers in one graph:
      * 3106 → 2870 µs per token in tools/device-bench/gemv_bench). Unchanged when the device or driver cannot.
      */
