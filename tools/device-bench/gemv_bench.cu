@@ -213,15 +213,10 @@ static void cp_kernels(CpKern (&k)[4][2], int (&ns)[4]) {
 
 struct Variant { const char* name; int R; int U; bool pdl; };
 
+// blocks × 256 threads (launchg, llama8b_bench.cuh)
 template <bool PDL, typename... A, typename... P>
 static void launch(void (*k)(A...), int blocks, cudaStream_t st, P... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(256); cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at; cfg.numAttrs = PDL ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, k, args...));
+    launchg<PDL>(k, dim3(blocks), 256, st, args...);
 }
 
 int main(int argc, char** argv) {
@@ -462,10 +457,8 @@ int main(int argc, char** argv) {
     // 1: passed, 0: failed (skipped), -1: sticky device error
     auto cpCheck = [&](CpVar& cv, int kd, bool pdl) -> int {
         Layer& w = Ls[0];
-        float* outs[3] = {nullptr, nullptr, nullptr}; int outn[3] = {0, 0, 0};
-        if (kd == 0) { outs[0] = q; outn[0] = H; outs[1] = k; outn[1] = KV; outs[2] = v; outn[2] = KV; }
-        else if (kd == 2) { outs[0] = g; outn[0] = I; }
-        else { outs[0] = x; outn[0] = H; }
+        float* outs[3]; int outn[3];
+        kind_outputs(kd, q, k, v, g, x, outs, outn);
         std::vector<float> ref, got;
         for (int pass = 0; pass < 2; pass++) {
             // (all on st: the legacy stream does not order against the non-blocking st)

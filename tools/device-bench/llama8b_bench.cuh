@@ -63,6 +63,15 @@ static std::vector<Layer> make_layers(signed char** all, size_t* layerBytes, lon
     return Ls;
 }
 
+// The outputs a product kind writes (kd: 0 q/k/v, 1 o and 3 down into the residual x, 2 gate+up's SwiGLU into g),
+// with their lengths; unused slots null / 0.
+static void kind_outputs(int kd, float* q, float* k, float* v, float* g, float* x, float* (&outs)[3], int (&outn)[3]) {
+    for (int o = 0; o < 3; o++) { outs[o] = nullptr; outn[o] = 0; }
+    if (kd == 0) { outs[0] = q; outn[0] = H; outs[1] = k; outn[1] = KV; outs[2] = v; outn[2] = KV; }
+    else if (kd == 2) { outs[0] = g; outn[0] = I; }
+    else { outs[0] = x; outn[0] = H; }
+}
+
 template <bool PDL, typename... A, typename... P>
 static void launchg(void (*k)(A...), dim3 grid, int threads, cudaStream_t st, P... args) {
     cudaLaunchConfig_t cfg = {};

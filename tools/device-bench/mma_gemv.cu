@@ -389,10 +389,8 @@ int main(int argc, char** argv) {
     bool ok[4] = {true, true, true, true};
     for (int ni = 0; ni < 4; ni++)
         for (int kd = 0; kd < 4; kd++) {
-            float* outs[3] = {nullptr, nullptr, nullptr}; int outn[3] = {0, 0, 0};
-            if (kd == 0) { outs[0] = q; outn[0] = H; outs[1] = k; outn[1] = KV; outs[2] = v; outn[2] = KV; }
-            else if (kd == 2) { outs[0] = g; outn[0] = I; }
-            else { outs[0] = x; outn[0] = H; }
+            float* outs[3]; int outn[3];
+            kind_outputs(kd, q, k, v, g, x, outs, outn);
             std::vector<float> ref, got;
             for (int pass = 0; pass < 3; pass++) {   // shipped, candidate, candidate again (counters reset?)
                 CK(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st));
