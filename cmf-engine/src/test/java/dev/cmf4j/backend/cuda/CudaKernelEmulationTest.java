@@ -66,16 +66,18 @@ class CudaKernelEmulationTest {
     @AfterAll static void close() { if (ctx != null) ctx.close(); }
 
     /** 1: the mock runs resident.cu's real product kernels on emulated warps; 0: their C twins (the default). */
-    static void emulateProducts(int on) throws Throwable {
+    /** The mock's knob: whether products (and the other real kernels it can) run on the emulated warps (1) or as its C twins. */
+    static void emulateProducts(int on) {
         var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_emulate_products").orElseThrow(),
                 FunctionDescriptor.ofVoid(ValueLayout.JAVA_INT));
-        h.invokeExact(on);
+        try { h.invokeExact(on); } catch (Throwable t) { throw new AssertionError(t); }
     }
 
-    static long launches() throws Throwable {
+    /** Kernel launches the emulator has run so far. */
+    static long launches() {
         var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("emu_launches").orElseThrow(),
                 FunctionDescriptor.of(ValueLayout.JAVA_LONG));
-        return (long) h.invokeExact();
+        try { return (long) h.invokeExact(); } catch (Throwable t) { throw new AssertionError(t); }
     }
 
     @Test void theRealQ4KernelsOnEmulatedWarpsMatchTheCpu() throws Throwable {
@@ -325,8 +327,8 @@ class CudaKernelEmulationTest {
         // 4..6 q8 matvec3 (q8 rows, rows, rows/2+1; normed; bias on the first)
         int rows3 = rows / 2 + 1;
         float[][] got = new float[7][];
-        long before;
-        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        long before = launches();
+        emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
@@ -356,12 +358,11 @@ class CudaKernelEmulationTest {
                     got[o] = host.toArray(ValueLayout.JAVA_FLOAT);
                 }
             } finally {
-                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+                emulateProducts(0);
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated resident.cu kernels").isEqualTo(5); }
-        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(launches() - before).as("launches of the emulated resident.cu kernels").isEqualTo(5);
         double worst = 0;
         for (int t = 0; t < tokens; t++) {
             double ss = 0;
@@ -493,8 +494,8 @@ class CudaKernelEmulationTest {
         int[] grid = ResidentForward.prefillGrid(T, heads, kvHeads, hd, tc);
         String fn = "r_attn_prefill_" + (tc ? "tc_" : "") + ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
         float[] got = new float[out0.length];
-        long before;
-        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        long before = launches();
+        emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
@@ -508,12 +509,11 @@ class CudaKernelEmulationTest {
                 cu.copyToHost(host, dout, host.byteSize());
                 MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got, 0, got.length);
             } finally {
-                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+                emulateProducts(0);
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated %s", fn).isEqualTo(1); }
-        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(launches() - before).as("launches of the emulated %s", fn).isEqualTo(1);
         double worst = 0;
         String at = "";
         for (int t = 0; t < T; t++)
@@ -587,8 +587,8 @@ class CudaKernelEmulationTest {
         float[][][] got = new float[steps][2][heads * hd];
         float[][] kcAfter = new float[steps][], vcAfter = new float[steps][];
         int[] done = new int[heads];
-        long before;
-        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        long before = launches();
+        emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
@@ -622,12 +622,11 @@ class CudaKernelEmulationTest {
                 cu.copyToHost(host, ddone, 4L * heads);
                 MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, done, 0, heads);
             } finally {
-                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+                emulateProducts(0);
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated r_attn_partial").isEqualTo(2L * steps); }
-        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(launches() - before).as("launches of the emulated r_attn_partial").isEqualTo(2L * steps);
         assertThat(done).as("%s: every head's counter back at 0 for the next step", shape).containsOnly(0);
         double worst = 0, worstK = 0;
         for (int st = 0; st < steps; st++) {
@@ -715,8 +714,8 @@ class CudaKernelEmulationTest {
         for (int i = 0; i < w.length; i++) w[i] = r.nextInt(255) - 127;   // int8 weights: exact in f16 and bf16
         short[] partsOut = new short[parts * T * cols];
         float[] ts = new float[T], y = new float[T * rows], g = new float[T * rows];
-        long before;
-        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        long before = launches();
+        emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             MemorySegment fn = null;
@@ -754,12 +753,11 @@ class CudaKernelEmulationTest {
                 cu.copyToHost(out, dg, out.byteSize());
                 MemorySegment.copy(out, ValueLayout.JAVA_FLOAT, 0, g, 0, g.length);
             } finally {
-                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+                emulateProducts(0);
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated split and epilogues").isEqualTo(3); }
-        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(launches() - before).as("launches of the emulated split and epilogues").isEqualTo(3);
         double worstPart = 0, worstY = 0;
         for (int t = 0; t < T; t++) {
             double ss = 0, vmax = 0;
@@ -818,8 +816,8 @@ class CudaKernelEmulationTest {
         // got[0..2]: parts from r_split3, [3..5] from r_split; scales likewise; outputs of r_gemm_out3 / r_gemm_out
         short[][] partsGot = new short[8][];
         float[][] tsGot = new float[8][], yGot = new float[6][];
-        long before;
-        try { before = launches(); emulateProducts(1); } catch (Throwable e) { throw new AssertionError(e); }
+        long before = launches();
+        emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
             MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
@@ -880,12 +878,11 @@ class CudaKernelEmulationTest {
                     yGot[i] = host.asSlice(0, n).toArray(ValueLayout.JAVA_FLOAT);
                 }
             } finally {
-                try { emulateProducts(0); } catch (Throwable e) { throw new AssertionError(e); }
+                emulateProducts(0);
             }
             return null;
         });
-        try { assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(glu ? 11 : 8); }
-        catch (Throwable e) { throw new AssertionError(e); }
+        assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(glu ? 11 : 8);
         for (int i = 0; i < 3; i++) {
             assertThat(partsGot[i]).as("%s: r_split3's parts of matrix %d", shape, i).containsExactly(partsGot[3 + i]);
             if (f16) assertThat(tsGot[i]).as("%s: r_split3's token scales of matrix %d", shape, i).containsExactly(tsGot[3 + i]);

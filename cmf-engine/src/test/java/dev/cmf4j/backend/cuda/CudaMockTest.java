@@ -403,7 +403,7 @@ class CudaMockTest {
                         assertThat(counter(2) - replays0).isZero();
                     }
                     assertThat(counter(0)).isGreaterThan(direct0);
-                    // the mock is cc 9.0 with cuLaunchKernelEx: a decode step's products, rope and attention go out as
+                    // the mock is cc 9.0 with cuLaunchKernelEx: a decode step's products and attention go out as
                     // programmatic launches (graphs off: every step; on: once, at the capture)
                     if (ResidentForward.PDL)
                         assertThat(counter(8) - programmatic0).as("programmatic dependent launches in the decode step").isPositive();
