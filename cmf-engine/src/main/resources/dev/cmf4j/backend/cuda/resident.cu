@@ -1507,6 +1507,15 @@ __device__ __forceinline__ void r_mma16816(float (&c)[4], const unsigned (&a)[4]
 #endif
 }
 
+// c += A·B at f32 accuracy from f16 hi/lo parts, as 3 mma.sync (the lo·lo term is below f32's precision): A as its
+// hi and lo fragments, B's fragments from b (hi at b[0], b[4]; lo at b[lo], b[lo + 4]).
+__device__ __forceinline__ void r_mma3(float (&c)[4], const unsigned (&ah)[4], const unsigned (&al)[4], const unsigned* b, int lo) {
+    unsigned bh0 = b[0], bh1 = b[4], bl0 = b[lo], bl1 = b[lo + 4];
+    r_mma16816(c, al, bh0, bh1);
+    r_mma16816(c, ah, bl0, bl1);
+    r_mma16816(c, ah, bh0, bh1);
+}
+
 // f16 bits of x0 (low half) and x1 (high half), rounded to nearest even.
 __device__ __forceinline__ unsigned r_f16x2(float x0, float x1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1696,13 +1705,7 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #pragma unroll
         for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                const unsigned* kr = kw + (8 * n + g) * SK + 8 * ks + tg;
-                unsigned bh0 = kr[0], bh1 = kr[4], bl0 = kr[BK * SK], bl1 = kr[BK * SK + 4];
-                r_mma16816(s[n], ql[ks], bh0, bh1);
-                r_mma16816(s[n], qh[ks], bl0, bl1);
-                r_mma16816(s[n], qh[ks], bh0, bh1);
-            }
+            for (int n = 0; n < NT; n++) r_mma3(s[n], qh[ks], ql[ks], kw + (8 * n + g) * SK + 8 * ks + tg, BK * SK);
         // mask, scale, online softmax of rows g (elements 0, 1) and g + 8 (2, 3)
         float corr[2];
 #pragma unroll
@@ -1774,13 +1777,7 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #pragma unroll
         for (int k = 0; k < BK / 16; k++)
 #pragma unroll
-            for (int n = 0; n < NO; n++) {
-                const unsigned* vr = vw + (8 * n + g) * SV + 8 * k + tg;
-                unsigned bh0 = vr[0], bh1 = vr[4], bl0 = vr[D * SV], bl1 = vr[D * SV + 4];
-                r_mma16816(o[n], pl[k], bh0, bh1);
-                r_mma16816(o[n], ph[k], bl0, bl1);
-                r_mma16816(o[n], ph[k], bh0, bh1);
-            }
+            for (int n = 0; n < NO; n++) r_mma3(o[n], ph[k], pl[k], vw + (8 * n + g) * SV + 8 * k + tg, D * SV);
     }
     // out = O / L as r_attn_prefill_D writes it (sink in the denominator only), O back from its units
 #pragma unroll
