@@ -1158,6 +1158,17 @@ __device__ __forceinline__ r_u16 r_part(float& v, int f16) {
     return h;
 }
 
+// v·rescale as `parts` 16-bit parts (r_part), part j of the 4 columns at dst + j·stride (8-byte stores).
+__device__ __forceinline__ void r_store_parts4(float4 v, float rescale, int f16, int parts, r_u16* dst, long long stride) {
+    v.x *= rescale; v.y *= rescale; v.z *= rescale; v.w *= rescale;
+    for (int j = 0; j < parts; j++) {
+        uint2 o;
+        o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
+        o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
+        *reinterpret_cast<uint2*>(dst + j * stride) = o;
+    }
+}
+
 // The split of up to N products of one input (q, k and v; gate and up): x read once (and its 1/rms computed once),
 // then each matrix i < n writes its own parts into outs[i] from x·inv·cfs[i] (its column scales: q8_2f's, or the
 // folded norm's weight), with its own per-token scale tss[i][t] (f16: the max of |x·cf| differs per matrix). The
@@ -1215,15 +1226,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
 #pragma unroll
             for (int i = 0; i < N; i++) {
                 if (i >= n) break;
-                float4 v = r_cf4(x4, cfs[i], c);
-                float rsc = rescale[i];
-                v.x *= rsc; v.y *= rsc; v.z *= rsc; v.w *= rsc;
-                for (int j = 0; j < parts; j++) {
-                    uint2 o;
-                    o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
-                    o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
-                    *reinterpret_cast<uint2*>(outs[i] + ((long long) j * T + t) * cols + c) = o;
-                }
+                r_store_parts4(r_cf4(x4, cfs[i], c), rescale[i], f16, parts, outs[i] + (long long) t * cols + c, (long long) T * cols);
             }
         }
     } else {
@@ -1444,14 +1447,7 @@ __device__ __forceinline__ void r_glu_split_body(const float* Cg, const float* C
     for (int k = 0; k < N; k++) {
         int r0 = (k * blockDim.x + threadIdx.x) * 4;
         if (r0 < rows) {
-            float4 v = h[k];
-            v.x *= rescale; v.y *= rescale; v.z *= rescale; v.w *= rescale;
-            for (int j = 0; j < parts; j++) {
-                uint2 o;
-                o.x = (unsigned) r_part(v.x, f16) | ((unsigned) r_part(v.y, f16) << 16);
-                o.y = (unsigned) r_part(v.z, f16) | ((unsigned) r_part(v.w, f16) << 16);
-                *reinterpret_cast<uint2*>(out + ((long long) j * T + t) * rows + r0) = o;
-            }
+            r_store_parts4(h[k], rescale, f16, parts, out + (long long) t * rows + r0, (long long) T * rows);
         }
     }
 }
