@@ -301,8 +301,8 @@ __device__ __forceinline__ void r_rows8(const void* const (&w)[NM], const float*
             ss += xv.x * xv.x + xv.y * xv.y + xv.z * xv.z + xv.w * xv.w;
 #pragma unroll
             for (int m = 0; m < NM; m++) {
-                // (not r_cf4(xv, cf[m], k0 + j): that 32-bit index re-widened per column made the llama-8b q8_2f
-                // products 1.7% slower on the H200, 2298 → 2335-2343 µs per token in gemv_bench's chain)
+                // (not r_cf4(xv, cf[m], k0 + j): that changed only this loop's address arithmetic, yet made the
+                // llama-8b q8_2f products 1.7% slower on the H200, 2298 → 2334-2343 µs per token in gemv_bench's chain)
                 float4 xm = xv;
                 if (cf[m] != nullptr) {
                     float4 f = *reinterpret_cast<const float4*>(cf[m] + k0 + j);
