@@ -66,6 +66,9 @@ final class ResidentForward implements DeviceForward {
         private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
     private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
+    private static final int ROPE_WARPS = 4;
+
     /** r_glu_split_N: the SwiGLU epilogue fused with the down product's split, rows ≤ N·2048 (blocks of 512). */
     static final int[] GLU_SPLIT_N = {1, 2, 4, 8};
     private final MemorySegment[] fnGluSplit = new MemorySegment[GLU_SPLIT_N.length];
@@ -1042,7 +1045,8 @@ final class ResidentForward implements DeviceForward {
                         s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
             } else {        // prefill: q/k norm, rope and KV append, then flash-attention tiles, K/V shared by the query
                             // heads of a kv head, no combine
-                L.add(new Launch("qk_norm_rope_append", fnRope, heads + kvHeads, t, 1, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+                // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
+                L.add(new Launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, t, 1, 32 * ROPE_WARPS, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off,
                         w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
                 int b = prefillBucket(hd);

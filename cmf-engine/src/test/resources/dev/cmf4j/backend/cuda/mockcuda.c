@@ -293,13 +293,14 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     int kind = *(int*) f;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
-    /* resident.cu's products (r_matvec, r_glu, r_matvec3) and decode attention (r_attn_partial with its merge): the
-   real kernels while a test asks, after the twins' launch-shape checks */
+    /* resident.cu's products (r_matvec, r_glu, r_matvec3), decode attention (r_attn_partial with its merge), the
+   prefill's q/k norm + rope + KV append and its cuBLAS splits and epilogues: the real kernels while a test asks,
+   after the twins' launch-shape checks */
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
         || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
-                                 || kind == R_ATTN || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
+                                 || kind == R_ATTN || kind == R_ROPE || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         int rc = emu_launch_resident(kind, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
@@ -446,6 +447,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22);   /* heads × 1 × splits */
+    if (kind == R_ROPE) return bx != 128 || gx != (unsigned) (INT(14) + INT(15) + 3) / 4 || gz != 1;   /* 4 head rows per block × T */
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
@@ -674,7 +676,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12), heads = INT(14), kvh = INT(15), hd = INT(16);
             float eps = FLT(9), scale = FLT(13);
             const int* pos = PTR(17);
-            if (gx != (unsigned) (heads + kvh) || hd > 256) return 1;
+            if (gx != (unsigned) (heads + kvh + 3) / 4 || bx != 128 || hd > 256) return 1;   /* a warp per head row, 4 per block */
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads + kvh; h++) {
                     int pp = pos[0] + t, isq = h < heads, j = h - heads;
