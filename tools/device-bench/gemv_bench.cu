@@ -189,15 +189,6 @@ __global__ void __launch_bounds__(256, MB) v5_matvec(const void* w, const float*
 #include "cp_gemv.cuh"   // the cp candidates (cp.async / bulk-copy rings); also compiled by cp_gemv_emu.cpp
 
 // Read-only ceiling: every weight byte of the 32 layers once, 16 bytes per lane per load.
-__global__ void __launch_bounds__(256) stream_read(const uint4* p, long long n, unsigned* sink) {
-    unsigned a = 0;
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long) gridDim.x * blockDim.x) {
-        uint4 v = r_ld16(p + i);
-        a ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (a == 0x12345678u) sink[0] = a;
-}
-
 typedef void (*CpKern)(CpMats, const float*, int, int, float, int);
 // kinds: 0 q/k/v (y = rs·dot, normed), 1 o and 3 down (y += rs·dot), 2 gate+up (SwiGLU, normed); [kind][pdl]
 template <int NSQ, int NSO, int NSG, int NSD, bool BULK>

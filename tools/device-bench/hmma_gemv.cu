@@ -54,13 +54,62 @@ __device__ __forceinline__ void h_chunk(float (&c)[4], uint4 wa, uint4 wb, const
     }
 }
 
+// The end of both kernels: the warps' row sums (lanes q = 0 hold rows g and g + 8 of each m-tile) and Σx² meet in
+// shared memory, then thread r < 16·MT applies 1/rms, the row scales, bias, the residual add or SwiGLU.
+template <int NM, int MT, int WPB>
+__device__ __forceinline__ void h_finish(const HArgs& a, const float (&tot)[NM][MT][2], float ss, int m0, int lr) {
+    constexpr int RB = 16 * MT;
+    __shared__ float sums[WPB][NM][RB];
+    __shared__ float ssw[WPB];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, cols = a.cols;
+    if (q == 0)
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int t = 0; t < MT; t++) { sums[warp][m][16 * t + g] = tot[m][t][0]; sums[warp][m][16 * t + g + 8] = tot[m][t][1]; }
+    if (a.normed) {
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) ssw[warp] = ss;
+    }
+    __syncthreads();
+    const int tr = threadIdx.x;
+    if (tr < RB) {
+        float inv = 1.f;
+        if (a.normed) {
+            float u = 0.f;
+#pragma unroll
+            for (int i = 0; i < WPB; i++) u += ssw[i];
+            inv = 1.f / sqrtf(u / cols + a.eps);
+        }
+        float d[NM];
+#pragma unroll
+        for (int m = 0; m < NM; m++) {
+            d[m] = 0.f;
+#pragma unroll
+            for (int i = 0; i < WPB; i++) d[m] += sums[i][m][tr];
+        }
+        int r = lr * RB + tr;
+        if (NM == 2) {
+            if (r < a.rows[0]) {
+                float G = d[0] * inv, Uu = d[NM - 1] * inv;
+                if (a.rs[0] != nullptr) G *= a.rs[0][r];
+                if (a.rs[1] != nullptr) Uu *= a.rs[1][r];
+                a.y[0][r] = r_silu(G) * Uu;
+            }
+        } else if (r < a.rows[m0]) {
+            float acc = d[0] * inv;
+            if (a.rs[m0] != nullptr) acc *= a.rs[m0][r];
+            if (a.bias[m0] != nullptr) acc += a.bias[m0][r];
+            a.y[m0][r] = a.accumulate ? a.y[m0][r] + acc : acc;
+        }
+    }
+}
+
 template <int NM, int MT, int U, int WPB, int MINB>
 __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
     r_pdl_trigger();
     constexpr int RB = 16 * MT;
     __shared__ __align__(16) r_u16 xs[WPB][NM][2][H_TC * 64];
-    __shared__ float sums[WPB][NM][RB];
-    __shared__ float ssw[WPB];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int rbk = blockIdx.x;
     const int m0 = NM == 2 ? 0 : rbk < a.rb[1] ? 0 : rbk < a.rb[2] ? 1 : 2;
@@ -188,47 +237,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
             }
         __syncwarp();   // xs is rewritten by the next tile
     }
-    if (q == 0)
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int t = 0; t < MT; t++) { sums[warp][m][16 * t + g] = tot[m][t][0]; sums[warp][m][16 * t + g + 8] = tot[m][t][1]; }
-    if (a.normed) {
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) ssw[warp] = ss;
-    }
-    __syncthreads();
-    const int tr = threadIdx.x;
-    if (tr < RB) {
-        float inv = 1.f;
-        if (a.normed) {
-            float u = 0.f;
-#pragma unroll
-            for (int i = 0; i < WPB; i++) u += ssw[i];
-            inv = 1.f / sqrtf(u / cols + a.eps);
-        }
-        float d[NM];
-#pragma unroll
-        for (int m = 0; m < NM; m++) {
-            d[m] = 0.f;
-#pragma unroll
-            for (int i = 0; i < WPB; i++) d[m] += sums[i][m][tr];
-        }
-        int r = lr * RB + tr;
-        if (NM == 2) {
-            if (r < a.rows[0]) {
-                float G = d[0] * inv, Uu = d[NM - 1] * inv;
-                if (a.rs[0] != nullptr) G *= a.rs[0][r];
-                if (a.rs[1] != nullptr) Uu *= a.rs[1][r];
-                a.y[0][r] = r_silu(G) * Uu;
-            }
-        } else if (r < a.rows[m0]) {
-            float acc = d[0] * inv;
-            if (a.rs[m0] != nullptr) acc *= a.rs[m0][r];
-            if (a.bias[m0] != nullptr) acc += a.bias[m0][r];
-            a.y[m0][r] = a.accumulate ? a.y[m0][r] + acc : acc;
-        }
-    }
+    h_finish<NM, MT, WPB>(a, tot, ss, m0, lr);
 }
 
 
@@ -254,8 +263,6 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
     constexpr int RB = 16 * MT;
     __shared__ __align__(16) unsigned char wt[WPB][NM][MT][16 * 144];
     __shared__ __align__(16) r_u16 xs[WPB][NM][L_TC][2][128];
-    __shared__ float sums[WPB][NM][RB];
-    __shared__ float ssw[WPB];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int rbk = blockIdx.x;
     const int m0 = NM == 2 ? 0 : rbk < a.rb[1] ? 0 : rbk < a.rb[2] ? 1 : 2;
@@ -405,47 +412,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
             }
         __syncwarp();
     }
-    if (q == 0)
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int t = 0; t < MT; t++) { sums[warp][m][16 * t + g] = tot[m][t][0]; sums[warp][m][16 * t + g + 8] = tot[m][t][1]; }
-    if (a.normed) {
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) ssw[warp] = ss;
-    }
-    __syncthreads();
-    const int tr = threadIdx.x;
-    if (tr < RB) {
-        float inv = 1.f;
-        if (a.normed) {
-            float u = 0.f;
-#pragma unroll
-            for (int i = 0; i < WPB; i++) u += ssw[i];
-            inv = 1.f / sqrtf(u / cols + a.eps);
-        }
-        float d[NM];
-#pragma unroll
-        for (int m = 0; m < NM; m++) {
-            d[m] = 0.f;
-#pragma unroll
-            for (int i = 0; i < WPB; i++) d[m] += sums[i][m][tr];
-        }
-        int r = lr * RB + tr;
-        if (NM == 2) {
-            if (r < a.rows[0]) {
-                float G = d[0] * inv, Uu = d[NM - 1] * inv;
-                if (a.rs[0] != nullptr) G *= a.rs[0][r];
-                if (a.rs[1] != nullptr) Uu *= a.rs[1][r];
-                a.y[0][r] = r_silu(G) * Uu;
-            }
-        } else if (r < a.rows[m0]) {
-            float acc = d[0] * inv;
-            if (a.rs[m0] != nullptr) acc *= a.rs[m0][r];
-            if (a.bias[m0] != nullptr) acc += a.bias[m0][r];
-            a.y[m0][r] = a.accumulate ? a.y[m0][r] + acc : acc;
-        }
-    }
+    h_finish<NM, MT, WPB>(a, tot, ss, m0, lr);
 }
 
 // ---- host ----
@@ -499,16 +466,7 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
 
-    auto shipped = [&](int kd, int l, bool pdl) {
-        Layer& w = Ls[l];
-        if (kd == 0) launchp(pdl, r_matvec3_q8, dim3(H / 8 + KV / 4), 256, st, (const void*) w.q, (const float*) w.rs[0], (const float*) w.cf[0], (const float*) nullptr, q, H,
-                             (const void*) w.k, (const float*) w.rs[1], (const float*) w.cf[1], (const float*) nullptr, k, KV,
-                             (const void*) w.v, (const float*) w.rs[2], (const float*) w.cf[2], (const float*) nullptr, v, KV, (const float*) x, H, 1, eps);
-        if (kd == 1) launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.o, (const float*) w.rs[3], (const float*) w.cf[3], (const float*) nullptr, (const float*) att, x, H, H, 1, 0, 0.f);
-        if (kd == 2) launchp(pdl, r_glu_q8, dim3(I / 8), 256, st, (const void*) w.g, (const float*) w.rs[4], (const float*) w.cf[4], (const void*) w.u, (const float*) w.rs[5], (const float*) w.cf[5],
-                             (const float*) x, g, I, H, 1, eps);
-        if (kd == 3) launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.d, (const float*) w.rs[6], (const float*) w.cf[6], (const float*) nullptr, (const float*) g, x, H, I, 1, 0, 0.f);
-    };
+    auto shipped = [&](int kd, int l, bool pdl) { launch_shipped(kd, Ls[l], pdl, st, x, q, k, v, g, att, eps); };
     auto args = [&](int kd, int l, int RB) {
         Layer& w = Ls[l];
         HArgs A = {};

@@ -332,16 +332,7 @@ int main(int argc, char** argv) {
     printf("{\"gpu\":\"%s\",\"sms\":%d,\"weight_bytes\":%lld}\n", prop.name, prop.multiProcessorCount, wbytes);
 
     // kd: 0 q/k/v (normed), 1 o (+= , input att), 2 gate+up (normed, SwiGLU), 3 down (+=, input g)
-    auto shipped = [&](int kd, int l, bool pdl) {
-        Layer& w = Ls[l];
-        if (kd == 0) launchp(pdl, r_matvec3_q8, dim3(H / 8 + KV / 4), 256, st, (const void*) w.q, (const float*) w.rs[0], (const float*) w.cf[0], (const float*) nullptr, q, H,
-                             (const void*) w.k, (const float*) w.rs[1], (const float*) w.cf[1], (const float*) nullptr, k, KV,
-                             (const void*) w.v, (const float*) w.rs[2], (const float*) w.cf[2], (const float*) nullptr, v, KV, (const float*) x, H, 1, eps);
-        if (kd == 1) launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.o, (const float*) w.rs[3], (const float*) w.cf[3], (const float*) nullptr, (const float*) att, x, H, H, 1, 0, 0.f);
-        if (kd == 2) launchp(pdl, r_glu_q8, dim3(I / 8), 256, st, (const void*) w.g, (const float*) w.rs[4], (const float*) w.cf[4], (const void*) w.u, (const float*) w.rs[5], (const float*) w.cf[5],
-                             (const float*) x, g, I, H, 1, eps);
-        if (kd == 3) launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.d, (const float*) w.rs[6], (const float*) w.cf[6], (const float*) nullptr, (const float*) g, x, H, I, 1, 0, 0.f);
-    };
+    auto shipped = [&](int kd, int l, bool pdl) { launch_shipped(kd, Ls[l], pdl, st, x, q, k, v, g, att, eps); };
     auto args = [&](int kd, int l, int NC) {
         Layer& w = Ls[l];
         MvArgs A = {};
