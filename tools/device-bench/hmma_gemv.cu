@@ -6,9 +6,10 @@
 // busy at 59% of DRAM peak). mma_gemv.cu's int8 mma lost to its x' staging (a block-wide max, 4 int8 parts per
 // column, staged for every 16 rows). Here int8 weights become f16 pairs by one prmt + one sub.f16x2 per 2 weights
 // (exact: 1024 + u, minus 1152) and go into mma.sync.m16n8k16 (f16 in, f32 accumulation) as A; x' = cf ⊙ x goes
-// in as two f16 parts of x'·2^k in B's first two columns (hi = f16(y), lo = f16((y − hi)·2^11): 22 bits, the
-// scale a power of two per warp and tile of its columns, so no block barrier before the products), staged by each
-// warp for its own columns. ~1.5 instructions per weight instead of ~6.
+// in as two f16 parts of y = x'·2^k in B's first two columns (resident.cu's r_parts2 and r_tc_exp/up/down, as its
+// tensor-core attention: hi = f16(y), lo = f16(y − hi), the scale a power of two per warp and tile of its columns
+// that brings max |y| into [2^13, 2^14), so no block barrier before the products), staged by each warp for its own
+// columns. ~1.5 instructions per weight instead of ~6.
 //
 // Layout: a block (WPB warps) owns 16·MT rows (GLU: the same rows of gate and of up) over the whole width; warp w
 // takes the 64-column chunks j ≡ w (mod WPB). Lane (g, q) loads 16 bytes of rows g and g + 8 (of each m-tile) at
@@ -18,18 +19,6 @@
 // The warps' row sums meet in shared memory at the end (one barrier); Σx² for a folded RMSNorm comes from staging.
 #include "llama8b_bench.cuh"
 
-struct HArgs {
-    const signed char* w[3];
-    const float* rs[3];
-    const float* cf[3];
-    const float* bias[3];
-    float* y[3];
-    int rows[3];
-    int rb[4];         // matrix m owns row blocks [rb[m], rb[m + 1]) (GLU: rb[1] = all)
-    const float* x;
-    int cols, normed, accumulate;
-    float eps;
-};
 
 #define H_TC 8   // chunks (of 64 columns) per warp and tile: one scale each
 
@@ -54,10 +43,57 @@ __device__ __forceinline__ void h_chunk(float (&c)[4], uint4 wa, uint4 wb, const
     }
 }
 
+// The weight loads of U chunks from chunk i0 of a warp's row pointers p (NP rows or row groups per matrix and
+// m-tile; chunk i at p + step·i), chunks at or past ni skipped; and the batch handed on.
+template <int NM, int MT, int NP, int U>
+__device__ __forceinline__ void h_load(uint4 (&v)[NM][MT][NP][U], const signed char* const (&p)[NM][MT][NP], long long step, int i0, int ni) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (i0 + u < ni)
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+#pragma unroll
+                for (int t = 0; t < MT; t++)
+#pragma unroll
+                    for (int j = 0; j < NP; j++) v[m][t][j][u] = r_ld16(p[m][t][j] + step * (i0 + u));
+}
+template <int NM, int MT, int NP, int U>
+__device__ __forceinline__ void h_move(uint4 (&to)[NM][MT][NP][U], const uint4 (&from)[NM][MT][NP][U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int t = 0; t < MT; t++)
+#pragma unroll
+                for (int j = 0; j < NP; j++) to[m][t][j][u] = from[m][t][j][u];
+}
+
+// A warp's tile scale from its lanes' max |x'| (resident.cu's tensor-core attention helpers): up brings the max
+// into [2^13, 2^14) (no f16 overflow; the lo part stays a normal f16 down to 2^-17 of it), the return undoes it.
+__device__ __forceinline__ float h_scale(float mx, float& up) {
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    int e = r_tc_exp(mx);
+    up = r_tc_up(e);
+    return r_tc_down(e);
+}
+
+// A tile's C fragments (columns 0 and 1: the hi and lo parts' sums; lanes q = 0) into the f32 row totals.
+template <int NM, int MT>
+__device__ __forceinline__ void h_flush(float (&tot)[NM][MT][2], float (&c)[NM][MT][4], const float (&unit)[NM]) {
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int t = 0; t < MT; t++) {
+            tot[m][t][0] += (c[m][t][0] + c[m][t][1]) * unit[m];
+            tot[m][t][1] += (c[m][t][2] + c[m][t][3]) * unit[m];
+        }
+}
+
 // The end of both kernels: the warps' row sums (lanes q = 0 hold rows g and g + 8 of each m-tile) and Σx² meet in
 // shared memory, then thread r < 16·MT applies 1/rms, the row scales, bias, the residual add or SwiGLU.
 template <int NM, int MT, int WPB>
-__device__ __forceinline__ void h_finish(const HArgs& a, const float (&tot)[NM][MT][2], float ss, int m0, int lr) {
+__device__ __forceinline__ void h_finish(const KindArgs& a, const float (&tot)[NM][MT][2], float ss, int m0, int lr) {
     constexpr int RB = 16 * MT;
     __shared__ float sums[WPB][NM][RB];
     __shared__ float ssw[WPB];
@@ -106,7 +142,7 @@ __device__ __forceinline__ void h_finish(const HArgs& a, const float (&tot)[NM][
 }
 
 template <int NM, int MT, int U, int WPB, int MINB>
-__global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
+__global__ void __launch_bounds__(WPB * 32, MINB) h_mv(KindArgs a) {
     r_pdl_trigger();
     constexpr int RB = 16 * MT;
     __shared__ __align__(16) r_u16 xs[WPB][NM][2][H_TC * 64];
@@ -127,15 +163,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
                 p[m][t][h] = a.w[m0 + m] + (long long) r * cols + 64 * warp + 16 * q;
             }
     uint4 wv[NM][MT][2][U];
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (u < ni)
-#pragma unroll
-            for (int m = 0; m < NM; m++)
-#pragma unroll
-                for (int t = 0; t < MT; t++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) wv[m][t][h][u] = r_ld16(p[m][t][h] + 64LL * WPB * u);
+    h_load<NM, MT, 2, U>(wv, p, 64LL * WPB, 0, ni);
     r_pdl_wait();
     float tot[NM][MT][2];
 #pragma unroll
@@ -168,20 +196,13 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
                         mx = fmaxf(mx, fmaxf(fabsf(v[i].x), fabsf(v[i].y)));
                     }
                 }
-                for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                // mx ∈ [2^E, 2^(E+1)): y = x'·2^(14 − E) keeps |y| < 2^15 (no f16 overflow, lo below 2^14)
-                int E = (int) ((__float_as_uint(mx) >> 23) & 0xff) - 127;
-                E = max(E, -100);
-                float up = __uint_as_float((unsigned) (127 + 14 - E) << 23);
-                unit[m] = __uint_as_float((unsigned) (127 - 14 + E) << 23);
-                if (!(mx <= 3.402823466e38f)) unit[m] = __int_as_float(0x7fc00000);   // inf or NaN in x'
+                float up;
+                unit[m] = h_scale(mx, up);
 #pragma unroll
                 for (int i = 0; i < H_TC; i++)
                     if (i < nt) {
-                        float y0 = v[i].x * up, y1 = v[i].y * up;
-                        unsigned hi = r_f16x2(y0, y1);
-                        float h0 = r_f16((r_u16) (hi & 0xffff)), h1 = r_f16((r_u16) (hi >> 16));
-                        unsigned lo = r_f16x2((y0 - h0) * 2048.f, (y1 - h1) * 2048.f);
+                        unsigned hi, lo;
+                        r_parts2(v[i].x * up, v[i].y * up, hi, lo);
                         *reinterpret_cast<unsigned*>(&xs[warp][m][0][i * 64 + 2 * lane]) = hi;
                         *reinterpret_cast<unsigned*>(&xs[warp][m][1][i * 64 + 2 * lane]) = lo;
                     }
@@ -197,15 +218,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
             // the batch after this one (it may lie in the next tile), issued before this one is used
             uint4 nv[NM][MT][2][U];
             const int ib = i0 + i + U;
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (ib + u < ni)
-#pragma unroll
-                    for (int m = 0; m < NM; m++)
-#pragma unroll
-                        for (int t = 0; t < MT; t++)
-#pragma unroll
-                            for (int h = 0; h < 2; h++) nv[m][t][h][u] = r_ld16(p[m][t][h] + 64LL * WPB * (ib + u));
+            h_load<NM, MT, 2, U>(nv, p, 64LL * WPB, ib, ni);
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (i + u < nt) {
@@ -220,21 +233,9 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mv(HArgs a) {
                         for (int t = 0; t < MT; t++) h_chunk(c[m][t], wv[m][t][0][u], wv[m][t][1][u], bx);
                     }
                 }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int m = 0; m < NM; m++)
-#pragma unroll
-                    for (int t = 0; t < MT; t++) { wv[m][t][0][u] = nv[m][t][0][u]; wv[m][t][1][u] = nv[m][t][1][u]; }
+            h_move(wv, nv);
         }
-        // C columns 0 (hi) and 1 (lo) live in lanes q = 0: rows g (c[0], c[1]) and g + 8 (c[2], c[3])
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int t = 0; t < MT; t++) {
-                tot[m][t][0] += (c[m][t][0] + c[m][t][1] * 4.8828125e-4f) * unit[m];
-                tot[m][t][1] += (c[m][t][2] + c[m][t][3] * 4.8828125e-4f) * unit[m];
-            }
+        h_flush<NM, MT>(tot, c, unit);
         __syncwarp();   // xs is rewritten by the next tile
     }
     h_finish<NM, MT, WPB>(a, tot, ss, m0, lr);
@@ -258,7 +259,7 @@ __device__ __forceinline__ void l_ldsm4(unsigned (&r)[4], const void* smem) {
 }
 
 template <int NM, int MT, int U, int WPB, int MINB>
-__global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
+__global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(KindArgs a) {
     r_pdl_trigger();
     constexpr int RB = 16 * MT;
     __shared__ __align__(16) unsigned char wt[WPB][NM][MT][16 * 144];
@@ -280,15 +281,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
                 p[m][t][k] = a.w[m0 + m] + (long long) r * cols + 128 * warp + 16 * (lane & 7);
             }
     uint4 wv[NM][MT][4][U];
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (u < ni)
-#pragma unroll
-            for (int m = 0; m < NM; m++)
-#pragma unroll
-                for (int t = 0; t < MT; t++)
-#pragma unroll
-                    for (int k = 0; k < 4; k++) wv[m][t][k][u] = r_ld16(p[m][t][k] + 128LL * WPB * u);
+    h_load<NM, MT, 4, U>(wv, p, 128LL * WPB, 0, ni);
     r_pdl_wait();
     float tot[NM][MT][2];
 #pragma unroll
@@ -318,23 +311,17 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
                     if (i < nt) {
                         float4 f = *reinterpret_cast<const float4*>(a.cf[m0 + m] + 128 * (warp + WPB * (i0 + i)) + 4 * lane);
                         v[i] = make_float4(xv[i].x * f.x, xv[i].y * f.y, xv[i].z * f.z, xv[i].w * f.w);
-                        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w))));
+                        mx = fmaxf(mx, r_absmax4(v[i]));
                     }
                 }
-                for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                int E = (int) ((__float_as_uint(mx) >> 23) & 0xff) - 127;
-                E = max(E, -100);
-                float up = __uint_as_float((unsigned) (127 + 14 - E) << 23);
-                unit[m] = __uint_as_float((unsigned) (127 - 14 + E) << 23);
-                if (!(mx <= 3.402823466e38f)) unit[m] = __int_as_float(0x7fc00000);
+                float up;
+                unit[m] = h_scale(mx, up);
 #pragma unroll
                 for (int i = 0; i < L_TC; i++)
                     if (i < nt) {
-                        float y0 = v[i].x * up, y1 = v[i].y * up, y2 = v[i].z * up, y3 = v[i].w * up;
-                        unsigned h01 = r_f16x2(y0, y1), h23 = r_f16x2(y2, y3);
-                        float f0 = r_f16((r_u16) (h01 & 0xffff)), f1 = r_f16((r_u16) (h01 >> 16));
-                        float f2 = r_f16((r_u16) (h23 & 0xffff)), f3 = r_f16((r_u16) (h23 >> 16));
-                        unsigned l01 = r_f16x2((y0 - f0) * 2048.f, (y1 - f1) * 2048.f), l23 = r_f16x2((y2 - f2) * 2048.f, (y3 - f3) * 2048.f);
+                        unsigned h01, h23, l01, l23;
+                        r_parts2(v[i].x * up, v[i].y * up, h01, l01);
+                        r_parts2(v[i].z * up, v[i].w * up, h23, l23);
                         *reinterpret_cast<uint2*>(&xs[warp][m][i][0][sto]) = make_uint2(h01, h23);
                         *reinterpret_cast<uint2*>(&xs[warp][m][i][1][sto]) = make_uint2(l01, l23);
                     }
@@ -349,15 +336,7 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
         for (int i = 0; i < nt; i += U) {
             uint4 nv[NM][MT][4][U];
             const int ib = i0 + i + U;
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (ib + u < ni)
-#pragma unroll
-                    for (int m = 0; m < NM; m++)
-#pragma unroll
-                        for (int t = 0; t < MT; t++)
-#pragma unroll
-                            for (int k = 0; k < 4; k++) nv[m][t][k][u] = r_ld16(p[m][t][k] + 128LL * WPB * (ib + u));
+            h_load<NM, MT, 4, U>(nv, p, 128LL * WPB, ib, ni);
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (i + u < nt) {
@@ -394,22 +373,9 @@ __global__ void __launch_bounds__(WPB * 32, MINB) h_mvl(HArgs a) {
                         }
                     }
                 }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int m = 0; m < NM; m++)
-#pragma unroll
-                    for (int t = 0; t < MT; t++)
-#pragma unroll
-                        for (int k = 0; k < 4; k++) wv[m][t][k][u] = nv[m][t][k][u];
+            h_move(wv, nv);
         }
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int t = 0; t < MT; t++) {
-                tot[m][t][0] += (c[m][t][0] + c[m][t][1] * 4.8828125e-4f) * unit[m];
-                tot[m][t][1] += (c[m][t][2] + c[m][t][3] * 4.8828125e-4f) * unit[m];
-            }
+        h_flush<NM, MT>(tot, c, unit);
         __syncwarp();
     }
     h_finish<NM, MT, WPB>(a, tot, ss, m0, lr);
@@ -429,26 +395,7 @@ static const Variant VARS[] = {
 static const int NV = 6;
 
 int main(int argc, char** argv) {
-    int reps = argc > 1 ? atoi(argv[1]) : 10;
-    cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
-    signed char* all; size_t layerBytes; long long wbytes;
-    std::vector<Layer> Ls = make_layers(&all, &layerBytes, &wbytes);
-    const size_t* sz = SZ;
-    CK(cudaDeviceSynchronize());
-    float* x = fvec(H, -1.f, 1.f, 5);
-    std::vector<float> xinit(H);
-    CK(cudaMemcpy(xinit.data(), x, 4L * H, cudaMemcpyDeviceToHost));
-    float *q, *k, *v, *g;
-    CK(cudaMalloc(&q, 4L * H)); CK(cudaMalloc(&k, 4L * KV)); CK(cudaMalloc(&v, 4L * KV)); CK(cudaMalloc(&g, 4L * I));
-    float* att = fvec(H, -1.f, 1.f, 6);
-    float* gfix = fvec(I, -0.3f, 0.3f, 7);
-    std::vector<float> attinit(H), ginit(I);
-    CK(cudaMemcpy(attinit.data(), att, 4L * H, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(ginit.data(), gfix, 4L * I, cudaMemcpyDeviceToHost));
-    cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    const float eps = 1e-5f;
-    printf("{\"gpu\":\"%s\",\"sms\":%d,\"weight_bytes\":%lld}\n", prop.name, prop.multiProcessorCount, wbytes);
+    ProductBench B(argc > 1 ? atoi(argv[1]) : 10);
     for (int vi = 0; vi < NV; vi++) {
         int nb = 0;
         cudaFuncAttributes fa;
@@ -465,34 +412,10 @@ int main(int argc, char** argv) {
         if (vi == 5) { attr(h_mvl<1, 1, 2, 4, 4>, 128, "single"); attr(h_mvl<2, 1, 1, 4, 4>, 128, "glu"); }
     }
     fflush(stdout);
-
-    auto shipped = [&](int kd, int l, bool pdl) { launch_shipped(kd, Ls[l], pdl, st, x, q, k, v, g, att, eps); };
-    auto args = [&](int kd, int l, int RB) {
-        Layer& w = Ls[l];
-        HArgs A = {};
-        A.eps = eps;
-        if (kd == 0) {
-            signed char* ws[3] = {w.q, w.k, w.v}; float* ys[3] = {q, k, v}; int rr[3] = {H, KV, KV};
-            A.rb[0] = 0;
-            for (int m = 0; m < 3; m++) {
-                A.w[m] = ws[m]; A.rs[m] = w.rs[m]; A.cf[m] = w.cf[m]; A.y[m] = ys[m]; A.rows[m] = rr[m];
-                A.rb[m + 1] = A.rb[m] + (rr[m] + RB - 1) / RB;
-            }
-            A.x = x; A.cols = H; A.normed = 1;
-        } else if (kd == 2) {
-            A.w[0] = w.g; A.rs[0] = w.rs[4]; A.cf[0] = w.cf[4]; A.w[1] = w.u; A.rs[1] = w.rs[5]; A.cf[1] = w.cf[5];
-            A.y[0] = g; A.rows[0] = A.rows[1] = I; A.rb[0] = 0; A.rb[1] = A.rb[2] = A.rb[3] = (I + RB - 1) / RB;
-            A.x = x; A.cols = H; A.normed = 1;
-        } else {
-            int j = kd == 1 ? 3 : 6;
-            A.w[0] = kd == 1 ? w.o : w.d; A.rs[0] = w.rs[j]; A.cf[0] = w.cf[j]; A.y[0] = x; A.rows[0] = H;
-            A.rb[0] = 0; A.rb[1] = A.rb[2] = A.rb[3] = H / RB;
-            A.x = kd == 1 ? att : g; A.cols = kd == 1 ? H : I; A.accumulate = 1;
-        }
-        return A;
-    };
+    cudaStream_t st = B.st;
     auto cand = [&](int kd, int l, bool pdl, int vi) {
-        HArgs A = args(kd, l, 16 * (kd == 2 ? VARS[vi].mtGlu : VARS[vi].mt));
+        int rb = 16 * VARS[vi].mt, rbGlu = 16 * VARS[vi].mtGlu;
+        KindArgs A = B.args(kd, l, rb, rbGlu);
         dim3 grid(A.rb[3]);
         bool glu = kd == 2;
         if (vi == 0) { if (glu) launchp(pdl, h_mv<2, 1, 2, 8, 2>, grid, 256, st, A); else launchp(pdl, h_mv<1, 1, 4, 8, 2>, grid, 256, st, A); }
@@ -502,77 +425,27 @@ int main(int argc, char** argv) {
         if (vi == 4) { if (glu) launchp(pdl, h_mvl<2, 1, 1, 4, 4>, grid, 128, st, A); else launchp(pdl, h_mvl<1, 2, 1, 4, 4>, grid, 128, st, A); }
         if (vi == 5) { if (glu) launchp(pdl, h_mvl<2, 1, 1, 4, 4>, grid, 128, st, A); else launchp(pdl, h_mvl<1, 1, 2, 4, 4>, grid, 128, st, A); }
     };
-    auto timeit = [&](auto&& body, bool graph) { return best_us(body, graph, st, e0, e1, reps); };
-    const char* kinds[4] = {"qkv", "o", "glu", "down"};
-    long long kindBytes[4] = {(long long) (sz[0] + sz[1] + sz[2]) * L, (long long) sz[3] * L, (long long) (sz[4] + sz[5]) * L, (long long) sz[6] * L};
-    // checks: every kind on layer 0 against the shipped kernel, relative to max |y|; inputs also far from 1
-    bool ok[NV]; for (int i = 0; i < NV; i++) ok[i] = true;
+    // checks: every kind on layer 0 against the shipped kernel; inputs also far from 1
+    bool ok[NV];
     const float scales[3] = {1.f, 3.0e-4f, 700.f};
-    for (int vi = 0; vi < NV; vi++)
+    for (int vi = 0; vi < NV; vi++) {
+        ok[vi] = true;
         for (int sc = 0; sc < 3; sc++)
-            for (int kd = 0; kd < 4; kd++) {
-                float* outs[3]; int outn[3];
-                kind_outputs(kd, q, k, v, g, x, outs, outn);
-                std::vector<float> xs(xinit), gs(ginit), attv(attinit);
-                for (auto& e : xs) e *= scales[sc];
-                for (auto& e : gs) e *= scales[sc];
-                for (auto& e : attv) e *= scales[sc];
-                CK(cudaMemcpy(att, attv.data(), 4L * H, cudaMemcpyHostToDevice));
-                std::vector<float> ref, got;
-                for (int pass = 0; pass < 3; pass++) {
-                    CK(cudaMemcpyAsync(x, xs.data(), 4L * H, cudaMemcpyHostToDevice, st));
-                    if (kd == 3) CK(cudaMemcpyAsync(g, gs.data(), 4L * I, cudaMemcpyHostToDevice, st));
-                    for (int o = 0; o < 3; o++) if (outs[o] && kd != 1 && kd != 3) CK(cudaMemsetAsync(outs[o], 0xff, 4L * outn[o], st));
-                    if (pass == 0) shipped(kd, 0, false); else cand(kd, 0, pass == 2, vi);
-                    CK(cudaStreamSynchronize(st));
-                    CK(cudaGetLastError());
-                    std::vector<float> cur;
-                    for (int o = 0; o < 3; o++) if (outs[o]) { size_t a0 = cur.size(); cur.resize(a0 + outn[o]); CK(cudaMemcpy(cur.data() + a0, outs[o], 4L * outn[o], cudaMemcpyDeviceToHost)); }
-                    if (pass == 0) ref = cur;
-                    else {
-                        double md = 0, mx = 0;
-                        for (size_t i = 0; i < ref.size(); i++) {
-                            double d = fabs((double) ref[i] - cur[i]);
-                            if (!(d <= md)) md = d != d ? INFINITY : d;
-                            mx = fmax(mx, fabs(ref[i]));
-                        }
-                        bool pass_ = md <= 2e-5 * mx;
-                        if (!pass_) ok[vi] = false;
-                        printf("{\"check\":\"%s %s x*%g%s vs resident.cu\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g,\"pass\":%s}\n",
-                               VARS[vi].name, kinds[kd], scales[sc], pass == 2 ? " (pdl)" : "", md, mx, pass_ ? "true" : "false");
-                        fflush(stdout);
-                    }
-                }
-            }
-    CK(cudaMemcpy(att, attinit.data(), 4L * H, cudaMemcpyHostToDevice));
-    // timings: per kind (32 layers), and the chain qkv, o, glu, down × 32 with PDL in one graph (no attention);
-    // argv[2..5]: a variant per kind for one more chain (the best mix)
+            for (int kd = 0; kd < 4; kd++) ok[vi] &= B.check(kd, scales[sc], VARS[vi].name, [&](bool pdl) { cand(kd, 0, pdl, vi); });
+    }
+    // timings (a variant whose checks failed is not timed); argv[2..5]: a variant per kind for one more chain
     int mix[4] = {-1, -1, -1, -1};
     if (argc > 5) for (int kd = 0; kd < 4; kd++) mix[kd] = atoi(argv[2 + kd]);
-    auto chainShipped = [&](bool pdl) { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) shipped(kd, l, pdl); };
+    bool mixOk = mix[0] >= 0;
+    for (int kd = 0; kd < 4; kd++) mixOk &= mix[kd] >= 0 && mix[kd] < NV && ok[mix[kd]];
     for (int round = 0; round < 2; round++) {
-        CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
-        float t = timeit([&] { chainShipped(true); }, true);
-        printf("{\"variant\":\"resident.cu chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", round, t, wbytes / t / 1e6);
-        for (int kd = 0; kd < 4; kd++) { float u = timeit([&] { for (int l = 0; l < L; l++) shipped(kd, l, true); }, true); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6); }
-        printf("}\n"); fflush(stdout);
-        for (int vi = 0; vi < NV; vi++) {
-            if (!ok[vi]) continue;
-            CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
-            float t2 = timeit([&] { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) cand(kd, l, true, vi); }, true);
-            printf("{\"variant\":\"%s chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", VARS[vi].name, round, t2, wbytes / t2 / 1e6);
-            for (int kd = 0; kd < 4; kd++) { float u = timeit([&] { for (int l = 0; l < L; l++) cand(kd, l, true, vi); }, true); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6); }
-            printf("}\n"); fflush(stdout);
-        }
-        if (mix[0] >= 0) {
-            bool all_ok = true;
-            for (int kd = 0; kd < 4; kd++) all_ok &= mix[kd] >= 0 && mix[kd] < NV && ok[mix[kd]];
-            if (all_ok) {
-                CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
-                float t3 = timeit([&] { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) cand(kd, l, true, mix[kd]); }, true);
-                printf("{\"variant\":\"mix %d %d %d %d chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f}\n", mix[0], mix[1], mix[2], mix[3], round, t3, wbytes / t3 / 1e6);
-                fflush(stdout);
-            }
+        B.time_shipped(round);
+        for (int vi = 0; vi < NV; vi++)
+            if (ok[vi]) B.time_chain(VARS[vi].name, round, [&](int kd, int l) { cand(kd, l, true, vi); });
+        if (mixOk) {
+            char name[64];
+            snprintf(name, sizeof name, "mix %d %d %d %d", mix[0], mix[1], mix[2], mix[3]);
+            B.time_chain(name, round, [&](int kd, int l) { cand(kd, l, true, mix[kd]); });
         }
     }
     return 0;

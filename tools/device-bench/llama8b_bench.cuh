@@ -138,3 +138,133 @@ static void launch_shipped(int kd, const Layer& w, bool pdl, cudaStream_t st, fl
                          (const float*) x, g, I, H, 1, eps);
     if (kd == 3) launchp(pdl, r_matvec_q8, dim3(H / 8), 256, st, (const void*) w.d, (const float*) w.rs[6], (const float*) w.cf[6], (const float*) nullptr, (const float*) g, x, H, I, 1, 0, 0.f);
 }
+
+// What a candidate product kernel's arguments say about one kind (kd as launch_shipped) of one layer: up to 3
+// matrices of one input (q/k/v; gate and up; o or down alone), matrix m owning row blocks [rb[m], rb[m + 1]).
+struct KindArgs {
+    const signed char* w[3];
+    const float* rs[3];
+    const float* cf[3];
+    const float* bias[3];
+    float* y[3];
+    int rows[3];
+    int rb[4];         // GLU: rb[1] = rb[2] = rb[3] = all row blocks (gate and up share them)
+    const float* x;
+    int cols, normed, accumulate;
+    float eps;
+};
+
+// The host side the product benches share (mma_gemv, hmma_gemv): 32 layers of random int8 weights, the activations,
+// the shipped kinds (launch_shipped), the check of a candidate against them and the timing of both.
+struct ProductBench {
+    std::vector<Layer> Ls;
+    signed char* all; size_t layerBytes; long long wbytes;
+    float *x, *q, *k, *v, *g, *att;
+    std::vector<float> xinit, attinit, ginit;
+    cudaStream_t st; cudaEvent_t e0, e1;
+    int reps;
+    const float eps = 1e-5f;
+    const char* kinds[4] = {"qkv", "o", "glu", "down"};
+    long long kindBytes[4];
+
+    explicit ProductBench(int reps_) : reps(reps_) {
+        cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
+        Ls = make_layers(&all, &layerBytes, &wbytes);
+        CK(cudaDeviceSynchronize());
+        x = fvec(H, -1.f, 1.f, 5); att = fvec(H, -1.f, 1.f, 6); g = fvec(I, -0.3f, 0.3f, 7);
+        xinit.resize(H); attinit.resize(H); ginit.resize(I);
+        CK(cudaMemcpy(xinit.data(), x, 4L * H, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(attinit.data(), att, 4L * H, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(ginit.data(), g, 4L * I, cudaMemcpyDeviceToHost));
+        CK(cudaMalloc(&q, 4L * H)); CK(cudaMalloc(&k, 4L * KV)); CK(cudaMalloc(&v, 4L * KV));
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+        long long sz[4] = {(long long) (SZ[0] + SZ[1] + SZ[2]), (long long) SZ[3], (long long) (SZ[4] + SZ[5]), (long long) SZ[6]};
+        for (int kd = 0; kd < 4; kd++) kindBytes[kd] = sz[kd] * L;
+        printf("{\"gpu\":\"%s\",\"sms\":%d,\"weight_bytes\":%lld}\n", prop.name, prop.multiProcessorCount, wbytes);
+    }
+
+    void shipped(int kd, int l, bool pdl) { launch_shipped(kd, Ls[l], pdl, st, x, q, k, v, g, att, eps); }
+
+    // kind kd of layer l as a candidate's arguments; blocks of rb rows (rbGlu rows of gate and of up for GLU)
+    KindArgs args(int kd, int l, int rb, int rbGlu) {
+        Layer& w = Ls[l];
+        KindArgs A = {};
+        A.eps = eps;
+        if (kd == 0) {
+            signed char* ws[3] = {w.q, w.k, w.v}; float* ys[3] = {q, k, v}; int rr[3] = {H, KV, KV};
+            for (int m = 0; m < 3; m++) {
+                A.w[m] = ws[m]; A.rs[m] = w.rs[m]; A.cf[m] = w.cf[m]; A.y[m] = ys[m]; A.rows[m] = rr[m];
+                A.rb[m + 1] = A.rb[m] + (rr[m] + rb - 1) / rb;
+            }
+            A.x = x; A.cols = H; A.normed = 1;
+        } else if (kd == 2) {
+            A.w[0] = w.g; A.rs[0] = w.rs[4]; A.cf[0] = w.cf[4]; A.w[1] = w.u; A.rs[1] = w.rs[5]; A.cf[1] = w.cf[5];
+            A.y[0] = g; A.rows[0] = A.rows[1] = I; A.rb[1] = A.rb[2] = A.rb[3] = (I + rbGlu - 1) / rbGlu;
+            A.x = x; A.cols = H; A.normed = 1;
+        } else {
+            int j = kd == 1 ? 3 : 6;
+            A.w[0] = kd == 1 ? w.o : w.d; A.rs[0] = w.rs[j]; A.cf[0] = w.cf[j]; A.y[0] = x; A.rows[0] = H;
+            A.rb[1] = A.rb[2] = A.rb[3] = H / rb;
+            A.x = kd == 1 ? att : g; A.cols = kd == 1 ? H : I; A.accumulate = 1;
+        }
+        return A;
+    }
+
+    // Kind kd of layer 0 with every input (x, att, g) times s: the shipped kernel, then cand(pdl) plainly and with
+    // programmatic serialization (a second launch: counters must have reset), outputs NaN-filled before each; a
+    // check line per candidate run (max |Δ| ≤ 2e-5 · max |y|); whether both passed.
+    template <typename Cand>
+    bool check(int kd, float s, const char* name, Cand&& cand) {
+        float* outs[3]; int outn[3];
+        kind_outputs(kd, q, k, v, g, x, outs, outn);
+        std::vector<float> xs(xinit), gs(ginit), as(attinit);
+        for (auto& e : xs) e *= s;
+        for (auto& e : gs) e *= s;
+        for (auto& e : as) e *= s;
+        std::vector<float> ref;
+        bool ok = true;
+        for (int pass = 0; pass < 3; pass++) {
+            CK(cudaMemcpyAsync(x, xs.data(), 4L * H, cudaMemcpyHostToDevice, st));
+            CK(cudaMemcpyAsync(att, as.data(), 4L * H, cudaMemcpyHostToDevice, st));
+            CK(cudaMemcpyAsync(g, gs.data(), 4L * I, cudaMemcpyHostToDevice, st));
+            for (int o = 0; o < 3; o++) if (outs[o] && kd != 1 && kd != 3) CK(cudaMemsetAsync(outs[o], 0xff, 4L * outn[o], st));
+            if (pass == 0) shipped(kd, 0, false); else cand(pass == 2);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaGetLastError());
+            std::vector<float> cur;
+            for (int o = 0; o < 3; o++) if (outs[o]) { size_t a0 = cur.size(); cur.resize(a0 + outn[o]); CK(cudaMemcpy(cur.data() + a0, outs[o], 4L * outn[o], cudaMemcpyDeviceToHost)); }
+            if (pass == 0) { ref = cur; continue; }
+            double md = 0, mx = 0;
+            for (size_t i = 0; i < ref.size(); i++) {
+                double d = fabs((double) ref[i] - cur[i]);
+                if (!(d <= md)) md = d != d ? INFINITY : d;
+                mx = fmax(mx, fabs(ref[i]));
+            }
+            bool p = md <= 2e-5 * mx;
+            ok &= p;
+            printf("{\"check\":\"%s %s x*%g%s vs resident.cu\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g,\"pass\":%s}\n",
+                   name, kinds[kd], s, pass == 2 ? " (pdl, 2nd launch)" : "", md, mx, p ? "true" : "false");
+            fflush(stdout);
+        }
+        CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(att, attinit.data(), 4L * H, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g, ginit.data(), 4L * I, cudaMemcpyHostToDevice));
+        return ok;
+    }
+
+    // One line: the chain q/k/v, o, gate+up, down × 32 layers with PDL in one graph (no attention), then each kind's
+    // 32 launches alone; launch(kd, l) launches kind kd of layer l programmatically.
+    template <typename Launch>
+    void time_chain(const char* name, int round, Launch&& launch) {
+        CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
+        float t = best_us([&] { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) launch(kd, l); }, true, st, e0, e1, reps);
+        printf("{\"variant\":\"%s chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", name, round, t, wbytes / t / 1e6);
+        for (int kd = 0; kd < 4; kd++) {
+            float u = best_us([&] { for (int l = 0; l < L; l++) launch(kd, l); }, true, st, e0, e1, reps);
+            printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6);
+        }
+        printf("}\n"); fflush(stdout);
+    }
+    void time_shipped(int round) { time_chain("resident.cu", round, [&](int kd, int l) { shipped(kd, l, true); }); }
+};

@@ -27,17 +27,9 @@ __device__ __forceinline__ void m_mma_s8(int (&c)[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-struct MvArgs {
-    const signed char* w[3];
-    const float* rs[3];
-    const float* cf[3];
-    const float* bias[3];
-    float* y[3];
-    int rows[3];
-    int rb[4];         // matrix m owns row blocks [rb[m], rb[m + 1]) (GLU: one matrix pair, rb[1] = all)
-    const float* x;
-    int cols, S, normed, accumulate;
-    float eps;
+// A kind's arguments (llama8b_bench.cuh) plus the split-K bookkeeping.
+struct MvArgs : KindArgs {
+    int S;             // K-slices
     float* part;       // [S][row blocks · 128]
     float* ssp;        // [row blocks][S]
     unsigned* cnt;     // [row blocks], zero between launches
@@ -309,121 +301,39 @@ __global__ void __launch_bounds__(256) c_mvs(MvArgs a) {
 // ---- host ----
 
 int main(int argc, char** argv) {
-    int reps = argc > 1 ? atoi(argv[1]) : 10;
-    cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
-    signed char* all; size_t layerBytes; long long wbytes;
-    std::vector<Layer> Ls = make_layers(&all, &layerBytes, &wbytes);
-    const size_t* sz = SZ;
-    CK(cudaDeviceSynchronize());
-    float* x = fvec(H, -1.f, 1.f, 5);
-    std::vector<float> xinit(H);
-    CK(cudaMemcpy(xinit.data(), x, 4L * H, cudaMemcpyDeviceToHost));
-    float *q, *k, *v, *g;
-    CK(cudaMalloc(&q, 4L * H)); CK(cudaMalloc(&k, 4L * KV)); CK(cudaMalloc(&v, 4L * KV)); CK(cudaMalloc(&g, 4L * I));
-    float* att = fvec(H, -1.f, 1.f, 6);
-    float* gfix = fvec(I, -0.3f, 0.3f, 7);
+    ProductBench B(argc > 1 ? atoi(argv[1]) : 10);
     // split-K scratch: partials for up to 64 slices of 2·I rows, ss partials, counters
     float *part, *ssp; unsigned* cnt;
     CK(cudaMalloc(&part, 4L * 64 * 2 * I)); CK(cudaMalloc(&ssp, 4L * 64 * 2 * I / 64));
     CK(cudaMalloc(&cnt, 4L * 4096)); CK(cudaMemset(cnt, 0, 4L * 4096));
-    cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    const float eps = 1e-5f;
-    printf("{\"gpu\":\"%s\",\"sms\":%d,\"weight_bytes\":%lld}\n", prop.name, prop.multiProcessorCount, wbytes);
-
-    // kd: 0 q/k/v (normed), 1 o (+= , input att), 2 gate+up (normed, SwiGLU), 3 down (+=, input g)
-    auto shipped = [&](int kd, int l, bool pdl) { launch_shipped(kd, Ls[l], pdl, st, x, q, k, v, g, att, eps); };
-    auto args = [&](int kd, int l, int NC) {
-        Layer& w = Ls[l];
-        MvArgs A = {};
-        A.eps = eps; A.part = part; A.ssp = ssp; A.cnt = cnt;
-        int KS = 64 * NC;
-        const int RB = NC > 100 ? 16 : 128;
-        if (kd == 0) {
-            signed char* ws[3] = {w.q, w.k, w.v}; float* ys[3] = {q, k, v}; int rr[3] = {H, KV, KV};
-            A.rb[0] = 0;
-            for (int m = 0; m < 3; m++) {
-                A.w[m] = ws[m]; A.rs[m] = w.rs[m]; A.cf[m] = w.cf[m]; A.y[m] = ys[m]; A.rows[m] = rr[m];
-                A.rb[m + 1] = A.rb[m] + (rr[m] + RB - 1) / RB;
-            }
-            A.x = x; A.cols = H; A.normed = 1;
-        } else if (kd == 2) {
-            A.w[0] = w.g; A.rs[0] = w.rs[4]; A.cf[0] = w.cf[4]; A.w[1] = w.u; A.rs[1] = w.rs[5]; A.cf[1] = w.cf[5];
-            A.y[0] = g; A.rows[0] = A.rows[1] = I; A.rb[0] = 0; A.rb[1] = A.rb[2] = A.rb[3] = (I + RB / 2 - 1) / (RB / 2);
-            A.x = x; A.cols = H; A.normed = 1;
-        } else {
-            int j = kd == 1 ? 3 : 6;
-            A.w[0] = kd == 1 ? w.o : w.d; A.rs[0] = w.rs[j]; A.cf[0] = w.cf[j]; A.y[0] = x; A.rows[0] = H;
-            A.rb[0] = 0; A.rb[1] = A.rb[2] = A.rb[3] = H / RB;
-            A.x = kd == 1 ? att : g; A.cols = kd == 1 ? H : I; A.accumulate = 1;
-        }
-        A.S = (A.cols + KS - 1) / KS;
-        return A;
-    };
+    cudaStream_t st = B.st;
+    // NC < 100: split-K c_mv8<NC> (128 rows per block, GLU 64 of gate and of up); 100 + U: streaming c_mvs<U> (16 rows,
+    // GLU 16 of each)
     auto cand = [&](int kd, int l, bool pdl, int NC) {
-        MvArgs A = args(kd, l, NC);
-        int blocks = A.rb[3] * A.S;
-        if (NC > 100) { blocks = A.rb[3]; }
-        if (NC == 102) { if (kd == 2) launchp(pdl, c_mvs<2, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mvs<2, false>, dim3(blocks), 256, st, A); }
-        else if (NC == 104) { if (kd == 2) launchp(pdl, c_mvs<4, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mvs<4, false>, dim3(blocks), 256, st, A); }
-        else if (NC == 108) { if (kd == 2) launchp(pdl, c_mvs<8, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mvs<8, false>, dim3(blocks), 256, st, A); }
-        else if (NC == 2) { if (kd == 2) launchp(pdl, c_mv8<2, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<2, false>, dim3(blocks), 256, st, A); }
-        else if (NC == 4) { if (kd == 2) launchp(pdl, c_mv8<4, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<4, false>, dim3(blocks), 256, st, A); }
-        else if (NC == 8) { if (kd == 2) launchp(pdl, c_mv8<8, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<8, false>, dim3(blocks), 256, st, A); }
-        else { if (kd == 2) launchp(pdl, c_mv8<8, true>, dim3(blocks), 256, st, A); else launchp(pdl, c_mv8<8, false>, dim3(blocks), 256, st, A); }
+        MvArgs A;
+        static_cast<KindArgs&>(A) = NC > 100 ? B.args(kd, l, 16, 16) : B.args(kd, l, 128, 64);
+        A.part = part; A.ssp = ssp; A.cnt = cnt;
+        A.S = NC > 100 ? 1 : (A.cols + 64 * NC - 1) / (64 * NC);
+        dim3 blocks(A.rb[3] * A.S);
+        if (NC == 102) { if (kd == 2) launchp(pdl, c_mvs<2, true>, blocks, 256, st, A); else launchp(pdl, c_mvs<2, false>, blocks, 256, st, A); }
+        else if (NC == 104) { if (kd == 2) launchp(pdl, c_mvs<4, true>, blocks, 256, st, A); else launchp(pdl, c_mvs<4, false>, blocks, 256, st, A); }
+        else if (NC == 108) { if (kd == 2) launchp(pdl, c_mvs<8, true>, blocks, 256, st, A); else launchp(pdl, c_mvs<8, false>, blocks, 256, st, A); }
+        else if (NC == 2) { if (kd == 2) launchp(pdl, c_mv8<2, true>, blocks, 256, st, A); else launchp(pdl, c_mv8<2, false>, blocks, 256, st, A); }
+        else if (NC == 4) { if (kd == 2) launchp(pdl, c_mv8<4, true>, blocks, 256, st, A); else launchp(pdl, c_mv8<4, false>, blocks, 256, st, A); }
+        else { if (kd == 2) launchp(pdl, c_mv8<8, true>, blocks, 256, st, A); else launchp(pdl, c_mv8<8, false>, blocks, 256, st, A); }
     };
-    auto timeit = [&](auto&& body, bool graph) { return best_us(body, graph, st, e0, e1, reps); };
-    const char* kinds[4] = {"qkv", "o", "glu", "down"};
-    long long kindBytes[4] = {(long long) (sz[0] + sz[1] + sz[2]) * L, (long long) sz[3] * L, (long long) (sz[4] + sz[5]) * L, (long long) sz[6] * L};
-    int NCs[4] = {4, 102, 104, 108};   // NC < 100: split-K c_mv8<NC>; 100 + U: streaming c_mvs<U>
-    // checks: every kind on layer 0 against the shipped kernel (fresh inputs each time), relative to max |y|
-    bool ok[4] = {true, true, true, true};
-    for (int ni = 0; ni < 4; ni++)
-        for (int kd = 0; kd < 4; kd++) {
-            float* outs[3]; int outn[3];
-            kind_outputs(kd, q, k, v, g, x, outs, outn);
-            std::vector<float> ref, got;
-            for (int pass = 0; pass < 3; pass++) {   // shipped, candidate, candidate again (counters reset?)
-                CK(cudaMemcpyAsync(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice, st));
-                if (kd == 3) CK(cudaMemcpyAsync(g, gfix, 4L * I, cudaMemcpyDeviceToDevice, st));
-                for (int o = 0; o < 3; o++) if (outs[o] && kd != 1 && kd != 3) CK(cudaMemsetAsync(outs[o], 0xff, 4L * outn[o], st));
-                if (pass == 0) shipped(kd, 0, false); else cand(kd, 0, pass == 2, NCs[ni]);
-                CK(cudaStreamSynchronize(st));
-                std::vector<float> cur;
-                for (int o = 0; o < 3; o++) if (outs[o]) { size_t a0 = cur.size(); cur.resize(a0 + outn[o]); CK(cudaMemcpy(cur.data() + a0, outs[o], 4L * outn[o], cudaMemcpyDeviceToHost)); }
-                if (pass == 0) ref = cur;
-                else {
-                    double md = 0, mx = 0;
-                    for (size_t i = 0; i < ref.size(); i++) {
-                        double d = fabs((double) ref[i] - cur[i]);
-                        if (!(d <= md)) md = d != d ? INFINITY : d;
-                        mx = fmax(mx, fabs(ref[i]));
-                    }
-                    bool pass_ = md <= 2e-5 * mx;
-                    if (!pass_) ok[ni] = false;
-                    printf("{\"check\":\"mv8 NC%d %s%s vs resident.cu\",\"max_abs_diff\":%.3g,\"max_abs\":%.3g,\"pass\":%s}\n",
-                           NCs[ni], kinds[kd], pass == 2 ? " (pdl, 2nd launch)" : "", md, mx, pass_ ? "true" : "false");
-                    fflush(stdout);
-                }
-            }
-        }
-    // timings: per kind (32 layers), and the chain qkv, o, glu, down × 32 with PDL in one graph (no attention)
-    auto chainShipped = [&](bool pdl) { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) shipped(kd, l, pdl); };
+    const int NCs[4] = {4, 102, 104, 108};
+    bool ok[4];
+    char names[4][32];
+    for (int ni = 0; ni < 4; ni++) {
+        snprintf(names[ni], sizeof names[ni], "mv8 NC%d", NCs[ni]);
+        ok[ni] = true;
+        for (int kd = 0; kd < 4; kd++) ok[ni] &= B.check(kd, 1.f, names[ni], [&](bool pdl) { cand(kd, 0, pdl, NCs[ni]); });
+    }
     for (int round = 0; round < 2; round++) {
-        CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
-        float t = timeit([&] { chainShipped(true); }, true);
-        printf("{\"variant\":\"resident.cu chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", round, t, wbytes / t / 1e6);
-        for (int kd = 0; kd < 4; kd++) { float u = timeit([&] { for (int l = 0; l < L; l++) shipped(kd, l, true); }, true); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6); }
-        printf("}\n"); fflush(stdout);
-        for (int ni = 0; ni < 4; ni++) {
-            if (!ok[ni]) continue;
-            int NC = NCs[ni];
-            CK(cudaMemcpy(x, xinit.data(), 4L * H, cudaMemcpyHostToDevice));
-            float t2 = timeit([&] { for (int l = 0; l < L; l++) for (int kd = 0; kd < 4; kd++) cand(kd, l, true, NC); }, true);
-            printf("{\"variant\":\"mv8 NC%d chain\",\"round\":%d,\"us_per_token\":%.1f,\"TBps\":%.3f", NC, round, t2, wbytes / t2 / 1e6);
-            for (int kd = 0; kd < 4; kd++) { float u = timeit([&] { for (int l = 0; l < L; l++) cand(kd, l, true, NC); }, true); printf(",\"%s_us\":%.1f,\"%s_TBps\":%.3f", kinds[kd], u, kinds[kd], kindBytes[kd] / u / 1e6); }
-            printf("}\n"); fflush(stdout);
-        }
+        B.time_shipped(round);
+        for (int ni = 0; ni < 4; ni++)
+            if (ok[ni]) B.time_chain(names[ni], round, [&](int kd, int l) { cand(kd, l, true, NCs[ni]); });
     }
     return 0;
 }
