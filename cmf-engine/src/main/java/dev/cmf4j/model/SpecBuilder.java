@@ -247,11 +247,15 @@ public final class SpecBuilder {
             if (sw == null || sw < 1) throw new ModelException("layer " + i + " is a sliding-window layer but arch.sliding_window is missing");
             window = sw;
         }
+        Rope rope = rope(sliding, hd);
+        if (rope != null && rope.rotaryDim() > hd)   // the rotation pairs x[i] with x[i + rotaryDim/2]: inside the head only
+            throw new ModelException("layer " + i + ": rotary dim " + rope.rotaryDim() + " exceeds the head dim " + hd
+                    + " (arch.partial_rotary_factor above 1?)");
         return new Mixer.Attention(heads, kvHeads, hd, qProj, kProj, vProj, s + "o_proj.weight",
                 opt(s + "q_proj.bias"), kvSource < 0 ? opt(s + "k_proj.bias") : null,
                 kvSource < 0 ? opt(s + "v_proj.bias") : null, opt(s + "o_proj.bias"),
                 qNorm, kvSource < 0 ? kNorm : null, vNorm, gate, scale, softcap, window, opt(s + "sinks"),
-                rope(sliding, hd), kvSource);
+                rope, kvSource);
     }
 
     private int headDim(int i, boolean sliding, int heads) {

@@ -45,6 +45,12 @@ class ArchErrorsTest {
                 .hasMessageContaining("cannot run");
     }
 
+    @Test void rotaryDimWiderThanTheHead(@TempDir Path tmp) {
+        Path bad = rewritten(tmp, a -> a.put("partial_rotary_factor", 2.0));
+        assertThatThrownBy(() -> Model.open(bad)).isInstanceOf(ModelException.class)
+                .hasMessageContaining("layer 0").hasMessageContaining("rotary dim 64 exceeds the head dim 32");
+    }
+
     @Test void unsupportedLinearCore(@TempDir Path tmp) {
         Path bad = rewritten(tmp, a -> {
             ((ArrayNode) a.get("layer_types")).set(0, "LinearAttention");
