@@ -553,14 +553,27 @@ __device__ __forceinline__ float r_scaled(float x, float inv, const float* w, in
 
 // ---- q/k norm, rope, KV append ----
 
-// The per-head RMSNorm (qwen3 q_norm / k_norm; offset: gemma's (1 + w)) of a head row in shared memory, in place
-// (buf written and synced before; synced after). Shared by r_qk_rope_append and the decode attention, which
-// therefore norm a row the same way: the same sum in the same order (r_block_sum over the block's 128 threads).
-__device__ __forceinline__ void r_head_norm(float* buf, float* red, const float* w, float eps, int offset, int hd) {
+// Σ buf[i]² of a head row (hd ≤ 256) by one warp, every lane getting it, in one fixed order: as 128 threads would
+// sum it with r_block_sum (thread j: buf[j], then buf[j + 128]; each group of 32 by the xor shuffle tree; the 4 group
+// sums in order), lane l standing for threads l, l + 32, l + 64, l + 96. The prefill's r_qk_rope_append (a warp per
+// row) and the decode attention (every warp of the block) call it, so they norm a row to the same numbers, with no
+// block barrier.
+__device__ __forceinline__ float r_head_sumsq(const float* buf, int hd, int lane) {
     float ss = 0.f;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += buf[i] * buf[i];
-    ss = r_block_sum(ss, red);
-    float inv = 1.f / sqrtf(ss / hd + eps);
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        float u = 0.f;
+        for (int i = 32 * g + lane; i < hd; i += 128) u += buf[i] * buf[i];
+        for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
+        ss += u;
+    }
+    return ss;
+}
+
+// The per-head RMSNorm (qwen3 q_norm / k_norm; offset: gemma's (1 + w)) of a head row in shared memory, in place,
+// by the whole block (buf written and synced before; synced after).
+__device__ __forceinline__ void r_head_norm(float* buf, const float* w, float eps, int offset, int hd) {
+    float inv = 1.f / sqrtf(r_head_sumsq(buf, hd, threadIdx.x & 31) / hd + eps);
     for (int i = threadIdx.x; i < hd; i += blockDim.x) buf[i] = r_scaled(buf[i], inv, w, i, offset);
     __syncthreads();
 }
@@ -584,10 +597,8 @@ __device__ __forceinline__ float r_rope_at(const float* buf, int i, int half, in
 // pos·invFreq in f32, cos/sin · ropeScale). q heads are rewritten in place; k heads go to the key cache at that
 // position, and the warp also copies the head's v into the value cache. headDim ≤ 256. Prefill chunks only (T > 1):
 // a decode step's attention (r_attn_partial) norms and ropes its own rows and appends k and v itself, with the
-// same helpers and block-wide sums (r_head_norm). Here a warp owns a row, in its own slice of shared memory, and
-// sums the squares as r_head_norm's 128 threads would (lane l in the place of threads l, l + 32, l + 64, l + 96,
-// the same shuffle tree per thread group, the 4 group sums added in r_block_sum's order), so the normed and roped
-// rows are the same numbers. No block barrier: with a block of 128 threads per row (before) a llama-8b 512-token chunk
+// same helpers (r_head_sumsq: the same sum in the same order, so the normed and roped rows are the same numbers).
+// Here a warp owns a row, in its own slice of shared memory. No block barrier: with a block of 128 threads per row (before) a llama-8b 512-token chunk
 // ran 20,480 blocks per layer, 29 µs; a warp per row takes 17 µs (H200, -Dcmf.cuda.profile=true).
 #define R_ROPE_WARPS 4
 extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) r_qk_rope_append(
@@ -611,25 +622,19 @@ extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) r_qk_rope_append
     for (int i = lane; i < hd; i += 32) buf[i] = src[i];
     __syncwarp();
     if (isQ ? qNorm : kNorm) {
-        float ss = 0.f;
-#pragma unroll
-        for (int g = 0; g < 4; g++) {   // r_head_norm's thread 32g + lane, then its warp g's shuffle tree
-            float u = 0.f;
-            for (int i = 32 * g + lane; i < hd; i += 128) u += buf[i] * buf[i];
-            for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
-            ss += u;
-        }
-        float inv = 1.f / sqrtf(ss / hd + eps);
+        float inv = 1.f / sqrtf(r_head_sumsq(buf, hd, lane) / hd + eps);
         const float* w = isQ ? qw : kw;
         for (int i = lane; i < hd; i += 32) buf[i] = r_scaled(buf[i], inv, w, i, offset);
         __syncwarp();
     }
     int half = rotaryDim / 2;
-    for (int i = lane; i < hd; i += 32) {
-        float c = 0.f, s = 0.f;
-        if (i < rotaryDim) r_rope_cs(i, p, invFreq, half, ropeScale, c, s);
+    for (int i = lane; i < half; i += 32) {   // one angle per rotated pair (i, i + half)
+        float c, s;
+        r_rope_cs(i, p, invFreq, half, ropeScale, c, s);
         dst[i] = r_rope_at(buf, i, half, rotaryDim, c, s);
+        dst[i + half] = r_rope_at(buf, i + half, half, rotaryDim, c, s);
     }
+    for (int i = rotaryDim + lane; i < hd; i += 32) dst[i] = buf[i];   // past the rotary dims: unrotated
     if (!isQ) {
         const float* vs = v + ((long long) t * kvHeads + kvh) * hd;
         float* vd = vc + (long long) p * kvDim + (long long) kvh * hd;
@@ -752,8 +757,8 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
 }
 
 // Block (head, 1, split) of a decode step (one query, T = 1, at position p = pos[0]) over raw q, k and v (the
-// products' outputs): every block norms (qk-norm flag) and ropes its own head's q row (the block's 128 threads, with
-// r_qk_rope_append's helpers: the same operations in the same order), and the blocks of the last split — the one
+// products' outputs): every block norms (qk-norm flag) and ropes its own head's q row (with r_qk_rope_append's
+// helpers r_head_sumsq, r_rope_cs and r_rope_at: the same operations in the same order), and the blocks of the last split — the one
 // holding key p — also the k row of their kv head at p; they take key p's k row from shared memory and its v row
 // from the v product, never from the caches' row p (which one block per kv head, the last q head of its group,
 // writes there for the later steps, possibly while others of this grid run). So a decode step launches no
@@ -776,15 +781,18 @@ extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
     __shared__ float sq[256], sk[256];   // the raw rows, normed in place
     __shared__ float rq[256], rk[256];   // the roped q row, and k row of key p
     __shared__ float cs[128], sn[128];   // the rope's cos and sin (· ropeScale) at p
-    __shared__ float red[32];
     r_pdl_trigger();
 #ifdef __CUDA_ARCH__
     if (gridDim.y != 1) __trap();   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
 #endif
+    // the rope's angles need only the position, which the host copied in before the step: computed while the q/k/v
+    // product may still run (programmatic launch), so its sinf/cosf (slow path past ~105k) overlap that kernel's drain
+    const int p = pos[0], half = rotaryDim / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) r_rope_cs(i, p, invFreq, half, ropeScale, cs[i], sn[i]);
     r_pdl_wait();
     const int h = blockIdx.x, s = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int p = pos[0], group = heads / kvHeads;
+    const int group = heads / kvHeads;
     const bool withKey = s == splits - 1;   // the last split ends at key p (hi = p + 1)
     {
         const int kvh = h / group;
@@ -795,15 +803,12 @@ extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
             if (withKey) sk[i] = ks[i];
         }
         __syncthreads();
-        if (qNorm) r_head_norm(sq, red, qw, eps, offset, hd);
-        if (withKey && kNorm) r_head_norm(sk, red, kw, eps, offset, hd);   // withKey is the same for the whole block
-        const int half = rotaryDim / 2;
+        if (qNorm) r_head_norm(sq, qw, eps, offset, hd);
+        if (withKey && kNorm) r_head_norm(sk, kw, eps, offset, hd);   // withKey is the same for the whole block
         // one block per kv head appends key p to the caches: the last q head of the group (the CPU emulator runs the
         // blocks in order, so the group's other heads run before the row is written: reading it would read NaN there)
         const bool append = withKey && h == kvh * group + group - 1;
         const long long row = (long long) p * kvHeads * hd + (long long) kvh * hd;
-        for (int i = threadIdx.x; i < half; i += blockDim.x) r_rope_cs(i, p, invFreq, half, ropeScale, cs[i], sn[i]);
-        __syncthreads();
         for (int i = threadIdx.x; i < hd; i += blockDim.x) {
             int j = i < half ? i : i - half;
             float c = i < rotaryDim ? cs[j] : 0.f, n = i < rotaryDim ? sn[j] : 0.f;
@@ -1162,6 +1167,8 @@ __device__ __forceinline__ r_u16 r_to_f16(float v) {
 #endif
 }
 
+__device__ __forceinline__ float r_absmax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
+
 // Block-wide max (any blockDim that is a multiple of 32, ≤ 1024); every thread gets it.
 __device__ __forceinline__ float r_block_max(float v, float* red) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -1184,6 +1191,17 @@ __device__ __forceinline__ r_u16 r_part(float& v, int f16) {
     v -= f16 ? r_f16(h) : r_bf16(h);
     if (f16) v *= 2048.f;
     return h;
+}
+
+// A token's f16 parts' scale s = 2^e just above its max |v| = m (frexpf: m = f·2^e, f in [0.5, 1)), written to ts[t]
+// by thread 0; returns 1/s (exact, a power of two). e is clamped so 1/s stays finite for rows below 2^-125; an inf
+// row: frexpf leaves e = 0, scale 1, the first part inf, later ones NaN.
+__device__ __forceinline__ float r_token_rescale(float m, float* ts, int t) {
+    int e = 0;
+    if (m > 0.f) frexpf(m, &e);
+    float scale = ldexpf(1.f, max(-125, min(127, e)));
+    if (threadIdx.x == 0) ts[t] = scale;
+    return 1.f / scale;
 }
 
 // v·rescale as `parts` 16-bit parts (r_part), part j of the 4 columns at dst + j·stride (8-byte stores).
@@ -1219,7 +1237,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
             for (int i = 0; i < N; i++) {
                 if (i >= n) break;
                 float4 w = r_cf4(v, cfs[i], c);
-                mx[i] = fmaxf(mx[i], fmaxf(fmaxf(fabsf(w.x), fabsf(w.y)), fmaxf(fabsf(w.z), fabsf(w.w))));
+                mx[i] = fmaxf(mx[i], r_absmax4(w));
             }
         }
     } else {
@@ -1238,14 +1256,7 @@ __device__ __forceinline__ void r_split_body(const float* x, int normed, float e
 #pragma unroll
     for (int i = 0; i < N; i++) {
         rescale[i] = 1.f;
-        if (f16 && i < n) {
-            float m = r_block_max(mx[i], red) * inv;
-            int e = 0;
-            if (m > 0.f) frexpf(m, &e);   // m = f·2^e, f in [0.5, 1)
-            float scale = ldexpf(1.f, max(-125, min(127, e)));   // 1/scale stays finite for rows below 2^-125 (an inf row: frexpf leaves e = 0, scale 1, the first part inf, later ones NaN)
-            if (threadIdx.x == 0) tss[i][t] = scale;
-            rescale[i] = 1.f / scale;
-        }
+        if (f16 && i < n) rescale[i] = r_token_rescale(r_block_max(mx[i], red) * inv, tss[i], t);
     }
     if (vec) {
         for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
@@ -1437,6 +1448,8 @@ __device__ __forceinline__ void r_glu_split_body(const float* Cg, const float* C
             int r0 = (k * blockDim.x + threadIdx.x) * 4;
             float4 g4 = make_float4(0.f, 0.f, 0.f, 0.f), u4 = g4;
             if (r0 < rows) { g4 = *reinterpret_cast<const float4*>(cg + r0); u4 = *reinterpret_cast<const float4*>(cu + r0); }
+            // zeroed here, in the first part's pass, not before the loop: that made ptxas keep fewer loads in flight
+            // (sm_90 91 instead of 128 registers) and the llama-8b exact-prefill split 2,324 → 2,693 µs per chunk
             if (j == 0) { h[k] = make_float4(0.f, 0.f, 0.f, 0.f); u[k] = h[k]; }
             h[k].x += g4.x * f; h[k].y += g4.y * f; h[k].z += g4.z * f; h[k].w += g4.w * f;
             u[k].x += u4.x * f; u[k].y += u4.y * f; u[k].z += u4.z * f; u[k].w += u4.w * f;
@@ -1458,19 +1471,11 @@ __device__ __forceinline__ void r_glu_split_body(const float* Cg, const float* C
                 o[i] = r_silu(gs[i]) * us[i];
             }
             float4 v = r_cf4(make_float4(o[0], o[1], o[2], o[3]), cf, r0);
-            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+            mx = fmaxf(mx, r_absmax4(v));
             h[k] = v;
         }
     }
-    float rescale = 1.f;
-    if (f16) {
-        float m = r_block_max(mx, red);
-        int e = 0;
-        if (m > 0.f) frexpf(m, &e);
-        float scale = ldexpf(1.f, max(-125, min(127, e)));
-        if (threadIdx.x == 0) ts[t] = scale;
-        rescale = 1.f / scale;
-    }
+    float rescale = f16 ? r_token_rescale(r_block_max(mx, red), ts, t) : 1.f;
 #pragma unroll
     for (int k = 0; k < N; k++) {
         int r0 = (k * blockDim.x + threadIdx.x) * 4;
@@ -1566,7 +1571,6 @@ __device__ __forceinline__ int r_tc_exp(float m) {
 __device__ __forceinline__ float r_tc_up(int e) { return __uint_as_float((unsigned) (267 - e) << 23); }
 __device__ __forceinline__ float r_tc_down(int e) { return __uint_as_float((unsigned) (e - 13) << 23); }
 
-__device__ __forceinline__ float r_absmax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
 
 // Columns c..c+3 of cache row `key` (zero past pLast and past hd); float4 when hd % 4 == 0.
 __device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, int key, int pLast, int c, int hd, long long kvDim) {
