@@ -555,7 +555,9 @@ class CudaKernelEmulationTest {
      * Each warp takes groups of 4 keys: 128/4/2/45/0/0/1 (46 keys in one split) and 64/4/2/90/37/1/2 (a window of 37:
      * 18 and 19 keys) walk several groups per warp and end on a group with dead keys; 64/8/2/3/0/0/16/1/64 and
      * 64/4/2/5/0/1/16/0/64 (sinks) leave most of their 16 splits empty (m = −inf: the merge skips them, as on every
-     * decode step below position 15); 64/4/2/20/1/0/4/3/64: a window of 1 (only key p) with a q norm alone;
+     * decode step below position 15); 64/4/2/20/6/0/4/3/64: a q norm alone over a window of 6 (several keys, so q's
+     * norm shows in their weights: passing the launch a q-norm flag of 0 fails it, which a window of 1 — key p alone,
+     * weight 1, the output v_p whatever q is — did not);
      * 32/4/2/12/20/1/3/4/0: no rope (rotary dim 0) with a k norm alone, p inside the window. The block that appends a kv
      * head's row is its group's last q head, which the emulator runs after the group's others (blocks one at a time, x
      * innermost): so a block reading cache row p instead of its own row meets NaN, except where a group has one head
@@ -564,7 +566,7 @@ class CudaKernelEmulationTest {
     @ParameterizedTest
     @ValueSource(strings = {"128/8/2/37/0/0/4/1/128", "64/4/4/70/16/1/7/2/32", "13/6/2/5/0/1/3/0/12", "256/2/1/9/4/0/2/1/256",
             "40/6/3/100/0/0/32/0/40", "32/4/2/0/0/1/1/2/16", "128/4/2/45/0/0/1/0/64", "64/4/2/90/37/1/2/1/64", "64/8/2/3/0/0/16/1/64",
-            "64/4/2/5/0/1/16/0/64", "64/4/2/20/1/0/4/3/64", "32/4/2/12/20/1/3/4/0"})
+            "64/4/2/5/0/1/16/0/64", "64/4/2/20/6/0/4/3/64", "32/4/2/12/20/1/3/4/0"})
     void decodeAttentionRopesAppendsAndMergesItsSplitsLikeAReference(String shape) {
         String[] f = shape.split("/");
         int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), p0 = Integer.parseInt(f[3]);
