@@ -798,7 +798,7 @@ class CudaKernelEmulationTest {
      * The prefill's fused kernels, real, on emulated blocks, against the unfused kernels they stand for, value for
      * value: r_split3 of three matrices (distinct column scales, the third none) against r_split per matrix (each its
      * own parts and token scale: one written from another's scales shows), r_gemm_out3 against three r_gemm_out
-     * (ragged row counts: the block ranges), r_glu_split_N against r_glu_out then r_split of the result (the down
+     * (ragged row counts: the block ranges; f16: each its own token scales), r_glu_split_N against r_glu_out then r_split of the result (the down
      * product's parts and scale). shape = T/cols/f16/parts/N (N: r_glu_split_N, cols ≤ N·2048; cols % 4 != 0 only
      * splits, the scalar path).
      */
@@ -838,22 +838,30 @@ class CudaKernelEmulationTest {
                     dy[i] = up.apply(MemorySegment.ofArray(new float[T * rows[i]]));
                     dy[3 + i] = up.apply(MemorySegment.ofArray(new float[T * rows[i]]));
                 }
-                long dtsIn = up.apply(MemorySegment.ofArray(java.util.Arrays.copyOf(tsIn, Math.max(T, 3))));
+                // each matrix its own token scales (tsIn rotated by i: 0.25, 4, 1/64 / 4, 1/64, 0.25 / ...), so an
+                // epilogue reading another matrix's scales fails
+                long[] dts3 = new long[3];
+                for (int i = 0; i < 3; i++) {
+                    float[] tsi = new float[Math.max(T, 3)];
+                    for (int t = 0; t < tsi.length; t++) tsi[t] = t < 3 ? tsIn[(t + i) % 3] : 1f;
+                    dts3[i] = up.apply(MemorySegment.ofArray(tsi));
+                }
                 long[] cfs = {dcf0, dcf1, 0L};
                 cu.launch(cu.function(mod, "r_split3"), T, 1, 1, 256, 1, 1, 0, ResidentForward.pack(a, dx, 1, eps, T, cols, f16 ? 1 : 0, parts, 3,
                         cfs[0], dp[0], dts[0], cfs[1], dp[1], dts[1], cfs[2], dp[2], dts[2]));
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
                             ResidentForward.pack(a, dx, cfs[i], 1, eps, dp[3 + i], T, cols, f16 ? 1 : 0, parts, dts[3 + i]));
-                long ts = f16 ? dtsIn : 0L;
+                long[] ts = new long[3];
+                for (int i = 0; i < 3; i++) ts[i] = f16 ? dts3[i] : 0L;
                 int blocks = 0;
                 for (int i = 0; i < 3; i++) blocks += (rows[i] + 1023) / 1024;
                 cu.launch(cu.function(mod, "r_gemm_out3"), blocks, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
-                        dC[0], drs[0], db[0], dy[0], rows[0], ts, dC[1], 0L, db[1], dy[1], rows[1], ts, dC[2], drs[2], 0L, dy[2], rows[2], ts,
+                        dC[0], drs[0], db[0], dy[0], rows[0], ts[0], dC[1], 0L, db[1], dy[1], rows[1], ts[1], dC[2], drs[2], 0L, dy[2], rows[2], ts[2],
                         T, parts, step));
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
-                            dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts, step));
+                            dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts[i], step));
                 if (glu) {   // gate = C[0], up its own rows, row scales and token scales: h = silu(g)·u, then down's parts (cf1)
                     long dCu = up.apply(MemorySegment.ofArray(rnd(r, cols * parts * T, -50f, 50f))), dh = up.apply(MemorySegment.ofArray(new float[T * cols]));
                     long drsu = up.apply(MemorySegment.ofArray(rnd(r, cols, 0.5f, 2f)));
@@ -861,9 +869,9 @@ class CudaKernelEmulationTest {
                     for (int t = 0; t < tsUp.length; t++) tsUp[t] = t < 3 ? tsIn[2 - t] : 1f;   // 1/64, 4, 0.25: not gate's
                     long tsu = f16 ? up.apply(MemorySegment.ofArray(tsUp)) : 0L;
                     cu.launch(cu.function(mod, "r_glu_split_" + N), T, 1, 1, 512, 1, 1, 0, ResidentForward.pack(a,
-                            dC[0], dCu, drs[0], drsu, ts, tsu, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
+                            dC[0], dCu, drs[0], drsu, ts[0], tsu, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
                     cu.launch(cu.function(mod, "r_glu_out"), (cols + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
-                            dC[0], dCu, drs[0], drsu, dh, cols, T, parts, ts, tsu, step));
+                            dC[0], dCu, drs[0], drsu, dh, cols, T, parts, ts[0], tsu, step));
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
                             ResidentForward.pack(a, dh, dcf1, 0, 0f, dp[7], T, cols, f16 ? 1 : 0, parts, dts[7]));
                 }
