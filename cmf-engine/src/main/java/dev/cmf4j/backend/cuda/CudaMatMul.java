@@ -58,6 +58,11 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     private String prefillPrecision = ResidentForward.prefillPrecisionMode(System.getProperty("cmf.cuda.prefillPrecision", "exact"));
     /** {@code -Dcmf.cuda.prefillFusion=false}: see {@link ResidentForward#fusePrefill}. */
     private boolean prefillFusion = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.prefillFusion"));
+    /**
+     * {@code -Dcmf.cuda.pdl=false}: decode steps launch plainly instead of by programmatic dependent launch (on by
+     * default where the device and driver take it: see {@link ResidentForward#programmatic}).
+     */
+    private boolean programmaticLaunch = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -116,7 +121,7 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
             ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache, prefillPrecision,
-                    prefillFusion);
+                    prefillFusion, programmaticLaunch);
             residents.add(r);
             return r;
         });
@@ -141,6 +146,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Tests: whether the prefill fuses its splits and epilogues (default: {@code cmf.cuda.prefillFusion}, on). */
     void usePrefillFusion(boolean on) { this.prefillFusion = on; }
+
+    /** Tests: whether decode steps may launch programmatically (default: {@code cmf.cuda.pdl}, on). */
+    void useProgrammaticLaunch(boolean on) { this.programmaticLaunch = on; }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -142,11 +142,9 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<String, double[]> prefillProfile = new java.util.TreeMap<>();   // "prefill T: name" -> {ms, launches}
 
     /**
-     * {@code -Dcmf.cuda.pdl=false}: decode steps launch plainly instead of by programmatic dependent launch (on by
-     * default where resident.cu's loaded code was compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}).
+     * Whether decode steps launch by programmatic dependent launch: asked for ({@code -Dcmf.cuda.pdl}, on by default),
+     * resident.cu's loaded code compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}.
      */
-    static final boolean PDL = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
-    /** Whether this device and driver take programmatic dependent launches (and -Dcmf.cuda.pdl allows them). */
     private final boolean pdl;
 
     /** Whether decode steps launch by programmatic dependent launch (said in the model's note, so a run shows it). */
@@ -181,7 +179,7 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache, String prefillPrecision, boolean fusePrefill) {
+                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch) {
         this.prefillCache = prefillCacheMode(prefillCache);
         this.fastPrefill = "fast".equals(prefillPrecisionMode(prefillPrecision));
         this.fusePrefill = fusePrefill;
@@ -205,7 +203,7 @@ final class ResidentForward implements DeviceForward {
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
-        this.pdl = PDL && cu.hasLaunchEx() && cu.functionAttribute(fnAttn, CudaDriver.FUNC_ATTR_PTX_VERSION) >= 90;
+        this.pdl = programmaticLaunch && cu.hasLaunchEx() && cu.functionAttribute(fnAttn, CudaDriver.FUNC_ATTR_PTX_VERSION) >= 90;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
         waits.add(fnAttn.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);

@@ -374,7 +374,8 @@ class CudaMockTest {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
         for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf", "qwen3-Q8_2F.cmf"))
-            for (boolean graphs : new boolean[] {true, false}) {
+            for (boolean graphs : new boolean[] {true, false})
+            for (boolean pdl : new boolean[] {true, false}) {
                 // graphs on: prefill chunks of 4 go through the mock cuBLAS; off: through the matvec kernels
                 float[] want;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = run(m.graph(), prompt, next); }
@@ -382,6 +383,7 @@ class CudaMockTest {
                 try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                     gpu.notes(notes::add);
                     gpu.useGraphs(graphs);
+                    gpu.useProgrammaticLaunch(pdl);
                     if (graphs) gpu.useCublas(List.of(lib.toString()), 2);
                     int gemms0 = gemms();
                     int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2), programmatic0 = counter(8);
@@ -392,7 +394,7 @@ class CudaMockTest {
                     }
                     assertThat(notes).singleElement().asString().contains("GPU-resident forward");
                     for (int i = 0; i < want.length; i++)
-                        assertThat((double) got[i]).as(file + " graphs " + graphs + " logit " + i)
+                        assertThat((double) got[i]).as(file + " graphs " + graphs + " pdl " + pdl + " logit " + i)
                                 .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
                     // prefill chunks of 4 and 2 launch kernel by kernel; the decode steps replay one graph
                     if (graphs) {
@@ -405,10 +407,11 @@ class CudaMockTest {
                     assertThat(counter(0)).isGreaterThan(direct0);
                     // the mock is cc 9.0 with cuLaunchKernelEx: a decode step's products and attention go out as
                     // programmatic launches (graphs off: every step; on: once, at the capture)
-                    if (ResidentForward.PDL)
+                    if (pdl)
                         assertThat(counter(8) - programmatic0).as("programmatic dependent launches in the decode step").isPositive();
                     else
                         assertThat(counter(8) - programmatic0).as("-Dcmf.cuda.pdl=false: plain launches only").isZero();
+                    assertThat(notes.get(0).contains("programmatic dependent launch")).as("the note says whether").isEqualTo(pdl);
                     if (graphs) assertThat(gemms() - gemms0).as("prefill products as cuBLAS GEMMs").isPositive();
                     else assertThat(gemms()).isEqualTo(gemms0);
                 }
@@ -527,34 +530,37 @@ class CudaMockTest {
     /**
      * Code built from the compute_80 PTX (a GPU major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has no
      * griddepcontrol.wait: its decode steps launch plainly, whatever the device's compute capability, and still match.
+     * compute_90 code launches them programmatically, unless told not to ({@code -Dcmf.cuda.pdl=false}).
      */
     @Test void codeWithoutTheWaitsLaunchesPlainly() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
         float[] want;
         try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
-        java.util.Map<Integer, Integer> programmatic = new java.util.HashMap<>();
-        java.util.Map<Integer, String> said = new java.util.HashMap<>();
-        for (int ptx : new int[] {80, 90}) {
+        java.util.Map<String, Integer> programmatic = new java.util.HashMap<>();
+        java.util.Map<String, String> said = new java.util.HashMap<>();
+        for (String which : List.of("80", "90", "90 pdl off")) {
+            int ptx = Integer.parseInt(which.substring(0, 2));
             mockSet("mock_ptx_version", ValueLayout.JAVA_INT, ptx);
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
-                gpu.notes(n -> said.merge(ptx, n, String::concat));
+                gpu.notes(n -> said.merge(which, n, String::concat));
+                gpu.useProgrammaticLaunch(!which.endsWith("off"));
                 int before = counter(8);
                 float[] got;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
-                programmatic.put(ptx, counter(8) - before);
+                programmatic.put(which, counter(8) - before);
                 for (int i = 0; i < want.length; i++)
-                    assertThat((double) got[i]).as("ptx " + ptx + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                    assertThat((double) got[i]).as("ptx " + which + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
             } finally {
                 mockSet("mock_ptx_version", ValueLayout.JAVA_INT, 90);
             }
         }
-        assertThat(programmatic.get(80)).as("compute_80 code: no programmatic launches").isZero();
-        assertThat(said.get(80)).doesNotContain("programmatic dependent launch");
-        if (ResidentForward.PDL) {
-            assertThat(programmatic.get(90)).as("compute_90 code: the decode step's").isPositive();
-            assertThat(said.get(90)).as("the model's note says so").contains("programmatic dependent launch");
-        }
+        assertThat(programmatic.get("80")).as("compute_80 code: no programmatic launches").isZero();
+        assertThat(said.get("80")).doesNotContain("programmatic dependent launch");
+        assertThat(programmatic.get("90")).as("compute_90 code: the decode step's").isPositive();
+        assertThat(said.get("90")).as("the model's note says so").contains("programmatic dependent launch");
+        assertThat(programmatic.get("90 pdl off")).as("compute_90 code, -Dcmf.cuda.pdl=false").isZero();
+        assertThat(said.get("90 pdl off")).doesNotContain("programmatic dependent launch");
     }
 
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {
