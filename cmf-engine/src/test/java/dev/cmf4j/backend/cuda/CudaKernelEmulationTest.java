@@ -80,6 +80,16 @@ class CudaKernelEmulationTest {
         try { return (long) h.invokeExact(); } catch (Throwable t) { throw new AssertionError(t); }
     }
 
+    /**
+     * Launches the mock took with programmatic stream serialization (its counter 8, as {@link CudaMockTest#counter}):
+     * an emulated kernel so launched fails unless every block reached r_pdl_wait.
+     */
+    static int programmaticLaunches() {
+        var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_counter").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
+        try { return (int) h.invokeExact(8); } catch (Throwable t) { throw new AssertionError(t); }
+    }
+
     @Test void theRealQ4KernelsOnEmulatedWarpsMatchTheCpu() throws Throwable {
         long before = launches();
         CudaMockTest.q4MatmulsMatchTheCpu(ctx);
@@ -140,10 +150,12 @@ class CudaKernelEmulationTest {
         try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
         List<String> notes = new ArrayList<>();
         long before = launches();
+        int programmatic0 = programmaticLaunches();
         Run got;
         if (realProducts) emulateProducts(1);
         try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
             gpu.notes(notes::add);
+            gpu.useProgrammaticLaunch(true);
             try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
                 assertThat(m.graph().device()).as(label + ": " + notes).isNotNull();
                 got = run(m.graph(), prompt, steps);
@@ -153,6 +165,8 @@ class CudaKernelEmulationTest {
         }
         assertThat(notes).singleElement().asString().contains("GPU-resident forward");
         assertThat(launches() - before).as(launchesWhat).isGreaterThan(10);
+        // the decode step's products and attention, real, went out programmatically: the mock checked their waits
+        if (realProducts) assertThat(programmaticLaunches() - programmatic0).as(label + ": programmatic launches").isPositive();
         double max = 0;
         for (int i = 0; i < want.logits().length; i++) max = Math.max(max, Math.abs(got.logits()[i] - want.logits()[i]));
         System.out.printf("emulated resident %s: max|Δ| vs CPU %.3g over %d logits, greedy %s%n", label, max,
@@ -935,7 +949,10 @@ class CudaKernelEmulationTest {
                     gpu.notes(n -> {});
                     gpu.useCublas(List.of(lib.toString()), 2);
                     gpu.usePrefillFusion(fused);
+                    gpu.useProgrammaticLaunch(true);
+                    int programmatic0 = programmaticLaunches();
                     try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, 3)); }
+                    assertThat(programmaticLaunches() - programmatic0).as(which + " fused " + fused + ": programmatic launches").isPositive();
                 }
         } finally {
             emulateProducts(0);
