@@ -138,12 +138,8 @@ class CudaKernelEmulationTest {
      */
     private void residentMatchesTheCpu(String label, String model, dev.cmf4j.convert.TensorPolicy.Mode mode,
                                        boolean realProducts, String launchesWhat) throws Throwable {
-        Path dir = dev.cmf4j.testkit.Fixtures.require("models/" + model);
-        Path cmf = tmp.resolve(model + "-" + mode.label + (realProducts ? "-products" : "") + ".cmf");
-        try (var src = dev.cmf4j.convert.Sources.open(dir)) {
-            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
-                    new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
-        }
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
+                tmp.resolve(model + "-" + mode.label + (realProducts ? "-products" : "") + ".cmf"), mode);
         int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
         int steps = 6;
         Run want;
@@ -931,11 +927,8 @@ class CudaKernelEmulationTest {
     @ValueSource(strings = {"Q8_2F", "BF16"})
     void fusedCublasPrefillOnTheRealKernelsMatchesTheUnfusedOne(String which) throws Throwable {
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which);
-        Path cmf = tmp.resolve("llama-gemm-" + mode.label + ".cmf");
-        try (var src = dev.cmf4j.convert.Sources.open(dev.cmf4j.testkit.Fixtures.require("models/llama"))) {
-            dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
-                    new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
-        }
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/llama"),
+                tmp.resolve("llama-gemm-" + mode.label + ".cmf"), mode);
         int[] prompt = {2, 5, 9, 200, 17, 3};   // chunks of 4 (cuBLAS) and 2 (cuBLAS: gemmMinTokens 2)
         // then 2 decode steps: the real products and attention, launched programmatically (the mock checks each
         // block reached r_pdl_wait)

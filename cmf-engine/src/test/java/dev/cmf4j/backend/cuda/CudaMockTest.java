@@ -504,11 +504,7 @@ class CudaMockTest {
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
         for (var mode : List.of(dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F, dev.cmf4j.convert.TensorPolicy.Mode.BF16,
                 dev.cmf4j.convert.TensorPolicy.Mode.F16)) {
-            Path cmf = tmp.resolve("llama-fusion-" + mode.label + ".cmf");
-            try (var src = dev.cmf4j.convert.Sources.open(dir)) {
-                dev.cmf4j.convert.Converter.convert(src, cmf, dev.cmf4j.convert.Converter.Options.of(
-                        new dev.cmf4j.convert.TensorPolicy(mode, List.of())).withThreads(2));
-            }
+            Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dir, tmp.resolve("llama-fusion-" + mode.label + ".cmf"), mode);
             float[] want;
             try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, next); }
             for (String precision : List.of("exact", "fast")) {
