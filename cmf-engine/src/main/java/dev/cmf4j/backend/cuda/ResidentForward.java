@@ -323,26 +323,29 @@ final class ResidentForward implements DeviceForward {
      * — W·(w ⊙ x̂) = (W·diag(w))·x̂ — so the kernel applies only the norm's 1/rms (r_inv_rms).
      */
     private W upload(Matrix m, NormOp norm) {
+        boolean fold = norm != null && norm.w() != null;
+        if (fold && norm.w().length != m.inDim())
+            throw new IllegalStateException(m.name() + ": the norm folded into it has " + norm.w().length + " weights for its "
+                    + m.inDim() + " columns");
         CudaMatMul.DeviceMatrix d = mm.resident(m);
         long cf = d.colField();
-        if (norm != null && norm.w() != null && m.dtype() != DType.Q8_2F) {
+        if (fold && m.dtype() != DType.Q8_2F) {
             // no column scales of its own: the norm's weight alone, one vector for all its products (q, k and v then
             // share their prefill parts: r_split3 sees one column-scale vector)
-            Long shared = normScales.get(norm);
-            if (shared == null) {
-                float[] w = norm.w(), f = new float[w.length];
-                for (int c = 0; c < f.length; c++) f[c] = norm.offset() ? 1f + w[c] : w[c];
-                normScales.put(norm, shared = vector(f));
-            }
-            if (norm.w().length != m.inDim()) throw new IllegalStateException(m.name() + ": a norm of " + norm.w().length + " columns");
-            cf = shared;
-        } else if (norm != null && norm.w() != null) {
-            float[] f = columnScales(m);
-            float[] w = norm.w();
-            for (int c = 0; c < f.length; c++) f[c] *= norm.offset() ? 1f + w[c] : w[c];
+            cf = normScales.computeIfAbsent(norm, n -> vector(normWeight(n)));
+        } else if (fold) {
+            float[] f = columnScales(m), w = normWeight(norm);
+            for (int c = 0; c < f.length; c++) f[c] *= w[c];
             cf = vector(f);
         }
         return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), cf);
+    }
+
+    /** The weight a norm multiplies x̂ by: w, or 1 + w (gemma's offset norm). */
+    private static float[] normWeight(NormOp norm) {
+        float[] w = norm.w(), f = new float[w.length];
+        for (int c = 0; c < f.length; c++) f[c] = norm.offset() ? 1f + w[c] : w[c];
+        return f;
     }
 
     /** A matrix's per-column scales as stored (q8_2f's f16 plane), or ones. */
