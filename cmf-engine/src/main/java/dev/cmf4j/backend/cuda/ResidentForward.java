@@ -203,7 +203,7 @@ final class ResidentForward implements DeviceForward {
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
-        this.pdl = programmaticLaunch && cu.hasLaunchEx() && cu.functionAttribute(fnAttn, CudaDriver.FUNC_ATTR_PTX_VERSION) >= 90;
+        this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn) >= 90;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
         waits.add(fnAttn.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
@@ -244,6 +244,18 @@ final class ResidentForward implements DeviceForward {
                     vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
                     l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()));
+        }
+    }
+
+    /**
+     * The virtual architecture {@code f}'s loaded code was built for, or 0 when the driver cannot say (then no
+     * programmatic launches: an optional speed-up, not worth losing the resident forward over).
+     */
+    private int ptxVersion(MemorySegment f) {
+        try {
+            return cu.functionAttribute(f, CudaDriver.FUNC_ATTR_PTX_VERSION);
+        } catch (CudaException e) {
+            return 0;
         }
     }
 

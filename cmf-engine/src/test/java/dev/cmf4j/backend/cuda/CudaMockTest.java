@@ -535,7 +535,8 @@ class CudaMockTest {
     /**
      * Code built from the compute_80 PTX (a GPU major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has no
      * griddepcontrol.wait: its decode steps launch plainly, whatever the device's compute capability, and still match.
-     * compute_90 code launches them programmatically, unless told not to ({@code -Dcmf.cuda.pdl=false}).
+     * compute_90 code launches them programmatically, unless told not to ({@code -Dcmf.cuda.pdl=false}). A driver that
+     * cannot say which code it loaded (cuFuncGetAttribute failing) gets plain launches, not a failed model.
      */
     @Test void codeWithoutTheWaitsLaunchesPlainly() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
@@ -544,8 +545,8 @@ class CudaMockTest {
         try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"))) { want = run(m.graph(), prompt, next); }
         java.util.Map<String, Integer> programmatic = new java.util.HashMap<>();
         java.util.Map<String, String> said = new java.util.HashMap<>();
-        for (String which : List.of("80", "90", "90 pdl off")) {
-            int ptx = Integer.parseInt(which.substring(0, 2));
+        for (String which : List.of("80", "90", "90 pdl off", "-1")) {   // -1: the mock's cuFuncGetAttribute(PTX_VERSION) fails
+            int ptx = Integer.parseInt(which.split(" ")[0]);
             mockSet("mock_ptx_version", ValueLayout.JAVA_INT, ptx);
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 gpu.notes(n -> said.merge(which, n, String::concat));
@@ -566,6 +567,8 @@ class CudaMockTest {
         assertThat(said.get("90")).as("the model's note says so").contains("programmatic dependent launch");
         assertThat(programmatic.get("90 pdl off")).as("compute_90 code, -Dcmf.cuda.pdl=false").isZero();
         assertThat(said.get("90 pdl off")).doesNotContain("programmatic dependent launch");
+        assertThat(programmatic.get("-1")).as("PTX version unknown: plain launches").isZero();
+        assertThat(said.get("-1")).contains("GPU-resident forward").doesNotContain("programmatic dependent launch");
     }
 
     @Test void unreachableSessionsGiveTheirDeviceMemoryBack() throws Exception {

@@ -108,7 +108,7 @@ static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
    attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
    was built for: 90 as for the shipped sm_90 SASS, or what a test sets, 80: code the driver built from the compute_80
-   PTX), 6 BINARY_VERSION (90) */
+   PTX; below 0: the call fails, as a driver might), 6 BINARY_VERSION (90) */
 static int ptx_version = 90;
 void mock_ptx_version(int v) { ptx_version = v; }
 CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
@@ -116,7 +116,7 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
     switch (attr) {
         case 3: *v = 0; return 0;
         case 4: *v = 64; return 0;
-        case 5: *v = ptx_version; return 0;
+        case 5: if (ptx_version < 0) return 1; *v = ptx_version; return 0;
         case 6: *v = 90; return 0;
         default: return 1;   /* CUDA_ERROR_INVALID_VALUE */
     }
