@@ -425,25 +425,40 @@ public final class CudaDriver {
     public static final int ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
     /**
+     * A {@code CUlaunchConfig} for {@link #launchProgrammatic}, in {@code arena}, with its one attribute (programmatic
+     * stream serialization) set; the launch writes the grid, block and stream into it each time, so one config
+     * serves one thread's launches (cuLaunchKernelEx reads it while enqueueing, not after).
+     */
+    public MemorySegment programmaticConfig(Arena arena) {
+        MemorySegment attr = arena.allocate(LAUNCH_ATTRIBUTE_BYTES, 8);
+        attr.set(ValueLayout.JAVA_INT, 0, ATTR_PROGRAMMATIC_STREAM_SERIALIZATION);
+        attr.set(ValueLayout.JAVA_INT, LAUNCH_ATTRIBUTE_VALUE, 1);   // programmaticStreamSerializationAllowed
+        MemorySegment cfg = arena.allocate(LAUNCH_CONFIG_BYTES, 8);
+        cfg.set(PTR, LAUNCH_CONFIG_ATTRS, attr);
+        cfg.set(ValueLayout.JAVA_INT, LAUNCH_CONFIG_NUM_ATTRS, 1);
+        return cfg;
+    }
+
+    /**
      * As {@link #launch} on {@code stream}, through {@code cuLaunchKernelEx} with programmatic stream serialization
      * (programmatic dependent launch, cc ≥ 9.0): the kernel may start before the previous kernel on the stream has
      * finished, once every block of that one has executed {@code griddepcontrol.launch_dependents} (or exited); it
      * must execute {@code griddepcontrol.wait} before touching anything the previous kernels write or read. Kept
-     * as a programmatic edge when the stream is being captured.
+     * as a programmatic edge when the stream is being captured. {@code cfg}: from {@link #programmaticConfig}, not
+     * used by another thread meanwhile.
      */
-    public void launchProgrammatic(MemorySegment f, int gx, int gy, int gz, int bx, int by, int bz, int sharedBytes,
-                                   MemorySegment stream, MemorySegment params) {
+    public void launchProgrammatic(MemorySegment cfg, MemorySegment f, int gx, int gy, int gz, int bx, int by, int bz,
+                                   int sharedBytes, MemorySegment stream, MemorySegment params) {
         if (launchEx == null) throw new IllegalStateException("cuLaunchKernelEx is not available");
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment attr = a.allocate(LAUNCH_ATTRIBUTE_BYTES, 8);
-            attr.set(ValueLayout.JAVA_INT, 0, ATTR_PROGRAMMATIC_STREAM_SERIALIZATION);
-            attr.set(ValueLayout.JAVA_INT, LAUNCH_ATTRIBUTE_VALUE, 1);   // programmaticStreamSerializationAllowed
-            MemorySegment cfg = a.allocate(LAUNCH_CONFIG_BYTES, 8);
-            int[] dims = {gx, gy, gz, bx, by, bz, sharedBytes};
-            for (int i = 0; i < dims.length; i++) cfg.set(ValueLayout.JAVA_INT, 4L * i, dims[i]);
-            cfg.set(PTR, LAUNCH_CONFIG_STREAM, stream);
-            cfg.set(PTR, LAUNCH_CONFIG_ATTRS, attr);
-            cfg.set(ValueLayout.JAVA_INT, LAUNCH_CONFIG_NUM_ATTRS, 1);
+        cfg.set(ValueLayout.JAVA_INT, 0, gx);
+        cfg.set(ValueLayout.JAVA_INT, 4, gy);
+        cfg.set(ValueLayout.JAVA_INT, 8, gz);
+        cfg.set(ValueLayout.JAVA_INT, 12, bx);
+        cfg.set(ValueLayout.JAVA_INT, 16, by);
+        cfg.set(ValueLayout.JAVA_INT, 20, bz);
+        cfg.set(ValueLayout.JAVA_INT, 24, sharedBytes);
+        cfg.set(PTR, LAUNCH_CONFIG_STREAM, stream);
+        try {
             check((int) launchEx.invokeExact(cfg, f, params, MemorySegment.NULL), "cuLaunchKernelEx");
         } catch (Throwable t) { throw rethrow(t); }
     }

@@ -146,6 +146,8 @@ final class ResidentForward implements DeviceForward {
      * resident.cu's loaded code compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}.
      */
     private final boolean pdl;
+    /** The programmatic launches' CUlaunchConfig (owner thread only), or null without {@link #pdl}. */
+    private final MemorySegment launchConfig;
 
     /** Whether decode steps launch by programmatic dependent launch (said in the model's note, so a run shows it). */
     boolean programmaticLaunch() { return pdl; }
@@ -204,6 +206,7 @@ final class ResidentForward implements DeviceForward {
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
         this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn) >= 90;
+        this.launchConfig = pdl ? cu.programmaticConfig(own) : null;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
         waits.add(fnAttn.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
@@ -971,7 +974,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void launch(Launch l, MemorySegment stream) {
-        if (l.programmatic()) cu.launchProgrammatic(l.fn(), l.gx(), l.gy(), l.gz(), l.block(), 1, 1, 0, stream, l.params());
+        if (l.programmatic()) cu.launchProgrammatic(launchConfig, l.fn(), l.gx(), l.gy(), l.gz(), l.block(), 1, 1, 0, stream, l.params());
         else cu.launch(l.fn(), l.gx(), l.gy(), l.gz(), l.block(), 1, 1, 0, stream, l.params());
     }
 
