@@ -63,7 +63,7 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
-        private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
+    private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
     private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
@@ -84,6 +84,8 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment one = own.allocateFrom(ValueLayout.JAVA_FLOAT, 1f), zero = own.allocateFrom(ValueLayout.JAVA_FLOAT, 0f);
     /** Prefill scratch, grown on demand: 16-bit activation halves, 16-bit weights (int8 widened), two GEMM outputs. */
     private long sB, sW, sC1, sC2, sS1, sS2, capB, capW, capC, capS;
+    /** 16-bit elements per token of the widest fused split (r_split3) of this model; 0 without fusion. */
+    private final long fusedSplitUnits;
     private final W embed, head;
     /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
     private final boolean headFolded;
@@ -248,6 +250,7 @@ final class ResidentForward implements DeviceForward {
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
                     l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()));
         }
+        fusedSplitUnits = widestFusedSplit();
     }
 
     /**
@@ -321,7 +324,6 @@ final class ResidentForward implements DeviceForward {
         return d;
     }
 
-    /** The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). */
     /**
      * Whether the RMSNorm before a product of {@code m} is folded into it: q8_2f (its per-column scales are read
      * anyway) and bf16/f16, whose decode kernels stage x' = column scales ⊙ x once per block in shared memory, so
@@ -704,7 +706,7 @@ final class ResidentForward implements DeviceForward {
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
         for (LayerWeights l : layers) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
         // ≤ 3 parts of the widest input; r_split3's regions side by side; k's GEMM output rounded up to 256 bytes (v's after it)
-        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits()), needW = 2L * maxW, needC = 4L * maxRows * 3 * t + 256;
+        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = 4L * maxRows * 3 * t + 256;
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
         if (needC > capC) {
@@ -859,7 +861,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** 16-bit elements per token that the widest fused split (r_split3) writes: its distinct column-scale regions × parts × cols. */
-    private long fusedSplitUnits() {
+    private long widestFusedSplit() {
         long u = 0;
         for (LayerWeights l : layers) {
             u = Math.max(u, splitUnits(l.q(), l.k(), l.v()));
@@ -984,19 +986,16 @@ final class ResidentForward implements DeviceForward {
      * griddepcontrol.wait before touching another kernel's data) right after another kernel. Such a kernel's blocks
      * start while the previous kernel drains, once all of that kernel's blocks have started (the embedding, the
      * products and the attention trigger their dependents first thing; a kernel that does not, triggers them by
-     * finishing), and issue their first
-     * weight loads before the wait (H200, llama-8b q8_2f products with rope + attention, 32 layers in one graph:
-     * 3106 → 2870 µs per token in tools/device-bench/gemv_bench). Unchanged when the device or driver cannot.
+     * finishing), and issue their first weight loads before the wait (docs/GPU.md, "programmatic dependent launch
+     * (decode)", has what it gains). Unchanged when the device or driver cannot.
      */
     private List<Step> programmatic(List<Step> steps) {
         if (!pdl) return steps;
         List<Step> out = new ArrayList<>(steps.size());
-        Step prev = null;
-        for (Step st : steps) {
-            if (st instanceof Launch l && prev instanceof Launch && waits.contains(l.fn().address()))
+        for (Step st : steps) {   // a decode step is launches only (no cuBLAS GEMM); its first has no kernel before it
+            if (!out.isEmpty() && st instanceof Launch l && waits.contains(l.fn().address()))
                 st = new Launch(l.name(), l.fn(), l.gx(), l.gy(), l.gz(), l.block(), l.params(), true);
             out.add(st);
-            prev = st;
         }
         return out;
     }

@@ -65,7 +65,6 @@ class CudaKernelEmulationTest {
 
     @AfterAll static void close() { if (ctx != null) ctx.close(); }
 
-    /** 1: the mock runs resident.cu's real product kernels on emulated warps; 0: their C twins (the default). */
     /** The mock's knob: whether products (and the other real kernels it can) run on the emulated warps (1) or as its C twins. */
     static void emulateProducts(int on) {
         var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_emulate_products").orElseThrow(),
