@@ -232,7 +232,11 @@ static __thread graph_t* capturing = 0;
 static void* capture_stream = 0;
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic);
-static int launching_programmatic;   /* set by cuLaunchKernelEx around its cuLaunchKernel */
+static int launching_programmatic;
+/* resident.cu's decode products: r_matvec_*, r_glu_*, r_matvec3_* */
+static int is_product(int kind) {
+    return (kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4);
+}   /* set by cuLaunchKernelEx around its cuLaunchKernel */
 
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 #ifdef MOCK_EMULATE   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
@@ -270,13 +274,10 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1, and so
    does that one on a kernel that does not griddepcontrol.wait before touching other kernels' data (resident.cu: the
    products, rope + KV append, decode attention): launched programmatically, nothing would order it */
-static int waits_for_predecessor(int kind) {
-    return (kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4)
-        || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4) || kind == R_ROPE || kind == R_ATTN;
-}
+static int waits_for_predecessor(int kind) { return is_product(kind) || kind == R_ROPE || kind == R_ATTN; }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
+_Static_assert(sizeof(launch_config_t) == 56, "CUlaunchConfig is 56 bytes (CudaDriver.LAUNCH_CONFIG_BYTES)");
 CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
-    if (sizeof(launch_config_t) != 56) return 1;
     for (unsigned i = 0; i < c->n; i++) {
         int id = *(const int*) (c->attrs + 72 * i), v = *(const int*) (c->attrs + 72 * i + 8);
         if (id != 6 || (v != 0 && v != 1)) return 1;
@@ -299,8 +300,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
-        || (emulate_products && ((kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4)
-                                 || kind == R_ATTN || kind == R_ROPE || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
+        || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ROPE || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         int rc = emu_launch_resident(kind, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
@@ -439,6 +439,14 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
     for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
     return 1.f / sqrtf((float) (ss / cols) + eps);
 }
+/* r_attn_partial's launch shape: 128 threads, heads × 1 × splits, hd ≤ 256; 1 if wrong */
+static int attn_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22) || INT(19) > 256;
+}
+/* r_qk_rope_append's: 128 threads, a warp per head row (4 per block) × T, hd ≤ 256; 1 if wrong */
+static int rope_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    return bx != 128 || gx != (unsigned) (INT(14) + INT(15) + 3) / 4 || gz != 1 || INT(16) > 256;
+}
 #ifdef MOCK_EMULATE
 /* the launch shape the product kernels need (the C twins' checks below): 256 threads, blocks of 8 rows; 1 if wrong */
 static int prefill_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
@@ -446,8 +454,8 @@ static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz,
 static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
-    if (kind == R_ATTN) return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22);   /* heads × 1 × splits */
-    if (kind == R_ROPE) return bx != 128 || gx != (unsigned) (INT(14) + INT(15) + 3) / 4 || gz != 1;   /* 4 head rows per block × T */
+    if (kind == R_ATTN) return attn_shape(gx, gy, gz, bx, p);
+    if (kind == R_ROPE) return rope_shape(gx, gy, gz, bx, p);
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
@@ -511,6 +519,16 @@ static void gemm_out_twin(const float* C, const float* rs, const float* bias, fl
             long long i = (long long) t * rows + r;
             y[i] = acc ? y[i] + v : v;
         }
+}
+/* r_glu_out's row t: h[r] = silu(gate)·up, each from its GEMM parts, token scales and row scales */
+static void glu_row(const float* Cg, const float* Cu, const float* rsg, const float* rsu, const float* tsg, const float* tsu,
+                    float step, int parts, int rows, int T, int t, float* h) {
+    for (int r = 0; r < rows; r++) {
+        float g = gemm_parts(Cg, rows, T, t, r, parts, tsg, step), u = gemm_parts(Cu, rows, T, t, r, parts, tsu, step);
+        if (rsg) g *= rsg[r];
+        if (rsu) u *= rsu[r];
+        h[r] = silu(g) * u;
+    }
 }
 /* r_glu_split_N's launch shape: 512 threads, a block per token, N·2048 ≥ rows (and rows % 4 == 0); 1 if wrong */
 static int prefill_kernel_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
@@ -624,12 +642,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int partsIn = INT(7), rows = INT(8), T = INT(9), f16p = INT(12), parts = INT(13);
             float* h = malloc(sizeof(float) * rows);
             for (int t = 0; t < T; t++) {
-                for (int r = 0; r < rows; r++) {
-                    float g = gemm_parts(Cg, rows, T, t, r, partsIn, tsg, step), u = gemm_parts(Cu, rows, T, t, r, partsIn, tsu, step);
-                    if (rsg) g *= rsg[r];
-                    if (rsu) u *= rsu[r];
-                    h[r] = silu(g) * u;
-                }
+                glu_row(Cg, Cu, rsg, rsu, tsg, tsu, step, partsIn, rows, T, t, h);
                 split_row(h, cf, 1.f, PTR(11), t, T, rows, f16p, parts, PTR(14));
             }
             free(h);
@@ -661,13 +674,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int rows = INT(5), T = INT(6), parts = INT(7);
             const float *tsg = PTR(8), *tsu = PTR(9);
             float step = FLT(10);
-            for (int t = 0; t < T; t++)
-                for (int r = 0; r < rows; r++) {
-                    float g = gemm_parts(Cg, rows, T, t, r, parts, tsg, step), u = gemm_parts(Cu, rows, T, t, r, parts, tsu, step);
-                    if (rsg) g *= rsg[r];
-                    if (rsu) u *= rsu[r];
-                    y[(long long) t * rows + r] = silu(g) * u;
-                }
+            for (int t = 0; t < T; t++) glu_row(Cg, Cu, rsg, rsu, tsg, tsu, step, parts, rows, T, t, y + (long long) t * rows);
             return 0;
         }
         case R_ROPE: {
@@ -676,7 +683,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12), heads = INT(14), kvh = INT(15), hd = INT(16);
             float eps = FLT(9), scale = FLT(13);
             const int* pos = PTR(17);
-            if (gx != (unsigned) (heads + kvh + 3) / 4 || bx != 128 || hd > 256) return 1;   /* a warp per head row, 4 per block */
+            if (rope_shape(gx, gy, gz, bx, p)) return 1;
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads + kvh; h++) {
                     int pp = pos[0] + t, isq = h < heads, j = h - heads;
@@ -701,7 +708,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int heads = INT(17), kvh = INT(18), hd = INT(19), splits = INT(22), window = INT(23);
             float scale = FLT(20);
             const int* pos = PTR(21);
-            if (gx != (unsigned) heads || gy != 1 || gz != (unsigned) splits || hd > 256) return 1;
+            if (attn_shape(gx, gy, gz, bx, p)) return 1;
             float* q = malloc(sizeof(float) * heads * hd);
             for (int h = 0; h < heads; h++) twin_rope(qraw + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, pos[0], hd);
             for (int j = 0; j < kvh; j++) {
