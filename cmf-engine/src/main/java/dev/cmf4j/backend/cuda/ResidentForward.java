@@ -1129,19 +1129,14 @@ final class ResidentForward implements DeviceForward {
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());   // silu, gelu-tanh or gelu
             }
-            if (downSplit) {
-                String name = spec.postFfnNorm() == null ? "down_residual" : "down";
-                int parts = gemmParts(L, a, name, w.down(), sB, t, sC1);
-                out(L, a, name, w.down(), NULL, spec.postFfnNorm() == null ? s.x : s.m, t, spec.postFfnNorm() == null, parts, sC1, sS1 + 4L * t);
-                if (spec.postFfnNorm() != null) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
-            } else if (spec.postFfnNorm() == null) {                                        // x += down·glu
-                if (gemm) gemm(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
-                else matvec(L, a, "down_residual", w.down(), NULL, s.g, s.x, t, true, Float.NaN);
-            } else {                                                                        // x += postNorm(down·glu)
-                if (gemm) gemm(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
-                else matvec(L, a, "down", w.down(), NULL, s.g, s.m, t, false, Float.NaN);
-                archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
-            }
+            // x += down·glu, or down·glu into m and then x += postNorm(m)
+            boolean residual = spec.postFfnNorm() == null;
+            String name = residual ? "down_residual" : "down";
+            long y = residual ? s.x : s.m;
+            if (downSplit) out(L, a, name, w.down(), NULL, y, t, residual, gemmParts(L, a, name, w.down(), sB, t, sC1), sC1, sS1 + 4L * t);
+            else if (gemm) gemm(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
+            else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
+            if (!residual) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
