@@ -133,6 +133,17 @@ final class ResidentForward implements DeviceForward {
     private record Gemm(String name, long a, int aType, long b, int bType, long c, int m, int n, int k) implements Step {}
 
     /**
+     * Where a chunk's steps go as {@link #steps} makes them: into a list (a decode step, kept for its graph; a profiled
+     * chunk) or onto the stream at once (a prefill chunk), so the GPU starts on a chunk's first layer while the host
+     * is still making its last one's launches (the host makes a llama-8b chunk's ~500 steps in ~3 ms, which the GPU
+     * otherwise waited out: 7 µs of every 41 µs per token of fast prefill on the H200).
+     */
+    @FunctionalInterface
+    private interface Steps {
+        void add(Step st);
+    }
+
+    /**
      * {@code -Dcmf.cuda.profile=true}: decode steps and prefill chunks launch one by one between CUDA events (no
      * graph), and closing the model prints the GPU time per decode step of each kind of launch, and per prefill
      * chunk size the time of each kind of launch summed over those chunks (for finding what a step spends beside
@@ -598,9 +609,14 @@ final class ResidentForward implements DeviceForward {
                 if (gemm) preparePrefill(s, tokens, many);
                 try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
-                    List<Step> chunk = steps(s, tokens, rows == 0 ? -1 : many ? 0 : 1, out, a, gemm);
-                    if (PROFILE) profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
-                    else for (Step st : chunk) run(st, s.stream);
+                    int headRows = rows == 0 ? -1 : many ? 0 : 1;
+                    if (PROFILE) {
+                        List<Step> chunk = new ArrayList<>();
+                        steps(s, tokens, headRows, out, a, gemm, chunk::add);
+                        profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
+                    } else {
+                        steps(s, tokens, headRows, out, a, gemm, st -> run(st, s.stream));
+                    }
                 }
             }
             if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
@@ -612,7 +628,11 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
     private void decodeStep(SessionState s) {
-        if (s.decode == null) s.decode = programmatic(steps(s, 1, 1, s.last, s.arena, false));
+        if (s.decode == null) {
+            List<Step> made = new ArrayList<>();
+            steps(s, 1, 1, s.last, s.arena, false, made::add);
+            s.decode = programmatic(made);
+        }
         if (PROFILE) {
             profiled(s.decode, s.stream, "", true);
             return;
@@ -798,7 +818,7 @@ final class ResidentForward implements DeviceForward {
      * x is f32 [t, cols], normalised first when {@code normEps} is a number; f16 parts write their per-token scale
      * into {@code ts}.
      */
-    private int product(List<Step> L, Arena a, String name, W w, long x, float normEps, int t, long c, long ts) {
+    private int product(Steps L, Arena a, String name, W w, long x, float normEps, int t, long c, long ts) {
         boolean normed = !Float.isNaN(normEps);
         if (w.dtype() == DType.F32 && !normed) {
             L.add(new Gemm(name, w.weights(), Cublas.R_32F, x, Cublas.R_32F, c, w.rows(), t, w.cols()));
@@ -815,7 +835,7 @@ final class ResidentForward implements DeviceForward {
      * The GEMM of {@code w} with activations already in 16-bit parts at {@code b} ([parts·t, cols]) into {@code c}
      * (the int8 widening first when no f16 copy is kept); returns the parts.
      */
-    private int gemmParts(List<Step> L, Arena a, String name, W w, long b, int t, long c) {
+    private int gemmParts(Steps L, Arena a, String name, W w, long b, int t, long c) {
         boolean f16 = f16Parts(w.dtype());
         int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
         int parts = parts(w.dtype());
@@ -837,13 +857,13 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
-    private void gemm(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
+    private void gemm(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
         out(L, a, name, w, bias, y, t, accumulate, parts, sC1, sS1);
     }
 
     /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
-    private void out(List<Step> L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
+    private void out(Steps L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
         L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
                 pack(a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype()))));
     }
@@ -882,7 +902,7 @@ final class ResidentForward implements DeviceForward {
      * matrix whose column scales are an earlier one's (f16/bf16 weights share the folded norm's vector, or have none)
      * shares that one's parts and scale. Returns {parts, scale} per matrix.
      */
-    private long[][] split3(List<Step> L, Arena a, String name, W[] m, long x, float normEps, int t, long[] ts) {
+    private long[][] split3(Steps L, Arena a, String name, W[] m, long x, float normEps, int t, long[] ts) {
         boolean normed = !Float.isNaN(normEps);
         int parts = parts(m[0].dtype()), cols = m[0].cols();
         long region = 2L * parts * t * cols;
@@ -901,7 +921,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** q, k and v of one input: one split (r_split3), three GEMMs, one epilogue (r_gemm_out3). */
-    private void qkvGemm(List<Step> L, Arena a, LayerWeights w, SessionState s, long x, float normEps, int t) {
+    private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long x, float normEps, int t) {
         W[] m = {w.q(), w.k(), w.v()};
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
@@ -1015,9 +1035,9 @@ final class ResidentForward implements DeviceForward {
      *
      * @param headRows -1 no head; 0 the head for every token; 1 for the last token only
      * @param out      where the logits go
+     * @param L        where each step goes as it is made, in launch order
      */
-    private List<Step> steps(SessionState s, int t, int headRows, long out, Arena a, boolean gemm) {
-        List<Step> L = new ArrayList<>();
+    private void steps(SessionState s, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
         long pos = s.in, ids = s.in + 4;
         L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
@@ -1151,18 +1171,17 @@ final class ResidentForward implements DeviceForward {
                 else matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
             }
         }
-        return L;
     }
 
     // ---- the architecture-specific launches (resident_arch.cu) ----
 
     /** y = norm(x) (or y += norm(x): a sandwich norm joining the residual), {@code rows} rows. */
-    private void archNorm(List<Step> L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
+    private void archNorm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
         L.add(new Launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0)));
     }
 
     /** y = act(g)·u over n elements (y may alias g). */
-    private void gluAct(List<Step> L, Arena a, long g, long u, long y, int n, Activation act) {
+    private void gluAct(Steps L, Arena a, long g, long u, long y, int n, Activation act) {
         int code = switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
         L.add(new Launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, pack(a, g, u, y, n, code)));
     }
@@ -1172,7 +1191,7 @@ final class ResidentForward implements DeviceForward {
      * there), the chosen experts' gate/up/act, then their down products weighted into x (through the post norm
      * when the layer has one). No host round trip: a decode step still replays as one graph.
      */
-    private void moe(List<Step> L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t) {
+    private void moe(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t) {
         DecoderPlan.Moe moe = spec.moe();
         MoeWeights mw = w.moe();
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
@@ -1198,12 +1217,12 @@ final class ResidentForward implements DeviceForward {
         if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 
-    private void norm(List<Step> L, Arena a, long x, long w, NormOp n, long y, int rows) {
+    private void norm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows) {
         L.add(new Launch("rmsnorm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0)));
     }
 
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
-    private void matvec(List<Step> L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
+    private void matvec(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
                         float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
