@@ -7,13 +7,14 @@ import java.util.Arrays;
 
 /**
  * One conversation with a model: its KV caches and recurrent states, the ids consumed so far, and the
- * forward calls that extend them. Prompts are prefilled in chunks ({@link #DEFAULT_CHUNK} tokens: a
- * multiple of the gated delta rule's chunk, so linear-attention layers round like transformers); decode
+ * forward calls that extend them. Prompts are prefilled in chunks ({@link #DEFAULT_CHUNK} tokens on the CPU: a
+ * multiple of the gated delta rule's chunk, so linear-attention layers round like transformers; the device's own
+ * chunk when the whole model runs on a GPU); decode
  * steps run one token. Not thread-safe: one session per thread. On a GPU the session's KV cache lives in device
  * memory: {@link #close} gives it back at once (else it goes when the session becomes unreachable).
  */
 public final class Session implements AutoCloseable {
-    /** Prefill chunk: bounds scratch memory and keeps the weight reuse of a chunk matmul. */
+    /** Prefill chunk on the CPU graph: bounds scratch memory and keeps the weight reuse of a chunk matmul. */
     public static final int DEFAULT_CHUNK = 64;
 
     private final Graph graph;
@@ -33,7 +34,17 @@ public final class Session implements AutoCloseable {
         this.last = new float[graph.vocab()];
     }
 
-    public Session(Graph graph, int maxContext) { this(graph, maxContext, DEFAULT_CHUNK); }
+    /**
+     * A session with the graph's own chunk: {@link #DEFAULT_CHUNK} on the CPU graph, the device forward's
+     * {@link dev.cmf4j.model.graph.DeviceForward#preferredChunk preferred chunk} when the model runs on a GPU (no
+     * more than {@code maxContext}, so a short session does not hold a long chunk's device buffers).
+     */
+    public Session(Graph graph, int maxContext) { this(graph, maxContext, defaultChunk(graph, maxContext)); }
+
+    static int defaultChunk(Graph graph, int maxContext) {
+        if (graph.device() == null) return DEFAULT_CHUNK;
+        return Math.max(1, Math.min(graph.device().preferredChunk(), maxContext));
+    }
 
     public Graph graph() { return graph; }
 

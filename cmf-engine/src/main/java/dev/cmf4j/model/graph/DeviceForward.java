@@ -21,6 +21,12 @@ public interface DeviceForward {
         void cpuGraph(dev.cmf4j.model.ModelSpec spec, String why);
     }
 
+    /**
+     * Prompt tokens per forward call that a session takes by default on this device (the CPU graph's is
+     * {@code Session.DEFAULT_CHUNK}): the chunk the device's prefill is built for.
+     */
+    int preferredChunk();
+
     /** Per-session device state (KV cache, activation buffers) for chunks of up to maxChunk tokens. */
     Object newState(int maxChunk, int maxContext);
 

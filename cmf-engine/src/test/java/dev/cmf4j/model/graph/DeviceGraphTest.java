@@ -6,6 +6,7 @@ import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.model.HfFixture;
 import dev.cmf4j.model.ModelSpec;
 import dev.cmf4j.model.TestFiles;
+import dev.cmf4j.runtime.Session;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -34,7 +35,11 @@ class DeviceGraphTest {
         final List<int[]> calls = new ArrayList<>();
         int states;
 
-        @Override public Object newState(int maxChunk, int maxContext) { states++; return new Object(); }
+        @Override public int preferredChunk() { return 16; }
+
+        @Override public Object newState(int maxChunk, int maxContext) { states++; maxChunks.add(maxChunk); return new Object(); }
+
+        final List<Integer> maxChunks = new ArrayList<>();
 
         @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
             calls.add(new int[] {tokens, pos0});
@@ -66,6 +71,34 @@ class DeviceGraphTest {
             st.reset();   // nothing on the CPU to clear
             assertThat(st.position()).isZero();
             st.close();
+        }
+    }
+
+    @Test void aSessionOnADeviceGraphPrefillsInTheDevicesChunksNoLongerThanItsContext() {
+        try (HfFixture hf = HfFixture.open("qwen3")) {
+            Recording device = new Recording();
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Provider(new CpuMatMul(), device, new ArrayList<>()));
+            int[] ids = new int[40];
+            for (int i = 0; i < ids.length; i++) ids[i] = i + 1;
+            try (Session s = new Session(g, 100)) {
+                s.prefill(ids);
+            }
+            assertThat(device.calls).containsExactly(new int[] {16, 0}, new int[] {16, 16}, new int[] {8, 32});
+            device.calls.clear();
+            try (Session s = new Session(g, 10)) {   // a 10-position session takes chunks of at most 10
+                s.prefill(java.util.Arrays.copyOf(ids, 9));
+            }
+            assertThat(device.calls).containsExactly(new int[] {9, 0});
+            assertThat(device.maxChunks).containsExactly(16, 10);
+        }
+    }
+
+    @Test void aSessionOnTheCpuGraphKeepsTheDefaultChunk() {
+        try (HfFixture hf = HfFixture.open("qwen3")) {
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Provider(new CpuMatMul(), null, new ArrayList<>()));
+            try (Session s = new Session(g, 1000)) {
+                assertThat(s.state().maxChunk).isEqualTo(Session.DEFAULT_CHUNK);
+            }
         }
     }
 
