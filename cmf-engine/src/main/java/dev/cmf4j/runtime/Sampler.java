@@ -47,23 +47,33 @@ public final class Sampler {
         }
         // 2. greedy
         if (p.greedy()) return argmax(x, v);
-        // 3. temperature + softmax
+        // 3. temperature, and the max of the scaled logits
         float max = Float.NEGATIVE_INFINITY;
         for (int i = 0; i < v; i++) { x[i] /= p.temperature(); max = Math.max(max, x[i]); }
-        double sum = 0;
-        for (int i = 0; i < v; i++) { float e = (float) Math.exp(x[i] - max); x[i] = e; sum += e; }
-        for (int i = 0; i < v; i++) x[i] /= (float) sum;
-        // 4. min-p: drop tokens below minP · p_max (p_max = exp(0) / sum)
-        int kept = v;
-        for (int i = 0; i < v; i++) order[i] = i;
+        // 4. softmax numerators e = exp(z − max), and min-p: keep p ≥ minP·p_max, i.e. e ≥ minP. The softmax's
+        // normalisation cancels out of every later step (top-p's mass and the draw are relative to the survivors'
+        // mass), so it is never formed, and with min-p on only the tokens near the max get an exponential: one pass
+        // over the logits instead of three and an exp() per token (a 128k vocabulary: ~570 µs per token before,
+        // beside a GPU decode step of ~2.9 ms). Survivors' ids go to order[0, kept), their e into x.
+        int kept = 0;
         if (p.minP() > 0) {
-            float floor = p.minP() * (float) (1.0 / sum);
-            kept = 0;
-            for (int i = 0; i < v; i++) if (x[i] >= floor) order[kept++] = i;
+            float cut = max + (float) Math.log(p.minP()) - 1e-3f;   // below it e < minP for certain (a margin for rounding)
+            for (int i = 0; i < v; i++) {
+                if (x[i] < cut) continue;
+                float e = (float) Math.exp(x[i] - max);
+                if (e >= p.minP()) { x[i] = e; order[kept++] = i; }
+            }
+        } else {
+            for (int i = 0; i < v; i++) { x[i] = (float) Math.exp(x[i] - max); order[i] = i; }
+            kept = v;
         }
-        // 5. sort the survivors by probability (descending, lower id first on ties), top-k
-        sortDescending(x, order, kept);
-        if (p.topK() > 0 && p.topK() < kept) kept = p.topK();
+        // 5. the survivors by probability (descending, lower id first on ties), top-k
+        if (p.topK() > 0 && p.topK() < kept) {
+            topDescending(x, order, kept, p.topK());
+            kept = p.topK();
+        } else {
+            sortDescending(x, order, kept);
+        }
         // 6. top-p: the smallest prefix whose mass reaches topP (of the survivors' mass)
         double mass = 0;
         for (int i = 0; i < kept; i++) mass += x[order[i]];
@@ -100,12 +110,39 @@ public final class Sampler {
      * (probability, id) packed into longs (probabilities are non-negative, so their bits sort as ints).
      */
     private void sortDescending(float[] prob, int[] idx, int n) {
+        pack(prob, idx, n);
+        Arrays.sort(keys, 0, n);
+        for (int i = 0; i < n; i++) idx[i] = (int) keys[i];
+    }
+
+    /**
+     * The first k of {@link #sortDescending}'s order into idx[0, k) (k < n), without sorting the other n − k: a
+     * quickselect of the k smallest keys, then a sort of those (top-k over a whole vocabulary when min-p is off).
+     */
+    private void topDescending(float[] prob, int[] idx, int n, int k) {
+        pack(prob, idx, n);
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {   // until keys[0, k) are the k smallest: Hoare partitions around a middle pivot
+            long pivot = keys[(lo + hi) >>> 1];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (keys[i] < pivot) i++;
+                while (keys[j] > pivot) j--;
+                if (i <= j) { long t = keys[i]; keys[i] = keys[j]; keys[j] = t; i++; j--; }
+            }
+            if (k - 1 <= j) hi = j;
+            else if (k - 1 >= i) lo = i;
+            else break;
+        }
+        Arrays.sort(keys, 0, k);
+        for (int i = 0; i < k; i++) idx[i] = (int) keys[i];
+    }
+
+    private void pack(float[] prob, int[] idx, int n) {
         if (keys.length < n) keys = new long[n];
         for (int i = 0; i < n; i++) {
             int id = idx[i];
             keys[i] = ((long) (Integer.MAX_VALUE - Float.floatToRawIntBits(prob[id])) << 32) | id;
         }
-        Arrays.sort(keys, 0, n);
-        for (int i = 0; i < n; i++) idx[i] = (int) keys[i];
     }
 }

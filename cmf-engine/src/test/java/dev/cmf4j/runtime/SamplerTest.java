@@ -46,6 +46,31 @@ class SamplerTest {
         assertThat(got).containsExactlyInAnyOrder(1, 5, 2);
     }
 
+    @Test void topKOverAWholeVocabularyKeepsExactlyTheKLargest() {
+        // min-p off, so top-k selects among all 5000 (a partial selection, not a sort): at T = 50 the 37 kept are
+        // nearly equally likely, and every one of them, and none other, shows up
+        java.util.Random r = new java.util.Random(3);
+        float[] l = new float[5000];
+        for (int i = 0; i < l.length; i++) l[i] = (float) r.nextGaussian();
+        Integer[] byLogit = new Integer[l.length];
+        for (int i = 0; i < l.length; i++) byLogit[i] = i;
+        java.util.Arrays.sort(byLogit, (a, b) -> Float.compare(l[b], l[a]));
+        Set<Integer> want = new HashSet<>(java.util.Arrays.asList(byLogit).subList(0, 37));
+        Sampler s = new Sampler(params(50f, 37, 1f, 0f, 1f, 0f, 9));
+        Set<Integer> got = new HashSet<>();
+        for (int i = 0; i < 4000; i++) got.add(s.sample(l, new int[0], 0));
+        assertThat(got).isEqualTo(want);
+    }
+
+    @Test void minPKeepsExactlyTheTokensWithinItsRatioOfTheMax() {
+        // p/p_max = e^(l − l_max) at T = 1: with min-p e^-2, logits 2 below the max stay and 2.01 below go
+        float[] l = {0f, -1.99f, -2.01f, -5f, -1f};
+        Sampler s = new Sampler(params(1f, 0, 1f, (float) Math.exp(-2), 1f, 0f, 4));
+        Set<Integer> got = new HashSet<>();
+        for (int i = 0; i < 5000; i++) got.add(s.sample(l, new int[0], 0));
+        assertThat(got).containsExactlyInAnyOrder(0, 1, 4);
+    }
+
     @Test void minPDropsUnlikelyTokens() {
         // at T=1 p(3) = e^-1 / Σ ≈ 0.013 of p_max... min-p 0.2 keeps tokens within e^{-1.6} of the max
         Sampler s = new Sampler(params(1f, 0, 1f, 0.2f, 1f, 0f, 3));
