@@ -231,8 +231,8 @@ int main(int argc, char** argv) {
     const float eps = 1e-5f;
 
     // the decode step's attention (r_attn_partial, which also does the rope and the KV append) at position POS
-    // (SPLITS: env ATT_SPLITS, default 16 as ResidentForward on 132 SMs)
-    const int HEADS = 32, KVH = 8, HD = 128, POS = 576;
+    // (SPLITS: env ATT_SPLITS, default 16 as ResidentForward on 132 SMs; POS: env ATT_POS, default 576)
+    const int HEADS = 32, KVH = 8, HD = 128, POS = getenv("ATT_POS") ? atoi(getenv("ATT_POS")) : 576;
     const int SPLITS = getenv("ATT_SPLITS") ? atoi(getenv("ATT_SPLITS")) : 16;
     float *kc, *vc, *pm, *pl, *pacc; int *done, *posd;
     CK(cudaMalloc(&kc, 4L * L * (POS + 1) * KV)); CK(cudaMalloc(&vc, 4L * L * (POS + 1) * KV));

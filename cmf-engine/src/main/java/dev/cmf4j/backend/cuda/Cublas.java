@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 
 import static dev.cmf4j.backend.cuda.NativeLib.I32;
+import static dev.cmf4j.backend.cuda.NativeLib.I64;
 import static dev.cmf4j.backend.cuda.NativeLib.PTR;
 import static dev.cmf4j.backend.cuda.NativeLib.fn;
 
@@ -33,12 +34,17 @@ final class Cublas {
             new NativeLib.Binding("cublasGemmEx", fn(I32, PTR, I32, I32, I32, I32, I32, PTR, PTR, I32, I32, PTR, I32, I32,
                     PTR, PTR, I32, I32, I32, I32)));
 
+    /** Bound when the library has it (every cuBLAS 12/13 does): a missing one only costs the batched prefill GEMMs. */
+    static final List<NativeLib.Binding> OPTIONAL = List.of(
+            new NativeLib.Binding("cublasGemmStridedBatchedEx", fn(I32, PTR, I32, I32, I32, I32, I32, PTR, PTR, I32, I32, I64,
+                    PTR, I32, I32, I64, PTR, PTR, I32, I32, I64, I32, I32, I32)));
+
     /** By soname first (the loader's cache), then the usual toolkit folders. */
     static final List<String> LIBRARY = List.of("libcublas.so.13", "libcublas.so.12",
             "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12",
             "/usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13");
 
-    private final MethodHandle create, destroy, setStream, version, gemmEx;
+    private final MethodHandle create, destroy, setStream, version, gemmEx, gemmStrided;
 
     private Cublas(Map<String, MethodHandle> h) {
         create = h.get("cublasCreate_v2");
@@ -46,6 +52,7 @@ final class Cublas {
         setStream = h.get("cublasSetStream_v2");
         version = h.get("cublasGetVersion_v2");
         gemmEx = h.get("cublasGemmEx");
+        gemmStrided = h.get("cublasGemmStridedBatchedEx");
     }
 
     /** cuBLAS from the first of {@code names} that opens, or null (none, or {@code -Dcmf.cuda.cublas=false}). */
@@ -54,7 +61,9 @@ final class Cublas {
         SymbolLookup lib = NativeLib.open(names, new ArrayList<>());
         if (lib == null) return null;
         try {
-            return new Cublas(NativeLib.bind(lib, "libcublas", TABLE));
+            Map<String, MethodHandle> h = new java.util.HashMap<>(NativeLib.bind(lib, "libcublas", TABLE));
+            h.putAll(NativeLib.bindFound(lib, OPTIONAL));
+            return new Cublas(h);
         } catch (CudaUnavailableException e) {
             return null;   // a library without these symbols: prefill without it
         }
@@ -105,6 +114,23 @@ final class Cublas {
             check((int) gemmEx.invokeExact(handle, transa, transb, m, n, k, alpha, MemorySegment.ofAddress(a), aType, lda,
                     MemorySegment.ofAddress(b), bType, ldb, beta, MemorySegment.ofAddress(c), cType, ldc, COMPUTE_32F,
                     GEMM_DEFAULT), "cublasGemmEx");
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Whether {@link #gemmStridedBatched} is there. */
+    boolean hasStridedBatched() { return gemmStrided != null; }
+
+    /**
+     * {@code count} GEMMs as {@link #gemm}, the i-th on A + i·strideA, B + i·strideB and C + i·strideC (strides in
+     * elements; 0 = the same matrix for every one) in one call: cuBLAS schedules their tiles together.
+     */
+    void gemmStridedBatched(MemorySegment handle, int transa, int transb, int m, int n, int k, MemorySegment alpha,
+                            long a, int aType, int lda, long strideA, long b, int bType, int ldb, long strideB,
+                            MemorySegment beta, long c, int cType, int ldc, long strideC, int count) {
+        try {
+            check((int) gemmStrided.invokeExact(handle, transa, transb, m, n, k, alpha, MemorySegment.ofAddress(a), aType, lda,
+                    strideA, MemorySegment.ofAddress(b), bType, ldb, strideB, beta, MemorySegment.ofAddress(c), cType, ldc, strideC,
+                    count, COMPUTE_32F, GEMM_DEFAULT), "cublasGemmStridedBatchedEx");
         } catch (Throwable t) { throw rethrow(t); }
     }
 }

@@ -60,6 +60,8 @@ final class ResidentForward implements DeviceForward {
      */
     private final boolean fusePrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
+    /** The device allocations holding the copies (a layer's gate and up copies share one: see {@link #pairGemm}). */
+    private final List<Long> widenedBlocks = new ArrayList<>();
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
@@ -114,7 +116,7 @@ final class ResidentForward implements DeviceForward {
     private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
 
     /** One step of a chunk's forward on the session stream: a kernel launch or a cuBLAS GEMM. */
-    private sealed interface Step permits Launch, Gemm {
+    private sealed interface Step permits Launch, Gemm, Gemms {
         String name();
     }
 
@@ -131,6 +133,13 @@ final class ResidentForward implements DeviceForward {
 
     /** C[m, n] (column-major f32) = op(A)ᵀ·B: A is a row-major [m, k] weight matrix, B [n, k] row-major activations. */
     private record Gemm(String name, long a, int aType, long b, int bType, long c, int m, int n, int k) implements Step {}
+
+    /**
+     * {@code count} such GEMMs of one shape in one strided-batched call, the i-th on a + i·strideA, b + i·strideB and
+     * c + i·strideC (elements): gate and up (see {@link #pairGemm}).
+     */
+    private record Gemms(String name, long a, long strideA, int aType, long b, long strideB, int bType, long c, long strideC,
+                         int m, int n, int k, int count) implements Step {}
 
     /**
      * Where a chunk's steps go as {@link #steps} makes them: into a list (a decode step, kept for its graph; a profiled
@@ -740,11 +749,11 @@ final class ResidentForward implements DeviceForward {
         long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = 4L * maxRows * 3 * t + 256;
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
-        if (needC > capC) {
-            if (sC1 != NULL) { cu.memFree(sC1); cu.memFree(sC2); sC1 = sC2 = NULL; capC = 0; }
-            long c1 = cu.memAlloc(needC);
-            try { sC2 = cu.memAlloc(needC); } catch (CudaException e) { cu.memFree(c1); throw e; }
-            sC1 = c1; capC = needC;
+        if (needC > capC) {   // sC2 right after sC1 in one allocation: gate's and up's outputs capC bytes apart (pairGemm)
+            if (sC1 != NULL) { cu.memFree(sC1); sC1 = sC2 = NULL; capC = 0; }
+            sC1 = cu.memAlloc(2 * needC);
+            sC2 = sC1 + needC;
+            capC = needC;
         }
         if (4L * t > capS) {   // sS1: three scale slots (q, k and v's; the down product's in the second), sS2 one
             if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); sS1 = sS2 = NULL; capS = 0; }
@@ -759,7 +768,8 @@ final class ResidentForward implements DeviceForward {
         try {
             cu.synchronize();
         } finally {
-            for (long d : widened.values()) cu.memFree(d);
+            for (long d : widenedBlocks) cu.memFree(d);
+            widenedBlocks.clear();
             widened.clear();
             widenDecided = true;
         }
@@ -778,17 +788,24 @@ final class ResidentForward implements DeviceForward {
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
         if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
+        java.util.Map<Long, Long> upOf = new java.util.HashMap<>();   // gate -> up: copied into one allocation (pairGemm)
+        for (LayerWeights l : layers)
+            if (l.gate() != null && l.up() != null && kind(l.gate().dtype()) == 3 && kind(l.up().dtype()) == 3
+                    && l.gate().rows() == l.up().rows() && l.gate().cols() == l.up().cols())
+                upOf.put(l.gate().weights(), l.up().weights());
         boolean kept = false;
         try (Arena a = Arena.ofConfined()) {
             for (var e : int8.entrySet()) {
-                long copy = cu.memAlloc(2 * e.getValue());
-                try {
-                    launch(widen(a, "widen", e.getKey(), copy, e.getValue()), s.stream);
-                } catch (RuntimeException le) {
-                    cu.memFree(copy);
-                    throw le;
-                }
+                if (widened.containsKey(e.getKey())) continue;   // an up, copied right after its gate
+                Long up = upOf.get(e.getKey());
+                long n = e.getValue(), copy = cu.memAlloc(2 * n * (up != null ? 2 : 1));
+                widenedBlocks.add(copy);   // (freed by dropWidened if anything below fails)
+                launch(widen(a, "widen", e.getKey(), copy, n), s.stream);
                 widened.put(e.getKey(), copy);
+                if (up != null) {
+                    launch(widen(a, "widen", up, copy + 2 * n, n), s.stream);
+                    widened.put(up, copy + 2 * n);
+                }
             }
             cu.streamSynchronize(s.stream);   // written before any session's GEMM reads them (other streams too)
             kept = true;
@@ -806,6 +823,9 @@ final class ResidentForward implements DeviceForward {
             case Launch l -> launch(l, stream);
             case Gemm g -> cublas.gemm(cublasHandle, Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(), g.aType(), g.k(),
                     g.b(), g.bType(), g.k(), zero, g.c(), Cublas.R_32F, g.m());
+            case Gemms g -> cublas.gemmStridedBatched(cublasHandle, Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(),
+                    g.aType(), g.k(), g.strideA(), g.b(), g.bType(), g.k(), g.strideB(), zero, g.c(), Cublas.R_32F, g.m(),
+                    g.strideC(), g.count());
         }
     }
 
@@ -949,6 +969,29 @@ final class ResidentForward implements DeviceForward {
                 c[0], m[0].rowScales(), bias[0], y[0], m[0].rows(), scaled ? at[0][1] : NULL,
                 c[1], m[1].rowScales(), bias[1], y[1], m[1].rows(), scaled ? at[1][1] : NULL,
                 c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype()))));
+    }
+
+    /**
+     * Columns (parts · tokens) up to which gate and up go as one strided-batched GEMM (H200, llama-8b, 32 layers of
+     * a 512-token chunk, tools/device-bench/gemm_batch.cu: at 512 columns 5,583 → 4,950 µs, at 1,024 9,592 → 10,880).
+     */
+    static final int PAIR_GEMM_MAX_COLUMNS = 512;
+
+    /**
+     * gate's and up's GEMMs as one cuBLAS strided-batched call, or null for two calls: when both are int8 matrices of
+     * one shape whose f16 copies lie one matrix apart (widenOnce copies them so), up's parts follow gate's (bUp ≥ bGate;
+     * the same parts when they share column scales), the chunk's parts·t columns are at most
+     * {@link #PAIR_GEMM_MAX_COLUMNS}, and the library has the call. Outputs into sC1 and sC2 (one allocation).
+     */
+    private Gemms pairGemm(W gate, W up, long bGate, long bUp, int t) {
+        int parts = parts(gate.dtype());
+        if (!cublas.hasStridedBatched() || (long) parts * t > PAIR_GEMM_MAX_COLUMNS || kind(gate.dtype()) != 3
+                || kind(up.dtype()) != 3 || parts(up.dtype()) != parts || gate.rows() != up.rows() || gate.cols() != up.cols()) return null;
+        Long ga = widened.get(gate.weights()), ua = widened.get(up.weights());
+        long n = (long) gate.rows() * gate.cols();
+        if (ga == null || ua == null || ua - ga != 2 * n || bUp < bGate) return null;
+        return new Gemms("gate_up", ga, n, Cublas.R_16F, bGate, (bUp - bGate) / 2, Cublas.R_16F, sC1, (sC2 - sC1) / 4,
+                gate.rows(), parts * t, gate.cols(), 2);
     }
 
     /** r_glu_split_N's index for a SwiGLU of {@code rows} feeding {@code down}, or -1 (then r_glu_out, then down's own split). */
@@ -1124,8 +1167,14 @@ final class ResidentForward implements DeviceForward {
                 long tsg = sS1, tsu = sS2;
                 if (splitTogether(w.gate(), w.up())) {
                     long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {sS1, sS2});
-                    sg = gemmParts(L, a, "gate", w.gate(), at[0][0], t, sC1);
-                    su = gemmParts(L, a, "up", w.up(), at[1][0], t, sC2);
+                    Gemms pair = pairGemm(w.gate(), w.up(), at[0][0], at[1][0], t);
+                    if (pair != null) {
+                        L.add(pair);
+                        sg = su = parts(w.gate().dtype());
+                    } else {
+                        sg = gemmParts(L, a, "gate", w.gate(), at[0][0], t, sC1);
+                        su = gemmParts(L, a, "up", w.up(), at[1][0], t, sC2);
+                    }
                     tsg = at[0][1];
                     tsu = at[1][1];
                 } else {
@@ -1271,8 +1320,9 @@ final class ResidentForward implements DeviceForward {
         states.clear();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
-        for (long d : new long[] {sB, sW, sC1, sC2, sS1, sS2}) if (d != NULL) cu.memFree(d);
-        for (long d : widened.values()) cu.memFree(d);
+        for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)
+        for (long d : widenedBlocks) cu.memFree(d);
+        widenedBlocks.clear();
         widened.clear();
         sB = sW = sC1 = sC2 = sS1 = sS2 = NULL;
         if (cublasHandle != null) cublas.destroy(cublasHandle);

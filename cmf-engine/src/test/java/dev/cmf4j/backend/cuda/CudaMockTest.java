@@ -345,10 +345,15 @@ class CudaMockTest {
         }
     }
 
-    static int gemms() {
+    static int gemms() { return mockCount("mock_gemms"); }
+
+    /** cublasGemmStridedBatchedEx calls (gate and up as one; each also counts once in {@link #gemms}). */
+    static int stridedGemms() { return mockCount("mock_strided_gemms"); }
+
+    private static int mockCount(String fn) {
         try {
             var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_gemms").orElseThrow(),
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find(fn).orElseThrow(),
                     java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT));
             return (int) h.invokeExact();
         } catch (Throwable t) {
@@ -438,13 +443,20 @@ class CudaMockTest {
                 gpu.notes(n -> {});
                 gpu.useCublas(List.of(lib.toString()), 2);
                 gpu.usePrefillCache(cache);
-                int gemms0 = gemms();
+                int gemms0 = gemms(), strided0 = stridedGemms();
                 float[] got;
+                int layers;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                    layers = m.graph().numLayers();
                     got = run(m.graph(), prompt, next);
                     kept.put(cache, deviceUsed());
                 }
                 assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
+                // gate and up as one strided-batched GEMM when their copies lie one matrix apart: per layer of each of
+                // run()'s 4 GEMM chunks (4 and 2 tokens, twice; the 1-token ones take the matvec kernels); per chunk
+                // widening has one matrix's scratch, so two GEMMs then
+                assertThat(stridedGemms() - strided0).as("gate/up strided GEMMs, prefillCache " + cache)
+                        .isEqualTo(cache.equals("true") ? 4 * layers : 0);
                 for (int i = 0; i < want.length; i++)
                     assertThat((double) got[i]).as("prefillCache " + cache + " logit " + i)
                             .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));

@@ -426,6 +426,25 @@ int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha
     n_gemms++;
     return 0;
 }
+/* cublasGemmStridedBatchedEx: count cublasGemmEx calls on A/B/C advanced by their strides (elements); counted as one
+   GEMM call in mock_gemms, and in mock_strided_gemms */
+static int n_strided = 0;
+int mock_strided_gemms(void) { return n_strided; }
+static size_t type_size(int type) { return type == 0 ? 4 : 2; }
+int cublasGemmStridedBatchedEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+                               long long sa, const void* B, int bt, int ldb, long long sb, const void* beta, void* C, int ct,
+                               int ldc, long long sc, int count, int compute, int algo) {
+    for (int i = 0; i < count; i++) {
+        int r = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char*) A + i * sa * type_size(at), at, lda,
+                             (const char*) B + i * sb * type_size(bt), bt, ldb, beta, (char*) C + i * sc * type_size(ct), ct, ldc,
+                             compute, algo);
+        if (r) return r;
+        n_gemms--;
+    }
+    n_gemms++;
+    n_strided++;
+    return 0;
+}
 /* row r, token t of a split GEMM's output: sum over parts j of C[r, j*T + t]*step^j, times ts[t] when given */
 static float gemm_parts(const float* C, int rows, int T, int t, int r, int parts, const float* ts, float step) {
     float v = 0.f, f = 1.f;
