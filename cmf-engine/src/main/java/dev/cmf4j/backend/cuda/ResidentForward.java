@@ -145,7 +145,7 @@ final class ResidentForward implements DeviceForward {
      * Where a chunk's steps go as {@link #steps} makes them: into a list (a decode step, kept for its graph; a profiled
      * chunk) or onto the stream at once (a prefill chunk), so the GPU starts on a chunk's first layer while the host
      * is still making its last one's launches (the host makes a llama-8b chunk's ~500 steps in ~3 ms, which the GPU
-     * otherwise waited out: 7 µs of every 41 µs per token of fast prefill on the H200).
+     * otherwise waited out: on the H200 fast pp512 went 24,700 → 27,700 tok/s, exact 17,200 → 18,700).
      */
     @FunctionalInterface
     private interface Steps {
