@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
                                       bx, CUDA_R_16F, H, (long long) n * H, &zero, c, CUDA_R_32F, I, (long long) I * n, 2,
                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
+    auto kvStrided = [&](int s) {   // k and v (one shape, copies one matrix apart) as one strided call; q alone
+        CB(cublasGemmStridedBatchedEx(hd, CUBLAS_OP_T, CUBLAS_OP_N, KV, n, H, &one, set[s].w[K_], CUDA_R_16F, H, (long long) KV * H,
+                                      bx + (size_t) n * H, CUDA_R_16F, H, (long long) n * H, &zero, c, CUDA_R_32F, KV, (long long) KV * n, 2,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
     auto qkvGrouped = [&](int s) {
         cublasOperation_t ta[3] = {CUBLAS_OP_T, CUBLAS_OP_T, CUBLAS_OP_T}, tb[3] = {CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_OP_N};
         int m[3] = {H, KV, KV}, nn[3] = {n, n, n}, k[3] = {H, H, H}, ld[3] = {H, H, H}, ldc[3] = {H, KV, KV}, gs[3] = {1, 1, 1};
@@ -138,6 +143,14 @@ int main(int argc, char** argv) {
     time("  q/k/v batched (6 x 1024 rows)", [&] { for (int l = 0; l < L; l++) qkvBatched(l & 1); });
     time("  q/k/v grouped (3 groups)", [&] { for (int l = 0; l < L; l++) qkvGrouped(l & 1); });
     time("  gate/up strided batched (2)", [&] { for (int l = 0; l < L; l++) guStrided(l & 1); });
+    time("  k/v strided batched (2)", [&] { for (int l = 0; l < L; l++) kvStrided(l & 1); });
+    time("  k + v alone", [&] { for (int l = 0; l < L; l++) { gemm(l & 1, K_, CUDA_R_32F, CUDA_R_16F); gemm(l & 1, V, CUDA_R_32F, CUDA_R_16F); } });
+    time("q + strided k/v + o + strided gate/up + down", [&] {
+        for (int l = 0; l < L; l++) { gemm(l & 1, Q, CUDA_R_32F, CUDA_R_16F); kvStrided(l & 1); gemm(l & 1, O, CUDA_R_32F, CUDA_R_16F); guStrided(l & 1); gemm(l & 1, D, CUDA_R_32F, CUDA_R_16F); }
+    });
+    time("q + k + v + o + strided gate/up + down", [&] {
+        for (int l = 0; l < L; l++) { for (int i : {Q, K_, V, O}) gemm(l & 1, i, CUDA_R_32F, CUDA_R_16F); guStrided(l & 1); gemm(l & 1, D, CUDA_R_32F, CUDA_R_16F); }
+    });
     time("separate (shipped)", [&] { for (int l = 0; l < L; l++) for (int i = 0; i < NW; i++) gemm(l & 1, i, CUDA_R_32F, CUDA_R_16F); });
     time("bound calls (bf16 in/out)", [&] { for (int l = 0; l < L; l++) for (int i = 0; i < NW; i++) gemm(l & 1, i, CUDA_R_16BF, CUDA_R_16BF); });
     time("batched q/k/v + strided gate/up", [&] {

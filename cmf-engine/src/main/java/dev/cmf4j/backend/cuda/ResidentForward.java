@@ -60,7 +60,7 @@ final class ResidentForward implements DeviceForward {
      */
     private final boolean fusePrefill;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
-    /** The device allocations holding the copies (a layer's gate and up copies share one: see {@link #pairGemm}). */
+    /** The device allocations holding the copies (a layer's gate and up copies share one, so do k and v: {@link #pairGemm}). */
     private final List<Long> widenedBlocks = new ArrayList<>();
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
@@ -136,7 +136,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * {@code count} such GEMMs of one shape in one strided-batched call, the i-th on a + i·strideA, b + i·strideB and
-     * c + i·strideC (elements): gate and up (see {@link #pairGemm}).
+     * c + i·strideC (elements): gate and up, k and v (see {@link #pairGemm}).
      */
     private record Gemms(String name, long a, long strideA, int aType, long b, long strideB, int bType, long c, long strideC,
                          int m, int n, int k, int count) implements Step {}
@@ -788,23 +788,23 @@ final class ResidentForward implements DeviceForward {
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
         if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
-        java.util.Map<Long, Long> upOf = new java.util.HashMap<>();   // gate -> up: copied into one allocation (pairGemm)
-        for (LayerWeights l : layers)
-            if (l.gate() != null && l.up() != null && kind(l.gate().dtype()) == 3 && kind(l.up().dtype()) == 3
-                    && l.gate().rows() == l.up().rows() && l.gate().cols() == l.up().cols())
-                upOf.put(l.gate().weights(), l.up().weights());
+        java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();   // gate -> up, k -> v: one allocation each (pairGemm)
+        for (LayerWeights l : layers) {
+            if (pairable(l.gate(), l.up())) secondOf.put(l.gate().weights(), l.up().weights());
+            if (pairable(l.k(), l.v())) secondOf.put(l.k().weights(), l.v().weights());
+        }
         boolean kept = false;
         try (Arena a = Arena.ofConfined()) {
             for (var e : int8.entrySet()) {
-                if (widened.containsKey(e.getKey())) continue;   // an up, copied right after its gate
-                Long up = upOf.get(e.getKey());
-                long n = e.getValue(), copy = cu.memAlloc(2 * n * (up != null ? 2 : 1));
+                if (widened.containsKey(e.getKey())) continue;   // an up (a v), copied right after its gate (its k)
+                Long second = secondOf.get(e.getKey());
+                long n = e.getValue(), copy = cu.memAlloc(2 * n * (second != null ? 2 : 1));
                 widenedBlocks.add(copy);   // (freed by dropWidened if anything below fails)
                 launch(widen(a, "widen", e.getKey(), copy, n), s.stream);
                 widened.put(e.getKey(), copy);
-                if (up != null) {
-                    launch(widen(a, "widen", up, copy + 2 * n, n), s.stream);
-                    widened.put(up, copy + 2 * n);
+                if (second != null) {
+                    launch(widen(a, "widen", second, copy + 2 * n, n), s.stream);
+                    widened.put(second, copy + 2 * n);
                 }
             }
             cu.streamSynchronize(s.stream);   // written before any session's GEMM reads them (other streams too)
@@ -958,12 +958,16 @@ final class ResidentForward implements DeviceForward {
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
         long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (float4 epilogue, cuBLAS)
-        String[] names = {"q", "k", "v"};
-        int blocks = 0;
-        for (int i = 0; i < 3; i++) {
-            gemmParts(L, a, names[i], m[i], at[i][0], t, c[i]);
-            blocks += (m[i].rows() + 1023) / 1024;
+        gemmParts(L, a, "q", m[0], at[0][0], t, c[0]);
+        Gemms kv = pairGemm("k_v", m[1], m[2], at[1][0], at[2][0], c[1], c[2], t, KV_PAIR_MAX_COLUMNS);
+        if (kv != null) {
+            L.add(kv);
+        } else {
+            gemmParts(L, a, "k", m[1], at[1][0], t, c[1]);
+            gemmParts(L, a, "v", m[2], at[2][0], t, c[2]);
         }
+        int blocks = 0;
+        for (W w1 : m) blocks += (w1.rows() + 1023) / 1024;
         boolean scaled = f16Parts(m[0].dtype());
         L.add(new Launch("qkv_out", fnGemmOut3, blocks, t, 1, 256, pack(a,
                 c[0], m[0].rowScales(), bias[0], y[0], m[0].rows(), scaled ? at[0][1] : NULL,
@@ -972,26 +976,34 @@ final class ResidentForward implements DeviceForward {
     }
 
     /**
-     * Columns (parts · tokens) up to which gate and up go as one strided-batched GEMM (H200, llama-8b, 32 layers of
-     * a 512-token chunk, tools/device-bench/gemm_batch.cu: at 512 columns 5,583 → 4,950 µs, at 1,024 9,592 → 10,880).
+     * Columns (parts · tokens) up to which gate and up go as one strided-batched GEMM, and k and v (H200, llama-8b, 32
+     * layers of a 512-token chunk, tools/device-bench/gemm_batch.cu, µs: gate/up at 512 columns 5,583 → 4,950, at
+     * 1,024 9,592 → 10,880; k/v 776 → 572 and 1,106 → 945, and in the chunk's sequence of products 10,803 → 10,250 and
+     * 20,629 → 20,028). Wider chunks were not measured: two calls there.
      */
-    static final int PAIR_GEMM_MAX_COLUMNS = 512;
+    static final int PAIR_GEMM_MAX_COLUMNS = 512, KV_PAIR_MAX_COLUMNS = 1024;
+
+    /** Whether widenOnce copies {@code first} and {@code second} into one allocation, second right after first. */
+    private static boolean pairable(W first, W second) {
+        return first != null && second != null && kind(first.dtype()) == 3 && kind(second.dtype()) == 3
+                && first.rows() == second.rows() && first.cols() == second.cols();
+    }
 
     /**
-     * gate's and up's GEMMs as one cuBLAS strided-batched call, or null for two calls: when both are int8 matrices of
-     * one shape whose f16 copies lie one matrix apart (widenOnce copies them so), up's parts follow gate's (bUp ≥ bGate;
-     * the same parts when they share column scales), the chunk's parts·t columns are at most
-     * {@link #PAIR_GEMM_MAX_COLUMNS}, and the library has the call. Outputs into sC1 and sC2 (one allocation).
+     * Two products of one shape (gate and up; k and v) as one cuBLAS strided-batched call, or null for two calls: when
+     * both are int8 matrices whose f16 copies lie one matrix apart (widenOnce copies them so), the second's parts
+     * follow the first's (or are the same parts: stride 0) and so does its output, the chunk's parts·t columns are at
+     * most {@code maxColumns}, and the library has the call.
      */
-    private Gemms pairGemm(W gate, W up, long bGate, long bUp, int t) {
-        int parts = parts(gate.dtype());
-        if (!cublas.hasStridedBatched() || (long) parts * t > PAIR_GEMM_MAX_COLUMNS || kind(gate.dtype()) != 3
-                || kind(up.dtype()) != 3 || parts(up.dtype()) != parts || gate.rows() != up.rows() || gate.cols() != up.cols()) return null;
-        Long ga = widened.get(gate.weights()), ua = widened.get(up.weights());
-        long n = (long) gate.rows() * gate.cols();
-        if (ga == null || ua == null || ua - ga != 2 * n || bUp < bGate) return null;
-        return new Gemms("gate_up", ga, n, Cublas.R_16F, bGate, (bUp - bGate) / 2, Cublas.R_16F, sC1, (sC2 - sC1) / 4,
-                gate.rows(), parts * t, gate.cols(), 2);
+    private Gemms pairGemm(String name, W first, W second, long b1, long b2, long c1, long c2, int t, int maxColumns) {
+        int parts = parts(first.dtype());
+        if (!cublas.hasStridedBatched() || (long) parts * t > maxColumns || !pairable(first, second)
+                || parts(second.dtype()) != parts || b2 < b1 || c2 < c1) return null;
+        Long w1 = widened.get(first.weights()), w2 = widened.get(second.weights());
+        long n = (long) first.rows() * first.cols();
+        if (w1 == null || w2 == null || w2 - w1 != 2 * n) return null;
+        return new Gemms(name, w1, n, Cublas.R_16F, b1, (b2 - b1) / 2, Cublas.R_16F, c1, (c2 - c1) / 4,
+                first.rows(), parts * t, first.cols(), 2);
     }
 
     /** r_glu_split_N's index for a SwiGLU of {@code rows} feeding {@code down}, or -1 (then r_glu_out, then down's own split). */
@@ -1167,7 +1179,7 @@ final class ResidentForward implements DeviceForward {
                 long tsg = sS1, tsu = sS2;
                 if (splitTogether(w.gate(), w.up())) {
                     long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {sS1, sS2});
-                    Gemms pair = pairGemm(w.gate(), w.up(), at[0][0], at[1][0], t);
+                    Gemms pair = pairGemm("gate_up", w.gate(), w.up(), at[0][0], at[1][0], sC1, sC2, t, PAIR_GEMM_MAX_COLUMNS);
                     if (pair != null) {
                         L.add(pair);
                         sg = su = parts(w.gate().dtype());

@@ -452,11 +452,11 @@ class CudaMockTest {
                     kept.put(cache, deviceUsed());
                 }
                 assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
-                // gate and up as one strided-batched GEMM when their copies lie one matrix apart: per layer of each of
-                // run()'s 4 GEMM chunks (4 and 2 tokens, twice; the 1-token ones take the matvec kernels); per chunk
-                // widening has one matrix's scratch, so two GEMMs then
-                assertThat(stridedGemms() - strided0).as("gate/up strided GEMMs, prefillCache " + cache)
-                        .isEqualTo(cache.equals("true") ? 4 * layers : 0);
+                // gate and up, and k and v, each as one strided-batched GEMM when their copies lie one matrix apart:
+                // two per layer of each of run()'s 4 GEMM chunks (4 and 2 tokens, twice; the 1-token ones take the
+                // matvec kernels); per chunk widening has one matrix's scratch, so separate GEMMs then
+                assertThat(stridedGemms() - strided0).as("gate/up and k/v strided GEMMs, prefillCache " + cache)
+                        .isEqualTo(cache.equals("true") ? 2 * 4 * layers : 0);
                 for (int i = 0; i < want.length; i++)
                     assertThat((double) got[i]).as("prefillCache " + cache + " logit " + i)
                             .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
