@@ -43,7 +43,7 @@ public final class Session implements AutoCloseable {
 
     static int defaultChunk(Graph graph, int maxContext) {
         if (graph.device() == null) return DEFAULT_CHUNK;
-        return Math.max(1, Math.min(graph.device().preferredChunk(), maxContext));
+        return Math.max(1, Math.min(graph.device().preferredChunk(), Math.min(maxContext, graph.spec().maxPositions())));
     }
 
     public Graph graph() { return graph; }
@@ -85,14 +85,20 @@ public final class Session implements AutoCloseable {
     /** decode's one-token input, reused (a session is used by one thread at a time, as its logits view is). */
     private final int[] oneId = new int[1];
 
-    /** Runs {@code ids} and returns the logits of every one, [ids.length, vocab] row-major. */
+    /**
+     * Runs {@code ids} and returns the logits of every one, [ids.length, vocab] row-major. On a device at most
+     * {@link #DEFAULT_CHUNK} tokens per call: every row of logits costs vocab floats on the device twice (the head's
+     * GEMM output and the logits) and in pinned host memory, so a device session's longer prompt chunk (512) would
+     * take ~8× the memory here (a 152k vocabulary: ~2 GB of device scratch).
+     */
     public float[] logitsAll(int[] ids) {
         check(ids);
         int v = graph.vocab();
+        int step = graph.device() != null ? Math.min(chunk, DEFAULT_CHUNK) : chunk;
         float[] out = new float[Math.multiplyExact(ids.length, v)];
-        float[] buf = new float[Math.min(chunk, ids.length) * v];
-        for (int p = 0; p < ids.length; p += chunk) {
-            int n = Math.min(chunk, ids.length - p);
+        float[] buf = new float[Math.min(step, ids.length) * v];
+        for (int p = 0; p < ids.length; p += step) {
+            int n = Math.min(step, ids.length - p);
             forward(ids, p, n, buf, true);
             System.arraycopy(buf, 0, out, p * v, n * v);
         }

@@ -62,6 +62,23 @@ class SamplerTest {
         assertThat(got).isEqualTo(want);
     }
 
+    @Test void topKThenTopPCutsTheSelectedKInProbabilityOrder() {
+        // the k selected by the quickselect must come out sorted, or top-p cuts an arbitrary prefix of them
+        float[] l = new float[200];
+        for (int i = 0; i < l.length; i++) l[i] = (float) (((i * 7919L) % 200) / 20.0);   // distinct, shuffled
+        Integer[] by = new Integer[l.length];
+        for (int i = 0; i < l.length; i++) by[i] = i;
+        java.util.Arrays.sort(by, (a, b) -> Float.compare(l[b], l[a]));
+        double mass = 0, acc = 0;
+        for (int i = 0; i < 20; i++) mass += Math.exp(l[by[i]] - l[by[0]]);
+        Set<Integer> want = new HashSet<>();
+        for (int i = 0; i < 20 && acc < 0.5 * mass; i++) { acc += Math.exp(l[by[i]] - l[by[0]]); want.add(by[i]); }
+        Sampler s = new Sampler(params(1f, 20, 0.5f, 0f, 1f, 0f, 11));
+        Set<Integer> got = new HashSet<>();
+        for (int i = 0; i < 3000; i++) got.add(s.sample(l, new int[0], 0));
+        assertThat(got).isEqualTo(want);
+    }
+
     @Test void minPKeepsExactlyTheTokensWithinItsRatioOfTheMax() {
         // p/p_max = e^(l − l_max) at T = 1: with min-p e^-2, logits 2 below the max stay and 2.01 below go
         float[] l = {0f, -1.99f, -2.01f, -5f, -1f};

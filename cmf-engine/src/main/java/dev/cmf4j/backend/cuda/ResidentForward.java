@@ -746,7 +746,7 @@ final class ResidentForward implements DeviceForward {
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
         for (LayerWeights l : layers) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
         // ≤ 3 parts of the widest input; r_split3's regions side by side; k's GEMM output rounded up to 256 bytes (v's after it)
-        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = 4L * maxRows * 3 * t + 256;
+        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = gemmOutputBytes(maxRows, t);
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
         if (needC > capC) {   // sC2 right after sC1 in one allocation: gate's and up's outputs capC bytes apart (pairGemm)
@@ -761,6 +761,15 @@ final class ResidentForward implements DeviceForward {
             try { sS2 = cu.memAlloc(4L * t); } catch (CudaException e) { cu.memFree(s1); throw e; }
             sS1 = s1; capS = 4L * t;
         }
+    }
+
+    /**
+     * Bytes of each of the two GEMM output buffers for a chunk of t tokens: ≤ 3 parts of the most rows, and k's output
+     * rounded up to 256 before v's; the whole rounded up to 256 too, since sC2 = sC1 + this within one allocation
+     * must stay as aligned as an allocation (float4 epilogues, cuBLAS).
+     */
+    static long gemmOutputBytes(long maxRows, int t) {
+        return (4L * maxRows * 3 * t + 256 + 255) & ~255L;
     }
 
     /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
@@ -788,11 +797,18 @@ final class ResidentForward implements DeviceForward {
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
         if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
-        java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();   // gate -> up, k -> v: one allocation each (pairGemm)
-        for (LayerWeights l : layers) {
-            if (pairable(l.gate(), l.up())) secondOf.put(l.gate().weights(), l.up().weights());
-            if (pairable(l.k(), l.v())) secondOf.put(l.k().weights(), l.v().weights());
-        }
+        // gate -> up, k -> v: one allocation each (pairGemm); only matrices no other product shares (a shared one
+        // would be copied twice, once beside each partner)
+        java.util.Map<Long, Integer> uses = new java.util.HashMap<>();
+        for (LayerWeights l : layers)
+            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})
+                if (w != null) uses.merge(w.weights(), 1, Integer::sum);
+        if (headGemm) uses.merge(head.weights(), 1, Integer::sum);
+        java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();
+        for (LayerWeights l : layers)
+            for (W[] pair : new W[][] {{l.gate(), l.up()}, {l.k(), l.v()}})
+                if (pairable(pair[0], pair[1]) && uses.get(pair[0].weights()) == 1 && uses.get(pair[1].weights()) == 1)
+                    secondOf.put(pair[0].weights(), pair[1].weights());
         boolean kept = false;
         try (Arena a = Arena.ofConfined()) {
             for (var e : int8.entrySet()) {
@@ -957,7 +973,7 @@ final class ResidentForward implements DeviceForward {
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
-        long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (float4 epilogue, cuBLAS)
+        long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (sC2 is: float4 epilogue, cuBLAS)
         gemmParts(L, a, "q", m[0], at[0][0], t, c[0]);
         Gemms kv = pairGemm("k_v", m[1], m[2], at[1][0], at[2][0], c[1], c[2], t, KV_PAIR_MAX_COLUMNS);
         if (kv != null) {

@@ -22,10 +22,10 @@ public interface DeviceForward {
     }
 
     /**
-     * Prompt tokens per forward call that a session takes by default on this device (the CPU graph's is
-     * {@code Session.DEFAULT_CHUNK}): the chunk the device's prefill is built for.
+     * Prompt tokens per forward call that a session takes by default on this device: the chunk the device's prefill
+     * is built for; the CPU graph's {@code Session.DEFAULT_CHUNK} unless the device says otherwise.
      */
-    int preferredChunk();
+    default int preferredChunk() { return 64; }
 
     /** Per-session device state (KV cache, activation buffers) for chunks of up to maxChunk tokens. */
     Object newState(int maxChunk, int maxContext);

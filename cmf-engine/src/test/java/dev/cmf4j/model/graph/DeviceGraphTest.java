@@ -35,7 +35,13 @@ class DeviceGraphTest {
         final List<int[]> calls = new ArrayList<>();
         int states;
 
-        @Override public int preferredChunk() { return 16; }
+        final int preferred;
+
+        Recording() { this(16); }
+
+        Recording(int preferred) { this.preferred = preferred; }
+
+        @Override public int preferredChunk() { return preferred; }
 
         @Override public Object newState(int maxChunk, int maxContext) { states++; maxChunks.add(maxChunk); return new Object(); }
 
@@ -90,6 +96,26 @@ class DeviceGraphTest {
             }
             assertThat(device.calls).containsExactly(new int[] {9, 0});
             assertThat(device.maxChunks).containsExactly(16, 10);
+        }
+    }
+
+    @Test void allLogitsOnADeviceGoAtMostTheCpuChunkPerCall() {
+        // every row of logits costs vocab floats on the device twice and in pinned memory: a session's 100-token
+        // prompt chunk still returns all logits 64 rows per call
+        try (HfFixture hf = HfFixture.open("qwen3")) {
+            Recording device = new Recording(100);
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Provider(new CpuMatMul(), device, new ArrayList<>()));
+            int[] ids = new int[150];
+            for (int i = 0; i < ids.length; i++) ids[i] = i + 1;
+            try (Session s = new Session(g, 1000)) {
+                s.prefill(java.util.Arrays.copyOf(ids, 120));
+                s.reset();
+                float[] all = s.logitsAll(ids);
+                assertThat(all).hasSize(150 * g.vocab());
+                assertThat(all[149 * g.vocab()]).as("the last row's logits: position 128 of the last call").isEqualTo(128f);
+            }
+            assertThat(device.calls).containsExactly(new int[] {100, 0}, new int[] {20, 100},
+                    new int[] {64, 0}, new int[] {64, 64}, new int[] {22, 128});
         }
     }
 
