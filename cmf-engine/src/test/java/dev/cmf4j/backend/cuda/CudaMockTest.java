@@ -498,6 +498,33 @@ class CudaMockTest {
         assertThat(fastDecode).as(dtype + ": decode after a fast prefill (its KV cache came from the fast prefill)").isLessThan(0.05);
     }
 
+    /**
+     * q8_row weights have no column scales (no norm folded into them either), so gate and up, and k and v, take one
+     * set of parts: their strided GEMMs read B with a stride of 0. Checked against the CPU engine.
+     */
+    @Test void pairedGemmsOfSharedPartsMatchTheCpu() throws Exception {
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/llama"),
+                tmp.resolve("llama-pairs-q8_row.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.Q8_ROW);
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, next); }
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            gpu.useCublas(List.of(lib.toString()), 2);
+            gpu.usePrefillCache("true");
+            int strided0 = stridedGemms();
+            float[] got;
+            int layers;
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+                layers = m.graph().numLayers();
+                got = run(m.graph(), prompt, next);
+            }
+            assertThat(stridedGemms() - strided0).as("gate/up and k/v strided GEMMs").isEqualTo(2 * 4 * layers);
+            for (int i = 0; i < want.length; i++)
+                assertThat((double) got[i]).as("q8_row logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+        }
+    }
+
     @Test void theSecondGemmOutputStaysAlignedForAnyRowsAndChunk() {
         // sC2 = sC1 + gemmOutputBytes: a vocabulary of 32,002 rows (an all-logits head) and 7 tokens gave 8 mod 16
         for (long rows : new long[] {32002, 32001, 151936, 1024, 3})
