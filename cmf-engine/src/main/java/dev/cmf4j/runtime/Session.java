@@ -89,7 +89,8 @@ public final class Session implements AutoCloseable {
      * Runs {@code ids} and returns the logits of every one, [ids.length, vocab] row-major. On a device at most
      * {@link #DEFAULT_CHUNK} tokens per call: every row of logits costs vocab floats on the device twice (the head's
      * GEMM output and the logits) and in pinned host memory, so a device session's longer prompt chunk (512) would
-     * take ~8× the memory here (a 152k vocabulary: ~2 GB of device scratch).
+     * take 8× the memory here (by the resident forward's scratch sizes, ~2 GB of device memory at a 152k vocabulary;
+     * not measured).
      */
     public float[] logitsAll(int[] ids) {
         check(ids);

@@ -103,7 +103,10 @@ final class ResidentForward implements DeviceForward {
     /** One layer's device pointers (0 = absent; gate/up/down null on an MoE layer). */
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq,
-                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe) {}
+                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe) {
+        /** The layer's dense products, in launch order; gate/up/down null on an MoE layer. */
+        W[] products() { return new W[] {q, k, v, o, gate, up, down}; }
+    }
 
     /**
      * An MoE layer on the device: the router, and per projection a table of every expert's three device addresses
@@ -569,8 +572,8 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * A session's default prompt chunk on the GPU: 512 tokens, where the cuBLAS products run at their tensor-core rate
-     * (a 512-token chunk's GEMMs are within ~5% of the one-part bound) and the fixed train of ~16 launches per layer is
-     * spread over enough tokens. (H200, llama-8b q8_2f, `cmf run` of a 1,986-token prompt in a fresh process, so with
+     * (H200, llama-8b, fast mode's 512 columns: a chunk's GEMMs as issued take 11.4 ms, the bound's bf16 calls 10.1 ms,
+     * tools/device-bench/gemm_batch.cu) and the fixed train of ~16 launches per layer is spread over enough tokens. (H200, llama-8b q8_2f, `cmf run` of a 1,986-token prompt in a fresh process, so with
      * the one-time f16 copies and cuBLAS loading: the CPU graph's 64 gave 4,138 / 4,055 tok/s, 512 gives 8,335 /
      * 8,583; fast prefill 4,350 / 4,277 against 10,690 / 9,373.)
      */
@@ -737,7 +740,7 @@ final class ResidentForward implements DeviceForward {
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
         for (LayerWeights l : layers)
-            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})   // gate/up/down null on MoE layers
+            for (W w : l.products())
                 if (w != null && kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
         if (headGemm) {
             maxRows = Math.max(maxRows, head.rows());
@@ -792,7 +795,7 @@ final class ResidentForward implements DeviceForward {
         if ("false".equals(prefillCache)) return;
         java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
         for (LayerWeights l : layers)
-            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})
+            for (W w : l.products())
                 if (w != null && kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
@@ -801,7 +804,7 @@ final class ResidentForward implements DeviceForward {
         // would be copied twice, once beside each partner)
         java.util.Map<Long, Integer> uses = new java.util.HashMap<>();
         for (LayerWeights l : layers)
-            for (W w : new W[] {l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()})
+            for (W w : l.products())
                 if (w != null) uses.merge(w.weights(), 1, Integer::sum);
         if (headGemm) uses.merge(head.weights(), 1, Integer::sum);
         java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();
@@ -975,13 +978,7 @@ final class ResidentForward implements DeviceForward {
         int parts = parts(m[0].dtype());
         long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (sC2 is: float4 epilogue, cuBLAS)
         gemmParts(L, a, "q", m[0], at[0][0], t, c[0]);
-        Gemms kv = pairGemm("k_v", m[1], m[2], at[1][0], at[2][0], c[1], c[2], t, KV_PAIR_MAX_COLUMNS);
-        if (kv != null) {
-            L.add(kv);
-        } else {
-            gemmParts(L, a, "k", m[1], at[1][0], t, c[1]);
-            gemmParts(L, a, "v", m[2], at[2][0], t, c[2]);
-        }
+        gemmPair(L, a, "k", "v", m[1], m[2], at[1][0], at[2][0], c[1], c[2], t, KV_PAIR_MAX_COLUMNS);
         int blocks = 0;
         for (W w1 : m) blocks += (w1.rows() + 1023) / 1024;
         boolean scaled = f16Parts(m[0].dtype());
@@ -1003,6 +1000,23 @@ final class ResidentForward implements DeviceForward {
     private static boolean pairable(W first, W second) {
         return first != null && second != null && kind(first.dtype()) == 3 && kind(second.dtype()) == 3
                 && first.rows() == second.rows() && first.cols() == second.cols();
+    }
+
+    /**
+     * The GEMMs of two products of one input's parts (gate and up; k and v) into c1 and c2: one strided-batched call
+     * where {@link #pairGemm} allows it, else one {@link #gemmParts} each. Returns their parts (the same for both: they
+     * were split together).
+     */
+    private int gemmPair(Steps L, Arena a, String name1, String name2, W first, W second, long b1, long b2, long c1, long c2,
+                         int t, int maxColumns) {
+        Gemms pair = pairGemm(name1 + "_" + name2, first, second, b1, b2, c1, c2, t, maxColumns);
+        if (pair != null) {
+            L.add(pair);
+            return parts(first.dtype());
+        }
+        int p1 = gemmParts(L, a, name1, first, b1, t, c1), p2 = gemmParts(L, a, name2, second, b2, t, c2);
+        if (p1 != p2) throw new IllegalStateException(name1 + " and " + name2 + " of different precisions");
+        return p1;
     }
 
     /**
@@ -1195,14 +1209,7 @@ final class ResidentForward implements DeviceForward {
                 long tsg = sS1, tsu = sS2;
                 if (splitTogether(w.gate(), w.up())) {
                     long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {sS1, sS2});
-                    Gemms pair = pairGemm("gate_up", w.gate(), w.up(), at[0][0], at[1][0], sC1, sC2, t, PAIR_GEMM_MAX_COLUMNS);
-                    if (pair != null) {
-                        L.add(pair);
-                        sg = su = parts(w.gate().dtype());
-                    } else {
-                        sg = gemmParts(L, a, "gate", w.gate(), at[0][0], t, sC1);
-                        su = gemmParts(L, a, "up", w.up(), at[1][0], t, sC2);
-                    }
+                    sg = su = gemmPair(L, a, "gate", "up", w.gate(), w.up(), at[0][0], at[1][0], sC1, sC2, t, PAIR_GEMM_MAX_COLUMNS);
                     tsg = at[0][1];
                     tsu = at[1][1];
                 } else {
