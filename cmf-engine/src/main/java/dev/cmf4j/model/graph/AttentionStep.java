@@ -55,9 +55,19 @@ final class AttentionStep implements MixerStep {
 
     static final class Scratch {
         final float[] qRaw, q, gate, attn, cos, sin;
-        /** The outputs of the shared q/k(/v) product, filled per chunk (the cache's pending rows may move). */
+        /** The step's k and v rows, before each span's are copied into its sequence's cache; null on a KV-sharing layer. */
+        final float[] k, v;
+        /** The outputs of the shared q/k(/v) product. */
         final float[][] projections;
         private float[] scores;
+
+        private KvCache[] caches = new KvCache[1];
+
+        /** The spans' caches of this layer, filled per step. */
+        KvCache[] caches(int n) {
+            if (caches.length < n) caches = new KvCache[Math.max(n, 2 * caches.length)];
+            return caches;
+        }
 
         /** The caller's score buffer, grown to n. */
         float[] scores(int n) {
@@ -73,76 +83,81 @@ final class AttentionStep implements MixerStep {
             cos = new float[Math.max(1, a.rope().rotaryDim() / 2)];
             sin = new float[cos.length];
             scores = new float[Math.min(maxContext, a.window() > 0 ? a.window() : 256) + maxChunk];
-            projections = new float[a.vProj() == null ? 2 : 3][];
+            k = a.sharesKv() ? null : new float[maxChunk * a.kvDim()];
+            v = a.sharesKv() ? null : new float[maxChunk * a.kvDim()];
+            projections = a.vProj() == null ? new float[][] {qRaw, k} : new float[][] {qRaw, k, v};
         }
     }
 
     @Override public Object newScratch(int maxChunk, int maxContext) { return new Scratch(spec, maxChunk, maxContext); }
 
-    @Override public void forward(float[] in, float[] out, int tokens, int pos0, State state, int layer) {
-        Scratch s = (Scratch) state.mixerScratch(layer);
+    @Override public void forward(float[] in, float[] out, Batch batch, Object scratch, int layer) {
+        Scratch s = (Scratch) scratch;
         int hd = spec.headDim(), heads = spec.heads(), kvHeads = spec.kvHeads(), qDim = spec.qDim(), kvDim = spec.kvDim();
+        int rows = batch.rows(), spans = batch.size();
+        int[] rowPos = batch.rowPos;
 
-        // 1. projections (q, and k/v unless this layer reads another layer's cache)
-        KvCache cache;
+        // 1. projections over every row (q, and k/v unless this layer reads another layer's cache)
         if (spec.sharesKv()) {
-            q.apply(mm, in, tokens, s.qRaw);
-            cache = (KvCache) state.mixerState(spec.kvSource());
+            q.apply(mm, in, rows, s.qRaw);
         } else {
-            cache = (KvCache) state.mixerState(layer);
-            cache.beginChunk(pos0, tokens);
-            float[] kb = cache.pendingKeys(), vb = cache.pendingValues();
-            // q, k, v read the same input: one submission (one copy of `in` and one hand-off on a GPU)
-            float[][] ys = s.projections;
-            ys[0] = s.qRaw;
-            ys[1] = kb;
-            if (v != null) {
-                ys[2] = vb;
-                qkv.apply(mm, in, tokens, ys);
-            } else {
-                qkv.apply(mm, in, tokens, ys);
-                System.arraycopy(kb, 0, vb, 0, tokens * kvDim);   // V is the raw K projection
+            qkv.apply(mm, in, rows, s.projections);   // one submission: one copy of `in` and one hand-off on a GPU
+            if (v == null) System.arraycopy(s.k, 0, s.v, 0, rows * kvDim);   // V is the raw K projection
+            // 2. k and v norms, k rope at each row's position, then each span's rows into its sequence's cache
+            if (kNorm != null) kNorm.rows(s.k, rows * kvHeads);
+            if (vNorm != null) vNorm.rows(s.v, rows * kvHeads);
+            for (int r = 0; r < rows; r++) {
+                Rotary.table(rowPos[r], invFreq, rope.attentionScaling(), s.cos, s.sin);
+                Rotary.apply(s.k, r * kvDim, kvHeads, hd, rope.rotaryDim(), s.cos, s.sin);
             }
-            // 2. k and v norms, k rope
-            if (kNorm != null) kNorm.rows(kb, tokens * kvHeads);
-            if (vNorm != null) vNorm.rows(vb, tokens * kvHeads);
-            for (int t = 0; t < tokens; t++) {
-                Rotary.table(pos0 + t, invFreq, rope.attentionScaling(), s.cos, s.sin);
-                Rotary.apply(kb, t * kvDim, kvHeads, hd, rope.rotaryDim(), s.cos, s.sin);
+            for (int i = 0; i < spans; i++) {
+                KvCache cache = (KvCache) batch.state(i).mixerState(layer);
+                int n = batch.tokens(i);
+                cache.beginChunk(batch.pos0[i], n);
+                System.arraycopy(s.k, batch.start[i] * kvDim, cache.pendingKeys(), 0, n * kvDim);
+                System.arraycopy(s.v, batch.start[i] * kvDim, cache.pendingValues(), 0, n * kvDim);
             }
         }
-        if (spec.outputGate()) splitGate(s.qRaw, s.q, s.gate, tokens, heads, hd);
+        if (spec.outputGate()) splitGate(s.qRaw, s.q, s.gate, rows, heads, hd);
         // 3. q norm and rope
-        if (qNorm != null) qNorm.rows(s.q, tokens * heads);
-        for (int t = 0; t < tokens; t++) {
-            Rotary.table(pos0 + t, invFreq, rope.attentionScaling(), s.cos, s.sin);
-            Rotary.apply(s.q, t * qDim, heads, hd, rope.rotaryDim(), s.cos, s.sin);
+        if (qNorm != null) qNorm.rows(s.q, rows * heads);
+        for (int r = 0; r < rows; r++) {
+            Rotary.table(rowPos[r], invFreq, rope.attentionScaling(), s.cos, s.sin);
+            Rotary.apply(s.q, r * qDim, heads, hd, rope.rotaryDim(), s.cos, s.sin);
         }
-        // 4. attention: query at p sees keys in (p − window, p] (all of [0, p] on a full layer);
-        //    (token, head) pairs are independent: split over the pool when there is enough work
-        int group = heads / kvHeads;
-        int span = spec.window() > 0 ? spec.window() : pos0 + tokens;
-        final KvCache kv = cache;
-        long work = (long) tokens * heads * span * hd;
-        int grain = (int) Math.max(1, Math.min((long) tokens * heads, (1L << 16) * tokens * heads / Math.max(1, work)));
-        int pairs = tokens * heads, step = Math.max(grain, Math.ceilDiv(pairs, 4 * pool.threads()));
+        // 4. attention: the query of a row at position p sees its own sequence's keys in (p − window, p] (all of
+        //    [0, p] on a full layer); (row, head) pairs are independent: split over the pool when there is enough work
+        int cacheLayer = spec.sharesKv() ? spec.kvSource() : layer;
+        KvCache[] caches = s.caches(spans);
+        int span = 0;
+        long work = 0;
+        for (int i = 0; i < spans; i++) {
+            caches[i] = (KvCache) batch.state(i).mixerState(cacheLayer);
+            int si = spec.window() > 0 ? spec.window() : batch.pos0[i] + batch.tokens(i);
+            span = Math.max(span, si);
+            work += (long) batch.tokens(i) * heads * si * hd;
+        }
+        int group = heads / kvHeads, pairs = rows * heads, maxSpan = span;
+        int grain = (int) Math.max(1, Math.min(pairs, (1L << 16) * pairs / Math.max(1, work)));
+        int step = Math.max(grain, Math.ceilDiv(pairs, 4 * pool.threads()));
+        int[] rowSpan = batch.rowSpan;
         pool.run(Math.ceilDiv(pairs, step), (chunk, worker) -> {
             // a score row per thread, reused across steps (no allocation per decode step): worker 0 is the calling
-            // thread and takes the session's own row (inline runs of concurrent sessions never share one); the other
-            // workers exist only while this job holds the pool, so their per-worker rows are this job's alone
-            float[] scores = worker == 0 ? s.scores(span) : pool.workerScratch(worker, 0, span);
+            // thread and takes the workspace's own row (inline runs of concurrent workspaces never share one); the
+            // other workers exist only while this job holds the pool, so their per-worker rows are this job's alone
+            float[] scores = worker == 0 ? s.scores(maxSpan) : pool.workerScratch(worker, 0, maxSpan);
             for (int th = chunk * step, to0 = Math.min(pairs, th + step); th < to0; th++) {
-                int t = th / heads, h = th % heads, p = pos0 + t;
+                int r = th / heads, h = th % heads, p = rowPos[r];
                 int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
                 float sink = sinks == null ? Float.NaN : sinks[h];
-                AttentionKernel.attend(s.q, t * qDim + h * hd, hd, kv, (h / group) * hd, from, p,
-                        spec.scale(), spec.softcap(), sink, scores, s.attn, t * qDim + h * hd);
+                AttentionKernel.attend(s.q, r * qDim + h * hd, hd, caches[rowSpan[r]], (h / group) * hd, from, p,
+                        spec.scale(), spec.softcap(), sink, scores, s.attn, r * qDim + h * hd);
             }
         });
         // 5. output gate, o projection
         if (spec.outputGate())
-            for (int i = 0; i < tokens * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
-        o.apply(mm, s.attn, tokens, out);
+            for (int i = 0; i < rows * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
+        o.apply(mm, s.attn, rows, out);
     }
 
     /** q_proj with an output gate emits per head [q (hd) | gate (hd)]. */

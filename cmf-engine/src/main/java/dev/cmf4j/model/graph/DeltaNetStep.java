@@ -95,9 +95,9 @@ final class DeltaNetStep implements MixerStep {
 
     @Override public Object newScratch(int maxChunk, int maxContext) { return new Scratch(spec, maxChunk); }
 
-    @Override public void forward(float[] in, float[] out, int tokens, int pos0, State state, int layer) {
-        Scratch s = (Scratch) state.mixerScratch(layer);
-        DeltaState st = (DeltaState) state.mixerState(layer);
+    @Override public void forward(float[] in, float[] out, Batch batch, Object scratch, int layer) {
+        Scratch s = (Scratch) scratch;
+        int tokens = batch.rows();
         int qk = spec.qkDim(), vd = spec.vDim(), convDim = spec.convDim(), rep = nv / nk;
 
         // 1. projections into mixed [q; k; v] per token, z [v], b and a [nv]
@@ -124,8 +124,12 @@ final class DeltaNetStep implements MixerStep {
             b.apply(mm, in, tokens, s.b);
             a.apply(mm, in, tokens, s.a);
         }
-        // 2. causal conv + silu over [q; k; v]
-        CausalConv1d.apply(s.mixed, tokens, convDim, conv, convBias, kernel, st.conv, s.window);
+        // 2. causal conv + silu over [q; k; v], each span over its own sequence's carried inputs
+        for (int i = 0; i < batch.size(); i++) {
+            DeltaState st = (DeltaState) batch.state(i).mixerState(layer);
+            CausalConv1d.apply(s.mixed, batch.start[i] * convDim, batch.tokens(i), convDim, conv, convBias, kernel,
+                    st.conv, s.window);
+        }
         // 3. per value head: L2-normed (and for q scaled) q, k of its key head; β and g
         float qScale = (float) (1.0 / Math.sqrt(dk));
         for (int t = 0; t < tokens; t++) {
@@ -139,18 +143,23 @@ final class DeltaNetStep implements MixerStep {
                 s.g[i] = negA[h] * softplus(s.a[i] + dtBias[h]);
             }
         }
-        // 4. the delta rule: recurrent for a single decode token, chunked for a prompt (as transformers)
-        boolean recurrent = tokens == 1 && !st.fresh;
-        for (int h = 0; h < nv; h++) {
-            int so = h * dk * dv;
-            if (recurrent)
-                GatedDeltaRule.recurrent(tokens, dk, dv, s.q, nv * dk, h * dk, s.k, h * dk,
-                        s.mixed, convDim, 2 * qk + h * dv, s.g, s.beta, nv, h, st.s, so, s.core, vd, h * dv, s.mem);
-            else
-                GatedDeltaRule.chunked(tokens, dk, dv, s.q, nv * dk, h * dk, s.k, h * dk,
-                        s.mixed, convDim, 2 * qk + h * dv, s.g, s.beta, nv, h, st.s, so, s.core, vd, h * dv, s.ws);
+        // 4. the delta rule per span: recurrent for a single decode token, chunked for a prompt (as transformers)
+        for (int i = 0; i < batch.size(); i++) {
+            DeltaState st = (DeltaState) batch.state(i).mixerState(layer);
+            int n = batch.tokens(i), r0 = batch.start[i];
+            int qo = r0 * nv * dk, vo = r0 * convDim, go = r0 * nv, oo = r0 * vd;
+            boolean recurrent = n == 1 && !st.fresh;
+            for (int h = 0; h < nv; h++) {
+                int so = h * dk * dv;
+                if (recurrent)
+                    GatedDeltaRule.recurrent(n, dk, dv, s.q, nv * dk, qo + h * dk, s.k, qo + h * dk,
+                            s.mixed, convDim, vo + 2 * qk + h * dv, s.g, s.beta, nv, go + h, st.s, so, s.core, vd, oo + h * dv, s.mem);
+                else
+                    GatedDeltaRule.chunked(n, dk, dv, s.q, nv * dk, qo + h * dk, s.k, qo + h * dk,
+                            s.mixed, convDim, vo + 2 * qk + h * dv, s.g, s.beta, nv, go + h, st.s, so, s.core, vd, oo + h * dv, s.ws);
+            }
+            st.fresh = false;
         }
-        st.fresh = false;
         // 5. gated RMSNorm per value head: w·x̂·silu(z), then out_proj
         for (int r = 0; r < tokens * nv; r++) {
             norm.apply(s.core, r * dv, s.core, r * dv);

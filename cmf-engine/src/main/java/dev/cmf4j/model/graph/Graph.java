@@ -160,14 +160,24 @@ public final class Graph {
 
     int perLayerWidth() { return layers * pleDim; }
 
-    /** A fresh session state for chunks of up to {@code maxChunk} tokens and {@code maxContext} positions. */
+    /** A fresh sequence state for chunks of up to {@code maxChunk} tokens (when run alone) and {@code maxContext} positions. */
     public State newState(int maxChunk, int maxContext) {
         if (maxChunk < 1) throw new IllegalArgumentException("maxChunk must be >= 1");
         return new State(this, maxChunk, Math.min(maxContext, spec.maxPositions()));
     }
 
     /**
-     * Runs {@code tokens} ids (from {@code ids[off]}) at the state's position and advances it.
+     * The scratch of steps of up to {@code maxRows} rows; {@code maxContext} sizes the attention's first score
+     * buffers (they grow when a longer sequence comes).
+     */
+    public Workspace newWorkspace(int maxRows, int maxContext) {
+        if (maxRows < 1) throw new IllegalArgumentException("maxRows must be >= 1");
+        return new Workspace(this, maxRows, Math.min(maxContext, spec.maxPositions()));
+    }
+
+    /**
+     * Runs {@code tokens} ids (from {@code ids[off]}) of one sequence at its position and advances it: a batch of one
+     * span in the state's own workspace.
      *
      * @param logits   receives [tokens, vocab] logits when {@code allLogits}, else the last token's [vocab];
      *                 may be null to skip the head
@@ -178,74 +188,132 @@ public final class Graph {
         if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
         if (tokens < 1 || tokens > st.maxChunk)
             throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
-        if (st.closed) throw new IllegalStateException("this session is closed");
-        if (st.broken)
-            throw new IllegalStateException("this session's state was lost when an earlier step failed; reset it");
-        if (st.position + tokens > st.maxContext)
-            throw new IllegalStateException("context limit " + st.maxContext + " exceeded");
-        for (int t = 0; t < tokens; t++) {
-            int id = ids[off + t];
-            if (id < 0 || id >= embedding.rows())
-                throw new IllegalArgumentException("token id " + id + " outside the vocabulary [0, " + embedding.rows() + ")");
-        }
+        Batch.Logits want = logits == null ? Batch.Logits.NONE : allLogits ? Batch.Logits.ALL : Batch.Logits.LAST;
+        forward(st.soloBatch().add(st, ids, off, tokens, want), st.soloWorkspace(), logits, observer);
+    }
+
+    /**
+     * Runs one step of {@code batch}: every span's tokens at its sequence's position, token-wise work over all rows
+     * at once, attention and recurrent state per span. Advances every sequence; fills {@code logits} with the rows
+     * the spans ask for, in span order ([batch.logitRows(), vocab]; may be null when none are asked for).
+     * Everything is checked before anything runs: a bad span fails the step with no sequence changed. When a
+     * step fails midway, every span's K/V of the step is dropped (a recurrent state that cannot roll back marks its
+     * sequence broken).
+     */
+    public void forward(Batch batch, Workspace ws, float[] logits, HiddenObserver observer) {
+        check(batch, ws, logits);
+        batch.resolve();
         if (device != null) {
             if (observer != null)
                 throw new UnsupportedOperationException("hidden-state observers need the CPU graph; this model runs on the device");
-            device.forward(st.deviceState, ids, off, tokens, st.position, logits, allLogits);
-            st.position += tokens;
+            deviceForward(batch, logits);
             return;
         }
-        int pos0 = st.position;
-        float[] x = st.x, h = st.h, m = st.m;
+        int rows = batch.rows();
+        float[] x = ws.x, h = ws.h, m = ws.m;
+        for (int i = 0, r = 0; i < batch.size(); i++) {
+            Batch.Span s = batch.span(i);
+            System.arraycopy(s.ids(), s.off(), ws.ids, r, s.tokens());
+            r += s.tokens();
+        }
         try {
-            embed(ids, off, tokens, x);
-            if (pleTable != null) perLayerInputs(ids, off, tokens, x, st);
-            if (observer != null) observer.accept(0, x, tokens, hidden);
-            int n = tokens * hidden;
+            embed(ws.ids, rows, x);
+            if (pleTable != null) perLayerInputs(ws.ids, rows, x, ws);
+            if (observer != null) observer.accept(0, x, rows, hidden);
+            int n = rows * hidden;
             for (int l = 0; l < layers; l++) {
                 // mixer
-                preMixer[l].rows(x, h, tokens);
-                mixers[l].forward(h, m, tokens, pos0, st, l);
-                if (postMixer[l] != null) postMixer[l].rows(m, tokens);
+                preMixer[l].rows(x, h, rows);
+                mixers[l].forward(h, m, batch, ws.mixerScratch[l], l);
+                if (postMixer[l] != null) postMixer[l].rows(m, rows);
                 for (int i = 0; i < n; i++) x[i] += m[i];
                 // feed-forward
-                preFfn[l].rows(x, h, tokens);
-                ffns[l].forward(h, x, m, tokens, st.ffnScratch[l]);
-                if (postFfn[l] != null) postFfn[l].rows(m, tokens);
+                preFfn[l].rows(x, h, rows);
+                ffns[l].forward(h, x, m, rows, ws.ffnScratch[l]);
+                if (postFfn[l] != null) postFfn[l].rows(m, rows);
                 for (int i = 0; i < n; i++) x[i] += m[i];
                 // per-layer input, layer scalar
-                if (pliGate[l] != null) perLayerInput(l, tokens, x, st);
+                if (pliGate[l] != null) perLayerInput(l, rows, x, ws);
                 if (layerScalar[l] != 1f) for (int i = 0; i < n; i++) x[i] *= layerScalar[l];
-                if (observer != null) observer.accept(l + 1, x, tokens, hidden);
+                if (observer != null) observer.accept(l + 1, x, rows, hidden);
             }
-            finalNorm.rows(x, tokens);
-            if (observer != null) observer.accept(layers + 1, x, tokens, hidden);
-            if (logits != null) head(x, tokens, logits, allLogits, h);
+            finalNorm.rows(x, rows);
+            if (observer != null) observer.accept(layers + 1, x, rows, hidden);
+            if (batch.logitRows() > 0) head(batch, x, logits, h);
         } catch (RuntimeException | Error e) {
-            for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
+            for (int i = 0; i < batch.size(); i++) {
+                State st = batch.state(i);
+                for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
+            }
             throw e;
         }
-        for (int l = 0; l < layers; l++) mixers[l].commit(st.mixerState[l]);
-        st.position += tokens;
+        for (int i = 0; i < batch.size(); i++) {
+            State st = batch.state(i);
+            for (int l = 0; l < layers; l++) mixers[l].commit(st.mixerState[l]);
+            st.position += batch.tokens(i);
+        }
     }
 
-    private void embed(int[] ids, int off, int tokens, float[] x) {
+    private void check(Batch batch, Workspace ws, float[] logits) {
+        if (ws.graph != this) throw new IllegalArgumentException("workspace belongs to another graph");
+        if (batch.size() == 0) throw new IllegalArgumentException("empty batch");
+        if (batch.rows() > ws.maxRows)
+            throw new IllegalArgumentException("batch of " + batch.rows() + " rows exceeds the workspace's " + ws.maxRows);
+        if (batch.logitRows() > 0 && (logits == null || logits.length < (long) batch.logitRows() * vocab))
+            throw new IllegalArgumentException("logits buffer holds " + (logits == null ? 0 : logits.length / vocab)
+                    + " rows, the batch asks for " + batch.logitRows());
+        for (int i = 0; i < batch.size(); i++) {
+            Batch.Span s = batch.span(i);
+            State st = s.sequence();
+            String which = batch.size() == 1 ? "" : "span " + i + ": ";
+            if (st.graph != this) throw new IllegalArgumentException(which + "state belongs to another graph");
+            if (st.closed) throw new IllegalStateException(which + "this session is closed");
+            if (st.broken)
+                throw new IllegalStateException(which + "this session's state was lost when an earlier step failed; reset it");
+            if (st.position + s.tokens() > st.maxContext)
+                throw new IllegalStateException(which + "context limit " + st.maxContext + " exceeded");
+            if (device != null && s.tokens() > st.maxChunk)
+                throw new IllegalArgumentException(which + "chunk of " + s.tokens() + " tokens outside 1.." + st.maxChunk);
+            for (int t = 0; t < s.tokens(); t++) {
+                int id = s.ids()[s.off() + t];
+                if (id < 0 || id >= embedding.rows())
+                    throw new IllegalArgumentException(which + "token id " + id + " outside the vocabulary [0, " + embedding.rows() + ")");
+            }
+        }
+    }
+
+    /** The device forward takes one sequence per call: each span in turn, its logits rows copied into place. */
+    private void deviceForward(Batch batch, float[] logits) {
+        float[] buf = batch.size() == 1 ? logits : null;
+        for (int i = 0, row = 0; i < batch.size(); i++) {
+            Batch.Span s = batch.span(i);
+            State st = s.sequence();
+            int want = s.logitRows();
+            float[] out = want == 0 ? null : buf != null ? buf : new float[want * vocab];
+            device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, out, s.logits() == Batch.Logits.ALL);
+            st.position += s.tokens();
+            if (out != null && out != logits) System.arraycopy(out, 0, logits, row * vocab, want * vocab);
+            row += want;
+        }
+    }
+
+    private void embed(int[] ids, int tokens, float[] x) {
         float scale = spec.embedScale();
         for (int t = 0; t < tokens; t++) {
-            embedRows.decodeRow(ids[off + t], x, t * hidden);
+            embedRows.decodeRow(ids[t], x, t * hidden);
             if (scale != 1f) for (int i = 0; i < hidden; i++) x[t * hidden + i] *= scale;
         }
     }
 
     /** pli = (norm(W·x_emb · projScale) + table[id] · tableScale) · combineScale, per layer slice. */
-    private void perLayerInputs(int[] ids, int off, int tokens, float[] x, State st) {
+    private void perLayerInputs(int[] ids, int tokens, float[] x, Workspace st) {
         var ple = spec.perLayerEmbedding();
         int width = layers * pleDim;
         pleProjection.apply(mm, x, tokens, st.pli);
         for (int i = 0; i < tokens * width; i++) st.pli[i] *= ple.projectionScale();
         pleNorm.rows(st.pli, tokens * layers);
         for (int t = 0; t < tokens; t++) {
-            int id = ids[off + t];
+            int id = ids[t];
             if (id >= pleTable.rows())
                 throw new IllegalArgumentException("token id " + id + " outside the per-layer table [0, " + pleTable.rows() + ")");
             pleRows.decodeRow(id, st.pliTmp, t * width);
@@ -255,7 +323,7 @@ public final class Graph {
     }
 
     /** x += norm(proj(act(gate(x)) · pli[l])). */
-    private void perLayerInput(int l, int tokens, float[] x, State st) {
+    private void perLayerInput(int l, int tokens, float[] x, Workspace st) {
         float[] g = st.pliTmp2, p = st.m;
         pliGate[l].apply(mm, x, tokens, g);
         int width = layers * pleDim;
@@ -269,17 +337,27 @@ public final class Graph {
         for (int i = 0; i < tokens * hidden; i++) x[i] += p[i];
     }
 
-    /** Logits of every token of x, or of its last; {@code free} is a chunk-sized scratch the layers are done with. */
-    private void head(float[] x, int tokens, float[] logits, boolean all, float[] free) {
-        if (all || tokens == 1) {
-            mm.apply(head, x, all ? tokens : 1, logits);
-        } else {
-            System.arraycopy(x, (tokens - 1) * hidden, free, 0, hidden);   // the last row, without a new array per call
-            mm.apply(head, free, 1, logits);
+    /**
+     * The logits rows the spans ask for, in span order; {@code free} is a rows-sized scratch the layers are done
+     * with. When the rows wanted are all of x (one span asking for all) the head reads x in place.
+     */
+    private void head(Batch batch, float[] x, float[] logits, float[] free) {
+        int want = batch.logitRows();
+        float[] in = x;
+        if (want != batch.rows()) {
+            in = free;
+            for (int i = 0, r = 0, o = 0; i < batch.size(); i++) {
+                Batch.Span s = batch.span(i);
+                int n = s.logitRows();
+                System.arraycopy(x, (r + s.tokens() - n) * hidden, free, o * hidden, n * hidden);
+                r += s.tokens();
+                o += n;
+            }
         }
+        mm.apply(head, in, want, logits);
         float cap = spec.finalSoftcap();
         if (cap > 0f) {
-            int n = (all ? tokens : 1) * vocab;
+            int n = want * vocab;
             for (int i = 0; i < n; i++) logits[i] = (float) Math.tanh(logits[i] / cap) * cap;
         }
     }

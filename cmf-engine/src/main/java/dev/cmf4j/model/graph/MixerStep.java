@@ -12,10 +12,11 @@ interface MixerStep {
     Object newScratch(int maxChunk, int maxContext);
 
     /**
-     * in: [tokens, hidden] normed input; out: [tokens, hidden] mixer output. {@code pos0} is the position of
-     * the first token.
+     * in: [rows, hidden] normed input of the batch's rows; out: [rows, hidden] mixer output. Each span's rows
+     * read and extend its own sequence's state of this layer ({@code layer}); {@code scratch} is this layer's
+     * workspace scratch.
      */
-    void forward(float[] in, float[] out, int tokens, int pos0, State state, int layer);
+    void forward(float[] in, float[] out, Batch batch, Object scratch, int layer);
 
     /** Ends a step: moves what this layer produced for the chunk into its session state. */
     default void commit(Object state) {}

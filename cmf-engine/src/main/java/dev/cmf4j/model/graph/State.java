@@ -1,14 +1,15 @@
 package dev.cmf4j.model.graph;
 
 /**
- * Everything one session keeps between forward steps (KV caches, recurrent states) plus its scratch
- * buffers. Created by {@link Graph#newState(int, int)}; not thread-safe (one session, one thread).
+ * Everything one sequence keeps between forward steps: KV caches, recurrent states, its position. The scratch of a
+ * step lives in a {@link Workspace}: the state makes its own (of {@link #maxChunk()} rows) only when it runs alone
+ * through {@link Graph#forward(State, int[], int, int, float[], boolean, Graph.HiddenObserver)}; batched steps use
+ * their driver's. Created by {@link Graph#newState(int, int)}; not thread-safe (one step at a time).
  */
 public final class State {
     final Graph graph;
     final int maxChunk, maxContext;
-    final Object[] mixerState, mixerScratch, ffnScratch;
-    final float[] x, h, m, residual, pli, pliTmp, pliTmp2;
+    final Object[] mixerState;
     /** The device forward's per-session state (KV cache on the device), or null on the CPU graph. */
     final Object deviceState;
     int position;
@@ -23,26 +24,11 @@ public final class State {
         this.graph = graph;
         this.maxChunk = maxChunk;
         this.maxContext = maxContext;
-        int n = graph.numLayers(), hidden = graph.hidden();
+        int n = graph.numLayers();
         mixerState = new Object[n];
-        mixerScratch = new Object[n];
-        ffnScratch = new Object[n];
-        // on a device graph the CPU steps never run: none of their caches and scratch (hundreds of MB for big chunks)
+        // on a device graph the CPU steps never run: none of their caches
         boolean cpu = graph.device() == null;
-        for (int l = 0; cpu && l < n; l++) {
-            mixerState[l] = graph.mixer(l).newState(maxContext);
-            mixerScratch[l] = graph.mixer(l).newScratch(maxChunk, maxContext);
-            ffnScratch[l] = graph.ffn(l).newScratch(maxChunk);
-        }
-        x = cpu ? new float[maxChunk * hidden] : null;
-        h = cpu ? new float[maxChunk * hidden] : null;
-        m = cpu ? new float[maxChunk * hidden] : null;
-        residual = cpu ? new float[maxChunk * hidden] : null;
-        int pliWidth = graph.perLayerWidth();
-        pli = pliWidth == 0 || !cpu ? null : new float[maxChunk * pliWidth];
-        pliTmp = pliWidth == 0 || !cpu ? null : new float[maxChunk * pliWidth];
-        int pliDim = graph.perLayerDim();
-        pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxChunk * Math.max(pliDim, hidden)];
+        for (int l = 0; cpu && l < n; l++) mixerState[l] = graph.mixer(l).newState(maxContext);
         deviceState = cpu ? null : graph.device().newState(maxChunk, maxContext);
         if (!cpu) {
             // the device memory (KV cache, scratch, captured graph) goes back at close, or when this state becomes
@@ -69,7 +55,19 @@ public final class State {
 
     Object mixerState(int layer) { return mixerState[layer]; }
 
-    Object mixerScratch(int layer) { return mixerScratch[layer]; }
+    /** This state's own workspace and one-span batch, for steps it runs alone; made on first use. */
+    private Workspace solo;
+    private Batch soloBatch;
+
+    Workspace soloWorkspace() {
+        if (solo == null) solo = graph.newWorkspace(maxChunk, maxContext);
+        return solo;
+    }
+
+    Batch soloBatch() {
+        if (soloBatch == null) soloBatch = new Batch();
+        return soloBatch.clear();
+    }
 
     /** Positions consumed so far (the next token's position). */
     public int position() { return position; }

@@ -185,7 +185,7 @@ class OpsTest {
         int p = 0;
         for (int len : new int[] {2, 1, 4, 2}) {
             float[] piece = java.util.Arrays.copyOfRange(x, p * ch, (p + len) * ch);
-            CausalConv1d.apply(piece, len, ch, w, null, k, state, win);
+            CausalConv1d.apply(piece, 0, len, ch, w, null, k, state, win);
             System.arraycopy(piece, 0, got, p * ch, len * ch);
             p += len;
         }

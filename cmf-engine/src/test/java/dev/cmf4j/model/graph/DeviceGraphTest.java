@@ -67,8 +67,9 @@ class DeviceGraphTest {
             State st = g.newState(8, 64);
             assertThat(device.states).isEqualTo(1);
             assertThat(st.kvCache(0)).as("no CPU KV cache").isNull();
-            assertThat(st.x).as("no CPU activations").isNull();
-            assertThat(st.mixerScratch(0)).isNull();
+            Workspace ws = g.newWorkspace(8, 64);
+            assertThat(ws.x).as("no CPU activations").isNull();
+            assertThat(ws.mixerScratch(0)).isNull();
             float[] logits = new float[g.vocab()];
             g.forward(st, new int[] {1, 2, 3}, 0, 3, logits, false, null);
             g.forward(st, new int[] {4}, 0, 1, logits, false, null);

@@ -1,0 +1,44 @@
+package dev.cmf4j.model.graph;
+
+/**
+ * The scratch of one forward step of up to {@link #maxRows()} rows (residual stream, normed input, each layer's
+ * intermediate buffers), apart from any sequence's state: one workspace serves every sequence a driver batches,
+ * and a step's memory grows with its rows, not with the number of sequences. Made by
+ * {@link Graph#newWorkspace(int, int)}; used by one thread at a time.
+ */
+public final class Workspace {
+    final Graph graph;
+    final int maxRows;
+    final Object[] mixerScratch, ffnScratch;
+    final float[] x, h, m, pli, pliTmp, pliTmp2;
+    /** Every row's token id (the batch's spans flattened). */
+    final int[] ids;
+
+    Workspace(Graph graph, int maxRows, int maxContext) {
+        this.graph = graph;
+        this.maxRows = maxRows;
+        int n = graph.numLayers(), hidden = graph.hidden();
+        mixerScratch = new Object[n];
+        ffnScratch = new Object[n];
+        ids = new int[maxRows];
+        // on a device graph the CPU steps never run: none of their scratch (hundreds of MB for big chunks)
+        boolean cpu = graph.device() == null;
+        for (int l = 0; cpu && l < n; l++) {
+            mixerScratch[l] = graph.mixer(l).newScratch(maxRows, maxContext);
+            ffnScratch[l] = graph.ffn(l).newScratch(maxRows);
+        }
+        x = cpu ? new float[maxRows * hidden] : null;
+        h = cpu ? new float[maxRows * hidden] : null;
+        m = cpu ? new float[maxRows * hidden] : null;
+        int pliWidth = graph.perLayerWidth();
+        pli = pliWidth == 0 || !cpu ? null : new float[maxRows * pliWidth];
+        pliTmp = pliWidth == 0 || !cpu ? null : new float[maxRows * pliWidth];
+        int pliDim = graph.perLayerDim();
+        pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxRows * Math.max(pliDim, hidden)];
+    }
+
+    /** The most rows one step may hold. */
+    public int maxRows() { return maxRows; }
+
+    Object mixerScratch(int layer) { return mixerScratch[layer]; }
+}
