@@ -62,6 +62,16 @@ public final class BenchCommand implements Callable<Integer> {
             description = "unmeasured runs of each test first, for the JIT (default ${DEFAULT-VALUE})")
     int warmup;
 
+    @Option(names = "--batch", paramLabel = "B[,B...]", split = ",",
+            description = {"also measure B concurrent sequences per test: each prefills its own random prompt (steps of up to"
+                    + " --batch-rows rows), then all decode together, one token each per step (e.g. --batch 1,8,32,64);"
+                    + " reports aggregate tokens/s"})
+    int[] batch;
+
+    @Option(names = "--batch-rows", paramLabel = "N", defaultValue = "512",
+            description = "most token rows one batched prefill step holds (default ${DEFAULT-VALUE})")
+    int batchRows;
+
     @picocli.CommandLine.Mixin DeviceOption device;
 
     @Option(names = "--json", description = "print one JSON object instead of the table")
@@ -93,6 +103,9 @@ public final class BenchCommand implements Callable<Integer> {
         if (promptTokens < 0 || genTokens < 0) throw new IllegalArgumentException("token counts must be >= 0");
         if (reps < 1) throw new IllegalArgumentException("--reps must be >= 1");
         if (warmup < 0) throw new IllegalArgumentException("--warmup must be >= 0");
+        if (batch != null)
+            for (int b : batch) if (b < 1 || b > 4096) throw new IllegalArgumentException("--batch sizes must be in 1..4096, got " + b);
+        if (batchRows < 1) throw new IllegalArgumentException("--batch-rows must be >= 1");
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
         // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
@@ -140,8 +153,14 @@ public final class BenchCommand implements Callable<Integer> {
                 for (int i = 0; i < reps; i++) s[i] = decode(graph, gen);
                 tg = new Samples(s);
             }
-            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg));
-            else table(out, dtype, usedThreads, bytesPerToken, pp, tg);
+            java.util.List<BatchResult> batched = new java.util.ArrayList<>();
+            if (batch != null)
+                for (int b : batch) batched.add(batched(graph, b, rnd));
+            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, batched));
+            else {
+                table(out, dtype, usedThreads, bytesPerToken, pp, tg);
+                if (!batched.isEmpty()) batchTable(out, batched);
+            }
         }
     }
 
@@ -173,6 +192,57 @@ public final class BenchCommand implements Callable<Integer> {
         }
     }
 
+    /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped). */
+    record BatchResult(int sequences, Samples prefill, Samples decode) {}
+
+    /**
+     * {@code b} sequences with random prompts: all prompts prefilled through one batch driver (steps of up to
+     * --batch-rows rows), then {@code --gen-tokens} steps of one random token per sequence; tokens/s over all.
+     */
+    private BatchResult batched(Graph graph, int b, SplittableRandom rnd) {
+        int vocab = graph.vocab(), ctx = promptTokens + genTokens + 1;
+        int[][] prompts = new int[b][];
+        for (int i = 0; i < b; i++) prompts[i] = rnd.ints(Math.max(1, promptTokens), 0, vocab).toArray();
+        int[][] steps = new int[genTokens][];
+        for (int g = 0; g < genTokens; g++) steps[g] = rnd.ints(b, 0, vocab).toArray();
+        var driver = new dev.cmf4j.runtime.BatchDriver(graph, Math.max(batchRows, b), ctx);
+        double[] pp = new double[reps], tg = new double[reps];
+        for (int r = -warmup; r < reps; r++) {
+            Session[] ss = new Session[b];
+            try {
+                for (int i = 0; i < b; i++) ss[i] = new Session(graph, ctx);
+                long t0 = System.nanoTime();
+                driver.prefill(ss, prompts, promptTokens == 0 ? 1 : Math.max(1, batchRows));
+                long t1 = System.nanoTime();
+                int[][] ids = new int[b][1];
+                for (int g = 0; g < genTokens; g++) {
+                    for (int i = 0; i < b; i++) ids[i][0] = steps[g][i];
+                    driver.step(ss, ids);
+                }
+                long t2 = System.nanoTime();
+                if (r >= 0) {
+                    pp[r] = (double) b * prompts[0].length / ((t1 - t0) * 1e-9);
+                    tg[r] = (double) b * genTokens / ((t2 - t1) * 1e-9);
+                }
+            } finally {
+                for (Session s : ss) if (s != null) s.close();   // frees GPU KV caches at once
+            }
+        }
+        return new BatchResult(b, promptTokens > 0 ? new Samples(pp) : null, genTokens > 0 ? new Samples(tg) : null);
+    }
+
+    private void batchTable(PrintWriter out, java.util.List<BatchResult> results) {
+        String fmt = "| %9s | %24s | %24s |%n";
+        out.printf(Locale.ROOT, "%n" + fmt, "sequences", "prefill t/s (all, ± sd)", "decode t/s (all, ± sd)");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%n", "-".repeat(11), "-".repeat(26), "-".repeat(26));
+        for (BatchResult r : results)
+            out.printf(Locale.ROOT, fmt, r.sequences(), cell(r.prefill()), cell(r.decode()));
+    }
+
+    private static String cell(Samples s) {
+        return s == null ? "-" : String.format(Locale.ROOT, "%.2f ± %.2f", s.median(), s.stddev());
+    }
+
     /** Bytes of weights one decode step reads: every matrix, the embedding table only when it is also the head. */
     static long weightBytesPerToken(Model model) {
         var spec = model.spec();
@@ -194,7 +264,8 @@ public final class BenchCommand implements Callable<Integer> {
         return bytes.entrySet().stream().max(Map.Entry.comparingByValue()).map(e -> e.getKey().label).orElse("none");
     }
 
-    private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg) throws Exception {
+    private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg,
+                        java.util.List<BatchResult> batched) throws Exception {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
@@ -210,6 +281,16 @@ public final class BenchCommand implements Callable<Integer> {
         if (tg != null) {
             put(o, "decode", tg);
             o.put("decode_weight_gb_per_s", round(tg.median() * bytesPerToken / 1e9));
+        }
+        if (!batched.isEmpty()) {
+            o.put("batch_rows", batchRows);
+            ArrayNode a = o.putArray("batch");
+            for (BatchResult r : batched) {
+                ObjectNode b = a.addObject();
+                b.put("sequences", r.sequences());
+                if (r.decode() != null) put(b, "decode", r.decode());
+                if (r.prefill() != null) put(b, "prefill", r.prefill());
+            }
         }
         o.put("java", Runtime.version().toString());
         o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());

@@ -121,12 +121,17 @@ public final class Session implements AutoCloseable {
 
     private void forward(int[] ids, int off, int n, float[] logits, boolean all) {
         graph.forward(state, ids, off, n, logits, all, null);
+        consumed(ids, off, n);
+    }
+
+    /** Records ids the state has just consumed (here, or in a step a {@link BatchDriver} ran). */
+    void consumed(int[] ids, int off, int n) {
         if (length + n > history.length) history = Arrays.copyOf(history, Math.max(length + n, 2 * history.length));
         System.arraycopy(ids, off, history, length, n);
         length += n;
     }
 
-    private void check(int[] ids) {
+    void check(int[] ids) {
         if (ids.length == 0) throw new GenerationException.BadInput("empty prompt: at least one token id is needed");
         int v = graph.vocab();
         for (int i = 0; i < ids.length; i++)

@@ -47,6 +47,7 @@ public final class CudaDriver {
             new NativeLib.Binding("cuMemcpyHtoD_v2", fn(I32, I64, PTR, SIZE_T)),
             new NativeLib.Binding("cuMemcpyDtoH_v2", fn(I32, PTR, I64, SIZE_T)),
             new NativeLib.Binding("cuMemcpyHtoDAsync_v2", fn(I32, I64, PTR, SIZE_T, PTR)),
+            new NativeLib.Binding("cuMemcpyDtoDAsync_v2", fn(I32, I64, I64, SIZE_T, PTR)),
             new NativeLib.Binding("cuMemcpyDtoHAsync_v2", fn(I32, PTR, I64, SIZE_T, PTR)),
             new NativeLib.Binding("cuStreamSynchronize", fn(I32, PTR)),
             new NativeLib.Binding("cuMemsetD8_v2", fn(I32, I64, ValueLayout.JAVA_BYTE, SIZE_T)),
@@ -91,7 +92,7 @@ public final class CudaDriver {
 
     private final MethodHandle init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr, totalMem,
             primaryRetain, primaryRelease, ctxSetCurrent, ctxSync, memAlloc, memFree, memAllocHost, memFreeHost,
-            htod, dtoh, htodAsync, dtohAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, funcGetAttribute, launch, eventCreate, eventRecord,
+            htod, dtoh, htodAsync, dtohAsync, dtodAsync, streamSync, memset, moduleLoad, moduleUnload, moduleGetFunction, funcGetAttribute, launch, eventCreate, eventRecord,
             eventSync, eventElapsed, eventDestroy, errName, errString, streamCreate, streamDestroy, beginCapture,
             endCapture, graphInstantiate, graphLaunch, graphExecDestroy, graphDestroy;
     /** {@code cuLaunchKernelEx}, or null when the driver lacks it. */
@@ -106,6 +107,7 @@ public final class CudaDriver {
         memAllocHost = h.get("cuMemAllocHost_v2"); memFreeHost = h.get("cuMemFreeHost"); htod = h.get("cuMemcpyHtoD_v2");
         dtoh = h.get("cuMemcpyDtoH_v2"); memset = h.get("cuMemsetD8_v2");
         htodAsync = h.get("cuMemcpyHtoDAsync_v2"); dtohAsync = h.get("cuMemcpyDtoHAsync_v2");
+        dtodAsync = h.get("cuMemcpyDtoDAsync_v2");
         streamSync = h.get("cuStreamSynchronize"); moduleLoad = h.get("cuModuleLoadData");
         moduleUnload = h.get("cuModuleUnload"); moduleGetFunction = h.get("cuModuleGetFunction");
         funcGetAttribute = h.get("cuFuncGetAttribute");
@@ -466,6 +468,12 @@ public final class CudaDriver {
     /** Host-to-device copy queued on {@code stream}; {@code src} (pinned) must stay unchanged until the stream passes it. */
     public void copyToDeviceAsync(long dst, MemorySegment src, long bytes, MemorySegment stream) {
         try { check((int) htodAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyHtoDAsync_v2"); }
+        catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Device-to-device copy queued on {@code stream}. */
+    public void copyDeviceAsync(long dst, long src, long bytes, MemorySegment stream) {
+        try { check((int) dtodAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyDtoDAsync_v2"); }
         catch (Throwable t) { throw rethrow(t); }
     }
 

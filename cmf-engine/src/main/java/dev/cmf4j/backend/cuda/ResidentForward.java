@@ -518,6 +518,15 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
+    /**
+     * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
+     * layer) and the device address of its first row's position.
+     */
+    private record Seq(int start, int tokens, long pos, long[] kc, long[] vc) {}
+
+    /** A session's own chunk: every row is its, the position at {@code s.in}. */
+    private static Seq[] alone(SessionState s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc)}; }
+
     /** The largest chunk a session takes: its tokens are a grid dimension (≤ 65,535) of rope, products and epilogues. */
     static final int MAX_CHUNK = 65535;
 
@@ -635,10 +644,10 @@ final class ResidentForward implements DeviceForward {
                     int headRows = rows == 0 ? -1 : many ? 0 : 1;
                     if (PROFILE) {
                         List<Step> chunk = new ArrayList<>();
-                        steps(s, tokens, headRows, out, a, gemm, chunk::add);
+                        steps(s, s.in + 4, alone(s, tokens), tokens, headRows, out, a, gemm, chunk::add);
                         profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
                     } else {
-                        steps(s, tokens, headRows, out, a, gemm, st -> run(st, s.stream));
+                        steps(s, s.in + 4, alone(s, tokens), tokens, headRows, out, a, gemm, st -> run(st, s.stream));
                     }
                 }
             }
@@ -649,11 +658,100 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    /** The scratch of batched steps (a session-shaped set of row buffers with no KV cache) and its span positions. */
+    private SessionState batchRows;
+    private long batchPos;
+    private MemorySegment batchHostPos;
+    private int batchSpans;
+
+    /**
+     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@code gemmMinTokens} rows, else the
+     * matvec kernels with a row dimension), each span's q/k norm, rope, KV append and attention over its own session's
+     * caches; the head over the rows asked for. Not captured as a graph. One span runs as the session's own step.
+     */
+    @Override public void forward(List<Span> spans, float[] logits, int vocab) {
+        if (spans.size() == 1) {
+            Span s = spans.getFirst();
+            forward(s.state(), s.ids(), s.off(), s.tokens(), s.pos0(), s.logitRows() == 0 ? null : logits, s.logitRows() > 1);
+            return;
+        }
+        int rows = 0, want = 0;
+        for (Span sp : spans) {
+            SessionState st = (SessionState) sp.state();
+            if (sp.pos0() + sp.tokens() > st.maxContext)
+                throw new IllegalArgumentException(sp.tokens() + " tokens at " + sp.pos0() + " outside the session's " + st.maxContext + " positions");
+            rows += sp.tokens();
+            want += sp.logitRows();
+        }
+        if (rows > MAX_CHUNK) throw new IllegalArgumentException("a step of " + rows + " rows: the GPU takes at most " + MAX_CHUNK);
+        final int t = rows, logitRows = want;
+        mm.context().call(() -> {
+            if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            SessionState w = batchScratch(t, spans.size());
+            Seq[] seqs = new Seq[spans.size()];
+            boolean allRows = logitRows == t;
+            for (int i = 0, r = 0; i < seqs.length; i++) {
+                Span sp = spans.get(i);
+                SessionState st = (SessionState) sp.state();
+                if (!states.contains(st)) throw new IllegalStateException("span " + i + ": a released or foreign session state");
+                batchHostPos.setAtIndex(ValueLayout.JAVA_INT, i, sp.pos0());
+                for (int k = 0; k < sp.tokens(); k++) w.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + r + k, sp.ids()[sp.off() + k]);
+                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc);
+                r += sp.tokens();
+            }
+            cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
+            cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * seqs.length, w.stream);
+            boolean gemm = cublas != null && t >= gemmMinTokens;
+            boolean headGemm = gemm && logitRows > 1;
+            if (gemm) preparePrefill(w, t, headGemm);
+            if (logitRows > 1) w.ensureAll(logitRows);
+            long out = logitRows > 1 ? w.all : w.last;
+            MemorySegment host = logitRows > 1 ? w.hostAll : w.hostLast;
+            try (Arena a = Arena.ofConfined()) {
+                Steps L = st -> run(st, w.stream);
+                steps(w, w.in + 4, seqs, t, allRows ? 0 : -1, out, a, gemm, L);
+                if (!allRows && logitRows > 0) {   // the rows asked for, gathered in span order, then the head
+                    int hidden = model.hidden(), g = 0;
+                    for (int i = 0; i < seqs.length; i++) {
+                        int n = spans.get(i).logitRows();
+                        if (n == 0) continue;
+                        long from = w.x + 4L * (seqs[i].start() + seqs[i].tokens() - n) * hidden;
+                        cu.copyDeviceAsync(w.g + 4L * g * hidden, from, 4L * n * hidden, w.stream);
+                        g += n;
+                    }
+                    head(L, a, w, w.g, logitRows, out, headGemm);
+                }
+            }
+            if (logitRows > 0) cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
+            cu.streamSynchronize(w.stream);
+            if (logitRows > 0) MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, logitRows * vocab);
+            return null;
+        });
+    }
+
+    /** Owner thread: the batch scratch, grown to {@code rows} rows and {@code spans} spans. */
+    private SessionState batchScratch(int rows, int spans) {
+        if (batchRows == null || batchRows.maxChunk < rows) {
+            if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
+            int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
+            batchRows = orDroppingCopies(() -> new SessionState(cap, 1));
+            states.add(batchRows);
+        }
+        if (batchSpans < spans) {
+            if (batchPos != NULL) { cu.memFree(batchPos); cu.memFreeHost(batchHostPos); batchPos = NULL; batchSpans = 0; }
+            int cap = Math.max(spans, 64);
+            batchPos = cu.memAlloc(4L * cap);
+            try { batchHostPos = cu.memAllocHost(4L * cap); } catch (CudaException e) { cu.memFree(batchPos); batchPos = NULL; throw e; }
+            batchSpans = cap;
+        }
+        return batchRows;
+    }
+
     /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
     private void decodeStep(SessionState s) {
         if (s.decode == null) {
             List<Step> made = new ArrayList<>();
-            steps(s, 1, 1, s.last, s.arena, false, made::add);
+            steps(s, s.in + 4, alone(s, 1), 1, 1, s.last, s.arena, false, made::add);
             s.decode = programmatic(made);
         }
         if (PROFILE) {
@@ -1127,15 +1225,16 @@ final class ResidentForward implements DeviceForward {
     }
 
     /**
-     * The launches of one chunk of {@code t} tokens (ids and first position already in {@code s.in}).
+     * The launches of one step of {@code t} token rows (ids and positions already on the device) in {@code s}'s
+     * buffers; {@code seqs} says which rows belong to which sequence's KV cache (one for a session's own chunk).
      *
-     * @param headRows -1 no head; 0 the head for every token; 1 for the last token only
+     * @param ids      the rows' token ids on the device
+     * @param headRows -1 no head; 0 the head for every row; 1 for the last row only
      * @param out      where the logits go
      * @param L        where each step goes as it is made, in launch order
      */
-    private void steps(SessionState s, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
+    private void steps(SessionState s, long ids, Seq[] seqs, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
-        long pos = s.in, ids = s.in + 4;
         L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
                 pack(a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale())));
         int splits = splits(t);
@@ -1168,23 +1267,25 @@ final class ResidentForward implements DeviceForward {
             NormOp qk = spec.qNorm() != null ? spec.qNorm() : spec.kNorm();
             int qn = spec.qNorm() != null ? 1 : 0, kn = spec.kNorm() != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
             float eps = qk == null ? 0f : qk.eps();
-            if (t == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the last split; each
-                            // block norms and ropes its q row (and the last split's the k row of key p, which it also
-                            // appends to the caches): no rope launch
-                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
+            if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
+                            // last split; each block norms and ropes its q row (and the last split's the k row of key p,
+                            // which it also appends to the caches): no rope launch
+                Seq sq = seqs[0];
+                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), pos, splits, spec.window(), s.att, s.done, w.sinks())));
-            } else {        // prefill: q/k norm, rope and KV append, then flash-attention tiles, K/V shared by the query
-                            // heads of a kv head, no combine
+                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks())));
+            } else for (Seq sq : seqs) {   // a prompt chunk, or each sequence of a batch: q/k norm, rope and KV append,
+                            // then flash-attention tiles, K/V shared by the query heads of a kv head, no combine
+                long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
                 // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                L.add(new Launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, t, 1, 32 * ROPE_WARPS, pack(a, s.q, s.k, s.v, s.kc[li], s.vc[li],
-                        w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, pos)));
+                L.add(new Launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS,
+                        pack(a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos())));
                 int b = prefillBucket(hd);
                 boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
-                int[] grid = prefillGrid(t, heads, kvHeads, hd, tc);
-                L.add(new Launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, pack(a, s.q, s.kc[li], s.vc[li],
-                        s.att, t, heads, kvHeads, hd, spec.scale(), pos, spec.window(), w.sinks())));
+                int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
+                L.add(new Launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, pack(a, s.q + qo,
+                        sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks())));
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
@@ -1255,16 +1356,19 @@ final class ResidentForward implements DeviceForward {
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
-            long src = s.x + 4L * (t - rows) * hidden;
-            boolean g = gemm && rows > 1;
-            if (headFolded) {   // final norm folded in
-                if (g) gemm(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
-                else matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
-            } else {
-                norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
-                if (g) gemm(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
-                else matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
-            }
+            head(L, a, s, s.x + 4L * (t - rows) * hidden, rows, out, gemm && rows > 1);
+        }
+    }
+
+    /** logits = head(finalNorm(x)) for {@code rows} consecutive rows from {@code src}. */
+    private void head(Steps L, Arena a, SessionState s, long src, int rows, long out, boolean g) {
+        if (headFolded) {   // final norm folded in
+            if (g) gemm(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
+            else matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
+        } else {
+            norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
+            if (g) gemm(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
+            else matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
         }
     }
 
@@ -1351,8 +1455,10 @@ final class ResidentForward implements DeviceForward {
         if (closed) return;
         closed = true;
         if (PROFILE && (profiledSteps > 0 || !prefillProfile.isEmpty())) System.err.println(profileReport());
-        for (SessionState s : states) s.free();
+        for (SessionState s : states) s.free();   // the batch scratch among them
         states.clear();
+        batchRows = null;
+        if (batchPos != NULL) { cu.memFree(batchPos); cu.memFreeHost(batchHostPos); batchPos = NULL; }
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)

@@ -37,6 +37,27 @@ public interface DeviceForward {
      */
     void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits);
 
+    /**
+     * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
+     * {@code pos0}, and the logits rows it wants (0, 1 = its last token's, or {@code tokens}).
+     */
+    record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows) {}
+
+    /**
+     * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
+     * ([Σ logitRows, vocab]). The caller has checked every span. By default one {@link #forward} per span; a device
+     * that batches overrides it.
+     */
+    default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
+        int row = 0;
+        for (Span s : spans) {
+            float[] out = s.logitRows() == 0 ? null : spans.size() == 1 ? logits : new float[s.logitRows() * vocab];
+            forward(s.state(), s.ids(), s.off(), s.tokens(), s.pos0(), out, s.logitRows() > 1);
+            if (out != null && out != logits) System.arraycopy(out, 0, logits, row * vocab, s.logitRows() * vocab);
+            row += s.logitRows();
+        }
+    }
+
     /** Frees a state's device memory early (else it lives until the provider closes). */
     void release(Object state);
 }

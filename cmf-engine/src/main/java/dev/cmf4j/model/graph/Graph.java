@@ -282,19 +282,16 @@ public final class Graph {
         }
     }
 
-    /** The device forward takes one sequence per call: each span in turn, its logits rows copied into place. */
+    /** The spans as the device forward takes them; positions advance once it is done. */
     private void deviceForward(Batch batch, float[] logits) {
-        float[] buf = batch.size() == 1 ? logits : null;
-        for (int i = 0, row = 0; i < batch.size(); i++) {
+        var spans = new java.util.ArrayList<DeviceForward.Span>(batch.size());
+        for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
-            State st = s.sequence();
-            int want = s.logitRows();
-            float[] out = want == 0 ? null : buf != null ? buf : new float[want * vocab];
-            device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, out, s.logits() == Batch.Logits.ALL);
-            st.position += s.tokens();
-            if (out != null && out != logits) System.arraycopy(out, 0, logits, row * vocab, want * vocab);
-            row += want;
+            spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
+                    s.logitRows()));
         }
+        device.forward(spans, logits, vocab);
+        for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
     }
 
     private void embed(int[] ids, int tokens, float[] x) {

@@ -432,6 +432,65 @@ class CudaMockTest {
             }
     }
 
+    /**
+     * Three batched steps of four sequences (prompt chunks beside decode rows; spans asking for no logits, the last
+     * row's or all rows'; then decode rows only) on the resident GPU forward, against the same steps on the CPU engine.
+     */
+    static float[] batches(dev.cmf4j.model.graph.Graph g) {
+        var st = new dev.cmf4j.model.graph.State[4];
+        for (int i = 0; i < 4; i++) st[i] = g.newState(8, 32);
+        var ws = g.newWorkspace(16, 32);
+        int v = g.vocab();
+        float[] out = new float[0], buf = new float[16 * v];
+        var steps = List.<java.util.function.Supplier<dev.cmf4j.model.graph.Batch>>of(
+                () -> new dev.cmf4j.model.graph.Batch().add(st[0], new int[] {1, 5, 9, 200, 17}, 0, 5, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[1], new int[] {4, 6, 8}, 0, 3, dev.cmf4j.model.graph.Batch.Logits.ALL)
+                        .add(st[2], new int[] {11}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST),
+                () -> new dev.cmf4j.model.graph.Batch().add(st[0], new int[] {7}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[3], new int[] {2, 3}, 0, 2, dev.cmf4j.model.graph.Batch.Logits.NONE)
+                        .add(st[1], new int[] {300}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[2], new int[] {12, 13, 14, 15}, 0, 4, dev.cmf4j.model.graph.Batch.Logits.LAST),
+                () -> new dev.cmf4j.model.graph.Batch().add(st[2], new int[] {16}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[0], new int[] {8}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[3], new int[] {21}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[1], new int[] {22}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST));
+        for (var make : steps) {
+            var b = make.get();
+            g.forward(b, ws, buf, null);
+            int n = b.logitRows() * v, at = out.length;
+            out = java.util.Arrays.copyOf(out, at + n);
+            System.arraycopy(buf, 0, out, at, n);
+        }
+        for (var s : st) s.close();
+        return out;
+    }
+
+    @Test void batchedStepsOfSeveralSessionsMatchTheCpu() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf"))
+            for (boolean cublas : new boolean[] {true, false}) {
+                float[] want;
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = batches(m.graph()); }
+                try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                    gpu.notes(n -> {});
+                    // with cuBLAS from 2 rows every step's products are GEMMs; without, the matvec kernels with a row dimension
+                    if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
+                    int gemms0 = gemms();
+                    float[] got;
+                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
+                        assertThat(m.graph().device()).as(file).isNotNull();
+                        got = batches(m.graph());
+                    }
+                    assertThat(got).hasSameSizeAs(want);
+                    for (int i = 0; i < want.length; i++)
+                        assertThat((double) got[i]).as(file + " cublas " + cublas + " logit " + i)
+                                .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                    if (cublas) assertThat(gemms() - gemms0).as("batched products as GEMMs").isPositive();
+                    else assertThat(gemms()).isEqualTo(gemms0);
+                }
+            }
+    }
+
     @Test void int8PrefillMatchesTheCpuWithAndWithoutKeptF16Copies() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};

@@ -73,6 +73,7 @@ CUresult cuMemcpyDtoH_v2(void* d, unsigned long long s, size_t n) { if (!current
 /* the mock runs everything at once, so the async copies are the synchronous ones and a stream sync only checks the context */
 CUresult cuMemcpyHtoDAsync_v2(unsigned long long d, const void* s, size_t n, void* stream) { return cuMemcpyHtoD_v2(d, s, n); }
 CUresult cuMemcpyDtoHAsync_v2(void* d, unsigned long long s, size_t n, void* stream) { return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void* stream) { if (!current_ctx) return 201; memmove((void*) (uintptr_t) d, (const void*) (uintptr_t) s, n); return 0; }
 CUresult cuStreamSynchronize(void* stream) { return current_ctx ? 0 : 201; }
 CUresult cuMemsetD8_v2(unsigned long long d, unsigned char v, size_t n) { memset((void*) (uintptr_t) d, v, n); return 0; }
 /* A fatbin (as nvcc -fatbin writes it) loads when it holds what the real driver would run on this sm_90 GPU:
