@@ -49,24 +49,60 @@ public final class Generator {
     }
 
     /**
-     * Generates up to {@code maxTokens} tokens after {@code prompt} (appended to what the session holds).
+     * Generates up to {@code maxTokens} tokens after {@code prompt} (appended to what the session holds): prefill, then
+     * a {@link Generation} fed one decode step at a time.
      *
      * @param text     decoder for streaming and stop strings; may be null
      * @param listener may be null
      */
     public Result generate(int[] prompt, int maxTokens, TextStream text, Listener listener) {
+        Generation g = start(maxTokens, text, listener);
+        float[] logits = session.prefill(prompt);
+        for (int id = g.next(logits, 0); id >= 0; id = g.next(logits, 0)) logits = session.decode(id);
+        return g.result();
+    }
+
+    /**
+     * A generation of up to {@code maxTokens} tokens in this generator's session, driven from outside one step at a
+     * time: after the caller has run the prompt, each {@link Generation#next} takes the logits of the session's last
+     * token and returns the id to feed it, or -1 when the generation has ended. A scheduler that batches many
+     * sessions' steps drives one Generation per session this way.
+     */
+    public Generation start(int maxTokens, TextStream text, Listener listener) {
         if (maxTokens < 0) throw new IllegalArgumentException("max tokens must be >= 0");
         if (!stops.isEmpty() && text == null) throw new IllegalArgumentException("stop strings need a text stream");
-        float[] logits = session.prefill(prompt);
-        List<Integer> out = new ArrayList<>();
-        StringBuilder all = new StringBuilder();
-        int emitted = 0;
-        int hold = 0;
-        for (String s : stops) hold = Math.max(hold, s.length() - 1);
-        StopReason reason = StopReason.MAX_TOKENS;
-        while (out.size() < maxTokens) {
-            int id = sampler.sample(logits, session.historyArray(), session.historyLength());
-            if (eos.contains(id)) { reason = StopReason.EOS; break; }
+        return new Generation(maxTokens, text, listener);
+    }
+
+    /** One generation in progress: samples each step's logits, streams text, applies the stops. Not thread-safe. */
+    public final class Generation {
+        private final int maxTokens;
+        private final TextStream text;
+        private final Listener listener;
+        private final List<Integer> out = new ArrayList<>();
+        private final StringBuilder all = new StringBuilder();
+        private final int hold;
+        private int emitted;
+        private StopReason reason;
+
+        private Generation(int maxTokens, TextStream text, Listener listener) {
+            this.maxTokens = maxTokens;
+            this.text = text;
+            this.listener = listener;
+            int h = 0;
+            for (String s : stops) h = Math.max(h, s.length() - 1);
+            this.hold = h;
+            if (maxTokens == 0) finish(StopReason.MAX_TOKENS);
+        }
+
+        /**
+         * Samples the next token from {@code logits[off, off + vocab)} (the session's last token's), streams it, and
+         * returns the id the session must consume next; -1 once the generation has ended (then {@link #result}).
+         */
+        public int next(float[] logits, int off) {
+            if (reason != null) return -1;
+            int id = sampler.sample(logits, off, session.vocab(), session.historyArray(), session.historyLength());
+            if (eos.contains(id)) return finish(StopReason.EOS);
             out.add(id);
             if (listener != null) listener.token(id);
             if (text != null) {
@@ -75,22 +111,37 @@ public final class Generator {
                 if (cut >= 0) {
                     all.setLength(cut);
                     emitted = emit(all, emitted, all.length(), listener);
-                    reason = StopReason.STOP_STRING;
-                    break;
+                    return finish(StopReason.STOP_STRING);
                 }
                 emitted = emit(all, emitted, Math.max(emitted, all.length() - hold), listener);
             }
-            if (out.size() >= maxTokens) break;
-            if (session.position() >= session.maxContext()) { reason = StopReason.CONTEXT_LIMIT; break; }
-            logits = session.decode(id);
+            if (out.size() >= maxTokens) return finish(StopReason.MAX_TOKENS);
+            if (session.position() >= session.maxContext()) return finish(StopReason.CONTEXT_LIMIT);
+            return id;
         }
-        if (text != null && reason != StopReason.STOP_STRING) {
-            all.append(text.flush());
-            int cut = firstStop(all);
-            if (cut >= 0) { all.setLength(cut); reason = StopReason.STOP_STRING; }
-            emit(all, emitted, all.length(), listener);
+
+        /** Whether the generation has ended. */
+        public boolean done() { return reason != null; }
+
+        /** The tokens so far (generated, not fed back yet included). */
+        public int tokens() { return out.size(); }
+
+        /** What the generation produced; only once it has ended. */
+        public Result result() {
+            if (reason == null) throw new IllegalStateException("the generation has not ended");
+            return new Result(out.stream().mapToInt(Integer::intValue).toArray(), all.toString(), reason);
         }
-        return new Result(out.stream().mapToInt(Integer::intValue).toArray(), all.toString(), reason);
+
+        private int finish(StopReason why) {
+            reason = why;
+            if (text != null && why != StopReason.STOP_STRING) {
+                all.append(text.flush());
+                int cut = firstStop(all);
+                if (cut >= 0) { all.setLength(cut); reason = StopReason.STOP_STRING; }
+                emit(all, emitted, all.length(), listener);
+            }
+            return -1;
+        }
     }
 
     private int firstStop(CharSequence s) {

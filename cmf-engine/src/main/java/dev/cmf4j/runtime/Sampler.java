@@ -28,11 +28,13 @@ public final class Sampler {
      * @param logits  [vocab] (not modified)
      * @param history ids seen so far (prompt and generated), first {@code n} of the array
      */
-    public int sample(float[] logits, int[] history, int n) {
-        int v = logits.length;
+    public int sample(float[] logits, int[] history, int n) { return sample(logits, 0, logits.length, history, n); }
+
+    /** As {@link #sample(float[], int[], int)} over the row {@code logits[off, off + v)} (a batch's logits). */
+    public int sample(float[] logits, int off, int v, int[] history, int n) {
         if (work.length < v) { work = new float[v]; order = new int[v]; seen = new boolean[v]; }
         float[] x = work;
-        System.arraycopy(logits, 0, x, 0, v);
+        System.arraycopy(logits, off, x, 0, v);
         // 1. penalties, once per distinct seen token
         if (p.repetitionPenalty() != 1f || p.presencePenalty() != 0f) {
             for (int i = 0; i < n; i++) {

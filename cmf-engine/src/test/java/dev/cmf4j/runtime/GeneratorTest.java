@@ -75,4 +75,46 @@ class GeneratorTest {
         assertThat(text.toString()).isEqualTo(r.text());
         assertThat(s.position()).isEqualTo(12 + 6);
     }
+
+    /**
+     * Generations driven step by step through one batch driver (each session drops out when its generation ends: by
+     * its token budget, or by an EOS id) give the tokens each gives alone through {@link Generator#generate}.
+     */
+    @Test void generationsSteppedTogetherEqualEachAlone() {
+        var g = qwen3.graph();
+        int n = 3;
+        int[][] prompts = {SessionTest.randomIds(12, 1024, 9), SessionTest.randomIds(5, 1024, 10), SessionTest.randomIds(20, 1024, 11)};
+        int[] budget = {10, 4, 7};
+        int[] free = greedy(10);
+        Set<Integer> eos = Set.of(free[6]);   // ends the first prompt's generation early
+        Generator.Result[] alone = new Generator.Result[n];
+        for (int i = 0; i < n; i++)
+            alone[i] = new Generator(new Session(g, 256), new Sampler(SamplingParams.GREEDY), eos, List.of())
+                    .generate(prompts[i], budget[i], null, null);
+        Session[] sessions = new Session[n];
+        Generator.Generation[] gens = new Generator.Generation[n];
+        for (int i = 0; i < n; i++) {
+            sessions[i] = new Session(g, 256);
+            gens[i] = new Generator(sessions[i], new Sampler(SamplingParams.GREEDY), eos, List.of()).start(budget[i], null, null);
+        }
+        BatchDriver driver = new BatchDriver(g, 32, 256);
+        float[] logits = driver.prefill(sessions, prompts, 8);
+        int[] next = new int[n];
+        for (int i = 0; i < n; i++) next[i] = gens[i].next(logits, i * g.vocab());
+        while (true) {
+            List<Session> live = new ArrayList<>();
+            List<int[]> ids = new ArrayList<>();
+            List<Integer> who = new ArrayList<>();
+            for (int i = 0; i < n; i++)
+                if (next[i] >= 0) { live.add(sessions[i]); ids.add(new int[] {next[i]}); who.add(i); }
+            if (live.isEmpty()) break;
+            float[] step = driver.step(live.toArray(Session[]::new), ids.toArray(int[][]::new));
+            for (int k = 0; k < who.size(); k++) next[who.get(k)] = gens[who.get(k)].next(step, k * g.vocab());
+        }
+        for (int i = 0; i < n; i++) {
+            assertThat(gens[i].result().tokens()).as("generation " + i).containsExactly(alone[i].tokens());
+            assertThat(gens[i].result().reason()).isEqualTo(alone[i].reason());
+        }
+        assertThat(alone[0].reason()).as("the EOS id stops the first").isEqualTo(Generator.StopReason.EOS);
+    }
 }

@@ -67,7 +67,7 @@ final class ResidentForward implements DeviceForward {
     private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
     private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
     private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnRope, fnAttn, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    private final MemorySegment fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
     private static final int ROPE_WARPS = 4;
 
@@ -227,13 +227,15 @@ final class ResidentForward implements DeviceForward {
         }
         fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
         fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
+        fnAttnRows = cu.function(ctx.module(RESIDENT_CU), "r_attn_rows");
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
         this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn) >= 90;
         this.launchConfig = pdl ? cu.programmaticConfig(own) : null;
         for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
-        waits.add(fnAttn.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
+        waits.add(fnAttn.address());
+        waits.add(fnAttnRows.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
         if (tensorCoreAttention(ctx.info().ccMajor()))
             for (int i = 0; i < PREFILL_TC_BUCKETS; i++)
@@ -426,7 +428,10 @@ final class ResidentForward implements DeviceForward {
         MemorySegment graph, exec;
         final List<Long> owned = new ArrayList<>();
 
-        SessionState(int maxChunk, int maxContext) {
+        SessionState(int maxChunk, int maxContext) { this(maxChunk, maxContext, 1); }
+
+        /** {@code decodeRows}: the most one-token rows a decode attention launch takes (r_attn_rows; 1 for a session). */
+        SessionState(int maxChunk, int maxContext, int decodeRows) {
             this.maxChunk = maxChunk;
             this.maxContext = maxContext;
             int hidden = model.hidden(), vocab = model.vocab();
@@ -445,12 +450,14 @@ final class ResidentForward implements DeviceForward {
                 att = alloc(4L * maxChunk * model.qDim());
                 g = alloc(4L * maxChunk * model.intermediate());
                 u = alloc(4L * maxChunk * model.intermediate());
-                long partials = (long) splits(1) * model.heads();   // decode only: prefill chunks run r_attn_prefill
+                long partials = 0;   // decode only: prefill chunks run r_attn_prefill
+                for (int r = 1; r <= decodeRows; r++) partials = Math.max(partials, (long) splits(r) * model.heads() * r);
                 pm = alloc(4L * partials);
                 pl = alloc(4L * partials);
                 pacc = alloc(4L * partials * model.headDim());
-                done = alloc(4L * model.heads());   // per head: splits finished this step (the last one resets it)
-                cu.memsetD8(done, (byte) 0, 4L * model.heads());
+                // per row and head: splits finished this step (the last one resets it)
+                done = alloc(4L * model.heads() * decodeRows);
+                cu.memsetD8(done, (byte) 0, 4L * model.heads() * decodeRows);
                 cu.synchronize();   // the memset runs on the legacy stream, which the session's non-blocking stream does not wait for
                 last = alloc(4L * vocab);
                 boolean sandwich = false;
@@ -660,8 +667,8 @@ final class ResidentForward implements DeviceForward {
 
     /** The scratch of batched steps (a session-shaped set of row buffers with no KV cache) and its span positions. */
     private SessionState batchRows;
-    private long batchPos;
-    private MemorySegment batchHostPos;
+    private long batchPos, batchKv;
+    private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
 
     /**
@@ -701,6 +708,15 @@ final class ResidentForward implements DeviceForward {
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
             cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * seqs.length, w.stream);
+            boolean decodeRows = t == seqs.length;   // one token each: one attention launch a layer (r_attn_rows)
+            if (decodeRows) {
+                for (int li = 0; li < layers.length; li++)
+                    for (int i = 0; i < t; i++) {
+                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) li * t + i, seqs[i].kc()[li]);
+                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) (layers.length + li) * t + i, seqs[i].vc()[li]);
+                    }
+                cu.copyToDeviceAsync(batchKv, batchHostKv, 2L * 8 * layers.length * t, w.stream);
+            }
             boolean gemm = cublas != null && t >= gemmMinTokens;
             boolean headGemm = gemm && logitRows > 1;
             if (gemm) preparePrefill(w, t, headGemm);
@@ -709,7 +725,7 @@ final class ResidentForward implements DeviceForward {
             MemorySegment host = logitRows > 1 ? w.hostAll : w.hostLast;
             try (Arena a = Arena.ofConfined()) {
                 Steps L = st -> run(st, w.stream);
-                steps(w, w.in + 4, seqs, t, allRows ? 0 : -1, out, a, gemm, L);
+                steps(w, w.in + 4, seqs, decodeRows ? batchKv : NULL, t, allRows ? 0 : -1, out, a, gemm, L);
                 if (!allRows && logitRows > 0) {   // the rows asked for, gathered in span order, then the head
                     int hidden = model.hidden(), g = 0;
                     for (int i = 0; i < seqs.length; i++) {
@@ -729,19 +745,37 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    private void freeBatchTables() {
+        if (batchPos != NULL) cu.memFree(batchPos);
+        if (batchHostPos != null) cu.memFreeHost(batchHostPos);
+        if (batchKv != NULL) cu.memFree(batchKv);
+        if (batchHostKv != null) cu.memFreeHost(batchHostKv);
+        batchPos = batchKv = NULL;
+        batchHostPos = batchHostKv = null;
+        batchSpans = 0;
+    }
+
     /** Owner thread: the batch scratch, grown to {@code rows} rows and {@code spans} spans. */
     private SessionState batchScratch(int rows, int spans) {
         if (batchRows == null || batchRows.maxChunk < rows) {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
-            batchRows = orDroppingCopies(() -> new SessionState(cap, 1));
+            batchRows = orDroppingCopies(() -> new SessionState(cap, 1, cap));
             states.add(batchRows);
         }
         if (batchSpans < spans) {
-            if (batchPos != NULL) { cu.memFree(batchPos); cu.memFreeHost(batchHostPos); batchPos = NULL; batchSpans = 0; }
+            freeBatchTables();
             int cap = Math.max(spans, 64);
-            batchPos = cu.memAlloc(4L * cap);
-            try { batchHostPos = cu.memAllocHost(4L * cap); } catch (CudaException e) { cu.memFree(batchPos); batchPos = NULL; throw e; }
+            long kvBytes = 2L * 8 * layers.length * cap;   // per layer, the rows' key then value cache addresses
+            try {
+                batchPos = cu.memAlloc(4L * cap);
+                batchHostPos = cu.memAllocHost(4L * cap);
+                batchKv = cu.memAlloc(kvBytes);
+                batchHostKv = cu.memAllocHost(kvBytes);
+            } catch (CudaException e) {
+                freeBatchTables();
+                throw e;
+            }
             batchSpans = cap;
         }
         return batchRows;
@@ -1234,6 +1268,16 @@ final class ResidentForward implements DeviceForward {
      * @param L        where each step goes as it is made, in launch order
      */
     private void steps(SessionState s, long ids, Seq[] seqs, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
+        steps(s, ids, seqs, NULL, t, headRows, out, a, gemm, L);
+    }
+
+    /**
+     * As above; {@code rowCaches} (not 0) holds, for a step of one-token rows of t sequences, every layer's table of
+     * the rows' key caches and then of their value caches (layer l's at {@code rowCaches + 8·l·t} and
+     * {@code + 8·(layers + l)·t}), and each row's position is at {@code seqs[r].pos()}: one r_attn_rows launch a layer.
+     */
+    private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int t, int headRows, long out, Arena a, boolean gemm,
+                       Steps L) {
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
         L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
                 pack(a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale())));
@@ -1274,6 +1318,11 @@ final class ResidentForward implements DeviceForward {
                 L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                         s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks())));
+            } else if (rowCaches != NULL) {   // one token of each of t sequences: the same per row, each over its own caches
+                L.add(new Launch("attention_rows", fnAttnRows, heads, t, splits, 128, pack(a, s.q, s.k, s.v,
+                        rowCaches + 8L * li * t, rowCaches + 8L * (layers.length + li) * t,
+                        w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
+                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), splits, spec.window(), s.att, s.done, w.sinks())));
             } else for (Seq sq : seqs) {   // a prompt chunk, or each sequence of a batch: q/k norm, rope and KV append,
                             // then flash-attention tiles, K/V shared by the query heads of a kv head, no combine
                 long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
@@ -1458,7 +1507,7 @@ final class ResidentForward implements DeviceForward {
         for (SessionState s : states) s.free();   // the batch scratch among them
         states.clear();
         batchRows = null;
-        if (batchPos != NULL) { cu.memFree(batchPos); cu.memFreeHost(batchHostPos); batchPos = NULL; }
+        freeBatchTables();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)

@@ -771,23 +771,22 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
 // K row, then its V row, per key: two dependent DRAM round trips per key, the walk bound by latency at a few dozen
 // keys per split. H200, gemv_bench's llama-8b decode chain at position 576, 16 splits: 2872 → 2719 µs per token;
 // 32 splits: 2808.) headDim ≤ 256.
-extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
+// One query row's decode attention, the body of r_attn_partial (row t = 0) and r_attn_rows (row t = blockIdx.y, each
+// row its own sequence's caches and position): q, k and v point at the row's raw product outputs, kc and vc at its
+// sequence's caches, p is its position; the partials and the output are the row's (t).
+__device__ __forceinline__ void r_attn_decode_row(
         const float* q, const float* k, const float* v, float* kc, float* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
         const float* invFreq, int rotaryDim, float ropeScale,
         float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
-        float* out, int* done, const float* sinks) {
+        int heads, int kvHeads, int hd, float scale, const int p, int splits, int window,
+        float* out, int* done, const float* sinks, int t) {
     __shared__ float sq[256], sk[256];   // the raw rows, normed in place
     __shared__ float rq[256], rk[256];   // the roped q row, and k row of key p
     __shared__ float cs[128], sn[128];   // the rope's cos and sin (· ropeScale) at p
-    r_pdl_trigger();
-#ifdef __CUDA_ARCH__
-    if (gridDim.y != 1) __trap();   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
-#endif
     // the rope's angles need only the position, which the host copied in before the step: computed while the q/k/v
     // product may still run (programmatic launch), so its sinf/cosf (slow path past ~105k) overlap that kernel's drain
-    const int p = pos[0], half = rotaryDim / 2;
+    const int half = rotaryDim / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) r_rope_cs(i, p, invFreq, half, ropeScale, cs[i], sn[i]);
     r_pdl_wait();
     const int h = blockIdx.x, s = blockIdx.z;
@@ -893,7 +892,39 @@ extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
         for (int i = 0; i < R_ATT_MAXI; i++) acc[i] = acc[i] * corr + e * vr[i];
         m = mn;
     }
-    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, 0, s);
+    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
+        const float* q, const float* k, const float* v, float* kc, float* vc,
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
+        const float* invFreq, int rotaryDim, float ropeScale,
+        float* pm, float* pl, float* pacc,
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
+        float* out, int* done, const float* sinks) {
+    r_pdl_trigger();
+#ifdef __CUDA_ARCH__
+    if (gridDim.y != 1) __trap();   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
+#endif
+    r_attn_decode_row(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, pacc,
+            heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0);
+}
+
+// Block (head, row, split) of a batched decode step: row t = blockIdx.y is one token of its own sequence, at position
+// pos[t], over that sequence's caches kcs[t] / vcs[t] (this layer's); q, k and v hold every row's raw product
+// outputs, out, the partials and the done counters every row's. Otherwise r_attn_partial.
+extern "C" __global__ void __launch_bounds__(128, 4) r_attn_rows(
+        const float* q, const float* k, const float* v, float* const* kcs, float* const* vcs,
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
+        const float* invFreq, int rotaryDim, float ropeScale,
+        float* pm, float* pl, float* pacc,
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
+        float* out, int* done, const float* sinks) {
+    r_pdl_trigger();
+    const int t = blockIdx.y;
+    r_attn_decode_row(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, v + (long long) t * kvHeads * hd,
+            kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, pacc,
+            heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t);
 }
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----

@@ -185,6 +185,39 @@ class CudaKernelEmulationTest {
     }
 
     /**
+     * Batched steps ({@link CudaMockTest#batches}: prompt chunks beside decode rows, then a step of decode rows only,
+     * which runs one r_attn_rows launch a layer, each row over its own session's caches) on the real kernels, products
+     * included: qwen3 (q/k norm) and gpt-oss (sinks, sliding window 8), f32; logits within 1e-3 of the CPU engine's
+     * same steps.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen3", "gpt_oss"})
+    void batchedStepsOnTheRealKernelsMatchTheCpu(String model) throws Throwable {
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
+                tmp.resolve(model + "-batch.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = CudaMockTest.batches(m.graph()); }
+        float[] got;
+        long before = launches();
+        emulateProducts(1);
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+                assertThat(m.graph().device()).isNotNull();
+                got = CudaMockTest.batches(m.graph());
+            }
+        } finally {
+            emulateProducts(0);
+        }
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double max = 0;
+        for (int i = 0; i < want.length; i++) max = Math.max(max, Math.abs(got[i] - want[i]));
+        System.out.printf("emulated batched steps %s: max|Δ| vs CPU %.3g over %d logits%n", model, max, want.length);
+        assertThat(got).hasSameSizeAs(want);
+        assertThat(max).as(model + " batched max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+    }
+
+    /**
      * gpt-oss straight from its HF folder: the experts stay fused and input-major ([E, hidden, 2I] interleaved
      * gate/up, [E, I, hidden] down, as the checkpoint stores them), so the resident forward reads them through
      * ra_expert_col on the emulated kernels; logits within 1e-3 of the CPU graph on the same weights, greedy

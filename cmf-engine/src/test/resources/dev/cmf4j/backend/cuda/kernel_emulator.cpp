@@ -210,7 +210,7 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 }
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
-// 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial; its prefill attention: 45 + b
+// 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
 // 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8};
 // 0 on success
@@ -255,6 +255,10 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int), P(16, int),
                        P(17, const int*)); }; break;
         case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
+                       P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
+        case 44: k = [p] { r_attn_rows(P(0, F), P(1, F), P(2, F), P(3, float* const*), P(4, float* const*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
                        P(24, float*), P(25, int*), P(26, F)); }; break;

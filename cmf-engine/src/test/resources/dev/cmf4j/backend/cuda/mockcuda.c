@@ -99,7 +99,8 @@ CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
  * resident_arch.cu's */
-enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
+enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */,
+       R_ATTN_ROWS = 44 /* kernel_emulator.cpp: 44 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
@@ -133,6 +134,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "matvec_q4tp")) *f = &kinds[5];
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
+    else if (!strcmp(name, "r_attn_rows")) *f = &kinds[R_ATTN_ROWS];
     else if (!strcmp(name, "r_attn_prefill_32")) *f = &kinds[R_PREFILL];
     else if (!strcmp(name, "r_attn_prefill_64")) *f = &kinds[R_PREFILL + 1];
     else if (!strcmp(name, "r_attn_prefill_128")) *f = &kinds[R_PREFILL + 2];
@@ -275,7 +277,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1, and so
    does that one on a kernel that does not griddepcontrol.wait before touching other kernels' data (resident.cu: the
    products, rope + KV append, decode attention): launched programmatically, nothing would order it */
-static int waits_for_predecessor(int kind) { return is_product(kind) || kind == R_ROPE || kind == R_ATTN; }
+static int waits_for_predecessor(int kind) { return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS; }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
 _Static_assert(sizeof(launch_config_t) == 56, "CUlaunchConfig is 56 bytes (CudaDriver.LAUNCH_CONFIG_BYTES)");
 CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
@@ -301,7 +303,8 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
-        || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ROPE || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
+        || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
+                                 || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         int rc = emu_launch_resident(kind, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
@@ -459,9 +462,12 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
     for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
     return 1.f / sqrtf((float) (ss / cols) + eps);
 }
-/* r_attn_partial's launch shape: 128 threads, heads × 1 × splits, hd ≤ 256; 1 if wrong */
+/* r_attn_partial's launch shape: 128 threads, heads × 1 × splits, hd ≤ 256; r_attn_rows's: heads × rows × splits; 1 if wrong */
 static int attn_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22) || INT(19) > 256;
+}
+static int attn_rows_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    return bx != 128 || gx != (unsigned) INT(17) || gy < 1 || gy > 65535 || gz != (unsigned) INT(22) || INT(19) > 256;
 }
 /* r_qk_rope_append's: 128 threads, a warp per head row (4 per block) × T, hd ≤ 256; 1 if wrong */
 static int rope_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
@@ -475,6 +481,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3))
         return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return attn_shape(gx, gy, gz, bx, p);
+    if (kind == R_ATTN_ROWS) return attn_rows_shape(gx, gy, gz, bx, p);
     if (kind == R_ROPE) return rope_shape(gx, gy, gz, bx, p);
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
@@ -716,11 +723,13 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                 }
             return 0;
         }
-        case R_ATTN: {
-            /* a decode step (one query at pos[0]) over the raw q, k, v: each q row normed and roped, key p's k row too,
-               appended with its v row to the caches, then the attention over the cache rows */
+        case R_ATTN: case R_ATTN_ROWS: {
+            /* a decode step (one query per row at its position) over the raw q, k, v: each q row normed and roped, key
+               p's k row too, appended with its v row to the row's caches, then the attention over the cache rows;
+               r_attn_partial: one row at pos[0] over kc/vc; r_attn_rows: row t at pos[t] over kcs[t]/vcs[t] */
+            int rows_kind = kind == R_ATTN_ROWS;
+            if (rows_kind ? attn_rows_shape(gx, gy, gz, bx, p) : attn_shape(gx, gy, gz, bx, p)) return 1;
             const float *qraw = PTR(0), *k = PTR(1), *v = PTR(2);
-            float *kc = PTR(3), *vc = PTR(4);
             const float *qw = PTR(5), *kw = PTR(6), *inv = PTR(11);
             int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12);
             float eps = FLT(9), rscale = FLT(13);
@@ -728,37 +737,40 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             int heads = INT(17), kvh = INT(18), hd = INT(19), splits = INT(22), window = INT(23);
             float scale = FLT(20);
             const int* pos = PTR(21);
-            if (attn_shape(gx, gy, gz, bx, p)) return 1;
             float* q = malloc(sizeof(float) * heads * hd);
-            for (int h = 0; h < heads; h++) twin_rope(qraw + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, pos[0], hd);
-            for (int j = 0; j < kvh; j++) {
-                long long row = (long long) pos[0] * kvh * hd + (long long) j * hd;
-                twin_rope(k + (long long) j * hd, kc + row, kw, kn, eps, off, inv, rot, rscale, pos[0], hd);
-                for (int i = 0; i < hd; i++) vc[row + i] = v[(long long) j * hd + i];
-            }
-            for (unsigned t = 0; t < gy; t++)
+            for (unsigned t = 0; t < gy; t++) {
+                float *kc = rows_kind ? ((float**) PTR(3))[t] : PTR(3), *vc = rows_kind ? ((float**) PTR(4))[t] : PTR(4);
+                int p0 = pos[rows_kind ? t : 0];
+                const float *qt = qraw + (long long) t * heads * hd, *kt = k + (long long) t * kvh * hd, *vt = v + (long long) t * kvh * hd;
+                for (int h = 0; h < heads; h++) twin_rope(qt + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, p0, hd);
+                for (int j = 0; j < kvh; j++) {
+                    long long row = (long long) p0 * kvh * hd + (long long) j * hd;
+                    twin_rope(kt + (long long) j * hd, kc + row, kw, kn, eps, off, inv, rot, rscale, p0, hd);
+                    for (int i = 0; i < hd; i++) vc[row + i] = vt[(long long) j * hd + i];
+                }
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
-                        int p0 = pos[0] + t, first = window > 0 && p0 >= window ? p0 - window + 1 : 0, n = p0 + 1 - first;
+                        int first = window > 0 && p0 >= window ? p0 - window + 1 : 0, n = p0 + 1 - first;
                         int lo = first + (int) ((long long) s * n / splits), hi = first + (int) ((long long) (s + 1) * n / splits);
                         int g = h / (heads / kvh);
                         long long o = ((long long) t * heads + h) * splits + s;
                         float m = -INFINITY, l = 0;
                         for (int j = lo; j < hi; j++) {
                             float d = 0;
-                            for (int c = 0; c < hd; c++) d += q[((long long) t * heads + h) * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
                             if (d * scale > m) m = d * scale;
                         }
                         for (int c = 0; c < hd; c++) pacc[o * hd + c] = 0;
                         for (int j = lo; j < hi; j++) {
                             float d = 0;
-                            for (int c = 0; c < hd; c++) d += q[((long long) t * heads + h) * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
                             float e = expf(d * scale - m);
                             l += e;
                             for (int c = 0; c < hd; c++) pacc[o * hd + c] += e * vc[(long long) j * kvh * hd + g * hd + c];
                         }
                         pm[o] = m; pl[o] = l;
                     }
+            }
             free(q);
             /* the last split of each head merges them (sinks in the denominator only) */
             float* out = PTR(24);
