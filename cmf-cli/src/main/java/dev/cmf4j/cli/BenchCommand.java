@@ -220,10 +220,11 @@ public final class BenchCommand implements Callable<Integer> {
                     driver.step(ss, ids);
                 }
                 long t2 = System.nanoTime();
-                if (r >= 0) {
-                    pp[r] = (double) b * prompts[0].length / ((t1 - t0) * 1e-9);
-                    tg[r] = (double) b * genTokens / ((t2 - t1) * 1e-9);
-                }
+                double p = (double) b * prompts[0].length / ((t1 - t0) * 1e-9), d = (double) b * genTokens / ((t2 - t1) * 1e-9);
+                if (r >= 0) { pp[r] = p; tg[r] = d; }
+                // progress: a batch of 64 on a CPU takes minutes
+                spec.commandLine().getErr().printf(Locale.ROOT, "bench: %d sequences, %s: prefill %.1f tok/s, decode %.1f tok/s%n",
+                        b, r < 0 ? "warm-up" : "rep " + (r + 1) + "/" + reps, p, d);
             } finally {
                 for (Session s : ss) if (s != null) s.close();   // frees GPU KV caches at once
             }
