@@ -8,7 +8,10 @@ import java.nio.file.Path;
 import static dev.cmf4j.cli.Run.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** {@code cmf selftest} on the CPU: the fixture goldens pass (all logits, then greedy steps from the same cache). */
+/**
+ * {@code cmf selftest} on the CPU: the fixture goldens pass (all logits, then greedy steps from the same cache), and
+ * so does each model's batch check (8 sequences in mixed steps against each alone).
+ */
 class SelftestCommandTest {
     @Test
     void cpuPassesTheGoldensOfTwoFixtureModels() {
@@ -16,6 +19,7 @@ class SelftestCommandTest {
         Fixtures.require("models/gpt_oss");
         Run r = run("selftest", "--device", "cpu", "--fixtures", models.getParent().toString(), "--models", "llama,gpt_oss", "--no-q8");
         assertThat(r.code()).as(r.out() + r.err()).isZero();
-        assertThat(r.out()).contains("selftest: 2 checks, 0 failed");
+        assertThat(r.out()).contains("selftest: 4 checks, 0 failed");
+        assertThat(r.out()).containsPattern("ok +llama +batch of 8").containsPattern("ok +gpt_oss +batch of 8");
     }
 }

@@ -97,6 +97,9 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
     /** Where the one-line notes on the path each model takes go (standard error by default). */
     public void notes(java.util.function.Consumer<String> sink) { this.notes = Objects.requireNonNull(sink); }
 
+    /** One note line (e.g. a speed-up that could not be used). */
+    void note(String message) { notes.accept("cmf: cuda: " + message); }
+
     /**
      * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
      * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.

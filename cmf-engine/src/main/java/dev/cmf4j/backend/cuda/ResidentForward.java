@@ -212,6 +212,7 @@ final class ResidentForward implements DeviceForward {
         this.fusePrefill = fusePrefill;
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
+        this.batchGemmMinRows = Integer.getInteger("cmf.cuda.batchGemmMinRows", Math.min(4, gemmMinTokens));
         this.mm = mm;
         this.cu = ctx.driver();
         this.model = model;
@@ -505,7 +506,7 @@ final class ResidentForward implements DeviceForward {
         /** Device and host room for {@code rows} rows of logits (all-logits chunks). */
         void ensureAll(int rows) {
             if (rows <= allRows) return;
-            if (all != NULL) { cu.memFree(all); owned.remove(all); cu.memFreeHost(hostAll); }
+            if (all != NULL) { cu.memFree(all); owned.remove(all); cu.memFreeHost(hostAll); scratchEpoch++; }
             all = alloc(4L * rows * model.vocab());
             hostAll = cu.memAllocHost(4L * rows * model.vocab());
             allRows = rows;
@@ -667,6 +668,19 @@ final class ResidentForward implements DeviceForward {
 
     /** The scratch of batched steps (a session-shaped set of row buffers with no KV cache) and its span positions. */
     private SessionState batchRows;
+    /**
+     * Captured steps of one-token rows by row count, valid while {@link #scratchEpoch} is what it was at the capture
+     * (any scratch, table or f16 copy reallocated since makes it stale).
+     */
+    private final java.util.Map<Integer, BatchGraph> batchGraphs = new java.util.HashMap<>();
+    private long scratchEpoch;
+    /** Cleared when a batch step could not be captured (a note says why): they launch one by one from then on. */
+    private boolean batchCapture = true;
+    /**
+     * {@code -Dcmf.cuda.batchGemmMinRows} (default 4): batched steps of at least this many rows take the cuBLAS products,
+     * fewer the matvec kernels, which read the weights once per row (docs/GPU.md has the measured crossover).
+     */
+    private final int batchGemmMinRows;
     private long batchPos, batchKv;
     private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
@@ -717,14 +731,29 @@ final class ResidentForward implements DeviceForward {
                     }
                 cu.copyToDeviceAsync(batchKv, batchHostKv, 2L * 8 * layers.length * t, w.stream);
             }
-            boolean gemm = cublas != null && t >= gemmMinTokens;
+            boolean gemm = cublas != null && t >= batchGemmMinRows;
             boolean headGemm = gemm && logitRows > 1;
             if (gemm) preparePrefill(w, t, headGemm);
             if (logitRows > 1) w.ensureAll(logitRows);
             long out = logitRows > 1 ? w.all : w.last;
             MemorySegment host = logitRows > 1 ? w.hostAll : w.hostLast;
+            if (decodeRows && allRows && graphs && batchCapture && !PROFILE) {
+                // the same launches for any t sessions' one-token rows (ids, positions and cache tables are read from
+                // device memory): captured once per row count, replayed while the scratch stays where it was
+                BatchGraph bg = batchGraphs.get(t);
+                if (bg != null && bg.epoch() != scratchEpoch) { dropBatchGraphs(); bg = null; }
+                if (bg == null) bg = captureBatch(w, seqs, t, out, gemm);
+                if (bg != null) {
+                    cu.graphLaunch(bg.exec(), w.stream);
+                    cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
+                    cu.streamSynchronize(w.stream);
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, logitRows * vocab);
+                    return null;
+                }
+            }
             try (Arena a = Arena.ofConfined()) {
-                Steps L = st -> run(st, w.stream);
+                List<Step> profiledSteps = PROFILE ? new ArrayList<>() : null;
+                Steps L = PROFILE ? profiledSteps::add : st -> run(st, w.stream);
                 steps(w, w.in + 4, seqs, decodeRows ? batchKv : NULL, t, allRows ? 0 : -1, out, a, gemm, L);
                 if (!allRows && logitRows > 0) {   // the rows asked for, gathered in span order, then the head
                     int hidden = model.hidden(), g = 0;
@@ -737,6 +766,7 @@ final class ResidentForward implements DeviceForward {
                     }
                     head(L, a, w, w.g, logitRows, out, headGemm);
                 }
+                if (PROFILE) profiled(profiledSteps, w.stream, "batch " + t + (decodeRows ? " rows: " : ": "), false);
             }
             if (logitRows > 0) cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
             cu.streamSynchronize(w.stream);
@@ -746,6 +776,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void freeBatchTables() {
+        scratchEpoch++;
         if (batchPos != NULL) cu.memFree(batchPos);
         if (batchHostPos != null) cu.memFreeHost(batchHostPos);
         if (batchKv != NULL) cu.memFree(batchKv);
@@ -755,10 +786,46 @@ final class ResidentForward implements DeviceForward {
         batchSpans = 0;
     }
 
+    /** A captured batch step: its graph, executable, the arena holding its launch arguments, and the epoch it belongs to. */
+    private record BatchGraph(MemorySegment graph, MemorySegment exec, Arena args, long epoch) {
+        void free(CudaDriver cu) {
+            cu.graphExecDestroy(exec);
+            cu.graphDestroy(graph);
+            args.close();
+        }
+    }
+
+    private void dropBatchGraphs() {
+        for (BatchGraph g : batchGraphs.values()) g.free(cu);
+        batchGraphs.clear();
+    }
+
+    /**
+     * Owner thread: captures the step of {@code t} one-token rows; null (and no capture from now on, with a note) when
+     * the driver or cuBLAS refuses it, so the caller launches one by one.
+     */
+    private BatchGraph captureBatch(SessionState w, Seq[] seqs, int t, long out, boolean gemm) {
+        Arena args = Arena.ofShared();
+        try {
+            List<Step> made = new ArrayList<>();
+            steps(w, w.in + 4, seqs, batchKv, t, 0, out, args, gemm, made::add);
+            Captured c = capture(w.stream, made);
+            BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
+            batchGraphs.put(t, bg);
+            return bg;
+        } catch (CudaException e) {
+            args.close();
+            batchCapture = false;
+            mm.note("batched decode steps launch one by one: capturing one failed (" + e.getMessage() + ")");
+            return null;
+        }
+    }
+
     /** Owner thread: the batch scratch, grown to {@code rows} rows and {@code spans} spans. */
     private SessionState batchScratch(int rows, int spans) {
         if (batchRows == null || batchRows.maxChunk < rows) {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
+            scratchEpoch++;
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
             batchRows = orDroppingCopies(() -> new SessionState(cap, 1, cap));
             states.add(batchRows);
@@ -806,23 +873,34 @@ final class ResidentForward implements DeviceForward {
      * so the next step captures afresh and nothing leaks.
      */
     private MemorySegment capture(SessionState s) {
-        cu.beginCapture(s.stream, CudaDriver.CAPTURE_THREAD_LOCAL);
+        Captured c = capture(s.stream, s.decode);
+        s.graph = c.graph();
+        return c.exec();
+    }
+
+    /** A captured graph and its executable. */
+    private record Captured(MemorySegment graph, MemorySegment exec) {}
+
+    /**
+     * Owner thread: captures {@code steps} on {@code stream} and instantiates them; on any failure the graph made so far
+     * is destroyed and the exception thrown, nothing kept.
+     */
+    private Captured capture(MemorySegment stream, List<Step> steps) {
+        cu.beginCapture(stream, CudaDriver.CAPTURE_THREAD_LOCAL);
         MemorySegment g = null;
         try {
             try {
-                for (Step l : s.decode) run(l, s.stream);
+                for (Step l : steps) run(l, stream);
             } catch (RuntimeException | Error e) {
                 try {
-                    g = cu.endCapture(s.stream);   // ends the capture; an invalidated one may report an error here
+                    g = cu.endCapture(stream);   // ends the capture; an invalidated one may report an error here
                 } catch (RuntimeException suppressed) {
                     e.addSuppressed(suppressed);
                 }
                 throw e;
             }
-            g = cu.endCapture(s.stream);
-            MemorySegment exec = cu.graphInstantiate(g);
-            s.graph = g;
-            return exec;
+            g = cu.endCapture(stream);
+            return new Captured(g, cu.graphInstantiate(g));
         } catch (RuntimeException | Error e) {
             if (g != null && !MemorySegment.NULL.equals(g)) {
                 try {
@@ -868,6 +946,15 @@ final class ResidentForward implements DeviceForward {
 
     /** Grows the prefill scratch to a chunk of t tokens (16-bit activation parts, widened weights, GEMM outputs, scales). */
     private void allocateScratch(int t, boolean headGemm) {
+        long b0 = sB, w0 = sW, c0 = sC1, s0 = sS1;
+        try {
+            growScratch(t, headGemm);
+        } finally {
+            if (sB != b0 || sW != w0 || sC1 != c0 || sS1 != s0) scratchEpoch++;   // captured batch steps point at the old ones
+        }
+    }
+
+    private void growScratch(int t, boolean headGemm) {
         long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
@@ -909,6 +996,7 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
     private void dropWidened() {
+        scratchEpoch++;
         try {
             cu.synchronize();
         } finally {
@@ -925,6 +1013,7 @@ final class ResidentForward implements DeviceForward {
      */
     private void widenOnce(SessionState s, boolean headGemm) {
         if ("false".equals(prefillCache)) return;
+        scratchEpoch++;
         java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
         for (LayerWeights l : layers)
             for (W w : l.products())
@@ -1507,6 +1596,7 @@ final class ResidentForward implements DeviceForward {
         for (SessionState s : states) s.free();   // the batch scratch among them
         states.clear();
         batchRows = null;
+        dropBatchGraphs();
         freeBatchTables();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();

@@ -453,7 +453,12 @@ class CudaMockTest {
                 () -> new dev.cmf4j.model.graph.Batch().add(st[2], new int[] {16}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
                         .add(st[0], new int[] {8}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
                         .add(st[3], new int[] {21}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
-                        .add(st[1], new int[] {22}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST));
+                        .add(st[1], new int[] {22}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST),
+                // decode rows again, in another order: the captured step of 4 rows replays with new tables
+                () -> new dev.cmf4j.model.graph.Batch().add(st[1], new int[] {30}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[3], new int[] {31}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[2], new int[] {32}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                        .add(st[0], new int[] {33}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST));
         for (var make : steps) {
             var b = make.get();
             g.forward(b, ws, buf, null);
@@ -475,12 +480,15 @@ class CudaMockTest {
                     gpu.notes(n -> {});
                     // with cuBLAS from 2 rows every step's products are GEMMs; without, the matvec kernels with a row dimension
                     if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
-                    int gemms0 = gemms();
+                    int gemms0 = gemms(), captured0 = counter(1), replays0 = counter(2);
                     float[] got;
                     try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
                         assertThat(m.graph().device()).as(file).isNotNull();
                         got = batches(m.graph());
                     }
+                    // the two steps of 4 decode rows: captured once (with the GEMMs as graph nodes), replayed twice
+                    assertThat(counter(1) - captured0).as("captured batch steps").isEqualTo(1);
+                    assertThat(counter(2) - replays0).as("replayed batch steps").isEqualTo(2);
                     assertThat(got).hasSameSizeAs(want);
                     for (int i = 0; i < want.length; i++)
                         assertThat((double) got[i]).as(file + " cublas " + cublas + " logit " + i)

@@ -229,7 +229,8 @@ int mock_counter(int which) {
 static int fail_instantiates = 0;
 void mock_fail_instantiates(int n) { fail_instantiates = n; }
 
-typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; int programmatic; } node_t;
+typedef struct gemm_args gemm_args;
+typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; int programmatic; gemm_args* gemm; } node_t;
 typedef struct { int n, cap; node_t* nodes; } graph_t;
 static __thread graph_t* capturing = 0;
 static void* capture_stream = 0;
@@ -265,7 +266,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
             capturing->cap = capturing->cap ? 2 * capturing->cap : 64;
             capturing->nodes = realloc(capturing->nodes, capturing->cap * sizeof(node_t));
         }
-        node_t nd = {f, gx, gy, gz, bx, p, launching_programmatic};
+        node_t nd = {f, gx, gy, gz, bx, p, launching_programmatic, 0};
         capturing->nodes[capturing->n++] = nd;
         return 0;
     }
@@ -370,12 +371,14 @@ CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long fl
     *exec = e;
     return 0;
 }
+static int replay_gemm(gemm_args* a);
 CUresult cuGraphLaunch(void* exec, void* s) {
     graph_t* g = exec;
     n_replays++;
     for (int i = 0; i < g->n; i++) {
         node_t* nd = &g->nodes[i];
-        CUresult rc = run_kernel(nd->f, nd->gx, nd->gy, nd->gz, nd->bx, 1, 1, nd->p, nd->programmatic);
+        CUresult rc = nd->gemm ? (CUresult) replay_gemm(nd->gemm)
+                : run_kernel(nd->f, nd->gx, nd->gy, nd->gz, nd->bx, 1, 1, nd->p, nd->programmatic);
         if (rc) return rc;
         n_replayed_nodes++;
     }
@@ -405,16 +408,39 @@ static uint16_t to_f16(float v) { _Float16 h = (_Float16) v; uint16_t b; memcpy(
 /* ---- a stand-in libcublas: cublasGemmEx, column-major, f32 / f16 / bf16 inputs, f32 output, accumulated in double ---- */
 static int n_gemms = 0;
 int mock_gemms(void) { return n_gemms; }
-int cublasCreate_v2(void** h) { if (!current_ctx) return 1; *h = malloc(8); return 0; }
+int cublasCreate_v2(void** h) { if (!current_ctx) return 1; *h = calloc(1, sizeof(void*)); return 0; }
 int cublasDestroy_v2(void* h) { free(h); return 0; }
-int cublasSetStream_v2(void* h, void* s) { return 0; }
+/* the handle remembers its stream: a GEMM on the stream being captured becomes a graph node, as with real cuBLAS */
+int cublasSetStream_v2(void* h, void* s) { *(void**) h = s; return 0; }
+struct gemm_args { void* h; int ta, tb, m, n, k; float alpha, beta; const void *A, *B; void* C; int at, bt, ct, lda, ldb, ldc,
+                   compute, algo; long long sa, sb, sc; int count; };
+static int record_gemm(gemm_args* a) {
+    if (!capturing || !a->h || *(void**) a->h != capture_stream) return 0;
+    if (capturing->n == capturing->cap) {
+        capturing->cap = capturing->cap ? 2 * capturing->cap : 64;
+        capturing->nodes = realloc(capturing->nodes, capturing->cap * sizeof(node_t));
+    }
+    gemm_args* copy = malloc(sizeof(gemm_args));   /* kept for the process: graphs share their nodes' pointers */
+    *copy = *a;
+    node_t nd = {0, 0, 0, 0, 0, 0, 0, copy};
+    capturing->nodes[capturing->n++] = nd;
+    return 1;
+}
 int cublasGetVersion_v2(void* h, int* v) { *v = 130100; return 0; }
 static float elem(const void* p, int type, long long i) {
     return type == 0 ? ((const float*) p)[i] : type == 14 ? bf16(((const uint16_t*) p)[i]) : type == 2 ? f16(((const uint16_t*) p)[i]) : NAN;
 }
+static int gemm_now(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+                    const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo);
 int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
                  const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo) {
     if (ct != 0 || compute != 68 || at != bt) return 7;   /* CUBLAS_STATUS_INVALID_VALUE */
+    gemm_args a = {h, ta, tb, m, n, k, *(const float*) alpha, *(const float*) beta, A, B, C, at, bt, ct, lda, ldb, ldc, compute, algo, 0, 0, 0, 0};
+    if (record_gemm(&a)) return 0;
+    return gemm_now(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
+}
+static int gemm_now(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
+                    const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo) {
     float al = *(const float*) alpha, be = *(const float*) beta;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
@@ -438,6 +464,9 @@ static size_t type_size(int type) { return type == 0 ? 4 : 2; }
 int cublasGemmStridedBatchedEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int at, int lda,
                                long long sa, const void* B, int bt, int ldb, long long sb, const void* beta, void* C, int ct,
                                int ldc, long long sc, int count, int compute, int algo) {
+    gemm_args a = {h, ta, tb, m, n, k, *(const float*) alpha, *(const float*) beta, A, B, C, at, bt, ct, lda, ldb, ldc, compute, algo,
+                   sa, sb, sc, count};
+    if (record_gemm(&a)) return 0;
     for (int i = 0; i < count; i++) {
         int r = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char*) A + i * sa * type_size(at), at, lda,
                              (const char*) B + i * sb * type_size(bt), bt, ldb, beta, (char*) C + i * sc * type_size(ct), ct, ldc,
@@ -448,6 +477,14 @@ int cublasGemmStridedBatchedEx(void* h, int ta, int tb, int m, int n, int k, con
     n_gemms++;
     n_strided++;
     return 0;
+}
+/* a captured GEMM node, run at its graph's launch */
+static int replay_gemm(gemm_args* a) {
+    if (a->count == 0)
+        return cublasGemmEx(0, a->ta, a->tb, a->m, a->n, a->k, &a->alpha, a->A, a->at, a->lda, a->B, a->bt, a->ldb, &a->beta,
+                            a->C, a->ct, a->ldc, a->compute, a->algo);
+    return cublasGemmStridedBatchedEx(0, a->ta, a->tb, a->m, a->n, a->k, &a->alpha, a->A, a->at, a->lda, a->sa, a->B, a->bt,
+                                      a->ldb, a->sb, &a->beta, a->C, a->ct, a->ldc, a->sc, a->count, a->compute, a->algo);
 }
 /* row r, token t of a split GEMM's output: sum over parts j of C[r, j*T + t]*step^j, times ts[t] when given */
 static float gemm_parts(const float* C, int rows, int T, int t, int r, int parts, const float* ts, float step) {
