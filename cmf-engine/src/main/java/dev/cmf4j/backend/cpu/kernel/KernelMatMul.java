@@ -9,8 +9,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The engine's {@link MatMul} on the fast kernels: a [out, in] matrix of a supported dtype runs
- * {@link WeightMatrix#matvec} for one token and {@link WeightMatrix#matmul} (tiled prefill) for a
- * chunk; everything else (input-major matrices, dtypes without a kernel) goes to {@code fallback}.
+ * {@link WeightMatrix#matvec} for one token, {@link WeightMatrix#matvecRows} for a few (up to
+ * {@code -Dcmf.cpu.matvecMaxTokens}: a step of several sequences' decode rows, the weights streamed once) and
+ * {@link WeightMatrix#matmul} (tiled prefill) for a chunk; everything else (input-major matrices, dtypes without a kernel) goes to {@code fallback}.
  *
  * <p>One {@link WeightMatrix} per stored tensor is built on first use and kept (keyed by the
  * payload segment and valid only while that segment's mapping is the same and alive, so one
@@ -21,6 +22,8 @@ public final class KernelMatMul implements MatMul {
     private final WorkerPool pool;
     private final MatMul fallback;
     private final ConcurrentHashMap<SegmentKey, WeightMatrix> tensors = new ConcurrentHashMap<>();
+    /** Most tokens a product runs as decode products (each token's dot in turn over cached rows) before the tiled GEMM. */
+    private final int matvecMaxTokens = Integer.getInteger("cmf.cpu.matvecMaxTokens", 8);
 
     /**
      * A cache key: a payload segment as {@link MemorySegment#equals} sees it (same memory, same start), hashed by its
@@ -60,6 +63,7 @@ public final class KernelMatMul implements MatMul {
         WeightMatrix k = kernel(w);
         if (k == null) { fallback.apply(w, x, tokens, y); return; }
         if (tokens == 1) k.matvec(x, 0, y, 0, false, pool);
+        else if (tokens <= matvecMaxTokens) k.matvecRows(x, 0, tokens, y, 0, false, pool);
         else k.matmul(x, 0, tokens, y, 0, false, pool);
     }
 
@@ -78,6 +82,7 @@ public final class KernelMatMul implements MatMul {
                 if (ks[i] == null || ks[i].cols() != ks[0].cols()) { MatMul.super.applyShared(ws, x, tokens, ys); return; }
             }
             if (tokens == 1) WeightMatrix.matvecAll(x, ks, ys, pool);
+            else if (tokens <= matvecMaxTokens) WeightMatrix.matvecAllRows(x, tokens, ks, ys, pool);
             else WeightMatrix.matmulAll(x, tokens, ks, ys, pool);
         } finally {
             java.util.Arrays.fill(ks, null);   // hold no matrix past the call
@@ -109,6 +114,7 @@ public final class KernelMatMul implements MatMul {
             return;
         }
         if (tokens == 1) k.matvec(x, 0, y, 0, true, pool);
+        else if (tokens <= matvecMaxTokens) k.matvecRows(x, 0, tokens, y, 0, true, pool);
         else k.matmul(x, 0, tokens, y, 0, true, pool);
     }
 

@@ -1,14 +1,19 @@
 package dev.cmf4j.backend.cpu.kernel;
 
 /**
- * Decode (one token) products on a {@link WorkerPool}: prepares each matrix's activation once on
- * the calling thread (cheap: one pass over x), then splits the rows of all matrices into chunks of
- * about equal bytes of weights (so matrices of different dtypes balance), which the threads take
- * dynamically. One instance per pool, reused for every call (the pool runs one job at a time).
+ * Decode products on a {@link WorkerPool}, for one token or a few (a step of several sequences' decode rows):
+ * prepares each matrix's activation once per token on the calling thread (cheap: one pass over x), then splits
+ * the rows of all matrices into chunks of about equal bytes of weights (so matrices of different dtypes balance),
+ * which the threads take dynamically. A chunk's rows are dotted with every token in turn: the first token reads
+ * them from memory, the others from cache, so the weights are streamed once per call however many tokens, and each
+ * token's result is exactly its single-token product. One instance per pool, reused for every call (the pool runs
+ * one job at a time).
  */
 final class MatvecJob implements WorkerPool.Task {
     /** Smallest chunk worth a hand-off: reading it takes a few microseconds. */
     private static final long MIN_CHUNK_BYTES = 32 << 10;
+    /** Largest chunk of several tokens' products: its rows stay in a core's L2 from the first token to the last. */
+    private static final long MULTI_CHUNK_BYTES = 256 << 10;
     /** Chunks per thread, so a thread slowed by a neighbour sheds work to the others. */
     private static final int CHUNKS_PER_THREAD = 8;
 
@@ -17,7 +22,9 @@ final class MatvecJob implements WorkerPool.Task {
     private int[] yOffs = new int[4];
     private float[][] xps = new float[4][];
     private int[] xpOffs = new int[4];
-    private int count;
+    private int count, tokens = 1;
+    /** Per matrix: floats between one token's prepared activations, and between one token's outputs. */
+    private int[] xpStrides = new int[4], yStrides = new int[4];
     private boolean add;
     private int[] chunkMatrix = new int[64];
     private int[] chunkR0 = new int[64];
@@ -25,8 +32,14 @@ final class MatvecJob implements WorkerPool.Task {
     private int chunks;
 
     void run(WorkerPool pool, float[] x, int xOff, WeightMatrix w, float[] y, int yOff, boolean add) {
+        run(pool, x, xOff, 1, w, y, yOff, add);
+    }
+
+    /** {@code tokens} rows of x ([tokens, cols] from xOff) into [tokens, rows] of y from yOff. */
+    void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix w, float[] y, int yOff, boolean add) {
         ensure(1);
         count = 1;
+        this.tokens = tokens;
         ws[0] = w;
         ys[0] = y;
         yOffs[0] = yOff;
@@ -34,9 +47,12 @@ final class MatvecJob implements WorkerPool.Task {
         go(pool, x, xOff);
     }
 
-    void runAll(WorkerPool pool, float[] x, WeightMatrix[] in, float[][] out) {
+    void runAll(WorkerPool pool, float[] x, WeightMatrix[] in, float[][] out) { runAll(pool, x, 1, in, out); }
+
+    void runAll(WorkerPool pool, float[] x, int tokens, WeightMatrix[] in, float[][] out) {
         ensure(in.length);
         count = in.length;
+        this.tokens = tokens;
         for (int i = 0; i < count; i++) {
             ws[i] = in[i];
             ys[i] = out[i];
@@ -49,7 +65,7 @@ final class MatvecJob implements WorkerPool.Task {
     private void go(WorkerPool pool, float[] x, int xOff) {
         // 1. prepared activations, one region of the pool's scratch per matrix that needs one
         int total = 0;
-        for (int i = 0; i < count; i++) total += ws[i].preparedLength();
+        for (int i = 0; i < count; i++) total += ws[i].preparedLength() * tokens;
         float[] prep = total > 0 ? pool.scratch(0, total) : null;
         int off = 0;
         long bytes = 0;
@@ -58,22 +74,27 @@ final class MatvecJob implements WorkerPool.Task {
             int len = w.preparedLength();
             int same = -1;
             for (int j = 0; j < i && same < 0; j++) if (ws[j].preparedLength() > 0 && ws[j].samePreparation(w)) same = j;
+            yStrides[i] = w.rows;
             if (same >= 0) {                                   // q/k/v of one dtype: one prepared copy
                 xps[i] = xps[same];
                 xpOffs[i] = xpOffs[same];
+                xpStrides[i] = xpStrides[same];
             } else if (len > 0) {
-                w.prepare(x, xOff, prep, off);
+                for (int t = 0; t < tokens; t++) w.prepare(x, xOff + t * w.cols, prep, off + t * len);
                 xps[i] = prep;
                 xpOffs[i] = off;
-                off += len;
+                xpStrides[i] = len;
+                off += len * tokens;
             } else {
                 xps[i] = x;
                 xpOffs[i] = xOff;
+                xpStrides[i] = w.cols;
             }
             bytes += w.byteSize();
         }
         // 2. chunks of about equal bytes across all matrices
         long target = Math.max(MIN_CHUNK_BYTES, bytes / ((long) pool.threads() * CHUNKS_PER_THREAD));
+        if (tokens > 1) target = Math.min(target, MULTI_CHUNK_BYTES);   // a chunk stays in L2 while every token reads it
         chunks = 0;
         for (int i = 0; i < count; i++) {
             WeightMatrix w = ws[i];
@@ -91,7 +112,8 @@ final class MatvecJob implements WorkerPool.Task {
     @Override
     public void run(int chunk, int worker) {
         int m = chunkMatrix[chunk];
-        ws[m].dotRows(xps[m], xpOffs[m], chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m], add);
+        for (int t = 0; t < tokens; t++)
+            ws[m].dotRows(xps[m], xpOffs[m] + t * xpStrides[m], chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m] + t * yStrides[m], add);
     }
 
     private void addChunk(int m, int r0, int r1) {
@@ -114,6 +136,8 @@ final class MatvecJob implements WorkerPool.Task {
             yOffs = new int[n];
             xps = new float[n][];
             xpOffs = new int[n];
+            xpStrides = new int[n];
+            yStrides = new int[n];
         }
     }
 }

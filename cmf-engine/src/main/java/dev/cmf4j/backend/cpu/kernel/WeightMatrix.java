@@ -179,6 +179,30 @@ public abstract sealed class WeightMatrix
         pool.matvecJob.runAll(pool, x, ws, ys);
     }
 
+    /**
+     * A few tokens' products as decode products ({@link #matvec} per token, the same result for each): Y[t] = W·X[t]
+     * for t < tokens, the weights streamed once; for the rows of several sequences' decode step, where the tiled
+     * {@link #matmul} would widen every weight for a handful of columns.
+     */
+    public final void matvecRows(float[] x, int xOff, int tokens, float[] y, int yOff, boolean add, WorkerPool pool) {
+        Objects.checkFromIndexSize(xOff, tokens * cols, x.length);
+        Objects.checkFromIndexSize(yOff, tokens * rows, y.length);
+        if (tokens == 0) return;
+        pool.matvecJob.run(pool, x, xOff, tokens, this, y, yOff, add);
+    }
+
+    /** {@link #matvecAll} for {@code tokens} rows of x: ys[i] is [tokens, rows_i]. */
+    public static void matvecAllRows(float[] x, int tokens, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
+        if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
+        for (int i = 0; i < ws.length; i++) {
+            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matvecAllRows needs equal cols");
+            Objects.checkFromIndexSize(0, tokens * ws[i].cols, x.length);
+            Objects.checkFromIndexSize(0, tokens * ws[i].rows, ys[i].length);
+        }
+        if (tokens == 0) return;
+        pool.matvecJob.runAll(pool, x, tokens, ws, ys);
+    }
+
     // ---------------------------------------------------------------- prefill: a chunk of tokens
 
     /** Y[t][0..rows) = W·X[t][0..cols) for t in 0..tokens; X is [tokens, cols], Y [tokens, rows], row-major. */

@@ -95,6 +95,51 @@ class WeightMatrixTest {
         }
     }
 
+    /**
+     * A few tokens as decode products (several sequences' decode rows): each token's output is what matvec gives for
+     * it alone (the same dot in the same order; equal up to the last bits a not yet compiled Vector API loop may round
+     * differently), with offsets, the residual add, and for several matrices of mixed dtypes (their own preparations
+     * per token) in one job.
+     */
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"F32", "F16", "BF16", "Q8_ROW", "Q8_2F", "Q4_BLOCK", "Q4TP"})
+    void matvecRowsGiveEachTokensOwnMatvec(DType dtype) {
+        Random rnd = new Random(555 + dtype.id);
+        for (int[] s : new int[][] {{5, 31}, {37, 256}, {130, 2048}})
+            for (int tokens : new int[] {2, 5, 16}) {
+                int rows = s[0], cols = s[1];
+                WeightMatrix w = matrix(rnd, dtype, rows, cols);
+                float[] x = TestWeights.randomVector(rnd, 3 + tokens * cols);
+                float[] y = TestWeights.randomVector(rnd, 2 + tokens * rows), y0 = y.clone();
+                w.matvecRows(x, 3, tokens, y, 2, true, pool);
+                float[] one = new float[rows];
+                for (int t = 0; t < tokens; t++) {
+                    w.matvec(x, 3 + t * cols, one, 0, false, pool);
+                    for (int r = 0; r < rows; r++)
+                        if (!same(y[2 + t * rows + r], y0[2 + t * rows + r] + one[r]))
+                            throw new AssertionError(dtype + " " + rows + "x" + cols + " tokens " + tokens + " t " + t + " row " + r
+                                    + ": " + y[2 + t * rows + r] + " vs " + (y0[2 + t * rows + r] + one[r]));
+                }
+            }
+        DType other = dtype == DType.Q4TP ? DType.BF16 : DType.Q4TP;
+        WeightMatrix[] ws = {matrix(rnd, dtype, 70, 320), matrix(rnd, other, 9, 320), matrix(rnd, dtype, 33, 320)};
+        int tokens = 7;
+        float[] xs = TestWeights.randomVector(rnd, tokens * 320);
+        float[][] ys = {new float[tokens * 70], new float[tokens * 9], new float[tokens * 33]};
+        WeightMatrix.matvecAllRows(xs, tokens, ws, ys, pool);
+        for (int i = 0; i < ws.length; i++)
+            for (int t = 0; t < tokens; t++) {
+                float[] one = new float[ws[i].rows];
+                ws[i].matvec(xs, t * 320, one, 0, false, pool);
+                for (int r = 0; r < one.length; r++)
+                    if (!same(ys[i][t * one.length + r], one[r]))
+                        throw new AssertionError("matvecAllRows matrix " + i + " (" + ws[i].dtype() + ") t " + t + " row " + r + ": "
+                                + ys[i][t * one.length + r] + " vs " + one[r]);
+            }
+    }
+
+    private static boolean same(float a, float b) { return Math.abs(a - b) <= 1e-5f * (1f + Math.abs(b)); }
+
     @Test
     void severalMatricesOfMixedDtypesInOneJob() {
         Random rnd = new Random(7);
