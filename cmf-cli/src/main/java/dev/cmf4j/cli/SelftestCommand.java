@@ -159,84 +159,13 @@ public final class SelftestCommand implements Callable<Integer> {
         return best;
     }
 
-    /** Prompt length, prompt chunk and first step of the batch check's 8 sequences. */
-    private static final int[] LENGTH = {3, 40, 17, 1, 25, 9, 33, 12}, CHUNK = {3, 16, 5, 1, 64, 4, 7, 12},
-            FIRST = {0, 0, 1, 2, 2, 3, 5, 6};
-    private static final int DECODE = 6;
-
     /**
-     * 8 sequences (prompts cut from the golden's ids) joining at different steps, so steps mix prompt chunks with
-     * decode rows, each continued greedily inside the batch: every row's logits against the same sequence run alone
-     * with the same chunks on the same device (tol 1e-4), and the greedy ids identical.
+     * {@link dev.cmf4j.model.graph.BatchConformance} on the model's own device: 8 sequences joining at different steps
+     * (prompt chunks beside decode rows), each row against the sequence alone (tol 1e-4), greedy ids identical.
      */
     static Check batchCheck(String name, Graph g, int[] golden) {
-        int n = LENGTH.length, V = g.vocab(), ctx = 64 + DECODE;
-        int[][] prompts = new int[n][];
-        for (int i = 0; i < n; i++) {
-            prompts[i] = new int[LENGTH[i]];
-            for (int t = 0; t < LENGTH[i]; t++) prompts[i][t] = golden[(7 * i + t) % golden.length];
-        }
-        float[][] alone = new float[n][];
-        int[][] greedy = new int[n][DECODE];
-        float[] buf = new float[64 * V];
-        for (int i = 0; i < n; i++) {
-            State st = g.newState(64, ctx);
-            try {
-                alone[i] = new float[(LENGTH[i] + DECODE) * V];
-                for (int p = 0; p < LENGTH[i]; p += CHUNK[i]) {
-                    int c = Math.min(CHUNK[i], LENGTH[i] - p);
-                    g.forward(st, prompts[i], p, c, buf, true, null);
-                    System.arraycopy(buf, 0, alone[i], p * V, c * V);
-                }
-                for (int d = 0; d < DECODE; d++) {
-                    greedy[i][d] = argmax(Arrays.copyOfRange(alone[i], (LENGTH[i] + d - 1) * V, (LENGTH[i] + d) * V));
-                    g.forward(st, new int[] {greedy[i][d]}, 0, 1, buf, true, null);
-                    System.arraycopy(buf, 0, alone[i], (LENGTH[i] + d) * V, V);
-                }
-            } finally {
-                st.close();
-            }
-        }
-        State[] seq = new State[n];
-        for (int i = 0; i < n; i++) seq[i] = g.newState(64, ctx);
-        try {
-            int rows = Arrays.stream(CHUNK).sum();   // the most rows a step holds
-            var ws = g.newWorkspace(rows, ctx);
-            var batch = new dev.cmf4j.model.graph.Batch();
-            float[] logits = new float[rows * V];
-            int[] fed = new int[n];
-            int[][] picked = new int[n][DECODE];
-            double worst = 0;
-            boolean same = true;
-            for (int step = 0; step < 200; step++) {
-                batch.clear();
-                List<Integer> members = new ArrayList<>();
-                for (int i = 0; i < n; i++) {
-                    if (step < FIRST[i] || fed[i] == LENGTH[i] + DECODE) continue;
-                    if (fed[i] < LENGTH[i])
-                        batch.add(seq[i], prompts[i], fed[i], Math.min(CHUNK[i], LENGTH[i] - fed[i]), dev.cmf4j.model.graph.Batch.Logits.ALL);
-                    else
-                        batch.add(seq[i], new int[] {picked[i][fed[i] - LENGTH[i]]}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.ALL);
-                    members.add(i);
-                }
-                if (members.isEmpty()) break;
-                g.forward(batch, ws, logits, null);
-                for (int k = 0; k < members.size(); k++) {
-                    int i = members.get(k), c = batch.span(k).tokens(), row = batch.logitRow(k);
-                    worst = Math.max(worst, maxDiff(Arrays.copyOfRange(logits, row * V, (row + c) * V),
-                            Arrays.copyOfRange(alone[i], fed[i] * V, (fed[i] + c) * V)));
-                    fed[i] += c;
-                    int d = fed[i] - LENGTH[i];
-                    if (d >= 0 && d < DECODE) {
-                        picked[i][d] = argmax(Arrays.copyOfRange(logits, (row + c - 1) * V, (row + c) * V));
-                        same &= picked[i][d] == greedy[i][d];
-                    }
-                }
-            }
-            return new Check(name, "batch of 8", worst, 1e-4, same, "vs each sequence alone");
-        } finally {
-            for (State st : seq) st.close();
-        }
+        var r = dev.cmf4j.model.graph.BatchConformance.run(g, golden);
+        return new Check(name, "batch of 8", r.maxDiff(), 1e-4, r.greedySame(), "vs each sequence alone (worst at " + r.worstAt() + ")");
     }
 
     /** One model run the way the goldens were made: all logits of the prompt (chunks of 64), then greedy steps through the cache. */

@@ -170,13 +170,18 @@ public abstract sealed class WeightMatrix
      * All matrices must have the same {@code cols}.
      */
     public static void matvecAll(float[] x, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
+        checkAll("matvecAll", x, 1, ws, ys);
+        pool.matvecJob.runAll(pool, x, ws, ys);
+    }
+
+    /** Several products of one input: as many outputs as matrices, equal cols, each X and Y_i holding {@code tokens} rows. */
+    private static void checkAll(String what, float[] x, int tokens, WeightMatrix[] ws, float[][] ys) {
         if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
         for (int i = 0; i < ws.length; i++) {
-            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matvecAll needs equal cols");
-            Objects.checkFromIndexSize(0, ws[i].cols, x.length);
-            Objects.checkFromIndexSize(0, ws[i].rows, ys[i].length);
+            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException(what + " needs equal cols");
+            Objects.checkFromIndexSize(0, tokens * ws[i].cols, x.length);
+            Objects.checkFromIndexSize(0, tokens * ws[i].rows, ys[i].length);
         }
-        pool.matvecJob.runAll(pool, x, ws, ys);
     }
 
     /**
@@ -193,12 +198,7 @@ public abstract sealed class WeightMatrix
 
     /** {@link #matvecAll} for {@code tokens} rows of x: ys[i] is [tokens, rows_i]. */
     public static void matvecAllRows(float[] x, int tokens, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
-        if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
-        for (int i = 0; i < ws.length; i++) {
-            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matvecAllRows needs equal cols");
-            Objects.checkFromIndexSize(0, tokens * ws[i].cols, x.length);
-            Objects.checkFromIndexSize(0, tokens * ws[i].rows, ys[i].length);
-        }
+        checkAll("matvecAllRows", x, tokens, ws, ys);
         if (tokens == 0) return;
         pool.matvecJob.runAll(pool, x, tokens, ws, ys);
     }
@@ -229,12 +229,7 @@ public abstract sealed class WeightMatrix
      * for all). All matrices must have the same {@code cols}; each Y_i is [tokens, rows_i].
      */
     public static void matmulAll(float[] x, int tokens, WeightMatrix[] ws, float[][] ys, WorkerPool pool) {
-        if (ws.length != ys.length) throw new IllegalArgumentException("matrices and outputs differ in count");
-        for (int i = 0; i < ws.length; i++) {
-            if (ws[i].cols != ws[0].cols) throw new IllegalArgumentException("matmulAll needs equal cols");
-            Objects.checkFromIndexSize(0, tokens * ws[i].cols, x.length);
-            Objects.checkFromIndexSize(0, tokens * ws[i].rows, ys[i].length);
-        }
+        checkAll("matmulAll", x, tokens, ws, ys);
         if (tokens == 0) return;
         pool.gemmJob.run(pool, x, 0, tokens, ws, ys, 0, false);
     }
