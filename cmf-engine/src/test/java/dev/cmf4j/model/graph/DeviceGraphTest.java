@@ -140,7 +140,9 @@ class DeviceGraphTest {
             float[] want = new float[g.vocab()], got = new float[g.vocab()];
             hf.graph().forward(hf.graph().newState(8, 64), new int[] {1, 2, 3}, 0, 3, want, false, null);
             g.forward(st, new int[] {1, 2, 3}, 0, 3, got, false, null);
-            assertThat(got).containsExactly(want);
+            // the same products; the last bits may differ while the JIT has not yet compiled a kernel for one of them
+            // (docs/ENGINE.md, Numerics: a full suite's run order decides which forward comes first)
+            assertThat(got).containsExactly(want, org.assertj.core.data.Offset.offset(1e-5f));
         }
     }
 }
