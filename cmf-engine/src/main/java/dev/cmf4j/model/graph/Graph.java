@@ -284,6 +284,14 @@ public final class Graph {
 
     /** The spans as the device forward takes them; positions advance once it is done. */
     private void deviceForward(Batch batch, float[] logits) {
+        if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
+            Batch.Span s = batch.span(0);
+            State st = s.sequence();
+            device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,
+                    s.logitRows() > 1);
+            st.position += s.tokens();
+            return;
+        }
         var spans = new java.util.ArrayList<DeviceForward.Span>(batch.size());
         for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
