@@ -47,6 +47,30 @@ class BenchCommandTest {
         assertThat(table.out()).contains("| device ").contains("| cpu ").doesNotContain("auto");
     }
 
+    /** {@code --batch}: aggregate speeds of B concurrent sequences, in the JSON's batch[] and in a second table. */
+    @Test
+    void batchReportsAggregateSpeedPerSequenceCount() throws Exception {
+        String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
+        Run r = run("bench", cmf, "-t", "2", "-p", "6", "-n", "3", "-r", "2", "--warmup", "0", "--batch", "1,4", "--batch-rows", "8", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        JsonNode b = new ObjectMapper().readTree(r.out()).get("batch");
+        assertThat(b).hasSize(2);
+        assertThat(b.get(0).get("sequences").asInt()).isEqualTo(1);
+        assertThat(b.get(1).get("sequences").asInt()).isEqualTo(4);
+        for (JsonNode e : b) {
+            assertThat(e.get("decode_tokens_per_s").asDouble()).isPositive();
+            assertThat(e.get("prefill_tokens_per_s").asDouble()).isPositive();
+            assertThat(e.get("decode_samples")).hasSize(2);
+        }
+        assertThat(r.err()).contains("bench: 4 sequences, rep 2/2");   // progress per batch size
+        Run table = run("bench", cmf, "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--batch", "2");
+        assertThat(table.code()).as(table.err()).isZero();
+        assertThat(table.out()).contains("| sequences |").containsPattern("\\|\\s+2 \\|");
+        Run bad = run("bench", cmf, "--batch", "0");
+        assertThat(bad.code()).isEqualTo(1);
+        assertThat(bad.err()).contains("--batch sizes must be in 1..4096");
+    }
+
     @Test
     void tableAndErrors() {
         String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();

@@ -686,9 +686,11 @@ final class ResidentForward implements DeviceForward {
     private int batchSpans;
 
     /**
-     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@code gemmMinTokens} rows, else the
-     * matvec kernels with a row dimension), each span's q/k norm, rope, KV append and attention over its own session's
-     * caches; the head over the rows asked for. Not captured as a graph. One span runs as the session's own step.
+     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows, else
+     * the matvec kernels with a row dimension), then per layer one r_attn_rows launch when every span is one token, else
+     * each span's q/k norm, rope, KV append and prefill attention over its own session's caches; the head over the rows
+     * asked for. A step of one-token rows that all want logits replays a graph captured per row count. One span runs as
+     * the session's own step.
      */
     @Override public void forward(List<Span> spans, float[] logits, int vocab) {
         if (spans.size() == 1) {
@@ -813,8 +815,9 @@ final class ResidentForward implements DeviceForward {
             BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
             batchGraphs.put(t, bg);
             return bg;
-        } catch (CudaException e) {
+        } catch (RuntimeException e) {
             args.close();
+            if (!(e instanceof CudaException)) throw e;
             batchCapture = false;
             mm.note("batched decode steps launch one by one: capturing one failed (" + e.getMessage() + ")");
             return null;
