@@ -212,7 +212,7 @@ public final class BenchCommand implements Callable<Integer> {
             try {
                 for (int i = 0; i < b; i++) ss[i] = new Session(graph, ctx);
                 long t0 = System.nanoTime();
-                driver.prefill(ss, prompts, promptTokens == 0 ? 1 : Math.max(1, batchRows));
+                driver.prefill(ss, prompts, batchRows);
                 long t1 = System.nanoTime();
                 int[][] ids = new int[b][1];
                 for (int g = 0; g < genTokens; g++) {

@@ -689,15 +689,10 @@ final class ResidentForward implements DeviceForward {
      * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows, else
      * the matvec kernels with a row dimension), then per layer one r_attn_rows launch when every span is one token, else
      * each span's q/k norm, rope, KV append and prefill attention over its own session's caches; the head over the rows
-     * asked for. A step of one-token rows that all want logits replays a graph captured per row count. One span runs as
-     * the session's own step.
+     * asked for. A step of one-token rows that all want logits replays a graph captured per row count. (A one-span step
+     * comes to the session's own {@link #forward(Object, int[], int, int, int, float[], boolean)}: Graph routes it there.)
      */
     @Override public void forward(List<Span> spans, float[] logits, int vocab) {
-        if (spans.size() == 1) {
-            Span s = spans.getFirst();
-            forward(s.state(), s.ids(), s.off(), s.tokens(), s.pos0(), s.logitRows() == 0 ? null : logits, s.logitRows() > 1);
-            return;
-        }
         int rows = 0, want = 0;
         for (Span sp : spans) {
             SessionState st = (SessionState) sp.state();

@@ -64,8 +64,6 @@ public final class Batch {
         return this;
     }
 
-    public List<Span> spans() { return List.copyOf(spans); }
-
     public int size() { return spans.size(); }
 
     public Span span(int i) { return spans.get(i); }

@@ -45,15 +45,15 @@ public interface DeviceForward {
 
     /**
      * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
-     * ([Σ logitRows, vocab]). The caller has checked every span. By default one {@link #forward} per span; a device
-     * that batches overrides it.
+     * ([Σ logitRows, vocab]). The caller has checked every span; {@link Graph} sends a one-span step to the single
+     * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
      */
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
         int row = 0;
         for (Span s : spans) {
-            float[] out = s.logitRows() == 0 ? null : spans.size() == 1 ? logits : new float[s.logitRows() * vocab];
+            float[] out = s.logitRows() == 0 ? null : new float[s.logitRows() * vocab];
             forward(s.state(), s.ids(), s.off(), s.tokens(), s.pos0(), out, s.logitRows() > 1);
-            if (out != null && out != logits) System.arraycopy(out, 0, logits, row * vocab, s.logitRows() * vocab);
+            if (out != null) System.arraycopy(out, 0, logits, row * vocab, s.logitRows() * vocab);
             row += s.logitRows();
         }
     }
