@@ -1,0 +1,466 @@
+package dev.cmf4j.runtime;
+
+import dev.cmf4j.model.graph.Graph;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.LinkedList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * Continuous batching for one model: one loop thread (the model's forward is not thread-safe) admits submitted
+ * requests, and every step runs the decode token of each running sequence together with prompt chunks of new ones
+ * through a {@link BatchDriver}, samples each row with its own request's parameters and streams it to the request's
+ * {@link TokenSink}. A cancelled or timed-out sequence leaves before the next step; a failing one ends alone.
+ * Finished sequences stay cached (up to {@link Config#cachedSessions}) so a prompt that extends one (a chat's next
+ * turn) prefills only its new tokens.
+ */
+public final class Scheduler implements AutoCloseable {
+
+    /**
+     * @param parallel       sequences running at once (more wait in the queue)
+     * @param maxContext     positions a sequence may hold (prompt and output)
+     * @param maxQueue       requests waiting at most; {@link #submit} refuses more
+     * @param stepRows       token rows one step holds (decode rows first, prompt chunks fill the rest)
+     * @param chunk          the most prompt tokens of one sequence per step
+     * @param cachedSessions finished sequences kept for prefix reuse
+     */
+    public record Config(int parallel, int maxContext, int maxQueue, int stepRows, int chunk, int cachedSessions) {
+        public Config {
+            if (parallel < 1) throw new IllegalArgumentException("parallel must be >= 1, got " + parallel);
+            if (maxContext < 2) throw new IllegalArgumentException("context must be >= 2, got " + maxContext);
+            if (maxQueue < 0) throw new IllegalArgumentException("max queue must be >= 0, got " + maxQueue);
+            if (stepRows < parallel) throw new IllegalArgumentException("step rows (" + stepRows + ") must hold every running sequence (" + parallel + ")");
+            if (chunk < 1) throw new IllegalArgumentException("chunk must be >= 1");
+            if (cachedSessions < 0) throw new IllegalArgumentException("cached sessions must be >= 0");
+        }
+
+        /** {@code parallel} sequences of up to {@code maxContext} positions, steps of max(parallel, 64) rows. */
+        public static Config of(int parallel, int maxContext, int maxQueue) {
+            return new Config(parallel, maxContext, maxQueue, Math.max(parallel, Session.DEFAULT_CHUNK), Session.DEFAULT_CHUNK, parallel);
+        }
+    }
+
+    /** Past {@link Config#maxQueue} waiting requests. */
+    public static final class QueueFull extends RuntimeException {
+        public QueueFull(String message) { super(message); }
+    }
+
+    /** A submitted request's handle. */
+    public interface Ticket {
+        long id();
+
+        /** Ends the generation (finish CANCELLED) before the scheduler's next step; idempotent. */
+        void cancel();
+    }
+
+    /** One live sequence as {@link #live()} lists it. */
+    public record SequenceInfo(long id, String state, int promptTokens, int cachedTokens, int generatedTokens,
+                               int position, long ageMillis) {}
+
+    /** Counters since start and gauges now. */
+    public record Stats(long requests, long promptTokens, long cachedPromptTokens, long generatedTokens,
+                        int running, int waiting, double kvUsage, long steps) {}
+
+    private final Graph graph;
+    private final TextCodec codec;
+    private final Config cfg;
+    private final BatchDriver driver;
+    private final int vocab;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition arrived = lock.newCondition();
+    private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
+    private final List<Sequence> running = new ArrayList<>();
+    private final LinkedList<Session> cache = new LinkedList<>();   // most recently finished first
+    private final ConcurrentHashMap<Long, Sequence> live = new ConcurrentHashMap<>();
+    private final AtomicLong ids = new AtomicLong();
+    private final AtomicLong promptTokens = new AtomicLong(), cachedTokens = new AtomicLong(), generated = new AtomicLong(), steps = new AtomicLong();
+    private final Thread loop;
+    private volatile boolean closed;
+
+    /**
+     * Starts the loop thread.
+     *
+     * @param codec turns tokens into streamed text and applies stop strings; null for ids only
+     */
+    public Scheduler(Graph graph, TextCodec codec, Config cfg) {
+        this.graph = graph;
+        this.codec = codec;
+        this.cfg = cfg;
+        this.vocab = graph.vocab();
+        this.driver = new BatchDriver(graph, cfg.stepRows(), cfg.maxContext());
+        this.loop = Thread.ofPlatform().name("cmf-scheduler").daemon().start(this::run);
+    }
+
+    public Config config() { return cfg; }
+
+    /**
+     * Queues one request; its sink hears everything from the loop thread.
+     *
+     * @throws GenerationException.BadInput    ids outside the vocabulary, stops without a text codec
+     * @throws GenerationException.ContextLimit a prompt that leaves no room to generate in the context
+     * @throws QueueFull                        past {@link Config#maxQueue} waiting requests
+     */
+    public Ticket submit(GenerationRequest r) { return submitAll(List.of(r)).getFirst(); }
+
+    /** Queues several requests at once (all or none; e.g. a request's {@code n} choices). */
+    public List<Ticket> submitAll(List<GenerationRequest> rs) {
+        for (GenerationRequest r : rs) check(r);
+        List<Ticket> out = new ArrayList<>();
+        lock.lock();
+        try {
+            if (closed) throw new IllegalStateException("the scheduler is closed");
+            if (waiting.size() + rs.size() > cfg.maxQueue())
+                throw new QueueFull(waiting.size() + " requests are waiting (at most " + cfg.maxQueue() + ")");
+            for (GenerationRequest r : rs) {
+                Sequence s = new Sequence(ids.incrementAndGet(), r);
+                waiting.add(s);
+                live.put(s.id, s);
+                out.add(s);
+            }
+            arrived.signal();
+        } finally {
+            lock.unlock();
+        }
+        return out;
+    }
+
+    private void check(GenerationRequest r) {
+        for (int i = 0; i < r.prompt().length; i++)
+            if (r.prompt()[i] < 0 || r.prompt()[i] >= vocab)
+                throw new GenerationException.BadInput("token id " + r.prompt()[i] + " (at index " + i + ") is outside the vocabulary [0, " + vocab + ")");
+        int ctx = Math.min(cfg.maxContext(), graph.spec().maxPositions());
+        if (r.prompt().length >= ctx)
+            throw new GenerationException.ContextLimit(ctx, "the prompt's " + r.prompt().length
+                    + " tokens leave no room in the context of " + ctx + " tokens");
+        if (!r.stops().isEmpty() && codec == null) throw new GenerationException.BadInput("stop strings need a text codec");
+    }
+
+    /** The sequences waiting and running now. */
+    public List<SequenceInfo> live() {
+        long now = System.nanoTime();
+        List<SequenceInfo> out = new ArrayList<>();
+        for (Sequence s : live.values())
+            out.add(new SequenceInfo(s.id, s.phase, s.request.prompt().length, s.cached, s.tokens, s.position,
+                    (now - s.submitted) / 1_000_000));
+        out.sort((a, b) -> Long.compare(a.id(), b.id()));
+        return out;
+    }
+
+    public Stats stats() {
+        int run = 0, wait = 0;
+        long held = 0;
+        for (Sequence s : live.values()) {
+            if (s.phase.equals("waiting")) wait++;
+            else { run++; held += s.position; }
+        }
+        double kv = (double) held / ((long) cfg.parallel() * cfg.maxContext());
+        return new Stats(ids.get(), promptTokens.get(), cachedTokens.get(), generated.get(), run, wait, kv, steps.get());
+    }
+
+    /** Stops the loop: every live request ends CANCELLED, cached sessions are freed. */
+    @Override public void close() {
+        lock.lock();
+        try {
+            closed = true;
+            arrived.signal();
+        } finally {
+            lock.unlock();
+        }
+        try {
+            loop.join(10_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    // ---- the loop thread ----
+
+    private void run() {
+        try {
+            while (!closed) {
+                admit();
+                reap();
+                if (running.isEmpty()) {
+                    idle();
+                    continue;
+                }
+                step();
+            }
+        } finally {
+            lock.lock();
+            try {
+                for (Sequence s : waiting) finish(s, Completion.Finish.CANCELLED, null);
+                waiting.clear();
+            } finally {
+                lock.unlock();
+            }
+            for (Sequence s : List.copyOf(running)) finish(s, Completion.Finish.CANCELLED, null);
+            for (Session s : cache) s.close();
+            cache.clear();
+        }
+    }
+
+    private void idle() {
+        lock.lock();
+        try {
+            // wake now and then so a waiting request's timeout is noticed even with nothing else to do
+            if (waiting.isEmpty() && !closed) arrived.await(100, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            closed = true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Moves waiting requests into free places, each with a session (a cached prefix when one fits). */
+    private void admit() {
+        while (running.size() < cfg.parallel()) {
+            Sequence s;
+            lock.lock();
+            try {
+                s = waiting.poll();
+            } finally {
+                lock.unlock();
+            }
+            if (s == null) return;
+            if (s.cancelled || s.expired()) { finish(s, s.cancelled ? Completion.Finish.CANCELLED : Completion.Finish.TIMEOUT, null); continue; }
+            try {
+                s.begin(takeSession(s.request.prompt()));
+                running.add(s);
+            } catch (RuntimeException e) {
+                finish(s, Completion.Finish.ERROR, message(e));
+            }
+        }
+    }
+
+    /** Ends cancelled and timed-out sequences, waiting or running. */
+    private void reap() {
+        lock.lock();
+        try {
+            for (Iterator<Sequence> it = waiting.iterator(); it.hasNext(); ) {
+                Sequence s = it.next();
+                if (s.cancelled || s.expired()) {
+                    it.remove();
+                    finish(s, s.cancelled ? Completion.Finish.CANCELLED : Completion.Finish.TIMEOUT, null);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        for (Sequence s : List.copyOf(running))
+            if (s.cancelled) finish(s, Completion.Finish.CANCELLED, null);
+            else if (s.expired()) finish(s, Completion.Finish.TIMEOUT, null);
+    }
+
+    /** One forward step: a decode row per sampling sequence, then prompt chunks in admission order. */
+    private void step() {
+        List<Sequence> members = new ArrayList<>();
+        List<int[]> feed = new ArrayList<>();
+        int rows = 0;
+        for (Sequence s : running)
+            if (s.next >= 0) { members.add(s); feed.add(new int[] {s.next}); rows++; }
+        for (Sequence s : running) {
+            if (s.next >= 0) continue;
+            int n = Math.min(Math.min(cfg.chunk(), s.prompt.length - s.fed), cfg.stepRows() - rows);
+            if (n <= 0) break;
+            members.add(s);
+            feed.add(Arrays.copyOfRange(s.prompt, s.fed, s.fed + n));
+            rows += n;
+        }
+        float[] logits;
+        try {
+            logits = driver.step(members.stream().map(s -> s.session).toArray(Session[]::new), feed.toArray(int[][]::new));
+        } catch (RuntimeException e) {
+            stepAlone(members, feed);
+            return;
+        }
+        steps.incrementAndGet();
+        for (int k = 0; k < members.size(); k++) after(members.get(k), feed.get(k), logits, k * vocab);
+    }
+
+    /** After a failed step (which changed no sequence): each member alone, so only the failing ones end. */
+    private void stepAlone(List<Sequence> members, List<int[]> feed) {
+        for (int k = 0; k < members.size(); k++) {
+            Sequence s = members.get(k);
+            float[] logits;
+            try {
+                logits = driver.step(new Session[] {s.session}, new int[][] {feed.get(k)});
+            } catch (RuntimeException e) {
+                finish(s, Completion.Finish.ERROR, message(e));
+                continue;
+            }
+            steps.incrementAndGet();
+            after(s, feed.get(k), logits, 0);
+        }
+    }
+
+    /** A member's share of a step: its prompt moves on, or it samples its next token from row {@code off}. */
+    private void after(Sequence s, int[] fed, float[] logits, int off) {
+        s.position = s.session.position();
+        if (s.next < 0) {
+            s.fed += fed.length;
+            promptTokens.addAndGet(fed.length);
+            if (s.fed < s.prompt.length) return;
+        }
+        int id;
+        try {
+            id = s.sample(logits, off);
+        } catch (RuntimeException e) {
+            finish(s, Completion.Finish.ERROR, message(e));
+            return;
+        }
+        if (id < 0) {
+            Generator.Result r = s.generation.result();
+            finish(s, r.reason() == Generator.StopReason.EOS || r.reason() == Generator.StopReason.STOP_STRING
+                    ? Completion.Finish.STOP : Completion.Finish.LENGTH, null);
+        } else {
+            s.next = id;
+        }
+    }
+
+    /** Ends a sequence (waiting or running): tells its sink, caches its session unless it failed. */
+    private void finish(Sequence s, Completion.Finish why, String error) {
+        running.remove(s);
+        live.remove(s.id);
+        long now = System.nanoTime();
+        int[] tokens;
+        String text;
+        if (s.generation != null && s.generation.done()) {
+            Generator.Result r = s.generation.result();
+            tokens = r.tokens();
+            text = r.text();
+        } else {
+            tokens = s.out.stream().mapToInt(Integer::intValue).toArray();
+            text = s.text.toString();
+        }
+        if (s.session != null) {
+            if (why == Completion.Finish.ERROR) s.session.close();
+            else keep(s.session);
+        }
+        Completion c = new Completion(tokens, text, why, s.request.prompt().length, s.cached, error,
+                (s.began > 0 ? s.began : now) - s.submitted, s.firstToken > 0 ? s.firstToken - s.submitted : -1, now - s.submitted);
+        try {
+            s.request.sink().finished(c);
+        } catch (RuntimeException ignored) {
+            // the sink's failure is its own; the loop goes on
+        }
+    }
+
+    /** The cached session holding the longest proper prefix of {@code prompt} (taken out of the cache), or a new one. */
+    private Session takeSession(int[] prompt) {
+        Session best = null;
+        int bestLen = 0;
+        for (Session c : cache) {
+            int[] h = c.history();
+            if (h.length > bestLen && h.length < prompt.length && Arrays.equals(h, 0, h.length, prompt, 0, h.length)) {
+                best = c;
+                bestLen = h.length;
+            }
+        }
+        if (best != null) {
+            cache.remove(best);
+            return best;
+        }
+        return new Session(graph, cfg.maxContext());
+    }
+
+    private void keep(Session s) {
+        if (cfg.cachedSessions() == 0 || s.position() == 0) { s.close(); return; }
+        cache.addFirst(s);
+        while (cache.size() > cfg.cachedSessions()) cache.removeLast().close();
+    }
+
+    private static String message(RuntimeException e) {
+        return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+    }
+
+    /** One request's life in the loop. Fields the loop writes and other threads read ({@link #live}) are volatile. */
+    private final class Sequence implements Ticket, Generator.Listener {
+        final long id;
+        final GenerationRequest request;
+        final long submitted = System.nanoTime();
+        final long deadline;
+        final List<Integer> out = new ArrayList<>();
+        final StringBuilder text = new StringBuilder();
+        final LogitAdjustment adjust;
+        volatile boolean cancelled;
+        volatile String phase = "waiting";
+        volatile int cached, tokens, position;
+        Session session;
+        Generator.Generation generation;
+        int[] prompt;   // the part of the request's prompt the session does not hold yet
+        int fed;        // of prompt
+        int next = -1;  // the sampled id the next step feeds; -1 while the prompt runs
+        long began, firstToken;
+        float[] row;    // the adjusted logits row, when the request adjusts them
+        float[] raw;    // the step's logits and this sequence's row in them, for log-probabilities
+        int rawOff;
+
+        Sequence(long id, GenerationRequest request) {
+            this.id = id;
+            this.request = request;
+            this.deadline = request.timeout() == null ? Long.MAX_VALUE : submitted + request.timeout().toNanos();
+            this.adjust = new LogitAdjustment(request.logitBias(), request.presencePenalty(), request.frequencyPenalty());
+        }
+
+        @Override public long id() { return id; }
+
+        @Override public void cancel() {
+            cancelled = true;
+            lock.lock();
+            try {
+                arrived.signal();
+            } finally {
+                lock.unlock();
+            }
+        }
+
+        boolean expired() { return System.nanoTime() - deadline > 0; }
+
+        void begin(Session s) {
+            session = s;
+            int held = s.position();
+            cached = held;
+            cachedTokens.addAndGet(held);
+            prompt = Arrays.copyOfRange(request.prompt(), held, request.prompt().length);
+            Generator gen = new Generator(s, new Sampler(request.sampling()), request.eos(), request.stops());
+            generation = gen.start(request.maxTokens(), codec == null ? null : codec.stream(true), this);
+            began = System.nanoTime();
+            phase = "prefill";
+            position = held;
+            request.sink().started(request.prompt().length, held);
+        }
+
+        int sample(float[] logits, int off) {
+            raw = logits;
+            rawOff = off;
+            if (!adjust.active()) return generation.next(logits, off);
+            if (row == null) row = new float[vocab];
+            adjust.apply(logits, off, vocab, row);
+            return generation.next(row, 0);
+        }
+
+        @Override public void token(int tokenId) {
+            if (firstToken == 0) { firstToken = System.nanoTime(); phase = "decode"; }
+            out.add(tokenId);
+            tokens = out.size();
+            generated.incrementAndGet();
+            adjust.generated(tokenId);
+            TokenLogprobs lp = request.topLogprobs() < 0 ? null : TokenLogprobs.of(raw, rawOff, vocab, tokenId, request.topLogprobs());
+            request.sink().token(tokenId, lp);
+        }
+
+        @Override public void text(String piece) {
+            text.append(piece);
+            request.sink().text(piece);
+        }
+    }
+}

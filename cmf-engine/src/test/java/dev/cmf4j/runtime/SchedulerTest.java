@@ -1,0 +1,220 @@
+package dev.cmf4j.runtime;
+
+import dev.cmf4j.model.Model;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.IntConsumer;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The scheduler on the bundled model ({@code models/default.cmf}): batched output equals each request alone. */
+class SchedulerTest {
+    static Model model;
+    static TextCodec codec;
+    static final String[] TEXTS = {"The ls command", "What does grep do?", "To configure the network,",
+            "Copyright (C) 2004 Free Software Foundation", "usage: tar [options]", "The file system",
+            "Python's json module", "A"};
+
+    @BeforeAll static void open() {
+        Path dir = Path.of("").toAbsolutePath();
+        while (dir != null && !Files.isRegularFile(dir.resolve("models/default.cmf"))) dir = dir.getParent();
+        assertThat(dir).as("models/default.cmf above the working directory").isNotNull();
+        model = Model.open(dir.resolve("models/default.cmf"));
+        codec = TextCodec.of(model.file());
+    }
+
+    @AfterAll static void close() { if (model != null) model.close(); }
+
+    /** Records what a sink hears; {@code onToken} runs on the loop thread after each token. */
+    static final class Collect implements TokenSink {
+        final List<Integer> tokens = new ArrayList<>();
+        final List<TokenLogprobs> logprobs = new ArrayList<>();
+        final StringBuilder text = new StringBuilder();
+        final CompletableFuture<Completion> done = new CompletableFuture<>();
+        final CountDownLatch started = new CountDownLatch(1);
+        IntConsumer onToken = id -> {};
+
+        @Override public void started(int promptTokens, int cachedTokens) { started.countDown(); }
+
+        @Override public void token(int id, TokenLogprobs lp) {
+            tokens.add(id);
+            if (lp != null) logprobs.add(lp);
+            onToken.accept(id);
+        }
+
+        @Override public void text(String piece) { text.append(piece); }
+
+        @Override public void finished(Completion c) { done.complete(c); }
+
+        Completion await() throws Exception { return done.get(60, TimeUnit.SECONDS); }
+    }
+
+    /** What {@code cmf generate --greedy} computes: one session alone, exactly n tokens. */
+    static int[] alone(int[] prompt, int n) {
+        Session s = new Session(model.graph(), prompt.length + n + 1);
+        return new Generator(s, new Sampler(SamplingParams.GREEDY), Set.of(), List.of()).generate(prompt, n, null, null).tokens();
+    }
+
+    static Scheduler scheduler(int parallel, int maxQueue) {
+        return new Scheduler(model.graph(), codec, new Scheduler.Config(parallel, 512, maxQueue, 64, 16, parallel));
+    }
+
+    @Test void greedyOutputEqualsGenerateAloneAndAmongSevenOthers() throws Exception {
+        int n = 20;
+        int[][] prompts = Arrays.stream(TEXTS).map(codec::encode).toArray(int[][]::new);
+        int[][] want = new int[prompts.length][];
+        for (int i = 0; i < prompts.length; i++) want[i] = alone(prompts[i], n);
+        try (Scheduler s = scheduler(8, 16)) {
+            Collect solo = new Collect();
+            s.submit(GenerationRequest.of(prompts[0], n, SamplingParams.GREEDY, Set.of(), solo));
+            Completion c = solo.await();
+            assertThat(c.tokens()).containsExactly(want[0]);
+            assertThat(c.finish()).isEqualTo(Completion.Finish.LENGTH);
+            assertThat(solo.tokens).containsExactly(Arrays.stream(want[0]).boxed().toArray(Integer[]::new));
+            assertThat(solo.text.toString()).isEqualTo(c.text()).isEqualTo(codec.tokenizer().decode(want[0], true));
+
+            // eight at once, with different prompt lengths, budgets and samplers: the greedy ones stay exact
+            List<Collect> sinks = new ArrayList<>();
+            for (int i = 0; i < prompts.length; i++) {
+                Collect k = new Collect();
+                sinks.add(k);
+                SamplingParams p = i % 3 == 2 ? new SamplingParams(0.9f, 40, 0.95f, 0f, 1.1f, 0f, 7L + i) : SamplingParams.GREEDY;
+                s.submit(GenerationRequest.of(prompts[i], i % 3 == 2 ? 5 + i : n, p, Set.of(), k));
+            }
+            for (int i = 0; i < prompts.length; i++) {
+                Completion ci = sinks.get(i).await();
+                if (i % 3 == 2) assertThat(ci.tokens()).hasSize(5 + i);
+                else assertThat(ci.tokens()).as("request " + i + " among 8").containsExactly(want[i]);
+            }
+            assertThat(s.stats().running()).isZero();
+            assertThat(s.stats().generatedTokens()).isEqualTo(n + 6L * n + (5 + 2) + (5 + 5));
+        }
+    }
+
+    @Test void cancelEndsTheSequenceBeforeTheNextStepAndOthersGoOn() throws Exception {
+        int[] p = codec.encode(TEXTS[1]);
+        int[] want = alone(p, 16);
+        try (Scheduler s = scheduler(4, 8)) {
+            Collect victim = new Collect(), other = new Collect();
+            var ticket = s.submitAll(List.of(GenerationRequest.of(codec.encode(TEXTS[0]), 400, SamplingParams.GREEDY, Set.of(), victim),
+                    GenerationRequest.of(p, 16, SamplingParams.GREEDY, Set.of(), other))).getFirst();
+            victim.onToken = id -> { if (victim.tokens.size() == 3) ticket.cancel(); };
+            Completion c = victim.await();
+            assertThat(c.finish()).isEqualTo(Completion.Finish.CANCELLED);
+            assertThat(c.tokens()).as("no token sampled after the cancel").hasSize(3);
+            assertThat(other.await().tokens()).containsExactly(want);
+            assertThat(s.live()).isEmpty();
+        }
+    }
+
+    @Test void timeoutAndFailingSinkEndOnlyTheirOwnRequest() throws Exception {
+        int[] p = codec.encode(TEXTS[2]);
+        int[] want = alone(p, 16);
+        try (Scheduler s = scheduler(4, 8)) {
+            Collect slow = new Collect(), broken = new Collect(), fine = new Collect();
+            broken.onToken = id -> { if (broken.tokens.size() == 2) throw new IllegalStateException("client gone"); };
+            s.submitAll(List.of(
+                    GenerationRequest.of(codec.encode(TEXTS[0]), 100_000, SamplingParams.GREEDY, Set.of(), slow).withTimeout(Duration.ofMillis(300)),
+                    GenerationRequest.of(codec.encode(TEXTS[3]), 50, SamplingParams.GREEDY, Set.of(), broken),
+                    GenerationRequest.of(p, 16, SamplingParams.GREEDY, Set.of(), fine)));
+            Completion b = broken.await();
+            assertThat(b.finish()).isEqualTo(Completion.Finish.ERROR);
+            assertThat(b.error()).contains("client gone");
+            assertThat(fine.await().tokens()).containsExactly(want);
+            Completion t = slow.await();
+            assertThat(t.finish()).isEqualTo(Completion.Finish.TIMEOUT);
+            assertThat(t.totalNanos()).isGreaterThanOrEqualTo(300_000_000L);
+        }
+    }
+
+    @Test void aPromptThatExtendsAFinishedOnePrefillsOnlyItsNewTokens() throws Exception {
+        int[] p = codec.encode(TEXTS[4]);
+        try (Scheduler s = scheduler(2, 8)) {
+            Collect first = new Collect();
+            s.submit(GenerationRequest.of(p, 8, SamplingParams.GREEDY, Set.of(), first));
+            int[] out = first.await().tokens();
+            // the next turn: what the session holds (the prompt and all but the last token, never fed) and more
+            int[] next = concat(p, out, codec.encode(" and then"));
+            Collect second = new Collect();
+            s.submit(GenerationRequest.of(next, 10, SamplingParams.GREEDY, Set.of(), second));
+            Completion c = second.await();
+            assertThat(c.cachedTokens()).isEqualTo(p.length + out.length - 1);
+            assertThat(c.tokens()).containsExactly(alone(next, 10));
+            assertThat(s.stats().cachedPromptTokens()).isEqualTo(p.length + out.length - 1);
+        }
+    }
+
+    @Test void stopStringsLogprobsAndLogitBias() throws Exception {
+        int[] p = codec.encode(TEXTS[5]);
+        int[] want = alone(p, 12);
+        String full = codec.tokenizer().decode(want, true);
+        String stop = full.substring(full.length() / 2, full.length() / 2 + 3);
+        try (Scheduler s = scheduler(2, 8)) {
+            Collect cut = new Collect(), lp = new Collect(), bias = new Collect();
+            s.submitAll(List.of(
+                    GenerationRequest.of(p, 12, SamplingParams.GREEDY, Set.of(), cut).withStops(List.of(stop)),
+                    new GenerationRequest(p, 4, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(), 3, null, lp),
+                    new GenerationRequest(p, 3, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(77, 100f), -1, null, bias)));
+            Completion c = cut.await();
+            assertThat(c.finish()).isEqualTo(Completion.Finish.STOP);
+            assertThat(c.text()).isEqualTo(full.substring(0, full.indexOf(stop)));
+            assertThat(cut.text.toString()).isEqualTo(c.text());
+
+            assertThat(lp.await().tokens()).containsExactly(Arrays.copyOf(want, 4));
+            assertThat(lp.logprobs).hasSize(4);
+            for (TokenLogprobs l : lp.logprobs) {
+                assertThat(l.topIds()).hasSize(3);
+                assertThat(l.topIds()[0]).as("greedy takes the most probable").isEqualTo(l.id());
+                assertThat(l.logprob()).isEqualTo(l.topLogprobs()[0]).isLessThanOrEqualTo(0f);
+                assertThat(l.topLogprobs()[1]).isLessThanOrEqualTo(l.topLogprobs()[0]);
+            }
+            assertThat(bias.await().tokens()).containsExactly(77, 77, 77);
+        }
+    }
+
+    @Test void badInputAndAFullQueueAreRefusedAtSubmission() throws Exception {
+        try (Scheduler s = scheduler(1, 1)) {
+            int v = model.graph().vocab();
+            assertThatThrownBy(() -> s.submit(GenerationRequest.of(new int[] {1, v}, 4, SamplingParams.GREEDY, Set.of(), new Collect())))
+                    .isInstanceOf(GenerationException.BadInput.class).hasMessageContaining("outside the vocabulary");
+            assertThatThrownBy(() -> s.submit(GenerationRequest.of(new int[512], 4, SamplingParams.GREEDY, Set.of(), new Collect())))
+                    .isInstanceOf(GenerationException.ContextLimit.class);
+            Collect running = new Collect(), waiting = new Collect();
+            var a = s.submit(GenerationRequest.of(codec.encode("The"), 400, SamplingParams.GREEDY, Set.of(), running));
+            assertThat(running.started.await(30, TimeUnit.SECONDS)).isTrue();
+            var b = s.submit(GenerationRequest.of(codec.encode("The"), 400, SamplingParams.GREEDY, Set.of(), waiting));
+            assertThatThrownBy(() -> s.submit(GenerationRequest.of(codec.encode("The"), 4, SamplingParams.GREEDY, Set.of(), new Collect())))
+                    .isInstanceOf(Scheduler.QueueFull.class);
+            assertThat(s.stats().waiting()).isEqualTo(1);
+            assertThat(s.live()).extracting(Scheduler.SequenceInfo::state).contains("waiting");
+            b.cancel();
+            a.cancel();
+            assertThat(waiting.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
+            assertThat(waiting.await().tokens()).isEmpty();
+            assertThat(running.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
+        }
+    }
+
+    static int[] concat(int[]... parts) {
+        int n = 0;
+        for (int[] p : parts) n += p.length;
+        int[] out = new int[n];
+        int o = 0;
+        for (int[] p : parts) { System.arraycopy(p, 0, out, o, p.length); o += p.length; }
+        return out;
+    }
+}
