@@ -35,6 +35,17 @@ public sealed interface Ffn permits Ffn.GatedMlp, Ffn.Moe, Ffn.DenseAndMoe {
          * multiply by per_expert_scale of the chosen experts.
          */
         record ScaledSoftmaxTopK(String proj, String scale, String perExpertScale, float eps) implements Router {}
+
+        /**
+         * Embryo resonance routing (top-1, weight exactly 1): expert e has a centre μ_e, {@code rank} orthonormal
+         * directions u_e and a bias b_e; score_e = b_e − (‖y − μ_e‖² − Σ_i ((y − μ_e)·u_ei)²) and the first
+         * maximum wins. Descriptors are per expert ({@code %d} in the names) or stacked [experts, ·] tensors.
+         *
+         * @param u null when rank is 0
+         */
+        record Resonance(String mu, String u, String bias, boolean stacked, int rank) implements Router {
+            public String nameOf(String name, int expert) { return stacked ? name : name.formatted(expert); }
+        }
     }
 
     /**

@@ -4,7 +4,7 @@ package dev.cmf4j.model;
  * The token mixer of one layer: what moves information between positions. Each kind has its own
  * executor in {@code dev.cmf4j.model.graph}; adding a kind is a record here plus one executor class.
  */
-public sealed interface Mixer permits Mixer.Attention, Mixer.GatedDeltaNet {
+public sealed interface Mixer permits Mixer.Attention, Mixer.BoundedAttention, Mixer.GatedDeltaNet {
 
     /**
      * Softmax attention with grouped K/V heads, in every variant the fixtures exercise.
@@ -45,6 +45,28 @@ public sealed interface Mixer permits Mixer.Attention, Mixer.GatedDeltaNet {
     }
 
     /**
+     * The natively bounded anchor {@code swa_sink_v1} (Embryo): a ring of the last {@code window} unrotated keys and
+     * values plus {@code sinks} trained sink vectors per KV group. A query scores the sinks unrotated and each window
+     * key after rotating itself by its distance to that key; one softmax covers both. The current token is in its
+     * own window. No absolute position appears, so the state is a fixed number of bytes whatever the context.
+     *
+     * @param sinkK, sinkV  [kvHeads, sinks, headDim] trained sink keys and values (weights, not positions)
+     * @param rotaryDim     leading head dims the relative rotation turns (rotate-half pairing over that span)
+     * @param ropeTheta     base of the rotation frequencies theta^(−2i/rotaryDim)
+     * @param scale         multiplies every score (headDim^-½)
+     */
+    record BoundedAttention(int heads, int kvHeads, int headDim, String qProj, String kProj, String vProj, String oProj,
+                            String sinkK, String sinkV, int window, int sinks, int rotaryDim, double ropeTheta,
+                            float scale) implements Mixer {
+        public int qDim() { return heads * headDim; }
+
+        public int kvDim() { return kvHeads * headDim; }
+
+        /** Bytes of one sequence's state: the key and value rings, float32. */
+        public long stateBytes() { return 2L * kvHeads * window * headDim * Float.BYTES; }
+    }
+
+    /**
      * Gated DeltaNet (Qwen3-Next linear attention): a causal depthwise conv over [q;k;v], L2-normed q/k,
      * per-head decay g = −exp(A_log)·softplus(a + dt_bias) and write strength β = σ(b), the delta rule
      * state S[dk×dv] per value head, then a gated RMSNorm with z and the output projection.
@@ -62,6 +84,11 @@ public sealed interface Mixer permits Mixer.Attention, Mixer.GatedDeltaNet {
         public int vDim() { return valueHeads * valueDim; }
 
         public int convDim() { return 2 * qkDim() + vDim(); }
+
+        /** Bytes of one sequence's state: the conv ring of the last kernel−1 inputs and S per value head, float32. */
+        public long stateBytes() {
+            return (long) Float.BYTES * ((long) (convKernel - 1) * convDim() + (long) valueHeads * keyDim * valueDim);
+        }
     }
 
     /** Where a Gated DeltaNet layer gets its inputs. */

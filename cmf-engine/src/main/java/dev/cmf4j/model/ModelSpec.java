@@ -18,10 +18,12 @@ import java.util.List;
  * @param finalNorm     norm before the head
  * @param head          output projection [vocab, hidden] (the embedding table when tied)
  * @param finalSoftcap  final logit soft-capping (tanh(x/c)·c); 0 = none
+ * @param headClusters  hierarchical head (Embryo): the output is log p from cluster and in-cluster softmaxes; null =
+ *                      a flat head of logits
  */
 public record ModelSpec(String archName, int hidden, int vocab, int maxPositions, String embedding,
                         float embedScale, PerLayerEmbedding perLayerEmbedding, List<LayerSpec> layers,
-                        Norm finalNorm, String head, float finalSoftcap) {
+                        Norm finalNorm, String head, float finalSoftcap, HeadClusters headClusters) {
     public ModelSpec {
         layers = List.copyOf(layers);
     }
@@ -29,6 +31,28 @@ public record ModelSpec(String archName, int hidden, int vocab, int maxPositions
     public int numLayers() { return layers.size(); }
 
     public LayerSpec layer(int i) { return layers.get(i); }
+
+    /**
+     * Bytes one sequence's state takes whatever its length (recurrent and bounded layers only), or -1 when some
+     * layer's cache grows with the context.
+     */
+    public long fixedStateBytes() {
+        long sum = 0;
+        for (LayerSpec l : layers) {
+            switch (l.mixer()) {
+                case Mixer.GatedDeltaNet g -> sum += g.stateBytes();
+                case Mixer.BoundedAttention b -> sum += b.stateBytes();
+                case Mixer.Attention a -> { return -1; }
+            }
+        }
+        return sum;
+    }
+
+    /**
+     * The hierarchical clustered head: {@code count} contiguous clusters of vocab/count tokens, cluster logits from
+     * {@code weight} [count, hidden]; log p(v) = log softmax(clusters·h)[c(v)] + log softmax over c(v) of head·h.
+     */
+    public record HeadClusters(String weight, int count) {}
 
     /**
      * Gemma4 per-layer inputs: pli[l] = (norm(proj(x_emb)·projScale)[l] + table[id][l]·tableScale)·combineScale.

@@ -70,7 +70,7 @@ public final class SpecBuilder {
 
     private boolean isGptOss() { return family.startsWith("gpt_oss") || family.startsWith("gpt-oss"); }
 
-    private enum Kind { FULL, SLIDING, LINEAR }
+    private enum Kind { FULL, SLIDING, LINEAR, BOUNDED }
 
     private static Kind kindOf(String s, int layer) {
         String k = s.toLowerCase(Locale.ROOT).replace("_", "");
@@ -78,8 +78,10 @@ public final class SpecBuilder {
             case "fullattention", "full", "attention", "globalattention" -> Kind.FULL;
             case "slidingattention", "sliding", "localattention", "slidingwindowattention" -> Kind.SLIDING;
             case "linearattention", "linear", "gateddeltanet" -> Kind.LINEAR;
+            case "boundedattention" -> Kind.BOUNDED;
             default -> throw new ModelException("layer " + layer + " has layer type '" + s
-                    + "', which this engine cannot run (supported: FullAttention, SlidingAttention, LinearAttention)");
+                    + "', which this engine cannot run (supported: FullAttention, SlidingAttention, LinearAttention,"
+                    + " BoundedAttention)");
         };
     }
 
@@ -98,9 +100,10 @@ public final class SpecBuilder {
         float embedScale = (float) a.num(isGemma() ? Math.sqrt(hidden) : 1.0, "embed_multiplier");
 
         Kind[] kinds = layerKinds(layers);
+        AnchorCore anchor = anchorCore(kinds);
         int firstShared = firstKvSharedLayer(layers, kinds);
         List<LayerSpec> specs = new ArrayList<>();
-        for (int i = 0; i < layers; i++) specs.add(layer(i, kinds, firstShared));
+        for (int i = 0; i < layers; i++) specs.add(layer(i, kinds, firstShared, anchor));
 
         ModelSpec.PerLayerEmbedding ple = null;
         if (w.has("model.embed_tokens_per_layer.weight")) {
@@ -113,7 +116,7 @@ public final class SpecBuilder {
         }
         float softcap = (float) a.num(0.0, "final_logit_softcapping");
         return new ModelSpec(family.isEmpty() ? "unknown" : family, hidden, vocab, maxPos, embedding, embedScale, ple,
-                specs, new Norm("model.norm.weight", style, eps, hidden), head, softcap);
+                specs, new Norm("model.norm.weight", style, eps, hidden), head, softcap, headClusters(vocab));
     }
 
     private Kind[] layerKinds(int layers) {
@@ -137,7 +140,7 @@ public final class SpecBuilder {
         Integer n = a.integer("g3n.num_kv_shared_layers", "num_kv_shared_layers");
         if (n != null && n > 0) return layers - n;
         for (int i = 0; i < layers; i++)
-            if (kinds[i] != Kind.LINEAR && w.has(p(i) + "self_attn.q_proj.weight") && !w.has(p(i) + "self_attn.k_proj.weight"))
+            if ((kinds[i] == Kind.FULL || kinds[i] == Kind.SLIDING) && w.has(p(i) + "self_attn.q_proj.weight") && !w.has(p(i) + "self_attn.k_proj.weight"))
                 return i;
         return layers;
     }
@@ -152,9 +155,13 @@ public final class SpecBuilder {
 
     private String opt(String name) { return w.has(name) ? name : null; }
 
-    private LayerSpec layer(int i, Kind[] kinds, int firstShared) {
+    private LayerSpec layer(int i, Kind[] kinds, int firstShared, AnchorCore anchor) {
         String p = p(i);
-        Mixer mixer = kinds[i] == Kind.LINEAR ? deltaNet(i) : attention(i, kinds, firstShared);
+        Mixer mixer = switch (kinds[i]) {
+            case LINEAR -> deltaNet(i);
+            case BOUNDED -> boundedAttention(i, anchor);
+            case FULL, SLIDING -> attention(i, kinds, firstShared);
+        };
         Ffn ffn = ffn(i);
         Norm preMixer = norm(p + "input_layernorm.weight");
         Norm postMixer = null, preFfn, postFfn = null;
@@ -355,6 +362,87 @@ public final class SpecBuilder {
 
     private static Double nz(double d) { return d == 0 ? null : d; }
 
+    // ---------------------------------------------------------------- bounded anchor (Embryo)
+
+    /** The served window and sink count of {@code arch.anchor_core}, checked as the reference checks them at open. */
+    private record AnchorCore(int window, int sinks) {}
+
+    /** Most sink + window slots the reference's bounded kernels take (its format ceiling). */
+    static final int MAX_SINK_PLUS_WINDOW = 160;
+
+    /** {@code arch.anchor_core}, which must be present exactly when some layer is BoundedAttention; null when neither. */
+    private AnchorCore anchorCore(Kind[] kinds) {
+        boolean bounded = java.util.Arrays.asList(kinds).contains(Kind.BOUNDED);
+        JsonNode ac = a.archNode("anchor_core");
+        if (ac == null) {
+            if (bounded) throw new ModelException("some layer is BoundedAttention but the arch block has no anchor_core");
+            return null;
+        }
+        if (!bounded) throw new ModelException("arch.anchor_core is present but no layer is BoundedAttention");
+        String kind = ac.path("kind").asText(null);
+        if (!"swa_sink_v1".equals(kind))
+            throw new ModelException("anchor_core.kind '" + kind + "' is not supported (only swa_sink_v1)");
+        JsonNode wn = ac.get("window"), sn = ac.get("sink");
+        if (wn == null || !wn.canConvertToInt() || sn == null || !sn.canConvertToInt())
+            throw new ModelException("anchor_core needs integer window and sink fields, got " + ac);
+        int window = wn.asInt(), sinks = sn.asInt();
+        if (window < 1) throw new ModelException("anchor_core.window = " + window + " must be at least 1");
+        if (sinks < 0 || sinks + window > MAX_SINK_PLUS_WINDOW)
+            throw new ModelException("anchor_core sink " + sinks + " + window " + window + " must lie in 1.." + MAX_SINK_PLUS_WINDOW);
+        if (!"relative_in_window".equals(ac.path("rope").asText(null)))
+            throw new ModelException("anchor_core.rope '" + ac.path("rope").asText(null) + "' is not supported (only relative_in_window)");
+        if (!"nope".equals(ac.path("sink_scores").asText(null)))
+            throw new ModelException("anchor_core.sink_scores '" + ac.path("sink_scores").asText(null) + "' is not supported (only nope)");
+        JsonNode tw = ac.get("train_windows");
+        if (tw != null && !tw.isNull())
+            for (JsonNode t : tw)
+                if (!t.canConvertToInt() || t.asInt() < 1 || t.asInt() > window)
+                    throw new ModelException("anchor_core.train_windows entry " + t + " is outside 1.." + window);
+        if (ac.get("far") != null && !ac.get("far").isNull())
+            throw new ModelException("anchor_core.far is reserved and not executable; it must be null");
+        return new AnchorCore(window, sinks);
+    }
+
+    private Mixer.BoundedAttention boundedAttention(int i, AnchorCore anchor) {
+        String s = p(i) + "self_attn.";
+        int heads = bounded("num_attention_heads", a.require("num_attention_heads", "num_attention_heads"), 1 << 12);
+        int hd = bounded("head_dim", a.integer("head_dim") != null ? a.integer("head_dim") : hidden / heads, 1 << 14);
+        int kvHeads = bounded("num_kv_heads", a.integer("num_kv_heads", "num_key_value_heads") != null
+                ? a.integer("num_kv_heads", "num_key_value_heads") : heads, heads);
+        if (heads % kvHeads != 0)
+            throw new ModelException("layer " + i + ": " + heads + " query heads not a multiple of " + kvHeads + " kv heads");
+        String sinkK = s + "sink_k.weight", sinkV = s + "sink_v.weight";
+        for (String t : new String[] {s + "q_proj.weight", s + "k_proj.weight", s + "v_proj.weight", s + "o_proj.weight", sinkK, sinkV})
+            if (!w.has(t)) throw new ModelException("bounded layer " + i + " has no tensor '" + t + "'");
+        for (String t : new String[] {sinkK, sinkV}) {
+            long[] sh = w.get(t).shape();
+            if (sh.length != 3 || sh[0] != kvHeads || sh[1] != anchor.sinks() || sh[2] != hd)
+                throw new ModelException("tensor '" + t + "' has shape " + java.util.Arrays.toString(sh) + ", expected ["
+                        + kvHeads + ", " + anchor.sinks() + ", " + hd + "]");
+        }
+        int rot = (int) Math.floor(hd * a.num(1.0, "partial_rotary_factor"));
+        rot -= rot % 2;
+        if (rot < 0 || rot > hd)
+            throw new ModelException("layer " + i + ": rotary dim " + rot + " outside 0.." + hd + " (arch.partial_rotary_factor?)");
+        return new Mixer.BoundedAttention(heads, kvHeads, hd, s + "q_proj.weight", s + "k_proj.weight", s + "v_proj.weight",
+                s + "o_proj.weight", sinkK, sinkV, anchor.window(), anchor.sinks(), rot, a.num(10000.0, "rope_theta"),
+                (float) (1.0 / Math.sqrt(hd)));
+    }
+
+    /** {@code arch.head_clusters} with its cluster matrix, or null for a flat head. */
+    private ModelSpec.HeadClusters headClusters(int vocab) {
+        Integer c = a.integer("head_clusters");
+        if (c == null || c == 0) return null;
+        if (c < 0 || vocab % c != 0)
+            throw new ModelException("arch.head_clusters = " + c + " does not divide vocab_size " + vocab);
+        String name = "lm_head.clusters.weight";
+        if (!w.has(name)) throw new ModelException("arch.head_clusters = " + c + " but the file has no tensor '" + name + "'");
+        long[] sh = w.get(name).shape();
+        if (sh.length != 2 || sh[0] != c || sh[1] != hidden)
+            throw new ModelException("tensor '" + name + "' has shape " + java.util.Arrays.toString(sh) + ", expected [" + c + ", " + hidden + "]");
+        return new ModelSpec.HeadClusters(name, c);
+    }
+
     // ---------------------------------------------------------------- gated delta net
 
     private Mixer.GatedDeltaNet deltaNet(int i) {
@@ -389,7 +477,12 @@ public final class SpecBuilder {
                 opt(m + "gate_proj.bias"), opt(m + "up_proj.bias"), opt(m + "down_proj.bias"))
                 : null;
         Ffn.Moe moe = null;
-        if (w.has(p + "router.proj.weight")) {
+        Boolean resonance = a.bool("moe.router_resonance");
+        if (Boolean.TRUE.equals(resonance) && w.has(m + "experts.0.gate_proj.weight") && !w.has(m + "gate.weight")) {
+            Ffn.Router.Resonance r = resonance(i, m);
+            moe = moe(i, r, m + "experts.", experts(r, m));
+            if (moe.topK() != 1) throw new ModelException("layer " + i + ": resonance routing picks one expert, arch.moe.top_k is " + moe.topK());
+        } else if (w.has(p + "router.proj.weight")) {
             moe = moe(i, new Ffn.Router.ScaledSoftmaxTopK(p + "router.proj.weight", p + "router.scale",
                     p + "router.per_expert_scale", eps), expertPrefix(p), (int) w.get(p + "router.proj.weight").rows());
         } else if (w.has(m + "router.weight")) {
@@ -406,6 +499,45 @@ public final class SpecBuilder {
         if (moe != null) return moe;
         if (dense != null) return dense;
         throw new ModelException("layer " + i + " has neither an MLP (" + m + "gate_proj.weight) nor an MoE router");
+    }
+
+    /** The resonance descriptors of layer {@code i}: per expert ({@code experts.N.desc.*}) or stacked ({@code desc.*}). */
+    private Ffn.Router.Resonance resonance(int i, String m) {
+        if (w.has(m + "desc.mu")) {
+            String u = opt(m + "desc.u");
+            long[] mu = w.get(m + "desc.mu").shape();
+            if (mu.length != 2 || mu[1] != hidden)
+                throw new ModelException("tensor '" + m + "desc.mu' has shape " + java.util.Arrays.toString(mu) + ", expected [experts, " + hidden + "]");
+            if (!w.has(m + "desc.bias")) throw new ModelException("resonance layer " + i + " has no tensor '" + m + "desc.bias'");
+            int rank = 0;
+            if (u != null) {
+                long[] us = w.get(u).shape();
+                if (us.length != 3 || us[0] != mu[0] || us[2] != hidden)
+                    throw new ModelException("tensor '" + u + "' has shape " + java.util.Arrays.toString(us) + ", expected [" + mu[0] + ", k, " + hidden + "]");
+                rank = (int) us[1];
+            }
+            return new Ffn.Router.Resonance(m + "desc.mu", u, m + "desc.bias", true, rank);
+        }
+        String e0 = m + "experts.0.desc.";
+        if (!w.has(e0 + "mu"))
+            throw new ModelException("resonance layer " + i + " has neither '" + m + "desc.mu' nor '" + e0 + "mu'");
+        int rank = 0;
+        if (w.has(e0 + "u")) {
+            long[] us = w.get(e0 + "u").shape();
+            if (us.length != 2 || us[1] != hidden)
+                throw new ModelException("tensor '" + e0 + "u' has shape " + java.util.Arrays.toString(us) + ", expected [k, " + hidden + "]");
+            rank = (int) us[0];
+        }
+        return new Ffn.Router.Resonance(m + "experts.%d.desc.mu", rank == 0 ? null : m + "experts.%d.desc.u",
+                m + "experts.%d.desc.bias", false, rank);
+    }
+
+    /** Experts of a resonance layer: the stacked descriptor's rows, else the consecutive {@code experts.N} present. */
+    private int experts(Ffn.Router.Resonance r, String m) {
+        if (r.stacked()) return (int) w.get(r.mu()).dim(0);
+        int n = 0;
+        while (w.has(m + "experts." + n + ".gate_proj.weight")) n++;
+        return n;
     }
 
     private String expertPrefix(String p) {

@@ -65,6 +65,7 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
         if (spec.perLayerEmbedding() != null) return "per-layer embeddings";
         if (spec.finalSoftcap() > 0f) return "final logit soft-capping";
         if (spec.finalNorm() == null) return "no final norm";
+        if (spec.headClusters() != null) return "hierarchical head";
         Mixer.Attention first = null;
         for (LayerSpec l : spec.layers()) {
             String where = "layer " + l.index() + ": ";
@@ -100,6 +101,7 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
             }
             case Ffn.Moe m -> {
                 if (m.router() instanceof Ffn.Router.ScaledSoftmaxTopK) return "MoE router with its own norm and scales";
+                if (m.router() instanceof Ffn.Router.Resonance) return "resonance router";
                 if (m.shared() != null || m.sharedGate() != null) return "MoE shared expert";
                 Ffn.Experts ex = m.experts();
                 if (m.topK() > MAX_TOP_K || ex.count() > MAX_EXPERTS)
@@ -163,6 +165,7 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
             case Ffn.Router.SoftmaxTopK r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = r.normTopK(); topKFirst = false; }
             case Ffn.Router.TopKSoftmax r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = false; topKFirst = true; }
             case Ffn.Router.ScaledSoftmaxTopK r -> throw new IllegalArgumentException("unsupported MoE router");
+            case Ffn.Router.Resonance r -> throw new IllegalArgumentException("unsupported MoE router");
         }
         boolean fused = ex.gateUp() != null;
         List<Matrix> gate = new ArrayList<>(), up = new ArrayList<>(), down = new ArrayList<>();

@@ -47,6 +47,8 @@ public final class Graph {
     private final dev.cmf4j.model.Activation[] pliAct;
     private final NormOp finalNorm;
     private final Matrix head;
+    /** Embryo's hierarchical head over {@link #head}, or null for a flat head. */
+    private final HierarchicalHead clusterHead;
     // per-layer embeddings (Gemma4)
     private final Tensor pleTable;
     private final Matrix pleRows;
@@ -70,6 +72,9 @@ public final class Graph {
         this.embedRows = l.whole(embedding);
         this.finalNorm = NormOp.of(spec.finalNorm(), l);
         this.head = l.matrix(spec.head(), vocab, hidden);
+        var hc = spec.headClusters();
+        this.clusterHead = hc == null ? null
+                : new HierarchicalHead(head, l.matrix(hc.weight(), hc.count(), hidden), hc.count(), vocab, hidden);
         for (int i = 0; i < layers; i++)
             if (spec.layer(i).mixer() instanceof Mixer.Attention a && a.sharesKv()) {
                 int src = a.kvSource();
@@ -133,6 +138,7 @@ public final class Graph {
         return switch (m) {
             case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm);
             case Mixer.GatedDeltaNet g -> new DeltaNetStep(g, hidden, l, mm);
+            case Mixer.BoundedAttention b -> new BoundedAnchorStep(b, hidden, l, mm);
         };
     }
 
@@ -157,6 +163,8 @@ public final class Graph {
     FfnStep ffn(int l) { return ffns[l]; }
 
     int perLayerDim() { return pleDim; }
+
+    HierarchicalHead clusterHead() { return clusterHead; }
 
     int perLayerWidth() { return layers * pleDim; }
 
@@ -239,7 +247,7 @@ public final class Graph {
             }
             finalNorm.rows(x, rows);
             if (observer != null) observer.accept(layers + 1, x, rows, hidden);
-            if (batch.logitRows() > 0) head(batch, x, logits, h);
+            if (batch.logitRows() > 0) head(batch, x, logits, h, ws);
         } catch (RuntimeException | Error e) {
             for (int i = 0; i < batch.size(); i++) {
                 State st = batch.state(i);
@@ -346,7 +354,7 @@ public final class Graph {
      * The logits rows the spans ask for, in span order; {@code free} is a rows-sized scratch the layers are done
      * with. When the rows wanted are all of x (one span asking for all) the head reads x in place.
      */
-    private void head(Batch batch, float[] x, float[] logits, float[] free) {
+    private void head(Batch batch, float[] x, float[] logits, float[] free, Workspace ws) {
         int want = batch.logitRows();
         float[] in = x;
         if (want != batch.rows()) {
@@ -359,7 +367,8 @@ public final class Graph {
                 o += n;
             }
         }
-        mm.apply(head, in, want, logits);
+        if (clusterHead != null) clusterHead.apply(mm, batch, in, logits, ws.headScratch);
+        else mm.apply(head, in, want, logits);
         float cap = spec.finalSoftcap();
         if (cap > 0f) {
             int n = want * vocab;

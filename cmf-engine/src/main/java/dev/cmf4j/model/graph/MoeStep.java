@@ -2,6 +2,7 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.ResonanceRouter;
 import dev.cmf4j.backend.cpu.RmsNorm;
 import dev.cmf4j.backend.cpu.Softmax;
 import dev.cmf4j.model.Ffn;
@@ -14,7 +15,8 @@ import java.util.Arrays;
  * Mixture of experts: route every token (one of the {@link Ffn.Router} kinds), gather the tokens of each
  * expert into a batch so an expert's weights are read once per chunk, run its gated MLP, and add the
  * weighted results in expert order (as transformers' eager loop does). A shared expert, gated by
- * σ(shared_gate·x) when that gate exists, is added on top.
+ * σ(shared_gate·x) when that gate exists, is added on top. Embryo's resonance router picks one expert per token
+ * by reconstruction error ({@link ResonanceRouter}) with weight 1.
  */
 final class MoeStep implements FfnStep {
     private final MatMul mm;
@@ -29,6 +31,8 @@ final class MoeStep implements FfnStep {
     private final MlpStep shared;
     private final Linear sharedGate;
     private final float routerEps;
+    /** The resonance router, or null for the logit routers. */
+    private final ResonanceRouter resonance;
 
     MoeStep(Ffn.Moe m, int hidden, Loader l, MatMul mm) {
         this.mm = mm;
@@ -39,7 +43,13 @@ final class MoeStep implements FfnStep {
         this.topK = m.topK();
         this.inter = ex.intermediate();
         if (topK < 1 || topK > experts) throw new ModelException("MoE top-k " + topK + " outside 1.." + experts);
+        ResonanceRouter res = null;
         switch (m.router()) {
+            case Ffn.Router.Resonance r -> {
+                router = null;
+                routerScale = perExpertScale = null; routerEps = 0;
+                res = resonance(r, l);
+            }
             case Ffn.Router.SoftmaxTopK r -> {
                 router = l.linear(r.weight(), r.bias(), experts, hidden);
                 routerScale = perExpertScale = null; routerEps = 0;
@@ -58,6 +68,7 @@ final class MoeStep implements FfnStep {
                 routerEps = r.eps();
             }
         }
+        this.resonance = res;
         gate = new Matrix[experts]; up = new Matrix[experts]; gateUp = new Matrix[experts]; down = new Matrix[experts];
         gateBias = new float[experts][]; upBias = new float[experts][];
         gateUpBias = new float[experts][]; downBias = new float[experts][];
@@ -81,6 +92,24 @@ final class MoeStep implements FfnStep {
         this.sharedGate = m.sharedGate() == null ? null : l.linear(m.sharedGate(), null, 1, hidden);
     }
 
+    /** The descriptors of every expert, stacked or per expert, decoded once. */
+    private ResonanceRouter resonance(Ffn.Router.Resonance r, Loader l) {
+        int k = r.rank();
+        float[] mu = new float[experts * hidden], u = new float[experts * k * hidden], bias = new float[experts];
+        if (r.stacked()) {
+            mu = l.vector(r.mu(), experts * hidden);
+            if (k > 0) u = l.vector(r.u(), experts * k * hidden);
+            bias = l.vector(r.bias(), experts);
+        } else {
+            for (int e = 0; e < experts; e++) {
+                System.arraycopy(l.vector(r.nameOf(r.mu(), e), hidden), 0, mu, e * hidden, hidden);
+                if (k > 0) System.arraycopy(l.vector(r.nameOf(r.u(), e), k * hidden), 0, u, e * k * hidden, k * hidden);
+                bias[e] = l.vector(r.nameOf(r.bias(), e), 1)[0];
+            }
+        }
+        return new ResonanceRouter(experts, k, hidden, mu, u, bias, null);
+    }
+
     private float[] bias(Loader l, Ffn.ExpertMatrix b, int e, int n) {
         if (b == null) return null;
         return b.fused() ? l.row(b.name(), e, experts, n) : l.vector(b.nameOf(e), n);
@@ -88,6 +117,7 @@ final class MoeStep implements FfnStep {
 
     static final class Scratch {
         final float[] routed, logits, weights, xg, h2, h, y, sharedOut, sharedGate, probs;
+        final double[] err, score, residual;
         final int[] idx, count, tokenOf, slotOf, pick;
         final Object sharedScratch;
 
@@ -95,6 +125,9 @@ final class MoeStep implements FfnStep {
             routed = new float[maxChunk * hidden];
             logits = new float[maxChunk * experts];
             probs = new float[experts];
+            err = new double[experts];
+            score = new double[experts];
+            residual = new double[hidden];
             weights = new float[maxChunk * topK];
             idx = new int[maxChunk * topK];
             count = new int[experts];
@@ -155,6 +188,13 @@ final class MoeStep implements FfnStep {
 
     /** Fills s.idx / s.weights with each token's experts and weights. */
     private void route(float[] in, int tokens, Scratch s) {
+        if (resonance != null) {
+            for (int t = 0; t < tokens; t++) {
+                s.idx[t] = resonance.route(in, t * hidden, s.err, s.score, s.residual);
+                s.weights[t] = 1f;
+            }
+            return;
+        }
         float[] src = in;
         if (routerScale != null) {
             for (int t = 0; t < tokens; t++) {
@@ -170,6 +210,7 @@ final class MoeStep implements FfnStep {
             System.arraycopy(s.logits, t * experts, p, 0, experts);
             int o = t * topK;
             switch (routerSpec) {
+                case Ffn.Router.Resonance r -> throw new IllegalStateException("routed above");
                 case Ffn.Router.SoftmaxTopK r -> {
                     Softmax.apply(p, 0, experts);
                     Softmax.topK(p, experts, topK, pick);

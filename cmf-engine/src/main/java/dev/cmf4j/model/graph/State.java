@@ -15,6 +15,13 @@ public final class State {
     int position;
     /** A step failed after a state that cannot roll back (recurrent) was modified: only reset helps. */
     boolean broken;
+    /**
+     * The hierarchical head's gate for this sequence: clusters whose log-probability is below it read no rows
+     * (−∞, the default: every row). Only a head with clusters uses it.
+     */
+    double headGate = Double.NEGATIVE_INFINITY;
+    /** Head rows (vocabulary entries) this sequence's last step computed. */
+    long headRowsRead;
     /** Set by {@link #close}: the device memory is gone, no further step may run. */
     boolean closed;
     /** Frees the device state once: run by {@link #close}, or by the cleaner when this state becomes unreachable. */
@@ -67,6 +74,39 @@ public final class State {
     Batch soloBatch() {
         if (soloBatch == null) soloBatch = new Batch();
         return soloBatch.clear();
+    }
+
+    /**
+     * Gates the hierarchical head for top-p sampling at {@code topP} (with temperature 1 and no other filter): the
+     * largest gate at which the candidate set provably equals the full head's (V·e^g ≤ (1 − p)/2); 1 reads every
+     * row. No effect on a model with a flat head.
+     */
+    public void gateHeadForTopP(double topP) {
+        if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException("top-p must be in (0, 1], got " + topP);
+        headGate = graph.clusterHead() == null || topP >= 1 ? Double.NEGATIVE_INFINITY
+                : Math.log(0.5 * (1 - topP) / graph.vocab());
+    }
+
+    /** The head gate in log-probability (−∞: every row is read). */
+    public double headGate() { return headGate; }
+
+    /** Head rows (vocabulary entries) the last step computed for this sequence: the whole vocabulary per logits row unless gated. */
+    public long headRowsRead() { return headRowsRead; }
+
+    /**
+     * Bytes of this sequence's recurrent and bounded layer state (conv rings, delta-rule matrices, anchor rings) as
+     * held now, or -1 when some layer keeps a KV cache that grows with the context (or the state is on a device).
+     */
+    public long stateBytes() {
+        long sum = 0;
+        for (Object m : mixerState) {
+            switch (m) {
+                case DeltaNetStep.DeltaState d -> sum += (long) Float.BYTES * (d.conv.length + d.s.length);
+                case BoundedAnchorStep.Ring r -> sum += (long) Float.BYTES * (r.k.length + r.v.length);
+                case null, default -> { return -1; }
+            }
+        }
+        return sum;
     }
 
     /** Positions consumed so far (the next token's position). */

@@ -11,6 +11,8 @@ public final class Workspace {
     final int maxRows;
     final Object[] mixerScratch, ffnScratch;
     final float[] x, h, m, pli, pliTmp, pliTmp2;
+    /** The hierarchical head's buffers, or null for a flat head. */
+    final HierarchicalHead.Scratch headScratch;
     /** Every row's token id (the batch's spans flattened). */
     final int[] ids;
 
@@ -27,6 +29,7 @@ public final class Workspace {
             mixerScratch[l] = graph.mixer(l).newScratch(maxRows, maxContext);
             ffnScratch[l] = graph.ffn(l).newScratch(maxRows);
         }
+        headScratch = cpu && graph.clusterHead() != null ? graph.clusterHead().newScratch(maxRows) : null;
         x = cpu ? new float[maxRows * hidden] : null;
         h = cpu ? new float[maxRows * hidden] : null;
         m = cpu ? new float[maxRows * hidden] : null;

@@ -42,6 +42,20 @@ class BatchTest {
         }
     }
 
+    /** Embryo (bounded anchor rings, delta-net states, resonance MoE, hierarchical head): the same check on its fixtures. */
+    @ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"embryo_a", "embryo_b", "embryo_c"})
+    void embryoBatchesMatchEachSequenceAlone(String name) throws Exception {
+        java.nio.file.Path dir = dev.cmf4j.testkit.Fixtures.require("embryo/" + name);
+        try (dev.cmf4j.model.Model m = dev.cmf4j.model.Model.open(dir.resolve("model.cmf"))) {
+            BatchConformance.Result r = BatchConformance.run(m.graph(), Golden.load(dir).inputIds());
+            System.out.printf("%s: 8 sequences, %d mixed steps, max |Δ| %.3g at %s%n", name, r.mixedSteps(), r.maxDiff(), r.worstAt());
+            assertThat(r.maxDiff()).as(name + " worst at " + r.worstAt()).isLessThanOrEqualTo(2e-4);
+            assertThat(r.greedySame()).as(name + " greedy ids inside the batch").isTrue();
+            assertThat(r.mixedSteps()).isGreaterThanOrEqualTo(3);
+        }
+    }
+
     @Test void aBadSpanFailsTheStepBeforeAnySequenceMoves() {
         try (HfFixture hf = HfFixture.open("llama")) {
             Graph g = hf.graph();
