@@ -21,6 +21,7 @@ import picocli.CommandLine.Command;
                 LogitsCommand.class,
                 RunCommand.class,
                 SelftestCommand.class,
+                ServeCommand.class,
                 TemplateCommand.class,
                 TensorCommand.class,
                 TokenizeCommand.class,

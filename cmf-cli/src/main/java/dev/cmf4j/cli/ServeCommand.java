@@ -1,0 +1,113 @@
+package dev.cmf4j.cli;
+
+import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.Scheduler;
+import dev.cmf4j.runtime.Session;
+import dev.cmf4j.server.OpenAiServer;
+import dev.cmf4j.server.ServedModel;
+import dev.cmf4j.server.ServerConfig;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+
+/** {@code cmf serve FILE}: the OpenAI-compatible HTTP API with continuous batching, until stopped. */
+@Command(name = "serve", mixinStandardHelpOptions = true,
+        description = {"Serve a model over an OpenAI-compatible HTTP API (chat and text completions, streaming, "
+                + "models, tokenize, metrics) to many clients at once.",
+                "Binds 127.0.0.1 unless --host says otherwise; /health answers 503 while the model loads."})
+public final class ServeCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Parameters(index = "0", arity = "0..1", paramLabel = "FILE", description = "the .cmf model (default: the bundled models/default.cmf)")
+    Path file;
+
+    @Mixin ModelFile.Overrides overrides;
+
+    @Option(names = "--host", paramLabel = "ADDR", defaultValue = "127.0.0.1", description = "address to bind (default ${DEFAULT-VALUE}; 0.0.0.0 for every interface)")
+    String host;
+
+    @Option(names = "--port", paramLabel = "N", defaultValue = "8080", description = "port (default ${DEFAULT-VALUE}; 0 picks a free one)")
+    int port;
+
+    @Option(names = "--parallel", paramLabel = "N", defaultValue = "4", description = "sequences decoded together (default ${DEFAULT-VALUE}); more wait in the queue")
+    int parallel;
+
+    @Option(names = "--ctx", paramLabel = "N", defaultValue = "4096", description = "context of each sequence in tokens, prompt and output (default ${DEFAULT-VALUE}, capped by the model); not divided among sequences")
+    int ctx;
+
+    @Option(names = "--max-queue", paramLabel = "N", defaultValue = "64", description = "requests waiting at most (default ${DEFAULT-VALUE}); past it: 429 with Retry-After")
+    int maxQueue;
+
+    @Option(names = "--timeout", paramLabel = "S", defaultValue = "600", description = "seconds a request may take in all (default ${DEFAULT-VALUE})")
+    int timeout;
+
+    @Option(names = "--max-body", paramLabel = "BYTES", defaultValue = "4194304", description = "largest request body (default ${DEFAULT-VALUE})")
+    int maxBody;
+
+    @Option(names = "--name", paramLabel = "ID", description = "the model's id in the API (default: the file name without .cmf)")
+    String name;
+
+    @ArgGroup(exclusive = true) Key key;
+
+    static final class Key {
+        @Option(names = "--api-key", paramLabel = "KEY", description = "require 'Authorization: Bearer KEY' on every endpoint but /health")
+        String value;
+
+        @Option(names = "--api-key-file", paramLabel = "F", description = "as --api-key, the key read from the file's first line (keeps it out of ps)")
+        Path file;
+    }
+
+    @Mixin DeviceOption device;
+
+    @Override public Integer call() throws Exception {
+        if (parallel < 1) throw new IllegalArgumentException("--parallel must be >= 1, got " + parallel);
+        if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
+        if (maxQueue < 0) throw new IllegalArgumentException("--max-queue must be >= 0, got " + maxQueue);
+        if (timeout < 1) throw new IllegalArgumentException("--timeout must be >= 1 second, got " + timeout);
+        Path model = ModelFile.resolve(file);
+        String apiKey = key == null ? null : key.value != null ? key.value : readKey(key.file);
+        String id = name != null ? name : model.getFileName().toString().replaceFirst("\\.cmf$", "");
+        PrintWriter err = spec.commandLine().getErr();
+        ServerConfig cfg = new ServerConfig(host, port, apiKey, maxBody, Duration.ofSeconds(timeout), 16);
+        OpenAiServer server = new OpenAiServer(cfg, line -> { synchronized (err) { err.println("cmf serve: " + line); err.flush(); } });
+        int bound = server.start();
+        err.println("cmf serve: listening on http://" + host + ":" + bound + " (loading " + model + ")");
+        err.flush();
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> { server.close(); stopped.countDown(); }));
+        ServedModel served;
+        try {
+            var dev = device.resolve(err);
+            Model m = overrides.open(model, dev.matmul());
+            int rows = Math.max(parallel, Session.DEFAULT_CHUNK);
+            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, Session.DEFAULT_CHUNK, parallel));
+            server.ready(served);
+        } catch (RuntimeException e) {
+            server.close();
+            throw e;
+        }
+        err.println("cmf serve: ready: model '" + id + "', " + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
+                + (apiKey == null ? "" : ", API key required"));
+        err.flush();
+        stopped.await();
+        return 0;
+    }
+
+    private static String readKey(Path f) throws java.io.IOException {
+        if (!Files.isRegularFile(f)) throw new IllegalArgumentException("--api-key-file: " + f + " is not a file");
+        String k = Files.readAllLines(f).stream().findFirst().orElse("").strip();
+        if (k.isEmpty()) throw new IllegalArgumentException("--api-key-file: " + f + " has no key on its first line");
+        return k;
+    }
+}

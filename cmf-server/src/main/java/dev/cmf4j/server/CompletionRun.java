@@ -1,0 +1,281 @@
+package dev.cmf4j.server;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.runtime.Completion;
+import dev.cmf4j.runtime.Scheduler;
+import dev.cmf4j.runtime.TokenLogprobs;
+import dev.cmf4j.runtime.TokenSink;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.UUID;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One completion request on its way through the scheduler: its {@code n} choices' sinks hand what the loop thread
+ * produces to a queue, and the request's own (virtual) thread turns it into SSE chunks or one JSON response. A
+ * client that goes away mid-stream is noticed at the next write and its sequences are cancelled.
+ */
+final class CompletionRun {
+    /** What a choice's sink hands over: a piece of text, or the end; each with the log-probabilities since the last. */
+    private sealed interface Event permits Piece, End {}
+
+    private record Piece(int choice, String text, List<TokenLogprobs> logprobs) implements Event {}
+
+    private record End(int choice, Completion completion, List<TokenLogprobs> logprobs) implements Event {}
+
+    private final CompletionRequest req;
+    private final ServedModel model;
+    private final ObjectMapper json;
+    private final String id;
+    private final long created = System.currentTimeMillis() / 1000;
+    private final LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
+    private final Completion[] ends;
+    private List<Scheduler.Ticket> tickets = List.of();
+
+    CompletionRun(CompletionRequest req, ServedModel model, ObjectMapper json) {
+        this.req = req;
+        this.model = model;
+        this.json = json;
+        this.id = (req.chat() ? "chatcmpl-" : "cmpl-") + UUID.randomUUID().toString().replace("-", "");
+        this.ends = new Completion[req.n()];
+    }
+
+    /** A choice's sink (called on the scheduler's thread: it only queues). */
+    private final class Choice implements TokenSink {
+        private final int index;
+        private List<TokenLogprobs> pending = new ArrayList<>();
+
+        Choice(int index) { this.index = index; }
+
+        @Override public void token(int id, TokenLogprobs lp) { if (lp != null) pending.add(lp); }
+
+        @Override public void text(String piece) { events.add(new Piece(index, piece, take())); }
+
+        @Override public void finished(Completion c) { events.add(new End(index, c, take())); }
+
+        private List<TokenLogprobs> take() {
+            List<TokenLogprobs> t = pending;
+            pending = new ArrayList<>();
+            return t;
+        }
+    }
+
+    /**
+     * Queues the choices.
+     *
+     * @throws Scheduler.QueueFull past the server's queue limit
+     */
+    void submit(Duration timeout) {
+        List<Choice> sinks = new ArrayList<>();
+        for (int i = 0; i < req.n(); i++) sinks.add(new Choice(i));
+        tickets = model.scheduler().submitAll(req.generations(model, timeout, sinks));
+    }
+
+    /** Waits for every choice and returns the response body (a 408 or 500 ApiError when a choice timed out or failed). */
+    ObjectNode collect() throws InterruptedException {
+        StringBuilder[] text = new StringBuilder[req.n()];
+        List<List<TokenLogprobs>> lps = new ArrayList<>();
+        for (int i = 0; i < req.n(); i++) { text[i] = new StringBuilder(); lps.add(new ArrayList<>()); }
+        for (int left = req.n(); left > 0; ) {
+            switch (events.take()) {
+                case Piece p -> { text[p.choice()].append(p.text()); lps.get(p.choice()).addAll(p.logprobs()); }
+                case End e -> { ends[e.choice()] = e.completion(); lps.get(e.choice()).addAll(e.logprobs()); left--; }
+            }
+        }
+        for (Completion c : ends) failIfBroken(c);
+        ObjectNode o = head(req.chat() ? "chat.completion" : "text_completion");
+        ArrayNode choices = o.putArray("choices");
+        for (int i = 0; i < req.n(); i++) {
+            ObjectNode c = choices.addObject();
+            c.put("index", i);
+            if (req.chat()) {
+                ObjectNode m = c.putObject("message");
+                m.put("role", "assistant");
+                m.put("content", ends[i].text());
+            } else {
+                c.put("text", ends[i].text());
+            }
+            logprobs(c, lps.get(i));
+            c.put("finish_reason", finishReason(ends[i]));
+        }
+        o.set("usage", usage());
+        return o;
+    }
+
+    /**
+     * Streams the choices as SSE chunks ending in {@code data: [DONE]}. Returns false when the client went away (its
+     * sequences are then cancelled).
+     */
+    boolean stream(OutputStream out) throws InterruptedException {
+        try {
+            if (req.chat()) for (int i = 0; i < req.n(); i++) {
+                ObjectNode c = chunk();
+                ObjectNode ch = c.withArray("choices").addObject();
+                ch.put("index", i);
+                ch.putObject("delta").put("role", "assistant").put("content", "");
+                ch.putNull("logprobs");
+                ch.putNull("finish_reason");
+                send(out, c);
+            }
+            for (int left = req.n(); left > 0; ) {
+                Event ev = events.take();
+                ObjectNode c = chunk();
+                ObjectNode ch = c.withArray("choices").addObject();
+                switch (ev) {
+                    case Piece p -> {
+                        ch.put("index", p.choice());
+                        if (req.chat()) ch.putObject("delta").put("content", p.text());
+                        else ch.put("text", p.text());
+                        logprobs(ch, p.logprobs());
+                        ch.putNull("finish_reason");
+                    }
+                    case End e -> {
+                        left--;
+                        ends[e.choice()] = e.completion();
+                        if (e.completion().finish() == Completion.Finish.TIMEOUT || e.completion().finish() == Completion.Finish.ERROR) {
+                            try {
+                                failIfBroken(e.completion());
+                            } catch (ApiError err) {
+                                send(out, err.body(json));
+                                continue;
+                            }
+                        }
+                        ch.put("index", e.choice());
+                        if (req.chat()) ch.putObject("delta");
+                        else ch.put("text", "");
+                        logprobs(ch, e.logprobs());
+                        ch.put("finish_reason", finishReason(e.completion()));
+                    }
+                }
+                send(out, c);
+            }
+            if (req.includeUsage()) {
+                ObjectNode c = chunk();
+                c.putArray("choices");
+                c.set("usage", usage());
+                send(out, c);
+            }
+            out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+            out.flush();
+            return true;
+        } catch (IOException | RuntimeException e) {   // the client went away (Helidon reports a closed socket unchecked)
+            cancel();
+            return false;
+        }
+    }
+
+    /** Cancels every choice and waits (briefly: within a step) until the scheduler has ended them. */
+    void cancel() throws InterruptedException {
+        for (Scheduler.Ticket t : tickets) t.cancel();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (java.util.Arrays.asList(ends).contains(null) && System.nanoTime() < deadline)
+            if (events.poll(100, TimeUnit.MILLISECONDS) instanceof End e) ends[e.choice()] = e.completion();
+    }
+
+    /** The per-request log's tail: prompt, cached and generated tokens, time to first token, decode speed. */
+    String summary() {
+        int gen = 0;
+        long ttft = -1;
+        double tps = 0;
+        String finish = "?";
+        for (Completion c : ends) {
+            if (c == null) continue;
+            gen += c.tokens().length;
+            if (c.firstTokenNanos() >= 0 && (ttft < 0 || c.firstTokenNanos() < ttft)) ttft = c.firstTokenNanos();
+            tps += c.decodeTokensPerSecond();
+            finish = c.finish().name().toLowerCase(Locale.ROOT);
+        }
+        return String.format(Locale.ROOT, "prompt=%d cached=%d generated=%d ttft_ms=%s tok_s=%.1f finish=%s",
+                req.prompt().length, ends[0] == null ? 0 : ends[0].cachedTokens(), gen,
+                ttft < 0 ? "-" : String.format(Locale.ROOT, "%.1f", ttft / 1e6), tps, finish);
+    }
+
+    private static void failIfBroken(Completion c) {
+        if (c.finish() == Completion.Finish.TIMEOUT)
+            throw new ApiError(408, "timeout", null, "timeout", "the request ran past the server's timeout after " + c.tokens().length + " tokens");
+        if (c.finish() == Completion.Finish.ERROR || c.finish() == Completion.Finish.CANCELLED)
+            throw new ApiError(500, "server_error", null, null, "generation failed: " + c.error());
+    }
+
+    private static String finishReason(Completion c) {
+        return c.finish() == Completion.Finish.STOP ? "stop" : "length";
+    }
+
+    private ObjectNode head(String object) {
+        ObjectNode o = json.createObjectNode();
+        o.put("id", id);
+        o.put("object", object);
+        o.put("created", created);
+        o.put("model", model.name());
+        return o;
+    }
+
+    private ObjectNode chunk() {
+        ObjectNode o = head(req.chat() ? "chat.completion.chunk" : "text_completion");
+        o.putArray("choices");
+        return o;
+    }
+
+    private ObjectNode usage() {
+        ObjectNode u = json.createObjectNode();
+        int gen = 0;
+        for (Completion c : ends) gen += c == null ? 0 : c.tokens().length;
+        u.put("prompt_tokens", req.prompt().length);
+        u.put("completion_tokens", gen);
+        u.put("total_tokens", req.prompt().length + gen);
+        u.putObject("prompt_tokens_details").put("cached_tokens", ends[0] == null ? 0 : ends[0].cachedTokens());
+        return u;
+    }
+
+    /** OpenAI's chat {@code logprobs.content} or the legacy completions' {@code logprobs} object; null when not asked. */
+    private void logprobs(ObjectNode choice, List<TokenLogprobs> lps) {
+        if (req.topLogprobs() < 0) { choice.putNull("logprobs"); return; }
+        if (req.chat()) {
+            ArrayNode content = choice.putObject("logprobs").putArray("content");
+            for (TokenLogprobs lp : lps) {
+                ObjectNode t = token(content.addObject(), lp.id(), lp.logprob());
+                ArrayNode top = t.putArray("top_logprobs");
+                for (int k = 0; k < lp.topIds().length; k++) token(top.addObject(), lp.topIds()[k], lp.topLogprobs()[k]);
+            }
+        } else {
+            ObjectNode o = choice.putObject("logprobs");
+            ArrayNode tokens = o.putArray("tokens"), values = o.putArray("token_logprobs"), top = o.putArray("top_logprobs");
+            for (TokenLogprobs lp : lps) {
+                tokens.add(piece(lp.id()));
+                values.add(lp.logprob());
+                ObjectNode alt = top.addObject();
+                for (int k = 0; k < lp.topIds().length; k++) alt.put(piece(lp.topIds()[k]), lp.topLogprobs()[k]);
+            }
+        }
+    }
+
+    private ObjectNode token(ObjectNode t, int id, float logprob) {
+        String s = piece(id);
+        t.put("token", s);
+        t.put("logprob", logprob);
+        ArrayNode bytes = t.putArray("bytes");
+        for (byte b : s.getBytes(StandardCharsets.UTF_8)) bytes.add(b & 0xff);
+        return t;
+    }
+
+    private String piece(int id) { return model.codec().tokenizer().decode(new int[] {id}, false); }
+
+    private void send(OutputStream out, ObjectNode chunk) throws IOException {
+        try {
+            out.write(("data: " + json.writeValueAsString(chunk) + "\n\n").getBytes(StandardCharsets.UTF_8));
+            out.flush();
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
+        }
+    }
+}

@@ -1,0 +1,53 @@
+package dev.cmf4j.server;
+
+import dev.cmf4j.runtime.Scheduler;
+
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The {@code /metrics} page in Prometheus' text format: our own {@code cmf_*} series, and the few vLLM names that
+ * Kubernetes inference gateways read to route and autoscale ({@code vllm:num_requests_waiting},
+ * {@code vllm:gpu_cache_usage_perc}, ...), with the same meaning.
+ */
+final class Metrics {
+    private Metrics() {}
+
+    static String render(ServedModel m, Map<Integer, LongAdder> responses) {
+        Scheduler.Stats s = m.scheduler().stats();
+        StringBuilder b = new StringBuilder();
+        counter(b, "cmf_requests_total", "generation requests submitted to the scheduler (a choice of n counts once)", s.requests());
+        counter(b, "cmf_prompt_tokens_total", "prompt tokens run through the model", s.promptTokens());
+        counter(b, "cmf_prompt_tokens_cached_total", "prompt tokens reused from cached prefixes", s.cachedPromptTokens());
+        counter(b, "cmf_generation_tokens_total", "tokens generated", s.generatedTokens());
+        counter(b, "cmf_steps_total", "forward steps of the scheduler", s.steps());
+        gauge(b, "cmf_requests_running", "sequences running now", s.running());
+        gauge(b, "cmf_requests_waiting", "sequences waiting for a place", s.waiting());
+        gauge(b, "cmf_kv_cache_usage_ratio", "positions held by running sequences over parallel x context", s.kvUsage());
+        b.append("# HELP cmf_http_responses_total HTTP responses by status code\n# TYPE cmf_http_responses_total counter\n");
+        new TreeMap<>(responses).forEach((code, n) -> b.append("cmf_http_responses_total{code=\"").append(code).append("\"} ").append(n.sum()).append('\n'));
+        String label = "{model_name=\"" + m.name().replace("\\", "\\\\").replace("\"", "\\\"") + "\"}";
+        gauge(b, "vllm:num_requests_running" + label, "vLLM's name: requests running", s.running());
+        gauge(b, "vllm:num_requests_waiting" + label, "vLLM's name: requests waiting", s.waiting());
+        gauge(b, "vllm:gpu_cache_usage_perc" + label, "vLLM's name: KV-cache usage, 1 = full", s.kvUsage());
+        counter(b, "vllm:prompt_tokens_total" + label, "vLLM's name: prompt tokens", s.promptTokens());
+        counter(b, "vllm:generation_tokens_total" + label, "vLLM's name: generated tokens", s.generatedTokens());
+        return b.toString();
+    }
+
+    private static void counter(StringBuilder b, String series, String help, long v) { line(b, series, help, "counter", Long.toString(v)); }
+
+    private static void gauge(StringBuilder b, String series, String help, double v) {
+        line(b, series, help, "gauge", String.format(Locale.ROOT, "%.6g", v));
+    }
+
+    private static void line(StringBuilder b, String series, String help, String type, String value) {
+        int brace = series.indexOf('{');
+        String name = brace < 0 ? series : series.substring(0, brace);
+        b.append("# HELP ").append(name).append(' ').append(help).append('\n');
+        b.append("# TYPE ").append(name).append(' ').append(type).append('\n');
+        b.append(series).append(' ').append(value).append('\n');
+    }
+}

@@ -1,0 +1,267 @@
+package dev.cmf4j.server;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.runtime.GenerationException;
+import dev.cmf4j.runtime.Scheduler;
+import io.helidon.http.HeaderName;
+import io.helidon.http.HeaderNames;
+import io.helidon.webserver.WebServer;
+import io.helidon.webserver.http.Handler;
+import io.helidon.webserver.http.HttpRouting;
+import io.helidon.webserver.http.ServerRequest;
+import io.helidon.webserver.http.ServerResponse;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
+
+/**
+ * The OpenAI-compatible HTTP API over one {@link ServedModel}, on Helidon SE's WebServer (a virtual thread per
+ * request). It listens before the model is loaded ({@code /health} answers 503 until {@link #ready}); every endpoint
+ * but {@code /health} needs the bearer key when one is set; each request gets one log line.
+ */
+public final class OpenAiServer implements AutoCloseable {
+    private static final HeaderName REQUEST_ID = HeaderNames.create("X-Request-Id");
+
+    private final ServerConfig cfg;
+    private final ApiKey key;
+    private final Consumer<String> log;
+    private final ObjectMapper json = new ObjectMapper();
+    private final Map<Integer, LongAdder> responses = new ConcurrentHashMap<>();
+    private volatile ServedModel model;
+    private WebServer server;
+
+    /** @param log receives one line per request */
+    public OpenAiServer(ServerConfig cfg, Consumer<String> log) {
+        this.cfg = cfg;
+        this.key = cfg.apiKey() == null ? null : new ApiKey(cfg.apiKey());
+        this.log = log;
+    }
+
+    /** Starts listening; returns the port (the one chosen when the config asked for 0). */
+    public int start() {
+        server = WebServer.builder()
+                .host(cfg.host())
+                .port(cfg.port())
+                .shutdownHook(false)
+                .routing(this::routes)
+                .build()
+                .start();
+        return server.port();
+    }
+
+    /** The model is loaded: completions are served from now on and /health says 200. */
+    public void ready(ServedModel m) { this.model = m; }
+
+    /** Stops listening, then stops the model's scheduler and closes it. */
+    @Override public void close() {
+        if (server != null) server.stop();
+        if (model != null) model.close();
+    }
+
+    private void routes(HttpRouting.Builder r) {
+        r.get("/health", endpoint(false, false, this::health))
+                .get("/v1/models", endpoint(true, true, this::models))
+                .post("/v1/chat/completions", endpoint(true, true, c -> completion(c, true)))
+                .post("/v1/completions", endpoint(true, true, c -> completion(c, false)))
+                .post("/tokenize", endpoint(true, true, this::tokenize))
+                .post("/detokenize", endpoint(true, true, this::detokenize))
+                .get("/metrics", endpoint(true, true, this::metrics))
+                .get("/status", endpoint(true, true, this::status));
+    }
+
+    /** One request in a handler: what it reads and writes, its id and what its log line adds. */
+    private record Call(ServerRequest req, ServerResponse res, String id, StringBuilder detail) {}
+
+    @FunctionalInterface
+    private interface Endpoint {
+        void handle(Call c) throws Exception;
+    }
+
+    /** The checks every endpoint shares (key, loaded model), errors in OpenAI's shape, the request id and log line. */
+    private Handler endpoint(boolean needsKey, boolean needsModel, Endpoint e) {
+        return (req, res) -> {
+            long t0 = System.nanoTime();
+            String id = req.headers().first(REQUEST_ID).filter(s -> s.matches("[A-Za-z0-9._:-]{1,128}"))
+                    .orElseGet(() -> "req-" + UUID.randomUUID().toString().substring(0, 18));
+            res.header(REQUEST_ID, id);
+            Call c = new Call(req, res, id, new StringBuilder());
+            try {
+                if (needsKey && key != null && !key.accepts(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null)))
+                    throw ApiError.unauthorized(req.headers().contains(HeaderNames.AUTHORIZATION)
+                            ? "Incorrect API key provided." : "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.");
+                if (needsModel && model == null) throw new ApiError(503, "server_error", null, "model_loading", "the model is still loading");
+                e.handle(c);
+            } catch (ApiError err) {
+                if (!res.isSent()) send(res, err.status, err.body(json), err.status == 429);
+            } catch (Exception x) {
+                if (!res.isSent()) send(res, 500, new ApiError(500, "server_error", null, null, "internal error: " + x).body(json), false);
+            }
+            int status = res.status().code();
+            responses.computeIfAbsent(status, k -> new LongAdder()).increment();
+            log.accept(String.format(Locale.ROOT, "%s %s %s %d %.0fms%s", id, req.prologue().method().text(),
+                    req.path().rawPath(), status, (System.nanoTime() - t0) / 1e6, c.detail().isEmpty() ? "" : " " + c.detail()));
+        };
+    }
+
+    private void health(Call c) {
+        boolean up = model != null;
+        send(c.res(), up ? 200 : 503, json.createObjectNode().put("status", up ? "ok" : "loading"), false);
+    }
+
+    private void models(Call c) {
+        ObjectNode o = json.createObjectNode().put("object", "list");
+        ObjectNode m = o.putArray("data").addObject();
+        m.put("id", model.name());
+        m.put("object", "model");
+        m.put("created", 0);
+        m.put("owned_by", "cmf4j");
+        m.put("max_model_len", model.maxContext());
+        send(c.res(), 200, o, false);
+    }
+
+    private void completion(Call c, boolean chat) throws Exception {
+        ServedModel m = model;
+        CompletionRequest req = CompletionRequest.parse(body(c), chat, m, cfg.maxChoices(), json);
+        CompletionRun run = new CompletionRun(req, m, json);
+        try {
+            run.submit(cfg.timeout());
+        } catch (Scheduler.QueueFull full) {
+            throw new ApiError(429, "rate_limit_error", null, "rate_limit_exceeded", "the server is busy (" + full.getMessage() + "); retry later");
+        } catch (GenerationException bad) {
+            throw ApiError.badRequest(chat ? "messages" : "prompt", bad.getMessage());
+        }
+        try {
+            if (req.stream()) {
+                c.res().status(200);
+                c.res().header(HeaderNames.CONTENT_TYPE, "text/event-stream");
+                c.res().header(HeaderNames.CACHE_CONTROL, "no-cache");
+                boolean complete;
+                try (OutputStream out = c.res().outputStream()) {
+                    complete = run.stream(out);
+                } catch (IOException | RuntimeException gone) {
+                    complete = false;
+                }
+                if (!complete) c.detail().append("client-gone ");
+            } else {
+                send(c.res(), 200, run.collect(), false);
+            }
+        } catch (InterruptedException e) {
+            run.cancel();
+            throw e;
+        } finally {
+            c.detail().append(run.summary());
+        }
+    }
+
+    private void tokenize(Call c) throws IOException {
+        JsonNode b = body(c);
+        if (b == null || !b.isObject()) throw ApiError.badRequest(null, "the request body must be a JSON object");
+        CompletionRequest.Fields f = new CompletionRequest.Fields(b);
+        String text = f.text("content");
+        if (text == null) text = f.text("prompt");
+        Boolean special = f.bool("add_special");
+        if (special == null) special = f.bool("add_special_tokens");
+        int[] ids;
+        if (text != null) ids = model.codec().tokenizer().encodeIds(text, special == null || special);
+        else if (f.node("messages") != null)
+            ids = CompletionRequest.parse(b, true, model, cfg.maxChoices(), json).prompt();
+        else throw ApiError.badRequest("content", "give the text as content (or prompt), or messages");
+        ObjectNode o = json.createObjectNode();
+        ArrayNode t = o.putArray("tokens");
+        for (int id : ids) t.add(id);
+        o.put("count", ids.length);
+        o.put("max_model_len", model.maxContext());
+        send(c.res(), 200, o, false);
+    }
+
+    private void detokenize(Call c) throws IOException {
+        JsonNode b = body(c);
+        JsonNode t = b == null ? null : b.get("tokens");
+        if (t == null || !t.isArray()) throw ApiError.badRequest("tokens", "tokens must be an array of token ids");
+        int v = model.model().graph().vocab();
+        int[] ids = new int[t.size()];
+        for (int i = 0; i < ids.length; i++) {
+            if (!t.get(i).isIntegralNumber() || t.get(i).asLong() < 0 || t.get(i).asLong() >= v)
+                throw ApiError.badRequest("tokens", "tokens[" + i + "] must be a token id in [0, " + v + ")");
+            ids[i] = t.get(i).asInt();
+        }
+        String text = model.codec().tokenizer().decode(ids, false);
+        send(c.res(), 200, json.createObjectNode().put("content", text).put("prompt", text), false);
+    }
+
+    private void metrics(Call c) {
+        c.res().status(200);
+        c.res().header(HeaderNames.CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+        c.res().send(Metrics.render(model, responses).getBytes(StandardCharsets.UTF_8));
+    }
+
+    private void status(Call c) {
+        Scheduler.Stats s = model.scheduler().stats();
+        ObjectNode o = json.createObjectNode();
+        o.put("model", model.name());
+        o.put("parallel", model.scheduler().config().parallel());
+        o.put("context", model.maxContext());
+        o.put("running", s.running());
+        o.put("waiting", s.waiting());
+        o.put("kv_usage", s.kvUsage());
+        ArrayNode seqs = o.putArray("sequences");
+        List<Scheduler.SequenceInfo> live = model.scheduler().live();
+        for (Scheduler.SequenceInfo q : live) {
+            ObjectNode e = seqs.addObject();
+            e.put("id", q.id());
+            e.put("state", q.state());
+            e.put("prompt_tokens", q.promptTokens());
+            e.put("cached_tokens", q.cachedTokens());
+            e.put("generated_tokens", q.generatedTokens());
+            e.put("position", q.position());
+            e.put("age_ms", q.ageMillis());
+        }
+        send(c.res(), 200, o, false);
+    }
+
+    /** The request body as JSON, at most {@link ServerConfig#maxBodyBytes}; a 400 when larger or not JSON. */
+    private JsonNode body(Call c) throws IOException {
+        int max = cfg.maxBodyBytes();
+        OptionalLong declared = c.req().headers().contentLength();
+        byte[] b;
+        try (InputStream in = c.req().content().inputStream()) {
+            b = declared.isPresent() && declared.getAsLong() > max ? null : in.readNBytes(max + 1);
+            if (b == null || b.length > max) {
+                in.skip(16L * max);   // read a moderate excess, so the client sees the answer rather than a reset
+                throw ApiError.badRequest(null, "the request body exceeds the server's limit of " + max + " bytes");
+            }
+        }
+        if (b.length == 0) throw ApiError.badRequest(null, "the request body is empty (expected a JSON object)");
+        try {
+            return json.readTree(b);
+        } catch (JsonProcessingException e) {
+            throw ApiError.badRequest(null, "We could not parse the JSON body of your request: "
+                    + e.getOriginalMessage().lines().findFirst().orElse(""));
+        }
+    }
+
+    private void send(ServerResponse res, int status, ObjectNode body, boolean retryAfter) {
+        res.status(status);
+        if (retryAfter) res.header(HeaderNames.RETRY_AFTER, "1");
+        res.header(HeaderNames.CONTENT_TYPE, "application/json");
+        try {
+            res.send(json.writeValueAsBytes(body));
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

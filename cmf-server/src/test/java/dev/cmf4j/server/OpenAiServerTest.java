@@ -1,0 +1,238 @@
+package dev.cmf4j.server;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.cmf4j.runtime.Scheduler;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.io.BufferedReader;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The HTTP API through Java's HttpClient against a running server on the bundled model. */
+class OpenAiServerTest {
+    static ServerFixture s;
+    static final AtomicInteger healthWhileLoading = new AtomicInteger();
+    static final List<Map<String, Object>> GREP = List.of(Map.of("role", "user", "content", "What does grep do?"));
+
+    @BeforeAll static void start() {
+        ServerConfig cfg = ServerConfig.local(0).withApiKey("test-key").withMaxBodyBytes(64 << 10);
+        s = new ServerFixture(cfg, new Scheduler.Config(4, 512, 8, 64, 16, 4), port -> {
+            try (var http = java.net.http.HttpClient.newHttpClient()) {
+                var r = http.send(HttpRequest.newBuilder(java.net.URI.create("http://127.0.0.1:" + port + "/health")).build(),
+                        HttpResponse.BodyHandlers.ofString());
+                healthWhileLoading.set(r.statusCode());
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+    }
+
+    @AfterAll static void stop() { if (s != null) s.close(); }
+
+    static Map<String, Object> chat(Object... kv) {
+        Map<String, Object> m = new HashMap<>();
+        m.put("model", "default");
+        m.put("messages", GREP);
+        for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
+        return m;
+    }
+
+    /** The {@code data:} payloads of an SSE body, in order. */
+    static List<String> events(String body) {
+        List<String> out = new ArrayList<>();
+        for (String line : body.split("\n")) if (line.startsWith("data: ")) out.add(line.substring(6));
+        return out;
+    }
+
+    @Test void healthIs503WhileLoadingThen200WithoutAKey() throws Exception {
+        assertThat(healthWhileLoading.get()).isEqualTo(503);
+        var r = s.http.send(HttpRequest.newBuilder(java.net.URI.create(s.base() + "/health")).build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(r.statusCode()).isEqualTo(200);
+        assertThat(ServerFixture.json(r).get("status").asText()).isEqualTo("ok");
+    }
+
+    @Test void greedyChatEqualsGenerateAndTheStreamSaysTheSame() throws Exception {
+        String want = s.greedyChat(GREP, 16);
+        var r = s.http.send(s.request("/v1/chat/completions").header("X-Request-Id", "my-req-1")
+                .POST(HttpRequest.BodyPublishers.ofString(ServerFixture.JSON.writeValueAsString(chat("temperature", 0, "max_tokens", 16)))).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+        assertThat(r.headers().firstValue("X-Request-Id")).hasValue("my-req-1");
+        JsonNode o = ServerFixture.json(r);
+        assertThat(o.get("object").asText()).isEqualTo("chat.completion");
+        assertThat(o.at("/choices/0/message/role").asText()).isEqualTo("assistant");
+        assertThat(o.at("/choices/0/message/content").asText()).isEqualTo(want);
+        int prompt = s.model.codec().encodeChat(GREP, Map.of()).length;
+        assertThat(o.at("/usage/prompt_tokens").asInt()).isEqualTo(prompt);
+        assertThat(o.at("/usage/total_tokens").asInt()).isEqualTo(prompt + o.at("/usage/completion_tokens").asInt());
+        assertThat(o.at("/usage/prompt_tokens_details/cached_tokens").isInt()).isTrue();
+        assertThat(s.log).anyMatch(l -> l.startsWith("my-req-1 POST /v1/chat/completions 200") && l.contains("prompt=" + prompt) && l.contains("ttft_ms="));
+
+        var st = s.post("/v1/chat/completions", chat("temperature", 0, "max_tokens", 16, "stream", true,
+                "stream_options", Map.of("include_usage", true)));
+        assertThat(st.statusCode()).isEqualTo(200);
+        assertThat(st.headers().firstValue("Content-Type").orElse("")).startsWith("text/event-stream");
+        List<String> ev = events(st.body());
+        assertThat(ev.getLast()).isEqualTo("[DONE]");
+        StringBuilder text = new StringBuilder();
+        String finish = null;
+        JsonNode usage = null;
+        for (String e : ev.subList(0, ev.size() - 1)) {
+            JsonNode c = ServerFixture.JSON.readTree(e);
+            assertThat(c.get("object").asText()).isEqualTo("chat.completion.chunk");
+            if (c.has("usage") && !c.get("usage").isNull()) usage = c.get("usage");
+            for (JsonNode ch : c.get("choices")) {
+                text.append(ch.at("/delta/content").asText(""));
+                if (!ch.get("finish_reason").isNull()) finish = ch.get("finish_reason").asText();
+            }
+        }
+        assertThat(text.toString()).isEqualTo(want);
+        assertThat(finish).isIn("stop", "length");
+        assertThat(usage).isNotNull();
+        assertThat(usage.get("completion_tokens").asInt()).isEqualTo(o.at("/usage/completion_tokens").asInt());
+    }
+
+    @Test void textCompletionsWithLogprobsAndNChoices() throws Exception {
+        int[] ids = s.model.codec().encode("The ls command");
+        var r = s.post("/v1/completions", Map.of("prompt", "The ls command", "max_tokens", 6, "temperature", 0, "logprobs", 2));
+        assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+        JsonNode o = ServerFixture.json(r);
+        assertThat(o.get("object").asText()).isEqualTo("text_completion");
+        assertThat(o.at("/choices/0/text").asText()).isEqualTo(s.greedy(ids, 6));
+        JsonNode lp = o.at("/choices/0/logprobs");
+        assertThat(lp.get("tokens")).hasSize(o.at("/usage/completion_tokens").asInt());
+        for (int i = 0; i < lp.get("token_logprobs").size(); i++) {
+            assertThat(lp.get("token_logprobs").get(i).asDouble()).isLessThanOrEqualTo(0);
+            assertThat(lp.get("top_logprobs").get(i).size()).isBetween(1, 2);
+        }
+
+        var n = s.post("/v1/chat/completions", chat("n", 3, "max_tokens", 5, "temperature", 1.0, "seed", 11, "logprobs", true, "top_logprobs", 2));
+        assertThat(n.statusCode()).as(n.body()).isEqualTo(200);
+        JsonNode choices = ServerFixture.json(n).get("choices");
+        assertThat(choices).hasSize(3);
+        for (int i = 0; i < 3; i++) {
+            assertThat(choices.get(i).get("index").asInt()).isEqualTo(i);
+            JsonNode content = choices.get(i).at("/logprobs/content");
+            assertThat(content.size()).isGreaterThan(0);
+            assertThat(content.get(0).get("top_logprobs")).hasSize(2);
+            assertThat(content.get(0).get("bytes").isArray()).isTrue();
+        }
+        // the same seed gives the same choices
+        var again = s.post("/v1/chat/completions", chat("n", 3, "max_tokens", 5, "temperature", 1.0, "seed", 11, "logprobs", true, "top_logprobs", 2));
+        assertThat(ServerFixture.json(again).at("/choices/2/message/content")).isEqualTo(choices.get(2).at("/message/content"));
+    }
+
+    @Test void badRequestsAre400InOpenAisShapeAndTheServerGoesOn() throws Exception {
+        record Case(String body, String param, String says) {}
+        String longPrompt = "[" + "1,".repeat(600) + "1]";
+        List<Case> cases = List.of(
+                new Case("{\"messages\": [", null, "could not parse the JSON"),
+                new Case("[1, 2]", null, "must be a JSON object"),
+                new Case("{\"messages\": \"hi\"}", "messages", "non-empty array"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content", "string or an array"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"temperature\": \"hot\"}", "temperature", "must be a number"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 0}", "n", "must be in [1, 16]"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 99}", "n", "must be in [1, 16]"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 0}", "max_tokens", "must be in [1, 512]"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 100000}", "max_tokens", "must be in [1, 512]"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stream\": \"yes\"}", "stream", "must be a boolean"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logit_bias\": {\"99999\": 5}}", "logit_bias", "outside the vocabulary"),
+                new Case("{\"prompt\": " + longPrompt + "}", "prompt", "maximum context length is 512"),
+                new Case("{\"messages\": [{\"role\": \"user\", \"content\": \"" + "x".repeat(70_000) + "\"}]}", null, "exceeds the server's limit"));
+        for (Case c : cases) {
+            String path = c.body().startsWith("{\"prompt\"") ? "/v1/completions" : "/v1/chat/completions";
+            var r = s.post(path, c.body());
+            assertThat(r.statusCode()).as(c.body().substring(0, Math.min(80, c.body().length())) + " -> " + r.body()).isEqualTo(400);
+            JsonNode e = ServerFixture.json(r).get("error");
+            assertThat(e.get("type").asText()).isEqualTo("invalid_request_error");
+            assertThat(e.get("message").asText()).contains(c.says());
+            if (c.param() != null) assertThat(e.get("param").asText()).isEqualTo(c.param());
+            assertThat(e.has("code")).isTrue();
+        }
+        assertThat(s.post("/v1/chat/completions", chat("max_tokens", 2)).statusCode()).isEqualTo(200);
+    }
+
+    @Test void aMissingOrWrongKeyIs401() throws Exception {
+        for (String auth : new String[] {null, "Bearer wrong-key", "Bearer test-key-and-more", "Basic dGVzdC1rZXk="}) {
+            var b = HttpRequest.newBuilder(java.net.URI.create(s.base() + "/v1/models"));
+            if (auth != null) b.header("Authorization", auth);
+            var r = s.http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+            assertThat(r.statusCode()).as(String.valueOf(auth)).isEqualTo(401);
+            JsonNode e = ServerFixture.json(r).get("error");
+            assertThat(e.get("code").asText()).isEqualTo("invalid_api_key");
+            assertThat(e.get("type").asText()).isEqualTo("invalid_request_error");
+        }
+        var ok = s.get("/v1/models");
+        assertThat(ok.statusCode()).isEqualTo(200);
+        assertThat(ServerFixture.json(ok).at("/data/0/id").asText()).isEqualTo("default");
+        assertThat(ServerFixture.json(ok).at("/data/0/max_model_len").asInt()).isEqualTo(512);
+    }
+
+    @Test void tokenizeDetokenizeMetricsAndStatus() throws Exception {
+        var t = s.post("/tokenize", Map.of("content", "Hello, world"));
+        assertThat(t.statusCode()).isEqualTo(200);
+        JsonNode tokens = ServerFixture.json(t).get("tokens");
+        int[] want = s.model.codec().tokenizer().encodeIds("Hello, world", true);
+        assertThat(tokens).hasSize(want.length);
+        for (int i = 0; i < want.length; i++) assertThat(tokens.get(i).asInt()).isEqualTo(want[i]);
+        var d = s.post("/detokenize", Map.of("tokens", tokens));
+        assertThat(ServerFixture.json(d).get("content").asText()).isEqualTo("Hello, world");
+        var chatTokens = s.post("/tokenize", Map.of("messages", GREP));
+        assertThat(ServerFixture.json(chatTokens).get("count").asInt()).isEqualTo(s.model.codec().encodeChat(GREP, Map.of()).length);
+
+        s.post("/v1/chat/completions", chat("max_tokens", 3));
+        var m = s.get("/metrics");
+        assertThat(m.statusCode()).isEqualTo(200);
+        assertThat(m.headers().firstValue("Content-Type").orElse("")).startsWith("text/plain");
+        assertThat(m.body()).contains("# TYPE vllm:num_requests_waiting gauge", "vllm:num_requests_waiting{model_name=\"default\"} 0",
+                "vllm:gpu_cache_usage_perc{model_name=\"default\"}", "cmf_generation_tokens_total ", "cmf_prompt_tokens_total ",
+                "cmf_requests_running ", "cmf_http_responses_total{code=\"200\"}");
+        long generated = Long.parseLong(m.body().lines().filter(l -> l.startsWith("cmf_generation_tokens_total ")).findFirst().orElseThrow().split(" ")[1]);
+        assertThat(generated).isGreaterThan(0);
+
+        var st = s.get("/status");
+        JsonNode o = ServerFixture.json(st);
+        assertThat(o.get("parallel").asInt()).isEqualTo(4);
+        assertThat(o.get("sequences").isArray()).isTrue();
+    }
+
+    @Test void aClientThatLeavesMidStreamFreesItsSequenceAndOthersGoOn() throws Exception {
+        String body = ServerFixture.JSON.writeValueAsString(chat("max_tokens", 400, "temperature", 0.8, "seed", 1, "stream", true,
+                "min_p", 0.0, "logit_bias", Map.of(String.valueOf(s.model.codec().eosIds().iterator().next()), -100)));
+        var leaving = s.http.send(s.request("/v1/chat/completions").header("X-Request-Id", "leaver")
+                .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofInputStream());
+        CompletableFuture<HttpResponse<String>> other = s.http.sendAsync(s.request("/v1/chat/completions")
+                .POST(HttpRequest.BodyPublishers.ofString(ServerFixture.JSON.writeValueAsString(chat("temperature", 0, "max_tokens", 16)))).build(),
+                HttpResponse.BodyHandlers.ofString());
+        try (InputStream in = leaving.body()) {
+            BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8));
+            int data = 0;
+            for (String line; data < 4 && (line = r.readLine()) != null; ) if (line.startsWith("data: ")) data++;
+            assertThat(data).isEqualTo(4);
+            JsonNode live = ServerFixture.json(s.get("/status")).get("sequences");
+            assertThat(live.size()).isGreaterThanOrEqualTo(1);
+        }   // closes the connection mid-stream
+        assertThat(ServerFixture.json(other.get()).at("/choices/0/message/content").asText()).isEqualTo(s.greedyChat(GREP, 16));
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (s.log.stream().noneMatch(l -> l.startsWith("leaver ")) && System.nanoTime() < deadline) Thread.sleep(20);
+        String line = s.log.stream().filter(l -> l.startsWith("leaver ")).findFirst().orElseThrow();
+        assertThat(line).contains("client-gone").contains("finish=cancelled");
+        int generated = Integer.parseInt(line.replaceAll(".*generated=(\\d+).*", "$1"));
+        assertThat(generated).as(line).isLessThan(400);
+        assertThat(ServerFixture.json(s.get("/status")).get("sequences")).isEmpty();
+    }
+}
