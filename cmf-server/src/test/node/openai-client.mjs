@@ -1,0 +1,46 @@
+// Drives a running `cmf serve` with the official openai package and prints what it got as one JSON object;
+// OpenAiNodeClientTest checks it against the engine. Usage: CMF_BASE_URL=http://127.0.0.1:PORT/v1 CMF_API_KEY=K node openai-client.mjs
+import OpenAI from 'openai';
+
+const client = new OpenAI({ baseURL: process.env.CMF_BASE_URL, apiKey: process.env.CMF_API_KEY, maxRetries: 0 });
+const messages = [{ role: 'user', content: 'What does grep do?' }];
+const out = {};
+
+const models = await client.models.list();
+out.models = models.data.map((m) => m.id);
+
+const chat = await client.chat.completions.create({ model: 'default', messages, temperature: 0, max_tokens: 12 });
+out.chat = { content: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
+
+const stream = await client.chat.completions.create({
+  model: 'default', messages, temperature: 0, max_tokens: 12, stream: true, stream_options: { include_usage: true },
+});
+let text = '';
+let usage = null;
+let chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  for (const c of chunk.choices) text += c.delta?.content ?? '';
+  if (chunk.usage) usage = chunk.usage;
+}
+out.stream = { content: text, chunks, usage };
+
+const lp = await client.chat.completions.create({
+  model: 'default', messages, temperature: 0, max_tokens: 4, logprobs: true, top_logprobs: 3,
+});
+out.logprobs = lp.choices[0].logprobs.content.map((t) => ({ token: t.token, logprob: t.logprob, top: t.top_logprobs.length }));
+
+const n = await client.chat.completions.create({ model: 'default', messages, max_tokens: 5, n: 3, seed: 5, temperature: 1 });
+out.n = n.choices.map((c) => c.index);
+
+const completion = await client.completions.create({ model: 'default', prompt: 'The ls command', max_tokens: 6, temperature: 0 });
+out.completion = completion.choices[0].text;
+
+try {
+  await client.chat.completions.create({ model: 'default', messages, n: 0 });
+  out.badRequest = 'accepted';
+} catch (e) {
+  out.badRequest = { status: e.status, type: e.type, param: e.param, isBadRequest: e instanceof OpenAI.BadRequestError };
+}
+
+console.log(JSON.stringify(out));
