@@ -3,7 +3,7 @@ package dev.cmf4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
@@ -116,13 +116,12 @@ public final class BenchCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         boolean cpu = dev.cmf4j.backend.cuda.DeviceChoice.parse(device.device) == dev.cmf4j.backend.cuda.DeviceChoice.CPU;
         // --device auto without a usable GPU measures the CPU exactly as --device cpu would: on the --threads pool
-        try (var gpu = cpu ? null : device.resolve(spec.commandLine().getErr())) {
-            MatMul mm = onGpu(gpu) ? gpu.matmul() : new KernelMatMul(pool, new CpuMatMul(pool));
-            if (onGpu(gpu)) spec.commandLine().getErr().println("device: " + gpu.description());
-            usedDevice = onGpu(gpu) ? "cuda" : "cpu";
-            // on the CPU, the threads of the pool the products actually run on
-            int usedThreads = mm instanceof KernelMatMul k ? k.pool().threads() : nThreads;
-            measure(mm, usedThreads, out);
+        try (Backend gpu = cpu ? null : device.open(spec.commandLine().getErr())) {
+            boolean onGpu = gpu != null && gpu.device().equals("cuda");
+            Backend backend = onGpu ? gpu : new CpuBackend(new KernelMatMul(pool, new CpuMatMul(pool)), pool, null);
+            if (onGpu) spec.commandLine().getErr().println("device: " + gpu.description());
+            usedDevice = backend.device();
+            measure(backend, onGpu ? nThreads : pool.threads(), out);
         } finally {
             if (own != null) own.close();
         }
@@ -130,8 +129,8 @@ public final class BenchCommand implements Callable<Integer> {
         return 0;
     }
 
-    private void measure(MatMul mm, int usedThreads, PrintWriter out) throws Exception {
-        try (Model model = Model.open(file, null, mm)) {
+    private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
+        try (Model model = Model.open(file, null, backend)) {
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
@@ -166,11 +165,6 @@ public final class BenchCommand implements Callable<Integer> {
 
     /** The device the measurements ran on ({@code cpu} or {@code cuda}; never {@code auto}). */
     private String usedDevice;
-
-    /** Whether {@code resolved} is a GPU (not a --device auto fallback to the CPU). */
-    private static boolean onGpu(dev.cmf4j.backend.cuda.DeviceChoice.Resolved resolved) {
-        return resolved != null && resolved.fallbackReason() == null;
-    }
 
     /** Tokens/s of one prefill of {@code prompt} as a single chunk into a fresh context. */
     private double prefill(Graph graph, int[] prompt) {

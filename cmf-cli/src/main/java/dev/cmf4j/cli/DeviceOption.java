@@ -1,5 +1,6 @@
 package dev.cmf4j.cli;
 
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cuda.DeviceChoice;
 import picocli.CommandLine.Option;
 
@@ -14,11 +15,10 @@ public final class DeviceOption {
             description = "cpu (default), cuda (an NVIDIA GPU; an error when none is usable), or auto (cuda when usable, else cpu)")
     String device = "cpu";
 
-    /** The matmul for one model on the chosen device; a note on {@code err} when auto fell back to the CPU. */
-    DeviceChoice.Resolved resolve(PrintWriter err) {
-        DeviceChoice.Resolved r = DeviceChoice.parse(device).newMatMul();
-        if (r.fallbackReason() != null) err.println("cmf: --device auto: no usable GPU (" + r.fallbackReason() + "); using the CPU");
-        for (String note : r.takeNotes()) err.println("cmf: " + note);
-        return r;
+    /** The backend for one model on the chosen device; its notes (auto fell back to the CPU, ...) on {@code err}. */
+    Backend open(PrintWriter err) {
+        Backend b = DeviceChoice.parse(device).open();
+        for (String note : b.takeNotes()) err.println("cmf: " + note);
+        return b;
     }
 }

@@ -10,10 +10,10 @@ import dev.cmf4j.runtime.Session;
 import dev.cmf4j.runtime.TextCodec;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -52,8 +52,8 @@ public final class GenerateCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         int[] prompt = ModelFile.parseIds(ids);
-        try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev.matmul())) {
+        try (var dev = device.open(spec.commandLine().getErr());
+             Model m = overrides.open(file, dev)) {
             SamplingParams p = sampling.params(SamplingParams.GREEDY);
             Set<Integer> eos = Set.of();
             if (stopAtEos) {

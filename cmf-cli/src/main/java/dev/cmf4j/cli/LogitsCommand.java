@@ -5,10 +5,10 @@ import dev.cmf4j.model.Model;
 import dev.cmf4j.runtime.Session;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 import java.io.OutputStream;
 import java.nio.file.Files;
@@ -38,8 +38,8 @@ public final class LogitsCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         int[] tokens = ModelFile.parseIds(ids);
-        try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev.matmul())) {
+        try (var dev = device.open(spec.commandLine().getErr());
+             Model m = overrides.open(file, dev)) {
             float[] logits = new Session(m.graph(), Math.max(1, tokens.length)).logitsAll(tokens);
             Path parent = out.toAbsolutePath().getParent();
             if (parent != null) Files.createDirectories(parent);

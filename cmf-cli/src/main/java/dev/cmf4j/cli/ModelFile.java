@@ -35,11 +35,11 @@ final class ModelFile {
 
         /** Opens {@code file} (or the default model) with the overrides, on the CPU. */
         dev.cmf4j.model.Model open(Path file) throws NoSuchFileException {
-            return open(file, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
+            return open(file, new dev.cmf4j.backend.cpu.CpuBackend());
         }
 
-        /** Opens {@code file} (or the default model) with the overrides, on {@code matmul}. */
-        dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.MatMul matmul) throws NoSuchFileException {
+        /** Opens {@code file} (or the default model) with the overrides, on {@code backend}. */
+        dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend) throws NoSuchFileException {
             Path p = resolve(file);
             com.fasterxml.jackson.databind.JsonNode o = null;
             if (json != null) {
@@ -51,7 +51,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, matmul);
+            return dev.cmf4j.model.Model.open(p, o, backend);
         }
     }
 

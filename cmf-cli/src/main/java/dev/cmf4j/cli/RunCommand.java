@@ -8,10 +8,10 @@ import dev.cmf4j.runtime.Session;
 import dev.cmf4j.runtime.TextCodec;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -62,8 +62,8 @@ public final class RunCommand implements Callable<Integer> {
     @Mixin DeviceOption device;
 
     @Override public Integer call() throws Exception {
-        try (var dev = device.resolve(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev.matmul())) {
+        try (var dev = device.open(spec.commandLine().getErr());
+             Model m = overrides.open(file, dev)) {
             TextCodec codec = TextCodec.of(m.file());
             int[] ids;
             if (chat) {

@@ -1,7 +1,7 @@
 package dev.cmf4j.cli;
 
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.CpuBackend;
-import dev.cmf4j.backend.cuda.DeviceChoice;
 import dev.cmf4j.convert.Converter;
 import dev.cmf4j.convert.ModelSource;
 import dev.cmf4j.convert.SafetensorsReader;
@@ -80,7 +80,7 @@ public final class SelftestCommand implements Callable<Integer> {
         List<Check> checks = new ArrayList<>();
         // one matmul per open model: its device copies are keyed by the mapped tensor memory, which a later
         // mapping may reuse at the same address once this model is closed
-        try (DeviceChoice.Resolved first = device.resolve(err)) {
+        try (Backend first = device.open(err)) {
             out.println("device: " + first.description());
             out.flush();
             for (String name : names) {
@@ -90,7 +90,7 @@ public final class SelftestCommand implements Callable<Integer> {
                     long t0 = System.nanoTime();
                     Path f32 = convert(dir, tmp.resolve(name + "-f32.cmf"), TensorPolicy.Mode.F32);
                     GoldenData g = GoldenData.load(dir);
-                    try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(f32, null, dev.matmul())) {
+                    try (Backend dev = device.open(err); Model m = Model.open(f32, null, dev)) {
                         checks.add(report(out, g.check(name, m.graph(), tol), t0));
                         t0 = System.nanoTime();
                         checks.add(report(out, batchCheck(name, m.graph(), g.inputIds), t0));
@@ -99,8 +99,8 @@ public final class SelftestCommand implements Callable<Integer> {
                         t0 = System.nanoTime();
                         Path qf = convert(dir, tmp.resolve(name + "-" + q.label + ".cmf"), q);
                         Run cpu, gpu;
-                        try (Model m = Model.open(qf, null, CpuBackend.newMatMul())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
-                        try (DeviceChoice.Resolved dev = device.resolve(err); Model m = Model.open(qf, null, dev.matmul())) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (Model m = Model.open(qf, null, new CpuBackend())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (Backend dev = device.open(err); Model m = Model.open(qf, null, dev)) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
                         checks.add(report(out, new Check(name, q.label + " vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
                                 "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds)), t0));

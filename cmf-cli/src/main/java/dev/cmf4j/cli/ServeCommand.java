@@ -88,8 +88,7 @@ public final class ServeCommand implements Callable<Integer> {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> { server.close(); stopped.countDown(); }));
         ServedModel served;
         try {
-            var dev = device.resolve(err);
-            Model m = overrides.open(model, dev.matmul());
+            Model m = overrides.open(model, device.open(err));   // the backend lives as long as the process
             int rows = Math.max(parallel, Session.DEFAULT_CHUNK);
             served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, Session.DEFAULT_CHUNK, parallel));
             server.ready(served);

@@ -1,5 +1,7 @@
 package dev.cmf4j.model;
 
+import dev.cmf4j.backend.Glu;
+
 /** The position-wise feed-forward part of one layer. */
 public sealed interface Ffn permits Ffn.GatedMlp, Ffn.Moe, Ffn.DenseAndMoe {
 

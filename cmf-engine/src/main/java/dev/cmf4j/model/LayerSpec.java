@@ -1,5 +1,7 @@
 package dev.cmf4j.model;
 
+import dev.cmf4j.backend.Activation;
+
 /**
  * One decoder layer. Every layer runs the same fixed sequence (see {@code Graph}); the optional parts
  * are null when a family does not have them.

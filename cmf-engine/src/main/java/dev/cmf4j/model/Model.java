@@ -1,7 +1,7 @@
 package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.format.CmfException;
 import dev.cmf4j.format.CmfFile;
@@ -26,22 +26,23 @@ public final class Model implements AutoCloseable {
     }
 
     /**
-     * Opens {@code path} on the CPU backend (the fast kernels). The matmul instance is the model's own: its
-     * per-tensor kernel tables live exactly as long as the file's mapping.
+     * Opens {@code path} on the CPU (the fast kernels). The backend is the model's own: its per-tensor kernel tables
+     * live exactly as long as the file's mapping.
      */
-    public static Model open(Path path) { return open(path, null, CpuBackend.newMatMul()); }
+    public static Model open(Path path) { return open(path, null, new CpuBackend()); }
 
     /**
      * @param archOverrides fields merged over the file's arch block (for files whose block lacks them); may be null
+     * @param backend       the device, one per open model; the caller closes it after the model
      * @throws ModelException when the file is not a model this engine can run (the message says why)
      * @throws CmfException   when the file is not a valid CMF file
      */
-    public static Model open(Path path, JsonNode archOverrides, MatMul matmul) {
+    public static Model open(Path path, JsonNode archOverrides, Backend backend) {
         CmfFile file = CmfFile.open(path);
         try {
             Weights w = new CmfWeights(file);
             ModelSpec spec = SpecBuilder.build(file.header().toJson(), w, archOverrides);
-            return new Model(file, spec, new Graph(spec, w, matmul));
+            return new Model(file, spec, new Graph(spec, w, backend));
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);

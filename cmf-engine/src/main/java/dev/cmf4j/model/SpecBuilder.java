@@ -1,6 +1,8 @@
 package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.Glu;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -188,7 +190,13 @@ public final class SpecBuilder {
 
     private Activation activation() {
         String act = a.str("hidden_act", "hidden_activation");
-        return act == null ? (isGemma() ? Activation.GELU_TANH : Activation.SILU) : Activation.of(act);
+        if (act == null) return isGemma() ? Activation.GELU_TANH : Activation.SILU;
+        return switch (act.toLowerCase(java.util.Locale.ROOT)) {
+            case "silu", "swish", "swiglu" -> Activation.SILU;
+            case "gelu_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "geglu" -> Activation.GELU_TANH;
+            case "gelu" -> Activation.GELU;
+            default -> throw new ModelException("unsupported activation '" + act + "'");
+        };
     }
 
     // ---------------------------------------------------------------- attention

@@ -1,5 +1,6 @@
 package dev.cmf4j.runtime;
 
+import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.model.graph.Graph;
 import dev.cmf4j.model.graph.State;
 
@@ -36,7 +37,7 @@ public final class Session implements AutoCloseable {
 
     /**
      * A session with the graph's own chunk: {@link #DEFAULT_CHUNK} on the CPU graph, the device forward's
-     * {@link dev.cmf4j.model.graph.DeviceForward#preferredChunk preferred chunk} when the model runs on a GPU (no
+     * {@link dev.cmf4j.backend.DeviceForward#preferredChunk preferred chunk} when the model runs on a GPU (no
      * more than {@code maxContext}, so a short session does not hold a long chunk's device buffers).
      */
     public Session(Graph graph, int maxContext) { this(graph, maxContext, defaultChunk(graph, maxContext)); }

@@ -79,7 +79,7 @@ class ArchErrorsTest {
             Weights w = TestFiles.weights(q.reader());
             // a missing tensor
             assertThatThrownBy(() -> new dev.cmf4j.model.graph.Graph(SpecBuilder.build(header, w),
-                    without(w, "model.layers.1.mlp.up_proj.weight"), new dev.cmf4j.backend.cpu.CpuMatMul()))
+                    without(w, "model.layers.1.mlp.up_proj.weight"), new dev.cmf4j.backend.cpu.CpuBackend()))
                     .isInstanceOf(ModelException.class).hasMessageContaining("model.layers.1.mlp.up_proj.weight");
             // an unknown rope type
             ObjectNode h2 = header.deepCopy();

@@ -2,6 +2,7 @@ package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.convert.HfArch;
 import dev.cmf4j.convert.HfConfig;
@@ -31,7 +32,7 @@ class HfArchGoldenTest {
         try (SafetensorsReader st = SafetensorsReader.open(dir.resolve("model.safetensors"))) {
             Weights w = TestFiles.weights(st);
             ModelSpec spec = SpecBuilder.build(header, w);
-            r = Golden.load(dir).check(new Graph(spec, w, new CpuMatMul()), 64);
+            r = Golden.load(dir).check(new Graph(spec, w, new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null)), 64);
         }
         System.out.println(model + ": " + r);
         double tol = model.equals("qwen3_next") ? 2e-3 : 1e-3;

@@ -2,6 +2,7 @@ package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.convert.HfArch;
 import dev.cmf4j.convert.HfConfig;
@@ -25,7 +26,7 @@ public record HfFixture(String name, Path dir, SafetensorsReader reader, ModelSp
         SafetensorsReader r = SafetensorsReader.open(dir.resolve("model.safetensors"));
         Weights w = TestFiles.weights(r);
         ModelSpec spec = SpecBuilder.build(header, w);
-        return new HfFixture(name, dir, r, spec, new Graph(spec, w, new CpuMatMul()));
+        return new HfFixture(name, dir, r, spec, new Graph(spec, w, new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null)));
     }
 
     @Override public void close() { reader.close(); }

@@ -1,8 +1,8 @@
 package dev.cmf4j.model;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.cmf4j.testkit.Fixtures;
 import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -26,7 +26,7 @@ class RefconvQuantTest {
                 ? new ObjectMapper().readTree("{\"moe\": {\"top_k\": 2, \"norm_topk_prob\": true}}") : null;
         Golden g = Golden.load(dir);
         int T = g.inputIds().length, V = g.vocab();
-        try (Model m = Model.open(cmf, overrides, CpuBackend.newMatMul())) {
+        try (Model m = Model.open(cmf, overrides, new CpuBackend())) {
             float[] logits = new dev.cmf4j.runtime.Session(m.graph(), 256).logitsAll(g.inputIds());
             int agree = 0;
             double maxDiff = 0;

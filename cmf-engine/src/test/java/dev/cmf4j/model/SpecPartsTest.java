@@ -1,5 +1,7 @@
 package dev.cmf4j.model;
 
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.Glu;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;

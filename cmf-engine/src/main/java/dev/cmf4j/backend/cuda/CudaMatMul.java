@@ -1,12 +1,11 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
 import dev.cmf4j.format.quant.TpLadder;
-import dev.cmf4j.model.ModelSpec;
-import dev.cmf4j.model.graph.DecoderPlan;
-import dev.cmf4j.model.graph.DeviceForward;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -28,7 +27,7 @@ import java.util.Objects;
  * attention, activations) stay on the CPU. One instance per open model: its device copies are keyed by
  * the tensor's mapped memory, so {@link #close} it with the model.
  */
-public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoCloseable {
+public final class CudaMatMul implements MatMul, AutoCloseable {
     /** {@code -Dcmf.cuda.resident=false}: dense models too run on the hybrid path (GPU products, CPU graph). */
     static final boolean RESIDENT = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.resident"));
     /** {@code -Dcmf.cuda.graphs=false}: resident decode steps launch kernel by kernel instead of replaying a CUDA graph. */
@@ -104,8 +103,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
      * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
      * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.
      */
-    @Override public DeviceForward denseForward(DecoderPlan model) {
-        String arch = model.spec().archName();
+    DeviceForward denseForward(DecoderPlan model) {
+        String arch = model.label();
         if (!RESIDENT) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): -Dcmf.cuda.resident=false");
             return null;
@@ -134,8 +133,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
         return f;
     }
 
-    @Override public void cpuGraph(ModelSpec spec, String why) {
-        notes.accept("cmf: cuda: " + spec.archName() + ": hybrid path (GPU weight products, CPU graph): " + why);
+    void hostGraph(String label, String why) {
+        notes.accept("cmf: cuda: " + label + ": hybrid path (GPU weight products, CPU graph): " + why);
     }
 
     /** Whether resident forwards made from now on replay decode steps as CUDA graphs (default: {@code cmf.cuda.graphs}). */
@@ -381,8 +380,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
 
     /** Frees the device copies and staging buffers (the fallback is not closed). */
     @Override public void close() {
-        ctx.call(() -> {
-            if (closed) return null;
+        if (!ctx.call(() -> {
+            if (closed) return false;
             closed = true;
             for (ResidentForward r : residents) r.closeOnOwner();
             residents.clear();
@@ -390,8 +389,8 @@ public final class CudaMatMul implements MatMul, DeviceForward.Provider, AutoClo
             uploaded.clear();
             stageX.free();
             stageY.free();
-            return null;
-        });
+            return true;
+        })) return;
         arena.close();
     }
 }

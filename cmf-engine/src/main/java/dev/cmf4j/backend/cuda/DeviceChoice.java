@@ -1,9 +1,8 @@
 package dev.cmf4j.backend.cuda;
 
-import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.CpuBackend;
 
-import java.util.List;
 import java.util.Locale;
 import java.util.function.Supplier;
 
@@ -26,34 +25,20 @@ public enum DeviceChoice {
         };
     }
 
-    /** A resolved backend: the matmul for one model, a one-line description, and why a GPU was not used (or null). */
-    public record Resolved(MatMul matmul, String description, String fallbackReason) implements AutoCloseable {
-        /** One-line notes from opening the GPU not yet shown (e.g. kernels compiled with NVRTC as the shipped fatbin was stale). */
-        public List<String> takeNotes() { return matmul instanceof CudaMatMul g ? g.context().takeNotes() : List.of(); }
+    /** A new backend for one model on this device (one per open model; the caller closes it after the model). */
+    public Backend open() { return open(CudaContext::get); }
 
-        @Override public void close() {
-            if (matmul instanceof AutoCloseable c) {
-                try { c.close(); } catch (Exception e) { throw new IllegalStateException(e); }
-            }
-        }
-    }
-
-    /** A new matmul for one model on this device (one per open model, like {@link CpuBackend#newMatMul()}). */
-    public Resolved newMatMul() { return resolve(CudaContext::get); }
-
-    /** As {@link #newMatMul()} with the GPU opener given (tests pass one that fails). */
-    Resolved resolve(Supplier<CudaContext> gpu) {
-        if (this == CPU) return new Resolved(CpuBackend.newMatMul(), "cpu (" + CpuBackend.pool().threads() + " threads)", null);
+    /** As {@link #open()} with the GPU opener given (tests pass one that fails). */
+    Backend open(Supplier<CudaContext> gpu) {
+        if (this == CPU) return new CpuBackend();
         try {
-            CudaContext ctx = gpu.get();
-            return new Resolved(new CudaMatMul(ctx, CpuBackend.newMatMul()), "cuda: " + ctx.info(), null);
+            return new CudaBackend(gpu.get());
         } catch (CudaUnavailableException | CudaException e) {
             if (this == CUDA) {
                 if (e instanceof CudaUnavailableException u) throw u;
                 throw new CudaUnavailableException("--device cuda: " + e.getMessage(), e);
             }
-            return new Resolved(CpuBackend.newMatMul(), "cpu (" + CpuBackend.pool().threads() + " threads; no GPU: "
-                    + e.getMessage() + ")", e.getMessage());
+            return new CpuBackend(CpuBackend.newMatMul(), CpuBackend.pool(), e.getMessage());
         }
     }
 }

@@ -1,12 +1,12 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.format.DType;
-import dev.cmf4j.model.Activation;
-import dev.cmf4j.model.Glu;
-import dev.cmf4j.model.graph.DecoderPlan;
-import dev.cmf4j.model.graph.DeviceForward;
-import dev.cmf4j.model.graph.NormOp;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

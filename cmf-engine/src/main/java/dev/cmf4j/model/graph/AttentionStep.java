@@ -1,6 +1,7 @@
 package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cpu.AttentionKernel;
 import dev.cmf4j.backend.cpu.KvCache;
 import dev.cmf4j.backend.cpu.Rotary;
@@ -23,13 +24,13 @@ final class AttentionStep implements MixerStep {
     private final Rope rope;
     private final float[] invFreq;
     private final int hidden;
-    /** The threads the graph's products run on (bench --threads may give a graph its own pool). */
+    /** The threads the attention of several heads runs on (the backend's host pool). */
     private final dev.cmf4j.backend.cpu.kernel.WorkerPool pool;
 
-    AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm) {
+    AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm, dev.cmf4j.backend.cpu.kernel.WorkerPool pool) {
         this.spec = a;
         this.mm = mm;
-        this.pool = mm instanceof dev.cmf4j.backend.cpu.kernel.KernelMatMul k ? k.pool() : dev.cmf4j.backend.cpu.CpuBackend.pool();
+        this.pool = pool;
         this.hidden = hidden;
         int qRows = a.qDim() * (a.outputGate() ? 2 : 1);
         this.q = l.linear(a.qProj(), a.qBias(), qRows, hidden);
@@ -37,9 +38,9 @@ final class AttentionStep implements MixerStep {
         this.v = a.vProj() == null ? null : l.linear(a.vProj(), a.vBias(), a.kvDim(), hidden);
         this.o = l.linear(a.oProj(), a.oBias(), hidden, a.qDim());
         this.qkv = k == null ? null : v != null ? new Linear.Shared(q, k, v) : new Linear.Shared(q, k);
-        this.qNorm = NormOp.of(a.qNorm(), l);
-        this.kNorm = NormOp.of(a.kNorm(), l);
-        this.vNorm = NormOp.of(a.vNorm(), l);
+        this.qNorm = l.normOp(a.qNorm());
+        this.kNorm = l.normOp(a.kNorm());
+        this.vNorm = l.normOp(a.vNorm());
         this.sinks = l.optionalVector(a.sinks(), a.heads());
         this.rope = a.rope();
         this.invFreq = rope.invFreq();

@@ -1,6 +1,7 @@
 package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cpu.CausalConv1d;
 import dev.cmf4j.backend.cpu.GatedDeltaRule;
 import dev.cmf4j.model.Mixer;
@@ -50,7 +51,7 @@ final class DeltaNetStep implements MixerStep {
         this.negA = new float[nv];
         for (int i = 0; i < nv; i++) negA[i] = -(float) Math.exp(aLog[i]);
         this.dtBias = l.vector(g.dtBias(), nv);
-        this.norm = NormOp.of(g.norm(), l);
+        this.norm = l.normOp(g.norm());
         this.outProj = l.linear(g.outProj(), null, hidden, g.vDim());
     }
 

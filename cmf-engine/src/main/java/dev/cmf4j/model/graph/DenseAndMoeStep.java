@@ -1,6 +1,7 @@
 package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.model.Ffn;
 
 /**
@@ -16,9 +17,9 @@ final class DenseAndMoeStep implements FfnStep {
         this.hidden = hidden;
         this.mlp = new MlpStep(d.mlp(), hidden, l, mm);
         this.moe = new MoeStep(d.moe(), hidden, l, mm);
-        this.postMlp = NormOp.of(d.postMlp(), l);
-        this.preMoe = NormOp.of(d.preMoe(), l);
-        this.postMoe = NormOp.of(d.postMoe(), l);
+        this.postMlp = l.normOp(d.postMlp());
+        this.preMoe = l.normOp(d.preMoe());
+        this.postMoe = l.normOp(d.postMoe());
     }
 
     record Scratch(Object mlp, MoeStep.Scratch moe, float[] moeIn, float[] moeOut) {}

@@ -1,7 +1,11 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.Mixer;
@@ -34,6 +38,7 @@ public final class Graph {
     public interface HiddenObserver { void accept(int index, float[] x, int tokens, int hidden); }
 
     private final ModelSpec spec;
+    private final Backend backend;
     private final MatMul mm;
     private final int hidden, vocab, layers;
     private final Tensor embedding;
@@ -44,7 +49,7 @@ public final class Graph {
     private final float[] layerScalar;
     private final Linear[] pliGate, pliProj;
     private final NormOp[] pliNorm;
-    private final dev.cmf4j.model.Activation[] pliAct;
+    private final dev.cmf4j.backend.Activation[] pliAct;
     private final NormOp finalNorm;
     private final Matrix head;
     /** Embryo's hierarchical head over {@link #head}, or null for a flat head. */
@@ -58,9 +63,13 @@ public final class Graph {
     /** The device's whole-forward replacement of the steps above, or null (the CPU steps run). */
     private final DeviceForward device;
 
-    public Graph(ModelSpec spec, Weights weights, MatMul mm) {
+    /**
+     * @param backend the device; the caller closes it after the graph's last use
+     */
+    public Graph(ModelSpec spec, Weights weights, Backend backend) {
         this.spec = spec;
-        this.mm = mm;
+        this.backend = backend;
+        this.mm = backend.matmul();
         this.hidden = spec.hidden();
         this.vocab = spec.vocab();
         this.layers = spec.numLayers();
@@ -70,7 +79,7 @@ public final class Graph {
             throw new ModelException("embedding '" + spec.embedding() + "' has shape "
                     + java.util.Arrays.toString(embedding.shape()) + ", expected [vocab, " + hidden + "]");
         this.embedRows = l.whole(embedding);
-        this.finalNorm = NormOp.of(spec.finalNorm(), l);
+        this.finalNorm = l.normOp(spec.finalNorm());
         this.head = l.matrix(spec.head(), vocab, hidden);
         var hc = spec.headClusters();
         this.clusterHead = hc == null ? null
@@ -84,10 +93,10 @@ public final class Graph {
                             + " attention layer of the same shape and window");
             }
         DeviceForward dev = null;
-        if (mm instanceof DeviceForward.Provider p) {
-            String why = DecoderPlan.unsupported(spec);
-            if (why == null) dev = p.denseForward(DecoderPlan.of(spec, l, embedRows, head, finalNorm));
-            else p.cpuGraph(spec, why);
+        if (backend.runsWholeModels()) {
+            String why = DecoderPlans.unsupported(spec);
+            if (why == null) dev = backend.deviceForward(DecoderPlans.of(spec, l, embedRows, head, finalNorm));
+            else backend.hostGraph(spec.archName(), why);
         }
         this.device = dev;
         mixers = new MixerStep[layers];
@@ -96,7 +105,7 @@ public final class Graph {
         preFfn = new NormOp[layers]; postFfn = new NormOp[layers];
         layerScalar = new float[layers];
         pliGate = new Linear[layers]; pliProj = new Linear[layers]; pliNorm = new NormOp[layers];
-        pliAct = new dev.cmf4j.model.Activation[layers];
+        pliAct = new dev.cmf4j.backend.Activation[layers];
         var ple = spec.perLayerEmbedding();
         this.pleDim = ple == null ? 0 : ple.dim();
         // a device forward runs the whole model: the CPU steps (their decoded biases and norms, a second copy of
@@ -105,27 +114,27 @@ public final class Graph {
             LayerSpec ls = spec.layer(i);
             mixers[i] = mixerStep(ls.mixer(), l);
             ffns[i] = ffnStep(ls.ffn(), l);
-            preMixer[i] = NormOp.of(ls.preMixer(), l);
-            postMixer[i] = NormOp.of(ls.postMixer(), l);
-            preFfn[i] = NormOp.of(ls.preFfn(), l);
-            postFfn[i] = NormOp.of(ls.postFfn(), l);
+            preMixer[i] = l.normOp(ls.preMixer());
+            postMixer[i] = l.normOp(ls.postMixer());
+            preFfn[i] = l.normOp(ls.preFfn());
+            postFfn[i] = l.normOp(ls.postFfn());
             layerScalar[i] = ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0];
             if (ls.perLayerInput() != null) {
                 if (ple == null) throw new ModelException("layer " + i + " has per-layer inputs but the model has no per-layer embedding");
                 pliGate[i] = l.linear(ls.perLayerInput().gate(), null, pleDim, hidden);
                 pliProj[i] = l.linear(ls.perLayerInput().projection(), null, hidden, pleDim);
-                pliNorm[i] = NormOp.of(ls.perLayerInput().postNorm(), l);
+                pliNorm[i] = l.normOp(ls.perLayerInput().postNorm());
                 pliAct[i] = ls.perLayerInput().act();
             }
         }
-        if (ple != null) {   // never on a device forward (DecoderPlan.unsupported)
+        if (ple != null) {   // never on a device forward (DecoderPlans.unsupported)
             this.pleTable = l.tensor(ple.table());
             if (pleTable.cols() != (long) layers * pleDim)
                 throw new ModelException("per-layer table '" + ple.table() + "' has width " + pleTable.cols()
                         + ", expected " + layers + "×" + pleDim);
             this.pleRows = l.whole(pleTable);
             this.pleProjection = l.linear(ple.modelProjection(), null, layers * pleDim, hidden);
-            this.pleNorm = NormOp.of(ple.projectionNorm(), l);
+            this.pleNorm = l.normOp(ple.projectionNorm());
         } else {
             this.pleTable = null; this.pleRows = null; this.pleProjection = null; this.pleNorm = null;
         }
@@ -136,7 +145,7 @@ public final class Graph {
 
     private MixerStep mixerStep(Mixer m, Loader l) {
         return switch (m) {
-            case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm);
+            case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm, backend.hostPool());
             case Mixer.GatedDeltaNet g -> new DeltaNetStep(g, hidden, l, mm);
             case Mixer.BoundedAttention b -> new BoundedAnchorStep(b, hidden, l, mm);
         };

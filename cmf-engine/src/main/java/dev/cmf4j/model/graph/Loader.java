@@ -1,9 +1,11 @@
 package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.format.quant.Dequantizers;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.Norm;
+import dev.cmf4j.model.NormStyle;
 import dev.cmf4j.model.Tensor;
 import dev.cmf4j.model.Weights;
 
@@ -102,6 +104,11 @@ final class Loader {
     float[] norm(Norm n) {
         if (n == null || n.weight() == null) return null;
         return vector(n.weight(), n.dim());
+    }
+
+    /** A norm resolved for the operators (its weight decoded), or null when there is none. */
+    NormOp normOp(Norm n) {
+        return n == null ? null : new NormOp(norm(n), n.style() == NormStyle.OFFSET, n.eps(), n.dim());
     }
 
     static float[] decodeAll(Tensor t) {

@@ -1,8 +1,8 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.model.Ffn;
-import dev.cmf4j.model.Glu;
 
 /** Gated MLP: down(glu(gate·x, up·x)). */
 final class MlpStep implements FfnStep {

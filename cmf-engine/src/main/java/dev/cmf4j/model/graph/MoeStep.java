@@ -1,12 +1,12 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.cpu.ResonanceRouter;
 import dev.cmf4j.backend.cpu.RmsNorm;
 import dev.cmf4j.backend.cpu.Softmax;
 import dev.cmf4j.model.Ffn;
-import dev.cmf4j.model.Glu;
 import dev.cmf4j.model.ModelException;
 
 import java.util.Arrays;

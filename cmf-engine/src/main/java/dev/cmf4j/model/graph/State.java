@@ -1,5 +1,7 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.DeviceForward;
+
 /**
  * Everything one sequence keeps between forward steps: KV caches, recurrent states, its position. The scratch of a
  * step lives in a {@link Workspace}: the state makes its own (of {@link #maxChunk()} rows) only when it runs alone

@@ -1,5 +1,6 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -101,14 +102,19 @@ class CudaBindingTest {
 
     @Test void autoFallsBackToCpuAndCudaFailsClearly() {
         CudaUnavailableException none = new CudaUnavailableException("no NVIDIA driver: test");
-        try (DeviceChoice.Resolved r = DeviceChoice.AUTO.resolve(() -> { throw none; })) {
-            assertThat(r.matmul()).isInstanceOf(KernelMatMul.class);
-            assertThat(r.fallbackReason()).contains("no NVIDIA driver");
-            assertThat(r.description()).startsWith("cpu");
+        try (Backend b = DeviceChoice.AUTO.open(() -> { throw none; })) {
+            assertThat(b.device()).isEqualTo("cpu");
+            assertThat(b.matmul()).isInstanceOf(KernelMatMul.class);
+            assertThat(b.description()).startsWith("cpu").contains("no NVIDIA driver");
+            assertThat(b.takeNotes()).singleElement().asString().contains("no usable GPU (no NVIDIA driver: test)");
+            assertThat(b.takeNotes()).isEmpty();
         }
-        assertThatThrownBy(() -> DeviceChoice.CUDA.resolve(() -> { throw none; })).isSameAs(none);
-        assertThat(DeviceChoice.CPU.resolve(() -> { throw new AssertionError("cpu must not open the GPU"); }).matmul())
-                .isInstanceOf(KernelMatMul.class);
+        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> { throw none; })).isSameAs(none);
+        try (Backend cpu = DeviceChoice.CPU.open(() -> { throw new AssertionError("cpu must not open the GPU"); })) {
+            assertThat(cpu.matmul()).isInstanceOf(KernelMatMul.class);
+            assertThat(cpu.takeNotes()).isEmpty();
+            assertThat(cpu.runsWholeModels()).isFalse();
+        }
         assertThat(DeviceChoice.parse("CUDA")).isEqualTo(DeviceChoice.CUDA);
         assertThat(DeviceChoice.parse("auto")).isEqualTo(DeviceChoice.AUTO);
         assertThatThrownBy(() -> DeviceChoice.parse("tpu")).hasMessageContaining("expected cuda, cpu or auto");

@@ -1,5 +1,6 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.Glu;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -151,7 +152,7 @@ class CudaKernelEmulationTest {
         try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
             gpu.notes(notes::add);
             gpu.useProgrammaticLaunch(true);
-            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
                 assertThat(m.graph().device()).as(label + ": " + notes).isNotNull();
                 got = run(m.graph(), prompt, steps);
             }
@@ -202,7 +203,7 @@ class CudaKernelEmulationTest {
         emulateProducts(1);
         try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
-            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
                 assertThat(m.graph().device()).isNotNull();
                 got = CudaMockTest.batches(m.graph());
             }
@@ -236,7 +237,7 @@ class CudaKernelEmulationTest {
             Run got;
             try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
                 gpu.notes(notes::add);
-                var g = new dev.cmf4j.model.graph.Graph(hf.spec(), weights, gpu);
+                var g = new dev.cmf4j.model.graph.Graph(hf.spec(), weights, new CudaBackend(gpu));
                 assertThat(g.device()).as("resident: " + notes).isNotNull();
                 got = run(g, prompt, steps);
             }
@@ -299,7 +300,7 @@ class CudaKernelEmulationTest {
             }
             return null;
         });
-        var glu = new dev.cmf4j.model.Glu.ClampedSwiglu(alpha, limit);
+        var glu = new dev.cmf4j.backend.Glu.ClampedSwiglu(alpha, limit);
         double max = 0;
         int clamped = 0;
         double[] want = new double[tokens * hidden];
@@ -976,7 +977,7 @@ class CudaKernelEmulationTest {
                     gpu.usePrefillFusion(fused);
                     gpu.useProgrammaticLaunch(true);
                     int programmatic0 = programmaticLaunches();
-                    try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, 3)); }
+                    try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) { got.put(fused, run(m.graph(), prompt, 3)); }
                     assertThat(programmaticLaunches() - programmatic0).as(which + " fused " + fused + ": programmatic launches").isPositive();
                 }
         } finally {

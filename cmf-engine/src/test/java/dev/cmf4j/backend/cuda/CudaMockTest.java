@@ -1,5 +1,6 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.cpu.CpuBackend;
@@ -20,8 +21,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.function.Function;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -152,11 +153,11 @@ class CudaMockTest {
                 .hasMessageStartingWith("kernels.cu: kernels.fatbin is stale (built from kernels.cu sha256 111111111111…")
                 .hasMessageContaining("and NVRTC (libnvrtc.so.13").hasMessageContaining("/nonexistent/libnvrtc.so.13 (absent)")
                 .hasMessageContaining("set CMF_NVRTC=/path/to/libnvrtc.so, rebuild the fatbin with tools/build-cuda-kernels.sh, or use --device cpu");
-        try (DeviceChoice.Resolved r = DeviceChoice.AUTO.resolve(() -> open(fb, stale, false, false, cache))) {
+        try (Backend r = DeviceChoice.AUTO.open(() -> open(fb, stale, false, false, cache))) {
             assertThat(r.description()).startsWith("cpu").contains("kernels.fatbin is stale");
-            assertThat(r.takeNotes()).isEmpty();
+            assertThat(r.takeNotes()).singleElement().asString().startsWith("--device auto: no usable GPU (kernels.cu: kernels.fatbin is stale");
         }
-        assertThatThrownBy(() -> DeviceChoice.CUDA.resolve(() -> open(null, Map.of(), false, false, cache)))
+        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> open(null, Map.of(), false, false, cache)))
                 .isInstanceOf(CudaUnavailableException.class).hasMessageStartingWith("kernels.cu: no kernels.fatbin is shipped, and NVRTC");
     }
 
@@ -394,7 +395,7 @@ class CudaMockTest {
                     int direct0 = counter(0), captured0 = counter(1), replays0 = counter(2), programmatic0 = counter(8);
                     float[] got;
                     int layers;
-                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
+                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) {
                         assertThat(m.graph().device()).as(file).isNotNull();
                         layers = m.graph().numLayers();
                         got = run(m.graph(), prompt, next);
@@ -487,7 +488,7 @@ class CudaMockTest {
                     if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
                     int gemms0 = gemms(), captured0 = counter(1), replays0 = counter(2);
                     float[] got;
-                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, gpu)) {
+                    try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) {
                         assertThat(m.graph().device()).as(file).isNotNull();
                         got = batches(m.graph());
                     }
@@ -518,7 +519,7 @@ class CudaMockTest {
                 int gemms0 = gemms(), strided0 = stridedGemms();
                 float[] got;
                 int layers;
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                     layers = m.graph().numLayers();
                     got = run(m.graph(), prompt, next);
                     kept.put(cache, deviceUsed());
@@ -554,7 +555,7 @@ class CudaMockTest {
                 gpu.notes(n -> {});
                 gpu.useCublas(List.of(lib.toString()), 2);
                 gpu.usePrefillPrecision(mode);
-                try (var m = dev.cmf4j.model.Model.open(model, null, gpu)) { got.put(mode, run(m.graph(), prompt, next)); }
+                try (var m = dev.cmf4j.model.Model.open(model, null, new CudaBackend(gpu))) { got.put(mode, run(m.graph(), prompt, next)); }
             }
         }
         int v = want.length / (prompt.length + next.length + 1);
@@ -587,7 +588,7 @@ class CudaMockTest {
             int strided0 = stridedGemms();
             float[] got;
             int layers;
-            try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
                 layers = m.graph().numLayers();
                 got = run(m.graph(), prompt, next);
             }
@@ -636,7 +637,7 @@ class CudaMockTest {
                         gpu.usePrefillPrecision(precision);
                         gpu.usePrefillFusion(fused);
                         int direct0 = counter(0), gemms0 = gemms();
-                        try (var m = dev.cmf4j.model.Model.open(cmf, null, gpu)) { got.put(fused, run(m.graph(), prompt, next)); }
+                        try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) { got.put(fused, run(m.graph(), prompt, next)); }
                         launched.put(fused, counter(0) - direct0);
                         assertThat(gemms() - gemms0).as("prefill through cuBLAS").isPositive();
                     }
@@ -672,7 +673,7 @@ class CudaMockTest {
                 gpu.useProgrammaticLaunch(!which.endsWith("off"));
                 int before = counter(8);
                 float[] got;
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) { got = run(m.graph(), prompt, next); }
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) { got = run(m.graph(), prompt, next); }
                 programmatic.put(which, counter(8) - before);
                 for (int i = 0; i < want.length; i++)
                     assertThat((double) got[i]).as("ptx " + which + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
@@ -694,7 +695,7 @@ class CudaMockTest {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 int before = counter(4);
                 for (int i = 0; i < 6; i++) new dev.cmf4j.runtime.Session(m.graph(), 16, 4).decode(1 + i);
                 assertThat(counter(4) - before).as("a stream per session while reachable").isBetween(1, 6);
@@ -712,7 +713,7 @@ class CudaMockTest {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 int before = counter(4);
                 var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4);
                 s.decode(1);
@@ -730,7 +731,7 @@ class CudaMockTest {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 var probe = new dev.cmf4j.runtime.Session(m.graph(), 1 << 20, 4);   // context capped by the model
                 int ctxLen = probe.maxContext();
                 probe.close();   // weights uploaded, nothing per session left
@@ -760,7 +761,7 @@ class CudaMockTest {
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             gpu.useGraphs(true);
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 int graphs = counter(6), execs = counter(7);
                 var s = new dev.cmf4j.runtime.Session(m.graph(), 16, 4);
                 failInstantiates(1);
@@ -806,7 +807,7 @@ class CudaMockTest {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 int live = counter(5);
                 assertThatThrownBy(() -> new dev.cmf4j.runtime.Session(m.graph(), ResidentForward.MAX_CHUNK + 2, ResidentForward.MAX_CHUNK + 1))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("the GPU takes at most 65535");
@@ -827,7 +828,7 @@ class CudaMockTest {
             gpu.notes(n -> {});
             gpu.useCublas(List.of(lib.toString()), 2);
             gpu.usePrefillCache("true");
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 long base = deviceUsed();
                 try (var a = new dev.cmf4j.runtime.Session(m.graph(), 16, 4)) {
                     long session = deviceUsed() - base;
@@ -880,7 +881,7 @@ class CudaMockTest {
         List<String> notes = new ArrayList<>();
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(notes::add);
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("qwen3_next-F32.cmf"), null, gpu)) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("qwen3_next-F32.cmf"), null, new CudaBackend(gpu))) {
                 assertThat(m.graph().device()).isNull();
             }
         }

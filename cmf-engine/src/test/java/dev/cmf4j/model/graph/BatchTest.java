@@ -1,6 +1,5 @@
 package dev.cmf4j.model.graph;
 
-import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.model.Golden;
@@ -31,8 +30,8 @@ class BatchTest {
             "gemma4,kernels", "gemma4_moe,kernels", "gpt_oss,kernels", "qwen3_next,kernels", "qwen3_next,reference"})
     void mixedBatchesMatchEachSequenceAlone(String model, String matmul) throws Exception {
         try (HfFixture hf = HfFixture.open(model)) {
-            MatMul mm = matmul.equals("reference") ? new CpuMatMul() : CpuBackend.newMatMul();
-            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), mm);
+            CpuBackend cpu = matmul.equals("reference") ? new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null) : new CpuBackend();
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), cpu);
             BatchConformance.Result r = BatchConformance.run(g, Golden.load(hf.dir()).inputIds());
             System.out.printf("%s (%s): 8 sequences, %d mixed steps, max |Δ| %.3g at %s%n", model, matmul, r.mixedSteps(),
                     r.maxDiff(), r.worstAt());

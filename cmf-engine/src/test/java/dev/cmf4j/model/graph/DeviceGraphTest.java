@@ -1,10 +1,13 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.MatMul;
-import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.backend.cpu.kernel.WorkerPool;
 import dev.cmf4j.model.HfFixture;
-import dev.cmf4j.model.ModelSpec;
 import dev.cmf4j.model.TestFiles;
 import dev.cmf4j.runtime.Session;
 import org.junit.jupiter.api.Test;
@@ -21,13 +24,21 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class DeviceGraphTest {
 
-    /** A CPU matmul that offers {@code device} (null = declines) for dense decoders. */
-    record Provider(MatMul cpu, DeviceForward device, List<String> cpuGraphs) implements MatMul, DeviceForward.Provider {
-        @Override public void apply(Matrix w, float[] x, int tokens, float[] y) { cpu.apply(w, x, tokens, y); }
+    /** The CPU's products, offering {@code device} (null = declines) for dense decoders. */
+    record Provider(MatMul cpu, DeviceForward offered, List<String> cpuGraphs) implements Backend {
+        @Override public String device() { return "test"; }
 
-        @Override public DeviceForward denseForward(DecoderPlan model) { return device; }
+        @Override public String description() { return "test device"; }
 
-        @Override public void cpuGraph(ModelSpec spec, String why) { cpuGraphs.add(why); }
+        @Override public MatMul matmul() { return cpu; }
+
+        @Override public WorkerPool hostPool() { return CpuBackend.pool(); }
+
+        @Override public boolean runsWholeModels() { return true; }
+
+        @Override public DeviceForward deviceForward(DecoderPlan model) { return offered; }
+
+        @Override public void hostGraph(String label, String why) { cpuGraphs.add(why); }
     }
 
     /** Records each forward's chunk and position; fills the logits with the position. */

@@ -1,25 +1,12 @@
-package dev.cmf4j.model.graph;
+package dev.cmf4j.backend;
 
 /**
- * A whole forward pass run by a device instead of the CPU {@link Graph} steps: weights, activations and the
- * KV cache stay on the device, one copy of the logits comes back per call. A {@link dev.cmf4j.backend.MatMul}
- * that can run a model family this way implements {@link Provider}; {@link Graph} then routes
- * {@link Graph#forward} through it (same arguments, same results within float rounding), and
- * every other model keeps the CPU graph with that matmul.
+ * A whole forward pass run by a device instead of the host graph's steps: weights, activations and the KV cache stay
+ * on the device, one copy of the logits comes back per call. A {@link Backend} offers one for a {@link DecoderPlan}
+ * it can run whole; the model's graph then routes its forwards through it (same arguments, same results within
+ * float rounding).
  */
 public interface DeviceForward {
-
-    /** Offered every model a graph is built for; decides between the device forward and the CPU graph. */
-    interface Provider {
-        /**
-         * A device forward for a dense decoder, or null to keep the CPU graph (e.g. disabled by a property).
-         * Called while the graph is built.
-         */
-        DeviceForward denseForward(DecoderPlan model);
-
-        /** Told that {@code spec} runs on the CPU graph (with this matmul) and why; e.g. to print a note. */
-        void cpuGraph(dev.cmf4j.model.ModelSpec spec, String why);
-    }
 
     /**
      * Prompt tokens per forward call that a session takes by default on this device: the chunk the device's prefill
@@ -45,7 +32,7 @@ public interface DeviceForward {
 
     /**
      * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
-     * ([Σ logitRows, vocab]). The caller has checked every span; {@link Graph} sends a one-span step to the single
+     * ([Σ logitRows, vocab]). The caller has checked every span; the graph sends a one-span step to the single
      * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
      */
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {

@@ -1,4 +1,4 @@
-package dev.cmf4j.model;
+package dev.cmf4j.backend;
 
 /** Element-wise activations, each with the formula transformers uses. */
 public enum Activation {
@@ -16,17 +16,6 @@ public enum Activation {
             case SILU -> x / (1f + (float) Math.exp(-x));
             case GELU_TANH -> (float) (0.5 * x * (1.0 + Math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))));
             case GELU -> (float) (0.5 * x * (1.0 + Erf.erf(x / Math.sqrt(2.0))));
-        };
-    }
-
-    /** The activation named by an HF {@code hidden_act} / CMF {@code hidden_act} value. */
-    public static Activation of(String name) {
-        if (name == null) return SILU;
-        return switch (name.toLowerCase(java.util.Locale.ROOT)) {
-            case "silu", "swish", "swiglu" -> SILU;
-            case "gelu_tanh", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "geglu" -> GELU_TANH;
-            case "gelu" -> GELU;
-            default -> throw new ModelException("unsupported activation '" + name + "'");
         };
     }
 

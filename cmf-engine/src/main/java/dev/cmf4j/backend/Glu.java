@@ -1,4 +1,4 @@
-package dev.cmf4j.model;
+package dev.cmf4j.backend;
 
 /** How a gated MLP combines its gate and up projections into the down projection's input. */
 public sealed interface Glu {

@@ -1,9 +1,14 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.DecoderPlan.Layer;
+import dev.cmf4j.backend.DecoderPlan.Moe;
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.Matrix;
-import dev.cmf4j.model.Activation;
+import dev.cmf4j.backend.NormOp;
+import dev.cmf4j.backend.RopeTable;
 import dev.cmf4j.model.Ffn;
-import dev.cmf4j.model.Glu;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.ModelException;
@@ -13,55 +18,16 @@ import dev.cmf4j.model.Rope;
 import java.util.ArrayList;
 import java.util.List;
 
-/**
- * The decoder family a {@link DeviceForward} runs (llama, mistral, qwen2, qwen3 dense and MoE, gemma3, gpt-oss), resolved
- * every layer is pre-norm causal GQA attention (optional q/k/v/o biases, optional per-head q/k RMSNorm, any rope
- * with precomputed inverse frequencies — per layer, so local/global bases differ —, an optional sliding window,
- * a per-layer query scale) and either a gated MLP (SiLU, GeLU-tanh or GeLU) or a softmax-top-k mixture of
- * experts; optional sandwich norms on the attention and FFN outputs before their residual adds (gemma); a final
- * RMSNorm and the head. Matrices are the graph's own views of the file; small vectors are decoded.
- *
- * @param embedding  token table [vocab, hidden]
- * @param embedScale multiplies the embedding row (1 = none)
- * @param head       [vocab, hidden] (the embedding table when tied)
- */
-public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
-                          Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
+import static dev.cmf4j.backend.DecoderPlan.MAX_EXPERTS;
+import static dev.cmf4j.backend.DecoderPlan.MAX_HEAD_DIM;
+import static dev.cmf4j.backend.DecoderPlan.MAX_TOP_K;
 
-    /**
-     * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
-     * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null.
-     *
-     * @param window       sliding window (query p sees keys p − window < j ≤ p); 0 = full causal
-     * @param sinks        per-head sink logits joining the softmax denominator (gpt-oss), or null
-     * @param postAttnNorm norm of the attention output before its residual add (gemma sandwich), or null
-     * @param act          the gated MLP's (or the experts') activation: act(gate)·up
-     * @param postFfnNorm  norm of the FFN output before its residual add, or null
-     */
-    public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
-                        float[] qBias, float[] kBias, float[] vBias, float[] oBias,
-                        NormOp qNorm, NormOp kNorm, Rope rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
-                        NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
-                        NormOp postFfnNorm) {}
-
-    /**
-     * A mixture of experts: router logits (+ bias), then either softmax over all experts, the top k (ties to the
-     * lower index) and the weights renormalised over the k when {@code normTopK} (Qwen-MoE), or
-     * ({@code topKThenSoftmax}, gpt-oss) the top k logits and a softmax over those k; the weighted sum of the chosen
-     * experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor, output- or
-     * input-major; gate and up are separate ({@code up} non-null) or one fused [2·I] product ({@code up} null;
-     * {@code interleaved}: even outputs gate, odd up; else the first half gate). Biases are [experts, n] row-major,
-     * or null.
-     */
-    public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
-                      int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
-                      float[] gateBias, float[] upBias, float[] downBias) {}
-
-    /** The widest head dimension the device kernels take. */
-    public static final int MAX_HEAD_DIM = 256;
+/** Which specs a {@link DecoderPlan} describes, and the plan of one, resolved through the graph's loader. */
+final class DecoderPlans {
+    private DecoderPlans() {}
 
     /** Why {@code spec} is not a dense decoder this form describes, or null when it is. */
-    public static String unsupported(ModelSpec spec) {
+    static String unsupported(ModelSpec spec) {
         if (spec.perLayerEmbedding() != null) return "per-layer embeddings";
         if (spec.finalSoftcap() > 0f) return "final logit soft-capping";
         if (spec.finalNorm() == null) return "no final norm";
@@ -112,9 +78,6 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
         }
     }
 
-    /** The most experts and the widest top-k the routing kernel takes. */
-    public static final int MAX_EXPERTS = 1024, MAX_TOP_K = 32;
-
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
     static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
@@ -141,17 +104,17 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
                 }
                 case Ffn.DenseAndMoe d -> throw new IllegalArgumentException("unsupported: " + unsupported(spec));
             }
-            layers.add(new Layer(NormOp.of(ls.preMixer(), l),
+            layers.add(new Layer(l.normOp(ls.preMixer()),
                     l.matrix(a.qProj(), a.qDim(), hidden), l.matrix(a.kProj(), a.kvDim(), hidden),
                     l.matrix(a.vProj(), a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
                     l.optionalVector(a.vBias(), a.kvDim()), l.optionalVector(a.oBias(), hidden),
-                    NormOp.of(a.qNorm(), l), NormOp.of(a.kNorm(), l), a.rope(), a.scale(), a.window(),
+                    l.normOp(a.qNorm()), l.normOp(a.kNorm()), rope(a.rope()), a.scale(), a.window(),
                     l.optionalVector(a.sinks(), a.heads()),
-                    NormOp.of(ls.postMixer(), l), NormOp.of(ls.preFfn(), l), gate, up, down, act, moe,
-                    NormOp.of(ls.postFfn(), l)));
+                    l.normOp(ls.postMixer()), l.normOp(ls.preFfn()), gate, up, down, act, moe,
+                    l.normOp(ls.postFfn())));
         }
-        return new DecoderPlan(spec, hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
+        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
                 embedding, spec.embedScale(), layers, finalNorm, head);
     }
 
@@ -194,33 +157,5 @@ public record DecoderPlan(ModelSpec spec, int hidden, int vocab, int heads, int 
         return all;
     }
 
-    public int qDim() { return heads * headDim; }
-
-    public int kvDim() { return kvHeads * headDim; }
-
-    /** Every whole weight matrix (not the experts), for dtype checks and upload. */
-    public List<Matrix> matrices() {
-        List<Matrix> all = new ArrayList<>();
-        all.add(embedding);
-        all.add(head);
-        for (Layer l : layers) {
-            all.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
-            if (l.moe() == null) all.addAll(List.of(l.gate(), l.up(), l.down()));
-            else all.add(l.moe().router());
-        }
-        return all;
-    }
-
-    /** Every expert matrix (each may be a row window of a fused tensor). */
-    public List<Matrix> expertMatrices() {
-        List<Matrix> all = new ArrayList<>();
-        for (Layer l : layers)
-            if (l.moe() != null) {
-                all.addAll(l.moe().gate());
-                if (l.moe().up() != null) all.addAll(l.moe().up());
-                all.addAll(l.moe().down());
-            }
-        return all;
-    }
-
+    private static RopeTable rope(Rope r) { return new RopeTable(r.rotaryDim(), r.invFreq(), r.attentionScaling()); }
 }

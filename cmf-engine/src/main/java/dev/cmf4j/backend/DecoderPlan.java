@@ -1,0 +1,88 @@
+package dev.cmf4j.backend;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The decoder family a {@link DeviceForward} runs (llama, mistral, qwen2, qwen3 dense and MoE, gemma3, gpt-oss), resolved
+ * every layer is pre-norm causal GQA attention (optional q/k/v/o biases, optional per-head q/k RMSNorm, any rope
+ * with precomputed inverse frequencies — per layer, so local/global bases differ —, an optional sliding window,
+ * a per-layer query scale) and either a gated MLP (SiLU, GeLU-tanh or GeLU) or a softmax-top-k mixture of
+ * experts; optional sandwich norms on the attention and FFN outputs before their residual adds (gemma); a final
+ * RMSNorm and the head. Matrices are views of the file; small vectors are decoded. Built by the model from its spec
+ * ({@code model.graph.DecoderPlans}); a backend reads it without knowing which model it came from.
+ *
+ * @param label      the model's name in notes (its architecture)
+ * @param embedding  token table [vocab, hidden]
+ * @param embedScale multiplies the embedding row (1 = none)
+ * @param head       [vocab, hidden] (the embedding table when tied)
+ */
+public record DecoderPlan(String label, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
+                          Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
+
+    /**
+     * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
+     * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null.
+     *
+     * @param rope         the layer's rotary frequencies
+     * @param window       sliding window (query p sees keys p − window < j ≤ p); 0 = full causal
+     * @param sinks        per-head sink logits joining the softmax denominator (gpt-oss), or null
+     * @param postAttnNorm norm of the attention output before its residual add (gemma sandwich), or null
+     * @param act          the gated MLP's (or the experts') activation: act(gate)·up
+     * @param postFfnNorm  norm of the FFN output before its residual add, or null
+     */
+    public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
+                        float[] qBias, float[] kBias, float[] vBias, float[] oBias,
+                        NormOp qNorm, NormOp kNorm, RopeTable rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
+                        NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
+                        NormOp postFfnNorm) {}
+
+    /**
+     * A mixture of experts: router logits (+ bias), then either softmax over all experts, the top k (ties to the
+     * lower index) and the weights renormalised over the k when {@code normTopK} (Qwen-MoE), or
+     * ({@code topKThenSoftmax}, gpt-oss) the top k logits and a softmax over those k; the weighted sum of the chosen
+     * experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor, output- or
+     * input-major; gate and up are separate ({@code up} non-null) or one fused [2·I] product ({@code up} null;
+     * {@code interleaved}: even outputs gate, odd up; else the first half gate). Biases are [experts, n] row-major,
+     * or null.
+     */
+    public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
+                      int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
+                      float[] gateBias, float[] upBias, float[] downBias) {}
+
+    /** The widest head dimension the device kernels take. */
+    public static final int MAX_HEAD_DIM = 256;
+
+    /** The most experts and the widest top-k the routing kernel takes. */
+    public static final int MAX_EXPERTS = 1024, MAX_TOP_K = 32;
+
+    public int qDim() { return heads * headDim; }
+
+    public int kvDim() { return kvHeads * headDim; }
+
+    /** Every whole weight matrix (not the experts), for dtype checks and upload. */
+    public List<Matrix> matrices() {
+        List<Matrix> all = new ArrayList<>();
+        all.add(embedding);
+        all.add(head);
+        for (Layer l : layers) {
+            all.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
+            if (l.moe() == null) all.addAll(List.of(l.gate(), l.up(), l.down()));
+            else all.add(l.moe().router());
+        }
+        return all;
+    }
+
+    /** Every expert matrix (each may be a row window of a fused tensor). */
+    public List<Matrix> expertMatrices() {
+        List<Matrix> all = new ArrayList<>();
+        for (Layer l : layers)
+            if (l.moe() != null) {
+                all.addAll(l.moe().gate());
+                if (l.moe().up() != null) all.addAll(l.moe().up());
+                all.addAll(l.moe().down());
+            }
+        return all;
+    }
+
+}
