@@ -75,8 +75,8 @@ public final class ServeCommand implements Callable<Integer> {
         if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
         if (maxQueue < 0) throw new IllegalArgumentException("--max-queue must be >= 0, got " + maxQueue);
         if (timeout < 1) throw new IllegalArgumentException("--timeout must be >= 1 second, got " + timeout);
-        Path model = ModelFile.resolve(file);
         String apiKey = key == null ? null : key.value != null ? key.value : readKey(key.file);
+        Path model = ModelFile.resolve(file);
         String id = name != null ? name : model.getFileName().toString().replaceFirst("\\.cmf$", "");
         PrintWriter err = spec.commandLine().getErr();
         ServerConfig cfg = new ServerConfig(host, port, apiKey, maxBody, Duration.ofSeconds(timeout), 16);

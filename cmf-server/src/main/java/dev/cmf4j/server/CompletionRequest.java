@@ -19,18 +19,19 @@ import java.util.Map;
  * @param maxTokens   the budget; when the request gives none, what the context leaves
  * @param topLogprobs -1 for no log-probabilities
  * @param seed        null for a random one
+ * @param ignoreEos   generate past end-of-sequence ids (vLLM's and llama.cpp's extension, for benchmarks)
  */
 record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boolean stream, boolean includeUsage,
                          float temperature, float topP, int topK, float minP, float repetitionPenalty, Long seed,
                          List<String> stops, float presencePenalty, float frequencyPenalty, Map<Integer, Float> logitBias,
-                         int topLogprobs) {
+                         int topLogprobs, boolean ignoreEos) {
 
     /** The {@code n} generations this request asks for (choice i seeded with seed + i). */
     List<GenerationRequest> generations(ServedModel m, Duration timeout, List<? extends TokenSink> sinks) {
         List<GenerationRequest> out = new ArrayList<>();
         for (int i = 0; i < n; i++) {
             SamplingParams p = new SamplingParams(temperature, topK, topP, minP, repetitionPenalty, 0f, seed == null ? null : seed + i);
-            out.add(new GenerationRequest(prompt, maxTokens, p, m.codec().eosIds(), stops, presencePenalty, frequencyPenalty,
+            out.add(new GenerationRequest(prompt, maxTokens, p, ignoreEos ? java.util.Set.of() : m.codec().eosIds(), stops, presencePenalty, frequencyPenalty,
                     logitBias, topLogprobs, timeout, sinks.get(i)));
         }
         return out;
@@ -79,7 +80,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         return new CompletionRequest(chat, prompt, maxTokens, n == null ? 1 : n, stream, usage,
                 t == null ? 1f : t, topP == null ? 1f : topP, topK == null || topK < 0 ? 0 : topK, minP == null ? 0f : minP,
                 rep == null ? 1f : rep, seed, stops, presence == null ? 0f : presence, frequency == null ? 0f : frequency,
-                bias, topLogprobs);
+                bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")));
     }
 
     /** The conversation rendered by the model's template (with the assistant prompt), as ids. */

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Load generator for any OpenAI-compatible server (cmf serve, llama-server, vLLM): C concurrent streaming chat
+clients, each sending R requests one after another; prints time to first token and inter-token latency (p50, p99)
+and aggregate generated tokens/s per concurrency. Standard library only.
+
+  python3 tools/serve-load/serve_load.py --url http://127.0.0.1:8080 --concurrency 1,8 --requests 4 --max-tokens 64
+"""
+import argparse, http.client, json, statistics, threading, time, urllib.parse
+
+PROMPTS = ["What does grep do?", "What does tar do?", "Explain the ls command.", "What is a file system?",
+           "How do I configure the network?", "What does json.dumps do?", "What does chmod do?", "What is gzip?"]
+
+
+def one_request(url, key, prompt, max_tokens):
+    """Streams one chat completion; returns (ttft, [inter-token gaps], completion tokens)."""
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
+    body = json.dumps({"model": "default", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                       "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+                       "ignore_eos": True})
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body, headers)
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+    first, last, gaps, tokens = None, None, [], 0
+    for raw in resp:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+        if any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+            now = time.perf_counter()
+            if first is None:
+                first = now - t0
+            else:
+                gaps.append(now - last)
+            last = now
+    conn.close()
+    return first, gaps, tokens
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def run(url, key, concurrency, requests, max_tokens):
+    ttfts, gaps, tokens, errors = [], [], [0], []
+    lock = threading.Lock()
+
+    def client(i):
+        for r in range(requests):
+            try:
+                t, g, n = one_request(url, key, PROMPTS[(i + r) % len(PROMPTS)], max_tokens)
+            except Exception as e:  # counted, reported
+                with lock:
+                    errors.append(str(e))
+                continue
+            with lock:
+                if t is not None:
+                    ttfts.append(t)
+                gaps.extend(g)
+                tokens[0] += n
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {"concurrency": concurrency, "requests": concurrency * requests, "errors": len(errors),
+            "ttft_ms_p50": 1e3 * pct(ttfts, 50), "ttft_ms_p99": 1e3 * pct(ttfts, 99),
+            "itl_ms_p50": 1e3 * pct(gaps, 50), "itl_ms_p99": 1e3 * pct(gaps, 99),
+            "tokens": tokens[0], "tokens_per_s": tokens[0] / wall, "wall_s": wall}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--api-key")
+    ap.add_argument("--concurrency", default="1,8")
+    ap.add_argument("--requests", type=int, default=4, help="requests per client")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=2, help="requests before measuring (the JIT compiles then)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    for _ in range(a.warmup):
+        one_request(a.url, a.api_key, PROMPTS[0], 16)
+    rows = [run(a.url, a.api_key, int(c), a.requests, a.max_tokens) for c in a.concurrency.split(",")]
+    if a.json:
+        print(json.dumps(rows))
+        return
+    print(f"{'streams':>7} {'reqs':>5} {'err':>4} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} {'tok/s':>8}")
+    for r in rows:
+        print(f"{r['concurrency']:>7} {r['requests']:>5} {r['errors']:>4} {r['ttft_ms_p50']:>7.0f}ms {r['ttft_ms_p99']:>7.0f}ms"
+              f" {r['itl_ms_p50']:>6.1f}ms {r['itl_ms_p99']:>6.1f}ms {r['tokens_per_s']:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
