@@ -88,9 +88,9 @@ public interface Progress {
             out.printf(Locale.ROOT, "converted %d tensors, %s in %.1f s (%.1f MB/s)%n", count, mb(done), secs, done / Math.max(secs, 1e-9) / 1e6);
         }
 
-        static String mb(long b) { return String.format(Locale.ROOT, "%.1f MB", b / 1e6); }
+        public static String mb(long b) { return String.format(Locale.ROOT, "%.1f MB", b / 1e6); }
 
-        static String fmtTime(double s) {
+        public static String fmtTime(double s) {
             if (s < 60) return String.format(Locale.ROOT, "%.0fs", s);
             if (s < 3600) return String.format(Locale.ROOT, "%dm%02ds", (int) s / 60, (int) s % 60);
             return String.format(Locale.ROOT, "%dh%02dm", (int) s / 3600, ((int) s % 3600) / 60);
