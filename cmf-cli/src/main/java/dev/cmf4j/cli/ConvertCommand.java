@@ -69,13 +69,7 @@ public final class ConvertCommand implements Callable<Integer> {
         if (Files.exists(out) && !force)
             throw new ParameterException(spec.commandLine(), out + " exists; pass --force to overwrite it");
         if (Files.isDirectory(out)) throw new ParameterException(spec.commandLine(), out + " is a folder");
-        Progress p = switch (progress.toLowerCase(Locale.ROOT)) {
-            case "auto" -> System.console() != null ? Progress.bar(System.err) : Progress.lines(System.err);
-            case "bar" -> Progress.bar(System.err);
-            case "lines" -> Progress.lines(System.err);
-            case "none" -> Progress.NONE;
-            default -> throw new ParameterException(spec.commandLine(), "--progress must be auto, bar, lines or none");
-        };
+        Progress p = ProgressStyle.parse(progress, spec.commandLine()).conversion();
         Converter.Options opts = Converter.Options.of(new TensorPolicy(mode, keeps)).withProgress(p)
                 .withMemoryBudget(Math.max(1, memoryMb) << 20);
         if (threads != null) opts = opts.withThreads(Math.max(1, threads));

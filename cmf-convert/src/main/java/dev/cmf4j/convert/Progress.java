@@ -70,12 +70,9 @@ public interface Progress {
             double secs = Math.max(1e-9, (now - t0) / 1e9);
             double rate = done / secs;
             double frac = Math.min(1.0, (double) done / total);
-            String eta = rate > 0 && frac < 1 ? fmtTime((total - done) / rate) : "0s";
+            String eta = eta(done, total, rate);
             StringBuilder b = new StringBuilder();
-            if (terminal) {
-                int width = 28, fill = (int) Math.round(frac * width);
-                b.append('[').append("#".repeat(fill)).append(" ".repeat(width - fill)).append("] ");
-            }
+            if (terminal) b.append(bar(frac));
             b.append(String.format(Locale.ROOT, "%3.0f%% %d/%d tensors %s/%s %.1f MB/s ETA %s", frac * 100, count, tensors,
                     mb(done), mb(total), rate / 1e6, eta));
             if (!terminal) b.append(" (").append(name).append(')');
@@ -86,6 +83,17 @@ public interface Progress {
             double secs = (System.nanoTime() - t0) / 1e9;
             if (terminal) out.println();
             out.printf(Locale.ROOT, "converted %d tensors, %s in %.1f s (%.1f MB/s)%n", count, mb(done), secs, done / Math.max(secs, 1e-9) / 1e6);
+        }
+
+        /** {@code [#####     ] } for a fraction done. */
+        public static String bar(double frac) {
+            int width = 28, fill = (int) Math.round(Math.min(1, frac) * width);
+            return "[" + "#".repeat(fill) + " ".repeat(width - fill) + "] ";
+        }
+
+        /** Time left at {@code rate} bytes a second. */
+        public static String eta(long done, long total, double rate) {
+            return rate > 0 && done < total ? fmtTime((total - done) / rate) : "0s";
         }
 
         public static String mb(long b) { return String.format(Locale.ROOT, "%.1f MB", b / 1e6); }

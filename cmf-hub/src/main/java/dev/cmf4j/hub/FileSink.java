@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.net.http.HttpResponse.BodySubscriber;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -26,27 +27,32 @@ final class FileSink implements BodySubscriber<byte[]> {
     private final AtomicLong reached;
     private final LongConsumer onBytes;
     private final String name;
+    private final Duration stallTimeout;
     private final CompletableFuture<byte[]> body = new CompletableFuture<>();
     private long skip;
     private volatile Flow.Subscription subscription;
     private volatile long lastByteNanos = System.nanoTime();
 
-    FileSink(FileChannel out, long from, long to, long skip, AtomicLong reached, LongConsumer onBytes, String name) {
+    FileSink(FileChannel out, long from, long to, long skip, AtomicLong reached, LongConsumer onBytes, String name, Duration stallTimeout) {
         this.out = out;
         this.to = to;
         this.skip = skip;
         this.reached = reached;
         this.onBytes = onBytes;
         this.name = name;
+        this.stallTimeout = stallTimeout;
         reached.set(from);
     }
 
-    long lastByteNanos() { return lastByteNanos; }
+    /** Ends a transfer that received nothing for longer than the stall timeout (the caller retries it). */
+    void cutIfStalled(long now) {
+        if (now - lastByteNanos > stallTimeout.toNanos())
+            abort(new IOException(name + ": no data for " + stallTimeout.toMillis() + " ms"));
+    }
 
     void whenDone(Runnable r) { body.whenComplete((b, e) -> r.run()); }
 
-    /** Ends the transfer from outside (a stall); the caller sees the IOException. */
-    void abort(IOException why) {
+    private void abort(IOException why) {
         Flow.Subscription s = subscription;
         if (s != null) s.cancel();
         body.completeExceptionally(why);

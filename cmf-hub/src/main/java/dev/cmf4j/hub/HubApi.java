@@ -48,24 +48,26 @@ final class HubApi {
     private static final Pattern CONTENT_RANGE = Pattern.compile("bytes (\\d+)-(\\d+)/(\\d+|\\*)");
     private static final String USER_AGENT = "cmf4j/" + Objects.requireNonNullElse(HubApi.class.getPackage().getImplementationVersion(), "dev")
             + " (java " + Runtime.version().feature() + ")";
-    /** Cuts transfers that stopped receiving bytes (a blocked read has no timeout of its own). */
-    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "cmf-hub-stall-watchdog");
-        t.setDaemon(true);
-        return t;
-    });
+    /** Transfers under way, which the watchdog cuts when they stop receiving bytes (a blocked read has no timeout). */
+    private static final Set<FileSink> ACTIVE = ConcurrentHashMap.newKeySet();
+
+    static {
+        ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "cmf-hub-stall-watchdog");
+            t.setDaemon(true);
+            return t;
+        });
+        watchdog.scheduleWithFixedDelay(HubApi::cutStalled, 50, 50, TimeUnit.MILLISECONDS);
+    }
 
     private final HubSettings settings;
     private final HttpClient http;
-    private final Set<FileSink> active = ConcurrentHashMap.newKeySet();
 
     HubApi(HubSettings settings) {
         this.settings = settings;
         // HTTP/1.1: parallel ranged requests should be parallel connections, not streams of one
         this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).followRedirects(HttpClient.Redirect.NEVER)
                 .connectTimeout(Duration.ofSeconds(30)).build();
-        long tick = Math.max(50, Math.min(1000, settings.stallTimeout().toMillis() / 4));
-        WATCHDOG.scheduleWithFixedDelay(this::cutStalled, tick, tick, TimeUnit.MILLISECONDS);
     }
 
     /** The commit {@code uri}'s revision points at, and the files of the repository there. */
@@ -128,17 +130,15 @@ final class HubApi {
                 return BodySubscribers.replacing(null);     // no bytes are taken; the caller sees reached < to and retries
             start = Long.parseLong(m.group(1));
         }
-        FileSink s = new FileSink(out, from, to, from - start, reached, onBytes, name);
-        active.add(s);
-        s.whenDone(() -> active.remove(s));
+        FileSink s = new FileSink(out, from, to, from - start, reached, onBytes, name, settings.stallTimeout());
+        ACTIVE.add(s);
+        s.whenDone(() -> ACTIVE.remove(s));
         return s;
     }
 
-    private void cutStalled() {
-        long now = System.nanoTime(), limit = settings.stallTimeout().toNanos();
-        for (FileSink s : active)
-            if (now - s.lastByteNanos() > limit)
-                s.abort(new IOException("no data for " + settings.stallTimeout().toSeconds() + " s"));
+    private static void cutStalled() {
+        long now = System.nanoTime();
+        for (FileSink s : ACTIVE) s.cutIfStalled(now);
     }
 
     // ---- requests ---------------------------------------------------------------------------------------

@@ -59,6 +59,10 @@ public record HubSettings(URI endpoint, String token, Path cache, boolean offlin
         return of(endpoint, cache).withToken(token).withOffline(offline);
     }
 
+    public HubSettings withEndpoint(URI e) { return new HubSettings(e, token, cache, offline, connections, chunkBytes, retries, stallTimeout); }
+
+    public HubSettings withCache(Path c) { return new HubSettings(endpoint, token, c, offline, connections, chunkBytes, retries, stallTimeout); }
+
     public HubSettings withToken(String t) { return new HubSettings(endpoint, t, cache, offline, connections, chunkBytes, retries, stallTimeout); }
 
     public HubSettings withOffline(boolean o) { return new HubSettings(endpoint, token, cache, o, connections, chunkBytes, retries, stallTimeout); }

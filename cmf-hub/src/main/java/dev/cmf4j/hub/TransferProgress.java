@@ -1,10 +1,12 @@
 package dev.cmf4j.hub;
 
+import dev.cmf4j.convert.Progress;
+
 import java.io.PrintStream;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicLong;
 
-import static dev.cmf4j.convert.Progress.Reporter.fmtTime;
+import static dev.cmf4j.convert.Progress.Reporter.eta;
 import static dev.cmf4j.convert.Progress.Reporter.mb;
 
 /**
@@ -38,7 +40,7 @@ public interface TransferProgress {
         private final AtomicLong done = new AtomicLong();
         private volatile long lastDraw;
         private long t0, total, have;
-        private int lastDecile = -1;
+        private int lastDecile;
 
         Reporter(PrintStream out, boolean terminal) {
             this.out = out;
@@ -49,6 +51,7 @@ public interface TransferProgress {
             this.total = Math.max(1, total);
             this.have = have;
             done.set(0);
+            lastDecile = (int) (have * 10 / this.total);          // the start line stands for what is already here
             t0 = lastDraw = System.nanoTime();
             out.printf(Locale.ROOT, "downloading %s: %d file%s, %s%s%n", what, files, files == 1 ? "" : "s", mb(total - have),
                     have > 0 ? " (" + mb(have) + " already here)" : "");
@@ -78,13 +81,8 @@ public interface TransferProgress {
             double secs = Math.max(1e-9, (now - t0) / 1e9), rate = d / secs;
             long got = have + d;
             double frac = Math.min(1.0, (double) got / total);
-            String eta = rate > 0 && frac < 1 ? fmtTime((total - got) / rate) : "0s";
-            StringBuilder b = new StringBuilder();
-            if (terminal) {
-                int width = 28, fill = (int) Math.round(frac * width);
-                b.append('[').append("#".repeat(fill)).append(" ".repeat(width - fill)).append("] ");
-            }
-            return b.append(String.format(Locale.ROOT, "%3.0f%% %s/%s %.1f MB/s ETA %s", frac * 100, mb(got), mb(total), rate / 1e6, eta)).toString();
+            return (terminal ? Progress.Reporter.bar(frac) : "") + String.format(Locale.ROOT, "%3.0f%% %s/%s %.1f MB/s ETA %s", frac * 100, mb(got), mb(total),
+                    rate / 1e6, eta(got, total, rate));
         }
 
         @Override public synchronized void finish() {
