@@ -105,6 +105,10 @@ public final class InfoCommand implements Callable<Integer> {
             if (a.moe() != null) out.printf("           moe: %s experts, top %s, expert width %s%n",
                     n(a.moe().numExperts()), n(a.moe().topK()), n(a.moe().moeIntermediateSize()));
             if (a.linearCore() != null) out.printf("           linear core %s%n", a.linearCore().kind());
+            if (a.anchorCore() != null) out.printf("           anchor core %s, window %s, sinks %s%n", a.anchorCore().kind(),
+                    n(a.anchorCore().window()), n(a.anchorCore().sink()));
+            long state = fixedStateBytes(f);
+            if (state >= 0) out.printf("state      %,d bytes per sequence, whatever the context (recurrent and bounded layers only)%n", state);
             if (!a.extra().isEmpty()) out.printf("           other arch fields: %s%n", String.join(", ", a.extra().keySet()));
         }
         long vocab = vocabBytes(f);
@@ -171,6 +175,19 @@ public final class InfoCommand implements Callable<Integer> {
     }
 
     /** Length of the vocab section (read from the envelope: info shows it even when its hash is wrong). */
+    /**
+     * Bytes of one sequence's state when every layer keeps a fixed-size state (gated delta nets, bounded anchors), or
+     * -1 when some layer's cache grows with the context or the engine cannot run the file.
+     */
+    static long fixedStateBytes(CmfFile f) {
+        if (f.header().arch() == null) return -1;
+        try {
+            return dev.cmf4j.model.SpecBuilder.build(f.header().toJson(), new dev.cmf4j.model.CmfWeights(f)).fixedStateBytes();
+        } catch (dev.cmf4j.model.ModelException e) {
+            return -1;
+        }
+    }
+
     private static long vocabBytes(CmfFile f) {
         return f.shards().stream().mapToLong(s -> s.envelope().vocab().length()).sum();
     }
@@ -236,6 +253,8 @@ public final class InfoCommand implements Callable<Integer> {
         totals.put("tensors", f.tensors().size());
         totals.put("payload_bytes", f.payloadBytes());
         totals.put("parameters", params(f));
+        long state = fixedStateBytes(f);
+        if (state >= 0) o.put("state_bytes_per_sequence", state);
         ObjectNode bd = totals.putObject("by_dtype");
         byDtype(f).forEach((d, v) -> bd.putObject(d).put("tensors", v[0]).put("bytes", v[1]));
         if (verify) {

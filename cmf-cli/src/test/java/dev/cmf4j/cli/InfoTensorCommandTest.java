@@ -38,6 +38,23 @@ class InfoTensorCommandTest {
                 "total      34 tensors", "verify     OK");
     }
 
+    /** An Embryo file: BOUNDED_STATE accepted, the anchor core shown, and the fixed state per sequence of golden.json. */
+    @Test
+    void infoShowsAnEmbryosFixedStateBytes() throws IOException {
+        for (String name : List.of("embryo_a", "embryo_b", "embryo_c")) {
+            Path dir = Fixtures.require("embryo/" + name);
+            long bytes = new ObjectMapper().readTree(dir.resolve("golden.json").toFile()).get("state_bytes_per_sequence").asLong();
+            Run r = run("info", dir.resolve("model.cmf").toString(), "--verify");
+            assertThat(r.code()).as(r.err()).isZero();
+            assertThat(r.out()).contains("BOUNDED_STATE", "anchor core swa_sink_v1",
+                    String.format("state      %,d bytes per sequence", bytes), "verify     OK");
+            Run j = run("info", dir.resolve("model.cmf").toString(), "--json");
+            assertThat(new ObjectMapper().readTree(j.out()).get("state_bytes_per_sequence").asLong()).isEqualTo(bytes);
+        }
+        // a model whose KV cache grows prints no fixed state
+        assertThat(run("info", Fixtures.require("cmf/tiny/tiny-F32.cmf").toString()).out()).doesNotContain("bytes per sequence");
+    }
+
     @Test
     void infoJsonMatchesTheGoldenInfo() throws IOException {
         Path dir = Fixtures.require("cmf/tiny");
