@@ -68,6 +68,11 @@ public final class BenchCommand implements Callable<Integer> {
                     + " reports aggregate tokens/s"})
     int[] batch;
 
+    @Option(names = {"-d", "--depth"}, paramLabel = "D[,D...]", split = ",",
+            description = {"also measure the decode test with D random tokens already in the context (like llama-bench -d):"
+                    + " prefilled unmeasured in chunks of 512, then every warm-up and repetition continues that context"})
+    int[] depth;
+
     @Option(names = "--batch-rows", paramLabel = "N", defaultValue = "512",
             description = "most token rows one batched prefill step holds (default ${DEFAULT-VALUE})")
     int batchRows;
@@ -106,6 +111,9 @@ public final class BenchCommand implements Callable<Integer> {
         if (batch != null)
             for (int b : batch) if (b < 1 || b > 4096) throw new IllegalArgumentException("--batch sizes must be in 1..4096, got " + b);
         if (batchRows < 1) throw new IllegalArgumentException("--batch-rows must be >= 1");
+        if (depth != null)
+            for (int d : depth) if (d < 1) throw new IllegalArgumentException("--depth must be >= 1, got " + d);
+        if (depth != null && genTokens == 0) throw new IllegalArgumentException("--depth measures decoding: --gen-tokens must be >= 1");
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
         // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
@@ -152,12 +160,16 @@ public final class BenchCommand implements Callable<Integer> {
                 for (int i = 0; i < reps; i++) s[i] = decode(graph, gen);
                 tg = new Samples(s);
             }
+            java.util.List<DepthResult> deep = new java.util.ArrayList<>();
+            if (depth != null)
+                for (int d : depth) deep.add(atDepth(graph, d, gen, rnd));
             java.util.List<BatchResult> batched = new java.util.ArrayList<>();
             if (batch != null)
                 for (int b : batch) batched.add(batched(graph, b, rnd));
-            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, batched));
+            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched));
             else {
                 table(out, dtype, usedThreads, bytesPerToken, pp, tg);
+                if (!deep.isEmpty()) depthTable(out, deep);
                 if (!batched.isEmpty()) batchTable(out, batched);
             }
         }
@@ -184,6 +196,37 @@ public final class BenchCommand implements Callable<Integer> {
             long t1 = System.nanoTime();
             return ids.length / ((t1 - t0) * 1e-9);
         }
+    }
+
+    /** Decode speed with {@code depth} tokens in the context; the sequence's state bytes there (-1: a growing KV cache). */
+    record DepthResult(int depth, Samples decode, long stateBytes) {}
+
+    /** The decode test after {@code depth} random tokens: one context, every warm-up and repetition continuing it. */
+    private DepthResult atDepth(Graph graph, int depth, int[] ids, SplittableRandom rnd) {
+        int[] prefix = rnd.ints(depth, 0, graph.vocab()).toArray();
+        double[] s = new double[reps];
+        long bytes;
+        try (Session session = new Session(graph, depth + (warmup + reps) * ids.length + 1, Math.min(512, depth))) {
+            long t0 = System.nanoTime();
+            session.prefill(prefix);
+            spec.commandLine().getErr().printf(Locale.ROOT, "bench: depth %d prefilled in %.1f s%n", depth, (System.nanoTime() - t0) * 1e-9);
+            for (int r = -warmup; r < reps; r++) {
+                long t1 = System.nanoTime();
+                for (int id : ids) session.decode(id);
+                if (r >= 0) s[r] = ids.length / ((System.nanoTime() - t1) * 1e-9);
+            }
+            bytes = session.state().stateBytes();
+        }
+        return new DepthResult(depth, new Samples(s), bytes);
+    }
+
+    private void depthTable(PrintWriter out, java.util.List<DepthResult> results) {
+        String fmt = "| %9s | %-8s | %22s | %18s |%n";
+        out.printf(Locale.ROOT, "%n" + fmt, "depth", "test", "t/s (median ± sd)", "state B/sequence");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(10), "-".repeat(24), "-".repeat(20));
+        for (DepthResult r : results)
+            out.printf(Locale.ROOT, fmt, r.depth(), "tg" + genTokens, cell(r.decode()),
+                    r.stateBytes() < 0 ? "grows" : String.format(Locale.ROOT, "%,d", r.stateBytes()));
     }
 
     /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped). */
@@ -260,7 +303,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg,
-                        java.util.List<BatchResult> batched) throws Exception {
+                        java.util.List<DepthResult> deep, java.util.List<BatchResult> batched) throws Exception {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
@@ -276,6 +319,15 @@ public final class BenchCommand implements Callable<Integer> {
         if (tg != null) {
             put(o, "decode", tg);
             o.put("decode_weight_gb_per_s", round(tg.median() * bytesPerToken / 1e9));
+        }
+        if (!deep.isEmpty()) {
+            ArrayNode a = o.putArray("depth");
+            for (DepthResult r : deep) {
+                ObjectNode d = a.addObject();
+                d.put("depth", r.depth());
+                put(d, "decode", r.decode());
+                if (r.stateBytes() >= 0) d.put("state_bytes_per_sequence", r.stateBytes());
+            }
         }
         if (!batched.isEmpty()) {
             o.put("batch_rows", batchRows);

@@ -47,6 +47,26 @@ class BenchCommandTest {
         assertThat(table.out()).contains("| device ").contains("| cpu ").doesNotContain("auto");
     }
 
+    /** {@code --depth}: the decode test after D tokens of context, with an Embryo's constant state bytes at each depth. */
+    @Test
+    void depthMeasuresDecodeAfterAFilledContext() throws Exception {
+        String cmf = Fixtures.require("embryo/embryo_a/model.cmf").toString();
+        Run r = run("bench", cmf, "-t", "1", "-p", "0", "-n", "3", "-r", "2", "--warmup", "1", "--depth", "5,40", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        JsonNode d = new ObjectMapper().readTree(r.out()).get("depth");
+        assertThat(d).hasSize(2);
+        assertThat(d.get(1).get("depth").asInt()).isEqualTo(40);
+        for (JsonNode x : d) {
+            assertThat(x.get("decode_samples")).hasSize(2);
+            assertThat(x.get("decode_tokens_per_s").asDouble()).isPositive();
+            assertThat(x.get("state_bytes_per_sequence").asLong()).isEqualTo(11648);
+        }
+        Run table = run("bench", cmf, "-t", "1", "-p", "0", "-n", "2", "-r", "1", "--warmup", "0", "-d", "9");
+        assertThat(table.code()).as(table.err()).isZero();
+        assertThat(table.out()).contains("state B/sequence", "11,648");
+        assertThat(run("bench", cmf, "-n", "0", "-d", "9").code()).isNotZero();
+    }
+
     /** {@code --batch}: aggregate speeds of B concurrent sequences, in the JSON's batch[] and in a second table. */
     @Test
     void batchReportsAggregateSpeedPerSequenceCount() throws Exception {
