@@ -2,6 +2,7 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.cpu.Softmax;
+import dev.cmf4j.backend.cpu.VectorMath;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.ModelException;
 
@@ -68,6 +69,8 @@ final class BoundedAnchorStep implements MixerStep {
 
     static final class Scratch {
         final float[] q, k, v, attn, scores;
+        /** One KV group's window keys, each turned back by its distance to the query: [W, headDim]. */
+        final float[] turned;
         final float[][] projections;
 
         Scratch(Mixer.BoundedAttention a, int maxRows) {
@@ -76,6 +79,7 @@ final class BoundedAnchorStep implements MixerStep {
             v = new float[maxRows * a.kvDim()];
             attn = new float[maxRows * a.qDim()];
             scores = new float[a.sinks() + a.window()];
+            turned = new float[a.window() * a.headDim()];
             projections = new float[][] {q, k, v};
         }
     }
@@ -90,27 +94,26 @@ final class BoundedAnchorStep implements MixerStep {
             Ring ring = (Ring) batch.state(i).mixerState(layer);
             int r0 = batch.start[i], p0 = batch.pos0[i], n = batch.tokens(i);
             for (int t = 0; t < n; t++) {
-                int pos = p0 + t, row = r0 + t, first = Math.max(0, pos - window + 1);
-                for (int h = 0; h < heads; h++) {
-                    int g = h / group, qo = row * qDim + h * hd;
-                    float[] sc = s.scores;
-                    // sinks, unrotated; then the window, newest first (Δ = 0 is this token)
-                    for (int j = 0; j < sinks; j++) sc[j] = dot(s.q, qo, sinkK, (g * sinks + j) * hd) * spec.scale();
+                int pos = p0 + t, row = r0 + t, first = Math.max(0, pos - window + 1), count = sinks + pos - first + 1;
+                for (int g = 0; g < kvHeads; g++) {
+                    // the window's keys turned back by their distance, once per KV group: (R(d)·q)·k = q·(R(−d)·k)
                     for (int j = pos; j >= first; j--) {
-                        int d = pos - j;
-                        float[] keys = j >= p0 ? s.k : ring.k;
                         int ko = (j >= p0 ? r0 + (j - p0) : j % window) * kvDim + g * hd;
-                        sc[sinks + d] = relative(s.q, qo, keys, ko, d) * spec.scale();
+                        unrotate(j >= p0 ? s.k : ring.k, ko, pos - j, s.turned, (pos - j) * hd);
                     }
-                    int count = sinks + pos - first + 1;
-                    Softmax.apply(sc, 0, count);
-                    int ao = row * qDim + h * hd;
-                    Arrays.fill(s.attn, ao, ao + hd, 0f);
-                    for (int j = 0; j < sinks; j++) axpy(sc[j], sinkV, (g * sinks + j) * hd, s.attn, ao);
-                    for (int j = pos; j >= first; j--) {
-                        float[] vals = j >= p0 ? s.v : ring.v;
-                        int vo = (j >= p0 ? r0 + (j - p0) : j % window) * kvDim + g * hd;
-                        axpy(sc[sinks + pos - j], vals, vo, s.attn, ao);
+                    for (int h = g * group; h < (g + 1) * group; h++) {
+                        int qo = row * qDim + h * hd;
+                        float[] sc = s.scores;
+                        for (int j = 0; j < sinks; j++) sc[j] = VectorMath.dot(s.q, qo, sinkK, (g * sinks + j) * hd, hd) * spec.scale();
+                        for (int d = 0; d + sinks < count; d++) sc[sinks + d] = VectorMath.dot(s.q, qo, s.turned, d * hd, hd) * spec.scale();
+                        Softmax.apply(sc, 0, count);
+                        int ao = row * qDim + h * hd;
+                        Arrays.fill(s.attn, ao, ao + hd, 0f);
+                        for (int j = 0; j < sinks; j++) VectorMath.axpy(sc[j], sinkV, (g * sinks + j) * hd, s.attn, ao, hd);
+                        for (int j = pos; j >= first; j--) {
+                            int vo = (j >= p0 ? r0 + (j - p0) : j % window) * kvDim + g * hd;
+                            VectorMath.axpy(sc[sinks + pos - j], j >= p0 ? s.v : ring.v, vo, s.attn, ao, hd);
+                        }
                     }
                 }
             }
@@ -123,26 +126,15 @@ final class BoundedAnchorStep implements MixerStep {
         o.apply(mm, s.attn, rows, out);
     }
 
-    /** (R(d)·q)·k over the head: the query turned by distance d (rotate-half pairs), the key as stored. */
-    private float relative(float[] q, int qo, float[] k, int ko, int d) {
-        float acc = 0f;
+    /** out = R(−d)·k over one head: the rotate-half pairs turned back by distance d; dims past the rotary span copied. */
+    private void unrotate(float[] k, int ko, int d, float[] out, int oo) {
         int t = d * half;
         for (int i = 0; i < half; i++) {
-            float a = q[qo + i], b = q[qo + i + half], c = cos[t + i], sn = sin[t + i];
-            acc += (a * c - b * sn) * k[ko + i] + (a * sn + b * c) * k[ko + i + half];
+            float a = k[ko + i], b = k[ko + i + half], c = cos[t + i], sn = sin[t + i];
+            out[oo + i] = a * c + b * sn;
+            out[oo + i + half] = b * c - a * sn;
         }
-        for (int i = 2 * half; i < hd; i++) acc += q[qo + i] * k[ko + i];
-        return acc;
-    }
-
-    private float dot(float[] a, int ao, float[] b, int bo) {
-        float acc = 0f;
-        for (int i = 0; i < hd; i++) acc += a[ao + i] * b[bo + i];
-        return acc;
-    }
-
-    private void axpy(float w, float[] x, int xo, float[] y, int yo) {
-        for (int i = 0; i < hd; i++) y[yo + i] += w * x[xo + i];
+        for (int i = 2 * half; i < hd; i++) out[oo + i] = k[ko + i];
     }
 
     /** The step's last min(n, W) keys and values enter their ring slots. */

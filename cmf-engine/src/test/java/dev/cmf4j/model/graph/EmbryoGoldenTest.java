@@ -100,6 +100,33 @@ class EmbryoGoldenTest {
         }
     }
 
+    /**
+     * 320 positions (40 windows of embryo_a): the last logits are the same whether the prompt runs in chunks larger
+     * than the window, smaller ones or token by token, and the state holds the same bytes after every step.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"embryo_a", "embryo_b"})
+    void longContextsAreChunkInvariantInAFixedState(String name) throws Exception {
+        Path dir = Fixtures.require("embryo/" + name);
+        try (Model m = Model.open(dir.resolve("model.cmf"))) {
+            Graph g = m.graph();
+            int T = 320, V = g.vocab();
+            int[] ids = new java.util.Random(5).ints(T, 0, V).toArray();
+            long bytes = m.spec().fixedStateBytes();
+            float[] ref = null;
+            for (int chunk : new int[] {200, 13, 1}) {
+                State st = g.newState(chunk, T);
+                float[] last = new float[V];
+                for (int p = 0; p < T; p += chunk) {
+                    g.forward(st, ids, p, Math.min(chunk, T - p), last, false, null);
+                    assertThat(st.stateBytes()).isEqualTo(bytes);
+                }
+                if (ref == null) ref = last;
+                else assertThat(maxDiff(last, ref)).as(name + " chunk " + chunk + " vs 200").isLessThanOrEqualTo(1e-4);
+            }
+        }
+    }
+
     private static void collectWinners(Workspace ws, JsonNode moeLayers, int[][] got, int at, int rows) {
         for (int k = 0; k < moeLayers.size(); k++) {
             MoeStep.Scratch s = (MoeStep.Scratch) ws.ffnScratch[moeLayers.get(k).asInt()];
