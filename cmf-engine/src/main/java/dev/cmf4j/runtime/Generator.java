@@ -46,6 +46,8 @@ public final class Generator {
         this.sampler = sampler;
         this.eos = Set.copyOf(eos);
         this.stops = List.copyOf(stops);
+        // a plain nucleus draw lets a hierarchical head skip the clusters it cannot reach (exact; no-op on other heads)
+        session.state().gateHeadForTopP(sampler.params().nucleusOnly() ? sampler.params().topP() : 1.0);
     }
 
     /**

@@ -32,6 +32,14 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
 
     public boolean greedy() { return temperature == 0f; }
 
+    /**
+     * Whether top-p at temperature 1 is the only filter (no top-k, min-p or penalty): then a hierarchical head may skip
+     * the clusters no nucleus can reach ({@link dev.cmf4j.model.graph.State#gateHeadForTopP}) and the draw is unchanged.
+     */
+    public boolean nucleusOnly() {
+        return temperature == 1f && topK == 0 && minP == 0f && repetitionPenalty == 1f && presencePenalty == 0f && topP < 1f;
+    }
+
     public SamplingParams withSeed(Long s) {
         return new SamplingParams(temperature, topK, topP, minP, repetitionPenalty, presencePenalty, s);
     }

@@ -120,6 +120,39 @@ class HeadGateTest {
         }
     }
 
+    /** A Generator with a plain nucleus draw gates the head, reads fewer rows and draws what the full head draws. */
+    @org.junit.jupiter.api.Test
+    void generatorGatesTheHeadAndDrawsTheSameTokens() throws Exception {
+        Path dir = Fixtures.require("embryo/embryo_a");
+        try (Model m = Model.open(dir.resolve("model.cmf"))) {
+            Graph g = m.graph();
+            int[] prompt = dev.cmf4j.model.Golden.load(dir).inputIds();
+            SamplingParams p = new SamplingParams(1f, 0, 0.5f, 0f, 1f, 0f, 11L);
+            dev.cmf4j.runtime.Session gated = new dev.cmf4j.runtime.Session(g, 128);
+            long[] rows = {0};
+            var gen = new dev.cmf4j.runtime.Generator(gated, new Sampler(p), java.util.Set.of(), List.of());
+            assertThat(gated.state().headGate()).isGreaterThan(Double.NEGATIVE_INFINITY);
+            int[] got = gen.generate(prompt, 24, null, new dev.cmf4j.runtime.Generator.Listener() {
+                @Override public void token(int id) { rows[0] += gated.state().headRowsRead(); }
+            }).tokens();
+            // the same draw on the full head: a session of its own, never gated
+            dev.cmf4j.runtime.Session full = new dev.cmf4j.runtime.Session(g, 128);
+            Sampler s = new Sampler(p);
+            float[] logits = full.prefill(prompt);
+            for (int i = 0; i < got.length; i++) {
+                int id = s.sample(logits, new int[0], 0);
+                assertThat(id).as("token " + i).isEqualTo(got[i]);
+                logits = full.decode(id);
+            }
+            assertThat(full.state().headRowsRead()).isEqualTo(g.vocab());
+            assertThat(rows[0]).as("head rows the gated steps read").isLessThan((long) got.length * g.vocab());
+            System.out.printf("embryo_a generation at top-p 0.5: %.1f%% of head rows read%n", 100.0 * rows[0] / ((long) got.length * g.vocab()));
+            // any other filter reads every row again
+            new dev.cmf4j.runtime.Generator(gated, new Sampler(SamplingParams.defaults()), java.util.Set.of(), List.of());
+            assertThat(gated.state().headGate()).isEqualTo(Double.NEGATIVE_INFINITY);
+        }
+    }
+
     /** The README's top-p set: by log p descending (lower id first on ties), the shortest prefix whose mass reaches p. */
     static List<Integer> topP(float[] logp, double p) {
         Integer[] order = new Integer[logp.length];
