@@ -34,6 +34,8 @@ import java.util.stream.Stream;
  *   <li>at q8_2f (or each dtype of {@code --quant}, e.g. {@code q8_2f,q4_block,q4tp}) against the CPU engine on
  *       the same file (the goldens are not a quantized reference): logits max |Δ| within 1e-3 and greedy ids
  *       identical.</li>
+ *   <li>each Embryo fixture ({@code DIR/embryo/NAME/model.cmf}, a CMF file with a float64 reference) as it is:
+ *       log-probabilities and greedy ids against its golden (1e-3), and the batch check.</li>
  * </ul>
  * Exit status 1 when any check fails.
  */
@@ -68,11 +70,11 @@ public final class SelftestCommand implements Callable<Integer> {
         Path fx = fixtures != null ? fixtures : System.getenv("CMF_FIXTURES") != null ? Path.of(System.getenv("CMF_FIXTURES")) : null;
         if (fx == null || !Files.isDirectory(fx.resolve("models")))
             throw new IllegalArgumentException("no fixtures: pass --fixtures DIR (a folder holding models/NAME/golden.safetensors)");
-        List<String> names = models;
-        if (names == null || names.isEmpty()) {
-            try (Stream<Path> s = Files.list(fx.resolve("models"))) {
-                names = s.filter(p -> Files.exists(p.resolve("golden.safetensors"))).map(p -> p.getFileName().toString()).sorted().toList();
-            }
+        List<String> names = withGolden(fx.resolve("models")), embryos = withGolden(fx.resolve("embryo"));
+        if (models != null && !models.isEmpty()) {
+            List<String> known = embryos;
+            embryos = models.stream().filter(known::contains).toList();
+            names = models.stream().filter(n -> !known.contains(n)).toList();
         }
         List<TensorPolicy.Mode> quants = new ArrayList<>();
         if (!noQ8) for (String q : quant) if (!q.isBlank()) quants.add(TensorPolicy.Mode.parse(q.trim()));
@@ -93,7 +95,7 @@ public final class SelftestCommand implements Callable<Integer> {
                     try (Backend dev = device.open(err); Model m = Model.open(f32, null, dev)) {
                         checks.add(report(out, g.check(name, m.graph(), tol), t0));
                         t0 = System.nanoTime();
-                        checks.add(report(out, batchCheck(name, m.graph(), g.inputIds), t0));
+                        checks.add(report(out, batchCheck(name, m.graph(), g.inputIds, 1e-4), t0));
                     }
                     for (TensorPolicy.Mode q : quants) {
                         t0 = System.nanoTime();
@@ -107,6 +109,21 @@ public final class SelftestCommand implements Callable<Integer> {
                     }
                 } catch (RuntimeException e) {
                     checks.add(report(out, new Check(name, "error", Double.POSITIVE_INFINITY, tol, false, e.toString()), System.nanoTime()));
+                }
+            }
+            for (String name : embryos) {
+                Path dir = fx.resolve("embryo").resolve(name);
+                try {
+                    long t0 = System.nanoTime();
+                    GoldenData g = GoldenData.load(dir);
+                    try (Backend dev = device.open(err); Model m = Model.open(dir.resolve("model.cmf"), null, dev)) {
+                        checks.add(report(out, g.check(name, m.graph(), 1e-3), t0));
+                        t0 = System.nanoTime();
+                        // log-probabilities carry a logsumexp over the vocabulary: the fast kernels' row order shows as 1e-4
+                        checks.add(report(out, batchCheck(name, m.graph(), g.inputIds, 2e-4), t0));
+                    }
+                } catch (RuntimeException e) {
+                    checks.add(report(out, new Check(name, "error", Double.POSITIVE_INFINITY, 1e-3, false, e.toString()), System.nanoTime()));
                 }
             }
         } finally {
@@ -161,11 +178,19 @@ public final class SelftestCommand implements Callable<Integer> {
 
     /**
      * {@link dev.cmf4j.model.graph.BatchConformance} on the model's own device: 8 sequences joining at different steps
-     * (prompt chunks beside decode rows), each row against the sequence alone (tol 1e-4), greedy ids identical.
+     * (prompt chunks beside decode rows), each row against the sequence alone (tol 1e-4; 2e-4 for an Embryo's log-probabilities), greedy ids identical.
      */
-    static Check batchCheck(String name, Graph g, int[] golden) {
+    static Check batchCheck(String name, Graph g, int[] golden, double tol) {
         var r = dev.cmf4j.model.graph.BatchConformance.run(g, golden);
-        return new Check(name, "batch of 8", r.maxDiff(), 1e-4, r.greedySame(), "vs each sequence alone (worst at " + r.worstAt() + ")");
+        return new Check(name, "batch of 8", r.maxDiff(), tol, r.greedySame(), "vs each sequence alone (worst at " + r.worstAt() + ")");
+    }
+
+    /** The fixture folders under {@code dir} that hold a golden, sorted; none when {@code dir} is absent. */
+    private static List<String> withGolden(Path dir) throws java.io.IOException {
+        if (!Files.isDirectory(dir)) return List.of();
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.filter(p -> Files.exists(p.resolve("golden.safetensors"))).map(p -> p.getFileName().toString()).sorted().toList();
+        }
     }
 
     /** One model run the way the goldens were made: all logits of the prompt (chunks of 64), then greedy steps through the cache. */

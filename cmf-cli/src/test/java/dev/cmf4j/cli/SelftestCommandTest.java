@@ -22,4 +22,14 @@ class SelftestCommandTest {
         assertThat(r.out()).contains("selftest: 4 checks, 0 failed");
         assertThat(r.out()).containsPattern("ok +llama +batch of 8").containsPattern("ok +gpt_oss +batch of 8");
     }
+
+    /** The Embryo fixtures are CMF files with a float64 reference: checked as they are, golden and batch. */
+    @Test
+    void cpuPassesTheEmbryoGoldens() {
+        Path embryo = Fixtures.require("embryo/embryo_a").getParent();
+        Run r = run("selftest", "--device", "cpu", "--fixtures", embryo.getParent().toString(), "--models", "embryo_a,embryo_c", "--no-q8");
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        assertThat(r.out()).contains("selftest: 4 checks, 0 failed");
+        assertThat(r.out()).containsPattern("ok +embryo_a +f32 vs golden").containsPattern("ok +embryo_c +batch of 8");
+    }
 }
