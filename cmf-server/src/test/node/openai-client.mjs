@@ -36,6 +36,18 @@ out.n = n.choices.map((c) => c.index);
 const completion = await client.completions.create({ model: 'default', prompt: 'The ls command', max_tokens: 6, temperature: 0 });
 out.completion = completion.choices[0].text;
 
+const structured = await client.chat.completions.create({
+  model: 'default', messages, max_tokens: 40, temperature: 0.9, seed: 2,
+  response_format: {
+    type: 'json_schema',
+    json_schema: {
+      name: 'answer', strict: true,
+      schema: { type: 'object', properties: { command: { type: 'string' }, safe: { type: 'boolean' } }, required: ['command', 'safe'] },
+    },
+  },
+});
+out.jsonSchema = JSON.parse(structured.choices[0].message.content);
+
 try {
   await client.chat.completions.create({ model: 'default', messages, n: 0 });
   out.badRequest = 'accepted';

@@ -16,10 +16,12 @@ import java.util.Set;
  * @param logitBias        added to a token's logit before sampling
  * @param topLogprobs      -1 for no log-probabilities, else the sampled token's and this many alternatives'
  * @param timeout          from submission to the end; null for none
+ * @param json             when not null, the output is a JSON document of this constraint (needs eos ids)
  */
 public record GenerationRequest(int[] prompt, int maxTokens, SamplingParams sampling, Set<Integer> eos,
                                 List<String> stops, float presencePenalty, float frequencyPenalty,
-                                Map<Integer, Float> logitBias, int topLogprobs, Duration timeout, TokenSink sink) {
+                                Map<Integer, Float> logitBias, int topLogprobs, Duration timeout, TokenSink sink,
+                                JsonConstraint json) {
 
     public GenerationRequest {
         if (prompt == null || prompt.length == 0) throw new GenerationException.BadInput("empty prompt: at least one token id is needed");
@@ -31,22 +33,27 @@ public record GenerationRequest(int[] prompt, int maxTokens, SamplingParams samp
         stops = List.copyOf(stops);
         logitBias = Map.copyOf(logitBias);
         if (sink == null) throw new IllegalArgumentException("a request needs a sink");
+        if (json != null && eos.isEmpty()) throw new GenerationException.BadInput("JSON output needs end-of-sequence ids to end the document");
     }
 
     /** A request with no stops, penalties, bias, log-probabilities or timeout. */
     public static GenerationRequest of(int[] prompt, int maxTokens, SamplingParams sampling, Set<Integer> eos, TokenSink sink) {
-        return new GenerationRequest(prompt, maxTokens, sampling, eos, List.of(), 0f, 0f, Map.of(), -1, null, sink);
+        return new GenerationRequest(prompt, maxTokens, sampling, eos, List.of(), 0f, 0f, Map.of(), -1, null, sink, null);
     }
 
     public GenerationRequest withStops(List<String> s) {
-        return new GenerationRequest(prompt, maxTokens, sampling, eos, s, presencePenalty, frequencyPenalty, logitBias, topLogprobs, timeout, sink);
+        return new GenerationRequest(prompt, maxTokens, sampling, eos, s, presencePenalty, frequencyPenalty, logitBias, topLogprobs, timeout, sink, json);
     }
 
     public GenerationRequest withTimeout(Duration t) {
-        return new GenerationRequest(prompt, maxTokens, sampling, eos, stops, presencePenalty, frequencyPenalty, logitBias, topLogprobs, t, sink);
+        return new GenerationRequest(prompt, maxTokens, sampling, eos, stops, presencePenalty, frequencyPenalty, logitBias, topLogprobs, t, sink, json);
+    }
+
+    public GenerationRequest withJson(JsonConstraint j) {
+        return new GenerationRequest(prompt, maxTokens, sampling, eos, stops, presencePenalty, frequencyPenalty, logitBias, topLogprobs, timeout, sink, j);
     }
 
     public GenerationRequest withSink(TokenSink s) {
-        return new GenerationRequest(prompt, maxTokens, sampling, eos, stops, presencePenalty, frequencyPenalty, logitBias, topLogprobs, timeout, s);
+        return new GenerationRequest(prompt, maxTokens, sampling, eos, stops, presencePenalty, frequencyPenalty, logitBias, topLogprobs, timeout, s, json);
     }
 }

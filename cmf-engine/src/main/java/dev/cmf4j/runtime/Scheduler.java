@@ -141,6 +141,7 @@ public final class Scheduler implements AutoCloseable {
             throw new GenerationException.ContextLimit(ctx, "the prompt's " + r.prompt().length
                     + " tokens leave no room in the context of " + ctx + " tokens");
         if (!r.stops().isEmpty() && codec == null) throw new GenerationException.BadInput("stop strings need a text codec");
+        if (r.json() != null && codec == null) throw new GenerationException.BadInput("JSON output needs a text codec");
     }
 
     /** The sequences waiting and running now. */
@@ -378,6 +379,21 @@ public final class Scheduler implements AutoCloseable {
         while (cache.size() > cfg.cachedSessions()) cache.removeLast().close();
     }
 
+    /** Each token's text (null when it is special, empty or a partial UTF-8 character), for JSON constraints. */
+    private String[] pieces() {
+        if (pieces == null) {
+            String[] p = new String[vocab];
+            for (int i = 0; i < vocab; i++) {
+                String t = codec.tokenizer().decode(new int[] {i}, true);
+                p[i] = t.isEmpty() || t.indexOf('\uFFFD') >= 0 ? null : t;
+            }
+            pieces = p;
+        }
+        return pieces;
+    }
+
+    private String[] pieces;
+
     private static String message(RuntimeException e) {
         return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
     }
@@ -403,12 +419,14 @@ public final class Scheduler implements AutoCloseable {
         float[] row;    // the adjusted logits row, when the request adjusts them
         float[] raw;    // the step's logits and this sequence's row in them, for log-probabilities
         int rawOff;
+        JsonConstraint.State json;   // the JSON document so far, when the request asks for one
 
         Sequence(long id, GenerationRequest request) {
             this.id = id;
             this.request = request;
             this.deadline = request.timeout() == null ? Long.MAX_VALUE : submitted + request.timeout().toNanos();
             this.adjust = new LogitAdjustment(request.logitBias(), request.presencePenalty(), request.frequencyPenalty());
+            this.json = request.json() == null ? null : request.json().start();
         }
 
         @Override public long id() { return id; }
@@ -444,10 +462,44 @@ public final class Scheduler implements AutoCloseable {
         int sample(float[] logits, int off) {
             raw = logits;
             rawOff = off;
-            if (!adjust.active()) return generation.next(logits, off);
+            if (!adjust.active() && json == null) return generation.next(logits, off);
             if (row == null) row = new float[vocab];
             adjust.apply(logits, off, vocab, row);
+            if (json != null) constrain(row);
             return generation.next(row, 0);
+        }
+
+        /**
+         * Leaves only tokens that continue the JSON document and leave room to close it within the budget (its
+         * shortest completion, at worst a character a token, fits the tokens left); its end-of-sequence ids once it
+         * is complete; only the tokens of its shortest completion once nothing else fits.
+         */
+        void constrain(float[] row) {
+            String[] text = pieces();
+            boolean any = false;
+            if (json.complete()) {
+                for (int i = 0; i < vocab; i++) if (!request.eos().contains(i)) row[i] = Float.NEGATIVE_INFINITY; else any = true;
+            } else {
+                int left = request.maxTokens() - out.size();   // tokens still allowed, this one included
+                String close = json.closing();
+                boolean closing = close.length() >= left;
+                // most candidates end in the same top frame (inside a string it stays the same object): close it once
+                java.util.IdentityHashMap<JsonConstraint.Frame, Integer> closeLength = new java.util.IdentityHashMap<>();
+                for (int i = 0; i < vocab; i++) {
+                    String t = text[i];
+                    boolean ok = false;
+                    if (t != null && row[i] != Float.NEGATIVE_INFINITY) {
+                        if (closing) ok = close.startsWith(t);
+                        else {
+                            JsonConstraint.State next = json.feed(t);
+                            ok = next != null && (next.complete()
+                                    || closeLength.computeIfAbsent(next.top(), f -> f.closing().length()) <= left - 1);
+                        }
+                    }
+                    if (ok) any = true; else row[i] = Float.NEGATIVE_INFINITY;
+                }
+            }
+            if (!any) throw new IllegalStateException("no token of the vocabulary continues the JSON document");
         }
 
         @Override public void token(int tokenId) {
@@ -456,6 +508,7 @@ public final class Scheduler implements AutoCloseable {
             tokens = out.size();
             generated.incrementAndGet();
             adjust.generated(tokenId);
+            if (json != null && !request.eos().contains(tokenId)) json = json.feed(pieces()[tokenId]);
             TokenLogprobs lp = request.topLogprobs() < 0 ? null : TokenLogprobs.of(raw, rawOff, vocab, tokenId, request.topLogprobs());
             request.sink().token(tokenId, lp);
         }

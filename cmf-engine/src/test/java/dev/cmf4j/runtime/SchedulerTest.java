@@ -167,8 +167,8 @@ class SchedulerTest {
             Collect cut = new Collect(), lp = new Collect(), bias = new Collect();
             s.submitAll(List.of(
                     GenerationRequest.of(p, 12, SamplingParams.GREEDY, Set.of(), cut).withStops(List.of(stop)),
-                    new GenerationRequest(p, 4, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(), 3, null, lp),
-                    new GenerationRequest(p, 3, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(77, 100f), -1, null, bias)));
+                    new GenerationRequest(p, 4, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(), 3, null, lp, null),
+                    new GenerationRequest(p, 3, SamplingParams.GREEDY, Set.of(), List.of(), 0f, 0f, Map.of(77, 100f), -1, null, bias, null)));
             Completion c = cut.await();
             assertThat(c.finish()).isEqualTo(Completion.Finish.STOP);
             assertThat(c.text()).isEqualTo(full.substring(0, full.indexOf(stop)));
@@ -206,6 +206,38 @@ class SchedulerTest {
             assertThat(waiting.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
             assertThat(waiting.await().tokens()).isEmpty();
             assertThat(running.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
+        }
+    }
+
+    @Test void jsonOutputAlwaysParsesAndFollowsItsSchemaWithinItsBudget() throws Exception {
+        var json = new com.fasterxml.jackson.databind.ObjectMapper();
+        JsonConstraint schema = JsonConstraint.of(json.readTree("""
+                {"type": "object", "properties": {"command": {"type": "string"}, "exit_code": {"type": "integer"},
+                 "flags": {"type": "array", "items": {"type": "string"}}}, "required": ["command", "exit_code"]}"""));
+        try (Scheduler s = scheduler(4, 16)) {
+            List<Collect> sinks = new ArrayList<>();
+            // budgets from 3 tokens up: a document always fits when its shortest form does, a character a token
+            // (the schema's is {"command":"","exit_code":0}, 28)
+            int[] budgets = {3, 24, 28, 40};
+            for (int i = 0; i < budgets.length; i++) {
+                Collect k = new Collect();
+                sinks.add(k);
+                SamplingParams p = new SamplingParams(0.8f, 0, 1f, 0f, 1f, 0f, 5L + i);
+                s.submit(GenerationRequest.of(codec.encode("Here is the JSON:"), budgets[i], p, codec.eosIds(), k)
+                        .withJson(i < 2 ? JsonConstraint.anyObject() : schema));
+            }
+            for (int i = 0; i < sinks.size(); i++) {
+                Completion c = sinks.get(i).await();
+                assertThat(c.finish()).as(c.error()).isIn(Completion.Finish.STOP, Completion.Finish.LENGTH);
+                var doc = json.readTree(c.text());
+                assertThat(doc.isObject()).as(c.text()).isTrue();
+                if (i >= 2) {
+                    assertThat(doc.get("command").isTextual()).as(c.text()).isTrue();
+                    assertThat(doc.get("exit_code").isIntegralNumber()).as(c.text()).isTrue();
+                    doc.fieldNames().forEachRemaining(f -> assertThat(f).isIn("command", "exit_code", "flags"));
+                }
+                assertThat(c.tokens().length).isLessThanOrEqualTo(budgets[i]);
+            }
         }
     }
 

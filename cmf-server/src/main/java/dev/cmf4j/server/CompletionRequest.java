@@ -3,6 +3,7 @@ package dev.cmf4j.server;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.cmf4j.runtime.GenerationRequest;
+import dev.cmf4j.runtime.JsonConstraint;
 import dev.cmf4j.runtime.SamplingParams;
 import dev.cmf4j.runtime.TokenSink;
 
@@ -20,19 +21,20 @@ import java.util.Map;
  * @param topLogprobs -1 for no log-probabilities
  * @param seed        null for a random one
  * @param ignoreEos   generate past end-of-sequence ids (vLLM's and llama.cpp's extension, for benchmarks)
+ * @param json        the JSON the output must be ({@code response_format}), or null
  */
 record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boolean stream, boolean includeUsage,
                          float temperature, float topP, int topK, float minP, float repetitionPenalty, Long seed,
                          List<String> stops, float presencePenalty, float frequencyPenalty, Map<Integer, Float> logitBias,
-                         int topLogprobs, boolean ignoreEos) {
+                         int topLogprobs, boolean ignoreEos, JsonConstraint json) {
 
     /** The {@code n} generations this request asks for (choice i seeded with seed + i). */
     List<GenerationRequest> generations(ServedModel m, Duration timeout, List<? extends TokenSink> sinks) {
         List<GenerationRequest> out = new ArrayList<>();
         for (int i = 0; i < n; i++) {
             SamplingParams p = new SamplingParams(temperature, topK, topP, minP, repetitionPenalty, 0f, seed == null ? null : seed + i);
-            out.add(new GenerationRequest(prompt, maxTokens, p, ignoreEos ? java.util.Set.of() : m.codec().eosIds(), stops, presencePenalty, frequencyPenalty,
-                    logitBias, topLogprobs, timeout, sinks.get(i)));
+            out.add(new GenerationRequest(prompt, maxTokens, p, ignoreEos && json == null ? java.util.Set.of() : m.codec().eosIds(), stops, presencePenalty, frequencyPenalty,
+                    logitBias, topLogprobs, timeout, sinks.get(i), json));
         }
         return out;
     }
@@ -80,7 +82,26 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         return new CompletionRequest(chat, prompt, maxTokens, n == null ? 1 : n, stream, usage,
                 t == null ? 1f : t, topP == null ? 1f : topP, topK == null || topK < 0 ? 0 : topK, minP == null ? 0f : minP,
                 rep == null ? 1f : rep, seed, stops, presence == null ? 0f : presence, frequency == null ? 0f : frequency,
-                bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")));
+                bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")), responseFormat(f));
+    }
+
+    /** {@code response_format}: none for text, any JSON object, or a JSON Schema (a 400 for keywords not supported). */
+    private static JsonConstraint responseFormat(Fields f) {
+        JsonNode rf = f.object("response_format");
+        if (rf == null) return null;
+        String type = new Fields(rf, "response_format.").text("type");
+        if (type == null || type.equals("text")) return null;
+        if (type.equals("json_object")) return JsonConstraint.anyObject();
+        if (!type.equals("json_schema"))
+            throw ApiError.badRequest("response_format.type", "response_format.type must be text, json_object or json_schema, got '" + type + "'");
+        JsonNode js = new Fields(rf, "response_format.").object("json_schema");
+        JsonNode schema = js == null ? null : new Fields(js, "response_format.json_schema.").object("schema");
+        if (schema == null) throw ApiError.badRequest("response_format.json_schema.schema", "response_format.json_schema.schema is required");
+        try {
+            return JsonConstraint.of(schema);
+        } catch (IllegalArgumentException e) {
+            throw ApiError.badRequest("response_format.json_schema.schema", e.getMessage());
+        }
     }
 
     /** The conversation rendered by the model's template (with the assistant prompt), as ids. */

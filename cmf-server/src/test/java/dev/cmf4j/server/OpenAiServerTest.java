@@ -136,6 +136,33 @@ class OpenAiServerTest {
         assertThat(ServerFixture.json(again).at("/choices/2/message/content")).isEqualTo(choices.get(2).at("/message/content"));
     }
 
+    @Test void responseFormatJsonSchemaAlwaysParsesAndValidates() throws Exception {
+        Map<String, Object> schema = Map.of("type", "object", "properties", Map.of("tool", Map.of("type", "string"),
+                "level", Map.of("enum", List.of("low", "high")), "count", Map.of("type", "integer")), "required", List.of("tool", "level"));
+        for (boolean stream : new boolean[] {false, true}) {
+            var r = s.post("/v1/chat/completions", chat("max_tokens", 40, "temperature", 0.9, "seed", 3, "stream", stream,
+                    "response_format", Map.of("type", "json_schema", "json_schema", Map.of("name", "t", "schema", schema))));
+            assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+            String content;
+            if (stream) {
+                StringBuilder b = new StringBuilder();
+                for (String e : events(r.body())) if (!e.equals("[DONE]")) for (JsonNode ch : ServerFixture.JSON.readTree(e).get("choices")) b.append(ch.at("/delta/content").asText(""));
+                content = b.toString();
+            } else {
+                content = ServerFixture.json(r).at("/choices/0/message/content").asText();
+            }
+            JsonNode doc = ServerFixture.JSON.readTree(content);
+            assertThat(doc.get("tool").isTextual()).as(content).isTrue();
+            assertThat(doc.get("level").asText()).as(content).isIn("low", "high");
+            if (doc.has("count")) assertThat(doc.get("count").isIntegralNumber()).as(content).isTrue();
+        }
+        var obj = s.post("/v1/completions", Map.of("prompt", "JSON:", "max_tokens", 12, "response_format", Map.of("type", "json_object")));
+        assertThat(ServerFixture.JSON.readTree(ServerFixture.json(obj).at("/choices/0/text").asText()).isObject()).isTrue();
+        var bad = s.post("/v1/chat/completions", chat("response_format", Map.of("type", "json_schema", "json_schema", Map.of("schema", Map.of("anyOf", List.of())))));
+        assertThat(bad.statusCode()).isEqualTo(400);
+        assertThat(ServerFixture.json(bad).at("/error/param").asText()).isEqualTo("response_format.json_schema.schema");
+    }
+
     @Test void badRequestsAre400InOpenAisShapeAndTheServerGoesOn() throws Exception {
         record Case(String body, String param, String says) {}
         String longPrompt = "[" + "1,".repeat(600) + "1]";
