@@ -101,7 +101,7 @@ public record Golden(String name, int[] inputIds, float[] logits, int vocab, int
         return null;
     }
 
-    static double maxDiff(float[] a, int ao, float[] b, int bo, int n) {
+    public static double maxDiff(float[] a, int ao, float[] b, int bo, int n) {
         double m = 0;
         for (int i = 0; i < n; i++) {
             double d = Math.abs((double) a[ao + i] - b[bo + i]);

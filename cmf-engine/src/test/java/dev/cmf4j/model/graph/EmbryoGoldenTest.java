@@ -136,12 +136,6 @@ class EmbryoGoldenTest {
 
     static double maxDiff(float[] a, float[] b) {
         assertThat(a).hasSameSizeAs(b);
-        double m = 0;
-        for (int i = 0; i < a.length; i++) {
-            double d = Math.abs((double) a[i] - b[i]);
-            if (Double.isNaN(d)) return Double.POSITIVE_INFINITY;
-            m = Math.max(m, d);
-        }
-        return m;
+        return Golden.maxDiff(a, 0, b, 0, a.length);
     }
 }
