@@ -451,8 +451,8 @@ public final class Scheduler implements AutoCloseable {
             prompt = Arrays.copyOfRange(request.prompt(), held, request.prompt().length);
             Generator gen = new Generator(s, new Sampler(request.sampling()), request.eos(), request.stops());
             generation = gen.start(request.maxTokens(), codec == null ? null : codec.stream(true), this);
-            // adjusted logits or reported log-probabilities need every row of a hierarchical head
-            if (adjust.active() || request.topLogprobs() >= 0) s.state().gateHeadForTopP(1.0);
+            // adjusted or constrained logits, or reported log-probabilities, need every row of a hierarchical head
+            if (adjust.active() || json != null || request.topLogprobs() >= 0) s.state().gateHeadForTopP(1.0);
             began = System.nanoTime();
             phase = "prefill";
             position = held;
