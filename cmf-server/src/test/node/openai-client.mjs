@@ -48,6 +48,37 @@ const structured = await client.chat.completions.create({
 });
 out.jsonSchema = JSON.parse(structured.choices[0].message.content);
 
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_manual', description: "Shows a command's manual page",
+    parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+  },
+}];
+const toolChoice = { type: 'function', function: { name: 'get_manual' } };
+const called = await client.chat.completions.create({
+  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 60, temperature: 0.7, seed: 1,
+});
+const call = called.choices[0].message.tool_calls[0];
+out.toolCall = { finish: called.choices[0].finish_reason, name: call.function.name, arguments: JSON.parse(call.function.arguments) };
+
+const streamedCall = await client.chat.completions.create({
+  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 60, temperature: 0.7, seed: 2, stream: true,
+});
+const parts = {};
+let streamedFinish = null;
+for await (const chunk of streamedCall) {
+  for (const c of chunk.choices) {
+    for (const tc of c.delta?.tool_calls ?? []) {
+      parts[tc.index] ??= { name: '', arguments: '' };
+      parts[tc.index].name += tc.function?.name ?? '';
+      parts[tc.index].arguments += tc.function?.arguments ?? '';
+    }
+    if (c.finish_reason) streamedFinish = c.finish_reason;
+  }
+}
+out.streamedToolCall = { finish: streamedFinish, name: parts[0]?.name, arguments: JSON.parse(parts[0]?.arguments ?? 'null') };
+
 try {
   await client.chat.completions.create({ model: 'default', messages, n: 0 });
   out.badRequest = 'accepted';

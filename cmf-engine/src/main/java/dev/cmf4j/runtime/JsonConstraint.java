@@ -39,21 +39,32 @@ public final class JsonConstraint {
     private static final int MAX_WHITESPACE = 8;
 
     private final Schema root;
+    private final String prefix, suffix;
 
-    private JsonConstraint(Schema root) { this.root = root; }
+    private JsonConstraint(Schema root, String prefix, String suffix) {
+        this.root = root;
+        this.prefix = prefix;
+        this.suffix = suffix;
+    }
 
     /** Any JSON object ({@code response_format: json_object}). */
-    public static JsonConstraint anyObject() { return new JsonConstraint(new ObjectOf(null, List.of())); }
+    public static JsonConstraint anyObject() { return new JsonConstraint(new ObjectOf(null, List.of()), "", ""); }
 
     /**
      * A document matching {@code schema}.
      *
      * @throws IllegalArgumentException naming a keyword this subset does not support
      */
-    public static JsonConstraint of(JsonNode schema) { return new JsonConstraint(compile(schema, "schema")); }
+    public static JsonConstraint of(JsonNode schema) { return new JsonConstraint(compile(schema, "schema"), "", ""); }
+
+    /** The same document with fixed text before and after it (a tool call's tags). */
+    public JsonConstraint between(String before, String after) { return new JsonConstraint(root, before, after); }
 
     /** The state before any character. */
-    public State start() { return new State(new Value(root, new Root(false)), 0); }
+    public State start() {
+        Frame doc = new Value(root, new Root(false, suffix, 0));
+        return new State(prefix.isEmpty() ? doc : new Prefix(prefix, 0, doc), 0);
+    }
 
     private static Schema compile(JsonNode s, String at) {
         if (s == null || s.isBoolean() && s.asBoolean()) return new AnyValue();
@@ -119,14 +130,14 @@ public final class JsonConstraint {
         }
 
         /** Whether the document is complete. */
-        public boolean complete() { return top instanceof Root r && r.done; }
+        public boolean complete() { return top instanceof Root r && r.done && r.pos == r.suffix.length(); }
 
         /** The shortest text that completes the document from here. */
         public String closing() { return top.closing(); }
     }
 
     /** One open construct; a value frame hands its parent {@link #valueDone} when its value ends. */
-    public sealed interface Frame permits Root, Value, Obj, Key, Arr, Str, Num, Lit {
+    public sealed interface Frame permits Prefix, Root, Value, Obj, Key, Arr, Str, Num, Lit {
         Frame feed(char c);
 
         default boolean skipsWhitespace() { return false; }
@@ -138,14 +149,27 @@ public final class JsonConstraint {
         String closing();
     }
 
-    record Root(boolean done) implements Frame {
-        @Override public Frame feed(char c) { return null; }
+    /** Fixed text before the document. */
+    record Prefix(String text, int pos, Frame next) implements Frame {
+        @Override public Frame feed(char c) {
+            if (text.charAt(pos) != c) return null;
+            return pos + 1 == text.length() ? next : new Prefix(text, pos + 1, next);
+        }
 
-        @Override public boolean skipsWhitespace() { return done; }
+        @Override public String closing() { return text.substring(pos) + next.closing(); }
+    }
 
-        @Override public Frame valueDone() { return new Root(true); }
+    /** Outside the document: before it ends, or after it, {@code pos} characters into the fixed text after it. */
+    record Root(boolean done, String suffix, int pos) implements Frame {
+        @Override public Frame feed(char c) {
+            return done && pos < suffix.length() && suffix.charAt(pos) == c ? new Root(true, suffix, pos + 1) : null;
+        }
 
-        @Override public String closing() { return ""; }
+        @Override public boolean skipsWhitespace() { return done && suffix.isEmpty(); }
+
+        @Override public Frame valueDone() { return new Root(true, suffix, 0); }
+
+        @Override public String closing() { return done ? suffix.substring(pos) : ""; }
     }
 
     /** Expecting a value of {@code schema}. */

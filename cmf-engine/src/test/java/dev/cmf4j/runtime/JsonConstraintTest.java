@@ -50,6 +50,16 @@ class JsonConstraintTest {
                 .hasMessageContaining("not a property");
     }
 
+    @Test void textAroundTheDocumentIsFixed() {
+        JsonConstraint c = JsonConstraint.anyObject().between("<tool_call>\n", "\n</tool_call>");
+        assertThat(accepts(c, "<tool_call>\n{\"a\": 1}\n</tool_call>")).isTrue();
+        assertThat(prefix(c, "<tool_calls>")).isFalse();
+        assertThat(accepts(c, "<tool_call>\n{\"a\": 1}")).as("the closing tag is missing").isFalse();
+        assertThat(prefix(c, "<tool_call>\n{} x")).isFalse();
+        assertThat(c.start().feed("<tool_").closing()).isEqualTo("call>\n{}\n</tool_call>");
+        assertThat(c.start().feed("<tool_call>\n{\"k\": [1").closing()).isEqualTo("]}\n</tool_call>");
+    }
+
     /** Every prefix of random valid documents, closed by {@code closing()}, is a complete document that parses and validates. */
     @Test void theClosingOfEveryPrefixCompletesAValidDocument() throws Exception {
         JsonConstraint c = JsonConstraint.of(JSON.readTree("""

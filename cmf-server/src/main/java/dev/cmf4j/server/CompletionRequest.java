@@ -21,12 +21,13 @@ import java.util.Map;
  * @param topLogprobs -1 for no log-probabilities
  * @param seed        null for a random one
  * @param ignoreEos   generate past end-of-sequence ids (vLLM's and llama.cpp's extension, for benchmarks)
- * @param json        the JSON the output must be ({@code response_format}), or null
+ * @param json        the JSON the output must be ({@code response_format}, or a forced tool call), or null
+ * @param toolCalls   whether tool calls are parsed out of the output ({@link ToolRequest})
  */
 record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boolean stream, boolean includeUsage,
                          float temperature, float topP, int topK, float minP, float repetitionPenalty, Long seed,
                          List<String> stops, float presencePenalty, float frequencyPenalty, Map<Integer, Float> logitBias,
-                         int topLogprobs, boolean ignoreEos, JsonConstraint json) {
+                         int topLogprobs, boolean ignoreEos, JsonConstraint json, boolean toolCalls) {
 
     /** The {@code n} generations this request asks for (choice i seeded with seed + i). */
     List<GenerationRequest> generations(ServedModel m, Duration timeout, List<? extends TokenSink> sinks) {
@@ -43,7 +44,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         if (body == null || !body.isObject()) throw ApiError.badRequest(null, "the request body must be a JSON object");
         Fields f = new Fields(body);
         f.text("model");
-        int[] prompt = chat ? chatPrompt(f, m, json) : textPrompt(f, m);
+        ToolRequest tools = chat ? ToolRequest.parse(f, json) : ToolRequest.NONE;
+        int[] prompt = chat ? chatPrompt(f, m, json, tools) : textPrompt(f, m);
         int ctx = m.maxContext();
         if (prompt.length >= ctx)
             throw new ApiError(400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
@@ -82,7 +84,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         return new CompletionRequest(chat, prompt, maxTokens, n == null ? 1 : n, stream, usage,
                 t == null ? 1f : t, topP == null ? 1f : topP, topK == null || topK < 0 ? 0 : topK, minP == null ? 0f : minP,
                 rep == null ? 1f : rep, seed, stops, presence == null ? 0f : presence, frequency == null ? 0f : frequency,
-                bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")), responseFormat(f));
+                bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")),
+                tools.forced() != null ? tools.forced() : responseFormat(f), tools.parseCalls());
     }
 
     /** {@code response_format}: none for text, any JSON object, or a JSON Schema (a 400 for keywords not supported). */
@@ -105,26 +108,18 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
     }
 
     /** The conversation rendered by the model's template (with the assistant prompt), as ids. */
-    private static int[] chatPrompt(Fields f, ServedModel m, ObjectMapper json) {
+    private static int[] chatPrompt(Fields f, ServedModel m, ObjectMapper json, ToolRequest tools) {
         JsonNode msgs = f.node("messages");
         if (msgs == null) throw ApiError.badRequest("messages", "messages is required");
         if (!msgs.isArray() || msgs.isEmpty()) throw ApiError.badRequest("messages", "messages must be a non-empty array");
         List<Map<String, Object>> messages = new ArrayList<>();
         for (int i = 0; i < msgs.size(); i++) messages.add(message(msgs.get(i), "messages[" + i + "]", json));
-        List<Object> tools = null;
-        JsonNode t = f.node("tools");
-        if (t != null) {
-            if (!t.isArray()) throw ApiError.badRequest("tools", "tools must be an array");
-            JsonNode choice = f.node("tool_choice");
-            boolean none = choice != null && choice.isTextual() && choice.asText().equals("none");
-            if (!none && !t.isEmpty()) tools = json.convertValue(t, List.class);
-        }
         JsonNode kw = f.object("chat_template_kwargs");
         @SuppressWarnings("unchecked")
         Map<String, Object> kwargs = kw == null ? Map.of() : json.convertValue(kw, Map.class);
         String text;
         try {
-            text = m.codec().template().render(messages, tools, true, kwargs);
+            text = m.codec().template().render(messages, tools.definitions(), true, kwargs);
         } catch (RuntimeException e) {
             throw ApiError.badRequest("messages", "the chat template failed on these messages: " + e.getMessage());
         }

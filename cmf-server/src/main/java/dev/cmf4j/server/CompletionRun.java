@@ -3,6 +3,8 @@ package dev.cmf4j.server;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.chat.ToolCall;
+import dev.cmf4j.chat.ToolCallParser;
 import dev.cmf4j.runtime.Completion;
 import dev.cmf4j.runtime.Scheduler;
 import dev.cmf4j.runtime.TokenLogprobs;
@@ -98,15 +100,23 @@ final class CompletionRun {
         for (int i = 0; i < req.n(); i++) {
             ObjectNode c = choices.addObject();
             c.put("index", i);
+            String finish = finishReason(ends[i]);
             if (req.chat()) {
                 ObjectNode m = c.putObject("message");
                 m.put("role", "assistant");
                 m.put("content", ends[i].text());
+                ToolCallParser.Result calls = req.toolCalls() ? ToolCallParser.parse(ends[i].text()) : null;
+                if (calls != null && calls.hasCalls()) {
+                    m.put("content", calls.content().isEmpty() ? null : calls.content());
+                    ArrayNode tc = m.putArray("tool_calls");
+                    for (ToolCall call : calls.calls()) toolCall(tc.addObject(), call);
+                    finish = "tool_calls";
+                }
             } else {
                 c.put("text", ends[i].text());
             }
             logprobs(c, lps.get(i));
-            c.put("finish_reason", finishReason(ends[i]));
+            c.put("finish_reason", finish);
         }
         o.set("usage", usage());
         return o;
@@ -117,6 +127,8 @@ final class CompletionRun {
      * sequences are then cancelled).
      */
     boolean stream(OutputStream out) throws InterruptedException {
+        ToolCallStream[] tools = new ToolCallStream[req.n()];
+        if (req.chat() && req.toolCalls()) for (int i = 0; i < tools.length; i++) tools[i] = new ToolCallStream();
         try {
             if (req.chat()) for (int i = 0; i < req.n(); i++) {
                 ObjectNode c = chunk();
@@ -133,6 +145,10 @@ final class CompletionRun {
                 ObjectNode ch = c.withArray("choices").addObject();
                 switch (ev) {
                     case Piece p -> {
+                        if (tools[p.choice()] != null) {
+                            delta(out, p.choice(), tools[p.choice()].push(p.text()), p.logprobs(), tools[p.choice()]);
+                            continue;
+                        }
                         ch.put("index", p.choice());
                         if (req.chat()) ch.putObject("delta").put("content", p.text());
                         else ch.put("text", p.text());
@@ -150,11 +166,18 @@ final class CompletionRun {
                                 continue;
                             }
                         }
+                        String finish = finishReason(e.completion());
+                        List<TokenLogprobs> lps = e.logprobs();
+                        if (tools[e.choice()] != null) {
+                            delta(out, e.choice(), tools[e.choice()].finish(), lps, tools[e.choice()]);
+                            lps = List.of();
+                            if (tools[e.choice()].calls() > 0) finish = "tool_calls";
+                        }
                         ch.put("index", e.choice());
                         if (req.chat()) ch.putObject("delta");
                         else ch.put("text", "");
-                        logprobs(ch, e.logprobs());
-                        ch.put("finish_reason", finishReason(e.completion()));
+                        logprobs(ch, lps);
+                        ch.put("finish_reason", finish);
                     }
                 }
                 send(out, c);
@@ -172,6 +195,39 @@ final class CompletionRun {
             cancel();
             return false;
         }
+    }
+
+    /** A chat delta of what a choice's tool-call splitter released: its content, then each call (nothing if empty). */
+    private void delta(OutputStream out, int choice, ToolCallStream.Out released, List<TokenLogprobs> lps, ToolCallStream calls) throws IOException {
+        if (!released.content().isEmpty() || !lps.isEmpty() && released.calls().isEmpty()) {
+            ObjectNode c = chunk();
+            ObjectNode ch = c.withArray("choices").addObject();
+            ch.put("index", choice);
+            ch.putObject("delta").put("content", released.content());
+            logprobs(ch, lps);
+            ch.putNull("finish_reason");
+            send(out, c);
+            lps = List.of();
+        }
+        int first = calls.calls() - released.calls().size();
+        for (int k = 0; k < released.calls().size(); k++) {
+            ObjectNode c = chunk();
+            ObjectNode ch = c.withArray("choices").addObject();
+            ch.put("index", choice);
+            ObjectNode call = ch.putObject("delta").putArray("tool_calls").addObject();
+            call.put("index", first + k);
+            toolCall(call, released.calls().get(k));
+            logprobs(ch, k == 0 ? lps : List.of());
+            ch.putNull("finish_reason");
+            send(out, c);
+        }
+    }
+
+    /** OpenAI's {@code {"id", "type": "function", "function": {"name", "arguments"}}} (arguments as a JSON string). */
+    private static void toolCall(ObjectNode o, ToolCall call) {
+        o.put("id", "call_" + UUID.randomUUID().toString().replace("-", "").substring(0, 24));
+        o.put("type", "function");
+        o.putObject("function").put("name", call.name()).put("arguments", call.argumentsJson());
     }
 
     /** Cancels every choice and waits (briefly: within a step) until the scheduler has ended them. */

@@ -18,7 +18,7 @@ import static org.assertj.core.api.Assertions.fail;
 /**
  * The official {@code openai} npm package ({@code src/test/node}, installed by {@code npm ci} there; {@code .ci/run}
  * does it) against a running server: models, chat, streaming with usage, logprobs, n, text completions,
- * {@code response_format} json_schema, a 400.
+ * {@code response_format} json_schema, a forced tool call (whole and streamed), a 400.
  * Without node or the installed package the test skips locally, and fails under CI ({@code CMF_CI=1}).
  */
 class OpenAiNodeClientTest {
@@ -69,6 +69,11 @@ class OpenAiNodeClientTest {
             assertThat(o.get("completion").asText()).isEqualTo(s.greedy(s.model.codec().encode("The ls command"), 6));
             assertThat(o.at("/jsonSchema/command").isTextual()).as(o.toString()).isTrue();
             assertThat(o.at("/jsonSchema/safe").isBoolean()).as(o.toString()).isTrue();
+            for (String call : new String[] {"/toolCall", "/streamedToolCall"}) {
+                assertThat(o.at(call + "/finish").asText()).as(o.toString()).isEqualTo("tool_calls");
+                assertThat(o.at(call + "/name").asText()).isEqualTo("get_manual");
+                assertThat(o.at(call + "/arguments/command").isTextual()).as(o.toString()).isTrue();
+            }
             assertThat(o.at("/badRequest/status").asInt()).isEqualTo(400);
             assertThat(o.at("/badRequest/param").asText()).isEqualTo("n");
             assertThat(o.at("/badRequest/isBadRequest").asBoolean()).isTrue();

@@ -163,6 +163,53 @@ class OpenAiServerTest {
         assertThat(ServerFixture.json(bad).at("/error/param").asText()).isEqualTo("response_format.json_schema.schema");
     }
 
+    static final Map<String, Object> MANUAL_TOOL = Map.of("type", "function", "function", Map.of("name", "get_manual",
+            "description", "Shows a command's manual page", "parameters", Map.of("type", "object", "properties",
+                    Map.of("command", Map.of("type", "string"), "section", Map.of("type", "integer")), "required", List.of("command"))));
+
+    @Test void aForcedToolChoiceComesBackAsParsedToolCallsStreamedOrNot() throws Exception {
+        Map<String, Object> named = Map.of("type", "function", "function", Map.of("name", "get_manual"));
+        for (Object choice : new Object[] {named, "required"}) {
+            var r = s.post("/v1/chat/completions", chat("tools", List.of(MANUAL_TOOL), "tool_choice", choice, "max_tokens", 80,
+                    "temperature", 0.7, "seed", 4));
+            assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+            JsonNode c = ServerFixture.json(r).at("/choices/0");
+            assertThat(c.get("finish_reason").asText()).as(r.body()).isEqualTo("tool_calls");
+            assertThat(c.at("/message/content").isNull()).as(r.body()).isTrue();
+            JsonNode call = c.at("/message/tool_calls/0");
+            assertThat(call.get("type").asText()).isEqualTo("function");
+            assertThat(call.get("id").asText()).startsWith("call_");
+            assertThat(call.at("/function/name").asText()).isEqualTo("get_manual");
+            JsonNode args = ServerFixture.JSON.readTree(call.at("/function/arguments").asText());
+            assertThat(args.get("command").isTextual()).as(args.toString()).isTrue();
+        }
+        var st = s.post("/v1/chat/completions", chat("tools", List.of(MANUAL_TOOL), "tool_choice", named, "max_tokens", 80,
+                "temperature", 0.7, "seed", 5, "stream", true));
+        StringBuilder content = new StringBuilder();
+        List<JsonNode> calls = new ArrayList<>();
+        String finish = null;
+        for (String e : events(st.body())) {
+            if (e.equals("[DONE]")) continue;
+            for (JsonNode ch : ServerFixture.JSON.readTree(e).get("choices")) {
+                content.append(ch.at("/delta/content").asText(""));
+                for (JsonNode tc : ch.at("/delta/tool_calls")) calls.add(tc);
+                if (!ch.get("finish_reason").isNull()) finish = ch.get("finish_reason").asText();
+            }
+        }
+        assertThat(content.toString()).as("the call is never shown as text").doesNotContain("tool_call").isBlank();
+        assertThat(calls).hasSize(1);
+        assertThat(calls.getFirst().get("index").asInt()).isZero();
+        assertThat(calls.getFirst().at("/function/name").asText()).isEqualTo("get_manual");
+        assertThat(ServerFixture.JSON.readTree(calls.getFirst().at("/function/arguments").asText()).get("command").isTextual()).isTrue();
+        assertThat(finish).isEqualTo("tool_calls");
+
+        var unknown = s.post("/v1/chat/completions", chat("tools", List.of(MANUAL_TOOL), "tool_choice",
+                Map.of("type", "function", "function", Map.of("name", "nope"))));
+        assertThat(unknown.statusCode()).isEqualTo(400);
+        assertThat(ServerFixture.json(unknown).at("/error/param").asText()).isEqualTo("tool_choice");
+        assertThat(s.post("/v1/chat/completions", chat("tool_choice", "required")).statusCode()).isEqualTo(400);
+    }
+
     @Test void badRequestsAre400InOpenAisShapeAndTheServerGoesOn() throws Exception {
         record Case(String body, String param, String says) {}
         String longPrompt = "[" + "1,".repeat(600) + "1]";

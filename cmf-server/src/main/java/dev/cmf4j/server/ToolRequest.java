@@ -1,0 +1,82 @@
+package dev.cmf4j.server;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.chat.ToolCallParser;
+import dev.cmf4j.runtime.JsonConstraint;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The tools a chat request offers and how the model must use them ({@code tools}, {@code tool_choice}).
+ * {@code auto} renders them through the model's template and parses tool calls out of the output; {@code required}
+ * and a named function also force the output to be one call ({@code <tool_call>} JSON {@code </tool_call>}, the
+ * Hermes/Qwen form {@link ToolCallParser} reads) by constrained sampling, its arguments following the function's
+ * parameter schema when this server supports it (else any object).
+ *
+ * @param definitions the tools for the template, or null
+ * @param parseCalls  whether the output's tool calls are parsed into {@code tool_calls}
+ * @param forced      the constraint making the output one call, or null
+ */
+record ToolRequest(List<Object> definitions, boolean parseCalls, JsonConstraint forced) {
+    static final ToolRequest NONE = new ToolRequest(null, false, null);
+
+    static ToolRequest parse(CompletionRequest.Fields f, ObjectMapper json) {
+        JsonNode tools = f.node("tools");
+        JsonNode choice = f.node("tool_choice");
+        if (tools == null) {
+            if (choice != null && !(choice.isTextual() && (choice.asText().equals("none") || choice.asText().equals("auto"))))
+                throw ApiError.badRequest("tool_choice", "tool_choice needs tools");
+            return NONE;
+        }
+        if (!tools.isArray()) throw ApiError.badRequest("tools", "tools must be an array");
+        Map<String, JsonNode> functions = new LinkedHashMap<>();
+        for (int i = 0; i < tools.size(); i++) {
+            JsonNode t = tools.get(i);
+            String at = "tools[" + i + "]";
+            if (!t.isObject() || !"function".equals(t.path("type").asText()))
+                throw ApiError.badRequest(at, at + " must be {\"type\": \"function\", \"function\": {...}}");
+            JsonNode fn = t.get("function");
+            if (fn == null || !fn.isObject() || !fn.path("name").isTextual() || fn.get("name").asText().isEmpty())
+                throw ApiError.badRequest(at + ".function.name", at + ".function.name must be a non-empty string");
+            JsonNode params = fn.get("parameters");
+            if (params != null && !params.isNull() && !params.isObject())
+                throw ApiError.badRequest(at + ".function.parameters", at + ".function.parameters must be a JSON Schema object");
+            functions.put(fn.get("name").asText(), params == null || params.isNull() ? null : params);
+        }
+        if (tools.isEmpty()) return NONE;
+        @SuppressWarnings("unchecked")
+        List<Object> defs = json.convertValue(tools, List.class);
+        if (choice == null || choice.isTextual() && choice.asText().equals("auto")) return new ToolRequest(defs, true, null);
+        if (choice.isTextual() && choice.asText().equals("none")) return NONE;
+        if (choice.isTextual() && choice.asText().equals("required"))   // one tool: its parameters; several: any object
+            return new ToolRequest(defs, true, call(new ArrayList<>(functions.keySet()),
+                    functions.size() == 1 ? functions.values().iterator().next() : null, json));
+        String name = choice.isObject() ? choice.path("function").path("name").asText(null) : null;
+        if (name == null) throw ApiError.badRequest("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        if (!functions.containsKey(name)) throw ApiError.badRequest("tool_choice", "tool_choice names '" + name + "', which is not among the tools");
+        return new ToolRequest(defs, true, call(List.of(name), functions.get(name), json));
+    }
+
+    /** One call of one of {@code names}, arguments by {@code parameters} (any object when null or not supported). */
+    private static JsonConstraint call(List<String> names, JsonNode parameters, ObjectMapper json) {
+        ObjectNode schema = json.createObjectNode().put("type", "object");
+        ObjectNode props = schema.putObject("properties");
+        var e = props.putObject("name").putArray("enum");
+        names.forEach(e::add);
+        schema.putArray("required").add("name").add("arguments");
+        JsonConstraint c;
+        try {
+            props.set("arguments", parameters == null ? json.createObjectNode().put("type", "object") : parameters);
+            c = JsonConstraint.of(schema);
+        } catch (IllegalArgumentException unsupported) {
+            props.set("arguments", json.createObjectNode().put("type", "object"));
+            c = JsonConstraint.of(schema);
+        }
+        return c.between(ToolCallParser.OPEN + "\n", "\n" + ToolCallParser.CLOSE);
+    }
+}
