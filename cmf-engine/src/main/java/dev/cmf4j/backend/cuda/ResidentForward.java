@@ -6,6 +6,7 @@ import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
+import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
 import dev.cmf4j.format.DType;
 
 import java.lang.foreign.Arena;
@@ -28,9 +29,9 @@ import java.util.List;
 final class ResidentForward implements DeviceForward {
     private static final long NULL = 0L;
     /** The kernel file of this forward (its own module). */
-    static final String RESIDENT_CU = "resident.cu";
+    static final String RESIDENT_CU = Kernels.RESIDENT_CU;
     /** The architecture-specific kernels (sandwich norms, other activations, mixture of experts): its own module. */
-    static final String ARCH_CU = "resident_arch.cu";
+    static final String ARCH_CU = Kernels.ARCH_CU;
 
     private final CudaMatMul mm;
     private final CudaDriver cu;
@@ -64,20 +65,20 @@ final class ResidentForward implements DeviceForward {
     private final List<Long> widenedBlocks = new ArrayList<>();
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
-    private final MemorySegment[] fnMatvec = new MemorySegment[4], fnMatvec3 = new MemorySegment[4], fnGlu = new MemorySegment[4], fnEmbed = new MemorySegment[4];
-    private final MemorySegment fnArchNorm, fnGluAct, fnRoute;
-    private final MemorySegment[] fnMoeGlu = new MemorySegment[4], fnMoeDown = new MemorySegment[4];
-    private final MemorySegment fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
+    private final Kernel fnArchNorm, fnGluAct, fnRoute;
+    private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
+    private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
     private static final int ROPE_WARPS = 4;
 
     /** r_glu_split_N: the SwiGLU epilogue fused with the down product's split, rows ≤ N·2048 (blocks of 512). */
     static final int[] GLU_SPLIT_N = {1, 2, 4, 8};
-    private final MemorySegment[] fnGluSplit = new MemorySegment[GLU_SPLIT_N.length];
+    private final Kernel[] fnGluSplit = new Kernel[GLU_SPLIT_N.length];
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
-    private final MemorySegment[] fnPrefill = new MemorySegment[PREFILL_DIMS.length];
+    private final Kernel[] fnPrefill = new Kernel[PREFILL_DIMS.length];
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
-    private final MemorySegment[] fnPrefillTc = new MemorySegment[PREFILL_TC_BUCKETS];
+    private final Kernel[] fnPrefillTc = new Kernel[PREFILL_TC_BUCKETS];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
@@ -219,42 +220,39 @@ final class ResidentForward implements DeviceForward {
         this.graphs = graphs;
         this.smCount = Math.max(1, ctx.info().smCount());
         this.deviceMemory = ctx.info().totalMemory();
-        String[] kinds = {"f32", "bf16", "f16", "q8"};
         for (int i = 0; i < 4; i++) {
-            fnMatvec[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec_" + kinds[i]);
-            fnMatvec3[i] = cu.function(ctx.module(RESIDENT_CU), "r_matvec3_" + kinds[i]);
-            fnGlu[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_" + kinds[i]);
-            fnEmbed[i] = cu.function(ctx.module(RESIDENT_CU), "r_embed_" + kinds[i]);
+            String kind = Kernels.KINDS[i];
+            fnMatvec[i] = Kernels.matvec(kind).load(ctx);
+            fnMatvec3[i] = Kernels.matvec3(kind).load(ctx);
+            fnGlu[i] = Kernels.glu(kind).load(ctx);
+            fnEmbed[i] = Kernels.embed(kind).load(ctx);
+            fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
+            fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
         }
-        fnRope = cu.function(ctx.module(RESIDENT_CU), "r_qk_rope_append");
-        fnAttn = cu.function(ctx.module(RESIDENT_CU), "r_attn_partial");
-        fnAttnRows = cu.function(ctx.module(RESIDENT_CU), "r_attn_rows");
+        fnRope = Kernels.QK_ROPE_APPEND.load(ctx);
+        fnAttn = Kernels.ATTN_PARTIAL.load(ctx);
+        fnAttnRows = Kernels.ATTN_ROWS.load(ctx);
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
-        this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn) >= 90;
+        this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn.fn()) >= 90;
         this.launchConfig = pdl ? cu.programmaticConfig(own) : null;
-        for (MemorySegment[] fs : List.of(fnMatvec, fnMatvec3, fnGlu)) for (MemorySegment f : fs) waits.add(f.address());
-        waits.add(fnAttn.address());
-        waits.add(fnAttnRows.address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
-        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_" + PREFILL_DIMS[i]);
+        for (Kernel[] ks : List.of(fnMatvec, fnMatvec3, fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
+        waits.add(fnAttn.fn().address());
+        waits.add(fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
+        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i]).load(ctx);
         if (tensorCoreAttention(ctx.info().ccMajor()))
-            for (int i = 0; i < PREFILL_TC_BUCKETS; i++)
-                fnPrefillTc[i] = cu.function(ctx.module(RESIDENT_CU), "r_attn_prefill_tc_" + PREFILL_DIMS[i]);
-        fnArchNorm = cu.function(ctx.module(ARCH_CU), "ra_rmsnorm");
-        fnGluAct = cu.function(ctx.module(ARCH_CU), "ra_glu_act");
-        fnRoute = cu.function(ctx.module(ARCH_CU), "ra_moe_route");
-        for (int i = 0; i < 4; i++) {
-            fnMoeGlu[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_glu_" + kinds[i]);
-            fnMoeDown[i] = cu.function(ctx.module(ARCH_CU), "ra_moe_down_" + kinds[i]);
-        }
-        fnSplit = cu.function(ctx.module(RESIDENT_CU), "r_split");
-        fnI8Widen = cu.function(ctx.module(RESIDENT_CU), "r_i8_widen");
-        fnGemmOut = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out");
-        fnGluOut = cu.function(ctx.module(RESIDENT_CU), "r_glu_out");
-        fnSplit3 = cu.function(ctx.module(RESIDENT_CU), "r_split3");
-        fnGemmOut3 = cu.function(ctx.module(RESIDENT_CU), "r_gemm_out3");
-        for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = cu.function(ctx.module(RESIDENT_CU), "r_glu_split_" + GLU_SPLIT_N[i]);
+            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i]).load(ctx);
+        fnArchNorm = Kernels.RMSNORM.load(ctx);
+        fnGluAct = Kernels.GLU_ACT.load(ctx);
+        fnRoute = Kernels.MOE_ROUTE.load(ctx);
+        fnSplit = Kernels.SPLIT.load(ctx);
+        fnI8Widen = Kernels.I8_WIDEN.load(ctx);
+        fnGemmOut = Kernels.GEMM_OUT.load(ctx);
+        fnGluOut = Kernels.GLU_OUT.load(ctx);
+        fnSplit3 = Kernels.SPLIT3.load(ctx);
+        fnGemmOut3 = Kernels.GEMM_OUT3.load(ctx);
+        for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = Kernels.gluSplit(GLU_SPLIT_N[i]).load(ctx);
         embed = upload(model.embedding(), null);
         headFolded = foldsNorm(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -1127,8 +1125,8 @@ final class ResidentForward implements DeviceForward {
         }
         if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
         int parts = parts(w.dtype());
-        L.add(new Launch(name + "_split", fnSplit, t, 1, 1, 256, pack(a, x, w.colField(), normed ? 1 : 0,
-                normed ? normEps : 0f, sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts)));
+        L.add(launch(name + "_split", fnSplit, t, 1, 1, 256, a, x, w.colField(), normed ? 1 : 0,
+                normed ? normEps : 0f, sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts));
         return gemmParts(L, a, name, w, sB, t, c);
     }
 
@@ -1154,7 +1152,7 @@ final class ResidentForward implements DeviceForward {
 
     /** r_i8_widen of n int8 weights at {@code src} into f16 at {@code dst} (exact: |q| ≤ 127), grid-stride blocks. */
     private Launch widen(Arena a, String name, long src, long dst, long n) {
-        return new Launch(name, fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, pack(a, src, dst, n, 1));
+        return launch(name, fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
     }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
@@ -1165,8 +1163,7 @@ final class ResidentForward implements DeviceForward {
 
     /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
     private void out(Steps L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
-        L.add(new Launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256,
-                pack(a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype()))));
+        L.add(launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256, a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype())));
     }
 
     /**
@@ -1216,8 +1213,8 @@ final class ResidentForward implements DeviceForward {
             if (j == n) { cf[n] = m[i].colField(); out[n] = sB + n * region; scale[n] = ts[i]; n++; }
             at[i] = new long[] {out[j], scale[j]};
         }
-        L.add(new Launch(name + "_split", fnSplit3, t, 1, 1, 256, pack(a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
-                f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1], cf[2], out[2], scale[2])));
+        L.add(launch(name + "_split", fnSplit3, t, 1, 1, 256, a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
+                f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1], cf[2], out[2], scale[2]));
         return at;
     }
 
@@ -1233,10 +1230,10 @@ final class ResidentForward implements DeviceForward {
         int blocks = 0;
         for (W w1 : m) blocks += (w1.rows() + 1023) / 1024;
         boolean scaled = f16Parts(m[0].dtype());
-        L.add(new Launch("qkv_out", fnGemmOut3, blocks, t, 1, 256, pack(a,
+        L.add(launch("qkv_out", fnGemmOut3, blocks, t, 1, 256, a,
                 c[0], m[0].rowScales(), bias[0], y[0], m[0].rows(), scaled ? at[0][1] : NULL,
                 c[1], m[1].rowScales(), bias[1], y[1], m[1].rows(), scaled ? at[1][1] : NULL,
-                c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype()))));
+                c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype())));
     }
 
     /**
@@ -1398,8 +1395,7 @@ final class ResidentForward implements DeviceForward {
     private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int t, int headRows, long out, Arena a, boolean gemm,
                        Steps L) {
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
-        L.add(new Launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256,
-                pack(a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale())));
+        L.add(launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
@@ -1418,10 +1414,10 @@ final class ResidentForward implements DeviceForward {
             } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
                 W q = w.q(), k = w.k(), v = w.v();
                 int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
-                L.add(new Launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, pack(a,
+                L.add(launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
                         q.weights(), q.rowScales(), q.colField(), w.qBias(), s.q, q.rows(),
                         k.weights(), k.rowScales(), k.colField(), w.kBias(), s.k, k.rows(),
-                        v.weights(), v.rowScales(), v.colField(), w.vBias(), s.v, v.rows(), ain, hidden, an, an == 1 ? ae : 0f)));
+                        v.weights(), v.rowScales(), v.colField(), w.vBias(), s.v, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
             } else {
                 matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
                 matvec(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
@@ -1434,26 +1430,25 @@ final class ResidentForward implements DeviceForward {
                             // last split; each block norms and ropes its q row (and the last split's the k row of key p,
                             // which it also appends to the caches): no rope launch
                 Seq sq = seqs[0];
-                L.add(new Launch("attention", fnAttn, heads, t, splits, 128, pack(a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
+                L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks())));
+                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
             } else if (rowCaches != NULL) {   // one token of each of t sequences: the same per row, each over its own caches
-                L.add(new Launch("attention_rows", fnAttnRows, heads, t, splits, 128, pack(a, s.q, s.k, s.v,
+                L.add(launch("attention_rows", fnAttnRows, heads, t, splits, 128, a, s.q, s.k, s.v,
                         rowCaches + 8L * li * t, rowCaches + 8L * (layers.length + li) * t,
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), splits, spec.window(), s.att, s.done, w.sinks())));
+                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), splits, spec.window(), s.att, s.done, w.sinks()));
             } else for (Seq sq : seqs) {   // a prompt chunk, or each sequence of a batch: q/k norm, rope and KV append,
                             // then flash-attention tiles, K/V shared by the query heads of a kv head, no combine
                 long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
                 // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                L.add(new Launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS,
-                        pack(a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos())));
+                L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
                 int b = prefillBucket(hd);
                 boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
                 int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
-                L.add(new Launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, pack(a, s.q + qo,
-                        sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks())));
+                L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
+                        sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
@@ -1491,23 +1486,22 @@ final class ResidentForward implements DeviceForward {
                 int gs = gluSplit(w.down(), inter);
                 if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in sS1's second slot)
                     W d = w.down();
-                    L.add(new Launch("swiglu_down_split", fnGluSplit[gs], t, 1, 1, 512, pack(a, sC1, sC2, w.gate().rowScales(),
+                    L.add(launch("swiglu_down_split", fnGluSplit[gs], t, 1, 1, 512, a, sC1, sC2, w.gate().rowScales(),
                             w.up().rowScales(), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
-                            d.colField(), sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), sS1 + 4L * t)));
+                            d.colField(), sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), sS1 + 4L * t));
                     downSplit = true;
                 } else {
-                    L.add(new Launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256,
-                            pack(a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
-                                    scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()))));
+                    L.add(launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                                    scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype())));
                 }
             } else if (gemm) {
                 gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());
             } else if (gk == uk && spec.act() == Activation.SILU) {
-                L.add(new Launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, pack(a, w.gate().weights(), w.gate().rowScales(),
+                L.add(launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, w.gate().weights(), w.gate().rowScales(),
                         w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
-                        w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f)));
+                        w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f));
             } else {
                 matvec(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
@@ -1544,13 +1538,13 @@ final class ResidentForward implements DeviceForward {
 
     /** y = norm(x) (or y += norm(x): a sandwich norm joining the residual), {@code rows} rows. */
     private void archNorm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
-        L.add(new Launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0)));
+        L.add(launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0));
     }
 
     /** y = act(g)·u over n elements (y may alias g). */
     private void gluAct(Steps L, Arena a, long g, long u, long y, int n, Activation act) {
         int code = switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
-        L.add(new Launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, pack(a, g, u, y, n, code)));
+        L.add(launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, a, g, u, y, n, code));
     }
 
     /**
@@ -1564,8 +1558,8 @@ final class ResidentForward implements DeviceForward {
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
         archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);
         matvec(L, a, "moe_router", mw.router(), mw.routerBias(), s.moeIn, s.moeLogits, t, false, Float.NaN);
-        L.add(new Launch("moe_route", fnRoute, t, 1, 1, 32, pack(a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
-                moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0)));
+        L.add(launch("moe_route", fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
+                moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0));
         int act;
         float alpha = 0f, limit = 0f;
         switch (moe.glu()) {
@@ -1575,17 +1569,17 @@ final class ResidentForward implements DeviceForward {
         int layout = moe.up() != null ? 0 : moe.interleaved() ? 2 : 1;
         Table g = mw.gate(), u = mw.up(), d = mw.down();
         // output-major experts: a warp per output row; input-major: a thread per output (coalesced across a warp)
-        L.add(new Launch("moe_gate_up", fnMoeGlu[mw.gateKind()], g.inputMajor() ? (inter + 255) / 256 : ArgPack.gridX(inter), t * k, 1, 256, pack(a,
+        L.add(launch("moe_gate_up", fnMoeGlu[mw.gateKind()], g.inputMajor() ? (inter + 255) / 256 : ArgPack.gridX(inter), t * k, 1, 256, a,
                 g.w(), g.rs(), g.cf(), g.outs(), g.inputMajor() ? 1 : 0, u.w(), u.rs(), u.cf(), u.outs(), u.inputMajor() ? 1 : 0,
-                mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit)));
+                mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit));
         boolean post = spec.postFfnNorm() != null;
-        L.add(new Launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, pack(a,
-                d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1)));
+        L.add(launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
+                d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1));
         if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 
     private void norm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows) {
-        L.add(new Launch("rmsnorm", fnArchNorm, rows, 1, 1, 256, pack(a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0)));
+        L.add(launch("rmsnorm", fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0));
     }
 
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
@@ -1593,29 +1587,13 @@ final class ResidentForward implements DeviceForward {
                         float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
-        L.add(new Launch(name, fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256,
-                pack(a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
-                        normed ? 1 : 0, normed ? normEps : 0f)));
+        L.add(launch(name, fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
+                        normed ? 1 : 0, normed ? normEps : 0f));
     }
 
-    /**
-     * A kernel's {@code void**}: one 8-byte slot per argument holding a device pointer or {@code long long}
-     * (a Java {@link Long}), an {@code int} ({@link Integer}) or a {@code float} ({@link Float}), and the array
-     * of pointers to the slots. The kernel reads each slot at its own argument's size.
-     */
-    static MemorySegment pack(Arena a, Object... args) {
-        MemorySegment slots = a.allocate(8L * args.length, 8), ptrs = a.allocate(ValueLayout.ADDRESS, args.length);
-        for (int i = 0; i < args.length; i++) {
-            long o = 8L * i;
-            switch (args[i]) {
-                case Long l -> slots.set(ValueLayout.JAVA_LONG, o, l);
-                case Integer n -> slots.set(ValueLayout.JAVA_INT, o, n);
-                case Float f -> slots.set(ValueLayout.JAVA_FLOAT, o, f);
-                default -> throw new IllegalArgumentException("kernel argument " + i + ": " + args[i]);
-            }
-            ptrs.setAtIndex(ValueLayout.ADDRESS, i, slots.asSlice(o));
-        }
-        return ptrs;
+    /** A launch of {@code k} with {@code args} packed as its signature says (a mismatch is an error naming the kernel). */
+    private static Launch launch(String name, Kernel k, int gx, int gy, int gz, int block, Arena a, Object... args) {
+        return new Launch(name, k.fn(), gx, gy, gz, block, k.pack(a, args));
     }
 
     /** Owner thread: frees every session's device memory and the small vectors (the matrices belong to the matmul). */

@@ -287,10 +287,10 @@ class CudaKernelEmulationTest {
                 long dwts = up.apply(MemorySegment.ofArray(wts)), dh = up.apply(MemorySegment.ofArray(h));
                 MemorySegment mod = ctx.module(ResidentForward.ARCH_CU);
                 cu.launch(cu.function(mod, "ra_moe_glu_q8"), (inter + 255) / 256, tokens * topK, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, tgw, tgrs, tgcf, outs, 1, tgw, tgrs, tgcf, outs, 1, dbgu, dbgu, didx, dx, dh,
+                        Kernels.named("ra_moe_glu_q8").pack(a, tgw, tgrs, tgcf, outs, 1, tgw, tgrs, tgcf, outs, 1, dbgu, dbgu, didx, dx, dh,
                                 inter, hidden, topK, 2, 3, alpha, limit));
                 cu.launch(cu.function(mod, "ra_moe_down_q8"), (hidden + 255) / 256, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, tdw, tdrs, tdcf, hidden, 1, dbd, didx, dwts, dh, dy, hidden, inter, topK, 1));
+                        Kernels.named("ra_moe_down_q8").pack(a, tdw, tdrs, tdcf, hidden, 1, dbd, didx, dwts, dh, dy, hidden, inter, topK, 1));
                 cu.synchronize();
                 MemorySegment hostH = a.allocate(4L * h.length, 4), hostY = a.allocate(4L * y.length, 4);
                 cu.copyToHost(hostH, dh, hostH.byteSize());
@@ -384,15 +384,15 @@ class CudaKernelEmulationTest {
                 for (int o = 0; o < 7; o++) dy[o] = up.apply(MemorySegment.ofArray(o == 0 ? y0 : new float[tokens * rows]));
                 MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
                 cu.launch(cu.function(mod, "r_matvec_q8"), gx, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dwq, drs, dcf, dbias, dx, dy[0], rows, cols, 1, 1, eps));
+                        Kernels.named("r_matvec_q8").pack(a, dwq, drs, dcf, dbias, dx, dy[0], rows, cols, 1, 1, eps));
                 cu.launch(cu.function(mod, "r_matvec_bf16"), gx, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dwb, 0L, dcf, 0L, dx, dy[1], rows, cols, 0, 0, 0f));
+                        Kernels.named("r_matvec_bf16").pack(a, dwb, 0L, dcf, 0L, dx, dy[1], rows, cols, 0, 0, 0f));
                 cu.launch(cu.function(mod, "r_matvec_f16"), gx, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dwh, 0L, 0L, 0L, dx, dy[2], rows, cols, 0, 0, 0f));
+                        Kernels.named("r_matvec_f16").pack(a, dwh, 0L, 0L, 0L, dx, dy[2], rows, cols, 0, 0, 0f));
                 cu.launch(cu.function(mod, "r_glu_q8"), gx, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dwq, drs, dcf, dwq2, drs2, dcf2, dx, dy[3], rows, cols, 1, eps));
+                        Kernels.named("r_glu_q8").pack(a, dwq, drs, dcf, dwq2, drs2, dcf2, dx, dy[3], rows, cols, 1, eps));
                 cu.launch(cu.function(mod, "r_matvec3_q8"), 2 * gx + (rows3 + 7) / 8, tokens, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dwq, drs, dcf, dbias, dy[4], rows, dwq2, drs2, dcf2, 0L, dy[5], rows,
+                        Kernels.named("r_matvec3_q8").pack(a, dwq, drs, dcf, dbias, dy[4], rows, dwq2, drs2, dcf2, 0L, dy[5], rows,
                                 dwq, drs2, dcf2, 0L, dy[6], rows3, dx, cols, 1, eps));
                 cu.synchronize();
                 for (int o = 0; o < 7; o++) {
@@ -546,7 +546,7 @@ class CudaKernelEmulationTest {
                 long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
                 long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
-                        ResidentForward.pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks));
+                        Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks));
                 cu.synchronize();
                 MemorySegment host = a.allocate(4L * got.length, 4);
                 cu.copyToHost(host, dout, host.byteSize());
@@ -651,7 +651,7 @@ class CudaKernelEmulationTest {
                     long dvr = up.apply(MemorySegment.ofArray(vs[st])), dpos = up.apply(MemorySegment.ofArray(new int[] {p0 + st}));
                     for (int run = 0; run < 2; run++) {
                         cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
-                                ResidentForward.pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, qNorm > 0 ? 1 : 0, kNorm > 0 ? 1 : 0, eps,
+                                Kernels.named("r_attn_partial").pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, qNorm > 0 ? 1 : 0, kNorm > 0 ? 1 : 0, eps,
                                         norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos,
                                         splits, window, dout, ddone, dsinks));
                         cu.synchronize();
@@ -769,7 +769,7 @@ class CudaKernelEmulationTest {
                 long dx = up.apply(MemorySegment.ofArray(x)), dcf = up.apply(MemorySegment.ofArray(cf));
                 long dparts = up.apply(MemorySegment.ofArray(partsOut)), dts = up.apply(MemorySegment.ofArray(ts));
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_split"), T, 1, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dx, dcf, 1, eps, dparts, T, cols, f16 ? 1 : 0, parts, dts));
+                        Kernels.named("r_split").pack(a, dx, dcf, 1, eps, dparts, T, cols, f16 ? 1 : 0, parts, dts));
                 cu.synchronize();
                 MemorySegment host = a.allocate(Math.max(2L * partsOut.length, 4L * T), 4);
                 cu.copyToHost(host, dparts, 2L * partsOut.length);
@@ -789,9 +789,9 @@ class CudaKernelEmulationTest {
                 long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2)), db = up.apply(MemorySegment.ofArray(bias));
                 long tsp = f16 ? dts : 0L;
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_gemm_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dC, drs, db, dy, rows, T, parts, 1, tsp, step));
+                        Kernels.named("r_gemm_out").pack(a, dC, drs, db, dy, rows, T, parts, 1, tsp, step));
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_glu_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
-                        ResidentForward.pack(a, dC, dC, drs, drs2, dg, rows, T, parts, tsp, tsp, step));
+                        Kernels.named("r_glu_out").pack(a, dC, dC, drs, drs2, dg, rows, T, parts, tsp, tsp, step));
                 cu.synchronize();
                 MemorySegment out = a.allocate(4L * T * rows, 4);
                 cu.copyToHost(out, dy, out.byteSize());
@@ -890,20 +890,20 @@ class CudaKernelEmulationTest {
                     dts3[i] = up.apply(MemorySegment.ofArray(tsi));
                 }
                 long[] cfs = {dcf0, dcf1, 0L};
-                cu.launch(cu.function(mod, "r_split3"), T, 1, 1, 256, 1, 1, 0, ResidentForward.pack(a, dx, 1, eps, T, cols, f16 ? 1 : 0, parts, 3,
+                cu.launch(cu.function(mod, "r_split3"), T, 1, 1, 256, 1, 1, 0, Kernels.named("r_split3").pack(a, dx, 1, eps, T, cols, f16 ? 1 : 0, parts, 3,
                         cfs[0], dp[0], dts[0], cfs[1], dp[1], dts[1], cfs[2], dp[2], dts[2]));
                 for (int i = 0; i < 3; i++)
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
-                            ResidentForward.pack(a, dx, cfs[i], 1, eps, dp[3 + i], T, cols, f16 ? 1 : 0, parts, dts[3 + i]));
+                            Kernels.named("r_split").pack(a, dx, cfs[i], 1, eps, dp[3 + i], T, cols, f16 ? 1 : 0, parts, dts[3 + i]));
                 long[] ts = new long[3];
                 for (int i = 0; i < 3; i++) ts[i] = f16 ? dts3[i] : 0L;
                 int blocks = 0;
                 for (int i = 0; i < 3; i++) blocks += (rows[i] + 1023) / 1024;
-                cu.launch(cu.function(mod, "r_gemm_out3"), blocks, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                cu.launch(cu.function(mod, "r_gemm_out3"), blocks, T, 1, 256, 1, 1, 0, Kernels.named("r_gemm_out3").pack(a,
                         dC[0], drs[0], db[0], dy[0], rows[0], ts[0], dC[1], 0L, db[1], dy[1], rows[1], ts[1], dC[2], drs[2], 0L, dy[2], rows[2], ts[2],
                         T, parts, step));
                 for (int i = 0; i < 3; i++)
-                    cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                    cu.launch(cu.function(mod, "r_gemm_out"), (rows[i] + 1023) / 1024, T, 1, 256, 1, 1, 0, Kernels.named("r_gemm_out").pack(a,
                             dC[i], i == 1 ? 0L : drs[i], i == 2 ? 0L : db[i], dy[3 + i], rows[i], T, parts, 0, ts[i], step));
                 if (glu) {   // gate = C[0], up its own rows, row scales and token scales: h = silu(g)·u, then down's parts (cf1)
                     long dCu = up.apply(MemorySegment.ofArray(rnd(r, cols * parts * T, -50f, 50f))), dh = up.apply(MemorySegment.ofArray(new float[T * cols]));
@@ -911,12 +911,12 @@ class CudaKernelEmulationTest {
                     float[] tsUp = new float[Math.max(T, 3)];
                     for (int t = 0; t < tsUp.length; t++) tsUp[t] = t < 3 ? tsIn[2 - t] : 1f;   // 1/64, 4, 0.25: not gate's
                     long tsu = f16 ? up.apply(MemorySegment.ofArray(tsUp)) : 0L;
-                    cu.launch(cu.function(mod, "r_glu_split_" + N), T, 1, 1, 512, 1, 1, 0, ResidentForward.pack(a,
+                    cu.launch(cu.function(mod, "r_glu_split_" + N), T, 1, 1, 512, 1, 1, 0, Kernels.named("r_glu_split_" + N).pack(a,
                             dC[0], dCu, drs[0], drsu, ts[0], tsu, step, parts, cols, T, dcf1, dp[6], f16 ? 1 : 0, parts, dts[6]));
-                    cu.launch(cu.function(mod, "r_glu_out"), (cols + 1023) / 1024, T, 1, 256, 1, 1, 0, ResidentForward.pack(a,
+                    cu.launch(cu.function(mod, "r_glu_out"), (cols + 1023) / 1024, T, 1, 256, 1, 1, 0, Kernels.named("r_glu_out").pack(a,
                             dC[0], dCu, drs[0], drsu, dh, cols, T, parts, ts[0], tsu, step));
                     cu.launch(cu.function(mod, "r_split"), T, 1, 1, 256, 1, 1, 0,
-                            ResidentForward.pack(a, dh, dcf1, 0, 0f, dp[7], T, cols, f16 ? 1 : 0, parts, dts[7]));
+                            Kernels.named("r_split").pack(a, dh, dcf1, 0, 0f, dp[7], T, cols, f16 ? 1 : 0, parts, dts[7]));
                 }
                 cu.synchronize();
                 MemorySegment host = a.allocate(Math.max(2L * parts * T * cols, 4L * T * cols) + 16, 8);

@@ -1,0 +1,110 @@
+package dev.cmf4j.backend.cuda;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu}), one per kernel:
+ * the parameter lists are copied from the C declarations and checked against them by {@code KernelSignatureTest}.
+ * Families instantiated per weight dtype ({@code _f32}, {@code _bf16}, {@code _f16}, {@code _q8}) or per size share
+ * one parameter list.
+ */
+final class Kernels {
+    private Kernels() {}
+
+    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu";
+    /** The weight dtypes of the per-dtype families, in the order {@code ResidentForward.kind} numbers them. */
+    static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
+
+    private static final String MATVEC = "const void* w, const float* rs, const float* cf, const float* bias, const float* x,"
+            + " float* y, int rows, int cols, int accumulate, int normed, float eps";
+    private static final String MATVEC3 = "const void* w0, const float* rs0, const float* cf0, const float* b0, float* y0, int rows0,"
+            + " const void* w1, const float* rs1, const float* cf1, const float* b1, float* y1, int rows1,"
+            + " const void* w2, const float* rs2, const float* cf2, const float* b2, float* y2, int rows2,"
+            + " const float* x, int cols, int normed, float eps";
+    private static final String GLU = "const void* wg, const float* rsg, const float* cfg, const void* wu, const float* rsu,"
+            + " const float* cfu, const float* x, float* y, int rows, int cols, int normed, float eps";
+    private static final String EMBED = "const void* w, const float* rs, const float* cf, const int* ids, float* x, int cols, float scale";
+    private static final String ATTN_DECODE_TAIL = "const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,"
+            + " const float* invFreq, int rotaryDim, float ropeScale, float* pm, float* pl, float* pacc, int heads, int kvHeads,"
+            + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks";
+    private static final String PREFILL = "const float* q, const float* kc, const float* vc, float* out, int T, int heads,"
+            + " int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks";
+    private static final String MOE_GLU = "const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,"
+            + " int gouts, int gim, const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,"
+            + " int uouts, int uim, const float* gb, const float* ub, const int* idx, const float* x, float* h, int rows, int cols,"
+            + " int topK, int layout, int act, float alpha, float limit";
+    private static final String MOE_DOWN = "const unsigned long long* dw, const unsigned long long* drs, const unsigned long long* dcf,"
+            + " int douts, int dim, const float* db, const int* idx, const float* wts, const float* h, float* y, int rows, int cols,"
+            + " int topK, int accumulate";
+
+    static KernelSignature matvec(String kind) { return KernelSignature.of(RESIDENT_CU, "r_matvec_" + kind, MATVEC); }
+
+    static KernelSignature matvec3(String kind) { return KernelSignature.of(RESIDENT_CU, "r_matvec3_" + kind, MATVEC3); }
+
+    static KernelSignature glu(String kind) { return KernelSignature.of(RESIDENT_CU, "r_glu_" + kind, GLU); }
+
+    static KernelSignature embed(String kind) { return KernelSignature.of(RESIDENT_CU, "r_embed_" + kind, EMBED); }
+
+    static KernelSignature moeGlu(String kind) { return KernelSignature.of(ARCH_CU, "ra_moe_glu_" + kind, MOE_GLU); }
+
+    static KernelSignature moeDown(String kind) { return KernelSignature.of(ARCH_CU, "ra_moe_down_" + kind, MOE_DOWN); }
+
+    static KernelSignature prefill(int headDim) { return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_" + headDim, PREFILL); }
+
+    static KernelSignature prefillTensorCores(int headDim) { return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_tc_" + headDim, PREFILL); }
+
+    static KernelSignature gluSplit(int n) {
+        return KernelSignature.of(RESIDENT_CU, "r_glu_split_" + n, "const float* Cg, const float* Cu, const float* rsg,"
+                + " const float* rsu, const float* tsg, const float* tsu, float step, int partsIn, int rows, int T, const float* cf,"
+                + " r_u16* out, int f16, int parts, float* ts");
+    }
+
+    static final KernelSignature QK_ROPE_APPEND = KernelSignature.of(RESIDENT_CU, "r_qk_rope_append",
+            "float* q, const float* k, const float* v, float* kc, float* vc, const float* qw, const float* kw, int qNorm,"
+                    + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
+                    + " int kvHeads, int hd, const int* pos");
+    static final KernelSignature ATTN_PARTIAL = KernelSignature.of(RESIDENT_CU, "r_attn_partial",
+            "const float* q, const float* k, const float* v, float* kc, float* vc, " + ATTN_DECODE_TAIL);
+    static final KernelSignature ATTN_ROWS = KernelSignature.of(RESIDENT_CU, "r_attn_rows",
+            "const float* q, const float* k, const float* v, float* const* kcs, float* const* vcs, " + ATTN_DECODE_TAIL);
+    static final KernelSignature SPLIT = KernelSignature.of(RESIDENT_CU, "r_split",
+            "const float* x, const float* cf, int normed, float eps, r_u16* out, int T, int cols, int f16, int parts, float* ts");
+    static final KernelSignature SPLIT3 = KernelSignature.of(RESIDENT_CU, "r_split3",
+            "const float* x, int normed, float eps, int T, int cols, int f16, int parts, int n, const float* cf0, r_u16* out0,"
+                    + " float* ts0, const float* cf1, r_u16* out1, float* ts1, const float* cf2, r_u16* out2, float* ts2");
+    static final KernelSignature I8_WIDEN = KernelSignature.of(RESIDENT_CU, "r_i8_widen",
+            "const signed char* w, r_u16* out, long long n, int f16");
+    static final KernelSignature GEMM_OUT = KernelSignature.of(RESIDENT_CU, "r_gemm_out",
+            "const float* C, const float* rs, const float* bias, float* y, int rows, int T, int parts, int accumulate,"
+                    + " const float* ts, float step");
+    static final KernelSignature GEMM_OUT3 = KernelSignature.of(RESIDENT_CU, "r_gemm_out3",
+            "const float* C0, const float* rs0, const float* b0, float* y0, int rows0, const float* ts0, const float* C1,"
+                    + " const float* rs1, const float* b1, float* y1, int rows1, const float* ts1, const float* C2, const float* rs2,"
+                    + " const float* b2, float* y2, int rows2, const float* ts2, int T, int parts, float step");
+    static final KernelSignature GLU_OUT = KernelSignature.of(RESIDENT_CU, "r_glu_out",
+            "const float* Cg, const float* Cu, const float* rsg, const float* rsu, float* y, int rows, int T, int parts,"
+                    + " const float* tsg, const float* tsu, float step");
+    static final KernelSignature RMSNORM = KernelSignature.of(ARCH_CU, "ra_rmsnorm",
+            "const float* x, const float* w, float* y, int dim, float eps, int offset, int accumulate");
+    static final KernelSignature GLU_ACT = KernelSignature.of(ARCH_CU, "ra_glu_act", "const float* g, const float* u, float* y, int n, int act");
+    static final KernelSignature MOE_ROUTE = KernelSignature.of(ARCH_CU, "ra_moe_route",
+            "const float* logits, int* idx, float* wts, int experts, int topK, int normTopK, int topKFirst");
+
+    /** The signature of the kernel called {@code name} (tests launch single kernels by name). */
+    static KernelSignature named(String name) {
+        for (KernelSignature k : all()) if (k.name().equals(name)) return k;
+        throw new IllegalArgumentException("no kernel signature named " + name);
+    }
+
+    /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
+    static List<KernelSignature> all() {
+        List<KernelSignature> all = new ArrayList<>(List.of(QK_ROPE_APPEND, ATTN_PARTIAL, ATTN_ROWS, SPLIT, SPLIT3, I8_WIDEN,
+                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE));
+        for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
+        for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d));
+        for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i]));
+        for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
+        return all;
+    }
+}
