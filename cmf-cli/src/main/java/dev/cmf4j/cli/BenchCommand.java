@@ -77,6 +77,10 @@ public final class BenchCommand implements Callable<Integer> {
             description = "most token rows one batched prefill step holds (default ${DEFAULT-VALUE})")
     int batchRows;
 
+    @Option(names = "--greedy", description = "with --batch: each sequence decodes its own greedy picks, taken where the model"
+            + " runs (on a GPU only the ids come back), instead of given tokens with every logit row copied back")
+    boolean greedy;
+
     @picocli.CommandLine.Mixin DeviceOption device;
 
     @Option(names = "--json", description = "print one JSON object instead of the table")
@@ -114,6 +118,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (depth != null)
             for (int d : depth) if (d < 1) throw new IllegalArgumentException("--depth must be >= 1, got " + d);
         if (depth != null && genTokens == 0) throw new IllegalArgumentException("--depth measures decoding: --gen-tokens must be >= 1");
+        if (greedy && batch == null) throw new IllegalArgumentException("--greedy needs --batch");
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
         // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
@@ -252,9 +257,15 @@ public final class BenchCommand implements Callable<Integer> {
                 driver.prefill(ss, prompts, batchRows);
                 long t1 = System.nanoTime();
                 int[][] ids = new int[b][1];
+                for (int i = 0; i < b; i++) ids[i][0] = steps[0][i];
                 for (int g = 0; g < genTokens; g++) {
-                    for (int i = 0; i < b; i++) ids[i][0] = steps[g][i];
-                    driver.step(ss, ids);
+                    if (greedy) {
+                        int[] picks = driver.stepGreedy(ss, ids);
+                        for (int i = 0; i < b; i++) ids[i][0] = picks[i];
+                    } else {
+                        for (int i = 0; i < b; i++) ids[i][0] = steps[g][i];
+                        driver.step(ss, ids);
+                    }
                 }
                 long t2 = System.nanoTime();
                 double p = (double) b * prompts[0].length / ((t1 - t0) * 1e-9), d = (double) b * genTokens / ((t2 - t1) * 1e-9);

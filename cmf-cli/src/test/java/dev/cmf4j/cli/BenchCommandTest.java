@@ -86,6 +86,10 @@ class BenchCommandTest {
         Run table = run("bench", cmf, "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--batch", "2");
         assertThat(table.code()).as(table.err()).isZero();
         assertThat(table.out()).contains("| sequences |").containsPattern("\\|\\s+2 \\|");
+        Run greedy = run("bench", cmf, "-t", "1", "-p", "4", "-n", "3", "-r", "1", "--warmup", "0", "--batch", "3", "--greedy", "--json");
+        assertThat(greedy.code()).as(greedy.err()).isZero();
+        assertThat(new ObjectMapper().readTree(greedy.out()).get("batch").get(0).get("decode_tokens_per_s").asDouble()).isPositive();
+        assertThat(run("bench", cmf, "--greedy").err()).contains("--greedy needs --batch");
         Run bad = run("bench", cmf, "--batch", "0");
         assertThat(bad.code()).isEqualTo(1);
         assertThat(bad.err()).contains("--batch sizes must be in 1..4096");

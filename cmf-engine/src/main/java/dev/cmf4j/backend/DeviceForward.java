@@ -45,6 +45,26 @@ public interface DeviceForward {
         }
     }
 
+    /**
+     * As {@link #forward(java.util.List, float[], int)}, each logit row reduced to its argmax (the lower id among equal
+     * maxima): {@code ids[i]} for row i. A device that picks on the device overrides it and copies back only the ids;
+     * by default the logits come back and are reduced here.
+     */
+    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab) {
+        int rows = 0;
+        for (Span s : spans) rows += s.logitRows();
+        float[] logits = new float[rows * vocab];
+        forward(spans, logits, vocab);
+        for (int r = 0; r < rows; r++) ids[r] = argmax(logits, r * vocab, vocab);
+    }
+
+    /** The first index of the largest of {@code x[off, off + n)}, relative to off. */
+    static int argmax(float[] x, int off, int n) {
+        int best = 0;
+        for (int i = 1; i < n; i++) if (x[off + i] > x[off + best]) best = i;
+        return best;
+    }
+
     /** Frees a state's device memory early (else it lives until the provider closes). */
     void release(Object state);
 }

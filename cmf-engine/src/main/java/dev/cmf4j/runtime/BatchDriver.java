@@ -16,6 +16,7 @@ public final class BatchDriver {
     private final Batch batch = new Batch();
     private final int maxRows;
     private float[] logits = new float[0];
+    private int[] picks = new int[0];
 
     /**
      * @param maxRows    the most token rows one step may hold (prompt chunks are split to fit)
@@ -35,6 +36,16 @@ public final class BatchDriver {
      * valid until the next step). Every input is checked first: on a bad one nothing runs and no session moves.
      */
     public float[] step(Session[] sessions, int[][] ids) {
+        prepare(sessions, ids);
+        int need = sessions.length * graph.vocab();
+        if (logits.length < need) logits = new float[need];
+        graph.forward(batch, ws, logits, null);
+        for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
+        return logits;
+    }
+
+    /** Checks a step's sessions and ids and fills the batch (each span wanting its last logits). */
+    private void prepare(Session[] sessions, int[][] ids) {
         if (sessions.length != ids.length) throw new IllegalArgumentException(sessions.length + " sessions, " + ids.length + " id lists");
         batch.clear();
         for (int i = 0; i < sessions.length; i++) {
@@ -44,11 +55,18 @@ public final class BatchDriver {
         }
         if (batch.rows() > maxRows)
             throw new IllegalArgumentException("a step of " + batch.rows() + " rows exceeds this driver's " + maxRows);
-        int need = sessions.length * graph.vocab();
-        if (logits.length < need) logits = new float[need];
-        graph.forward(batch, ws, logits, null);
+    }
+
+    /**
+     * As {@link #step}, each session's next token picked greedily (the argmax of its last logits; on a device the pick
+     * runs there and no logits come back). Returns the picks, entry i for session i (a view valid until the next step).
+     */
+    public int[] stepGreedy(Session[] sessions, int[][] ids) {
+        prepare(sessions, ids);
+        if (picks.length < sessions.length) picks = new int[sessions.length];
+        graph.forwardArgmax(batch, ws, picks);
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
-        return logits;
+        return picks;
     }
 
     /**

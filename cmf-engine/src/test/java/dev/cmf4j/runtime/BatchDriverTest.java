@@ -58,6 +58,34 @@ class BatchDriverTest {
         }
     }
 
+    /** stepGreedy picks each session's argmax of the logits step() gives (CPU: both from the same logits). */
+    @Test void greedyStepsPickTheArgmaxOfEachSessionsLogits() {
+        var g = gemma3.graph();
+        int v = g.vocab(), n = 3;
+        Session[] a = new Session[n], b = new Session[n];
+        int[][] prompts = new int[n][];
+        for (int i = 0; i < n; i++) {
+            prompts[i] = SessionTest.randomIds(2 + 5 * i, v, 40 + i);
+            a[i] = new Session(g, 64);
+            b[i] = new Session(g, 64);
+        }
+        BatchDriver da = new BatchDriver(g, 16, 64), db = new BatchDriver(g, 16, 64);
+        da.prefill(a, prompts, 8);
+        float[] last = db.prefill(b, prompts, 8);
+        int[][] ids = new int[n][1];
+        for (int i = 0; i < n; i++) ids[i][0] = Sampler.argmax(Arrays.copyOfRange(last, i * v, (i + 1) * v), v);
+        for (int t = 0; t < 4; t++) {
+            float[] logits = db.step(b, ids);
+            int[] picks = da.stepGreedy(a, ids).clone();
+            for (int i = 0; i < n; i++) {
+                int want = Sampler.argmax(Arrays.copyOfRange(logits, i * v, (i + 1) * v), v);
+                assertThat(picks[i]).as("session " + i + " step " + t).isEqualTo(want);
+                ids[i][0] = want;
+            }
+        }
+        for (int i = 0; i < n; i++) assertThat(a[i].history()).containsExactly(b[i].history());
+    }
+
     @Test void badInputLeavesEverySessionAsItWas() {
         var g = gemma3.graph();
         Session a = new Session(g, 8), b = new Session(g, 8);

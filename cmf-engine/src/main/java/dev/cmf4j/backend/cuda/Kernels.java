@@ -97,10 +97,12 @@ final class Kernels {
         throw new IllegalArgumentException("no kernel signature named " + name);
     }
 
+    static final KernelSignature ARGMAX_ROWS = KernelSignature.of(ARCH_CU, "ra_argmax_rows", "const float* logits, int* ids, int vocab");
+
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(QK_ROPE_APPEND, ATTN_PARTIAL, ATTN_ROWS, SPLIT, SPLIT3, I8_WIDEN,
-                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE));
+                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
         for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d));
         for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i]));

@@ -66,7 +66,7 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
-    private final Kernel fnArchNorm, fnGluAct, fnRoute;
+    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax;
     private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
@@ -246,6 +246,7 @@ final class ResidentForward implements DeviceForward {
         fnArchNorm = Kernels.RMSNORM.load(ctx);
         fnGluAct = Kernels.GLU_ACT.load(ctx);
         fnRoute = Kernels.MOE_ROUTE.load(ctx);
+        fnArgmax = Kernels.ARGMAX_ROWS.load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);
         fnGemmOut = Kernels.GEMM_OUT.load(ctx);
@@ -682,15 +683,26 @@ final class ResidentForward implements DeviceForward {
     private long batchPos, batchKv;
     private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
+    /** ra_argmax_rows' output on the device and its pinned host copy, for {@code argmaxRows} rows (0 = none yet). */
+    private long argmaxIds;
+    private MemorySegment argmaxHost;
+    private int argmaxRows;
 
     /**
      * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows, else
-     * the matvec kernels with a row dimension), then per layer one r_attn_rows launch when every span is one token, else
-     * each span's q/k norm, rope, KV append and prefill attention over its own session's caches; the head over the rows
-     * asked for. A step of one-token rows that all want logits replays a graph captured per row count. (A one-span step
+     * the matvec kernels with a row dimension), then per layer one r_attn_rows launch for the leading one-token spans
+     * (the decode rows a scheduler puts first) and, for each longer span, its q/k norm, rope, KV append and prefill
+     * attention over its own session's caches; the head over the rows asked for. A step of one-token rows only that
+     * all want logits replays a graph captured per row count. (A one-span step
      * comes to the session's own {@link #forward(Object, int[], int, int, int, float[], boolean)}: Graph routes it there.)
      */
-    @Override public void forward(List<Span> spans, float[] logits, int vocab) {
+    @Override public void forward(List<Span> spans, float[] logits, int vocab) { step(spans, logits, null, vocab); }
+
+    /** As {@link #forward(List, float[], int)}, each logit row's argmax taken on the GPU (ra_argmax_rows): only the ids come back. */
+    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab) { step(spans, null, ids, vocab); }
+
+    /** A batched step; its logit rows come back whole into {@code logits}, or (ids not null) as their argmaxes. */
+    private void step(List<Span> spans, float[] logits, int[] ids, int vocab) {
         int rows = 0, want = 0;
         for (Span sp : spans) {
             SessionState st = (SessionState) sp.state();
@@ -717,14 +729,19 @@ final class ResidentForward implements DeviceForward {
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
             cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * seqs.length, w.stream);
-            boolean decodeRows = t == seqs.length;   // one token each: one attention launch a layer (r_attn_rows)
-            if (decodeRows) {
+            // the leading one-token spans (decode rows; a scheduler puts them first): one attention launch a layer
+            // (r_attn_rows) over their cache tables; a step of nothing else may replay a captured graph
+            int oneToken = 0;
+            while (oneToken < seqs.length && seqs[oneToken].tokens() == 1) oneToken++;
+            boolean decodeRows = oneToken == seqs.length;
+            if (oneToken > 0) {
+                int n = oneToken;
                 for (int li = 0; li < layers.length; li++)
-                    for (int i = 0; i < t; i++) {
-                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) li * t + i, seqs[i].kc()[li]);
-                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) (layers.length + li) * t + i, seqs[i].vc()[li]);
+                    for (int i = 0; i < n; i++) {
+                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) li * n + i, seqs[i].kc()[li]);
+                        batchHostKv.setAtIndex(ValueLayout.JAVA_LONG, (long) (layers.length + li) * n + i, seqs[i].vc()[li]);
                     }
-                cu.copyToDeviceAsync(batchKv, batchHostKv, 2L * 8 * layers.length * t, w.stream);
+                cu.copyToDeviceAsync(batchKv, batchHostKv, 2L * 8 * layers.length * n, w.stream);
             }
             boolean gemm = cublas != null && t >= batchGemmMinRows;
             boolean headGemm = gemm && logitRows > 1;
@@ -740,16 +757,14 @@ final class ResidentForward implements DeviceForward {
                 if (bg == null) bg = captureBatch(w, seqs, t, out, gemm);
                 if (bg != null) {
                     cu.graphLaunch(bg.exec(), w.stream);
-                    cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
-                    cu.streamSynchronize(w.stream);
-                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, logitRows * vocab);
+                    logitsBack(w, out, host, logitRows, vocab, logits, ids);
                     return null;
                 }
             }
             try (Arena a = Arena.ofConfined()) {
                 List<Step> profiledSteps = PROFILE ? new ArrayList<>() : null;
                 Steps L = PROFILE ? profiledSteps::add : st -> run(st, w.stream);
-                steps(w, w.in + 4, seqs, decodeRows ? batchKv : NULL, t, allRows ? 0 : -1, out, a, gemm, L);
+                steps(w, w.in + 4, seqs, oneToken > 0 ? batchKv : NULL, oneToken, t, allRows ? 0 : -1, out, a, gemm, L);
                 if (!allRows && logitRows > 0) {   // the rows asked for, gathered in span order, then the head
                     int hidden = model.hidden(), g = 0;
                     for (int i = 0; i < seqs.length; i++) {
@@ -763,11 +778,37 @@ final class ResidentForward implements DeviceForward {
                 }
                 if (PROFILE) profiled(profiledSteps, w.stream, "batch " + t + (decodeRows ? " rows: " : ": "), false);
             }
-            if (logitRows > 0) cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
-            cu.streamSynchronize(w.stream);
-            if (logitRows > 0) MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, logitRows * vocab);
+            logitsBack(w, out, host, logitRows, vocab, logits, ids);
             return null;
         });
+    }
+
+    /** Owner thread: the step's logit rows (at {@code out}) to the host whole, or their argmaxes into {@code ids}; then waits. */
+    private void logitsBack(SessionState w, long out, MemorySegment host, int logitRows, int vocab, float[] logits, int[] ids) {
+        if (logitRows == 0) { cu.streamSynchronize(w.stream); return; }
+        if (ids == null) {
+            cu.copyToHostAsync(host, out, 4L * logitRows * vocab, w.stream);
+            cu.streamSynchronize(w.stream);
+            MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, logitRows * vocab);
+            return;
+        }
+        if (argmaxRows < logitRows) {
+            if (argmaxIds != NULL) cu.memFree(argmaxIds);
+            if (argmaxHost != null) cu.memFreeHost(argmaxHost);
+            argmaxIds = NULL;
+            argmaxHost = null;
+            argmaxRows = 0;
+            int cap = Math.max(logitRows, 64);
+            argmaxIds = cu.memAlloc(4L * cap);
+            argmaxHost = cu.memAllocHost(4L * cap);
+            argmaxRows = cap;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            run(launch("argmax", fnArgmax, logitRows, 1, 1, 256, a, out, argmaxIds, vocab), w.stream);
+            cu.copyToHostAsync(argmaxHost, argmaxIds, 4L * logitRows, w.stream);
+            cu.streamSynchronize(w.stream);
+        }
+        MemorySegment.copy(argmaxHost, ValueLayout.JAVA_INT, 0, ids, 0, logitRows);
     }
 
     private void freeBatchTables() {
@@ -803,7 +844,7 @@ final class ResidentForward implements DeviceForward {
         Arena args = Arena.ofShared();
         try {
             List<Step> made = new ArrayList<>();
-            steps(w, w.in + 4, seqs, batchKv, t, 0, out, args, gemm, made::add);
+            steps(w, w.in + 4, seqs, batchKv, t, t, 0, out, args, gemm, made::add);
             Captured c = capture(w.stream, made);
             BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
             batchGraphs.put(t, bg);
@@ -1384,16 +1425,17 @@ final class ResidentForward implements DeviceForward {
      * @param L        where each step goes as it is made, in launch order
      */
     private void steps(SessionState s, long ids, Seq[] seqs, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
-        steps(s, ids, seqs, NULL, t, headRows, out, a, gemm, L);
+        steps(s, ids, seqs, NULL, 0, t, headRows, out, a, gemm, L);
     }
 
     /**
-     * As above; {@code rowCaches} (not 0) holds, for a step of one-token rows of t sequences, every layer's table of
-     * the rows' key caches and then of their value caches (layer l's at {@code rowCaches + 8·l·t} and
-     * {@code + 8·(layers + l)·t}), and each row's position is at {@code seqs[r].pos()}: one r_attn_rows launch a layer.
+     * As above; the first {@code oneTokenSeqs} sequences are one token each (rows 0..n-1), and {@code rowCaches} (not 0)
+     * holds every layer's table of their key caches and then of their value caches (layer l's at
+     * {@code rowCaches + 8·l·n} and {@code + 8·(layers + l)·n}), each row's position at {@code seqs[r].pos()}: one
+     * r_attn_rows launch a layer for those rows; the sequences after them (prompt chunks) each run their own.
      */
-    private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int t, int headRows, long out, Arena a, boolean gemm,
-                       Steps L) {
+    private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
+                       Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
         L.add(launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
         int splits = splits(t);
@@ -1433,22 +1475,28 @@ final class ResidentForward implements DeviceForward {
                 L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                         s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
-            } else if (rowCaches != NULL) {   // one token of each of t sequences: the same per row, each over its own caches
-                L.add(launch("attention_rows", fnAttnRows, heads, t, splits, 128, a, s.q, s.k, s.v,
-                        rowCaches + 8L * li * t, rowCaches + 8L * (layers.length + li) * t,
-                        w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), splits, spec.window(), s.att, s.done, w.sinks()));
-            } else for (Seq sq : seqs) {   // a prompt chunk, or each sequence of a batch: q/k norm, rope and KV append,
-                            // then flash-attention tiles, K/V shared by the query heads of a kv head, no combine
-                long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
-                // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                        w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
-                int b = prefillBucket(hd);
-                boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
-                int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
-                L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
-                        sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
+            } else {
+                int n = rowCaches == NULL ? 0 : oneTokenSeqs;
+                if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
+                    int rowSplits = splits(n);
+                    L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, s.k, s.v,
+                            rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
+                            w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
+                            s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
+                }
+                for (int si = n; si < seqs.length; si++) {   // a prompt chunk, or each longer span of a batch: q/k norm,
+                                // rope and KV append, then flash-attention tiles, K/V shared by a kv head's query heads, no combine
+                    Seq sq = seqs[si];
+                    long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
+                    // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
+                    L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                            w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
+                    int b = prefillBucket(hd);
+                    boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
+                    int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
+                    L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
+                            sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
+                }
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
@@ -1606,6 +1654,10 @@ final class ResidentForward implements DeviceForward {
         batchRows = null;
         dropBatchGraphs();
         freeBatchTables();
+        if (argmaxIds != NULL) cu.memFree(argmaxIds);
+        if (argmaxHost != null) cu.memFreeHost(argmaxHost);
+        argmaxIds = NULL;
+        argmaxHost = null;
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)

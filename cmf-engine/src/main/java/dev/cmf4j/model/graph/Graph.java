@@ -272,13 +272,17 @@ public final class Graph {
     }
 
     private void check(Batch batch, Workspace ws, float[] logits) {
+        if (batch.logitRows() > 0 && (logits == null || logits.length < (long) batch.logitRows() * vocab))
+            throw new IllegalArgumentException("logits buffer holds " + (logits == null ? 0 : logits.length / vocab)
+                    + " rows, the batch asks for " + batch.logitRows());
+        check(batch, ws);
+    }
+
+    private void check(Batch batch, Workspace ws) {
         if (ws.graph != this) throw new IllegalArgumentException("workspace belongs to another graph");
         if (batch.size() == 0) throw new IllegalArgumentException("empty batch");
         if (batch.rows() > ws.maxRows)
             throw new IllegalArgumentException("batch of " + batch.rows() + " rows exceeds the workspace's " + ws.maxRows);
-        if (batch.logitRows() > 0 && (logits == null || logits.length < (long) batch.logitRows() * vocab))
-            throw new IllegalArgumentException("logits buffer holds " + (logits == null ? 0 : logits.length / vocab)
-                    + " rows, the batch asks for " + batch.logitRows());
         for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
             State st = s.sequence();
@@ -300,6 +304,36 @@ public final class Graph {
     }
 
     /** The spans as the device forward takes them; positions advance once it is done. */
+    /**
+     * As {@link #forward(Batch, Workspace, float[], HiddenObserver)}, each logit row reduced to its argmax (the lower id
+     * among equal maxima, as greedy sampling picks): {@code ids[i]} for logit row i. A device picks there and returns
+     * only the ids (one int a row instead of the vocabulary's floats).
+     */
+    public void forwardArgmax(Batch batch, Workspace ws, int[] ids) {
+        if (ids.length < batch.logitRows())
+            throw new IllegalArgumentException("ids buffer holds " + ids.length + " rows, the batch asks for " + batch.logitRows());
+        if (device == null || batch.size() == 1) {   // a session's own step goes to its own forward, as forward does
+            float[] logits = ws.logits(batch.logitRows() * vocab);
+            forward(batch, ws, logits, null);
+            for (int r = 0; r < batch.logitRows(); r++) ids[r] = DeviceForward.argmax(logits, r * vocab, vocab);
+            return;
+        }
+        check(batch, ws);
+        batch.resolve();
+        device.forwardArgmax(spans(batch), ids, vocab);
+        for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
+    }
+
+    private static java.util.List<DeviceForward.Span> spans(Batch batch) {
+        var spans = new java.util.ArrayList<DeviceForward.Span>(batch.size());
+        for (int i = 0; i < batch.size(); i++) {
+            Batch.Span s = batch.span(i);
+            spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
+                    s.logitRows()));
+        }
+        return spans;
+    }
+
     private void deviceForward(Batch batch, float[] logits) {
         if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
             Batch.Span s = batch.span(0);
@@ -309,13 +343,7 @@ public final class Graph {
             st.position += s.tokens();
             return;
         }
-        var spans = new java.util.ArrayList<DeviceForward.Span>(batch.size());
-        for (int i = 0; i < batch.size(); i++) {
-            Batch.Span s = batch.span(i);
-            spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
-                    s.logitRows()));
-        }
-        device.forward(spans, logits, vocab);
+        device.forward(spans(batch), logits, vocab);
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
     }
 

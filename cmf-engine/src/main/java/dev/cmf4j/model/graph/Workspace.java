@@ -40,6 +40,14 @@ public final class Workspace {
         pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxRows * Math.max(pliDim, hidden)];
     }
 
+    private float[] logits = new float[0];
+
+    /** A logits buffer of at least {@code n} floats, kept for the next step (greedy steps reduce it to ids). */
+    float[] logits(int n) {
+        if (logits.length < n) logits = new float[n];
+        return logits;
+    }
+
     /** The most rows one step may hold. */
     public int maxRows() { return maxRows; }
 

@@ -1,7 +1,7 @@
 // cmf4j resident-forward kernels for the architecture-specific operators (dev.cmf4j.backend.cuda.ResidentForward):
 // standalone RMSNorm (gemma's sandwich norms, the MoE input), gated-MLP activations other than the fused SwiGLU
-// (GeLU-tanh, GeLU), and the mixture of experts — routing and the chosen experts' products with the expert ids
-// kept in device memory, so a decode step replays as one CUDA graph. Its own module beside resident.cu (built
+// (GeLU-tanh, GeLU), the mixture of experts — routing and the chosen experts' products with the expert ids
+// kept in device memory, so a decode step replays as one CUDA graph — and greedy picks (each logit row's argmax). Its own module beside resident.cu (built
 // into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C, no headers,
 // no inline PTX (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
 // takes a token dimension T (prefill chunks run the same kernels as decode steps).
@@ -306,3 +306,36 @@ RA_MOE(f32, 0)
 RA_MOE(bf16, 1)
 RA_MOE(f16, 2)
 RA_MOE(q8, 3)
+
+// Greedy picks on the device: ids[r] = the index of row r's largest logit, the lower index among equal maxima (as the
+// CPU's argmax), so a step of greedy rows copies back one int a row instead of the vocabulary's floats. Block = 256
+// threads per row: each scans a strided share in increasing order, then warps and the block reduce (value, index).
+extern "C" __global__ void __launch_bounds__(256) ra_argmax_rows(const float* logits, int* ids, int vocab) {
+    __shared__ float wv[8];
+    __shared__ int wi[8];
+    int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float* l = logits + (long long) r * vocab;
+    float bv = RA_NEG_INF;
+    int bi = 0x7fffffff;
+    for (int c = threadIdx.x; c < vocab; c += 256) {
+        float v = l[c];
+        if (bi == 0x7fffffff || v > bv) { bv = v; bi = c; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+    }
+    if (lane == 0) { wv[warp] = bv; wi[warp] = bi; }
+    __syncthreads();
+    if (warp == 0) {
+        bv = lane < 8 ? wv[lane] : RA_NEG_INF;
+        bi = lane < 8 ? wi[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+        }
+        if (lane == 0) ids[r] = bi;
+    }
+}

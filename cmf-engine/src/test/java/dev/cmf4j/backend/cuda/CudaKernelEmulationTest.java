@@ -1029,6 +1029,41 @@ class CudaKernelEmulationTest {
     }
 
     /** Device copies of host arrays for one test, all freed at close; used on the context's owner thread. */
+    /**
+     * ra_argmax_rows on emulated warps: each row's first largest value, with ties placed in other threads' shares and
+     * warps, negative rows, a row whose maximum is its last element, and widths below and above the block.
+     */
+    @Test void argmaxRowsOnTheRealKernelPicksTheFirstLargest() {
+        java.util.Random r = new java.util.Random(5);
+        for (int vocab : new int[] {7, 256, 1000, 4099}) {
+            int rows = 5;
+            float[] l = new float[rows * vocab];
+            for (int i = 0; i < l.length; i++) l[i] = (float) r.nextGaussian();
+            for (int i = 0; i < vocab; i++) l[vocab + i] = -1f - i % 13;        // row 1: all negative, ties at -1
+            l[2 * vocab + vocab - 1] = 9f;                                     // row 2: the last element
+            for (int c : new int[] {vocab / 3, vocab / 2, vocab - 2}) l[3 * vocab + c] = 7f;   // row 3: three equal maxima
+            l[4 * vocab + vocab / 5] = 5f;
+            l[4 * vocab + Math.min(vocab - 1, vocab / 5 + 257)] = 5f;          // row 4: a tie a block-stride apart
+            int[] got = new int[rows];
+            ctx.call(() -> {
+                CudaDriver cu = ctx.driver();
+                try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                    long dl = up.apply(MemorySegment.ofArray(l)), dids = up.apply(MemorySegment.ofArray(new int[rows]));
+                    cu.launch(cu.function(ctx.module(Kernels.ARCH_CU), "ra_argmax_rows"), rows, 1, 1, 256, 1, 1, 0,
+                            Kernels.ARGMAX_ROWS.pack(a, dl, dids, vocab));
+                    cu.synchronize();
+                    MemorySegment host = a.allocate(4L * rows, 4);
+                    cu.copyToHost(host, dids, host.byteSize());
+                    MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, got, 0, rows);
+                }
+                return null;
+            });
+            for (int row = 0; row < rows; row++)
+                assertThat(got[row]).as("vocab " + vocab + " row " + row)
+                        .isEqualTo(dev.cmf4j.backend.DeviceForward.argmax(l, row * vocab, vocab));
+        }
+    }
+
     private static final class Uploads implements AutoCloseable {
         private final CudaDriver cu;
         private final Arena arena;

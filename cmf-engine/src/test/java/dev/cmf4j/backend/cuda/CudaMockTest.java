@@ -505,6 +505,45 @@ class CudaMockTest {
             }
     }
 
+    /**
+     * Greedy batched steps pick on the device (ra_argmax_rows' twin) what the host picks from the same model's logits:
+     * two GPU models of one file step the same sessions, one copying back every logit row, one only the ids.
+     */
+    @Test void greedyStepsPickOnTheDeviceWhatTheHostPicksFromTheLogits() {
+        Path file = dev.cmf4j.testkit.Fixtures.require("cmf/refconv").resolve("llama-Q8_2F.cmf");
+        try (CudaBackend ga = new CudaBackend(ctx); CudaBackend gb = new CudaBackend(ctx);
+             var ma = dev.cmf4j.model.Model.open(file, null, ga); var mb = dev.cmf4j.model.Model.open(file, null, gb)) {
+            var a = ma.graph();
+            var b = mb.graph();
+            assertThat(a.device()).isNotNull();
+            int v = a.vocab(), n = 5;
+            var sa = new dev.cmf4j.model.graph.State[n];
+            var sb = new dev.cmf4j.model.graph.State[n];
+            for (int i = 0; i < n; i++) { sa[i] = a.newState(8, 32); sb[i] = b.newState(8, 32); }
+            var wa = a.newWorkspace(16, 32);
+            var wb = b.newWorkspace(16, 32);
+            float[] logits = new float[16 * v];
+            int[] picks = new int[16];
+            for (int step = 0; step < 5; step++) {
+                // step 0: prompts of 1..5 tokens, then decode rows; step 2 mixes a longer span in after the rows
+                var ba = new dev.cmf4j.model.graph.Batch();
+                var bb = new dev.cmf4j.model.graph.Batch();
+                for (int i = 0; i < n; i++) {
+                    int len = step == 0 ? i + 1 : step == 2 && i == n - 1 ? 3 : 1;
+                    int[] ids = new int[len];
+                    for (int k = 0; k < len; k++) ids[k] = step == 0 || (step == 2 && i == n - 1) ? 7 + 31 * i + k : picks[i];
+                    ba.add(sa[i], ids, 0, len, dev.cmf4j.model.graph.Batch.Logits.LAST);
+                    bb.add(sb[i], ids, 0, len, dev.cmf4j.model.graph.Batch.Logits.LAST);
+                }
+                b.forward(bb, wb, logits, null);
+                a.forwardArgmax(ba, wa, picks);
+                for (int i = 0; i < n; i++)
+                    assertThat(picks[i]).as("step " + step + " sequence " + i).isEqualTo(dev.cmf4j.backend.DeviceForward.argmax(logits, i * v, v));
+            }
+            for (int i = 0; i < n; i++) { sa[i].close(); sb[i].close(); }
+        }
+    }
+
     @Test void int8PrefillMatchesTheCpuWithAndWithoutKeptF16Copies() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};

@@ -196,6 +196,7 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
         case 80: k = [p] { ra_rmsnorm(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, float), P(5, int), P(6, int)); }; break;
         case 81: k = [p] { ra_glu_act(P(0, const float*), P(1, const float*), P(2, float*), P(3, int), P(4, int)); }; break;
         case 82: k = [p] { ra_moe_route(P(0, const float*), P(1, int*), P(2, float*), P(3, int), P(4, int), P(5, int), P(6, int)); }; break;
+        case 83: k = [p] { ra_argmax_rows(P(0, const float*), P(1, int*), P(2, int)); }; break;
 #define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, int), P(4, int), P(5, Tab), P(6, Tab), P(7, Tab), \
                     P(8, int), P(9, int), P(10, const float*), P(11, const float*), P(12, const int*), P(13, const float*), \
                     P(14, float*), P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, float), P(21, float)); }; break;

@@ -104,7 +104,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
-       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
+       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
@@ -155,6 +155,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_rmsnorm")) *f = &kinds[RA_RMSNORM];
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
+    else if (!strcmp(name, "ra_argmax_rows")) *f = &kinds[RA_ARGMAX];
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
         for (int k = 0; k < 4; k++)
@@ -889,6 +890,18 @@ static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int outs, int im, in
     return out ? (float) acc * out[r] : (float) acc;
 }
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (kind == RA_ARGMAX) {   /* a row per block: the first index of the largest value */
+        if (bx != 256 || gy != 1 || gz != 1) return 1;
+        const float* l = PTR(0);
+        int* ids = PTR(1);
+        int vocab = INT(2);
+        for (unsigned r = 0; r < gx; r++) {
+            int best = 0;
+            for (int c = 1; c < vocab; c++) if (l[(long) r * vocab + c] > l[(long) r * vocab + best]) best = c;
+            ids[r] = best;
+        }
+        return 0;
+    }
     if (kind == RA_RMSNORM) {
         const float *x = PTR(0), *w = PTR(1);
         float* y = PTR(2);
