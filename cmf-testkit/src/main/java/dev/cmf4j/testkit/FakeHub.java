@@ -50,6 +50,7 @@ public final class FakeHub implements AutoCloseable {
         final String id;
         final String commit;
         final Map<String, byte[]> files = new LinkedHashMap<>();
+        final Map<String, String> ids = new ConcurrentHashMap<>();       // path -> sha256 (LFS) or git blob id, computed once
         final List<String> tags = new ArrayList<>();
         boolean gated;
 
@@ -60,7 +61,12 @@ public final class FakeHub implements AutoCloseable {
 
         public Repo file(String path, byte[] content) {
             files.put(path, content);
-            if (lfs(path)) blobs.put(hex(digest("SHA-256", content)), path);
+            String id = lfs(path) ? sha256(content) : gitOid(content);
+            ids.put(path, id);
+            if (lfs(path)) {
+                blobs.put(id, content);
+                blobPaths.put(id, path);
+            }
             return this;
         }
 
@@ -87,7 +93,8 @@ public final class FakeHub implements AutoCloseable {
         return t;
     });
     private final Map<String, Repo> repos = new ConcurrentHashMap<>();
-    private final Map<String, String> blobs = new ConcurrentHashMap<>();         // sha256 -> path (for LFS files)
+    private final Map<String, byte[]> blobs = new ConcurrentHashMap<>();         // sha256 -> content (LFS files)
+    private final Map<String, String> blobPaths = new ConcurrentHashMap<>();     // sha256 -> path
     private final Map<String, AtomicLong> served = new ConcurrentHashMap<>();
     private final List<Fault> faults = new CopyOnWriteArrayList<>();
     private final Map<String, Long> corrupt = new ConcurrentHashMap<>();         // path -> offset of a flipped byte
@@ -321,7 +328,7 @@ public final class FakeHub implements AutoCloseable {
                     error(x, 404, "EntryNotFound", "Entry not found");
                 } else if (lfs(path)) {
                     byte[] c = r.files.get(path);
-                    String sha = hex(digest("SHA-256", c));
+                    String sha = r.ids.get(path);
                     x.getResponseHeaders().add("X-Repo-Commit", r.commit);
                     x.getResponseHeaders().add("X-Linked-Etag", "\"" + sha + "\"");
                     x.getResponseHeaders().add("X-Linked-Size", Long.toString(c.length));
@@ -331,7 +338,7 @@ public final class FakeHub implements AutoCloseable {
                     x.sendResponseHeaders(302, -1);
                 } else {
                     x.getResponseHeaders().add("X-Repo-Commit", r.commit);
-                    x.getResponseHeaders().add("ETag", "\"" + gitOid(r.files.get(path)) + "\"");
+                    x.getResponseHeaders().add("ETag", "\"" + r.ids.get(path) + "\"");
                     body(x, path, r.files.get(path));
                 }
                 return;
@@ -349,11 +356,11 @@ public final class FakeHub implements AutoCloseable {
         for (var e : r.files.entrySet()) {
             byte[] c = e.getValue();
             if (lfs(e.getKey())) {
-                String sha = hex(digest("SHA-256", c));
+                String sha = r.ids.get(e.getKey());
                 entries.add("{\"type\":\"file\",\"oid\":\"" + gitOid(pointer(sha, c.length)) + "\",\"size\":" + c.length + ",\"path\":\""
                         + e.getKey() + "\",\"lfs\":{\"oid\":\"" + sha + "\",\"size\":" + c.length + ",\"pointerSize\":134}}");
             } else {
-                entries.add("{\"type\":\"file\",\"oid\":\"" + gitOid(c) + "\",\"size\":" + c.length + ",\"path\":\"" + e.getKey() + "\"}");
+                entries.add("{\"type\":\"file\",\"oid\":\"" + r.ids.get(e.getKey()) + "\",\"size\":" + c.length + ",\"path\":\"" + e.getKey() + "\"}");
             }
         }
         int to = Math.min(entries.size(), from + pageSize);
@@ -368,9 +375,8 @@ public final class FakeHub implements AutoCloseable {
             String raw = x.getRequestURI().getRawPath();
             requests.add(new Request("cdn", raw, x.getRequestHeaders().getFirst("Range"), x.getRequestHeaders().getFirst("Authorization")));
             String sha = raw.substring(raw.lastIndexOf('/') + 1);
-            String path = blobs.get(sha);
-            byte[] c = path == null ? null : repos.values().stream().map(r -> r.files.get(path)).filter(b -> b != null && hex(digest("SHA-256", b)).equals(sha))
-                    .findFirst().orElse(null);
+            String path = blobPaths.get(sha);
+            byte[] c = blobs.get(sha);
             if (c == null) {
                 error(x, 404, null, "no such object");
                 return;
