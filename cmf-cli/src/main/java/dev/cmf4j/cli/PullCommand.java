@@ -82,7 +82,10 @@ public final class PullCommand implements Callable<Integer> {
         if (cacheDir != null) s = s.withCache(cacheDir);
         Hub.Options o = Hub.Options.of(quant).withFile(file).withProgress(style.download(), style.conversion());
         if (threads != null) o = o.withThreads(Math.max(1, threads));
-        Hub.Pulled p = new Hub(s).pull(uri, o);
+        Hub.Pulled p;
+        try (Hub hub = new Hub(s)) {
+            p = hub.pull(uri, o);
+        }
 
         PrintWriter err = spec.commandLine().getErr();
         err.printf(Locale.ROOT, "%s %s%n", p.reused() ? "cached" : "pulled", p.source()

@@ -166,7 +166,7 @@ final class Downloader {
                         if (j.fetch().chunked) recordChunk(uri, j);
                         if (j.fetch().partsLeft.decrementAndGet() == 0) finish(uri, j.fetch());
                     } catch (IOException e) {
-                        failure.compareAndSet(null, new HubException(j.fetch().file.path() + ": " + e.getMessage(), e));
+                        failure.compareAndSet(null, new HubException(uri + " " + j.fetch().file.path() + ": " + HubApi.why(e), e));
                     } catch (RuntimeException e) {
                         failure.compareAndSet(null, e);
                     }
@@ -208,7 +208,7 @@ final class Downloader {
                 pos = got;
                 if (fruitless > settings.retries())
                     throw new IOException("the connection was cut at byte " + pos + " of " + f.size() + " and " + settings.retries()
-                            + " retries brought no further byte (" + e.getMessage() + "); what arrived is kept: run the same "
+                            + " retries brought no further byte (" + HubApi.why(e) + "); what arrived is kept: run the same "
                             + "command again to resume", e);
                 if (fruitless > 0) sleep(Math.min(10_000L, 250L << Math.min(6, fruitless - 1)));
             }

@@ -9,6 +9,7 @@ import dev.cmf4j.convert.Sources;
 import dev.cmf4j.convert.TensorPolicy;
 import dev.cmf4j.format.CmfFile;
 
+import java.io.Closeable;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.DirectoryStream;
@@ -32,7 +33,7 @@ import java.util.Set;
  * Path cmf = Hub.resolveModel("hf://Qwen/Qwen3-0.6B", "q8_2f", System.err);
  * }</pre>
  */
-public final class Hub {
+public final class Hub implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final HubSettings settings;
@@ -51,6 +52,9 @@ public final class Hub {
     public static Hub fromEnvironment() { return new Hub(HubSettings.fromEnvironment()); }
 
     public HubSettings settings() { return settings; }
+
+    /** Closes the HTTP client (after the requests under way). */
+    @Override public void close() { api.close(); }
 
     /**
      * How to pull: {@code quant} a cmf quant mode ({@code auto} when null) or a GGUF quant type choosing a GGUF
@@ -90,7 +94,9 @@ public final class Hub {
     public static Path resolveModel(String uri, String quant, PrintStream progress) {
         Options o = Options.of(quant);
         if (progress != null) o = o.withProgress(TransferProgress.lines(progress), Progress.lines(progress));
-        return fromEnvironment().pull(HubUri.parse(uri), o).cmf();
+        try (Hub hub = fromEnvironment()) {
+            return hub.pull(HubUri.parse(uri), o).cmf();
+        }
     }
 
     public Pulled pull(HubUri uri, Options o) {
@@ -137,15 +143,16 @@ public final class Hub {
                 source = cache.snapshotFile(uri, rev.commit(), g.file());
             }
         }
-        try {
-            Files.createDirectories(out.getParent());
-        } catch (IOException e) {
-            throw new HubException("cannot create " + out.getParent() + ": " + e.getMessage(), e);
-        }
         Converter.Options co = Converter.Options.of(new TensorPolicy(mode, List.of())).withProgress(o.convert()).withThreads(o.threads());
         String file = files instanceof ModelFiles.Gguf g ? g.file().path() : null;
-        try (ModelSource s = new PulledSource(Sources.open(source), uri, rev.commit(), file)) {
-            Converter.convert(s, out, co);
+        try (Closeable lock = cache.lock(uri, rev.commit() + "-" + files.cmfName(mode))) {
+            if (usable(out)) return new Pulled(out, rev.pinned(), true, fetched);     // converted meanwhile by another pull
+            Files.createDirectories(out.getParent());
+            try (ModelSource s = new PulledSource(Sources.open(source), uri, rev.commit(), file)) {
+                Converter.convert(s, out, co);
+            }
+        } catch (IOException e) {
+            throw new HubException("cannot write " + out + ": " + e.getMessage(), e);
         }
         return new Pulled(out, rev.pinned(), false, fetched);
     }

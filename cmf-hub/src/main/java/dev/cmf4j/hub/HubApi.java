@@ -70,6 +70,8 @@ final class HubApi {
                 .connectTimeout(Duration.ofSeconds(30)).build();
     }
 
+    void close() { http.close(); }
+
     /** The commit {@code uri}'s revision points at, and the files of the repository there. */
     RepoRevision revision(HubUri uri) {
         String what = uri.toString();
@@ -155,7 +157,7 @@ final class HubApi {
         try {
             return get(uri, what, null, null);
         } catch (IOException e) {
-            throw HubException.unreachable(what + ": cannot reach the Hub at " + settings.endpoint() + ": " + e.getMessage()
+            throw HubException.unreachable(what + ": cannot reach the Hub at " + settings.endpoint() + ": " + why(e)
                     + (settings.endpoint().equals(HubSettings.DEFAULT_ENDPOINT) ? "" : " (HF_ENDPOINT)"), e);
         }
     }
@@ -265,6 +267,11 @@ final class HubApi {
         StringBuilder b = new StringBuilder();
         for (String s : p.split("/")) b.append(b.isEmpty() ? "" : "/").append(segment(s));
         return b.toString();
+    }
+
+    /** An exception's message, or its kind when it has none (the JDK's ConnectException often has none). */
+    static String why(Exception e) {
+        return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
     }
 
     private static String unquote(String etag) {

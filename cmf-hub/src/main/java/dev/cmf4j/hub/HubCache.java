@@ -2,7 +2,6 @@ package dev.cmf4j.hub;
 
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
@@ -12,6 +11,8 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.regex.Pattern;
 
 /**
@@ -71,11 +72,11 @@ final class HubCache {
         Path p = refPath(uri);
         try {
             Files.createDirectories(p.getParent());
-            Path tmp = p.resolveSibling(p.getFileName() + ".tmp");
+            Path tmp = Files.createTempFile(p.getParent(), p.getFileName() + ".", ".tmp");     // one per writer: pulls race here
             Files.writeString(tmp, commit, StandardCharsets.UTF_8);
             Files.move(tmp, p, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write " + p + ": " + e.getMessage(), e);
+            throw new HubException("cannot write " + p + ": " + e.getMessage(), e);
         }
     }
 
@@ -118,17 +119,34 @@ final class HubCache {
         }
     }
 
-    /** An exclusive lock on one blob across processes (at huggingface_hub's lock file path); close releases it. */
-    Closeable lock(HubUri uri, String etag) throws IOException {
-        Path p = root.resolve(".locks").resolve(uri.cacheFolder()).resolve(etag + ".lock");
-        Files.createDirectories(p.getParent());
-        FileChannel ch = FileChannel.open(p, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+    /** In-process locks by lock file: a file lock is per process, so threads of one JVM queue here first. */
+    private static final ConcurrentHashMap<Path, ReentrantLock> LOCAL = new ConcurrentHashMap<>();
+
+    /**
+     * An exclusive lock on {@code name} (a blob's etag, a CMF's name) across threads and processes, at
+     * huggingface_hub's lock file path; close releases it.
+     */
+    Closeable lock(HubUri uri, String name) throws IOException {
+        Path p = root.resolve(".locks").resolve(uri.cacheFolder()).resolve(name + ".lock").toAbsolutePath();
+        ReentrantLock local = LOCAL.computeIfAbsent(p, k -> new ReentrantLock());
+        local.lock();
+        FileChannel ch = null;
         try {
+            Files.createDirectories(p.getParent());
+            ch = FileChannel.open(p, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
             ch.lock();
-            return ch;
         } catch (IOException | RuntimeException e) {
-            ch.close();
+            if (ch != null) ch.close();
+            local.unlock();
             throw e;
         }
+        FileChannel held = ch;
+        return () -> {
+            try {
+                held.close();
+            } finally {
+                local.unlock();
+            }
+        };
     }
 }

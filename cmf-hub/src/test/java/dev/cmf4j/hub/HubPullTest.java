@@ -167,6 +167,20 @@ class HubPullTest {
                 .hasMessageContaining("cannot reach the Hub");
     }
 
+    @Test void concurrentPullsInOneJvmFetchAndConvertOnce() throws Exception {
+        try (Hub hub = new Hub(settings())) {
+            var pool = java.util.concurrent.Executors.newFixedThreadPool(3);
+            List<java.util.concurrent.Future<Hub.Pulled>> pulls = new java.util.ArrayList<>();
+            for (int i = 0; i < 3; i++) pulls.add(pool.submit(() -> hub.pull(HubUri.parse("hf://test/llama"), opts("q8_row"))));
+            List<Hub.Pulled> done = new java.util.ArrayList<>();
+            for (var f : pulls) done.add(f.get());
+            pool.shutdown();
+            assertThat(done.stream().map(Hub.Pulled::cmf).distinct()).hasSize(1);
+            assertThat(done.stream().filter(p -> !p.reused())).as("one conversion").hasSize(1);
+            assertThat(server.bytesServed(WEIGHTS)).as("the weights travel once").isEqualTo(weightBytes);
+        }
+    }
+
     @Test void aCutConnectionResumesAtTheByteItReached() throws Exception {
         // one stream (one connection): cut twice, each time after 100 KB; no byte is sent twice
         server.cut(WEIGHTS, 100_000, 2);
