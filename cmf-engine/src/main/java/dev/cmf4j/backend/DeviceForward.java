@@ -55,14 +55,7 @@ public interface DeviceForward {
         for (Span s : spans) rows += s.logitRows();
         float[] logits = new float[rows * vocab];
         forward(spans, logits, vocab);
-        for (int r = 0; r < rows; r++) ids[r] = argmax(logits, r * vocab, vocab);
-    }
-
-    /** The first index of the largest of {@code x[off, off + n)}, relative to off. */
-    static int argmax(float[] x, int off, int n) {
-        int best = 0;
-        for (int i = 1; i < n; i++) if (x[off + i] > x[off + best]) best = i;
-        return best;
+        for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
     }
 
     /** Frees a state's device memory early (else it lives until the provider closes). */

@@ -99,11 +99,7 @@ public final class Sampler {
         return order[kept - 1];
     }
 
-    static int argmax(float[] x, int n) {
-        int best = 0;
-        for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-        return best;
-    }
+    static int argmax(float[] x, int n) { return dev.cmf4j.backend.cpu.VectorMath.argmax(x, 0, n); }
 
     private long[] keys = new long[0];
 

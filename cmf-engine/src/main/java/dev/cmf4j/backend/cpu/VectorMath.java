@@ -58,6 +58,33 @@ public final class VectorMath {
         for (; i < n; i++) y[yo + i] += a * x[xo + i];
     }
 
+    /**
+     * The first index (relative to {@code off}) of the largest of {@code x[off, off + n)}, as {@link #argmaxScalar}:
+     * the maximum in one vector pass, then its first place; rows holding a NaN take the scalar rule.
+     */
+    public static int argmax(float[] x, int off, int n) {
+        int bound = F.loopBound(n);
+        if (bound == 0) return argmaxScalar(x, off, n);
+        FloatVector m = FloatVector.fromArray(F, x, off);
+        for (int i = F.length(); i < bound; i += F.length()) m = m.max(FloatVector.fromArray(F, x, off + i));
+        float max = m.reduceLanes(VectorOperators.MAX);
+        for (int i = bound; i < n; i++) max = Math.max(max, x[off + i]);
+        if (Float.isNaN(max)) return argmaxScalar(x, off, n);
+        for (int i = 0; i < bound; i += F.length()) {
+            int lane = FloatVector.fromArray(F, x, off + i).eq(max).firstTrue();
+            if (lane < F.length()) return i + lane;
+        }
+        for (int i = bound; i < n; i++) if (x[off + i] == max) return i;
+        return argmaxScalar(x, off, n);   // unreachable: max is one of the elements
+    }
+
+    /** The first index (relative to {@code off}) where {@code x[off + i] > x[off + best]} no longer finds a larger one. */
+    public static int argmaxScalar(float[] x, int off, int n) {
+        int best = 0;
+        for (int i = 1; i < n; i++) if (x[off + i] > x[off + best]) best = i;
+        return best;
+    }
+
     /** Scalar reference of {@link #dot(float[], int, float[], int, int)} (double accumulation). */
     public static double dotScalar(float[] a, int ao, float[] b, int bo, int n) {
         double s = 0;

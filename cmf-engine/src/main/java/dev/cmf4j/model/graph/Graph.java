@@ -315,7 +315,7 @@ public final class Graph {
         if (device == null || batch.size() == 1) {   // a session's own step goes to its own forward, as forward does
             float[] logits = ws.logits(batch.logitRows() * vocab);
             forward(batch, ws, logits, null);
-            for (int r = 0; r < batch.logitRows(); r++) ids[r] = DeviceForward.argmax(logits, r * vocab, vocab);
+            for (int r = 0; r < batch.logitRows(); r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
             return;
         }
         check(batch, ws);

@@ -40,6 +40,22 @@ class OpsTest {
         }
     }
 
+    /** The vector argmax is the scalar rule's first largest: random rows, ties, the last element, NaNs, ±0. */
+    @Test void argmaxIsTheFirstLargest() {
+        java.util.Random r = new java.util.Random(3);
+        for (int n : new int[] {1, 5, 16, 17, 100, 1000, 4099}) {
+            for (int trial = 0; trial < 20; trial++) {
+                float[] x = new float[n + 9];
+                for (int i = 0; i < x.length; i++) x[i] = trial % 4 == 0 ? r.nextInt(3) : (float) r.nextGaussian();   // ties
+                if (trial == 5) x[4 + n - 1] = 99f;
+                if (trial == 6 && n > 2) x[4 + n / 2] = Float.NaN;
+                if (trial == 7) { x[4] = Float.NaN; }
+                if (trial == 8) { java.util.Arrays.fill(x, 0f); x[4 + n / 2] = -0f; }
+                assertThat(VectorMath.argmax(x, 4, n)).as("n " + n + " trial " + trial).isEqualTo(VectorMath.argmaxScalar(x, 4, n));
+            }
+        }
+    }
+
     static Matrix f32Matrix(float[] w, int rows, int cols, Arena arena) {
         MemorySegment seg = arena.allocate(4L * w.length, 64);
         MemorySegment.copy(w, 0, seg, ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN), 0, w.length);

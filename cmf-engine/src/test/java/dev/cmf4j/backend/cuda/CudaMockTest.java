@@ -538,7 +538,7 @@ class CudaMockTest {
                 b.forward(bb, wb, logits, null);
                 a.forwardArgmax(ba, wa, picks);
                 for (int i = 0; i < n; i++)
-                    assertThat(picks[i]).as("step " + step + " sequence " + i).isEqualTo(dev.cmf4j.backend.DeviceForward.argmax(logits, i * v, v));
+                    assertThat(picks[i]).as("step " + step + " sequence " + i).isEqualTo(dev.cmf4j.backend.cpu.VectorMath.argmaxScalar(logits, i * v, v));
             }
             for (int i = 0; i < n; i++) { sa[i].close(); sb[i].close(); }
         }
