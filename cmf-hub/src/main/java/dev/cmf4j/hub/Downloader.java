@@ -126,6 +126,10 @@ final class Downloader {
                 from = 0;
             }
             fx.have = from;
+            if (from == size) {             // an empty file, or a stream whose last run got every byte
+                finish(uri, fx);
+                return;
+            }
             fx.partsLeft.set(1);
             jobs.add(new Job(fx, 0, from, size));
             return;

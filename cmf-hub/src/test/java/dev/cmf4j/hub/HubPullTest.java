@@ -181,6 +181,27 @@ class HubPullTest {
         }
     }
 
+    @Test void anEmptyFileAndAStreamWithEveryByteAreCheckedWithoutARequest() throws Exception {
+        repo.file("empty.txt", new byte[0]);
+        HubSettings s = settings();
+        RepoFile empty = new RepoFile("empty.txt", 0, FakeHub.gitOid(new byte[0]), null);
+        byte[] cfg = Files.readAllBytes(model.resolve("config.json"));
+        RepoFile config = new RepoFile("config.json", cfg.length, FakeHub.gitOid(cfg), null);
+        HubUri uri = HubUri.parse("hf://test/llama");
+        HubCache cache = new HubCache(s.cache());
+        Files.createDirectories(cache.incomplete(uri, config.etag()).getParent());
+        Files.write(cache.incomplete(uri, config.etag()), cfg);        // a run that stopped after the last byte
+        HubApi api = new HubApi(s);
+        try {
+            assertThat(new Downloader(api, cache, s).fetch(uri, repo.commit(), List.of(empty, config), TransferProgress.NONE)).isZero();
+        } finally {
+            api.close();
+        }
+        assertThat(server.requests()).isEmpty();
+        assertThat(cache.snapshotFile(uri, repo.commit(), empty)).exists().isEmptyFile();
+        assertThat(cache.snapshotFile(uri, repo.commit(), config)).hasBinaryContent(cfg);
+    }
+
     @Test void aCutConnectionResumesAtTheByteItReached() throws Exception {
         // one stream (one connection): cut twice, each time after 100 KB; no byte is sent twice
         server.cut(WEIGHTS, 100_000, 2);
