@@ -202,6 +202,25 @@ class HubPullTest {
         assertThat(cache.snapshotFile(uri, repo.commit(), config)).hasBinaryContent(cfg);
     }
 
+    @Test void filesLeftByPythonToolsAreUsedAsTheyAre() throws Exception {
+        // what huggingface_hub's snapshot_download leaves: blobs by etag, relative links, refs/main
+        Path r = tmp.resolve("cache/models--test--llama"), snap = r.resolve("snapshots/" + repo.commit());
+        Files.createDirectories(snap);
+        Files.createDirectories(r.resolve("blobs"));
+        for (String f : List.of("config.json", "generation_config.json", WEIGHTS)) {
+            byte[] b = Files.readAllBytes(model.resolve(f));
+            String etag = f.endsWith(".safetensors") ? FakeHub.sha256(b) : FakeHub.gitOid(b);
+            Files.write(r.resolve("blobs/" + etag), b);
+            Files.createSymbolicLink(snap.resolve(f), Path.of("../../blobs/" + etag));
+        }
+        Files.createDirectories(r.resolve("refs"));
+        Files.writeString(r.resolve("refs/main"), repo.commit());
+        Hub.Pulled p = new Hub(settings()).pull(HubUri.parse("hf://test/llama"), opts(null));
+        assertThat(p.downloadedBytes()).isZero();
+        assertThat(server.requests()).allMatch(q -> q.path().startsWith("/api/models/"));
+        assertThat(p.cmf()).exists();
+    }
+
     @Test void aCutConnectionResumesAtTheByteItReached() throws Exception {
         // one stream (one connection): cut twice, each time after 100 KB; no byte is sent twice
         server.cut(WEIGHTS, 100_000, 2);
