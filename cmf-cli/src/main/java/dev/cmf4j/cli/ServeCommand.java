@@ -89,8 +89,11 @@ public final class ServeCommand implements Callable<Integer> {
         ServedModel served;
         try {
             Model m = overrides.open(model, device.open(err));   // the backend lives as long as the process
-            int rows = Math.max(parallel, Session.DEFAULT_CHUNK);
-            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, Session.DEFAULT_CHUNK, parallel));
+            // a step holds every running sequence's decode row and room for a prompt chunk of the device's size
+            // (with only max(parallel, chunk) rows, 64 decoding sequences left no room and new prompts waited)
+            var dev = m.graph().device();
+            int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
+            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel));
             server.ready(served);
         } catch (RuntimeException e) {
             server.close();

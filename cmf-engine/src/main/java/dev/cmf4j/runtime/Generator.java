@@ -103,7 +103,18 @@ public final class Generator {
          */
         public int next(float[] logits, int off) {
             if (reason != null) return -1;
-            int id = sampler.sample(logits, off, session.vocab(), session.historyArray(), session.historyLength());
+            return accept(sampler.sample(logits, off, session.vocab(), session.historyArray(), session.historyLength()));
+        }
+
+        /** Whether {@link #next} picks the argmax of the logits as they are (greedy, no penalty): {@link #accept} may take it. */
+        public boolean picksArgmax() { return sampler.params().plainGreedy(); }
+
+        /**
+         * As {@link #next} with the pick made already (the argmax a device took, when {@link #picksArgmax}): streams
+         * {@code id} and returns the id to consume next, or -1 once the generation has ended.
+         */
+        public int accept(int id) {
+            if (reason != null) return -1;
             if (eos.contains(id)) return finish(StopReason.EOS);
             out.add(id);
             if (listener != null) listener.token(id);

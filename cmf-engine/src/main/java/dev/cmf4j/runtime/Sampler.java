@@ -32,6 +32,7 @@ public final class Sampler {
 
     /** As {@link #sample(float[], int[], int)} over the row {@code logits[off, off + v)} (a batch's logits). */
     public int sample(float[] logits, int off, int v, int[] history, int n) {
+        if (p.plainGreedy()) return dev.cmf4j.backend.cpu.VectorMath.argmax(logits, off, v);   // no copy to penalize
         if (work.length < v) { work = new float[v]; order = new int[v]; seen = new boolean[v]; }
         float[] x = work;
         System.arraycopy(logits, off, x, 0, v);

@@ -32,6 +32,9 @@ public record SamplingParams(float temperature, int topK, float topP, float minP
 
     public boolean greedy() { return temperature == 0f; }
 
+    /** Greedy with no penalty: the pick is the logits' own argmax (which a device can take without copying them back). */
+    public boolean plainGreedy() { return greedy() && repetitionPenalty == 1f && presencePenalty == 0f; }
+
     /**
      * Whether top-p at temperature 1 is the only filter (no top-k, min-p or penalty): then a hierarchical head may skip
      * the clusters no nucleus can reach ({@link dev.cmf4j.model.graph.State#gateHeadForTopP}) and the draw is unchanged.

@@ -276,15 +276,25 @@ public final class Scheduler implements AutoCloseable {
             feed.add(Arrays.copyOfRange(s.prompt, s.fed, s.fed + n));
             rows += n;
         }
-        float[] logits;
+        // when every row that samples this step takes the plain argmax, the device picks and no logits come back
+        boolean greedy = true;
+        for (int k = 0; k < members.size() && greedy; k++) {
+            Sequence s = members.get(k);
+            boolean samples = s.next >= 0 || s.fed + feed.get(k).length >= s.prompt.length;
+            greedy = !samples || s.picksArgmax();
+        }
+        float[] logits = null;
+        int[] picks = null;
         try {
-            logits = driver.step(members.stream().map(s -> s.session).toArray(Session[]::new), feed.toArray(int[][]::new));
+            Session[] sessions = members.stream().map(s -> s.session).toArray(Session[]::new);
+            if (greedy) picks = driver.stepGreedy(sessions, feed.toArray(int[][]::new));
+            else logits = driver.step(sessions, feed.toArray(int[][]::new));
         } catch (RuntimeException e) {
             stepAlone(members, feed);
             return;
         }
         steps.incrementAndGet();
-        for (int k = 0; k < members.size(); k++) after(members.get(k), feed.get(k), logits, k * vocab);
+        for (int k = 0; k < members.size(); k++) after(members.get(k), feed.get(k), logits, k * vocab, picks == null ? -1 : picks[k]);
     }
 
     /** After a failed step (which changed no sequence): each member alone, so only the failing ones end. */
@@ -299,12 +309,15 @@ public final class Scheduler implements AutoCloseable {
                 continue;
             }
             steps.incrementAndGet();
-            after(s, feed.get(k), logits, 0);
+            after(s, feed.get(k), logits, 0, -1);
         }
     }
 
-    /** A member's share of a step: its prompt moves on, or it samples its next token from row {@code off}. */
-    private void after(Sequence s, int[] fed, float[] logits, int off) {
+    /**
+     * A member's share of a step: its prompt moves on, or it samples its next token from row {@code off} of the logits,
+     * or takes {@code pick} (not -1: the step's argmax for it, when it {@link Sequence#picksArgmax}).
+     */
+    private void after(Sequence s, int[] fed, float[] logits, int off, int pick) {
         s.position = s.session.position();
         if (s.next < 0) {
             s.fed += fed.length;
@@ -313,7 +326,7 @@ public final class Scheduler implements AutoCloseable {
         }
         int id;
         try {
-            id = s.sample(logits, off);
+            id = pick >= 0 ? s.generation.accept(pick) : s.sample(logits, off);
         } catch (RuntimeException e) {
             finish(s, Completion.Finish.ERROR, message(e));
             return;
@@ -457,6 +470,11 @@ public final class Scheduler implements AutoCloseable {
             phase = "prefill";
             position = held;
             request.sink().started(request.prompt().length, held);
+        }
+
+        /** Whether this sequence's next token is the plain argmax of its logits (nothing adjusts, constrains or reports them). */
+        boolean picksArgmax() {
+            return !adjust.active() && json == null && request.topLogprobs() < 0 && generation.picksArgmax();
         }
 
         int sample(float[] logits, int off) {
