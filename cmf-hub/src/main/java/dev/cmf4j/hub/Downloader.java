@@ -210,11 +210,13 @@ final class Downloader {
                 long got = reached.get();
                 fruitless = got > pos ? 0 : fruitless + 1;
                 pos = got;
+                if (fruitless > settings.retries() && e instanceof HubApi.Busy busy)
+                    throw new HubException(busy.error.getMessage() + "; still so after " + settings.retries() + " retries", e);
                 if (fruitless > settings.retries())
                     throw new IOException("the connection was cut at byte " + pos + " of " + f.size() + " and " + settings.retries()
                             + " retries brought no further byte (" + HubApi.why(e) + "); what arrived is kept: run the same "
                             + "command again to resume", e);
-                if (fruitless > 0) sleep(Math.min(10_000L, 250L << Math.min(6, fruitless - 1)));
+                if (fruitless > 0) HubApi.backoff(fruitless - 1);
             }
         }
     }
@@ -290,14 +292,5 @@ final class Downloader {
             for (int n; (n = in.read(buf)) > 0; ) md.update(buf, 0, n);
         }
         return HexFormat.of().formatHex(md.digest());
-    }
-
-    private static void sleep(long ms) throws IOException {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new java.io.InterruptedIOException("interrupted");
-        }
     }
 }

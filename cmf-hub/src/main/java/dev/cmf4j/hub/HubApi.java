@@ -154,17 +154,46 @@ final class HubApi {
 
     /** A GET whose connection failure is final: it becomes a HubException saying the Hub cannot be reached. */
     private Reply getOrFail(URI uri, String what) {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return get(uri, what, null, null);
+            } catch (Busy e) {
+                if (attempt >= settings.retries()) throw e.error;
+                try {
+                    backoff(attempt);
+                } catch (InterruptedIOException x) {
+                    throw new HubException(what + ": interrupted", x);
+                }
+            } catch (IOException e) {
+                throw HubException.unreachable(what + ": cannot reach the Hub at " + settings.endpoint() + ": " + why(e)
+                        + (settings.endpoint().equals(HubSettings.DEFAULT_ENDPOINT) ? "" : " (HF_ENDPOINT)"), e);
+            }
+        }
+    }
+
+    /** A 5xx or 429 answer: worth another try after a pause; {@link #error} is what to say when tries run out. */
+    static final class Busy extends IOException {
+        final HubException error;
+
+        Busy(HubException error) {
+            super(error.getMessage());
+            this.error = error;
+        }
+    }
+
+    /** 0.25 s, 0.5 s, 1 s, ... up to 10 s before attempt {@code attempt + 1}. */
+    static void backoff(int attempt) throws InterruptedIOException {
         try {
-            return get(uri, what, null, null);
-        } catch (IOException e) {
-            throw HubException.unreachable(what + ": cannot reach the Hub at " + settings.endpoint() + ": " + why(e)
-                    + (settings.endpoint().equals(HubSettings.DEFAULT_ENDPOINT) ? "" : " (HF_ENDPOINT)"), e);
+            Thread.sleep(Math.min(10_000L, 250L << Math.min(6, attempt)));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException("interrupted");
         }
     }
 
     /**
      * GET following redirects; {@code okSink} (null: keep the bytes) takes the body of a 200/206. A transport
-     * failure is an IOException; an HTTP error a HubException.
+     * failure or a 5xx/429 answer is an IOException (worth retrying); any other HTTP error a HubException.
      */
     private Reply get(URI uri, String what, String range, Function<ResponseInfo, BodySubscriber<byte[]>> okSink) throws IOException {
         HttpHeaders first = null;
@@ -193,6 +222,7 @@ final class HubApi {
                 continue;
             }
             if (c == 200 || c == 206) return new Reply(resp, first);
+            if (c >= 500 || c == 429) throw new Busy(error(resp, what));
             throw error(resp, what);
         }
         throw new HubException(what + ": more than " + MAX_REDIRECTS + " redirects");

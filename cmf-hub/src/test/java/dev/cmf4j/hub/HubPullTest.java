@@ -221,6 +221,23 @@ class HubPullTest {
         assertThat(p.cmf()).exists();
     }
 
+    @Test void busyAnswersAreRetried() throws Exception {
+        server.failWith("hub", 503, 2);             // the revision lookup, then its retry
+        server.failWith("cdn", 503, 2);
+        Hub.Pulled p = new Hub(settings().withConnections(1)).pull(HubUri.parse("hf://test/llama"), opts(null));
+        assertThat(p.cmf()).exists();
+        assertThat(server.bytesServed(WEIGHTS)).isEqualTo(weightBytes);
+
+        server.failWith("hub", 503, 100);
+        assertThatThrownBy(() -> new Hub(settings().withRetries(1)).pull(HubUri.parse("hf://test/llama@v1"), opts(null)))
+                .isInstanceOf(HubException.class).hasMessageContaining("HTTP 503");
+        server.clearFaults();
+        server.failWith("cdn", 429, 100);
+        Hub fresh = new Hub(HubSettings.of(server.endpoint(), tmp.resolve("cache2")).withRetries(1));
+        assertThatThrownBy(() -> fresh.pull(HubUri.parse("hf://test/llama"), opts(null)))
+                .hasMessageContaining("rate-limiting").hasMessageContaining("still so after 1 retries");
+    }
+
     @Test void aCutConnectionResumesAtTheByteItReached() throws Exception {
         // one stream (one connection): cut twice, each time after 100 KB; no byte is sent twice
         server.cut(WEIGHTS, 100_000, 2);

@@ -97,6 +97,7 @@ public final class FakeHub implements AutoCloseable {
     private final Map<String, String> blobPaths = new ConcurrentHashMap<>();     // sha256 -> path
     private final Map<String, AtomicLong> served = new ConcurrentHashMap<>();
     private final List<Fault> faults = new CopyOnWriteArrayList<>();
+    private final Map<String, int[]> busy = new ConcurrentHashMap<>();         // "hub"/"cdn" -> {status, timesLeft}
     private final Map<String, Long> corrupt = new ConcurrentHashMap<>();         // path -> offset of a flipped byte
     private final List<Request> requests = new CopyOnWriteArrayList<>();
     private volatile String token;
@@ -154,7 +155,11 @@ public final class FakeHub implements AutoCloseable {
     /** Every response carrying {@code path} has the byte at {@code offset} flipped. */
     public void corrupt(String path, long offset) { corrupt.put(path, offset); }
 
+    /** The next {@code times} requests to {@code server} ("hub" or "cdn") are answered with {@code status} (a 503, say). */
+    public void failWith(String server, int status, int times) { busy.put(server, new int[] {status, times}); }
+
     public void clearFaults() {
+        busy.clear();
         faults.clear();
         corrupt.clear();
     }
@@ -294,6 +299,7 @@ public final class FakeHub implements AutoCloseable {
         try (x) {
             String raw = x.getRequestURI().getRawPath();
             requests.add(new Request("hub", raw, x.getRequestHeaders().getFirst("Range"), x.getRequestHeaders().getFirst("Authorization")));
+            if (busy("hub", x)) return;
             if (token != null && !("Bearer " + token).equals(x.getRequestHeaders().getFirst("Authorization"))) {
                 error(x, 401, "RepoNotFound", "Repository not found");
                 return;
@@ -374,6 +380,7 @@ public final class FakeHub implements AutoCloseable {
         try (x) {
             String raw = x.getRequestURI().getRawPath();
             requests.add(new Request("cdn", raw, x.getRequestHeaders().getFirst("Range"), x.getRequestHeaders().getFirst("Authorization")));
+            if (busy("cdn", x)) return;
             String sha = raw.substring(raw.lastIndexOf('/') + 1);
             String path = blobPaths.get(sha);
             byte[] c = blobs.get(sha);
@@ -423,6 +430,17 @@ public final class FakeHub implements AutoCloseable {
             served.computeIfAbsent(path, k -> new AtomicLong()).addAndGet(n);
         }
         // a cut response ends here: its connection closes with fewer bytes than Content-Length
+    }
+
+    private boolean busy(String server, Exchange x) throws IOException {
+        int[] b;
+        synchronized (busy) {
+            b = busy.get(server);
+            if (b == null || b[1] <= 0) return false;
+            b[1]--;
+        }
+        error(x, b[0], null, "Service Unavailable");
+        return true;
     }
 
     private static boolean authorized(Exchange x) { return x.getRequestHeaders().getFirst("Authorization") != null; }
