@@ -43,6 +43,18 @@ class EmbryoErrorsTest {
         Model.open(rewritten(tmp, a -> {}, Set.of())).close();
     }
 
+    /** The envelope's BOUNDED_STATE bit (12) cleared on a file with bounded layers: the reader refuses it (no hash covers it). */
+    @Test void boundedLayersWithoutTheirFeatureBit(@TempDir Path tmp) throws Exception {
+        byte[] b = java.nio.file.Files.readAllBytes(Fixtures.require("embryo/embryo_a/model.cmf"));
+        java.nio.ByteBuffer env = java.nio.ByteBuffer.wrap(b).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        org.assertj.core.api.Assertions.assertThat(env.getInt(12)).isEqualTo(0x1001);
+        env.putInt(12, 0x0001);
+        Path cleared = tmp.resolve("cleared.cmf");
+        java.nio.file.Files.write(cleared, b);
+        assertThatThrownBy(() -> Model.open(cleared).close()).isInstanceOf(dev.cmf4j.format.CmfException.class)
+                .hasMessageContaining("BOUNDED_STATE");
+    }
+
     @Test void missingSinkTensor(@TempDir Path tmp) {
         fails(rewritten(tmp, a -> {}, Set.of("model.layers.2.self_attn.sink_v.weight")), "bounded layer 2",
                 "model.layers.2.self_attn.sink_v.weight");
