@@ -94,6 +94,7 @@ public final class ServeCommand implements Callable<Integer> {
             var dev = m.graph().device();
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
             served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel));
+            served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {
             server.close();

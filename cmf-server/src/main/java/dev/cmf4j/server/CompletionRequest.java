@@ -23,11 +23,14 @@ import java.util.Map;
  * @param ignoreEos   generate past end-of-sequence ids (vLLM's and llama.cpp's extension, for benchmarks)
  * @param json        the JSON the output must be ({@code response_format}, or a forced tool call), or null
  * @param toolCalls   whether tool calls are parsed out of the output ({@link ToolRequest})
+ * @param reasoning   whether the template marks reasoning ({@code <think>}), split into {@code reasoning_content}
+ * @param reasoningInside the prompt ends inside a reasoning block
  */
 record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boolean stream, boolean includeUsage,
                          float temperature, float topP, int topK, float minP, float repetitionPenalty, Long seed,
                          List<String> stops, float presencePenalty, float frequencyPenalty, Map<Integer, Float> logitBias,
-                         int topLogprobs, boolean ignoreEos, JsonConstraint json, boolean toolCalls) {
+                         int topLogprobs, boolean ignoreEos, JsonConstraint json, boolean toolCalls,
+                         boolean reasoning, boolean reasoningInside) {
 
     /** The {@code n} generations this request asks for (choice i seeded with seed + i). */
     List<GenerationRequest> generations(ServedModel m, Duration timeout, List<? extends TokenSink> sinks) {
@@ -45,7 +48,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         Fields f = new Fields(body);
         f.text("model");
         ToolRequest tools = chat ? ToolRequest.parse(f, json) : ToolRequest.NONE;
-        int[] prompt = chat ? chatPrompt(f, m, json, tools) : textPrompt(f, m);
+        String rendered = chat ? chatPrompt(f, m, json, tools) : null;
+        int[] prompt = chat ? m.codec().tokenizer().encodeIds(rendered, false) : textPrompt(f, m);
         int ctx = m.maxContext();
         if (prompt.length >= ctx)
             throw new ApiError(400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
@@ -85,7 +89,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
                 t == null ? 1f : t, topP == null ? 1f : topP, topK == null || topK < 0 ? 0 : topK, minP == null ? 0f : minP,
                 rep == null ? 1f : rep, seed, stops, presence == null ? 0f : presence, frequency == null ? 0f : frequency,
                 bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")),
-                tools.forced() != null ? tools.forced() : responseFormat(f), tools.parseCalls());
+                tools.forced() != null ? tools.forced() : responseFormat(f), tools.parseCalls(),
+                chat && m.codec().template().source().contains(ReasoningSplitter.OPEN), chat && ReasoningSplitter.endsInside(rendered));
     }
 
     /** {@code response_format}: none for text, any JSON object, or a JSON Schema (a 400 for keywords not supported). */
@@ -107,8 +112,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         }
     }
 
-    /** The conversation rendered by the model's template (with the assistant prompt), as ids. */
-    private static int[] chatPrompt(Fields f, ServedModel m, ObjectMapper json, ToolRequest tools) {
+    /** The conversation rendered by the model's template (with the assistant prompt). */
+    private static String chatPrompt(Fields f, ServedModel m, ObjectMapper json, ToolRequest tools) {
         JsonNode msgs = f.node("messages");
         if (msgs == null) throw ApiError.badRequest("messages", "messages is required");
         if (!msgs.isArray() || msgs.isEmpty()) throw ApiError.badRequest("messages", "messages must be a non-empty array");
@@ -123,7 +128,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         } catch (RuntimeException e) {
             throw ApiError.badRequest("messages", "the chat template failed on these messages: " + e.getMessage());
         }
-        return m.codec().tokenizer().encodeIds(text, false);
+        return text;
     }
 
     /** One message: a role, and content as a string, as text parts, or null (kept as the template expects). */

@@ -85,12 +85,11 @@ final class CompletionRun {
 
     /** Waits for every choice and returns the response body (a 408 or 500 ApiError when a choice timed out or failed). */
     ObjectNode collect() throws InterruptedException {
-        StringBuilder[] text = new StringBuilder[req.n()];
         List<List<TokenLogprobs>> lps = new ArrayList<>();
-        for (int i = 0; i < req.n(); i++) { text[i] = new StringBuilder(); lps.add(new ArrayList<>()); }
+        for (int i = 0; i < req.n(); i++) lps.add(new ArrayList<>());
         for (int left = req.n(); left > 0; ) {
             switch (events.take()) {
-                case Piece p -> { text[p.choice()].append(p.text()); lps.get(p.choice()).addAll(p.logprobs()); }
+                case Piece p -> lps.get(p.choice()).addAll(p.logprobs());   // the text is the completion's
                 case End e -> { ends[e.choice()] = e.completion(); lps.get(e.choice()).addAll(e.logprobs()); left--; }
             }
         }
@@ -104,8 +103,16 @@ final class CompletionRun {
             if (req.chat()) {
                 ObjectNode m = c.putObject("message");
                 m.put("role", "assistant");
-                m.put("content", ends[i].text());
-                ToolCallParser.Result calls = req.toolCalls() ? ToolCallParser.parse(ends[i].text()) : null;
+                String reply = ends[i].text();
+                if (req.reasoning()) {
+                    ReasoningSplitter split = new ReasoningSplitter(req.reasoningInside());
+                    ReasoningSplitter.Out a = split.push(reply), b = split.finish();
+                    String reasoning = a.reasoning() + b.reasoning();
+                    reply = a.content() + b.content();
+                    if (!reasoning.isEmpty()) m.put("reasoning_content", reasoning);
+                }
+                m.put("content", reply);
+                ToolCallParser.Result calls = req.toolCalls() ? ToolCallParser.parse(reply) : null;
                 if (calls != null && calls.hasCalls()) {
                     m.put("content", calls.content().isEmpty() ? null : calls.content());
                     ArrayNode tc = m.putArray("tool_calls");
@@ -128,7 +135,11 @@ final class CompletionRun {
      */
     boolean stream(OutputStream out) throws InterruptedException {
         ToolCallStream[] tools = new ToolCallStream[req.n()];
-        if (req.chat() && req.toolCalls()) for (int i = 0; i < tools.length; i++) tools[i] = new ToolCallStream();
+        ReasoningSplitter[] thinking = new ReasoningSplitter[req.n()];
+        for (int i = 0; i < req.n(); i++) {
+            if (req.chat() && req.toolCalls()) tools[i] = new ToolCallStream();
+            if (req.chat() && req.reasoning()) thinking[i] = new ReasoningSplitter(req.reasoningInside());
+        }
         try {
             if (req.chat()) for (int i = 0; i < req.n(); i++) {
                 ObjectNode c = chunk();
@@ -145,13 +156,12 @@ final class CompletionRun {
                 ObjectNode ch = c.withArray("choices").addObject();
                 switch (ev) {
                     case Piece p -> {
-                        if (tools[p.choice()] != null) {
-                            delta(out, p.choice(), tools[p.choice()].push(p.text()), p.logprobs(), tools[p.choice()]);
+                        if (req.chat()) {
+                            chatDelta(out, p.choice(), p.text(), p.logprobs(), false, thinking[p.choice()], tools[p.choice()]);
                             continue;
                         }
                         ch.put("index", p.choice());
-                        if (req.chat()) ch.putObject("delta").put("content", p.text());
-                        else ch.put("text", p.text());
+                        ch.put("text", p.text());
                         logprobs(ch, p.logprobs());
                         ch.putNull("finish_reason");
                     }
@@ -168,10 +178,10 @@ final class CompletionRun {
                         }
                         String finish = finishReason(e.completion());
                         List<TokenLogprobs> lps = e.logprobs();
-                        if (tools[e.choice()] != null) {
-                            delta(out, e.choice(), tools[e.choice()].finish(), lps, tools[e.choice()]);
+                        if (req.chat()) {
+                            chatDelta(out, e.choice(), "", lps, true, thinking[e.choice()], tools[e.choice()]);
                             lps = List.of();
-                            if (tools[e.choice()].calls() > 0) finish = "tool_calls";
+                            if (tools[e.choice()] != null && tools[e.choice()].calls() > 0) finish = "tool_calls";
                         }
                         ch.put("index", e.choice());
                         if (req.chat()) ch.putObject("delta");
@@ -194,6 +204,54 @@ final class CompletionRun {
         } catch (IOException | RuntimeException e) {   // the client went away (Helidon reports a closed socket unchecked)
             cancel();
             return false;
+        }
+    }
+
+    /**
+     * A chat choice's piece of text (or its end) through its reasoning splitter and tool-call splitter, when it has
+     * them: a {@code reasoning_content} delta, then {@code content} and {@code tool_calls} deltas; the log-probabilities
+     * go with the first chunk sent.
+     */
+    private void chatDelta(OutputStream out, int choice, String text, List<TokenLogprobs> lps, boolean end,
+                           ReasoningSplitter thinking, ToolCallStream tools) throws IOException {
+        String reasoning = "", content = text;
+        if (thinking != null) {
+            ReasoningSplitter.Out o = thinking.push(text);
+            reasoning = o.reasoning();
+            content = o.content();
+            if (end) {
+                ReasoningSplitter.Out rest = thinking.finish();
+                reasoning += rest.reasoning();
+                content += rest.content();
+            }
+        }
+        if (!reasoning.isEmpty()) {
+            ObjectNode c = chunk();
+            ObjectNode ch = c.withArray("choices").addObject();
+            ch.put("index", choice);
+            ch.putObject("delta").put("reasoning_content", reasoning);
+            logprobs(ch, lps);
+            ch.putNull("finish_reason");
+            send(out, c);
+            lps = List.of();
+        }
+        if (tools != null) {
+            ToolCallStream.Out o = tools.push(content);
+            if (end) {
+                ToolCallStream.Out rest = tools.finish();
+                List<dev.cmf4j.chat.ToolCall> all = new java.util.ArrayList<>(o.calls());
+                all.addAll(rest.calls());
+                o = new ToolCallStream.Out(o.content() + rest.content(), all);
+            }
+            delta(out, choice, o, end ? List.of() : lps, tools);
+        } else if (!content.isEmpty() || !end && !lps.isEmpty()) {
+            ObjectNode c = chunk();
+            ObjectNode ch = c.withArray("choices").addObject();
+            ch.put("index", choice);
+            ch.putObject("delta").put("content", content);
+            logprobs(ch, lps);
+            ch.putNull("finish_reason");
+            send(out, c);
         }
     }
 

@@ -16,6 +16,20 @@ public record ServedModel(String name, Model model, TextCodec codec, Scheduler s
         return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg));
     }
 
+    /**
+     * Runs two short generations together and waits for them, so the JIT has compiled the prefill and batched decode
+     * paths before the first client comes (its first request would otherwise wait seconds).
+     */
+    public void warmUp() throws InterruptedException {
+        int[] text = codec.encode("The quick brown fox jumps over the lazy dog, and the warm-up is done.");
+        int[] prompt = java.util.Arrays.copyOf(text, Math.max(1, Math.min(text.length, maxContext() / 2)));
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(2);
+        dev.cmf4j.runtime.TokenSink sink = c -> done.countDown();
+        for (int i = 0; i < 2; i++)
+            scheduler.submit(dev.cmf4j.runtime.GenerationRequest.of(prompt, 8, dev.cmf4j.runtime.SamplingParams.GREEDY, java.util.Set.of(), sink));
+        done.await();
+    }
+
     /** Positions one sequence may hold: the scheduler's context within the model's. */
     public int maxContext() { return Math.min(scheduler.config().maxContext(), model.spec().maxPositions()); }
 
