@@ -63,7 +63,7 @@ class ServerLimitsTest {
         assertThat(refused.headers().firstValue("Retry-After")).hasValue("1");
         JsonNode e = ServerFixture.json(refused).get("error");
         assertThat(e.get("code").asText()).isEqualTo("rate_limit_exceeded");
-        assertThat(s.get("/metrics").body()).contains("cmf_http_responses_total{code=\"429\"} 1");
+        await(() -> s.get("/metrics").body().contains("cmf_http_responses_total{code=\"429\"} 1"));   // counted after sending
         stream.close();   // the running client leaves: the waiting request gets the place
         var served = waiting.get();
         assertThat(served.statusCode()).as(served.body()).isEqualTo(200);
