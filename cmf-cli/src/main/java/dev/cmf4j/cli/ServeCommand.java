@@ -80,6 +80,7 @@ public final class ServeCommand implements Callable<Integer> {
         String id = name != null ? name : model.getFileName().toString().replaceFirst("\\.cmf$", "");
         PrintWriter err = spec.commandLine().getErr();
         ServerConfig cfg = new ServerConfig(host, port, apiKey, maxBody, Duration.ofSeconds(timeout), 16);
+        HELIDON_LOG.setLevel(java.util.logging.Level.WARNING);   // its start-up notes would bury the request lines
         OpenAiServer server = new OpenAiServer(cfg, line -> { synchronized (err) { err.println("cmf serve: " + line); err.flush(); } });
         int bound = server.start();
         err.println("cmf serve: listening on http://" + host + ":" + bound + " (loading " + model + ")");
@@ -106,6 +107,9 @@ public final class ServeCommand implements Callable<Integer> {
         stopped.await();
         return 0;
     }
+
+    /** Held so the level set on it stays (java.util.logging keeps loggers weakly). */
+    private static final java.util.logging.Logger HELIDON_LOG = java.util.logging.Logger.getLogger("io.helidon");
 
     private static String readKey(Path f) throws java.io.IOException {
         if (!Files.isRegularFile(f)) throw new IllegalArgumentException("--api-key-file: " + f + " is not a file");

@@ -187,13 +187,17 @@ public final class Scheduler implements AutoCloseable {
     private void run() {
         try {
             while (!closed) {
-                admit();
-                reap();
-                if (running.isEmpty()) {
-                    idle();
-                    continue;
+                try {
+                    admit();
+                    reap();
+                    if (running.isEmpty()) {
+                        idle();
+                        continue;
+                    }
+                    step();
+                } catch (RuntimeException e) {   // a fault outside any one request: end the running ones, keep serving
+                    for (Sequence s : List.copyOf(running)) finish(s, Completion.Finish.ERROR, message(e));
                 }
-                step();
             }
         } finally {
             lock.lock();
