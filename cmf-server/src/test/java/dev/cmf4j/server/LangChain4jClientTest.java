@@ -16,7 +16,7 @@ import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** LangChain4j's OpenAI module, blocking and streaming, against a running server with an API key. */
+/** LangChain4j's OpenAI module, blocking and streaming (text and a tool call), against a running server with an API key. */
 class LangChain4jClientTest {
     static ServerFixture s;
     static final String QUESTION = "What does grep do?";
@@ -52,6 +52,34 @@ class LangChain4jClientTest {
         String want = s.greedyChat(List.of(Map.of("role", "user", "content", QUESTION)), 12);
         assertThat(partial.toString()).isEqualTo(want);
         assertThat(r.aiMessage().text()).isEqualTo(want);
+    }
+
+    /** A required tool: the call comes back as LangChain4j's tool execution request, blocking and streamed. */
+    @Test void aRequiredToolComesBackAsAToolExecutionRequest() throws Exception {
+        var tool = dev.langchain4j.agent.tool.ToolSpecification.builder().name("get_manual").description("Shows a command's manual page")
+                .parameters(dev.langchain4j.model.chat.request.json.JsonObjectSchema.builder().addStringProperty("command").required("command").build())
+                .build();
+        var request = dev.langchain4j.model.chat.request.ChatRequest.builder()
+                .messages(dev.langchain4j.data.message.UserMessage.from(QUESTION)).toolSpecifications(tool)
+                .toolChoice(dev.langchain4j.model.chat.request.ToolChoice.REQUIRED).build();
+        var model = OpenAiChatModel.builder().baseUrl(s.base() + "/v1").apiKey("lc4j-key").modelName("default")
+                .temperature(0.7).maxTokens(60).build();
+        var streaming = OpenAiStreamingChatModel.builder().baseUrl(s.base() + "/v1").apiKey("lc4j-key").modelName("default")
+                .temperature(0.7).maxTokens(60).build();
+        CompletableFuture<ChatResponse> streamed = new CompletableFuture<>();
+        streaming.chat(request, new StreamingChatResponseHandler() {
+            @Override public void onPartialResponse(String piece) {}
+
+            @Override public void onCompleteResponse(ChatResponse r) { streamed.complete(r); }
+
+            @Override public void onError(Throwable t) { streamed.completeExceptionally(t); }
+        });
+        for (ChatResponse r : new ChatResponse[] {model.chat(request), streamed.get(60, TimeUnit.SECONDS)}) {
+            assertThat(r.aiMessage().hasToolExecutionRequests()).as(r.toString()).isTrue();
+            var call = r.aiMessage().toolExecutionRequests().getFirst();
+            assertThat(call.name()).isEqualTo("get_manual");
+            assertThat(ServerFixture.JSON.readTree(call.arguments()).get("command").isTextual()).as(call.arguments()).isTrue();
+        }
     }
 
     @Test void aWrongKeyIsTheClientsAuthenticationError() {
