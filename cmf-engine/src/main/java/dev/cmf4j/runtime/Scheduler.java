@@ -27,7 +27,7 @@ public final class Scheduler implements AutoCloseable {
     /**
      * @param parallel       sequences running at once (more wait in the queue)
      * @param maxContext     positions a sequence may hold (prompt and output)
-     * @param maxQueue       requests waiting at most; {@link #submit} refuses more
+     * @param maxQueue       requests waiting at most beyond the free places; {@link #submit} refuses more
      * @param stepRows       token rows one step holds (decode rows first, prompt chunks fill the rest)
      * @param chunk          the most prompt tokens of one sequence per step
      * @param cachedSessions finished sequences kept for prefix reuse
@@ -83,6 +83,7 @@ public final class Scheduler implements AutoCloseable {
     private final AtomicLong ids = new AtomicLong();
     private final AtomicLong promptTokens = new AtomicLong(), cachedTokens = new AtomicLong(), generated = new AtomicLong(), steps = new AtomicLong();
     private final Thread loop;
+    private volatile int runningCount;   // running.size(), for submitters (the list is the loop's own)
     private volatile boolean closed;
 
     /**
@@ -117,7 +118,8 @@ public final class Scheduler implements AutoCloseable {
         lock.lock();
         try {
             if (closed) throw new IllegalStateException("the scheduler is closed");
-            if (waiting.size() + rs.size() > cfg.maxQueue())
+            // free places take requests at once: only what would wait beyond them counts against the queue
+            if (waiting.size() + rs.size() > cfg.maxQueue() + Math.max(0, cfg.parallel() - runningCount))
                 throw new QueueFull(waiting.size() + " requests are waiting (at most " + cfg.maxQueue() + ")");
             for (GenerationRequest r : rs) {
                 Sequence s = new Sequence(ids.incrementAndGet(), r);
@@ -240,6 +242,7 @@ public final class Scheduler implements AutoCloseable {
             try {
                 s.begin(takeSession(s.request.prompt()));
                 running.add(s);
+                runningCount = running.size();
             } catch (RuntimeException e) {
                 finish(s, Completion.Finish.ERROR, message(e));
             }
@@ -347,6 +350,7 @@ public final class Scheduler implements AutoCloseable {
     /** Ends a sequence (waiting or running): tells its sink, caches its session unless it failed. */
     private void finish(Sequence s, Completion.Finish why, String error) {
         running.remove(s);
+        runningCount = running.size();
         live.remove(s.id);
         long now = System.nanoTime();
         int[] tokens;

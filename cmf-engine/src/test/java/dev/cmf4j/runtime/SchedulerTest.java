@@ -203,6 +203,12 @@ class SchedulerTest {
             assertThat(s.live()).extracting(Scheduler.SequenceInfo::state).contains("waiting");
             b.cancel();
             a.cancel();
+            assertThat(running.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
+            try (Scheduler noQueue = scheduler(1, 0)) {   // a free place takes a request even with no queue
+                Collect alone = new Collect();
+                noQueue.submit(GenerationRequest.of(codec.encode("The"), 2, SamplingParams.GREEDY, Set.of(), alone));
+                assertThat(alone.await().tokens()).hasSize(2);
+            }
             assertThat(waiting.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
             assertThat(waiting.await().tokens()).isEmpty();
             assertThat(running.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
