@@ -57,6 +57,31 @@ public final class JsonConstraint {
      */
     public static JsonConstraint of(JsonNode schema) { return new JsonConstraint(compile(schema, "schema"), "", ""); }
 
+    /**
+     * Output that is exactly one tool call in the Hermes/Qwen form {@code <tool_call>\n{"name": ..., "arguments":
+     * {...}}\n</tool_call>} ({@link dev.cmf4j.chat.ToolCallParser} reads it back): the name one of {@code names}, the
+     * arguments following {@code parameters} when this subset supports that schema, else any object (also when null).
+     * The server's forced {@code tool_choice} and the library's required tools both use it.
+     */
+    public static JsonConstraint toolCall(List<String> names, JsonNode parameters) {
+        if (names.isEmpty()) throw new IllegalArgumentException("a forced tool call needs at least one tool name");
+        var json = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance;
+        var schema = json.objectNode().put("type", "object");
+        var props = schema.putObject("properties");
+        var e = props.putObject("name").putArray("enum");
+        names.forEach(e::add);
+        schema.putArray("required").add("name").add("arguments");
+        JsonConstraint c;
+        try {
+            props.set("arguments", parameters == null || parameters.isNull() ? json.objectNode().put("type", "object") : parameters);
+            c = of(schema);
+        } catch (IllegalArgumentException unsupported) {
+            props.set("arguments", json.objectNode().put("type", "object"));
+            c = of(schema);
+        }
+        return c.between(dev.cmf4j.chat.ToolCallParser.OPEN + "\n", "\n" + dev.cmf4j.chat.ToolCallParser.CLOSE);
+    }
+
     /** The same document with fixed text before and after it (a tool call's tags). */
     public JsonConstraint between(String before, String after) { return new JsonConstraint(root, before, after); }
 

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.cmf4j.chat.ToolCall;
 import dev.cmf4j.chat.ToolCallParser;
+import dev.cmf4j.chat.ToolCallStream;
 import dev.cmf4j.runtime.Completion;
 import dev.cmf4j.runtime.Scheduler;
 import dev.cmf4j.runtime.TokenLogprobs;

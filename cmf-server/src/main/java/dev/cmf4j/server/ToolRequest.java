@@ -2,7 +2,6 @@ package dev.cmf4j.server;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.cmf4j.chat.ToolCallParser;
 import dev.cmf4j.runtime.JsonConstraint;
 
@@ -54,29 +53,11 @@ record ToolRequest(List<Object> definitions, boolean parseCalls, JsonConstraint 
         if (choice == null || choice.isTextual() && choice.asText().equals("auto")) return new ToolRequest(defs, true, null);
         if (choice.isTextual() && choice.asText().equals("none")) return NONE;
         if (choice.isTextual() && choice.asText().equals("required"))   // one tool: its parameters; several: any object
-            return new ToolRequest(defs, true, call(new ArrayList<>(functions.keySet()),
-                    functions.size() == 1 ? functions.values().iterator().next() : null, json));
+            return new ToolRequest(defs, true, JsonConstraint.toolCall(new ArrayList<>(functions.keySet()),
+                    functions.size() == 1 ? functions.values().iterator().next() : null));
         String name = choice.isObject() ? choice.path("function").path("name").asText(null) : null;
         if (name == null) throw ApiError.badRequest("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         if (!functions.containsKey(name)) throw ApiError.badRequest("tool_choice", "tool_choice names '" + name + "', which is not among the tools");
-        return new ToolRequest(defs, true, call(List.of(name), functions.get(name), json));
-    }
-
-    /** One call of one of {@code names}, arguments by {@code parameters} (any object when null or not supported). */
-    private static JsonConstraint call(List<String> names, JsonNode parameters, ObjectMapper json) {
-        ObjectNode schema = json.createObjectNode().put("type", "object");
-        ObjectNode props = schema.putObject("properties");
-        var e = props.putObject("name").putArray("enum");
-        names.forEach(e::add);
-        schema.putArray("required").add("name").add("arguments");
-        JsonConstraint c;
-        try {
-            props.set("arguments", parameters == null ? json.createObjectNode().put("type", "object") : parameters);
-            c = JsonConstraint.of(schema);
-        } catch (IllegalArgumentException unsupported) {
-            props.set("arguments", json.createObjectNode().put("type", "object"));
-            c = JsonConstraint.of(schema);
-        }
-        return c.between(ToolCallParser.OPEN + "\n", "\n" + ToolCallParser.CLOSE);
+        return new ToolRequest(defs, true, JsonConstraint.toolCall(List.of(name), functions.get(name)));
     }
 }

@@ -1,7 +1,4 @@
-package dev.cmf4j.server;
-
-import dev.cmf4j.chat.ToolCall;
-import dev.cmf4j.chat.ToolCallParser;
+package dev.cmf4j.chat;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -9,17 +6,17 @@ import java.util.List;
 /**
  * Splits one choice's streamed text into content and tool calls as it arrives: text that may begin a
  * {@code <tool_call>} tag is held back, a call is released whole once its closing tag arrives (a block that does not
- * parse is released as text, never dropped).
+ * parse is released as text, never dropped). Used by the server's SSE chunks and the library's streamed replies.
  */
-final class ToolCallStream {
+public final class ToolCallStream {
     /** What a piece of text released. */
-    record Out(String content, List<ToolCall> calls) {}
+    public record Out(String content, List<ToolCall> calls) {}
 
     private final StringBuilder pending = new StringBuilder();
     private boolean inCall;
     private int calls;
 
-    Out push(String piece) {
+    public Out push(String piece) {
         pending.append(piece);
         StringBuilder content = new StringBuilder();
         List<ToolCall> done = new ArrayList<>();
@@ -47,7 +44,7 @@ final class ToolCallStream {
     }
 
     /** The rest at the end (an unterminated call is parsed if its JSON is complete). */
-    Out finish() {
+    public Out finish() {
         StringBuilder content = new StringBuilder();
         List<ToolCall> done = new ArrayList<>();
         if (inCall) block(pending.toString(), false, content, done);
@@ -58,7 +55,7 @@ final class ToolCallStream {
     }
 
     /** Calls released so far. */
-    int calls() { return calls; }
+    public int calls() { return calls; }
 
     private void block(String body, boolean closed, StringBuilder content, List<ToolCall> done) {
         String raw = ToolCallParser.OPEN + body + (closed ? ToolCallParser.CLOSE : "");

@@ -1,6 +1,5 @@
-package dev.cmf4j.server;
+package dev.cmf4j.chat;
 
-import dev.cmf4j.chat.ToolCall;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
