@@ -57,13 +57,13 @@ const tools = [{
 }];
 const toolChoice = { type: 'function', function: { name: 'get_manual' } };
 const called = await client.chat.completions.create({
-  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 60, temperature: 0.7, seed: 1,
+  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 100, temperature: 0.7, seed: 1,
 });
 const call = called.choices[0].message.tool_calls[0];
 out.toolCall = { finish: called.choices[0].finish_reason, name: call.function.name, arguments: JSON.parse(call.function.arguments) };
 
 const streamedCall = await client.chat.completions.create({
-  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 60, temperature: 0.7, seed: 2, stream: true,
+  model: 'default', messages, tools, tool_choice: toolChoice, max_tokens: 100, temperature: 0.7, seed: 2, stream: true,
 });
 const parts = {};
 let streamedFinish = null;

@@ -54,7 +54,10 @@ class LangChain4jClientTest {
         assertThat(r.aiMessage().text()).isEqualTo(want);
     }
 
-    /** A required tool: the call comes back as LangChain4j's tool execution request, blocking and streamed. */
+    /**
+     * A required tool: the call comes back as LangChain4j's tool execution request, blocking and streamed (100 tokens:
+     * the shortest call, tags included, is 73 characters, so it always completes).
+     */
     @Test void aRequiredToolComesBackAsAToolExecutionRequest() throws Exception {
         var tool = dev.langchain4j.agent.tool.ToolSpecification.builder().name("get_manual").description("Shows a command's manual page")
                 .parameters(dev.langchain4j.model.chat.request.json.JsonObjectSchema.builder().addStringProperty("command").required("command").build())
@@ -63,9 +66,9 @@ class LangChain4jClientTest {
                 .messages(dev.langchain4j.data.message.UserMessage.from(QUESTION)).toolSpecifications(tool)
                 .toolChoice(dev.langchain4j.model.chat.request.ToolChoice.REQUIRED).build();
         var model = OpenAiChatModel.builder().baseUrl(s.base() + "/v1").apiKey("lc4j-key").modelName("default")
-                .temperature(0.7).maxTokens(60).build();
+                .temperature(0.7).maxTokens(100).build();
         var streaming = OpenAiStreamingChatModel.builder().baseUrl(s.base() + "/v1").apiKey("lc4j-key").modelName("default")
-                .temperature(0.7).maxTokens(60).build();
+                .temperature(0.7).maxTokens(100).build();
         CompletableFuture<ChatResponse> streamed = new CompletableFuture<>();
         streaming.chat(request, new StreamingChatResponseHandler() {
             @Override public void onPartialResponse(String piece) {}
