@@ -61,12 +61,35 @@ public final class SelftestCommand implements Callable<Integer> {
     @Option(names = "--no-q8", description = "skip the quantized device-vs-CPU checks (same as an empty --quant)")
     boolean noQ8;
 
+    @Option(names = "--ops", description = "check the device's operators one by one against the CPU's on random inputs"
+            + " and shapes (needs a GPU: --device cuda; no fixtures)")
+    boolean ops;
+
+    /** {@code --ops}: one line per operator and shape, exit 1 when any is outside its bound. */
+    private int checkOperators(PrintWriter out, PrintWriter err) {
+        try (Backend dev = device.open(err)) {
+            out.println("device: " + dev.description());
+            List<dev.cmf4j.backend.OpResult> results = dev.checkOperators(false);
+            if (results.isEmpty())
+                throw new IllegalArgumentException("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda)");
+            int failed = 0;
+            for (var r : results) {
+                if (!r.ok()) failed++;
+                out.printf(java.util.Locale.ROOT, "%-4s %-40s %-24s error %.2e (bound %.1e)%n", r.ok() ? "ok" : "FAIL", r.op(), r.shape(), r.error(), r.bound());
+            }
+            out.println("selftest --ops: " + results.size() + " checks, " + failed + " failed");
+            out.flush();
+            return failed == 0 ? 0 : 1;
+        }
+    }
+
     record Check(String model, String what, double maxDiff, double tol, boolean idsExact, String note) {
         boolean ok() { return maxDiff <= tol && idsExact; }
     }
 
     @Override public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
+        if (ops) return checkOperators(out, err);
         Path fx = fixtures != null ? fixtures : System.getenv("CMF_FIXTURES") != null ? Path.of(System.getenv("CMF_FIXTURES")) : null;
         if (fx == null || !Files.isDirectory(fx.resolve("models")))
             throw new IllegalArgumentException("no fixtures: pass --fixtures DIR (a folder holding models/NAME/golden.safetensors)");

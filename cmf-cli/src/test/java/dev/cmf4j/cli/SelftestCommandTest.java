@@ -24,6 +24,14 @@ class SelftestCommandTest {
     }
 
     /** The Embryo fixtures are CMF files with a float64 reference: checked as they are, golden and batch. */
+    /** {@code --ops} compares a GPU's operators with the CPU's: on the CPU itself it is a clear error, not an empty pass. */
+    @Test
+    void opsOnTheCpuSaysItNeedsAGpu() {
+        Run r = run("selftest", "--ops", "--device", "cpu");
+        assertThat(r.code()).isEqualTo(1);
+        assertThat(r.err()).contains("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda)");
+    }
+
     @Test
     void cpuPassesTheEmbryoGoldens() {
         Path embryo = Fixtures.require("embryo/embryo_a").getParent();

@@ -36,6 +36,12 @@ public interface Backend extends AutoCloseable {
     /** Told that model {@code label} runs on the host graph because {@code why} (a device notes it). */
     default void hostGraph(String label, String why) {}
 
+    /**
+     * Each of this device's operators against the CPU's on random inputs and shapes (as llama.cpp's test-backend-ops);
+     * empty for the CPU itself. {@code quick}: the small shapes only (an emulated device).
+     */
+    default java.util.List<OpResult> checkOperators(boolean quick) { return java.util.List.of(); }
+
     /** One-line notes from opening the device not yet shown (each is given once). */
     default List<String> takeNotes() { return List.of(); }
 

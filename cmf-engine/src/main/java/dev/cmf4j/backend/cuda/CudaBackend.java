@@ -37,6 +37,8 @@ public final class CudaBackend implements Backend {
 
     @Override public void hostGraph(String label, String why) { matmul.hostGraph(label, why); }
 
+    @Override public List<dev.cmf4j.backend.OpResult> checkOperators(boolean quick) { return OpCheck.run(matmul.context(), quick); }
+
     @Override public List<String> takeNotes() { return matmul.context().takeNotes(); }
 
     @Override public void close() { matmul.close(); }

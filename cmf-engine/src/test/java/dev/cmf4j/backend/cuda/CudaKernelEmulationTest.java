@@ -1029,6 +1029,18 @@ class CudaKernelEmulationTest {
     }
 
     /** Device copies of host arrays for one test, all freed at close; used on the context's owner thread. */
+    /** selftest --ops on the real kernels (products, embedding rows and the architecture kernels on emulated warps). */
+    @Test void operatorChecksPassOnTheRealKernels() {
+        emulateProducts(1);
+        try (CudaBackend gpu = new CudaBackend(ctx)) {
+            var results = gpu.checkOperators(true);
+            for (var r : results) System.out.printf("emulated op %s %s: error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound());
+            assertThat(results).allSatisfy(r -> assertThat(r.ok()).as(r.toString()).isTrue());
+        } finally {
+            emulateProducts(0);
+        }
+    }
+
     /**
      * ra_argmax_rows on emulated warps: each row's first largest value, with ties placed in other threads' shares and
      * warps, negative rows, a row whose maximum is its last element, and widths below and above the block.

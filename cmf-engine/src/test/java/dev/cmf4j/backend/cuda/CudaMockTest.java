@@ -544,6 +544,15 @@ class CudaMockTest {
         }
     }
 
+    /** selftest --ops through the mock's C twins: every operator check passes, and a wrong twin would fail its line. */
+    @Test void operatorChecksPassOnTheTwins() {
+        try (CudaBackend gpu = new CudaBackend(ctx)) {
+            var results = gpu.checkOperators(true);
+            assertThat(results).hasSizeGreaterThan(40);
+            assertThat(results).allSatisfy(r -> assertThat(r.ok()).as(r.toString()).isTrue());
+        }
+    }
+
     @Test void int8PrefillMatchesTheCpuWithAndWithoutKeptF16Copies() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8};

@@ -1,0 +1,252 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.OpResult;
+import dev.cmf4j.backend.cpu.RmsNorm;
+import dev.cmf4j.backend.cpu.Softmax;
+import dev.cmf4j.backend.cpu.VectorMath;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * The resident kernels one at a time against the CPU's operators on random inputs (llama.cpp's test-backend-ops):
+ * products of every weight kind, the standalone norm, activations, embedding rows, expert routing and greedy picks,
+ * each at a few shapes (odd widths, several tokens, the norm and residual variants). The error is the largest
+ * difference over the reference's largest magnitude.
+ */
+final class OpCheck {
+    private OpCheck() {}
+
+    /** Each kernel at its shapes ({@code quick}: the small ones, for an emulated device) on {@code ctx}'s GPU. */
+    static List<OpResult> run(CudaContext ctx, boolean quick) {
+        return ctx.call(() -> {
+            List<OpResult> out = new ArrayList<>();
+            try (Arena a = Arena.ofConfined(); Device d = new Device(ctx.driver(), a)) {
+                SplittableRandom r = new SplittableRandom(17);
+                int[][] products = quick ? new int[][] {{13, 64, 1}, {9, 30, 3}} : new int[][] {{13, 64, 1}, {9, 30, 3}, {4096, 4096, 1}, {1000, 2048, 8}};
+                for (int k = 0; k < 4; k++)
+                    for (int[] s : products)
+                        for (int variant = 0; variant < 2; variant++) out.add(matvec(ctx, d, a, r, k, s[0], s[1], s[2], variant == 1));
+                int[][] norms = quick ? new int[][] {{3, 7}, {2, 256}} : new int[][] {{3, 7}, {2, 256}, {64, 4096}};
+                for (int[] s : norms)
+                    for (int v = 0; v < 4; v++) out.add(rmsnorm(ctx, d, a, r, s[0], s[1], (v & 1) == 1, (v & 2) == 2));
+                for (int n : quick ? new int[] {5, 300} : new int[] {5, 300, 14336 * 8})
+                    for (Activation act : Activation.values()) out.add(gluAct(ctx, d, a, r, n, act));
+                for (int[] s : quick ? new int[][] {{3, 7}, {2, 1000}} : new int[][] {{3, 7}, {2, 1000}, {64, 128256}}) out.add(argmax(ctx, d, a, r, s[0], s[1]));
+                for (int[] s : new int[][] {{2, 8, 2}, {3, 128, 4}, {1, 32, 32}})
+                    for (int v = 0; v < 3; v++) out.add(route(ctx, d, a, r, s[0], s[1], s[2], v == 1, v == 2));
+                for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
+            }
+            return out;
+        });
+    }
+
+    private static final String[] KINDS = Kernels.KINDS;
+
+    /** y[t, r] = rs[r]·Σ_c W[r, c]·x'[t, c] (+ bias) (+ y when accumulating); x' the RMS-normalized x when normed. */
+    private static OpResult matvec(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int rows, int cols, int t,
+                                   boolean variant) {
+        float[] w = gauss(r, rows * cols, 0.5f), x = gauss(r, t * cols, 1f), bias = gauss(r, rows, 1f), y0 = gauss(r, t * rows, 1f);
+        float[] rs = kind == 3 ? uniform(r, rows, 0.001f, 0.01f) : null;
+        long dw;
+        switch (kind) {
+            case 0 -> dw = d.put(MemorySegment.ofArray(w));
+            case 1, 2 -> {
+                short[] h = new short[w.length];
+                for (int i = 0; i < w.length; i++) {
+                    h[i] = kind == 1 ? (short) (Float.floatToRawIntBits(w[i]) >>> 16) : Float.floatToFloat16(w[i]);
+                    w[i] = kind == 1 ? Float.intBitsToFloat((h[i] & 0xffff) << 16) : Float.float16ToFloat(h[i]);   // what the GPU reads
+                }
+                dw = d.put(MemorySegment.ofArray(h));
+            }
+            default -> {
+                byte[] q = new byte[w.length];
+                for (int i = 0; i < w.length; i++) { q[i] = (byte) Math.max(-127, Math.min(127, Math.round(w[i] * 100))); w[i] = q[i] * rs[i / cols]; }
+                dw = d.put(MemorySegment.ofArray(q));
+            }
+        }
+        long drs = rs == null ? 0 : d.put(MemorySegment.ofArray(rs)), dx = d.put(MemorySegment.ofArray(x)), dy = d.put(MemorySegment.ofArray(y0));
+        long db = variant ? d.put(MemorySegment.ofArray(bias)) : 0;
+        float eps = 1e-5f;
+        KernelSignature k = Kernels.matvec(KINDS[kind]);
+        d.cu.launch(k.load(ctx).fn(), ArgPack.gridX(rows), t, 1, 256, 1, 1, 0,
+                k.pack(a, dw, drs, 0L, db, dx, dy, rows, cols, variant ? 1 : 0, variant ? 1 : 0, variant ? eps : 0f));
+        float[] got = d.get(dy, t * rows);
+        double[] want = new double[t * rows];
+        for (int tt = 0; tt < t; tt++) {
+            double inv = 1;
+            if (variant) {
+                double ss = 0;
+                for (int c = 0; c < cols; c++) ss += (double) x[tt * cols + c] * x[tt * cols + c];
+                inv = 1 / Math.sqrt(ss / cols + eps);
+            }
+            for (int o = 0; o < rows; o++) {
+                double s = 0;
+                for (int c = 0; c < cols; c++) s += (double) w[o * cols + c] * x[tt * cols + c];
+                s *= inv;
+                if (variant) s += bias[o] + y0[tt * rows + o];
+                want[tt * rows + o] = s;
+            }
+        }
+        return result("matvec_" + KINDS[kind] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
+                error(got, want), 2e-6 * Math.sqrt(cols));
+    }
+
+    private static OpResult rmsnorm(CudaContext ctx, Device d, Arena a, SplittableRandom r, int rows, int dim, boolean offset,
+                                    boolean accumulate) {
+        float[] x = gauss(r, rows * dim, 2f), w = gauss(r, dim, 1f), y0 = gauss(r, rows * dim, 1f);
+        float eps = 1e-6f;
+        long dx = d.put(MemorySegment.ofArray(x)), dw = d.put(MemorySegment.ofArray(w)), dy = d.put(MemorySegment.ofArray(y0));
+        KernelSignature k = Kernels.RMSNORM;
+        d.cu.launch(k.load(ctx).fn(), rows, 1, 1, 256, 1, 1, 0, k.pack(a, dx, dw, dy, dim, eps, offset ? 1 : 0, accumulate ? 1 : 0));
+        float[] ref = new float[rows * dim];
+        for (int i = 0; i < rows; i++) RmsNorm.apply(x, i * dim, ref, i * dim, dim, w, offset, eps);
+        double[] want = new double[ref.length];
+        for (int i = 0; i < ref.length; i++) want[i] = ref[i] + (accumulate ? y0[i] : 0);
+        return result("rmsnorm" + (offset ? " offset" : "") + (accumulate ? " residual" : ""), rows + "x" + dim, error(d.get(dy, rows * dim), want), 1e-5);
+    }
+
+    private static OpResult gluAct(CudaContext ctx, Device d, Arena a, SplittableRandom r, int n, Activation act) {
+        float[] g = gauss(r, n, 3f), u = gauss(r, n, 1f);
+        long dg = d.put(MemorySegment.ofArray(g)), du = d.put(MemorySegment.ofArray(u)), dy = d.put(MemorySegment.ofArray(new float[n]));
+        KernelSignature k = Kernels.GLU_ACT;
+        d.cu.launch(k.load(ctx).fn(), (n + 255) / 256, 1, 1, 256, 1, 1, 0, k.pack(a, dg, du, dy, n, act.ordinal()));
+        double[] want = new double[n];
+        for (int i = 0; i < n; i++) want[i] = act.apply(g[i]) * u[i];
+        return result("glu_act " + act.name().toLowerCase(java.util.Locale.ROOT), Integer.toString(n), error(d.get(dy, n), want), 1e-5);
+    }
+
+    private static OpResult argmax(CudaContext ctx, Device d, Arena a, SplittableRandom r, int rows, int vocab) {
+        float[] l = gauss(r, rows * vocab, 1f);
+        for (int i = 0; i < rows; i++) l[i * vocab + r.nextInt(vocab)] = 50f;           // a tie with a later copy
+        l[(rows - 1) * vocab + vocab - 1] = 50f;
+        long dl = d.put(MemorySegment.ofArray(l)), dids = d.put(MemorySegment.ofArray(new int[rows]));
+        KernelSignature k = Kernels.ARGMAX_ROWS;
+        d.cu.launch(k.load(ctx).fn(), rows, 1, 1, 256, 1, 1, 0, k.pack(a, dl, dids, vocab));
+        int[] got = d.getInts(dids, rows);
+        int wrong = 0;
+        for (int i = 0; i < rows; i++) if (got[i] != VectorMath.argmaxScalar(l, i * vocab, vocab)) wrong++;
+        return result("argmax_rows", rows + "x" + vocab, wrong, 0);
+    }
+
+    /** Softmax over the experts then the top k (renormalized when normTopK), or the top k logits then their softmax. */
+    private static OpResult route(CudaContext ctx, Device d, Arena a, SplittableRandom r, int t, int experts, int topK,
+                                  boolean normTopK, boolean topKFirst) {
+        float[] l = gauss(r, t * experts, 2f);
+        long dl = d.put(MemorySegment.ofArray(l)), didx = d.put(MemorySegment.ofArray(new int[t * topK]));
+        long dwts = d.put(MemorySegment.ofArray(new float[t * topK]));
+        KernelSignature k = Kernels.MOE_ROUTE;
+        d.cu.launch(k.load(ctx).fn(), t, 1, 1, 32, 1, 1, 0, k.pack(a, dl, didx, dwts, experts, topK, normTopK ? 1 : 0, topKFirst ? 1 : 0));
+        int[] idx = d.getInts(didx, t * topK);
+        float[] wts = d.get(dwts, t * topK);
+        double[] want = new double[t * topK];
+        int wrongIds = 0;
+        for (int tt = 0; tt < t; tt++) {
+            float[] row = java.util.Arrays.copyOfRange(l, tt * experts, (tt + 1) * experts);
+            int[] top = new int[topK];
+            Softmax.topK(row, experts, topK, top);
+            float[] p = topKFirst ? new float[topK] : row.clone();
+            if (topKFirst) { for (int j = 0; j < topK; j++) p[j] = row[top[j]]; Softmax.apply(p, 0, topK); }
+            else Softmax.apply(p, 0, experts);
+            double sum = 0;
+            for (int j = 0; j < topK; j++) sum += topKFirst ? p[j] : p[top[j]];
+            for (int j = 0; j < topK; j++) {
+                if (idx[tt * topK + j] != top[j]) wrongIds++;
+                double v = topKFirst ? p[j] : p[top[j]];
+                want[tt * topK + j] = normTopK && !topKFirst ? v / sum : v;
+            }
+        }
+        return result("moe_route" + (topKFirst ? " topk-then-softmax" : normTopK ? " renormalized" : ""), t + "x" + experts + " top " + topK,
+                wrongIds > 0 ? Double.POSITIVE_INFINITY : error(wts, want), 1e-5);
+    }
+
+    private static OpResult embed(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int vocab, int cols, int t) {
+        float[] e = gauss(r, vocab * cols, 1f);
+        float[] rs = kind == 3 ? uniform(r, vocab, 0.001f, 0.01f) : null;
+        long de;
+        if (kind == 3) {
+            byte[] q = new byte[e.length];
+            for (int i = 0; i < e.length; i++) { q[i] = (byte) Math.max(-127, Math.min(127, Math.round(e[i] * 100))); e[i] = q[i] * rs[i / cols]; }
+            de = d.put(MemorySegment.ofArray(q));
+        } else de = d.put(MemorySegment.ofArray(e));
+        int[] ids = new int[t];
+        for (int i = 0; i < t; i++) ids[i] = r.nextInt(vocab);
+        long drs = rs == null ? 0 : d.put(MemorySegment.ofArray(rs)), dids = d.put(MemorySegment.ofArray(ids));
+        long dx = d.put(MemorySegment.ofArray(new float[t * cols]));
+        float scale = 1.5f;
+        KernelSignature k = Kernels.embed(KINDS[kind]);
+        d.cu.launch(k.load(ctx).fn(), t, 1, 1, 256, 1, 1, 0, k.pack(a, de, drs, 0L, dids, dx, cols, scale));
+        double[] want = new double[t * cols];
+        for (int i = 0; i < t; i++) for (int c = 0; c < cols; c++) want[i * cols + c] = e[ids[i] * cols + c] * scale;
+        return result("embed_" + KINDS[kind], vocab + "x" + cols + ", " + t + " ids", error(d.get(dx, t * cols), want), 1e-6);
+    }
+
+    private static OpResult result(String op, String shape, double error, double bound) { return new OpResult(op, shape, error, bound); }
+
+    /** max |got − want| / max |want| (the differences of an all-zero reference as they are). */
+    private static double error(float[] got, double[] want) {
+        double diff = 0, mag = 0;
+        for (int i = 0; i < want.length; i++) {
+            double dv = Math.abs(got[i] - want[i]);
+            diff = Double.isNaN(dv) ? Double.POSITIVE_INFINITY : Math.max(diff, dv);
+            mag = Math.max(mag, Math.abs(want[i]));
+        }
+        return mag == 0 ? diff : diff / mag;
+    }
+
+    private static float[] gauss(SplittableRandom r, int n, float scale) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = (float) (gaussian(r) * scale);
+        return v;
+    }
+
+    private static double gaussian(SplittableRandom r) {   // Box–Muller, from the seeded generator
+        return Math.sqrt(-2 * Math.log(1 - r.nextDouble())) * Math.cos(2 * Math.PI * r.nextDouble());
+    }
+
+    private static float[] uniform(SplittableRandom r, int n, float lo, float hi) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = lo + (hi - lo) * (float) r.nextDouble();
+        return v;
+    }
+
+    /** Device buffers of one check run (owner thread), freed together. */
+    private static final class Device implements AutoCloseable {
+        final CudaDriver cu;
+        private final Arena arena;
+        private final List<Long> owned = new ArrayList<>();
+
+        Device(CudaDriver cu, Arena arena) { this.cu = cu; this.arena = arena; }
+
+        long put(MemorySegment host) {
+            long n = Math.max(16, host.byteSize());
+            long p = cu.memAlloc(n);
+            owned.add(p);
+            MemorySegment staged = arena.allocate(n, 16);
+            staged.copyFrom(host);
+            cu.copyToDevice(p, staged, host.byteSize());
+            return p;
+        }
+
+        float[] get(long p, int n) {
+            cu.synchronize();
+            MemorySegment s = arena.allocate(4L * n, 4);
+            cu.copyToHost(s, p, 4L * n);
+            return s.toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        int[] getInts(long p, int n) {
+            cu.synchronize();
+            MemorySegment s = arena.allocate(4L * n, 4);
+            cu.copyToHost(s, p, 4L * n);
+            return s.toArray(ValueLayout.JAVA_INT);
+        }
+
+        @Override public void close() { for (long p : owned) cu.memFree(p); }
+    }
+}
