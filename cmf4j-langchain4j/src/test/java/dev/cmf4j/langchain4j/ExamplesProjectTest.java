@@ -36,6 +36,8 @@ class ExamplesProjectTest {
         assumeTrue(onPath("mvn"), "mvn is not on the PATH: the examples project cannot be built here");
         assertThat(Files.readString(root.resolve("examples/pom.xml"))).as("examples/pom.xml names this build's version")
                 .contains("<version>" + version + "</version>");
+        assertThat(Files.readString(root.resolve("README.md"))).as("README's Java example is examples/'s Hello.java")
+                .contains("```java\n" + Files.readString(root.resolve("examples/src/main/java/example/Hello.java")) + "```\n");
 
         Path repo = tmp.resolve("repo");
         install(root.resolve("pom.xml"), null, repo, "cmf4j-parent", version);
