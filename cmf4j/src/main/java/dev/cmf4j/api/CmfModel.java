@@ -33,7 +33,8 @@ public final class CmfModel implements AutoCloseable {
     private final Model model;
     private final Backend backend;
     private final WorkerPool ownPool;
-    private final TextCodec codec;
+    private final TextCodec codec;   // null for a file without a tokenizer: ids only
+    private final Set<Integer> eos;
     private final Scheduler scheduler;
     private final int contextLength;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -43,7 +44,9 @@ public final class CmfModel implements AutoCloseable {
         this.model = model;
         this.backend = backend;
         this.ownPool = ownPool;
-        this.codec = TextCodec.of(model.file());
+        this.codec = model.file().vocab().isPresent() ? TextCodec.of(model.file()) : null;
+        var tc = model.file().header().tokenizerConfig();
+        this.eos = codec != null ? codec.eosIds() : tc == null || tc.eosTokenIds() == null ? Set.of() : Set.copyOf(tc.eosTokenIds());
         this.contextLength = Math.min(o.contextLength() == 0 ? 4096 : o.contextLength(), model.spec().maxPositions());
         this.scheduler = new Scheduler(model.graph(), codec, Scheduler.Config.of(o.parallel(), contextLength, o.maxQueue()));
     }
@@ -58,6 +61,7 @@ public final class CmfModel implements AutoCloseable {
      * @throws InferenceException an id outside the vocabulary, a prompt that fills the context, the model closed, ...
      */
     public Reply generate(int[] prompt, Sampling sampling, IntConsumer onToken) {
+        if (prompt == null) throw new InferenceException(InferenceException.Kind.BAD_INPUT, "the prompt is null");
         return new Run(this, false).run(request(prompt, sampling, null), null, onToken == null ? id -> {} : onToken);
     }
 
@@ -68,11 +72,18 @@ public final class CmfModel implements AutoCloseable {
         return new Run(this, false).run(request(ids, sampling, null), onText, null);
     }
 
-    /** Text to ids with the tokenizer's own special tokens (as {@code cmf tokenize --special}). */
-    public int[] tokenize(String text) { return codec.encode(text); }
+    /**
+     * Text to ids with the tokenizer's own special tokens (as {@code cmf tokenize --special}).
+     *
+     * @throws InferenceException (BAD_INPUT) when the file carries no tokenizer
+     */
+    public int[] tokenize(String text) { return codec().encode(text); }
 
     /** Ids to text (special tokens shown). */
-    public String detokenize(int[] ids) { return codec.decode(ids); }
+    public String detokenize(int[] ids) { return codec().decode(ids); }
+
+    /** Whether the file carries a tokenizer (and so text in and out, chat and templates); without one, ids only. */
+    public boolean hasTokenizer() { return codec != null; }
 
     /** Positions one conversation may hold, prompt and reply together. */
     public int contextLength() { return contextLength; }
@@ -100,16 +111,20 @@ public final class CmfModel implements AutoCloseable {
 
     Scheduler scheduler() { return scheduler; }
 
-    TextCodec codec() { return codec; }
+    TextCodec codec() {
+        if (codec == null) throw new InferenceException(InferenceException.Kind.BAD_INPUT, name
+                + " carries no tokenizer: text and chat need one; use generate(int[] ids, ...)");
+        return codec;
+    }
 
     GenerationRequest request(int[] prompt, Sampling s, dev.cmf4j.runtime.JsonConstraint json) {
         if (prompt == null || prompt.length == 0) throw new InferenceException(InferenceException.Kind.BAD_INPUT, "the prompt is empty: at least one token is needed");
         int room = contextLength - prompt.length;
         int max = s.maxTokens() == 0 ? Math.max(room, 0) : s.maxTokens();
         SamplingParams p = new SamplingParams(s.temperature(), s.topK(), s.topP(), s.minP(), s.repetitionPenalty(), 0f, s.seed());
-        Set<Integer> eos = s.ignoreEos() && json == null ? Set.of() : codec.eosIds();
+        if (codec == null && (json != null || !s.stops().isEmpty())) codec();   // stops and JSON are text
         try {
-            return new GenerationRequest(prompt, max, p, eos, s.stops(), s.presencePenalty(), s.frequencyPenalty(), Map.of(), -1, null,
+            return new GenerationRequest(prompt, max, p, s.ignoreEos() && json == null ? Set.of() : eos, s.stops(), s.presencePenalty(), s.frequencyPenalty(), Map.of(), -1, null,
                     c -> {}, json);
         } catch (dev.cmf4j.runtime.GenerationException e) {
             throw new InferenceException(InferenceException.Kind.BAD_INPUT, e.getMessage(), e);

@@ -5,7 +5,8 @@ import java.util.List;
 /**
  * A finished reply.
  *
- * @param text         the generated text (tool-call blocks taken out when the chat has tools)
+ * @param text         the generated text (tool-call blocks taken out when the chat has tools; empty for a model
+ *                     without a tokenizer)
  * @param toolCalls    the calls the model asked for, in order (empty when none)
  * @param tokens       the generated ids (an end-of-sequence id not included)
  * @param finish       why it ended
