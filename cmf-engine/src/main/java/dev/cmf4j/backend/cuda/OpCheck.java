@@ -15,7 +15,8 @@ import java.util.SplittableRandom;
 
 /**
  * The resident kernels one at a time against the CPU's operators on random inputs (llama.cpp's test-backend-ops):
- * products of every weight kind, the standalone norm, activations, embedding rows, expert routing and greedy picks,
+ * products of every weight kind, the standalone norm, activations, prefill attention (windows, sinks, tensor cores),
+ * embedding rows, expert routing and greedy picks,
  * each at a few shapes (odd widths, several tokens, the norm and residual variants). The error is the largest
  * difference over the reference's largest magnitude.
  */
@@ -40,6 +41,13 @@ final class OpCheck {
                 for (int[] s : quick ? new int[][] {{3, 7}, {2, 1000}} : new int[][] {{3, 7}, {2, 1000}, {64, 128256}}) out.add(argmax(ctx, d, a, r, s[0], s[1]));
                 for (int[] s : new int[][] {{2, 8, 2}, {3, 128, 4}, {1, 32, 32}})
                     for (int v = 0; v < 3; v++) out.add(route(ctx, d, a, r, s[0], s[1], s[2], v == 1, v == 2));
+                // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks}
+                int[][] attn = {{64, 4, 2, 5, 3, 0, 0}, {128, 2, 1, 17, 10, 8, 1}, {256, 2, 2, 3, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1}};
+                boolean tensorCores = ResidentForward.tensorCoreAttention(ctx.info().ccMajor());
+                for (int[] s : attn)
+                    for (boolean tc : new boolean[] {false, true})
+                        if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < ResidentForward.PREFILL_TC_BUCKETS))
+                            out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
             return out;
@@ -163,6 +171,45 @@ final class OpCheck {
         }
         return result("moe_route" + (topKFirst ? " topk-then-softmax" : normTopK ? " renormalized" : ""), t + "x" + experts + " top " + topK,
                 wrongIds > 0 ? Double.POSITIVE_INFINITY : error(wts, want), 1e-5);
+    }
+
+    /**
+     * Causal attention of a prompt chunk over the cache (GQA; keys p − window < j ≤ p with a window; a sink logit per head
+     * joining the softmax's denominator), against the same in double precision.
+     */
+    private static OpResult prefillAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
+                                             int t, int pos0, int window, boolean sinks, boolean tc) {
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads;
+        float scale = (float) (1 / Math.sqrt(hd));
+        float[] q = gauss(r, t * heads * hd, 1f), kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
+        float[] sink = gauss(r, heads, 1f);
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(kc)), dv = d.put(MemorySegment.ofArray(vc));
+        long dout = d.put(MemorySegment.ofArray(new float[t * heads * hd])), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
+        long dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
+        int dim = ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
+        KernelSignature k = tc ? Kernels.prefillTensorCores(dim) : Kernels.prefill(dim);
+        int[] grid = ResidentForward.prefillGrid(t, heads, kvHeads, hd, tc);
+        d.cu.launch(k.load(ctx).fn(), grid[0], grid[1], 1, 128, 1, 1, 0,
+                k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks));
+        double[] want = new double[t * heads * hd];
+        for (int tt = 0; tt < t; tt++)
+            for (int h = 0; h < heads; h++) {
+                int p = pos0 + tt, first = window > 0 && p >= window ? p - window + 1 : 0, g = h / group;
+                double[] s = new double[p + 1];
+                double max = sinks ? sink[h] : Double.NEGATIVE_INFINITY;
+                for (int j = first; j <= p; j++) {
+                    double dot = 0;
+                    for (int c = 0; c < hd; c++) dot += (double) q[(tt * heads + h) * hd + c] * kc[j * kvDim + g * hd + c];
+                    s[j] = dot * scale;
+                    max = Math.max(max, s[j]);
+                }
+                double sum = sinks ? Math.exp(sink[h] - max) : 0;
+                for (int j = first; j <= p; j++) sum += s[j] = Math.exp(s[j] - max);
+                for (int j = first; j <= p; j++)
+                    for (int c = 0; c < hd; c++) want[(tt * heads + h) * hd + c] += s[j] / sum * vc[j * kvDim + g * hd + c];
+            }
+        return result("attn_prefill" + (tc ? "_tc" : "") + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
+                "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, error(d.get(dout, t * heads * hd), want), 1e-5);
     }
 
     private static OpResult embed(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int vocab, int cols, int t) {
