@@ -15,7 +15,8 @@ import java.util.SplittableRandom;
 
 /**
  * The resident kernels one at a time against the CPU's operators on random inputs (llama.cpp's test-backend-ops):
- * products of every weight kind, the standalone norm, activations, prefill attention (windows, sinks, tensor cores),
+ * products of every weight kind, the standalone norm, activations, prefill and decode attention (windows, sinks, tensor
+ * cores; the decode step's q/k norm, rope and KV append),
  * embedding rows, expert routing and greedy picks,
  * each at a few shapes (odd widths, several tokens, the norm and residual variants). The error is the largest
  * difference over the reference's largest magnitude.
@@ -48,6 +49,10 @@ final class OpCheck {
                     for (boolean tc : new boolean[] {false, true})
                         if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < ResidentForward.PREFILL_TC_BUCKETS))
                             out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc));
+                // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits}
+                int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
+                        {40, 6, 3, 100, 0, 1, 0, 40, 32}};
+                for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8]));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
             return out;
@@ -195,21 +200,98 @@ final class OpCheck {
         for (int tt = 0; tt < t; tt++)
             for (int h = 0; h < heads; h++) {
                 int p = pos0 + tt, first = window > 0 && p >= window ? p - window + 1 : 0, g = h / group;
-                double[] s = new double[p + 1];
-                double max = sinks ? sink[h] : Double.NEGATIVE_INFINITY;
-                for (int j = first; j <= p; j++) {
-                    double dot = 0;
-                    for (int c = 0; c < hd; c++) dot += (double) q[(tt * heads + h) * hd + c] * kc[j * kvDim + g * hd + c];
-                    s[j] = dot * scale;
-                    max = Math.max(max, s[j]);
-                }
-                double sum = sinks ? Math.exp(sink[h] - max) : 0;
-                for (int j = first; j <= p; j++) sum += s[j] = Math.exp(s[j] - max);
-                for (int j = first; j <= p; j++)
-                    for (int c = 0; c < hd; c++) want[(tt * heads + h) * hd + c] += s[j] / sum * vc[j * kvDim + g * hd + c];
+                attend(q, (tt * heads + h) * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN,
+                        want, (tt * heads + h) * hd);
             }
         return result("attn_prefill" + (tc ? "_tc" : "") + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, error(d.get(dout, t * heads * hd), want), 1e-5);
+    }
+
+    /**
+     * One decode step of attention as r_attn_partial runs it: the q and k rows normed (0 none, 1 w·x, 2 (1+w)·x) and
+     * roped at p, key p's k and v appended to the caches, then the split keys' partials merged: the output and the
+     * appended rows against the same in double precision.
+     */
+    private static OpResult decodeAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
+                                            int p, int window, boolean sinks, int norm, int rot, int splits) {
+        int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads;
+        float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1.125f, eps = 1e-5f;
+        float[] kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
+        float[] q = gauss(r, heads * hd, 1.5f), k = gauss(r, kvDim, 1.5f), v = gauss(r, kvDim, 1f);
+        float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), sink = gauss(r, heads, 1f);
+        float[] invFreq = new float[Math.max(1, rot / 2)];
+        for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
+        long dkc = d.put(MemorySegment.ofArray(kc)), dvc = d.put(MemorySegment.ofArray(vc));
+        long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
+        long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {p}));
+        long dpm = d.put(MemorySegment.ofArray(new float[heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[heads * splits]));
+        long dacc = d.put(MemorySegment.ofArray(new float[heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[heads]));
+        long dout = d.put(MemorySegment.ofArray(new float[heads * hd])), dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
+        KernelSignature kern = Kernels.ATTN_PARTIAL;
+        d.cu.launch(kern.load(ctx).fn(), heads, 1, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw, norm > 0 ? 1 : 0,
+                norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
+                window, dout, ddone, dsinks));
+        float[] got = d.get(dout, heads * hd), kcGot = d.get(dkc, ctxLen * kvDim), vcGot = d.get(dvc, ctxLen * kvDim);
+        double appended = 0, appendedMag = 0;
+        for (int g = 0; g < kvHeads; g++) {
+            double[] kr = normRope(k, g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
+            for (int c = 0; c < hd; c++) {
+                int i = p * kvDim + g * hd + c;
+                appended = Math.max(appended, Math.max(Math.abs(kcGot[i] - kr[c]), Math.abs(vcGot[i] - v[g * hd + c])));
+                appendedMag = Math.max(appendedMag, Math.abs(kr[c]));
+                kc[i] = (float) kr[c];
+                vc[i] = v[g * hd + c];
+            }
+        }
+        float[] qr = new float[heads * hd];
+        for (int h = 0; h < heads; h++) {
+            double[] x = normRope(q, h * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p);
+            for (int c = 0; c < hd; c++) qr[h * hd + c] = (float) x[c];
+        }
+        double[] want = new double[heads * hd];
+        int first = window > 0 && p >= window ? p - window + 1 : 0;
+        for (int h = 0; h < heads; h++)
+            attend(qr, h * hd, kc, vc, kvDim, (h / group) * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN, want, h * hd);
+        double err = Math.max(error(got, want), appended / Math.max(1e-30, appendedMag));
+        return result("attn_decode" + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (rot < hd ? " partial rope" : "")
+                + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
+                "hd " + hd + ", " + heads + "/" + kvHeads + " heads, key " + p + ", " + splits + " splits", err, 1e-5);
+    }
+
+    /** Row x[off, off + hd) normed (0 none, 1 w·x, 2 (1 + w)·x; RMS with eps) then rotate_half-roped at p, in double. */
+    private static double[] normRope(float[] x, int off, int hd, int norm, float[] w, float eps, float[] invFreq, int rot,
+                                     float ropeScale, int p) {
+        double[] b = new double[hd], o = new double[hd];
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += (double) x[off + i] * x[off + i];
+        double inv = 1 / Math.sqrt(ss / hd + eps);
+        for (int i = 0; i < hd; i++) b[i] = norm == 0 ? x[off + i] : (norm == 1 ? w[i] : 1 + w[i]) * (x[off + i] * inv);
+        int half = rot / 2;
+        for (int i = 0; i < hd; i++) {
+            if (i >= rot) { o[i] = b[i]; continue; }
+            int j = i < half ? i : i - half;
+            double angle = (float) ((float) p * invFreq[j]), c = Math.cos(angle) * ropeScale, s = Math.sin(angle) * ropeScale;
+            o[i] = i < half ? b[i] * c - b[i + half] * s : b[i] * c + b[j] * s;
+        }
+        return o;
+    }
+
+    /** out[oOff..] += softmax(scale·q·k_j for first ≤ j ≤ p, with the sink's logit in the denominator unless NaN)·v. */
+    private static void attend(float[] q, int qOff, float[] kc, float[] vc, int kvDim, int kvOff, int hd, int first, int p,
+                               float scale, double sink, double[] out, int oOff) {
+        double[] s = new double[p + 1];
+        double max = Double.isNaN(sink) ? Double.NEGATIVE_INFINITY : sink;
+        for (int j = first; j <= p; j++) {
+            double dot = 0;
+            for (int c = 0; c < hd; c++) dot += (double) q[qOff + c] * kc[j * kvDim + kvOff + c];
+            s[j] = dot * scale;
+            max = Math.max(max, s[j]);
+        }
+        double sum = Double.isNaN(sink) ? 0 : Math.exp(sink - max);
+        for (int j = first; j <= p; j++) sum += s[j] = Math.exp(s[j] - max);
+        for (int j = first; j <= p; j++)
+            for (int c = 0; c < hd; c++) out[oOff + c] += s[j] / sum * vc[j * kvDim + kvOff + c];
     }
 
     private static OpResult embed(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int vocab, int cols, int t) {
