@@ -33,7 +33,7 @@ final class Run {
     private final CmfModel model;
     private final LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
     private final boolean parseTools;
-    private Scheduler.Ticket ticket;
+    private volatile Scheduler.Ticket ticket;   // set on the caller's thread, cancelled from a subscriber's
 
     Run(CmfModel model, boolean parseTools) {
         this.model = model;
