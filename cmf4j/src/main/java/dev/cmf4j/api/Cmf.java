@@ -8,6 +8,8 @@ import dev.cmf4j.backend.cpu.kernel.WorkerPool;
 import dev.cmf4j.backend.cuda.DeviceChoice;
 import dev.cmf4j.format.CmfException;
 import dev.cmf4j.hub.Hub;
+import dev.cmf4j.hub.HubException;
+import dev.cmf4j.hub.HubUri;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.model.ModelException;
 
@@ -73,10 +75,23 @@ public final class Cmf {
      * Opens a model by path or by Hugging Face address: {@code hf://ORG/REPO[@REV]} is downloaded into the Hugging Face
      * cache and converted once at {@link ModelOptions#quant()} (as {@code cmf pull}; {@code HF_TOKEN},
      * {@code HF_HUB_OFFLINE} and {@code HF_ENDPOINT} apply), then opened; anything else is a file path.
+     *
+     * @throws InferenceException (BAD_INPUT) for a malformed {@code hf://} address; (DOWNLOAD) when the Hub refuses,
+     *                            cannot be reached with nothing cached, or a file fails its checks
      */
     public static CmfModel open(String model, ModelOptions options) {
-        if (model.startsWith("hf://")) {
-            Path cmf = Hub.resolveModel(model, options.quant(), options.progress());
+        if (HubUri.isHubUri(model)) {
+            try {
+                HubUri.parse(model);
+            } catch (RuntimeException e) {
+                throw new InferenceException(InferenceException.Kind.BAD_INPUT, e.getMessage(), e);
+            }
+            Path cmf;
+            try {
+                cmf = Hub.resolveModel(model, options.quant(), options.progress());
+            } catch (HubException e) {
+                throw new InferenceException(InferenceException.Kind.DOWNLOAD, e.getMessage(), e);
+            }
             return open(cmf, options);
         }
         return open(Path.of(model), options);

@@ -18,6 +18,8 @@ public final class InferenceException extends RuntimeException {
         CANCELLED,
         /** The engine failed on this generation (others went on). */
         FAILED,
+        /** An {@code hf://} model could not be downloaded or converted (the message says why). */
+        DOWNLOAD,
         /** The engine cannot do what was asked yet (e.g. skills). */
         UNSUPPORTED
     }

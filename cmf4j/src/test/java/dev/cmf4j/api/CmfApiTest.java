@@ -204,6 +204,9 @@ class CmfApiTest {
         assertThatThrownBy(() -> Cmf.open(file, ModelOptions.defaults().withSkill("code")))
                 .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.UNSUPPORTED))
                 .hasMessageContaining("skill 'code'");
+        assertThatThrownBy(() -> Cmf.open("hf://org/bad--name", ModelOptions.defaults()))
+                .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.BAD_INPUT))
+                .hasMessageContaining("not a valid Hub name");
         assertThatThrownBy(() -> Cmf.open(file.resolveSibling("missing.cmf")))
                 .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.BAD_INPUT))
                 .hasMessageContaining("no such model file");
