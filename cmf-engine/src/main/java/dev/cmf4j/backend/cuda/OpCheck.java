@@ -16,7 +16,7 @@ import java.util.SplittableRandom;
 /**
  * The resident kernels one at a time against the CPU's operators on random inputs (llama.cpp's test-backend-ops):
  * products of every weight kind, the standalone norm, activations, prefill and decode attention (windows, sinks, tensor
- * cores; the decode step's q/k norm, rope and KV append),
+ * cores; the decode step's q/k norm, rope and KV append, one sequence and a batch of them),
  * embedding rows, expert routing and greedy picks,
  * each at a few shapes (odd widths, several tokens, the norm and residual variants). The error is the largest
  * difference over the reference's largest magnitude.
@@ -53,6 +53,9 @@ final class OpCheck {
                 int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
                         {40, 6, 3, 100, 0, 1, 0, 40, 32}};
                 for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8]));
+                // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits}
+                for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3}, {64, 4, 2, 9, 12, 1, 2, 2}})
+                    out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7]));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
             return out;
@@ -257,6 +260,64 @@ final class OpCheck {
         return result("attn_decode" + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (rot < hd ? " partial rope" : "")
                 + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, key " + p + ", " + splits + " splits", err, 1e-5);
+    }
+
+    /**
+     * One decode step of several sequences (r_attn_rows): row i is its own sequence's token at its own position over
+     * its own caches (found through per-row address tables), normed, roped and appended as in {@link #decodeAttention}.
+     */
+    private static OpResult decodeRows(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
+                                       int rows, int window, boolean sinks, int norm, int splits) {
+        int kvDim = kvHeads * hd, group = heads / kvHeads;
+        float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1f, eps = 1e-6f;
+        float[] q = gauss(r, rows * heads * hd, 1.5f), k = gauss(r, rows * kvDim, 1.5f), v = gauss(r, rows * kvDim, 1f);
+        float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), sink = gauss(r, heads, 1f);
+        float[] invFreq = new float[hd / 2];
+        for (int i = 0; i < hd / 2; i++) invFreq[i] = (float) Math.pow(500000, -2.0 * i / hd);
+        int[] pos = new int[rows];
+        float[][] kc = new float[rows][], vc = new float[rows][];
+        long[] dkc = new long[rows], dvc = new long[rows];
+        for (int i = 0; i < rows; i++) {
+            pos[i] = 3 + 7 * i;
+            kc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
+            vc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
+            dkc[i] = d.put(MemorySegment.ofArray(kc[i]));
+            dvc[i] = d.put(MemorySegment.ofArray(vc[i]));
+        }
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
+        long dkcs = d.put(MemorySegment.ofArray(dkc)), dvcs = d.put(MemorySegment.ofArray(dvc)), dpos = d.put(MemorySegment.ofArray(pos));
+        long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
+        long dinv = d.put(MemorySegment.ofArray(invFreq)), dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
+        long dpm = d.put(MemorySegment.ofArray(new float[rows * heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[rows * heads * splits]));
+        long dacc = d.put(MemorySegment.ofArray(new float[rows * heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[rows * heads]));
+        long dout = d.put(MemorySegment.ofArray(new float[rows * heads * hd]));
+        KernelSignature kern = Kernels.ATTN_ROWS;
+        d.cu.launch(kern.load(ctx).fn(), heads, rows, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkcs, dvcs, dqw, dkw, norm > 0 ? 1 : 0,
+                norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, hd, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
+                window, dout, ddone, dsinks));
+        float[] got = d.get(dout, rows * heads * hd);
+        double[] want = new double[rows * heads * hd];
+        for (int i = 0; i < rows; i++) {
+            int p = pos[i];
+            for (int g = 0; g < kvHeads; g++) {
+                double[] kr = normRope(k, i * kvDim + g * hd, hd, norm, kw, eps, invFreq, hd, ropeScale, p);
+                for (int c = 0; c < hd; c++) {
+                    kc[i][p * kvDim + g * hd + c] = (float) kr[c];
+                    vc[i][p * kvDim + g * hd + c] = v[i * kvDim + g * hd + c];
+                }
+            }
+            int first = window > 0 && p >= window ? p - window + 1 : 0;
+            for (int h = 0; h < heads; h++) {
+                float[] qr = new float[hd];
+                double[] x = normRope(q, (i * heads + h) * hd, hd, norm, qw, eps, invFreq, hd, ropeScale, p);
+                for (int c = 0; c < hd; c++) qr[c] = (float) x[c];
+                attend(qr, 0, kc[i], vc[i], kvDim, (h / group) * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN, want,
+                        (i * heads + h) * hd);
+            }
+        }
+        return result("attn_rows" + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (window > 0 ? " window" : "")
+                + (sinks ? " sinks" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + rows + " rows, " + splits + " splits",
+                error(got, want), 1e-5);
     }
 
     /** Row x[off, off + hd) normed (0 none, 1 w·x, 2 (1 + w)·x; RMS with eps) then rotate_half-roped at p, in double. */
