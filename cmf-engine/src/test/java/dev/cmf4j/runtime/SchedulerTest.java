@@ -194,6 +194,12 @@ class SchedulerTest {
             assertThatThrownBy(() -> s.submit(GenerationRequest.of(new int[512], 4, SamplingParams.GREEDY, Set.of(), new Collect())))
                     .isInstanceOf(GenerationException.ContextLimit.class);
             Collect running = new Collect(), waiting = new Collect();
+            // the running request holds the loop in its first token until the queue is checked: it cannot end early
+            // (an end-of-sequence, a slow machine) and hand its place to the waiting one first
+            CountDownLatch hold = new CountDownLatch(1);
+            running.onToken = id -> {
+                try { hold.await(60, TimeUnit.SECONDS); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
+            };
             var a = s.submit(GenerationRequest.of(codec.encode("The"), 400, SamplingParams.GREEDY, Set.of(), running));
             assertThat(running.started.await(30, TimeUnit.SECONDS)).isTrue();
             var b = s.submit(GenerationRequest.of(codec.encode("The"), 400, SamplingParams.GREEDY, Set.of(), waiting));
@@ -203,6 +209,7 @@ class SchedulerTest {
             assertThat(s.live()).extracting(Scheduler.SequenceInfo::state).contains("waiting");
             b.cancel();
             a.cancel();
+            hold.countDown();
             assertThat(running.await().finish()).isEqualTo(Completion.Finish.CANCELLED);
             try (Scheduler noQueue = scheduler(1, 0)) {   // a free place takes a request even with no queue
                 Collect alone = new Collect();
