@@ -33,10 +33,11 @@ class ServerLimitsTest {
 
     @AfterAll static void stop() { if (s != null) s.close(); }
 
-    /** A long generation: the end-of-sequence id banned, so only the budget, a cancel or the timeout ends it. */
+    /** A long generation: every end-of-sequence id banned, so only the budget, a cancel or the timeout ends it. */
     static Map<String, Object> endless(ServerFixture f, boolean stream) {
-        return Map.of("prompt", "The", "max_tokens", 1000, "stream", stream,
-                "logit_bias", Map.of(String.valueOf(f.model.codec().eosIds().iterator().next()), -100));
+        Map<String, Integer> noEos = new java.util.HashMap<>();
+        for (int id : f.model.codec().eosIds()) noEos.put(String.valueOf(id), -100);
+        return Map.of("prompt", "The", "max_tokens", 1000, "stream", stream, "logit_bias", noEos);
     }
 
     static int status(String field) throws Exception { return ServerFixture.json(s.get("/status")).get(field).asInt(); }
