@@ -321,7 +321,7 @@ final class OpCheck {
     }
 
     /** Row x[off, off + hd) normed (0 none, 1 w·x, 2 (1 + w)·x; RMS with eps) then rotate_half-roped at p, in double. */
-    private static double[] normRope(float[] x, int off, int hd, int norm, float[] w, float eps, float[] invFreq, int rot,
+    static double[] normRope(float[] x, int off, int hd, int norm, float[] w, float eps, float[] invFreq, int rot,
                                      float ropeScale, int p) {
         double[] b = new double[hd], o = new double[hd];
         double ss = 0;

@@ -681,7 +681,7 @@ class CudaKernelEmulationTest {
             // the caches: row p is key p's normed, roped k row and its v row; every other row as before
             float[] kcWant = kc.clone(), q = new float[heads * hd];
             for (int g = 0; g < kvHeads; g++) {
-                double[] kr = normRope(ks[st], g * hd, hd, kNorm, kw, eps, invFreq, rot, ropeScale, p);
+                double[] kr = OpCheck.normRope(ks[st], g * hd, hd, kNorm, kw, eps, invFreq, rot, ropeScale, p);
                 for (int c = 0; c < hd; c++) {
                     int i = p * kvDim + g * hd + c;
                     assertThat((double) kcAfter[st][i]).as("%s step %d: appended k, kv head %d, column %d", shape, st, g, c)
@@ -699,7 +699,7 @@ class CudaKernelEmulationTest {
                             .isEqualTo(Float.floatToRawIntBits(vc[i]));
                 }
             for (int h = 0; h < heads; h++) {
-                double[] qr = normRope(qs[st], h * hd, hd, qNorm, qw, eps, invFreq, rot, ropeScale, p);
+                double[] qr = OpCheck.normRope(qs[st], h * hd, hd, qNorm, qw, eps, invFreq, rot, ropeScale, p);
                 for (int c = 0; c < hd; c++) q[h * hd + c] = (float) qr[c];
             }
             int first = window > 0 && p >= window ? p - window + 1 : 0;
@@ -714,24 +714,6 @@ class CudaKernelEmulationTest {
             }
         }
         System.out.printf("emulated decode attention %s: max|Δ| %.3g%n", shape, worst);
-    }
-
-    /** Row x[off..off+hd) normed (0 none, 1 w·x, 2 (1+w)·x; RMS with eps) then rotate_half-roped at p, in double. */
-    private static double[] normRope(float[] x, int off, int hd, int norm, float[] w, float eps, float[] invFreq, int rot,
-                                     float ropeScale, int p) {
-        double[] b = new double[hd], o = new double[hd];
-        double ss = 0;
-        for (int i = 0; i < hd; i++) ss += (double) x[off + i] * x[off + i];
-        double inv = 1 / Math.sqrt(ss / hd + eps);
-        for (int i = 0; i < hd; i++) b[i] = norm == 0 ? x[off + i] : norm == 1 ? w[i] * (x[off + i] * inv) : (1 + w[i]) * (x[off + i] * inv);
-        int half = rot / 2;
-        for (int i = 0; i < hd; i++) {
-            if (i >= rot) { o[i] = b[i]; continue; }
-            int j = i < half ? i : i - half;
-            double a = (double) (float) ((float) p * invFreq[j]), c = Math.cos(a) * ropeScale, s = Math.sin(a) * ropeScale;
-            o[i] = i < half ? b[i] * c - b[i + half] * s : b[i] * c + b[j] * s;
-        }
-        return o;
     }
 
     /**
