@@ -65,6 +65,26 @@ public final class SelftestCommand implements Callable<Integer> {
             + " and shapes (needs a GPU: --device cuda; no fixtures)")
     boolean ops;
 
+    @Option(names = "--o1-golden", paramLabel = "FILE.json",
+            description = "run the streaming --o1 (Nystrom) kernel over a golden of the format of fixtures/o1 and print the"
+                    + " max error per output set (exit 1 past max 1e-3 / mean 1e-4 over the decode rows)")
+    Path o1Golden;
+
+    /** {@code --o1-golden}: one line per output set, exit 1 when any is outside the golden README's bounds. */
+    private int checkO1Golden(PrintWriter out) throws java.io.IOException {
+        var g = dev.cmf4j.backend.cpu.NystromGolden.load(o1Golden);
+        out.println("o1 golden " + o1Golden + ": " + g.describe());
+        int failed = 0;
+        for (var e : g.check()) {
+            if (!e.ok()) failed++;
+            out.printf(java.util.Locale.ROOT, "%-4s %-10s max|d| %.3g (tol %.0e)  mean|d| %.3g (tol %.0e)%n", e.ok() ? "ok" : "FAIL",
+                    e.set(), e.max(), dev.cmf4j.backend.cpu.NystromGolden.MAX_TOL, e.mean(), dev.cmf4j.backend.cpu.NystromGolden.MEAN_TOL);
+        }
+        out.println("selftest --o1-golden: 2 checks, " + failed + " failed");
+        out.flush();
+        return failed == 0 ? 0 : 1;
+    }
+
     /** {@code --ops}: one line per operator and shape, exit 1 when any is outside its bound. */
     private int checkOperators(PrintWriter out, PrintWriter err) {
         try (Backend dev = device.open(err)) {
@@ -90,6 +110,7 @@ public final class SelftestCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
         if (ops) return checkOperators(out, err);
+        if (o1Golden != null) return checkO1Golden(out);
         Path fx = fixtures != null ? fixtures : System.getenv("CMF_FIXTURES") != null ? Path.of(System.getenv("CMF_FIXTURES")) : null;
         if (fx == null || !Files.isDirectory(fx.resolve("models")))
             throw new IllegalArgumentException("no fixtures: pass --fixtures DIR (a folder holding models/NAME/golden.safetensors)");

@@ -40,4 +40,24 @@ class SelftestCommandTest {
         assertThat(r.out()).contains("selftest: 4 checks, 0 failed");
         assertThat(r.out()).containsPattern("ok +embryo_a +f32 vs golden").containsPattern("ok +embryo_c +batch of 8");
     }
+
+    /** {@code --o1-golden}: the streaming kernel within the README bounds; a golden whose outputs were moved fails. */
+    @Test
+    void o1GoldenPassesAndAMovedOutputFails(@org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path golden = Fixtures.require("o1/nystrom_golden.json");
+        Run r = run("selftest", "--o1-golden", golden.toString());
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        assertThat(r.out()).containsPattern("ok +out +max").containsPattern("ok +out_sink0 +max")
+                .contains("selftest --o1-golden: 2 checks, 0 failed");
+
+        var mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+        var json = (com.fasterxml.jackson.databind.node.ObjectNode) mapper.readTree(golden.toFile());
+        var row = (com.fasterxml.jackson.databind.node.ArrayNode) json.get("out").get(80);
+        row.set(3, row.get(3).asDouble() + 0.01);
+        Path moved = tmp.resolve("moved.json");
+        mapper.writeValue(moved.toFile(), json);
+        r = run("selftest", "--o1-golden", moved.toString());
+        assertThat(r.code()).isEqualTo(1);
+        assertThat(r.out()).containsPattern("FAIL +out +max").containsPattern("ok +out_sink0").contains("2 checks, 1 failed");
+    }
 }
