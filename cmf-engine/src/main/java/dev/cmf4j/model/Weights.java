@@ -1,5 +1,6 @@
 package dev.cmf4j.model;
 
+import java.util.List;
 import java.util.Set;
 
 /**
@@ -12,6 +13,12 @@ public interface Weights {
 
     /** Every tensor name. */
     Set<String> names();
+
+    /**
+     * The ids of the skills the file registers (each one's replacement tensors are named {@code skill.ID.NAME});
+     * none by default.
+     */
+    default List<String> skillIds() { return List.of(); }
 
     default boolean has(String name) { return find(name) != null; }
 

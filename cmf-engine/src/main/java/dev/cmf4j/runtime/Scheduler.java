@@ -1,6 +1,7 @@
 package dev.cmf4j.runtime;
 
 import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.Overlay;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -144,6 +145,11 @@ public final class Scheduler implements AutoCloseable {
                     + " tokens leave no room in the context of " + ctx + " tokens");
         if (!r.stops().isEmpty() && codec == null) throw new GenerationException.BadInput("stop strings need a text codec");
         if (r.json() != null && codec == null) throw new GenerationException.BadInput("JSON output needs a text codec");
+        try {
+            graph.checkOverlay(r.overlay());
+        } catch (IllegalArgumentException e) {
+            throw new GenerationException.BadInput(e.getMessage());
+        }
     }
 
     /** The sequences waiting and running now. */
@@ -240,7 +246,7 @@ public final class Scheduler implements AutoCloseable {
             if (s == null) return;
             if (s.cancelled || s.expired()) { finish(s, s.cancelled ? Completion.Finish.CANCELLED : Completion.Finish.TIMEOUT, null); continue; }
             try {
-                s.begin(takeSession(s.request.prompt()));
+                s.begin(takeSession(s.request.prompt(), s.request.overlay()));
                 running.add(s);
                 runningCount = running.size();
             } catch (RuntimeException e) {
@@ -376,11 +382,15 @@ public final class Scheduler implements AutoCloseable {
         }
     }
 
-    /** The cached session holding the longest proper prefix of {@code prompt} (taken out of the cache), or a new one. */
-    private Session takeSession(int[] prompt) {
+    /**
+     * The cached session of the same overlay holding the longest proper prefix of {@code prompt} (taken out of the
+     * cache), or a new one reading its weights through {@code overlay}.
+     */
+    private Session takeSession(int[] prompt, Overlay overlay) {
         Session best = null;
         int bestLen = 0;
         for (Session c : cache) {
+            if (!c.state().overlay().equals(overlay)) continue;   // its cache holds another skill's K/V
             int[] h = c.history();
             if (h.length > bestLen && h.length < prompt.length && Arrays.equals(h, 0, h.length, prompt, 0, h.length)) {
                 best = c;
@@ -391,7 +401,9 @@ public final class Scheduler implements AutoCloseable {
             cache.remove(best);
             return best;
         }
-        return new Session(graph, cfg.maxContext());
+        Session fresh = new Session(graph, cfg.maxContext());
+        fresh.state().useOverlay(overlay);
+        return fresh;
     }
 
     private void keep(Session s) {

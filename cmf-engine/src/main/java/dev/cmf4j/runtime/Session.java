@@ -64,6 +64,12 @@ public final class Session implements AutoCloseable {
 
     int[] historyArray() { return history; }
 
+    /**
+     * Runs the following steps through a skill and/or un-merged adapter ({@link Graph#overlay}); choose it before the
+     * first token, or after {@link #reset} (tokens already held keep what the earlier overlay computed).
+     */
+    public void useOverlay(dev.cmf4j.model.graph.Overlay o) { state.useOverlay(o); }
+
     /** The state (caches), for tests and memory accounting. */
     public State state() { return state; }
 

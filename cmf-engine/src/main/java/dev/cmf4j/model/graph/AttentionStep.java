@@ -100,9 +100,9 @@ final class AttentionStep implements MixerStep {
 
         // 1. projections over every row (q, and k/v unless this layer reads another layer's cache)
         if (spec.sharesKv()) {
-            q.apply(mm, in, rows, s.qRaw);
+            q.apply(mm, in, rows, s.qRaw, batch.overlay);
         } else {
-            qkv.apply(mm, in, rows, s.projections);   // one submission: one copy of `in` and one hand-off on a GPU
+            qkv.apply(mm, in, rows, s.projections, batch.overlay);   // one submission: one copy of `in` and one hand-off on a GPU
             if (v == null) System.arraycopy(s.k, 0, s.v, 0, rows * kvDim);   // V is the raw K projection
             // 2. k and v norms, k rope at each row's position, then each span's rows into its sequence's cache
             if (kNorm != null) kNorm.rows(s.k, rows * kvHeads);
@@ -158,7 +158,7 @@ final class AttentionStep implements MixerStep {
         // 5. output gate, o projection
         if (spec.outputGate())
             for (int i = 0; i < rows * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
-        o.apply(mm, s.attn, rows, out);
+        o.apply(mm, s.attn, rows, out, batch.overlay);
     }
 
     /** q_proj with an output gate emits per head [q (hd) | gate (hd)]. */

@@ -43,6 +43,8 @@ public final class Batch {
     private int rows, logitRows;
     // resolved when a step starts (Graph.forward): first row and position of each span, position of each row
     int[] start = new int[8], pos0 = new int[8], rowPos = new int[64], rowSpan = new int[64];
+    /** Each row's skill and adapter (from its sequence), and each logits row's; resolved with the tables above. */
+    final RowOverlay overlay = new RowOverlay(), logitOverlay = new RowOverlay();
 
     /** Adds one sequence's next tokens; returns this batch. */
     public Batch add(State sequence, int[] ids, int off, int tokens, Logits logits) {
@@ -96,6 +98,12 @@ public final class Batch {
             start[i] = r;
             pos0[i] = s.sequence().position();
             for (int t = 0; t < s.tokens(); t++, r++) { rowPos[r] = pos0[i] + t; rowSpan[r] = i; }
+        }
+        overlay.reset(rows);
+        logitOverlay.reset(logitRows);
+        for (Span s : spans) {
+            overlay.add(s.sequence().overlay, s.tokens());
+            logitOverlay.add(s.sequence().overlay, s.logitRows());
         }
     }
 

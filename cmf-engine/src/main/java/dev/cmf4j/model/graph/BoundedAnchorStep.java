@@ -89,7 +89,7 @@ final class BoundedAnchorStep implements MixerStep {
     @Override public void forward(float[] in, float[] out, Batch batch, Object scratch, int layer) {
         Scratch s = (Scratch) scratch;
         int rows = batch.rows(), kvDim = spec.kvDim(), qDim = spec.qDim(), group = heads / kvHeads;
-        qkv.apply(mm, in, rows, s.projections);
+        qkv.apply(mm, in, rows, s.projections, batch.overlay);
         for (int i = 0; i < batch.size(); i++) {
             Ring ring = (Ring) batch.state(i).mixerState(layer);
             int r0 = batch.start[i], p0 = batch.pos0[i], n = batch.tokens(i);
@@ -123,7 +123,7 @@ final class BoundedAnchorStep implements MixerStep {
             ring.pendingPos = p0;
             ring.pendingRows = n;
         }
-        o.apply(mm, s.attn, rows, out);
+        o.apply(mm, s.attn, rows, out, batch.overlay);
     }
 
     /** out = R(−d)·k over one head: the rotate-half pairs turned back by distance d; dims past the rotary span copied. */

@@ -103,8 +103,8 @@ final class DeltaNetStep implements MixerStep {
 
         // 1. projections into mixed [q; k; v] per token, z [v], b and a [nv]
         if (qkvz != null) {
-            qkvz.apply(mm, in, tokens, s.proj);
-            ba.apply(mm, in, tokens, s.proj2);
+            qkvz.apply(mm, in, tokens, s.proj, batch.overlay);
+            ba.apply(mm, in, tokens, s.proj2, batch.overlay);
             int group = 2 * dk + 2 * rep * dv;
             for (int t = 0; t < tokens; t++) {
                 int src = t * (2 * qk + 2 * vd), dst = t * convDim;
@@ -120,10 +120,10 @@ final class DeltaNetStep implements MixerStep {
                 }
             }
         } else {
-            qkv.apply(mm, in, tokens, s.mixed);
-            z.apply(mm, in, tokens, s.z);
-            b.apply(mm, in, tokens, s.b);
-            a.apply(mm, in, tokens, s.a);
+            qkv.apply(mm, in, tokens, s.mixed, batch.overlay);
+            z.apply(mm, in, tokens, s.z, batch.overlay);
+            b.apply(mm, in, tokens, s.b, batch.overlay);
+            a.apply(mm, in, tokens, s.a, batch.overlay);
         }
         // 2. causal conv + silu over [q; k; v], each span over its own sequence's carried inputs
         for (int i = 0; i < batch.size(); i++) {
@@ -169,7 +169,7 @@ final class DeltaNetStep implements MixerStep {
                 s.core[r * dv + c] *= zz / (1f + (float) Math.exp(-zz));
             }
         }
-        outProj.apply(mm, s.core, tokens, out);
+        outProj.apply(mm, s.core, tokens, out, batch.overlay);
     }
 
     private static float softplus(float x) { return x > 20f ? x : (float) Math.log1p(Math.exp(x)); }

@@ -29,13 +29,13 @@ final class DenseAndMoeStep implements FfnStep {
                 new float[maxChunk * hidden], new float[maxChunk * hidden]);
     }
 
-    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
+    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch, RowOverlay ro) {
         Scratch s = (Scratch) scratch;
-        mlp.forward(normed, residual, out, tokens, s.mlp());
+        mlp.forward(normed, residual, out, tokens, s.mlp(), ro);
         if (postMlp != null) postMlp.rows(out, tokens);
         if (preMoe != null) preMoe.rows(residual, s.moeIn(), tokens);
         else System.arraycopy(residual, 0, s.moeIn(), 0, tokens * hidden);
-        moe.run(residual, s.moeIn(), s.moeOut(), tokens, s.moe());
+        moe.run(residual, s.moeIn(), s.moeOut(), tokens, s.moe(), ro);
         if (postMoe != null) postMoe.rows(s.moeOut(), tokens);
         for (int i = 0; i < tokens * hidden; i++) out[i] += s.moeOut()[i];
     }

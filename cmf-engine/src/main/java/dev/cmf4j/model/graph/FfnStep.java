@@ -8,6 +8,7 @@ interface FfnStep {
      * @param normed   [tokens, hidden] the pre-FFN normed input
      * @param residual [tokens, hidden] the layer's residual stream before the FFN (some routers read it)
      * @param out      [tokens, hidden] the FFN output
+     * @param ro       each row's skill and adapter (null: the backbone for every row)
      */
-    void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch);
+    void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch, RowOverlay ro);
 }

@@ -8,6 +8,7 @@ import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.LayerSpec;
+import dev.cmf4j.model.LowRankAdapter;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.ModelSpec;
@@ -62,18 +63,31 @@ public final class Graph {
     private final int pleDim;
     /** The device's whole-forward replacement of the steps above, or null (the CPU steps run). */
     private final DeviceForward device;
+    /** The head as a product that skills may replace (a flat head), or null (a clustered head, a device forward). */
+    private final Linear headProduct;
+    /** By skill slot: the skill's embedding table, or null where it keeps the backbone's (null when no skill has one). */
+    private final Matrix[] skillEmbed;
+    /** The file's skills and the un-merged adapters, by slot − 1; skill id → why it cannot run here. */
+    private final java.util.List<String> skills, adapters;
+    private final java.util.Map<String, String> skillProblems;
 
     /**
      * @param backend the device; the caller closes it after the graph's last use
      */
-    public Graph(ModelSpec spec, Weights weights, Backend backend) {
+    public Graph(ModelSpec spec, Weights weights, Backend backend) { this(spec, weights, backend, java.util.List.of()); }
+
+    /**
+     * @param adapters un-merged LoRA adapters the sequences may ask for ({@link #overlay}); each target must be a
+     *                 weight product of the model
+     */
+    public Graph(ModelSpec spec, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters) {
         this.spec = spec;
         this.backend = backend;
         this.mm = backend.matmul();
         this.hidden = spec.hidden();
         this.vocab = spec.vocab();
         this.layers = spec.numLayers();
-        Loader l = new Loader(weights);
+        Loader l = new Loader(weights, adapters);
         this.embedding = l.tensor(spec.embedding());
         if (embedding.rank() != 2 || embedding.cols() != hidden)
             throw new ModelException("embedding '" + spec.embedding() + "' has shape "
@@ -99,6 +113,9 @@ public final class Graph {
             else backend.hostGraph(spec.archName(), why);
         }
         this.device = dev;
+        if (dev != null && !adapters.isEmpty())
+            throw new ModelException("un-merged LoRA adapters run on the CPU graph only; this model runs whole on the"
+                    + " device (merge the adapter as a skill with `cmf skill add --lora`, or use --device cpu)");
         mixers = new MixerStep[layers];
         ffns = new FfnStep[layers];
         preMixer = new NormOp[layers]; postMixer = new NormOp[layers];
@@ -138,6 +155,67 @@ public final class Graph {
         } else {
             this.pleTable = null; this.pleRows = null; this.pleProjection = null; this.pleNorm = null;
         }
+        // skills: the embedding and a flat head switch per row too; anything a skill replaces that no step took up
+        // makes that skill refuse to run rather than run half-applied
+        this.skills = l.skills;
+        this.adapters = adapters.stream().map(LowRankAdapter::name).toList();
+        if (dev == null) {
+            this.skillEmbed = l.skillMatrices(spec.embedding());
+            this.headProduct = clusterHead == null ? l.overlaid(spec.head(), head, null, null) : null;
+            l.checkOverlaysUsed();
+        } else {
+            this.skillEmbed = null;
+            this.headProduct = null;
+        }
+        this.skillProblems = java.util.Map.copyOf(l.skillProblems);
+        if (new java.util.HashSet<>(this.adapters).size() != this.adapters.size())
+            throw new ModelException("two adapters share a name: " + this.adapters);
+    }
+
+    /** The skill ids of the file, in slot order (slot i + 1). */
+    public java.util.List<String> skills() { return skills; }
+
+    /** The un-merged adapters' names, in slot order (slot i + 1). */
+    public java.util.List<String> adapters() { return adapters; }
+
+    /** Why skill {@code id} cannot run on this graph, or null when it can. */
+    public String skillProblem(String id) {
+        if (device != null) return "skills run on the CPU graph only; this model runs whole on the device (use --device cpu)";
+        return skillProblems.get(id);
+    }
+
+    /**
+     * The overlay of skill {@code skill} (null or "none": the backbone) and un-merged adapter {@code adapter} (null:
+     * none) at {@code scale}; a clear {@link IllegalArgumentException} for a name the model does not have or a skill
+     * it cannot run.
+     */
+    public Overlay overlay(String skill, String adapter, float scale) {
+        int s = 0, a = 0;
+        if (skill != null && !skill.equals("none")) {
+            s = skills.indexOf(skill) + 1;
+            if (s == 0)
+                throw new IllegalArgumentException("unknown skill '" + skill + "'; " + (skills.isEmpty()
+                        ? "the file has no skills" : "the file has: " + String.join(", ", skills)));
+            String why = skillProblem(skill);
+            if (why != null) throw new IllegalArgumentException("skill '" + skill + "' cannot run: " + why);
+        }
+        if (adapter != null) {
+            a = adapters.indexOf(adapter) + 1;
+            if (a == 0)
+                throw new IllegalArgumentException("unknown LoRA adapter '" + adapter + "'; " + (adapters.isEmpty()
+                        ? "none was loaded" : "loaded: " + String.join(", ", adapters)));
+        }
+        return new Overlay(s, s == 0 ? null : skill, a, a == 0 ? null : adapter, a == 0 ? 0f : scale);
+    }
+
+    /** Throws when {@code o} was not made by this graph's {@link #overlay} (slots out of range, a skill it cannot run). */
+    public void checkOverlay(Overlay o) {
+        if (o.skill() > skills.size() || o.adapter() > adapters.size()
+                || (o.skill() > 0 && !skills.get(o.skill() - 1).equals(o.skillId()))
+                || (o.adapter() > 0 && !adapters.get(o.adapter() - 1).equals(o.adapterName())))
+            throw new IllegalArgumentException("overlay " + o + " does not belong to this model");
+        if (o.skill() > 0 && skillProblem(o.skillId()) != null)
+            throw new IllegalArgumentException("skill '" + o.skillId() + "' cannot run: " + skillProblem(o.skillId()));
     }
 
     /** The device forward this graph routes through, or null when its own CPU steps run. */
@@ -234,8 +312,8 @@ public final class Graph {
             r += s.tokens();
         }
         try {
-            embed(ws.ids, rows, x);
-            if (pleTable != null) perLayerInputs(ws.ids, rows, x, ws);
+            embed(ws.ids, rows, x, batch.overlay);
+            if (pleTable != null) perLayerInputs(ws.ids, rows, x, ws, batch.overlay);
             if (observer != null) observer.accept(0, x, rows, hidden);
             int n = rows * hidden;
             for (int l = 0; l < layers; l++) {
@@ -246,11 +324,11 @@ public final class Graph {
                 for (int i = 0; i < n; i++) x[i] += m[i];
                 // feed-forward
                 preFfn[l].rows(x, h, rows);
-                ffns[l].forward(h, x, m, rows, ws.ffnScratch[l]);
+                ffns[l].forward(h, x, m, rows, ws.ffnScratch[l], batch.overlay);
                 if (postFfn[l] != null) postFfn[l].rows(m, rows);
                 for (int i = 0; i < n; i++) x[i] += m[i];
                 // per-layer input, layer scalar
-                if (pliGate[l] != null) perLayerInput(l, rows, x, ws);
+                if (pliGate[l] != null) perLayerInput(l, rows, x, ws, batch.overlay);
                 if (layerScalar[l] != 1f) for (int i = 0; i < n; i++) x[i] *= layerScalar[l];
                 if (observer != null) observer.accept(l + 1, x, rows, hidden);
             }
@@ -347,19 +425,20 @@ public final class Graph {
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
     }
 
-    private void embed(int[] ids, int tokens, float[] x) {
+    private void embed(int[] ids, int tokens, float[] x, RowOverlay ro) {
         float scale = spec.embedScale();
         for (int t = 0; t < tokens; t++) {
-            embedRows.decodeRow(ids[t], x, t * hidden);
+            Matrix table = skillEmbed != null && ro.skill[t] != 0 && skillEmbed[ro.skill[t]] != null ? skillEmbed[ro.skill[t]] : embedRows;
+            table.decodeRow(ids[t], x, t * hidden);
             if (scale != 1f) for (int i = 0; i < hidden; i++) x[t * hidden + i] *= scale;
         }
     }
 
     /** pli = (norm(W·x_emb · projScale) + table[id] · tableScale) · combineScale, per layer slice. */
-    private void perLayerInputs(int[] ids, int tokens, float[] x, Workspace st) {
+    private void perLayerInputs(int[] ids, int tokens, float[] x, Workspace st, RowOverlay ro) {
         var ple = spec.perLayerEmbedding();
         int width = layers * pleDim;
-        pleProjection.apply(mm, x, tokens, st.pli);
+        pleProjection.apply(mm, x, tokens, st.pli, ro);
         for (int i = 0; i < tokens * width; i++) st.pli[i] *= ple.projectionScale();
         pleNorm.rows(st.pli, tokens * layers);
         for (int t = 0; t < tokens; t++) {
@@ -373,16 +452,16 @@ public final class Graph {
     }
 
     /** x += norm(proj(act(gate(x)) · pli[l])). */
-    private void perLayerInput(int l, int tokens, float[] x, Workspace st) {
+    private void perLayerInput(int l, int tokens, float[] x, Workspace st, RowOverlay ro) {
         float[] g = st.pliTmp2, p = st.m;
-        pliGate[l].apply(mm, x, tokens, g);
+        pliGate[l].apply(mm, x, tokens, g, ro);
         int width = layers * pleDim;
         for (int t = 0; t < tokens; t++)
             for (int i = 0; i < pleDim; i++) {
                 int gi = t * pleDim + i;
                 g[gi] = pliAct[l].apply(g[gi]) * st.pli[t * width + l * pleDim + i];
             }
-        pliProj[l].apply(mm, g, tokens, p);
+        pliProj[l].apply(mm, g, tokens, p, ro);
         if (pliNorm[l] != null) pliNorm[l].rows(p, tokens);
         for (int i = 0; i < tokens * hidden; i++) x[i] += p[i];
     }
@@ -405,7 +484,7 @@ public final class Graph {
             }
         }
         if (clusterHead != null) clusterHead.apply(mm, batch, in, logits, ws.headScratch);
-        else mm.apply(head, in, want, logits);
+        else headProduct.apply(mm, in, want, logits, batch.logitOverlay);
         float cap = spec.finalSoftcap();
         if (cap > 0f) {
             int n = want * vocab;

@@ -16,7 +16,7 @@ final class MlpStep implements FfnStep {
         this.mm = mm;
         var g = l.matrixRows(m.gate(), hidden);
         this.intermediate = g.outDim();
-        this.gate = new Linear(g, l.optionalVector(m.gateBias(), intermediate));
+        this.gate = l.overlaid(m.gate(), g, m.gateBias(), l.optionalVector(m.gateBias(), intermediate));
         this.up = l.linear(m.up(), m.upBias(), intermediate, hidden);
         this.down = l.linear(m.down(), m.downBias(), hidden, intermediate);
         this.gateUp = new Linear.Shared(gate, up);
@@ -36,11 +36,11 @@ final class MlpStep implements FfnStep {
 
     @Override public Object newScratch(int maxChunk) { return new Scratch(maxChunk, intermediate); }
 
-    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
+    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch, RowOverlay ro) {
         Scratch s = (Scratch) scratch;
-        gateUp.apply(mm, normed, tokens, s.gu);
+        gateUp.apply(mm, normed, tokens, s.gu, ro);
         int n = tokens * intermediate;
         for (int i = 0; i < n; i++) s.g[i] = glu.apply(s.g[i], s.u[i]);
-        down.apply(mm, s.g, tokens, out);
+        down.apply(mm, s.g, tokens, out, ro);
     }
 }

@@ -148,13 +148,13 @@ final class MoeStep implements FfnStep {
         return new Scratch(maxChunk, hidden, experts, topK, inter, shared);
     }
 
-    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch) {
-        run(normed, normed, out, tokens, (Scratch) scratch);
+    @Override public void forward(float[] normed, float[] residual, float[] out, int tokens, Object scratch, RowOverlay ro) {
+        run(normed, normed, out, tokens, (Scratch) scratch, ro);
     }
 
     /** Routes on {@code routerIn}, runs the experts on {@code expertIn}. */
-    void run(float[] routerIn, float[] expertIn, float[] out, int tokens, Scratch s) {
-        route(routerIn, tokens, s);
+    void run(float[] routerIn, float[] expertIn, float[] out, int tokens, Scratch s, RowOverlay ro) {
+        route(routerIn, tokens, s, ro);
         Arrays.fill(out, 0, tokens * hidden, 0f);
         int[] idx = s.idx;
         for (int e = 0; e < experts; e++) {
@@ -177,8 +177,8 @@ final class MoeStep implements FfnStep {
             }
         }
         if (shared != null) {
-            shared.forward(expertIn, null, s.sharedOut, tokens, s.sharedScratch);
-            if (sharedGate != null) sharedGate.apply(mm, expertIn, tokens, s.sharedGate);
+            shared.forward(expertIn, null, s.sharedOut, tokens, s.sharedScratch, ro);
+            if (sharedGate != null) sharedGate.apply(mm, expertIn, tokens, s.sharedGate, ro);
             for (int t = 0; t < tokens; t++) {
                 float g = sharedGate == null ? 1f : 1f / (1f + (float) Math.exp(-s.sharedGate[t]));
                 for (int i = 0; i < hidden; i++) out[t * hidden + i] += g * s.sharedOut[t * hidden + i];
@@ -187,7 +187,7 @@ final class MoeStep implements FfnStep {
     }
 
     /** Fills s.idx / s.weights with each token's experts and weights. */
-    private void route(float[] in, int tokens, Scratch s) {
+    private void route(float[] in, int tokens, Scratch s, RowOverlay ro) {
         if (resonance != null) {
             for (int t = 0; t < tokens; t++) {
                 s.idx[t] = resonance.route(in, t * hidden, s.err, s.score, s.residual);
@@ -203,7 +203,7 @@ final class MoeStep implements FfnStep {
             }
             src = s.routed;
         }
-        router.apply(mm, src, tokens, s.logits);
+        router.apply(mm, src, tokens, s.logits, ro);
         int[] pick = s.pick;
         for (int t = 0; t < tokens; t++) {
             float[] p = s.probs;

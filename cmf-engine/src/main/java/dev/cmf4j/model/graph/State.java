@@ -24,6 +24,8 @@ public final class State {
     double headGate = Double.NEGATIVE_INFINITY;
     /** Head rows (vocabulary entries) this sequence's last step computed. */
     long headRowsRead;
+    /** The skill and adapter this sequence reads its weights through ({@link #useOverlay}). */
+    Overlay overlay = Overlay.NONE;
     /** Set by {@link #close}: the device memory is gone, no further step may run. */
     boolean closed;
     /** Frees the device state once: run by {@link #close}, or by the cleaner when this state becomes unreachable. */
@@ -110,6 +112,19 @@ public final class State {
         }
         return sum;
     }
+
+    /**
+     * Reads the weights through {@code o} from the next step on (a skill and/or an un-merged adapter; made and checked
+     * by {@link Graph#overlay}). Tokens already in the cache keep what the earlier overlay computed for them, so a
+     * conversation normally picks its overlay before its first token.
+     */
+    public void useOverlay(Overlay o) {
+        graph.checkOverlay(o);
+        overlay = o;
+    }
+
+    /** The overlay this sequence's steps read their weights through. */
+    public Overlay overlay() { return overlay; }
 
     /** Positions consumed so far (the next token's position). */
     public int position() { return position; }
