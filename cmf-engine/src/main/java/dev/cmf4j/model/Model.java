@@ -38,11 +38,19 @@ public final class Model implements AutoCloseable {
      * @throws CmfException   when the file is not a valid CMF file
      */
     public static Model open(Path path, JsonNode archOverrides, Backend backend) {
+        return open(path, archOverrides, backend, java.util.List.of());
+    }
+
+    /**
+     * As {@link #open(Path, JsonNode, Backend)}, with un-merged LoRA adapters the sequences may ask for
+     * ({@link Graph#overlay}); an adapter that targets something other than a weight product of the model fails here.
+     */
+    public static Model open(Path path, JsonNode archOverrides, Backend backend, java.util.List<LowRankAdapter> adapters) {
         CmfFile file = CmfFile.open(path);
         try {
             Weights w = new CmfWeights(file);
             ModelSpec spec = SpecBuilder.build(file.header().toJson(), w, archOverrides);
-            return new Model(file, spec, new Graph(spec, w, backend));
+            return new Model(file, spec, new Graph(spec, w, backend, adapters));
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);
