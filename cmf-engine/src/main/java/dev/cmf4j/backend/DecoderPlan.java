@@ -16,9 +16,13 @@ import java.util.List;
  * @param embedding  token table [vocab, hidden]
  * @param embedScale multiplies the embedding row (1 = none)
  * @param head       [vocab, hidden] (the embedding table when tied)
+ * @param headDim    the widest layer's head dimension (layers may differ: gemma4's global layers)
+ * @param finalSoftcap logits = c·tanh(logits / c) (gemma); 0 = none
+ * @param perLayerEmbedding gemma4's per-layer inputs, or null
  */
 public record DecoderPlan(String label, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
-                          Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head) {
+                          Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head,
+                          float finalSoftcap, PerLayerEmbedding perLayerEmbedding) {
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
@@ -30,12 +34,34 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      * @param postAttnNorm norm of the attention output before its residual add (gemma sandwich), or null
      * @param act          the gated MLP's (or the experts') activation: act(gate)·up
      * @param postFfnNorm  norm of the FFN output before its residual add, or null
+     * @param headDim      this layer's head dimension
+     * @param vNorm        per-head norm of v before the cache (gemma4), or null
+     * @param kvSource     the earlier layer whose keys and values this one reads (k, v, kBias, vBias, kNorm null;
+     *                     same window and rope), or −1
+     * @param layerScalar  multiplies the residual stream after the layer (gemma4); 1 = none
+     * @param perLayerInput x += postNorm(proj(act(gate(x)) · pli[layer])) after the FFN (gemma4), or null
      */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
                         NormOp qNorm, NormOp kNorm, RopeTable rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
                         NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
-                        NormOp postFfnNorm) {}
+                        NormOp postFfnNorm, int headDim, NormOp vNorm, int kvSource, float layerScalar,
+                        PerLayerInput perLayerInput) {
+        public int qDim(int heads) { return heads * headDim; }
+
+        public boolean sharesKv() { return kvSource >= 0; }
+    }
+
+    /** A layer's per-layer input block: gate [dim, hidden], act, the projection [hidden, dim], its post norm. */
+    public record PerLayerInput(Matrix gate, Activation act, Matrix projection, NormOp postNorm) {}
+
+    /**
+     * Gemma4's per-layer inputs, computed once per step from the embedded rows x and the token ids: for each layer l a
+     * slice pli[l] = (norm(projection·x · projectionScale) + table[id] · tableScale) · combineScale, of {@code dim}
+     * per layer (the norm per slice).
+     */
+    public record PerLayerEmbedding(Matrix table, float tableScale, int dim, Matrix projection, float projectionScale,
+                                    NormOp projectionNorm, float combineScale) {}
 
     /**
      * A mixture of experts: router logits (+ bias), then either softmax over all experts, the top k (ties to the
@@ -65,8 +91,15 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
         List<Matrix> all = new ArrayList<>();
         all.add(embedding);
         all.add(head);
+        if (perLayerEmbedding != null) {
+            all.add(perLayerEmbedding.table());
+            all.add(perLayerEmbedding.projection());
+        }
         for (Layer l : layers) {
-            all.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
+            all.add(l.q());
+            if (!l.sharesKv()) all.addAll(List.of(l.k(), l.v()));
+            all.add(l.o());
+            if (l.perLayerInput() != null) all.addAll(List.of(l.perLayerInput().gate(), l.perLayerInput().projection()));
             if (l.moe() == null) all.addAll(List.of(l.gate(), l.up(), l.down()));
             else all.add(l.moe().router());
         }

@@ -66,7 +66,7 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
-    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax;
+    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap;
     private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
@@ -90,6 +90,9 @@ final class ResidentForward implements DeviceForward {
     /** 16-bit elements per token of the widest fused split (r_split3) of this model; 0 without fusion. */
     private final long fusedSplitUnits;
     private final W embed, head;
+    /** Gemma4's per-layer embedding table and model projection (null without), the projection norm's weight. */
+    private final W pleTable, pleProj;
+    private final long pleNorm;
     /** The final norm is folded into the head (else it runs as its own kernel); its weight on the device when not. */
     private final boolean headFolded;
     private final long finalNorm;
@@ -101,12 +104,16 @@ final class ResidentForward implements DeviceForward {
     /** A resident [rows, cols] matrix: its device planes (weights, f32 row scales, f32 column field; 0 = none). */
     private record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
 
-    /** One layer's device pointers (0 = absent; gate/up/down null on an MoE layer). */
+    /**
+     * One layer's device pointers (0 = absent; gate/up/down null on an MoE layer; k and v null on a layer that reads
+     * another's keys and values, whose kNorm is then that layer's; pliGate/pliProj null without a per-layer input).
+     */
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq,
-                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe) {
-        /** The layer's dense products, in launch order; gate/up/down null on an MoE layer. */
-        W[] products() { return new W[] {q, k, v, o, gate, up, down}; }
+                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe, long vNorm,
+                                W pliGate, W pliProj, long pliNorm) {
+        /** The layer's products, in launch order; null where absent. */
+        W[] products() { return new W[] {q, k, v, o, gate, up, down, pliGate, pliProj}; }
     }
 
     /**
@@ -247,6 +254,9 @@ final class ResidentForward implements DeviceForward {
         fnGluAct = Kernels.GLU_ACT.load(ctx);
         fnRoute = Kernels.MOE_ROUTE.load(ctx);
         fnArgmax = Kernels.ARGMAX_ROWS.load(ctx);
+        fnPleCombine = Kernels.PLE_COMBINE.load(ctx);
+        fnPliGate = Kernels.PLI_GATE.load(ctx);
+        fnScaleCap = Kernels.SCALE_CAP.load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);
         fnGemmOut = Kernels.GEMM_OUT.load(ctx);
@@ -258,22 +268,33 @@ final class ResidentForward implements DeviceForward {
         headFolded = foldsNorm(model.head());
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
         finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
+        var ple = model.perLayerEmbedding();
+        pleTable = ple == null ? null : upload(ple.table(), null);
+        pleProj = ple == null ? null : upload(ple.projection(), null);
+        pleNorm = ple == null ? NULL : vector(ple.projectionNorm().w());
         layers = new LayerWeights[model.layers().size()];
         for (int i = 0; i < layers.length; i++) {
             DecoderPlan.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
             boolean dense = l.moe() == null;
-            boolean af = foldsNorm(l.q()) && foldsNorm(l.k()) && foldsNorm(l.v());
+            boolean shared = l.sharesKv();
+            if (shared) kn = model.layers().get(l.kvSource()).kNorm();   // the keys it reads were normed by their layer
+            boolean af = foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
+            var pi = l.perLayerInput();
             boolean ff = dense && foldsNorm(l.gate()) && foldsNorm(l.up());
             NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
-            layers[i] = new LayerWeights(upload(l.q(), an), upload(l.k(), an), upload(l.v(), an), upload(l.o(), null),
+            layers[i] = new LayerWeights(upload(l.q(), an), shared ? null : upload(l.k(), an), shared ? null : upload(l.v(), an),
+                    upload(l.o(), null),
                     dense ? upload(l.gate(), fn) : null, dense ? upload(l.up(), fn) : null, dense ? upload(l.down(), null) : null,
                     af, ff, af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
                     qn == null ? NULL : vector(qn.w()),
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
                     vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
-                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()));
+                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()),
+                    l.vNorm() == null ? NULL : vector(l.vNorm().w()),
+                    pi == null ? null : upload(pi.gate(), null), pi == null ? null : upload(pi.projection(), null),
+                    pi == null ? NULL : vector(pi.postNorm().w()));
         }
         fusedSplitUnits = widestFusedSplit();
     }
@@ -422,6 +443,13 @@ final class ResidentForward implements DeviceForward {
         /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
         final long m, moeIn, moeLogits, moeIdx, moeWts, moeH;
         final long[] kc, vc;
+        /**
+         * Per layer whose keys and values a later layer reads, the step's raw k and v rows (the later layer appends
+         * them again: the same bytes); 0 for the others, which write s.k and s.v.
+         */
+        final long[] kRaw, vRaw;
+        /** Gemma4's per-layer inputs of the step's rows [t, layers·dim] and the table rows they start from (0 = none). */
+        final long pli, pliTab;
         long all;
         int allRows;
         List<Step> decode;
@@ -448,8 +476,12 @@ final class ResidentForward implements DeviceForward {
                 k = alloc(4L * maxChunk * model.kvDim());
                 v = alloc(4L * maxChunk * model.kvDim());
                 att = alloc(4L * maxChunk * model.qDim());
-                g = alloc(4L * maxChunk * model.intermediate());
+                var ple = model.perLayerEmbedding();
+                int pleDim = ple == null ? 0 : ple.dim(), width = pleDim * layers.length;
+                g = alloc(4L * maxChunk * Math.max(model.intermediate(), pleDim));
                 u = alloc(4L * maxChunk * model.intermediate());
+                pli = ple == null ? NULL : alloc(4L * maxChunk * width);
+                pliTab = ple == null ? NULL : alloc(4L * maxChunk * width);
                 long partials = 0;   // decode only: prefill chunks run r_attn_prefill
                 for (int r = 1; r <= decodeRows; r++) partials = Math.max(partials, (long) splits(r) * model.heads() * r);
                 pm = alloc(4L * partials);
@@ -470,7 +502,7 @@ final class ResidentForward implements DeviceForward {
                         expertInter = Math.max(expertInter, l.moe().intermediate());
                     }
                 }
-                m = sandwich ? alloc(4L * maxChunk * hidden) : NULL;
+                m = sandwich || ple != null ? alloc(4L * maxChunk * hidden) : NULL;
                 moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
                 moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
                 moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
@@ -478,9 +510,22 @@ final class ResidentForward implements DeviceForward {
                 moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
                 kc = new long[layers.length];
                 vc = new long[layers.length];
+                kRaw = new long[layers.length];
+                vRaw = new long[layers.length];
                 for (int l = 0; l < layers.length; l++) {
-                    kc[l] = alloc(4L * maxContext * model.kvDim());
-                    vc[l] = alloc(4L * maxContext * model.kvDim());
+                    DecoderPlan.Layer spec = model.layers().get(l);
+                    long kvDim = (long) model.kvHeads() * spec.headDim();
+                    if (spec.sharesKv()) {   // an earlier layer's caches (allocated: sources come first)
+                        kc[l] = kc[spec.kvSource()];
+                        vc[l] = vc[spec.kvSource()];
+                        if (kRaw[spec.kvSource()] == NULL) {
+                            kRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
+                            vRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
+                        }
+                    } else {
+                        kc[l] = alloc(4L * maxContext * kvDim);
+                        vc[l] = alloc(4L * maxContext * kvDim);
+                    }
                 }
             } catch (RuntimeException | Error e) {
                 for (long d : owned) cu.memFree(d);
@@ -1027,15 +1072,16 @@ final class ResidentForward implements DeviceForward {
         long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
-        for (LayerWeights l : layers)
-            for (W w : l.products())
-                if (w != null && kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
+        for (W w : products())
+            if (kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
         if (headGemm) {
             maxRows = Math.max(maxRows, head.rows());
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
-        for (LayerWeights l : layers) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
+        for (LayerWeights l : layers)
+            if (l.k() != null) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
+        if (pleProj != null) maxRows = Math.max(maxRows, pleProj.rows());
         // ≤ 3 parts of the widest input; r_split3's regions side by side; k's GEMM output rounded up to 256 bytes (v's after it)
         long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = gemmOutputBytes(maxRows, t);
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
@@ -1063,6 +1109,14 @@ final class ResidentForward implements DeviceForward {
         return (4L * maxRows * 3 * t + 256 + 255) & ~255L;
     }
 
+    /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
+    private List<W> products() {
+        List<W> all = new ArrayList<>();
+        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);
+        if (pleProj != null) all.add(pleProj);
+        return all;
+    }
+
     /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
     private void dropWidened() {
         scratchEpoch++;
@@ -1084,18 +1138,15 @@ final class ResidentForward implements DeviceForward {
         if ("false".equals(prefillCache)) return;
         scratchEpoch++;
         java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
-        for (LayerWeights l : layers)
-            for (W w : l.products())
-                if (w != null && kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
+        for (W w : products())
+            if (kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
         if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
         // gate -> up, k -> v: one allocation each (pairGemm); only matrices no other product shares (a shared one
         // would be copied twice, once beside each partner)
         java.util.Map<Long, Integer> uses = new java.util.HashMap<>();
-        for (LayerWeights l : layers)
-            for (W w : l.products())
-                if (w != null) uses.merge(w.weights(), 1, Integer::sum);
+        for (W w : products()) uses.merge(w.weights(), 1, Integer::sum);
         if (headGemm) uses.merge(head.weights(), 1, Integer::sum);
         java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();
         for (LayerWeights l : layers)
@@ -1223,7 +1274,7 @@ final class ResidentForward implements DeviceForward {
     private long widestFusedSplit() {
         long u = 0;
         for (LayerWeights l : layers) {
-            u = Math.max(u, splitUnits(l.q(), l.k(), l.v()));
+            u = Math.max(u, l.k() == null ? splitUnits(l.q()) : splitUnits(l.q(), l.k(), l.v()));
             if (l.gate() != null && l.up() != null) u = Math.max(u, splitUnits(l.gate(), l.up()));
         }
         return u;
@@ -1260,9 +1311,9 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** q, k and v of one input: one split (r_split3), three GEMMs, one epilogue (r_gemm_out3). */
-    private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long x, float normEps, int t) {
+    private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long k, long v, long x, float normEps, int t) {
         W[] m = {w.q(), w.k(), w.v()};
-        long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, s.k, s.v};
+        long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, k, v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
         long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (sC2 is: float4 epilogue, cuBLAS)
@@ -1436,50 +1487,61 @@ final class ResidentForward implements DeviceForward {
      */
     private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
-        int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads(), hd = model.headDim();
+        int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads();
         L.add(launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
+        if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DecoderPlan.Layer spec = model.layers().get(li);
+            int hd = spec.headDim(), qDim = heads * hd, kvDim = kvHeads * hd;
+            // a layer that reads an earlier one's keys and values computes none: it appends that layer's raw rows again
+            boolean shared = spec.sharesKv();
+            int kvLayer = shared ? spec.kvSource() : li;
+            long kBuf = s.kRaw[kvLayer] != NULL ? s.kRaw[kvLayer] : s.k, vBuf = s.vRaw[kvLayer] != NULL ? s.vRaw[kvLayer] : s.v;
+            NormOp kNormOp = model.layers().get(kvLayer).kNorm();
             // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
             long ain = w.attnFolded() ? s.x : s.h;
             int an = w.attnFolded() ? 1 : 0;
             float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
             if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
-            if (gemm && splitTogether(w.q(), w.k(), w.v())) {
-                qkvGemm(L, a, w, s, ain, ae, t);
+            if (shared) {
+                if (gemm) gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
+                else matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
+            } else if (gemm && splitTogether(w.q(), w.k(), w.v())) {
+                qkvGemm(L, a, w, s, kBuf, vBuf, ain, ae, t);
             } else if (gemm) {
                 gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-                gemm(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
-                gemm(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
+                gemm(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
+                gemm(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
             } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
                 W q = w.q(), k = w.k(), v = w.v();
                 int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
                 L.add(launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
                         q.weights(), q.rowScales(), q.colField(), w.qBias(), s.q, q.rows(),
-                        k.weights(), k.rowScales(), k.colField(), w.kBias(), s.k, k.rows(),
-                        v.weights(), v.rowScales(), v.colField(), w.vBias(), s.v, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
+                        k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
+                        v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
             } else {
                 matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-                matvec(L, a, "k", w.k(), w.kBias(), ain, s.k, t, false, ae);
-                matvec(L, a, "v", w.v(), w.vBias(), ain, s.v, t, false, ae);
+                matvec(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
+                matvec(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
             }
-            NormOp qk = spec.qNorm() != null ? spec.qNorm() : spec.kNorm();
-            int qn = spec.qNorm() != null ? 1 : 0, kn = spec.kNorm() != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
+            if (spec.vNorm() != null) archNorm(L, a, vBuf, w.vNorm(), spec.vNorm(), vBuf, t * kvHeads, false);   // gemma4's v norm, in place
+            NormOp qk = spec.qNorm() != null ? spec.qNorm() : kNormOp;
+            int qn = spec.qNorm() != null ? 1 : 0, kn = kNormOp != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
             float eps = qk == null ? 0f : qk.eps();
             if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
                             // last split; each block norms and ropes its q row (and the last split's the k row of key p,
                             // which it also appends to the caches): no rope launch
                 Seq sq = seqs[0];
-                L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, s.k, s.v, sq.kc()[li], sq.vc()[li],
+                L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
                         w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                         s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
             } else {
                 int n = rowCaches == NULL ? 0 : oneTokenSeqs;
                 if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
                     int rowSplits = splits(n);
-                    L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, s.k, s.v,
+                    L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
                             rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
                             w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                             s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
@@ -1487,9 +1549,9 @@ final class ResidentForward implements DeviceForward {
                 for (int si = n; si < seqs.length; si++) {   // a prompt chunk, or each longer span of a batch: q/k norm,
                                 // rope and KV append, then flash-attention tiles, K/V shared by a kv head's query heads, no combine
                     Seq sq = seqs[si];
-                    long qo = 4L * sq.start() * model.qDim(), ko = 4L * sq.start() * model.kvDim();
+                    long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
                     // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                    L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, s.k + ko, s.v + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                    L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
                             w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
                     int b = prefillBucket(hd);
                     boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
@@ -1506,10 +1568,22 @@ final class ResidentForward implements DeviceForward {
                 else matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
                 archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
             }
-            if (spec.moe() != null) {
-                moe(L, a, s, w, spec, t);
-                continue;
-            }
+            if (spec.moe() != null) moe(L, a, s, w, spec, t);
+            else denseFfn(L, a, s, w, spec, t, gemm);
+            if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
+            if (spec.layerScalar() != 1f)
+                L.add(launch("layer_scalar", fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
+        }
+        if (headRows >= 0) {
+            int rows = headRows == 0 ? t : 1;
+            head(L, a, s, s.x + 4L * (t - rows) * hidden, rows, out, gemm && rows > 1);
+        }
+    }
+
+    /** The dense gated MLP of one layer: x += down(act(gate(x̂))·up(x̂)), or through its post norm. */
+    private void denseFfn(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm) {
+        int hidden = model.hidden();
+        {
             long fin = w.ffnFolded() ? s.x : s.h;   // the FFN norm, folded into gate/up or its own kernel
             float fe = w.ffnFolded() ? spec.ffnNorm().eps() : Float.NaN;
             if (!w.ffnFolded()) norm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.h, t);
@@ -1564,10 +1638,35 @@ final class ResidentForward implements DeviceForward {
             else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             if (!residual) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
         }
-        if (headRows >= 0) {
-            int rows = headRows == 0 ? t : 1;
-            head(L, a, s, s.x + 4L * (t - rows) * hidden, rows, out, gemm && rows > 1);
-        }
+    }
+
+    /**
+     * Gemma4's per-layer inputs of the step's rows, once before the layers: the table rows (· tableScale) and the model
+     * projection of the embedded x, then per layer slice pli = (norm(projection · projectionScale) + table) · combineScale.
+     */
+    private void perLayerInputs(Steps L, Arena a, SessionState s, long ids, int t, boolean gemm) {
+        var ple = model.perLayerEmbedding();
+        int width = ple.dim() * layers.length;
+        L.add(launch("ple_embed", fnEmbed[kind(pleTable.dtype())], t, 1, 1, 256, a, pleTable.weights(), pleTable.rowScales(),
+                pleTable.colField(), ids, s.pliTab, width, ple.tableScale()));
+        if (gemm) gemm(L, a, "ple_projection", pleProj, NULL, s.x, s.pli, t, false, Float.NaN);
+        else matvec(L, a, "ple_projection", pleProj, NULL, s.x, s.pli, t, false, Float.NaN);
+        NormOp n = ple.projectionNorm();
+        L.add(launch("ple_combine", fnPleCombine, t * layers.length, 1, 1, 256, a, s.pli, s.pliTab, pleNorm, ple.dim(), n.eps(),
+                n.offset() ? 1 : 0, ple.projectionScale(), ple.combineScale()));
+    }
+
+    /** x += postNorm(proj(act(gate(x)) · pli[layer])): gemma4's per-layer input of layer {@code li}. */
+    private void perLayerInput(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int li, int t, boolean gemm) {
+        var pi = spec.perLayerInput();
+        int dim = model.perLayerEmbedding().dim();
+        if (gemm) gemm(L, a, "pli_gate", w.pliGate(), NULL, s.x, s.g, t, false, Float.NaN);
+        else matvec(L, a, "pli_gate", w.pliGate(), NULL, s.x, s.g, t, false, Float.NaN);
+        L.add(launch("pli_gate", fnPliGate, (t * dim + 255) / 256, 1, 1, 256, a, s.g, s.pli, t * dim, dim, dim * layers.length, li,
+                actCode(pi.act())));
+        if (gemm) gemm(L, a, "pli_projection", w.pliProj(), NULL, s.g, s.m, t, false, Float.NaN);
+        else matvec(L, a, "pli_projection", w.pliProj(), NULL, s.g, s.m, t, false, Float.NaN);
+        archNorm(L, a, s.m, w.pliNorm(), pi.postNorm(), s.x, t, true);
     }
 
     /** logits = head(finalNorm(x)) for {@code rows} consecutive rows from {@code src}. */
@@ -1580,6 +1679,10 @@ final class ResidentForward implements DeviceForward {
             if (g) gemm(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
             else matvec(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);
         }
+        if (model.finalSoftcap() > 0f) {   // c·tanh(logits / c)
+            long n = (long) rows * model.vocab();
+            L.add(launch("softcap", fnScaleCap, (int) ((n + 255) / 256), 1, 1, 256, a, out, (int) n, 1f, model.finalSoftcap()));
+        }
     }
 
     // ---- the architecture-specific launches (resident_arch.cu) ----
@@ -1591,8 +1694,12 @@ final class ResidentForward implements DeviceForward {
 
     /** y = act(g)·u over n elements (y may alias g). */
     private void gluAct(Steps L, Arena a, long g, long u, long y, int n, Activation act) {
-        int code = switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
-        L.add(launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, a, g, u, y, n, code));
+        L.add(launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, a, g, u, y, n, actCode(act)));
+    }
+
+    /** resident_arch.cu's activation codes (ra_act). */
+    private static int actCode(Activation act) {
+        return switch (act) { case SILU -> 0; case GELU_TANH -> 1; case GELU -> 2; };
     }
 
     /**

@@ -28,8 +28,6 @@ final class DecoderPlans {
 
     /** Why {@code spec} is not a dense decoder this form describes, or null when it is. */
     static String unsupported(ModelSpec spec) {
-        if (spec.perLayerEmbedding() != null) return "per-layer embeddings";
-        if (spec.finalSoftcap() > 0f) return "final logit soft-capping";
         if (spec.finalNorm() == null) return "no final norm";
         if (spec.headClusters() != null) return "hierarchical head";
         Mixer.Attention first = null;
@@ -38,23 +36,36 @@ final class DecoderPlans {
             if (!(l.mixer() instanceof Mixer.Attention a)) return where + "linear attention (gated delta net)";
             String ffn = unsupportedFfn(l.ffn());
             if (ffn != null) return where + ffn;
-            if (l.perLayerInput() != null || l.layerScalar() != null) return where + "per-layer inputs";
+            if (l.perLayerInput() != null && spec.perLayerEmbedding() == null) return where + "per-layer input without a per-layer embedding";
+            if (l.perLayerInput() != null && l.perLayerInput().postNorm() == null) return where + "per-layer input without its post norm";
             if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
-            if (a.sharesKv()) return where + "shared KV";
+            if (a.sharesKv()) {
+                // the source's raw k and v rows are kept for the step and appended again (the same bytes) by this layer
+                if (!(spec.layer(a.kvSource()).mixer() instanceof Mixer.Attention src) || src.sharesKv() || a.kvSource() >= l.index())
+                    return where + "shares the KV of a layer that computes none";
+                if (src.headDim() != a.headDim() || src.window() != a.window() || !sameRope(src.rope(), a.rope()))
+                    return where + "shares the KV of a layer of another shape, window or rope";
+                if (a.qNorm() != null && src.kNorm() != null
+                        && (a.qNorm().style() != src.kNorm().style() || a.qNorm().eps() != src.kNorm().eps()))
+                    return where + "q norm and the shared k norm of different styles";
+            } else if (a.vProj() == null) return where + "V shares the K projection";
             if (a.softcap() > 0f) return where + "attention soft-capping";
             if (a.outputGate()) return where + "attention output gate";
-            if (a.vNorm() != null) return where + "v norm";
-            if (a.vProj() == null) return where + "V shares the K projection";
             if (a.headDim() > MAX_HEAD_DIM) return where + "head dim " + a.headDim() + " > " + MAX_HEAD_DIM;
             if (a.heads() % a.kvHeads() != 0) return where + "heads not a multiple of kv heads";
             if (a.qNorm() != null && a.kNorm() != null && (a.qNorm().style() != a.kNorm().style() || a.qNorm().eps() != a.kNorm().eps()))
                 return where + "q and k norms of different styles";
             if (first == null) first = a;
-            else if (a.heads() != first.heads() || a.kvHeads() != first.kvHeads() || a.headDim() != first.headDim())
-                return where + "attention shape differs between layers";
+            else if (a.heads() != first.heads() || a.kvHeads() != first.kvHeads())
+                return where + "attention heads differ between layers";
         }
         if (first == null) return "no layers";
         return null;
+    }
+
+    private static boolean sameRope(Rope a, Rope b) {
+        return a.rotaryDim() == b.rotaryDim() && a.attentionScaling() == b.attentionScaling()
+                && java.util.Arrays.equals(a.invFreq(), b.invFreq());
     }
 
     /** Why the resident kernels cannot run {@code f}, or null. */
@@ -81,7 +92,7 @@ final class DecoderPlans {
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
     static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
-        int hidden = spec.hidden(), inter = 0;
+        int hidden = spec.hidden(), inter = 0, headDim = 0;
         Mixer.Attention a0 = (Mixer.Attention) spec.layer(0).mixer();
         for (LayerSpec ls : spec.layers()) {
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
@@ -104,18 +115,35 @@ final class DecoderPlans {
                 }
                 case Ffn.DenseAndMoe d -> throw new IllegalArgumentException("unsupported: " + unsupported(spec));
             }
+            boolean shared = a.sharesKv();
+            LayerSpec.PerLayerInput pi = ls.perLayerInput();
+            int pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
             layers.add(new Layer(l.normOp(ls.preMixer()),
-                    l.matrix(a.qProj(), a.qDim(), hidden), l.matrix(a.kProj(), a.kvDim(), hidden),
-                    l.matrix(a.vProj(), a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
+                    l.matrix(a.qProj(), a.qDim(), hidden), shared ? null : l.matrix(a.kProj(), a.kvDim(), hidden),
+                    shared ? null : l.matrix(a.vProj(), a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
                     l.optionalVector(a.vBias(), a.kvDim()), l.optionalVector(a.oBias(), hidden),
                     l.normOp(a.qNorm()), l.normOp(a.kNorm()), rope(a.rope()), a.scale(), a.window(),
                     l.optionalVector(a.sinks(), a.heads()),
                     l.normOp(ls.postMixer()), l.normOp(ls.preFfn()), gate, up, down, act, moe,
-                    l.normOp(ls.postFfn())));
+                    l.normOp(ls.postFfn()), a.headDim(), l.normOp(a.vNorm()), a.kvSource(),
+                    ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0],
+                    pi == null ? null : new DecoderPlan.PerLayerInput(l.matrix(pi.gate(), pleDim, hidden), pi.act(),
+                            l.matrix(pi.projection(), hidden, pleDim), l.normOp(pi.postNorm()))));
+            headDim = Math.max(headDim, a.headDim());
         }
-        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), a0.kvHeads(), a0.headDim(), inter,
-                embedding, spec.embedScale(), layers, finalNorm, head);
+        var ple = spec.perLayerEmbedding();
+        DecoderPlan.PerLayerEmbedding pe = null;
+        if (ple != null) {
+            int width = spec.numLayers() * ple.dim();
+            Matrix table = l.whole(l.tensor(ple.table()));
+            if (table.cols() != width)
+                throw new ModelException("per-layer table '" + ple.table() + "' has width " + table.cols() + ", expected " + width);
+            pe = new DecoderPlan.PerLayerEmbedding(table, ple.tableScale(), ple.dim(), l.matrix(ple.modelProjection(), width, hidden),
+                    ple.projectionScale(), l.normOp(ple.projectionNorm()), ple.combineScale());
+        }
+        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), a0.kvHeads(), headDim, inter,
+                embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe);
     }
 
     private static Moe moe(Ffn.Moe m, int hidden, Loader l) {

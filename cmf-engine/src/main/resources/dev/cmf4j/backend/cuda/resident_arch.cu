@@ -98,6 +98,32 @@ extern "C" __global__ void __launch_bounds__(256) ra_rmsnorm(const float* x, con
     }
 }
 
+// Gemma4's per-layer inputs, row blockIdx.x = (token, layer) of dim: v = pli · projScale, pli = (v / sqrt(mean(v²) + eps)
+// · (w | 1+w | 1) + tab) · combineScale (tab already scaled by the table's scale).
+extern "C" __global__ void __launch_bounds__(256) ra_ple_combine(float* pli, const float* tab, const float* w, int dim,
+                                                                  float eps, int offset, float projScale, float combineScale) {
+    __shared__ float red[32];
+    float* pr = pli + (long long) blockIdx.x * dim;
+    const float* tr = tab + (long long) blockIdx.x * dim;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = pr[i] * projScale; ss += v * v; }
+    ss = ra_block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = pr[i] * projScale * inv;
+        if (w != nullptr) v = offset ? v * (1.f + w[i]) : w[i] * v;
+        pr[i] = (v + tr[i]) * combineScale;
+    }
+}
+
+// x[i] = scale · x[i], then c·tanh(x / c) when cap = c > 0 (a layer scalar; the final logit soft-cap).
+extern "C" __global__ void __launch_bounds__(256) ra_scale_cap(float* x, int n, float scale, float cap) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i] * scale;
+    x[i] = cap > 0.f ? cap * tanhf(v / cap) : v;
+}
+
 // ---- activations ----
 
 // act: 0 SiLU, 1 GeLU (tanh approximation), 2 GeLU (erf) — the formulas of dev.cmf4j.model.Activation.
@@ -121,6 +147,14 @@ __device__ __forceinline__ float ra_glu(float g, float u, int act, float alpha, 
 extern "C" __global__ void __launch_bounds__(256) ra_glu_act(const float* g, const float* u, float* y, int n, int act) {
     int i = blockIdx.x * 256 + threadIdx.x;
     if (i < n) y[i] = ra_glu(g[i], u[i], act, 0.f, 0.f);
+}
+
+// Gemma4's per-layer input gate: g[t, i] = act(g[t, i]) · pli[t, layer·dim + i] over n = tokens·dim elements (pli rows of width).
+extern "C" __global__ void __launch_bounds__(256) ra_pli_gate(float* g, const float* pli, int n, int dim, int width, int layer, int act) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i >= n) return;
+    int t = i / dim, j = i - t * dim;
+    g[i] = ra_act(g[i], act) * pli[(long long) t * width + (long long) layer * dim + j];
 }
 
 // ---- mixture of experts ----

@@ -131,6 +131,19 @@ class CudaKernelEmulationTest {
     }
 
     /**
+     * gemma4 resident (per-layer inputs, K/V shared by the last layers, v norm, head dims 16 and 32 by layer, layer
+     * scalars, final soft-cap, window 8), converted at f32 and q8_2f: on the emulated resident_arch.cu kernels with
+     * the other kernels as the mock's twins, and at f32 with the real products and fused decode attention too;
+     * logits within 1e-3 of the CPU engine, greedy ids identical.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"F32", "Q8_2F", "F32:products"})
+    void gemma4RunsResidentOnTheRealKernelsAndMatchesTheCpu(String which) throws Throwable {
+        var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[0]);
+        residentMatchesTheCpu("gemma4:" + which, "gemma4", mode, which.endsWith(":products"), "launches of the emulated kernels");
+    }
+
+    /**
      * The fixture folder {@code model} converted at {@code mode}, run resident on the emulated kernels (the products
      * too when {@code realProducts}) and on the CPU engine over the same 11-token prompt (past gemma3's window of 8)
      * and 6 greedy steps: the note says GPU-resident, more than 10 emulated launches, logits within 1e-3, greedy ids
@@ -188,11 +201,11 @@ class CudaKernelEmulationTest {
     /**
      * Batched steps ({@link CudaMockTest#batches}: prompt chunks beside decode rows, then a step of decode rows only,
      * which runs one r_attn_rows launch a layer, each row over its own session's caches) on the real kernels, products
-     * included: qwen3 (q/k norm) and gpt-oss (sinks, sliding window 8), f32; logits within 1e-3 of the CPU engine's
+     * included: qwen3 (q/k norm), gpt-oss (sinks, sliding window 8) and gemma4 (shared K/V, per-layer inputs), f32; logits within 1e-3 of the CPU engine's
      * same steps.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3", "gpt_oss"})
+    @ValueSource(strings = {"qwen3", "gpt_oss", "gemma4"})
     void batchedStepsOnTheRealKernelsMatchTheCpu(String model) throws Throwable {
         Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
                 tmp.resolve(model + "-batch.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);

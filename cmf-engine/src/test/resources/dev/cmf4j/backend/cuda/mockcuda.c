@@ -104,7 +104,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
-       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
+       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
@@ -156,6 +156,9 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_glu_act")) *f = &kinds[RA_GLU_ACT];
     else if (!strcmp(name, "ra_moe_route")) *f = &kinds[RA_ROUTE];
     else if (!strcmp(name, "ra_argmax_rows")) *f = &kinds[RA_ARGMAX];
+    else if (!strcmp(name, "ra_ple_combine")) *f = &kinds[RA_PLE_COMBINE];
+    else if (!strcmp(name, "ra_pli_gate")) *f = &kinds[RA_PLI_GATE];
+    else if (!strcmp(name, "ra_scale_cap")) *f = &kinds[RA_SCALE_CAP];
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
         for (int k = 0; k < 4; k++)
@@ -917,6 +920,40 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
                 y[r * dim + i] = acc ? y[r * dim + i] + v : v;
             }
         }
+        return 0;
+    }
+    if (kind == RA_PLE_COMBINE) {   /* a (token, layer) row per block */
+        float* pli = PTR(0);
+        const float *tab = PTR(1), *w = PTR(2);
+        int dim = INT(3), off = INT(5);
+        float eps = FLT(4), ps = FLT(6), cs = FLT(7);
+        if (bx != 256 || gy != 1 || gz != 1) return 1;
+        for (unsigned r = 0; r < gx; r++) {
+            double ss = 0;
+            for (int i = 0; i < dim; i++) { float v = pli[r * dim + i] * ps; ss += (double) v * v; }
+            float inv = 1.f / sqrtf((float) (ss / dim) + eps);
+            for (int i = 0; i < dim; i++) {
+                float v = pli[r * dim + i] * ps * inv;
+                if (w) v = off ? v * (1.f + w[i]) : w[i] * v;
+                pli[r * dim + i] = (v + tab[r * dim + i]) * cs;
+            }
+        }
+        return 0;
+    }
+    if (kind == RA_PLI_GATE) {
+        float* g = PTR(0);
+        const float* pli = PTR(1);
+        int n = INT(2), dim = INT(3), width = INT(4), layer = INT(5), act = INT(6);
+        if ((long) gx * 256 < n || bx != 256) return 1;
+        for (int i = 0; i < n; i++) g[i] = act_of(g[i], act) * pli[(long) (i / dim) * width + (long) layer * dim + i % dim];
+        return 0;
+    }
+    if (kind == RA_SCALE_CAP) {
+        float* x = PTR(0);
+        int n = INT(1);
+        float sc = FLT(2), cap = FLT(3);
+        if ((long) gx * 256 < n || bx != 256) return 1;
+        for (int i = 0; i < n; i++) { float v = x[i] * sc; x[i] = cap > 0.f ? cap * tanhf(v / cap) : v; }
         return 0;
     }
     if (kind == RA_GLU_ACT) {
