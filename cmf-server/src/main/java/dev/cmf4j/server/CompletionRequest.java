@@ -72,6 +72,10 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         if (rep != null && rep == 0f) throw ApiError.badRequest("repetition_penalty", "repetition_penalty must be > 0");
         Long seed = f.longInteger("seed");
         List<String> stops = f.stops("stop");
+        if (!tools.stops().isEmpty()) {
+            stops = new ArrayList<>(stops);
+            stops.addAll(tools.stops());
+        }
         Float presence = f.number("presence_penalty", -2, 2), frequency = f.number("frequency_penalty", -2, 2);
         Map<Integer, Float> bias = f.logitBias("logit_bias", m.model().graph().vocab());
         int topLogprobs = -1;

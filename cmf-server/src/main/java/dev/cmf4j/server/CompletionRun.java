@@ -289,9 +289,14 @@ final class CompletionRun {
         o.putObject("function").put("name", call.name()).put("arguments", call.argumentsJson());
     }
 
+    /** Cancels every choice; their ends still arrive (to {@link #collect}, which then fails). */
+    void cancelNow() {
+        for (Scheduler.Ticket t : tickets) t.cancel();
+    }
+
     /** Cancels every choice and waits (briefly: within a step) until the scheduler has ended them. */
     void cancel() throws InterruptedException {
-        for (Scheduler.Ticket t : tickets) t.cancel();
+        cancelNow();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (java.util.Arrays.asList(ends).contains(null) && System.nanoTime() < deadline)
             if (events.poll(100, TimeUnit.MILLISECONDS) instanceof End e) ends[e.choice()] = e.completion();

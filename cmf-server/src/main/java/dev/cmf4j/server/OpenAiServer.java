@@ -9,11 +9,13 @@ import dev.cmf4j.runtime.GenerationException;
 import dev.cmf4j.runtime.Scheduler;
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
+import io.helidon.webserver.ConnectionContext;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.helidon.webserver.http1.Http1Config;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -23,8 +25,13 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.OptionalLong;
+import java.time.Duration;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
 
@@ -35,6 +42,8 @@ import java.util.function.Consumer;
  */
 public final class OpenAiServer implements AutoCloseable {
     private static final HeaderName REQUEST_ID = HeaderNames.create("X-Request-Id");
+    /** How long a connection may stay idle after a watched answer (Helidon's own idle timeout is five minutes). */
+    private static final Duration IDLE = Duration.ofMinutes(5);
 
     private final ServerConfig cfg;
     private final ApiKey key;
@@ -57,6 +66,7 @@ public final class OpenAiServer implements AutoCloseable {
                 .host(cfg.host())
                 .port(cfg.port())
                 .shutdownHook(false)
+                .addProtocol(Http1Config.builder().addReceiveListener(new ClientConnection()).build())
                 .routing(this::routes)
                 .build()
                 .start();
@@ -83,8 +93,8 @@ public final class OpenAiServer implements AutoCloseable {
                 .get("/status", endpoint(true, true, this::status));
     }
 
-    /** One request in a handler: what it reads and writes, its id and what its log line adds. */
-    private record Call(ServerRequest req, ServerResponse res, String id, StringBuilder detail) {}
+    /** One request in a handler: what it reads and writes, its id, what its log line adds, when it came, whether it was logged. */
+    private record Call(ServerRequest req, ServerResponse res, String id, StringBuilder detail, long t0, AtomicBoolean logged) {}
 
     @FunctionalInterface
     private interface Endpoint {
@@ -98,23 +108,34 @@ public final class OpenAiServer implements AutoCloseable {
             String id = req.headers().first(REQUEST_ID).filter(s -> s.matches("[A-Za-z0-9._:-]{1,128}"))
                     .orElseGet(() -> "req-" + UUID.randomUUID().toString().substring(0, 18));
             res.header(REQUEST_ID, id);
-            Call c = new Call(req, res, id, new StringBuilder());
+            Call c = new Call(req, res, id, new StringBuilder(), t0, new AtomicBoolean());
             try {
                 if (needsKey && key != null && !key.accepts(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null)))
                     throw ApiError.unauthorized(req.headers().contains(HeaderNames.AUTHORIZATION)
                             ? "Incorrect API key provided." : "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.");
                 if (needsModel && model == null) throw new ApiError(503, "server_error", null, "model_loading", "the model is still loading");
                 e.handle(c);
-            } catch (ApiError err) {
-                if (!res.isSent()) send(res, err.status, err.body(json), err.status == 429);
             } catch (Exception x) {
-                if (!res.isSent()) send(res, 500, new ApiError(500, "server_error", null, null, "internal error: " + x).body(json), false);
+                fail(c, x);
             }
-            int status = res.status().code();
-            responses.computeIfAbsent(status, k -> new LongAdder()).increment();
-            log.accept(String.format(Locale.ROOT, "%s %s %s %d %.0fms%s", id, req.prologue().method().text(),
-                    req.path().rawPath(), status, (System.nanoTime() - t0) / 1e6, c.detail().isEmpty() ? "" : " " + c.detail()));
+            logged(c);
         };
+    }
+
+    /** Answers with the error (OpenAI's shape) unless an answer has been sent. */
+    private void fail(Call c, Exception x) {
+        if (c.res().isSent()) return;
+        if (x instanceof ApiError err) send(c.res(), err.status, err.body(json), err.status == 429);
+        else send(c.res(), 500, new ApiError(500, "server_error", null, null, "internal error: " + x).body(json), false);
+    }
+
+    /** The request's log line and response count, once. */
+    private void logged(Call c) {
+        if (c.logged().getAndSet(true)) return;
+        int status = c.res().status().code();
+        responses.computeIfAbsent(status, k -> new LongAdder()).increment();
+        log.accept(String.format(Locale.ROOT, "%s %s %s %d %.0fms%s", c.id(), c.req().prologue().method().text(),
+                c.req().path().rawPath(), status, (System.nanoTime() - c.t0()) / 1e6, c.detail().isEmpty() ? "" : " " + c.detail()));
     }
 
     private void health(Call c) {
@@ -157,13 +178,60 @@ public final class OpenAiServer implements AutoCloseable {
                 }
                 if (!complete) c.detail().append("client-gone ");
             } else {
+                ConnectionContext conn = ClientConnection.idle(c.req());
+                if (conn != null) {
+                    answerWatching(c, run, conn);   // answers, logs and cancels by itself
+                    return;
+                }
                 send(c.res(), 200, run.collect(), false);
             }
+            c.detail().append(run.summary());
         } catch (InterruptedException e) {
             run.cancel();
-            throw e;
-        } finally {
             c.detail().append(run.summary());
+            throw e;
+        }
+    }
+
+    /**
+     * A non-streamed answer whose client may leave: a virtual thread waits for the generation, sends the answer and
+     * logs it, while this thread, the connection's, waits on the socket for what it would wait for after the answer
+     * anyway: the client's next request or its close. A close before the answer cancels the generation, so its
+     * sequence leaves the batch before the next step. A connection left idle for {@link #IDLE} after the answer is
+     * closed, as Helidon closes idle connections.
+     */
+    private void answerWatching(Call c, CompletionRun run, ConnectionContext conn) {
+        AtomicBoolean gone = new AtomicBoolean(), waiting = new AtomicBoolean(true);
+        CountDownLatch answered = new CountDownLatch(1);
+        Thread.ofVirtual().name("answer-" + c.id()).start(() -> {
+            try {
+                send(c.res(), 200, run.collect(), false);
+            } catch (Exception x) {
+                try {
+                    fail(c, x);
+                } catch (RuntimeException unsent) {   // the client has gone
+                }
+            } finally {
+                if (gone.get()) c.detail().append("client-gone ");
+                c.detail().append(run.summary());
+                logged(c);
+                answered.countDown();
+                CompletableFuture.delayedExecutor(IDLE.toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+                    if (waiting.get()) ClientConnection.close(conn);
+                });
+            }
+        });
+        boolean more = ClientConnection.awaitMore(conn);
+        waiting.set(false);
+        if (!more && answered.getCount() > 0) {
+            gone.set(true);
+            run.cancelNow();
+        }
+        try {
+            answered.await();
+        } catch (InterruptedException e) {   // the server stops: the answer thread ends the run and logs it
+            run.cancelNow();
+            Thread.currentThread().interrupt();
         }
     }
 

@@ -15,18 +15,22 @@ import java.util.Map;
  * {@code auto} renders them through the model's template and parses tool calls out of the output; {@code required}
  * and a named function also force the output to be one call ({@code <tool_call>} JSON {@code </tool_call>}, the
  * Hermes/Qwen form {@link ToolCallParser} reads) by constrained sampling, its arguments following the function's
- * parameter schema when this server supports it (else any object).
+ * parameter schema when this server supports it (else any object). {@code parallel_tool_calls: false} under
+ * {@code auto} ends the generation at the first call's closing tag (a stop string; the parsers take the call without
+ * it), so at most one call comes back and no token is spent on a second.
  *
  * @param definitions the tools for the template, or null
  * @param parseCalls  whether the output's tool calls are parsed into {@code tool_calls}
  * @param forced      the constraint making the output one call, or null
+ * @param stops       stop strings the request needs: {@link ToolCallParser#CLOSE} for at most one call, else none
  */
-record ToolRequest(List<Object> definitions, boolean parseCalls, JsonConstraint forced) {
-    static final ToolRequest NONE = new ToolRequest(null, false, null);
+record ToolRequest(List<Object> definitions, boolean parseCalls, JsonConstraint forced, List<String> stops) {
+    static final ToolRequest NONE = new ToolRequest(null, false, null, List.of());
 
     static ToolRequest parse(CompletionRequest.Fields f, ObjectMapper json) {
         JsonNode tools = f.node("tools");
         JsonNode choice = f.node("tool_choice");
+        boolean parallel = !Boolean.FALSE.equals(f.bool("parallel_tool_calls"));
         if (tools == null) {
             if (choice != null && !(choice.isTextual() && (choice.asText().equals("none") || choice.asText().equals("auto"))))
                 throw ApiError.badRequest("tool_choice", "tool_choice needs tools");
@@ -50,14 +54,15 @@ record ToolRequest(List<Object> definitions, boolean parseCalls, JsonConstraint 
         if (tools.isEmpty()) return NONE;
         @SuppressWarnings("unchecked")
         List<Object> defs = json.convertValue(tools, List.class);
-        if (choice == null || choice.isTextual() && choice.asText().equals("auto")) return new ToolRequest(defs, true, null);
+        if (choice == null || choice.isTextual() && choice.asText().equals("auto")) return new ToolRequest(defs, true, null,
+                parallel ? List.of() : List.of(ToolCallParser.CLOSE));
         if (choice.isTextual() && choice.asText().equals("none")) return NONE;
         if (choice.isTextual() && choice.asText().equals("required"))   // one tool: its parameters; several: any object
             return new ToolRequest(defs, true, JsonConstraint.toolCall(new ArrayList<>(functions.keySet()),
-                    functions.size() == 1 ? functions.values().iterator().next() : null));
+                    functions.size() == 1 ? functions.values().iterator().next() : null), List.of());
         String name = choice.isObject() ? choice.path("function").path("name").asText(null) : null;
         if (name == null) throw ApiError.badRequest("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         if (!functions.containsKey(name)) throw ApiError.badRequest("tool_choice", "tool_choice names '" + name + "', which is not among the tools");
-        return new ToolRequest(defs, true, JsonConstraint.toolCall(List.of(name), functions.get(name)));
+        return new ToolRequest(defs, true, JsonConstraint.toolCall(List.of(name), functions.get(name)), List.of());
     }
 }

@@ -212,6 +212,40 @@ class OpenAiServerTest {
         assertThat(s.post("/v1/chat/completions", chat("tool_choice", "required")).statusCode()).isEqualTo(400);
     }
 
+    @Test void parallelToolCallsFalseEndsTheGenerationAtTheFirstCallsClosingTag() throws Exception {
+        // the bundled model never writes a call by itself, so this checks the parts: the request gets the closing tag as
+        // a stop string (the scheduler's stops are tested in SchedulerTest), and what that stop leaves parses as one call
+        java.util.function.Function<Map<String, Object>, List<String>> stops = body -> CompletionRequest.parse(
+                ServerFixture.JSON.valueToTree(body), true, s.model, 16, ServerFixture.JSON)
+                .generations(s.model, null, List.of(c -> {})).getFirst().stops();
+        assertThat(stops.apply(chat("tools", List.of(MANUAL_TOOL), "parallel_tool_calls", false, "stop", "END")))
+                .containsExactly("END", dev.cmf4j.chat.ToolCallParser.CLOSE);
+        assertThat(stops.apply(chat("tools", List.of(MANUAL_TOOL)))).isEmpty();
+        assertThat(stops.apply(chat("tools", List.of(MANUAL_TOOL), "parallel_tool_calls", true))).isEmpty();
+        assertThat(stops.apply(chat("tools", List.of(MANUAL_TOOL), "parallel_tool_calls", false, "tool_choice", "required")))
+                .as("a forced choice is one call by its constraint").isEmpty();
+        assertThat(stops.apply(chat("parallel_tool_calls", false))).as("no tools, nothing to cut").isEmpty();
+
+        String two = "Let me look.\n<tool_call>\n{\"name\": \"get_manual\", \"arguments\": {\"command\": \"grep\"}}\n</tool_call>\n"
+                + "<tool_call>\n{\"name\": \"get_manual\", \"arguments\": {\"command\": \"egrep\"}}\n</tool_call>";
+        String cut = two.substring(0, two.indexOf(dev.cmf4j.chat.ToolCallParser.CLOSE));   // a stop string's text ends before it
+        var parsed = dev.cmf4j.chat.ToolCallParser.parse(cut);
+        assertThat(parsed.calls()).extracting(dev.cmf4j.chat.ToolCall::argumentsJson).containsExactly("{\"command\": \"grep\"}");
+        assertThat(parsed.content()).isEqualTo("Let me look.");
+        dev.cmf4j.chat.ToolCallStream stream = new dev.cmf4j.chat.ToolCallStream();
+        List<dev.cmf4j.chat.ToolCall> streamed = new ArrayList<>(stream.push(cut).calls());
+        streamed.addAll(stream.finish().calls());
+        assertThat(streamed).hasSize(1);
+
+        // the model's own answer is untouched when it writes no call, and a wrong type is a 400
+        var r = s.post("/v1/chat/completions", chat("tools", List.of(MANUAL_TOOL), "parallel_tool_calls", false, "temperature", 0, "max_tokens", 16));
+        assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+        assertThat(ServerFixture.json(r).at("/choices/0/message/content").asText()).isEqualTo(s.greedyChat(GREP, 16));
+        var bad = s.post("/v1/chat/completions", chat("tools", List.of(MANUAL_TOOL), "parallel_tool_calls", "no"));
+        assertThat(bad.statusCode()).isEqualTo(400);
+        assertThat(ServerFixture.json(bad).at("/error/param").asText()).isEqualTo("parallel_tool_calls");
+    }
+
     @Test void badRequestsAre400InOpenAisShapeAndTheServerGoesOn() throws Exception {
         record Case(String body, String param, String says) {}
         String longPrompt = "[" + "1,".repeat(600) + "1]";
@@ -314,5 +348,62 @@ class OpenAiServerTest {
         int generated = Integer.parseInt(line.replaceAll(".*generated=(\\d+).*", "$1"));
         assertThat(generated).as(line).isLessThan(400);
         assertThat(ServerFixture.json(s.get("/status")).get("sequences")).isEmpty();
+    }
+
+    @Test void aClientThatLeavesANonStreamedRequestFreesItsSequence() throws Exception {
+        // a raw socket, so the test decides when the connection closes: after the request runs, before its answer
+        Map<String, Integer> noEos = new java.util.HashMap<>();
+        for (int id : s.model.codec().eosIds()) noEos.put(String.valueOf(id), -100);
+        byte[] body = ServerFixture.JSON.writeValueAsBytes(chat("max_tokens", 400, "temperature", 0.8, "seed", 2, "min_p", 0.0,
+                "logit_bias", noEos));
+        try (java.net.Socket socket = new java.net.Socket("127.0.0.1", s.port)) {
+            var out = socket.getOutputStream();
+            out.write(("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + s.key
+                    + "\r\nX-Request-Id: quitter\r\nContent-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+                    .getBytes(StandardCharsets.US_ASCII));
+            out.write(body);
+            out.flush();
+            long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            while (!running()) {
+                assertThat(System.nanoTime()).as("the request runs").isLessThan(deadline);
+                Thread.sleep(5);
+            }
+        }   // closes the connection with nothing answered yet
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (s.log.stream().noneMatch(l -> l.startsWith("quitter ")) && System.nanoTime() < deadline) Thread.sleep(10);
+        String line = s.log.stream().filter(l -> l.startsWith("quitter ")).findFirst().orElseThrow();
+        assertThat(line).contains("client-gone").contains("finish=cancelled");
+        assertThat(Integer.parseInt(line.replaceAll(".*generated=(\\d+).*", "$1"))).as(line).isLessThan(400);
+        assertThat(ServerFixture.json(s.get("/status")).get("sequences")).isEmpty();
+        assertThat(s.get("/metrics").body()).contains("cmf_requests_running 0");
+
+        // a client that stays gets its answer, and its connection serves the next request
+        try (java.net.Socket socket = new java.net.Socket("127.0.0.1", s.port)) {
+            byte[] small = ServerFixture.JSON.writeValueAsBytes(chat("temperature", 0, "max_tokens", 16));
+            String head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + s.key
+                    + "\r\nContent-Type: application/json\r\nContent-Length: " + small.length + "\r\n\r\n";
+            InputStream in = socket.getInputStream();
+            for (int turn = 0; turn < 2; turn++) {
+                socket.getOutputStream().write(head.getBytes(StandardCharsets.US_ASCII));
+                socket.getOutputStream().write(small);
+                socket.getOutputStream().flush();
+                StringBuilder headers = new StringBuilder();
+                while (!headers.toString().endsWith("\r\n\r\n")) {
+                    int b = in.read();
+                    assertThat(b).as("the answer's headers: " + headers).isNotNegative();
+                    headers.append((char) b);
+                }
+                assertThat(headers.toString()).startsWith("HTTP/1.1 200 OK");
+                int length = Integer.parseInt(headers.toString().replaceAll("(?si).*content-length: *(\\d+).*", "$1"));
+                String answer = new String(in.readNBytes(length), StandardCharsets.UTF_8);
+                assertThat(ServerFixture.JSON.readTree(answer).at("/choices/0/message/content").asText()).isEqualTo(s.greedyChat(GREP, 16));
+            }
+        }
+    }
+
+    /** Whether /status shows a sequence that has generated. */
+    static boolean running() throws Exception {
+        for (JsonNode q : ServerFixture.json(s.get("/status")).get("sequences")) if (q.get("generated_tokens").asInt() > 0) return true;
+        return false;
     }
 }
