@@ -92,9 +92,14 @@ public final class Hub implements AutoCloseable {
      * progress lines on {@code progress} (null: silent).
      */
     public static Path resolveModel(String uri, String quant, PrintStream progress) {
+        return resolveModel(HubSettings.fromEnvironment(), uri, quant, progress);
+    }
+
+    /** {@link #resolveModel(String, String, PrintStream)} from the Hub and cache {@code settings} name. */
+    public static Path resolveModel(HubSettings settings, String uri, String quant, PrintStream progress) {
         Options o = Options.of(quant);
         if (progress != null) o = o.withProgress(TransferProgress.lines(progress), Progress.lines(progress));
-        try (Hub hub = fromEnvironment()) {
+        try (Hub hub = new Hub(settings)) {
             return hub.pull(HubUri.parse(uri), o).cmf();
         }
     }

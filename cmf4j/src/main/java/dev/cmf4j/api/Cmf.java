@@ -9,6 +9,7 @@ import dev.cmf4j.backend.cuda.DeviceChoice;
 import dev.cmf4j.format.CmfException;
 import dev.cmf4j.hub.Hub;
 import dev.cmf4j.hub.HubException;
+import dev.cmf4j.hub.HubSettings;
 import dev.cmf4j.hub.HubUri;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.model.ModelException;
@@ -80,6 +81,15 @@ public final class Cmf {
      *                            cannot be reached with nothing cached, or a file fails its checks
      */
     public static CmfModel open(String model, ModelOptions options) {
+        return open(model, options, null);
+    }
+
+    /**
+     * {@link #open(String, ModelOptions)} with {@code hf://} models taken from the Hub and cache {@code hub} names (its
+     * endpoint, e.g. a mirror; its cache directory; its token; offline or not) rather than from the environment; null
+     * for the environment's ({@link HubSettings#fromEnvironment()}).
+     */
+    public static CmfModel open(String model, ModelOptions options, HubSettings hub) {
         if (HubUri.isHubUri(model)) {
             try {
                 HubUri.parse(model);
@@ -88,7 +98,7 @@ public final class Cmf {
             }
             Path cmf;
             try {
-                cmf = Hub.resolveModel(model, options.quant(), options.progress());
+                cmf = Hub.resolveModel(hub != null ? hub : HubSettings.fromEnvironment(), model, options.quant(), options.progress());
             } catch (HubException e) {
                 throw new InferenceException(InferenceException.Kind.DOWNLOAD, e.getMessage(), e);
             }

@@ -9,36 +9,66 @@ import dev.cmf4j.convert.TensorPolicy;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.stream.Stream;
 import java.util.stream.StreamSupport;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** Every fixture model (converted at f32) through the API: ids in, transformers' greedy ids out. */
+/**
+ * Every fixture model through the API, ids in, transformers' greedy ids out: each folder under {@code models/}
+ * (converted here at f32), and the reference converter's f32 files under {@code cmf/refconv/}.
+ */
 class FixtureModelsTest {
     @TempDir static Path tmp;
 
+    /** Every fixture model folder (a new one is picked up without a change here). */
+    static Stream<String> models() throws IOException {
+        try (Stream<Path> dirs = Files.list(Fixtures.require("models"))) {
+            List<String> names = dirs.filter(d -> Files.isRegularFile(d.resolve("golden.json")) && Files.isRegularFile(d.resolve("model.safetensors")))
+                    .map(d -> d.getFileName().toString()).sorted().toList();
+            assertThat(names).as("the fixture models").hasSizeGreaterThanOrEqualTo(9);
+            return names.stream();
+        }
+    }
+
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "qwen3_moe", "gemma3", "gemma4", "gemma4_moe", "gpt_oss", "qwen3_next"})
+    @MethodSource("models")
     void greedyIdsEqualTransformers(String name) throws Exception {
         Path dir = Fixtures.require("models/" + name);
         Path cmf = tmp.resolve(name + ".cmf");
         try (ModelSource s = Sources.open(dir)) {
             Converter.convert(s, cmf, Converter.Options.of(new TensorPolicy(TensorPolicy.Mode.F32, List.of())).withThreads(2));
         }
-        JsonNode golden = new ObjectMapper().readTree(dir.resolve("golden.json").toFile());
-        int[] prompt = ints(golden.get("input_ids")), expected = ints(golden.get("greedy_ids"));
         try (CmfModel m = Cmf.open(cmf, ModelOptions.defaults().withContextLength(128))) {
-            Reply r = m.generate(prompt, Sampling.greedy().withMaxTokens(expected.length).withIgnoreEos(true), null);
-            assertThat(r.tokens()).as(name).containsExactly(expected);
+            checkGreedy(m, dir, name);
             if (!m.hasTokenizer())
                 assertThatThrownBy(() -> m.newChat().complete(List.of(Message.user("hi")), Sampling.greedy()))
                         .isInstanceOf(InferenceException.class).hasMessageContaining("carries no tokenizer");
         }
+    }
+
+    /** The files the reference converter (cortiq-engine) wrote, opened as they are. */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen3", "qwen3_next"})
+    void referenceConverterFilesGiveTransformersGreedyIds(String name) throws Exception {
+        try (CmfModel m = Cmf.open(Fixtures.require("cmf/refconv/" + name + "-F32.cmf"), ModelOptions.defaults().withContextLength(128))) {
+            checkGreedy(m, Fixtures.require("models/" + name), name);
+        }
+    }
+
+    static void checkGreedy(CmfModel m, Path dir, String name) throws IOException {
+        JsonNode golden = new ObjectMapper().readTree(dir.resolve("golden.json").toFile());
+        int[] prompt = ints(golden.get("input_ids")), expected = ints(golden.get("greedy_ids"));
+        Reply r = m.generate(prompt, Sampling.greedy().withMaxTokens(expected.length).withIgnoreEos(true), null);
+        assertThat(r.tokens()).as(name).containsExactly(expected);
     }
 
     static int[] ints(JsonNode a) {
