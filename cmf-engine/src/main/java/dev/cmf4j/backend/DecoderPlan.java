@@ -26,7 +26,7 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
-     * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null.
+     * {@code moe} null; an MoE layer has {@code moe} and gate/up/down null, or both (a dense MLP beside the MoE).
      *
      * @param rope         the layer's rotary frequencies
      * @param window       sliding window (query p sees keys p − window < j ≤ p); 0 = full causal
@@ -40,13 +40,16 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      *                     same window and rope), or −1
      * @param layerScalar  multiplies the residual stream after the layer (gemma4); 1 = none
      * @param perLayerInput x += postNorm(proj(act(gate(x)) · pli[layer])) after the FFN (gemma4), or null
+     * @param kvHeads      this layer's key/value heads
+     * @param postMlpNorm  with both a dense MLP (gate/up/down) and {@code moe} (gemma4's 26B block): the FFN output is
+     *                     postMlp(mlp(ffnNorm(x))) + postMoe(moe(preMoe(x))), and then postFfnNorm; null otherwise
      */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
                         NormOp qNorm, NormOp kNorm, RopeTable rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
                         NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
-                        NormOp postFfnNorm, int headDim, NormOp vNorm, int kvSource, float layerScalar,
-                        PerLayerInput perLayerInput) {
+                        NormOp postFfnNorm, int headDim, int kvHeads, NormOp vNorm, int kvSource, float layerScalar,
+                        PerLayerInput perLayerInput, NormOp postMlpNorm, NormOp preMoeNorm, NormOp postMoeNorm) {
         public int qDim(int heads) { return heads * headDim; }
 
         public boolean sharesKv() { return kvSource >= 0; }
@@ -69,12 +72,15 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      * ({@code topKThenSoftmax}, gpt-oss) the top k logits and a softmax over those k; the weighted sum of the chosen
      * experts' gated MLPs. Expert matrices may be row windows of one fused [experts, ·, ·] tensor, output- or
      * input-major; gate and up are separate ({@code up} non-null) or one fused [2·I] product ({@code up} null;
+     * {@code routerNorm}, when not null, is the router's own norm of the residual stream (gemma4: its weight the
+     * router scale · hidden^-½), and {@code expertScale} multiplies each chosen expert's weight (gemma4); else the
+     * router reads the experts' input;
      * {@code interleaved}: even outputs gate, odd up; else the first half gate). Biases are [experts, n] row-major,
      * or null.
      */
     public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
                       int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
-                      float[] gateBias, float[] upBias, float[] downBias) {}
+                      float[] gateBias, float[] upBias, float[] downBias, NormOp routerNorm, float[] expertScale) {}
 
     /** The widest head dimension the device kernels take. */
     public static final int MAX_HEAD_DIM = 256;
@@ -100,8 +106,8 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
             if (!l.sharesKv()) all.addAll(List.of(l.k(), l.v()));
             all.add(l.o());
             if (l.perLayerInput() != null) all.addAll(List.of(l.perLayerInput().gate(), l.perLayerInput().projection()));
-            if (l.moe() == null) all.addAll(List.of(l.gate(), l.up(), l.down()));
-            else all.add(l.moe().router());
+            if (l.gate() != null) all.addAll(List.of(l.gate(), l.up(), l.down()));
+            if (l.moe() != null) all.add(l.moe().router());
         }
         return all;
     }

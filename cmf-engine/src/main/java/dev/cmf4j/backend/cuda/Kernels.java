@@ -103,11 +103,13 @@ final class Kernels {
     static final KernelSignature PLI_GATE = KernelSignature.of(ARCH_CU, "ra_pli_gate",
             "float* g, const float* pli, int n, int dim, int width, int layer, int act");
     static final KernelSignature SCALE_CAP = KernelSignature.of(ARCH_CU, "ra_scale_cap", "float* x, int n, float scale, float cap");
+    static final KernelSignature EXPERT_SCALE = KernelSignature.of(ARCH_CU, "ra_expert_scale",
+            "const int* idx, float* wts, const float* scale, int n");
 
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(QK_ROPE_APPEND, ATTN_PARTIAL, ATTN_ROWS, SPLIT, SPLIT3, I8_WIDEN,
-                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP));
+                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
         for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d));
         for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i]));

@@ -66,7 +66,7 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
-    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap;
+    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
     private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
@@ -111,7 +111,7 @@ final class ResidentForward implements DeviceForward {
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq,
                                 long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe, long vNorm,
-                                W pliGate, W pliProj, long pliNorm) {
+                                W pliGate, W pliProj, long pliNorm, long postMlpNorm, long preMoeNorm, long postMoeNorm) {
         /** The layer's products, in launch order; null where absent. */
         W[] products() { return new W[] {q, k, v, o, gate, up, down, pliGate, pliProj}; }
     }
@@ -121,7 +121,7 @@ final class ResidentForward implements DeviceForward {
      * (weights, f32 row scales, f32 column scales; 0 = none) which the expert kernels index by the routed ids.
      */
     private record MoeWeights(W router, long routerBias, int gateKind, int downKind, Table gate, Table up, Table down,
-                              long gateBias, long upBias, long downBias) {}
+                              long gateBias, long upBias, long downBias, long routerNorm, long expertScale) {}
 
     /** Every expert's {weights, row scales, column scales} device addresses, the stored outputs, the layout. */
     private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
@@ -257,6 +257,7 @@ final class ResidentForward implements DeviceForward {
         fnPleCombine = Kernels.PLE_COMBINE.load(ctx);
         fnPliGate = Kernels.PLI_GATE.load(ctx);
         fnScaleCap = Kernels.SCALE_CAP.load(ctx);
+        fnExpertScale = Kernels.EXPERT_SCALE.load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);
         fnGemmOut = Kernels.GEMM_OUT.load(ctx);
@@ -276,7 +277,7 @@ final class ResidentForward implements DeviceForward {
         for (int i = 0; i < layers.length; i++) {
             DecoderPlan.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
-            boolean dense = l.moe() == null;
+            boolean dense = l.gate() != null;
             boolean shared = l.sharesKv();
             if (shared) kn = model.layers().get(l.kvSource()).kNorm();   // the keys it reads were normed by their layer
             boolean af = foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
@@ -291,10 +292,11 @@ final class ResidentForward implements DeviceForward {
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
                     vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
-                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), dense ? null : uploadMoe(l.moe()),
+                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), l.moe() == null ? null : uploadMoe(l.moe()),
                     l.vNorm() == null ? NULL : vector(l.vNorm().w()),
                     pi == null ? null : upload(pi.gate(), null), pi == null ? null : upload(pi.projection(), null),
-                    pi == null ? NULL : vector(pi.postNorm().w()));
+                    pi == null ? NULL : vector(pi.postNorm().w()), l.postMlpNorm() == null ? NULL : vector(l.postMlpNorm().w()),
+                    l.preMoeNorm() == null ? NULL : vector(l.preMoeNorm().w()), l.postMoeNorm() == null ? NULL : vector(l.postMoeNorm().w()));
         }
         fusedSplitUnits = widestFusedSplit();
     }
@@ -345,7 +347,8 @@ final class ResidentForward implements DeviceForward {
         Table u = moe.up() == null ? g : expertTable(moe.up());   // fused gate/up: the kernel reads both from one table
         long gb = vector(moe.gateBias());
         return new MoeWeights(upload(moe.router(), null), vector(moe.routerBias()), kind(moe.gate().get(0).dtype()),
-                kind(moe.down().get(0).dtype()), g, u, d, gb, moe.up() == null ? gb : vector(moe.upBias()), vector(moe.downBias()));
+                kind(moe.down().get(0).dtype()), g, u, d, gb, moe.up() == null ? gb : vector(moe.upBias()), vector(moe.downBias()),
+                moe.routerNorm() == null ? NULL : vector(moe.routerNorm().w()), vector(moe.expertScale()));
     }
 
     /** The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major). */
@@ -441,7 +444,7 @@ final class ResidentForward implements DeviceForward {
         MemorySegment hostAll;
         final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, done, last;
         /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
-        final long m, moeIn, moeLogits, moeIdx, moeWts, moeH;
+        final long m, moeIn, moeLogits, moeIdx, moeWts, moeH, moeOut;
         final long[] kc, vc;
         /**
          * Per layer whose keys and values a later layer reads, the step's raw k and v rows (the later layer appends
@@ -492,10 +495,11 @@ final class ResidentForward implements DeviceForward {
                 cu.memsetD8(done, (byte) 0, 4L * model.heads() * decodeRows);
                 cu.synchronize();   // the memset runs on the legacy stream, which the session's non-blocking stream does not wait for
                 last = alloc(4L * vocab);
-                boolean sandwich = false;
+                boolean sandwich = false, beside = false;
                 int experts = 0, topK = 0, expertInter = 0;
                 for (DecoderPlan.Layer l : model.layers()) {
                     sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
+                    beside |= l.moe() != null && l.gate() != null;
                     if (l.moe() != null) {
                         experts = Math.max(experts, l.moe().experts());
                         topK = Math.max(topK, l.moe().topK());
@@ -508,13 +512,14 @@ final class ResidentForward implements DeviceForward {
                 moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
                 moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
                 moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
+                moeOut = beside ? alloc(4L * maxChunk * hidden) : NULL;
                 kc = new long[layers.length];
                 vc = new long[layers.length];
                 kRaw = new long[layers.length];
                 vRaw = new long[layers.length];
                 for (int l = 0; l < layers.length; l++) {
                     DecoderPlan.Layer spec = model.layers().get(l);
-                    long kvDim = (long) model.kvHeads() * spec.headDim();
+                    long kvDim = (long) spec.kvHeads() * spec.headDim();
                     if (spec.sharesKv()) {   // an earlier layer's caches (allocated: sources come first)
                         kc[l] = kc[spec.kvSource()];
                         vc[l] = vc[spec.kvSource()];
@@ -1487,14 +1492,14 @@ final class ResidentForward implements DeviceForward {
      */
     private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
-        int hidden = model.hidden(), heads = model.heads(), kvHeads = model.kvHeads();
+        int hidden = model.hidden(), heads = model.heads();
         L.add(launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DecoderPlan.Layer spec = model.layers().get(li);
-            int hd = spec.headDim(), qDim = heads * hd, kvDim = kvHeads * hd;
+            int hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
             // a layer that reads an earlier one's keys and values computes none: it appends that layer's raw rows again
             boolean shared = spec.sharesKv();
             int kvLayer = shared ? spec.kvSource() : li;
@@ -1568,8 +1573,13 @@ final class ResidentForward implements DeviceForward {
                 else matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
                 archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
             }
-            if (spec.moe() != null) moe(L, a, s, w, spec, t);
-            else denseFfn(L, a, s, w, spec, t, gemm);
+            if (spec.moe() != null && spec.gate() != null) {   // gemma4's 26B block: x += postFfn(postMlp(mlp) + postMoe(moe))
+                denseFfn(L, a, s, w, spec, t, gemm, true);
+                archNorm(L, a, s.m, w.postMlpNorm(), spec.postMlpNorm(), s.m, t, false);
+                moe(L, a, s, w, spec, t);
+                archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+            } else if (spec.moe() != null) moe(L, a, s, w, spec, t);
+            else denseFfn(L, a, s, w, spec, t, gemm, false);
             if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
             if (spec.layerScalar() != 1f)
                 L.add(launch("layer_scalar", fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
@@ -1580,8 +1590,11 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    /** The dense gated MLP of one layer: x += down(act(gate(x̂))·up(x̂)), or through its post norm. */
-    private void denseFfn(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm) {
+    /**
+     * The dense gated MLP of one layer: x += down(act(gate(x̂))·up(x̂)), or through its post norm; with {@code intoM}
+     * the bare output into s.m (the MLP beside an MoE).
+     */
+    private void denseFfn(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm, boolean intoM) {
         int hidden = model.hidden();
         {
             long fin = w.ffnFolded() ? s.x : s.h;   // the FFN norm, folded into gate/up or its own kernel
@@ -1630,13 +1643,13 @@ final class ResidentForward implements DeviceForward {
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());   // silu, gelu-tanh or gelu
             }
             // x += down·glu, or down·glu into m and then x += postNorm(m)
-            boolean residual = spec.postFfnNorm() == null;
+            boolean residual = !intoM && spec.postFfnNorm() == null;
             String name = residual ? "down_residual" : "down";
             long y = residual ? s.x : s.m;
             if (downSplit) out(L, a, name, w.down(), NULL, y, t, residual, gemmParts(L, a, name, w.down(), sB, t, sC1), sC1, sS1 + 4L * t);
             else if (gemm) gemm(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
-            if (!residual) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+            if (!residual && !intoM) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
         }
     }
 
@@ -1711,10 +1724,19 @@ final class ResidentForward implements DeviceForward {
         DecoderPlan.Moe moe = spec.moe();
         MoeWeights mw = w.moe();
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
-        archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);
-        matvec(L, a, "moe_router", mw.router(), mw.routerBias(), s.moeIn, s.moeLogits, t, false, Float.NaN);
+        boolean beside = spec.gate() != null;   // beside a dense MLP (whose output is in s.m): experts read preMoe(x)
+        if (beside) archNorm(L, a, s.x, w.preMoeNorm(), spec.preMoeNorm(), s.moeIn, t, false);
+        else archNorm(L, a, s.x, w.ffnNorm(), spec.ffnNorm(), s.moeIn, t, false);
+        long routerIn = s.moeIn;
+        if (moe.routerNorm() != null) {   // the router's own norm of x (gemma4), into s.h (free after the dense MLP)
+            archNorm(L, a, s.x, mw.routerNorm(), moe.routerNorm(), s.h, t, false);
+            routerIn = s.h;
+        }
+        matvec(L, a, "moe_router", mw.router(), mw.routerBias(), routerIn, s.moeLogits, t, false, Float.NaN);
         L.add(launch("moe_route", fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
                 moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0));
+        if (mw.expertScale() != NULL)
+            L.add(launch("moe_expert_scale", fnExpertScale, (t * k + 255) / 256, 1, 1, 256, a, s.moeIdx, s.moeWts, mw.expertScale(), t * k));
         int act;
         float alpha = 0f, limit = 0f;
         switch (moe.glu()) {
@@ -1728,9 +1750,12 @@ final class ResidentForward implements DeviceForward {
                 g.w(), g.rs(), g.cf(), g.outs(), g.inputMajor() ? 1 : 0, u.w(), u.rs(), u.cf(), u.outs(), u.inputMajor() ? 1 : 0,
                 mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit));
         boolean post = spec.postFfnNorm() != null;
+        long y = beside ? s.moeOut : post ? s.m : s.x;
         L.add(launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
-                d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, post ? s.m : s.x, hidden, inter, k, post ? 0 : 1));
-        if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+                d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, y, hidden, inter, k,
+                beside || post ? 0 : 1));
+        if (beside) archNorm(L, a, s.moeOut, w.postMoeNorm(), spec.postMoeNorm(), s.m, t, true);   // s.m += postMoe(moe)
+        else if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }
 
     private void norm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows) {

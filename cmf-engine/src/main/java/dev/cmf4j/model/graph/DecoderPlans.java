@@ -36,6 +36,7 @@ final class DecoderPlans {
             if (!(l.mixer() instanceof Mixer.Attention a)) return where + "linear attention (gated delta net)";
             String ffn = unsupportedFfn(l.ffn());
             if (ffn != null) return where + ffn;
+            if (l.ffn() instanceof Ffn.DenseAndMoe && l.postFfn() == null) return where + "dense MLP beside the MoE without a post norm";
             if (l.perLayerInput() != null && spec.perLayerEmbedding() == null) return where + "per-layer input without a per-layer embedding";
             if (l.perLayerInput() != null && l.perLayerInput().postNorm() == null) return where + "per-layer input without its post norm";
             if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
@@ -48,7 +49,7 @@ final class DecoderPlans {
                 if (a.qNorm() != null && src.kNorm() != null
                         && (a.qNorm().style() != src.kNorm().style() || a.qNorm().eps() != src.kNorm().eps()))
                     return where + "q norm and the shared k norm of different styles";
-            } else if (a.vProj() == null) return where + "V shares the K projection";
+            }
             if (a.softcap() > 0f) return where + "attention soft-capping";
             if (a.outputGate()) return where + "attention output gate";
             if (a.headDim() > MAX_HEAD_DIM) return where + "head dim " + a.headDim() + " > " + MAX_HEAD_DIM;
@@ -56,8 +57,7 @@ final class DecoderPlans {
             if (a.qNorm() != null && a.kNorm() != null && (a.qNorm().style() != a.kNorm().style() || a.qNorm().eps() != a.kNorm().eps()))
                 return where + "q and k norms of different styles";
             if (first == null) first = a;
-            else if (a.heads() != first.heads() || a.kvHeads() != first.kvHeads())
-                return where + "attention heads differ between layers";
+            else if (a.heads() != first.heads()) return where + "query heads differ between layers";
         }
         if (first == null) return "no layers";
         return null;
@@ -77,7 +77,6 @@ final class DecoderPlans {
                 return null;
             }
             case Ffn.Moe m -> {
-                if (m.router() instanceof Ffn.Router.ScaledSoftmaxTopK) return "MoE router with its own norm and scales";
                 if (m.router() instanceof Ffn.Router.Resonance) return "resonance router";
                 if (m.shared() != null || m.sharedGate() != null) return "MoE shared expert";
                 Ffn.Experts ex = m.experts();
@@ -85,19 +84,24 @@ final class DecoderPlans {
                     return "MoE of " + ex.count() + " experts, top " + m.topK() + " (at most " + MAX_EXPERTS + ", top " + MAX_TOP_K + ")";
                 return null;
             }
-            case Ffn.DenseAndMoe d -> { return "dense MLP beside the MoE"; }
+            case Ffn.DenseAndMoe d -> {
+                if (d.postMlp() == null || d.preMoe() == null || d.postMoe() == null) return "dense MLP beside the MoE without its norms";
+                String dense = unsupportedFfn(d.mlp()), moe = unsupportedFfn(d.moe());
+                return dense != null ? dense : moe;
+            }
         }
     }
 
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
     static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
-        int hidden = spec.hidden(), inter = 0, headDim = 0;
+        int hidden = spec.hidden(), inter = 0, headDim = 0, kvHeads = 0;
         Mixer.Attention a0 = (Mixer.Attention) spec.layer(0).mixer();
         for (LayerSpec ls : spec.layers()) {
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
             Matrix gate = null, up = null, down = null;
             Moe moe = null;
+            NormOp postMlp = null, preMoe = null, postMoe = null;
             Activation act;
             switch (ls.ffn()) {
                 case Ffn.GatedMlp m -> {
@@ -113,24 +117,39 @@ final class DecoderPlans {
                     inter = Math.max(inter, moe.intermediate());
                     act = m.glu() instanceof Glu.Gated g ? g.act() : Activation.SILU;   // the experts' own glu is in moe
                 }
-                case Ffn.DenseAndMoe d -> throw new IllegalArgumentException("unsupported: " + unsupported(spec));
+                case Ffn.DenseAndMoe d -> {   // gemma4's 26B block: the dense MLP as above, the MoE beside it
+                    gate = l.matrixRows(d.mlp().gate(), hidden);
+                    int in = gate.outDim();
+                    up = l.matrix(d.mlp().up(), in, hidden);
+                    down = l.matrix(d.mlp().down(), hidden, in);
+                    act = ((Glu.Gated) d.mlp().glu()).act();
+                    moe = moe(d.moe(), hidden, l);
+                    inter = Math.max(inter, Math.max(in, moe.intermediate()));
+                    postMlp = l.normOp(d.postMlp());
+                    preMoe = l.normOp(d.preMoe());
+                    postMoe = l.normOp(d.postMoe());
+                }
             }
             boolean shared = a.sharesKv();
             LayerSpec.PerLayerInput pi = ls.perLayerInput();
             int pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
+            // V as the raw K projection (attention_k_eq_v): the k product a second time
+            String vProj = a.vProj() != null ? a.vProj() : a.kProj(), vBias = a.vProj() != null ? a.vBias() : a.kBias();
             layers.add(new Layer(l.normOp(ls.preMixer()),
                     l.matrix(a.qProj(), a.qDim(), hidden), shared ? null : l.matrix(a.kProj(), a.kvDim(), hidden),
-                    shared ? null : l.matrix(a.vProj(), a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
+                    shared ? null : l.matrix(vProj, a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
-                    l.optionalVector(a.vBias(), a.kvDim()), l.optionalVector(a.oBias(), hidden),
+                    l.optionalVector(vBias, a.kvDim()), l.optionalVector(a.oBias(), hidden),
                     l.normOp(a.qNorm()), l.normOp(a.kNorm()), rope(a.rope()), a.scale(), a.window(),
                     l.optionalVector(a.sinks(), a.heads()),
                     l.normOp(ls.postMixer()), l.normOp(ls.preFfn()), gate, up, down, act, moe,
-                    l.normOp(ls.postFfn()), a.headDim(), l.normOp(a.vNorm()), a.kvSource(),
+                    l.normOp(ls.postFfn()), a.headDim(), a.kvHeads(), l.normOp(a.vNorm()), a.kvSource(),
                     ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0],
                     pi == null ? null : new DecoderPlan.PerLayerInput(l.matrix(pi.gate(), pleDim, hidden), pi.act(),
-                            l.matrix(pi.projection(), hidden, pleDim), l.normOp(pi.postNorm()))));
+                            l.matrix(pi.projection(), hidden, pleDim), l.normOp(pi.postNorm())),
+                    postMlp, preMoe, postMoe));
             headDim = Math.max(headDim, a.headDim());
+            kvHeads = Math.max(kvHeads, a.kvHeads());
         }
         var ple = spec.perLayerEmbedding();
         DecoderPlan.PerLayerEmbedding pe = null;
@@ -142,7 +161,7 @@ final class DecoderPlans {
             pe = new DecoderPlan.PerLayerEmbedding(table, ple.tableScale(), ple.dim(), l.matrix(ple.modelProjection(), width, hidden),
                     ple.projectionScale(), l.normOp(ple.projectionNorm()), ple.combineScale());
         }
-        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), a0.kvHeads(), headDim, inter,
+        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), kvHeads, headDim, inter,
                 embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe);
     }
 
@@ -152,10 +171,22 @@ final class DecoderPlans {
         if (m.topK() < 1 || m.topK() > n) throw new ModelException("MoE top-k " + m.topK() + " outside 1.." + n);
         String routerWeight, routerBias;
         boolean normTopK, topKFirst;
+        NormOp routerNorm = null;
+        float[] expertScale = null;
         switch (m.router()) {
             case Ffn.Router.SoftmaxTopK r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = r.normTopK(); topKFirst = false; }
             case Ffn.Router.TopKSoftmax r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = false; topKFirst = true; }
-            case Ffn.Router.ScaledSoftmaxTopK r -> throw new IllegalArgumentException("unsupported MoE router");
+            case Ffn.Router.ScaledSoftmaxTopK r -> {   // gemma4: rmsnorm(x) · scale · hidden^-½, softmax top-k renormalised, · per-expert scale
+                routerWeight = r.proj();
+                routerBias = null;
+                normTopK = true;
+                topKFirst = false;
+                float[] sc = l.vector(r.scale(), hidden);
+                float k = (float) Math.pow(hidden, -0.5);
+                for (int i = 0; i < hidden; i++) sc[i] *= k;
+                routerNorm = new NormOp(sc, false, r.eps(), hidden);
+                expertScale = l.vector(r.perExpertScale(), n);
+            }
             case Ffn.Router.Resonance r -> throw new IllegalArgumentException("unsupported MoE router");
         }
         boolean fused = ex.gateUp() != null;
@@ -173,7 +204,7 @@ final class DecoderPlans {
         return new Moe(l.matrix(routerWeight, n, hidden), l.optionalVector(routerBias, n), n, m.topK(), normTopK, topKFirst,
                 in, m.glu(), List.copyOf(gate), fused ? null : List.copyOf(up), ex.interleaved(), List.copyOf(down),
                 biases(l, fused ? ex.gateUpBias() : ex.gateBias(), n, fused ? 2 * in : in),
-                fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden));
+                fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden), routerNorm, expertScale);
     }
 
     /** Every expert's bias of width w, concatenated [experts, w]; null when absent. */

@@ -213,6 +213,12 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
     }
 }
 
+// wts[i] ·= scale[idx[i]] over the n = tokens·k routed pairs (gemma4's per-expert scale of the chosen experts).
+extern "C" __global__ void __launch_bounds__(256) ra_expert_scale(const int* idx, float* wts, const float* scale, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) wts[i] *= scale[idx[i]];
+}
+
 // Expert e's matrices by table: w[e] the weights, rs[e] f32 scales per stored row, cf[e] f32 scales per stored
 // column (0 = none), as device addresses (each expert may be a row window of one fused tensor). Stored [out, in]
 // (y = W·x) or input-major [in, out] (y = x·W, gpt-oss's HF layout); outs = the stored matrix's output count.

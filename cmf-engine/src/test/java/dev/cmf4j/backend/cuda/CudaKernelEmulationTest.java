@@ -132,15 +132,17 @@ class CudaKernelEmulationTest {
 
     /**
      * gemma4 resident (per-layer inputs, K/V shared by the last layers, v norm, head dims 16 and 32 by layer, layer
-     * scalars, final soft-cap, window 8), converted at f32 and q8_2f: on the emulated resident_arch.cu kernels with
+     * scalars, final soft-cap, window 8) and gemma4_moe (a dense MLP beside the MoE, the router's own norm and
+     * per-expert scales, V as the K projection, kv heads by layer), converted at f32 and q8_2f: on the emulated resident_arch.cu kernels with
      * the other kernels as the mock's twins, and at f32 with the real products and fused decode attention too;
      * logits within 1e-3 of the CPU engine, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"F32", "Q8_2F", "F32:products"})
+    @ValueSource(strings = {"gemma4:F32", "gemma4:Q8_2F", "gemma4:F32:products", "gemma4_moe:F32", "gemma4_moe:Q8_2F"})
     void gemma4RunsResidentOnTheRealKernelsAndMatchesTheCpu(String which) throws Throwable {
-        var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(which.split(":")[0]);
-        residentMatchesTheCpu("gemma4:" + which, "gemma4", mode, which.endsWith(":products"), "launches of the emulated kernels");
+        String[] w = which.split(":");
+        var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(w[1]);
+        residentMatchesTheCpu(which, w[0], mode, which.endsWith(":products"), "launches of the emulated kernels");
     }
 
     /**

@@ -189,7 +189,7 @@ extern "C" int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, 
 typedef const unsigned long long* Tab;
 
 // the mock's function handles of resident_arch.cu: 80 ra_rmsnorm, 81 ra_glu_act, 82 ra_moe_route, 83 ra_argmax_rows,
-// 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap,
+// 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap, 87 ra_expert_scale,
 // 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 0 on success
 extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
@@ -201,6 +201,7 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
         case 84: k = [p] { ra_ple_combine(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, float), P(5, int), P(6, float), P(7, float)); }; break;
         case 85: k = [p] { ra_pli_gate(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int)); }; break;
         case 86: k = [p] { ra_scale_cap(P(0, float*), P(1, int), P(2, float), P(3, float)); }; break;
+        case 87: k = [p] { ra_expert_scale(P(0, const int*), P(1, float*), P(2, const float*), P(3, int)); }; break;
 #define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, int), P(4, int), P(5, Tab), P(6, Tab), P(7, Tab), \
                     P(8, int), P(9, int), P(10, const float*), P(11, const float*), P(12, const int*), P(13, const float*), \
                     P(14, float*), P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, float), P(21, float)); }; break;

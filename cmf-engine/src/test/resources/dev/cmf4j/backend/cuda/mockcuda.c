@@ -104,7 +104,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
-       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
+       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
@@ -159,6 +159,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_ple_combine")) *f = &kinds[RA_PLE_COMBINE];
     else if (!strcmp(name, "ra_pli_gate")) *f = &kinds[RA_PLI_GATE];
     else if (!strcmp(name, "ra_scale_cap")) *f = &kinds[RA_SCALE_CAP];
+    else if (!strcmp(name, "ra_expert_scale")) *f = &kinds[RA_EXPERT_SCALE];
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
         for (int k = 0; k < 4; k++)
@@ -946,6 +947,15 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         int n = INT(2), dim = INT(3), width = INT(4), layer = INT(5), act = INT(6);
         if ((long) gx * 256 < n || bx != 256) return 1;
         for (int i = 0; i < n; i++) g[i] = act_of(g[i], act) * pli[(long) (i / dim) * width + (long) layer * dim + i % dim];
+        return 0;
+    }
+    if (kind == RA_EXPERT_SCALE) {
+        const int* idx = PTR(0);
+        float* wts = PTR(1);
+        const float* sc = PTR(2);
+        int n = INT(3);
+        if ((long) gx * 256 < n || bx != 256) return 1;
+        for (int i = 0; i < n; i++) wts[i] *= sc[idx[i]];
         return 0;
     }
     if (kind == RA_SCALE_CAP) {
