@@ -46,11 +46,21 @@ public final class Model implements AutoCloseable {
      * ({@link Graph#overlay}); an adapter that targets something other than a weight product of the model fails here.
      */
     public static Model open(Path path, JsonNode archOverrides, Backend backend, java.util.List<LowRankAdapter> adapters) {
+        return open(path, archOverrides, backend, adapters, header -> AttentionMemory.EXACT);
+    }
+
+    /**
+     * As {@link #open(Path, JsonNode, Backend, java.util.List)}, with attention memory chosen from the file's header
+     * (where {@code provenance.o1_attn} may suggest sealed layers): {@code memory} maps the header to the choice.
+     */
+    public static Model open(Path path, JsonNode archOverrides, Backend backend, java.util.List<LowRankAdapter> adapters,
+                             java.util.function.Function<JsonNode, AttentionMemory> memory) {
         CmfFile file = CmfFile.open(path);
         try {
             Weights w = new CmfWeights(file);
-            ModelSpec spec = SpecBuilder.build(file.header().toJson(), w, archOverrides);
-            return new Model(file, spec, new Graph(spec, w, backend, adapters));
+            JsonNode header = file.header().toJson();
+            ModelSpec spec = SpecBuilder.build(header, w, archOverrides);
+            return new Model(file, spec, new Graph(spec, w, backend, adapters, memory.apply(header)));
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);

@@ -25,7 +25,7 @@ public final class AttentionKernel {
         float max = Float.NEGATIVE_INFINITY;
         for (int j = 0; j < n; j++) {
             int pos = from + j;
-            float s = VectorMath.dot(q, qo, cache.keysOf(pos), cache.offset(pos) + kvOff, headDim) * scale;
+            float s = cache.keyDot(q, qo, pos, kvOff, headDim) * scale;
             if (softcap > 0f) s = (float) Math.tanh(s / softcap) * softcap;
             scores[j] = s;
             if (s > max) max = s;
@@ -37,8 +37,7 @@ public final class AttentionKernel {
         if (hasSink) sum += (float) Math.exp(sink - max);
         java.util.Arrays.fill(out, oo, oo + headDim, 0f);
         for (int j = 0; j < n; j++) {
-            int pos = from + j;
-            VectorMath.axpy(scores[j] / sum, cache.valuesOf(pos), cache.offset(pos) + kvOff, out, oo, headDim);
+            cache.addValue(scores[j] / sum, from + j, kvOff, out, oo, headDim);
         }
     }
 }

@@ -1,45 +1,61 @@
 package dev.cmf4j.backend.cpu;
 
+import dev.cmf4j.backend.KvType;
+
 import java.util.Arrays;
 
 /**
  * Keys and values of one attention layer for one session.
  *
  * <p>Two parts: the committed store (positions before the chunk being computed) and the pending chunk
- * (the K/V the current forward step produced). Attention reads both; {@link #commit()} moves the chunk
- * into the store once every layer that reads this cache (KV-sharing layers included) is done.
+ * (the K/V the current forward step produced, float32). Attention reads both; {@link #commit()} moves the chunk
+ * into the store once every layer that reads this cache (KV-sharing layers included) is done. The store keeps
+ * float32, float16, or int8 codes with one scale per head and position ({@link KvType}).
  *
  * <p>A sliding-window layer's store is a ring of exactly {@code window} positions: a query at position p
  * sees keys in (p − window, p], and every such key before the chunk is within the last {@code window}
  * committed ones. A full layer's store grows (doubling) up to the context limit.
  */
 public final class KvCache {
-    private final int kvDim;
+    private final int kvDim, headDim, kvHeads;
     private final int window;          // 0 = full attention
     private final int maxPositions;
-    private float[] k, v;
+    private final KvType type;
     private int capacity;              // positions the store holds
     private int length;                // positions committed so far (= next position)
+    // the store: one of these pairs, by type; q8 adds a scale per (position, head)
+    private float[] k, v;
+    private short[] k16, v16;
+    private byte[] k8, v8;
+    private float[] ks, vs;
     private float[] pk = new float[0], pv = new float[0];
     private int pendingStart, pendingCount;
 
+    /** A float32 cache. */
+    public KvCache(int kvDim, int window, int maxPositions) { this(kvDim, kvDim, window, maxPositions, KvType.F32); }
+
     /**
      * @param kvDim        kvHeads·headDim floats per position
+     * @param headDim      one head's width (q8 keeps a scale per head)
      * @param window       sliding window, or 0 for a full layer
      * @param maxPositions context limit (bounds a full layer's growth)
      */
-    public KvCache(int kvDim, int window, int maxPositions) {
+    public KvCache(int kvDim, int headDim, int window, int maxPositions, KvType type) {
+        if (headDim < 1 || kvDim % headDim != 0) throw new IllegalArgumentException("kvDim " + kvDim + " is not a multiple of headDim " + headDim);
         this.kvDim = kvDim;
+        this.headDim = headDim;
+        this.kvHeads = kvDim / headDim;
         this.window = window;
         this.maxPositions = maxPositions;
-        this.capacity = window > 0 ? window : Math.min(maxPositions, 64);
-        this.k = new float[capacity * kvDim];
-        this.v = new float[capacity * kvDim];
+        this.type = type;
+        allocate(window > 0 ? window : Math.min(maxPositions, 64));
     }
 
     public int kvDim() { return kvDim; }
 
     public int window() { return window; }
+
+    public KvType type() { return type; }
 
     /** Positions committed. */
     public int length() { return length; }
@@ -47,8 +63,14 @@ public final class KvCache {
     /** Positions the store can hold now (the window for a sliding layer). */
     public int capacity() { return capacity; }
 
-    /** Floats held by the committed store (K and V), for memory accounting. */
-    public long storeFloats() { return (long) k.length + v.length; }
+    /** Elements held by the committed store (K and V). */
+    public long storeFloats() { return 2L * capacity * kvDim; }
+
+    /** Bytes held by the committed store (K and V, with q8's scales), for memory accounting. */
+    public long storeBytes() {
+        long b = storeFloats() * type.elementBytes;
+        return type == KvType.Q8 ? b + 2L * capacity * kvHeads * Float.BYTES : b;
+    }
 
     /** Starts a chunk of {@code count} positions at {@code start} (must equal {@link #length()}). */
     public void beginChunk(int start, int count) {
@@ -71,38 +93,130 @@ public final class KvCache {
     /** Oldest position still readable (committed or pending). */
     public int firstAvailable() { return window > 0 ? Math.max(0, length - window) : 0; }
 
-    /** The array holding the key of position {@code pos}; use with {@link #offset(int)}. */
-    public float[] keysOf(int pos) { return pos >= pendingStart ? pk : k; }
+    /** q · key(pos)[kvOff .. kvOff+n) (n within one head for q8). */
+    public float keyDot(float[] q, int qo, int pos, int kvOff, int n) {
+        if (pos >= pendingStart) return VectorMath.dot(q, qo, pk, (pos - pendingStart) * kvDim + kvOff, n);
+        int o = slot(pos) * kvDim + kvOff;
+        return switch (type) {
+            case F32 -> VectorMath.dot(q, qo, k, o, n);
+            case F16 -> dot16(q, qo, k16, o, n);
+            case Q8 -> dot8(q, qo, k8, o, n) * ks[slot(pos) * kvHeads + kvOff / headDim];
+        };
+    }
 
-    public float[] valuesOf(int pos) { return pos >= pendingStart ? pv : v; }
+    /** out[oo..oo+n) += a · value(pos)[kvOff ..]. */
+    public void addValue(float a, int pos, int kvOff, float[] out, int oo, int n) {
+        if (pos >= pendingStart) { VectorMath.axpy(a, pv, (pos - pendingStart) * kvDim + kvOff, out, oo, n); return; }
+        int o = slot(pos) * kvDim + kvOff;
+        switch (type) {
+            case F32 -> VectorMath.axpy(a, v, o, out, oo, n);
+            case F16 -> { for (int i = 0; i < n; i++) out[oo + i] += a * Float.float16ToFloat(v16[o + i]); }
+            case Q8 -> {
+                float s = a * vs[slot(pos) * kvHeads + kvOff / headDim];
+                for (int i = 0; i < n; i++) out[oo + i] += s * v8[o + i];
+            }
+        }
+    }
 
-    /** Offset of position {@code pos} in {@link #keysOf(int)} / {@link #valuesOf(int)}. */
-    public int offset(int pos) {
-        if (pos >= pendingStart) return (pos - pendingStart) * kvDim;
+    /** The committed keys and values of positions [from, from+count) as float32, [count, kvDim] each. */
+    public void read(int from, int count, float[] keys, float[] values) {
+        for (int p = from; p < from + count; p++) {
+            int dst = (p - from) * kvDim;
+            decode(p, true, keys, dst);
+            decode(p, false, values, dst);
+        }
+    }
+
+    /** Head slice [kvOff, kvOff+n) of position {@code pos}'s key and value (committed or pending) as float32. */
+    public void read(int pos, int kvOff, int n, float[] key, int ko, float[] value, int vo) {
+        if (pos >= pendingStart) {
+            System.arraycopy(pk, (pos - pendingStart) * kvDim + kvOff, key, ko, n);
+            System.arraycopy(pv, (pos - pendingStart) * kvDim + kvOff, value, vo, n);
+            return;
+        }
+        int s = slot(pos), o = s * kvDim + kvOff;
+        switch (type) {
+            case F32 -> { System.arraycopy(k, o, key, ko, n); System.arraycopy(v, o, value, vo, n); }
+            case F16 -> {
+                for (int i = 0; i < n; i++) { key[ko + i] = Float.float16ToFloat(k16[o + i]); value[vo + i] = Float.float16ToFloat(v16[o + i]); }
+            }
+            case Q8 -> {
+                float a = ks[s * kvHeads + kvOff / headDim], b = vs[s * kvHeads + kvOff / headDim];
+                for (int i = 0; i < n; i++) { key[ko + i] = k8[o + i] * a; value[vo + i] = v8[o + i] * b; }
+            }
+        }
+    }
+
+    /** A ring cache of the last {@code w} committed positions (same type; no pending chunk); this cache is left as it is. */
+    public KvCache lastPositions(int w) {
+        if (pendingCount != 0) throw new IllegalStateException("a chunk is pending");
+        KvCache ring = new KvCache(kvDim, headDim, w, maxPositions, type);
+        int from = Math.max(firstAvailable(), length - w), n = length - from;
+        float[] keys = new float[n * kvDim], values = new float[n * kvDim];
+        read(from, n, keys, values);
+        ring.length = from;
+        ring.pendingStart = from;
+        ring.pk = keys;
+        ring.pv = values;
+        ring.pendingCount = n;
+        ring.commit();
+        ring.pk = new float[0];
+        ring.pv = new float[0];
+        return ring;
+    }
+
+    private int slot(int pos) {
         if (pos < firstAvailable() || pos >= length)
             throw new IllegalStateException("position " + pos + " is not in the cache [" + firstAvailable() + ", " + length + ")");
-        return (window > 0 ? pos % capacity : pos) * kvDim;
+        return window > 0 ? pos % capacity : pos;
+    }
+
+    private void decode(int pos, boolean key, float[] dst, int off) {
+        int s = slot(pos), o = s * kvDim;
+        switch (type) {
+            case F32 -> System.arraycopy(key ? k : v, o, dst, off, kvDim);
+            case F16 -> { short[] src = key ? k16 : v16; for (int i = 0; i < kvDim; i++) dst[off + i] = Float.float16ToFloat(src[o + i]); }
+            case Q8 -> {
+                byte[] src = key ? k8 : v8;
+                float[] sc = key ? ks : vs;
+                for (int i = 0; i < kvDim; i++) dst[off + i] = src[o + i] * sc[s * kvHeads + i / headDim];
+            }
+        }
     }
 
     /** Moves the pending chunk into the store. */
     public void commit() {
         int n = pendingCount;
         if (n == 0) return;
-        if (window > 0) {
-            int from = Math.max(0, n - capacity);
-            for (int i = from; i < n; i++) {
-                int slot = (pendingStart + i) % capacity;
-                System.arraycopy(pk, i * kvDim, k, slot * kvDim, kvDim);
-                System.arraycopy(pv, i * kvDim, v, slot * kvDim, kvDim);
-            }
-        } else {
-            ensure(length + n);
-            System.arraycopy(pk, 0, k, length * kvDim, n * kvDim);
-            System.arraycopy(pv, 0, v, length * kvDim, n * kvDim);
+        if (window <= 0) ensure(length + n);
+        for (int i = Math.max(0, window > 0 ? n - capacity : 0); i < n; i++) {
+            int slot = window > 0 ? (pendingStart + i) % capacity : length + i;
+            store(pk, i * kvDim, slot, true);
+            store(pv, i * kvDim, slot, false);
         }
         length += n;
         pendingStart = length;
         pendingCount = 0;
+    }
+
+    private void store(float[] src, int so, int slot, boolean key) {
+        int o = slot * kvDim;
+        switch (type) {
+            case F32 -> System.arraycopy(src, so, key ? k : v, o, kvDim);
+            case F16 -> { short[] d = key ? k16 : v16; for (int i = 0; i < kvDim; i++) d[o + i] = Float.floatToFloat16(src[so + i]); }
+            case Q8 -> {
+                byte[] d = key ? k8 : v8;
+                float[] sc = key ? ks : vs;
+                for (int h = 0; h < kvHeads; h++) {
+                    int b = so + h * headDim;
+                    float amax = 0f;
+                    for (int i = 0; i < headDim; i++) amax = Math.max(amax, Math.abs(src[b + i]));
+                    float scale = amax / 127f, inv = amax == 0f ? 0f : 127f / amax;
+                    sc[slot * kvHeads + h] = scale;
+                    for (int i = 0; i < headDim; i++) d[o + h * headDim + i] = (byte) Math.round(src[b + i] * inv);
+                }
+            }
+        }
     }
 
     /** Drops the pending chunk (a failed step) without touching the store. */
@@ -116,8 +230,37 @@ public final class KvCache {
         if (positions > maxPositions) throw new IllegalStateException("KV cache past the context limit " + maxPositions);
         int c = capacity;
         while (c < positions) c = (int) Math.min(maxPositions, 2L * c);
-        k = Arrays.copyOf(k, c * kvDim);
-        v = Arrays.copyOf(v, c * kvDim);
+        int n = c * kvDim;
+        switch (type) {
+            case F32 -> { k = Arrays.copyOf(k, n); v = Arrays.copyOf(v, n); }
+            case F16 -> { k16 = Arrays.copyOf(k16, n); v16 = Arrays.copyOf(v16, n); }
+            case Q8 -> {
+                k8 = Arrays.copyOf(k8, n); v8 = Arrays.copyOf(v8, n);
+                ks = Arrays.copyOf(ks, c * kvHeads); vs = Arrays.copyOf(vs, c * kvHeads);
+            }
+        }
         capacity = c;
+    }
+
+    private void allocate(int positions) {
+        int n = positions * kvDim;
+        switch (type) {
+            case F32 -> { k = new float[n]; v = new float[n]; }
+            case F16 -> { k16 = new short[n]; v16 = new short[n]; }
+            case Q8 -> { k8 = new byte[n]; v8 = new byte[n]; ks = new float[positions * kvHeads]; vs = new float[positions * kvHeads]; }
+        }
+        capacity = positions;
+    }
+
+    private static float dot16(float[] q, int qo, short[] x, int xo, int n) {
+        float s = 0f;
+        for (int i = 0; i < n; i++) s += q[qo + i] * Float.float16ToFloat(x[xo + i]);
+        return s;
+    }
+
+    private static float dot8(float[] q, int qo, byte[] x, int xo, int n) {
+        float s = 0f;
+        for (int i = 0; i < n; i++) s += q[qo + i] * x[xo + i];
+        return s;
     }
 }

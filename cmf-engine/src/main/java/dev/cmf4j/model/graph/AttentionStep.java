@@ -3,8 +3,11 @@ package dev.cmf4j.model.graph;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cpu.AttentionKernel;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.cpu.KvCache;
+import dev.cmf4j.backend.cpu.NystromHead;
 import dev.cmf4j.backend.cpu.Rotary;
+import dev.cmf4j.model.AttentionMemory;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.Rope;
 
@@ -26,9 +29,15 @@ final class AttentionStep implements MixerStep {
     private final int hidden;
     /** The threads the attention of several heads runs on (the backend's host pool). */
     private final dev.cmf4j.backend.cpu.kernel.WorkerPool pool;
+    /** This layer's sealing ({@code --o1}), or null: exact attention over the whole cache. */
+    private final AttentionMemory.Sealed sealed;
+    private final KvType kvType;
 
-    AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm, dev.cmf4j.backend.cpu.kernel.WorkerPool pool) {
+    AttentionStep(Mixer.Attention a, int hidden, Loader l, MatMul mm, dev.cmf4j.backend.cpu.kernel.WorkerPool pool,
+                  AttentionMemory.Sealed sealed, KvType kvType) {
         this.spec = a;
+        this.sealed = sealed;
+        this.kvType = kvType;
         this.mm = mm;
         this.pool = pool;
         this.hidden = hidden;
@@ -51,7 +60,13 @@ final class AttentionStep implements MixerStep {
     Mixer.Attention spec() { return spec; }
 
     @Override public Object newState(int maxContext) {
-        return spec.sharesKv() ? null : new KvCache(spec.kvDim(), spec.window(), maxContext);
+        if (sealed != null) return new SealedKv(spec, sealed, kvType, maxContext);
+        return spec.sharesKv() ? null : new KvCache(spec.kvDim(), spec.headDim(), spec.window(), maxContext, kvType);
+    }
+
+    /** The KV cache of a layer's state (a sealed layer's exact cache or ring). */
+    static KvCache cacheOf(Object state) {
+        return state instanceof SealedKv s ? s.cache() : (KvCache) state;
     }
 
     static final class Scratch {
@@ -63,6 +78,14 @@ final class AttentionStep implements MixerStep {
         private float[] scores;
 
         private KvCache[] caches = new KvCache[1];
+        /** Per worker: a sealed row's far-field scratch. */
+        private NystromHead.Row[] rows = new NystromHead.Row[0];
+
+        NystromHead.Row row(int worker) {
+            if (rows.length <= worker) rows = java.util.Arrays.copyOf(rows, worker + 1);
+            if (rows[worker] == null) rows[worker] = new NystromHead.Row();
+            return rows[worker];
+        }
 
         /** The spans' caches of this layer, filled per step. */
         KvCache[] caches(int n) {
@@ -112,7 +135,9 @@ final class AttentionStep implements MixerStep {
                 Rotary.apply(s.k, r * kvDim, kvHeads, hd, rope.rotaryDim(), s.cos, s.sin);
             }
             for (int i = 0; i < spans; i++) {
-                KvCache cache = (KvCache) batch.state(i).mixerState(layer);
+                Object st = batch.state(i).mixerState(layer);
+                if (st instanceof SealedKv sk) sk.sealIfDue(batch.tokens(i));
+                KvCache cache = cacheOf(st);
                 int n = batch.tokens(i);
                 cache.beginChunk(batch.pos0[i], n);
                 System.arraycopy(s.k, batch.start[i] * kvDim, cache.pendingKeys(), 0, n * kvDim);
@@ -126,6 +151,13 @@ final class AttentionStep implements MixerStep {
             Rotary.table(rowPos[r], invFreq, rope.attentionScaling(), s.cos, s.sin);
             Rotary.apply(s.q, r * qDim, heads, hd, rope.rotaryDim(), s.cos, s.sin);
         }
+        int sealedCount = 0;
+        for (int i = 0; i < spans; i++)
+            if (batch.state(i).mixerState(layer) instanceof SealedKv sk) {
+                if (sk.sealed()) sealedCount++;
+                else sk.pendQueries(s.q, batch.start[i] * qDim, batch.tokens(i));
+            }
+        int sealedSpans = sealedCount;
         // 4. attention: the query of a row at position p sees its own sequence's keys in (p − window, p] (all of
         //    [0, p] on a full layer); (row, head) pairs are independent: split over the pool when there is enough work
         int cacheLayer = spec.sharesKv() ? spec.kvSource() : layer;
@@ -133,8 +165,9 @@ final class AttentionStep implements MixerStep {
         int span = 0;
         long work = 0;
         for (int i = 0; i < spans; i++) {
-            caches[i] = (KvCache) batch.state(i).mixerState(cacheLayer);
-            int si = spec.window() > 0 ? spec.window() : batch.pos0[i] + batch.tokens(i);
+            caches[i] = cacheOf(batch.state(i).mixerState(cacheLayer));
+            boolean sealedSpan = batch.state(i).mixerState(cacheLayer) instanceof SealedKv sk && sk.sealed();
+            int si = sealedSpan ? 0 : spec.window() > 0 ? spec.window() : batch.pos0[i] + batch.tokens(i);
             span = Math.max(span, si);
             work += (long) batch.tokens(i) * heads * si * hd;
         }
@@ -149,16 +182,35 @@ final class AttentionStep implements MixerStep {
             float[] scores = worker == 0 ? s.scores(maxSpan) : pool.workerScratch(worker, 0, maxSpan);
             for (int th = chunk * step, to0 = Math.min(pairs, th + step); th < to0; th++) {
                 int r = th / heads, h = th % heads, p = rowPos[r];
+                if (sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed()) continue;
                 int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
                 float sink = sinks == null ? Float.NaN : sinks[h];
                 AttentionKernel.attend(s.q, r * qDim + h * hd, hd, caches[rowSpan[r]], (h / group) * hd, from, p,
                         spec.scale(), spec.softcap(), sink, scores, s.attn, r * qDim + h * hd);
             }
         });
+        if (sealedSpans > 0) attendSealed(batch, s, layer);
         // 5. output gate, o projection
         if (spec.outputGate())
             for (int i = 0; i < rows * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
         o.apply(mm, s.attn, rows, out, batch.overlay);
+    }
+
+    /**
+     * The rows of sealed spans: one task per (span, head), each walking its rows in position order (a row's step
+     * moves the key leaving the window into that head's far field).
+     */
+    private void attendSealed(Batch batch, Scratch s, int layer) {
+        int heads = spec.heads(), qDim = spec.qDim(), hd = spec.headDim(), spans = batch.size();
+        pool.run(spans * heads, (task, worker) -> {
+            int i = task / heads, h = task % heads;
+            if (!(batch.state(i).mixerState(layer) instanceof SealedKv sk) || !sk.sealed()) return;
+            int n = sk.scratchFloats();
+            float[] scores = worker == 0 ? s.scores(n) : pool.workerScratch(worker, 0, n);
+            float sink = sinks == null ? Float.NaN : sinks[h];
+            for (int r = batch.start[i], end = r + batch.tokens(i); r < end; r++)
+                sk.attend(s.q, r * qDim + h * hd, h, batch.rowPos[r], sink, scores, s.row(worker), s.attn, r * qDim + h * hd);
+        });
     }
 
     /** q_proj with an output gate emits per head [q (hd) | gate (hd)]. */
@@ -171,12 +223,27 @@ final class AttentionStep implements MixerStep {
             }
     }
 
-    @Override public void commit(Object state) { if (state != null) ((KvCache) state).commit(); }
-
-    @Override public boolean abandon(Object state) {
-        if (state != null) ((KvCache) state).abandon();
-        return true;
+    @Override public void commit(Object state) {
+        switch (state) {
+            case SealedKv sk -> sk.commit();
+            case KvCache c -> c.commit();
+            case null, default -> {}
+        }
     }
 
-    @Override public void reset(Object state) { if (state != null) ((KvCache) state).clear(); }
+    @Override public boolean abandon(Object state) {
+        return switch (state) {
+            case SealedKv sk -> sk.abandon();
+            case KvCache c -> { c.abandon(); yield true; }
+            case null, default -> true;
+        };
+    }
+
+    @Override public void reset(Object state) {
+        switch (state) {
+            case SealedKv sk -> sk.clear();
+            case KvCache c -> c.clear();
+            case null, default -> {}
+        }
+    }
 }

@@ -6,6 +6,7 @@ import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
+import dev.cmf4j.model.AttentionMemory;
 import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.LowRankAdapter;
@@ -71,6 +72,9 @@ public final class Graph {
     private final java.util.List<String> skills, adapters;
     private final java.util.Map<String, String> skillProblems;
 
+    /** How attention keeps its keys and values ({@code --o1} sealed layers, {@code --kv}). */
+    private final AttentionMemory memory;
+
     /**
      * @param backend the device; the caller closes it after the graph's last use
      */
@@ -81,7 +85,18 @@ public final class Graph {
      *                 weight product of the model
      */
     public Graph(ModelSpec spec, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters) {
+        this(spec, weights, backend, adapters, AttentionMemory.EXACT);
+    }
+
+    /**
+     * @param memory sealed layers and the KV cache's type; anything but {@link AttentionMemory#EXACT} runs on the
+     *               CPU steps (a device's whole-model forward refuses it)
+     */
+    public Graph(ModelSpec spec, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters,
+                 AttentionMemory memory) {
         this.spec = spec;
+        this.memory = memory;
+        boolean[] sealedLayers = sealedLayers(spec, memory);
         this.backend = backend;
         this.mm = backend.matmul();
         this.hidden = spec.hidden();
@@ -108,6 +123,8 @@ public final class Graph {
             }
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
+            if (!memory.isExact())
+                throw new ModelException("the GPU-resident forward does not run " + describe(memory) + " yet; use --device cpu");
             String why = DecoderPlans.unsupported(spec);
             if (why == null) dev = backend.deviceForward(DecoderPlans.of(spec, l, embedRows, head, finalNorm));
             else backend.hostGraph(spec.archName(), why);
@@ -129,7 +146,7 @@ public final class Graph {
         // every expert bias on an MoE) would never run, so they are not built (the arrays stay empty)
         for (int i = 0; dev == null && i < layers; i++) {
             LayerSpec ls = spec.layer(i);
-            mixers[i] = mixerStep(ls.mixer(), l);
+            mixers[i] = mixerStep(ls.mixer(), l, sealedLayers[i] ? memory.sealed() : null);
             ffns[i] = ffnStep(ls.ffn(), l);
             preMixer[i] = l.normOp(ls.preMixer());
             postMixer[i] = l.normOp(ls.postMixer());
@@ -221,9 +238,50 @@ public final class Graph {
     /** The device forward this graph routes through, or null when its own CPU steps run. */
     public DeviceForward device() { return device; }
 
-    private MixerStep mixerStep(Mixer m, Loader l) {
+    /**
+     * Which layers the memory seals: the selected full-attention layers (sliding layers keep their own ring, linear
+     * ones their own state). Refused: a natively bounded file, a soft-capped or KV-sharing layer, an explicit index
+     * that is not a full-attention layer.
+     */
+    private static boolean[] sealedLayers(ModelSpec spec, AttentionMemory memory) {
+        int n = spec.numLayers();
+        boolean[] out = new boolean[n];
+        AttentionMemory.Sealed o1 = memory.sealed();
+        if (o1 == null) return out;
+        boolean[] asked = o1.flags(n);
+        boolean explicit = !o1.layers().trim().equalsIgnoreCase("all") && !o1.layers().trim().toLowerCase(java.util.Locale.ROOT).startsWith("deep");
+        for (int i = 0; i < n; i++) {
+            Mixer m = spec.layer(i).mixer();
+            if (m instanceof Mixer.BoundedAttention)
+                throw new ModelException("--o1 does not apply: this file's attention is natively bounded (swa_sink_v1, layer " + i + ")");
+            if (!asked[i]) continue;
+            if (!(m instanceof Mixer.Attention a) || a.sliding()) {
+                if (explicit) throw new ModelException("--o1 names layer " + i + ", which is not a full-attention layer");
+                continue;
+            }
+            if (a.softcap() > 0f) throw new ModelException("--o1 cannot seal soft-capped attention (layer " + i + ", cap " + a.softcap() + ")");
+            boolean source = false;
+            for (int j = 0; j < n; j++)
+                source |= spec.layer(j).mixer() instanceof Mixer.Attention b && b.kvSource() == i;
+            if (a.sharesKv() || source)
+                throw new ModelException("--o1 cannot seal layer " + i + ": it shares its K/V with another layer");
+            out[i] = true;
+        }
+        return out;
+    }
+
+    private static String describe(AttentionMemory m) {
+        String o1 = m.sealed() == null ? "" : "--o1 " + m.sealed().layers();
+        String kv = m.kv() == dev.cmf4j.backend.KvType.F32 ? "" : "--kv " + m.kv().label();
+        return o1.isEmpty() ? kv : kv.isEmpty() ? o1 : o1 + " with " + kv;
+    }
+
+    /** Sealed layers and the KV cache type this graph runs with. */
+    public AttentionMemory memory() { return memory; }
+
+    private MixerStep mixerStep(Mixer m, Loader l, AttentionMemory.Sealed sealed) {
         return switch (m) {
-            case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm, backend.hostPool());
+            case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm, backend.hostPool(), sealed, memory.kv());
             case Mixer.GatedDeltaNet g -> new DeltaNetStep(g, hidden, l, mm);
             case Mixer.BoundedAttention b -> new BoundedAnchorStep(b, hidden, l, mm);
         };

@@ -98,16 +98,24 @@ public final class State {
     public long headRowsRead() { return headRowsRead; }
 
     /**
-     * Bytes of this sequence's recurrent and bounded layer state (conv rings, delta-rule matrices, anchor rings) as
-     * held now, or -1 when some layer keeps a KV cache that grows with the context (or the state is on a device).
+     * Bytes of this sequence's recurrent and bounded layer state (conv rings, delta-rule matrices, anchor rings,
+     * sliding-window rings, sealed {@code --o1} layers) as held now, or -1 when some layer keeps a KV cache that grows
+     * with the context (a full layer, a sealed one before it seals) or the state is on a device.
      */
     public long stateBytes() {
+        if (graph.device() != null) return -1;
         long sum = 0;
-        for (Object m : mixerState) {
-            switch (m) {
+        for (int l = 0; l < mixerState.length; l++) {
+            switch (mixerState[l]) {
                 case DeltaNetStep.DeltaState d -> sum += (long) Float.BYTES * (d.conv.length + d.s.length);
                 case BoundedAnchorStep.Ring r -> sum += (long) Float.BYTES * (r.k.length + r.v.length);
-                case null, default -> { return -1; }
+                case SealedKv s -> {
+                    if (!s.sealed()) return -1;
+                    sum += s.bytes();
+                }
+                case dev.cmf4j.backend.cpu.KvCache c when c.window() > 0 -> sum += c.storeBytes();
+                case null -> { if (!(graph.spec().layer(l).mixer() instanceof dev.cmf4j.model.Mixer.Attention a && a.sharesKv())) return -1; }
+                default -> { return -1; }
             }
         }
         return sum;
@@ -126,6 +134,39 @@ public final class State {
     /** The overlay this sequence's steps read their weights through. */
     public Overlay overlay() { return overlay; }
 
+    /**
+     * Bytes of this sequence's attention and recurrent state as held now, whether bounded or not: every KV cache's
+     * store (with its grown capacity), sealed layers, rings and recurrent states. -1 on a device.
+     */
+    public long heldBytes() {
+        if (graph.device() != null) return -1;
+        long sum = 0;
+        for (Object m : mixerState) {
+            sum += switch (m) {
+                case DeltaNetStep.DeltaState d -> (long) Float.BYTES * (d.conv.length + d.s.length);
+                case BoundedAnchorStep.Ring r -> (long) Float.BYTES * (r.k.length + r.v.length);
+                case SealedKv s -> s.sealed() ? s.bytes() : s.cache().storeBytes();
+                case dev.cmf4j.backend.cpu.KvCache c -> c.storeBytes();
+                case null, default -> 0L;
+            };
+        }
+        return sum;
+    }
+
+    /**
+     * Seals this sequence's {@code --o1} layers at its next step (of any length) when they hold at least their S sink
+     * positions and 4 by then; unasked, they seal at the first single-token step past W + S + 8 positions.
+     */
+    public void seal() {
+        for (Object m : mixerState) if (m instanceof SealedKv s) s.requestSeal();
+    }
+
+    /** Whether every {@code --o1} layer of this sequence is sealed (true when the model has none). */
+    public boolean sealed() {
+        for (Object m : mixerState) if (m instanceof SealedKv s && !s.sealed()) return false;
+        return true;
+    }
+
     /** Positions consumed so far (the next token's position). */
     public int position() { return position; }
 
@@ -135,7 +176,8 @@ public final class State {
 
     /** The KV cache of attention layer {@code layer}, or null (other mixers, KV-shared layers); for tests. */
     public dev.cmf4j.backend.cpu.KvCache kvCache(int layer) {
-        return mixerState[layer] instanceof dev.cmf4j.backend.cpu.KvCache c ? c : null;
+        return mixerState[layer] instanceof dev.cmf4j.backend.cpu.KvCache || mixerState[layer] instanceof SealedKv
+                ? AttentionStep.cacheOf(mixerState[layer]) : null;
     }
 
     /** Forgets the conversation: the next token is at position 0. */
