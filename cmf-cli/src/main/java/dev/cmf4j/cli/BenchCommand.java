@@ -83,6 +83,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     @picocli.CommandLine.Mixin DeviceOption device;
 
+    @picocli.CommandLine.Mixin MemoryOptions memory = new MemoryOptions();
+
     @Option(names = "--json", description = "print one JSON object instead of the table")
     boolean json;
 
@@ -143,7 +145,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
-        try (Model model = Model.open(file, null, backend)) {
+        try (Model model = Model.open(file, null, backend, memory::choose)) {
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
@@ -204,16 +206,23 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     /** Decode speed with {@code depth} tokens in the context; the sequence's state bytes there (-1: a growing KV cache). */
-    record DepthResult(int depth, Samples decode, long stateBytes) {}
+    record DepthResult(int depth, Samples decode, long stateBytes, long heldBytes) {}
 
     /** The decode test after {@code depth} random tokens: one context, every warm-up and repetition continuing it. */
     private DepthResult atDepth(Graph graph, int depth, int[] ids, SplittableRandom rnd) {
         int[] prefix = rnd.ints(depth, 0, graph.vocab()).toArray();
         double[] s = new double[reps];
-        long bytes;
+        long bytes, held;
         try (Session session = new Session(graph, depth + (warmup + reps) * ids.length + 1, Math.min(512, depth))) {
             long t0 = System.nanoTime();
-            session.prefill(prefix);
+            if (graph.memory().sealed() != null && depth > 512) {
+                // sealed layers: the first chunk runs exact, then they seal and the rest streams in (linear time)
+                session.prefill(java.util.Arrays.copyOf(prefix, 512));
+                session.state().seal();
+                session.prefill(java.util.Arrays.copyOfRange(prefix, 512, depth));
+            } else {
+                session.prefill(prefix);
+            }
             spec.commandLine().getErr().printf(Locale.ROOT, "bench: depth %d prefilled in %.1f s%n", depth, (System.nanoTime() - t0) * 1e-9);
             for (int r = -warmup; r < reps; r++) {
                 long t1 = System.nanoTime();
@@ -221,8 +230,9 @@ public final class BenchCommand implements Callable<Integer> {
                 if (r >= 0) s[r] = ids.length / ((System.nanoTime() - t1) * 1e-9);
             }
             bytes = session.state().stateBytes();
+            held = session.state().heldBytes();
         }
-        return new DepthResult(depth, new Samples(s), bytes);
+        return new DepthResult(depth, new Samples(s), bytes, held);
     }
 
     private void depthTable(PrintWriter out, java.util.List<DepthResult> results) {
@@ -231,7 +241,8 @@ public final class BenchCommand implements Callable<Integer> {
         out.printf(Locale.ROOT, "|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(10), "-".repeat(24), "-".repeat(20));
         for (DepthResult r : results)
             out.printf(Locale.ROOT, fmt, r.depth(), "tg" + genTokens, cell(r.decode()),
-                    r.stateBytes() < 0 ? "grows" : String.format(Locale.ROOT, "%,d", r.stateBytes()));
+                    r.stateBytes() >= 0 ? String.format(Locale.ROOT, "%,d", r.stateBytes())
+                            : r.heldBytes() > 0 ? String.format(Locale.ROOT, "%,d (grows)", r.heldBytes()) : "grows");
     }
 
     /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped). */
@@ -338,6 +349,7 @@ public final class BenchCommand implements Callable<Integer> {
                 d.put("depth", r.depth());
                 put(d, "decode", r.decode());
                 if (r.stateBytes() >= 0) d.put("state_bytes_per_sequence", r.stateBytes());
+                if (r.heldBytes() >= 0) d.put("attention_bytes_per_sequence", r.heldBytes());
             }
         }
         if (!batched.isEmpty()) {

@@ -19,6 +19,7 @@ import picocli.CommandLine.Command;
                 GenerateCommand.class,
                 InfoCommand.class,
                 LogitsCommand.class,
+                PplCommand.class,
                 PullCommand.class,
                 RunCommand.class,
                 SelftestCommand.class,

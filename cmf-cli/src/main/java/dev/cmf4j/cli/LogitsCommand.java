@@ -36,11 +36,28 @@ public final class LogitsCommand implements Callable<Integer> {
 
     @picocli.CommandLine.Mixin DeviceOption device;
 
+    @Option(names = "--o1-prompt", paramLabel = "N",
+            description = "with sealed layers (--o1): the first N ids are the prompt they seal after (default: half the ids)")
+    Integer o1Prompt;
+
     @Override public Integer call() throws Exception {
         int[] tokens = ModelFile.parseIds(ids);
         try (var dev = device.open(spec.commandLine().getErr());
              Model m = overrides.open(file, dev)) {
-            float[] logits = new Session(m.graph(), Math.max(1, tokens.length)).logitsAll(tokens);
+            Session session = new Session(m.graph(), Math.max(1, tokens.length));
+            float[] logits;
+            if (m.graph().memory().sealed() == null || tokens.length < 2) {
+                logits = session.logitsAll(tokens);
+            } else {   // the prompt exact, then the layers seal and the rest streams through them
+                int p = o1Prompt != null ? o1Prompt : tokens.length / 2;
+                if (p < 1 || p >= tokens.length)
+                    throw new IllegalArgumentException("--o1-prompt must be in [1, " + tokens.length + "), got " + p);
+                float[] head = session.logitsAll(java.util.Arrays.copyOf(tokens, p));
+                session.state().seal();
+                float[] tail = session.logitsAll(java.util.Arrays.copyOfRange(tokens, p, tokens.length));
+                logits = java.util.Arrays.copyOf(head, head.length + tail.length);
+                System.arraycopy(tail, 0, logits, head.length, tail.length);
+            }
             Path parent = out.toAbsolutePath().getParent();
             if (parent != null) Files.createDirectories(parent);
             try (OutputStream os = Files.newOutputStream(out)) {

@@ -33,6 +33,8 @@ final class ModelFile {
                         + "(e.g. '{\"moe\": {\"top_k\": 2}}')")
         String json;
 
+        @picocli.CommandLine.Mixin MemoryOptions memory = new MemoryOptions();
+
         /** Opens {@code file} (or the default model) with the overrides, on the CPU. */
         dev.cmf4j.model.Model open(Path file) throws NoSuchFileException {
             return open(file, new dev.cmf4j.backend.cpu.CpuBackend());
@@ -51,7 +53,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, backend);
+            return dev.cmf4j.model.Model.open(p, o, backend, memory::choose);
         }
     }
 
