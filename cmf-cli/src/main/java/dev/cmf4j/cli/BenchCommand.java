@@ -145,7 +145,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
-        try (Model model = Model.open(file, null, backend, memory::choose)) {
+        try (Model model = Model.open(file, null, backend, java.util.List.of(), memory::choose)) {
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);

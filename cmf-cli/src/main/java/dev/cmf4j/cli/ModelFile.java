@@ -53,7 +53,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, backend, memory::choose);
+            return dev.cmf4j.model.Model.open(p, o, backend, java.util.List.of(), memory::choose);
         }
     }
 

@@ -39,7 +39,7 @@ class SealedAttentionTest {
         try (SafetensorsReader r = SafetensorsReader.open(dir.resolve("model.safetensors"))) {
             Weights w = TestFiles.weights(r);
             ModelSpec spec = SpecBuilder.build(header, w);
-            return body.apply(new Graph(spec, w, new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null), memory));
+            return body.apply(new Graph(spec, w, new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null), java.util.List.of(), memory));
         }
     }
 
