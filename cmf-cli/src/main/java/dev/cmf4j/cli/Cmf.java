@@ -36,6 +36,7 @@ public final class Cmf implements Runnable {
     }
 
     public static void main(String[] args) {
+        if (Relaunch.needed()) System.exit(Relaunch.withVectorModule(args));   // java -jar cmf.jar without --add-modules
         System.exit(commandLine().execute(args));
     }
 

@@ -1,0 +1,53 @@
+package dev.cmf4j.cli;
+
+import java.lang.management.ManagementFactory;
+import java.lang.module.ModuleFinder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * {@code java -jar cmf.jar ...} without {@code --add-modules jdk.incubator.vector}: a jar's manifest can enable native
+ * access but cannot add a module, so the command runs itself again on the same Java with the flags {@code ./cmf}
+ * passes, the caller's own JVM options kept, and exits with its exit code.
+ */
+final class Relaunch {
+    static final String VECTOR = "jdk.incubator.vector";
+
+    private Relaunch() {}
+
+    /** Whether this JVM lacks the Vector API module the CPU kernels need. */
+    static boolean needed() { return ModuleLayer.boot().findModule(VECTOR).isEmpty(); }
+
+    /** Runs the jar again with the module added; returns its exit code (1 with a message when that cannot work). */
+    static int withVectorModule(String[] args) {
+        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        Path jar;
+        try {
+            jar = Path.of(Cmf.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        } catch (Exception e) {
+            jar = null;
+        }
+        if (Boolean.getBoolean("cmf.relaunched") || ModuleFinder.ofSystem().find(VECTOR).isEmpty())
+            return fail("this Java runtime (" + System.getProperty("java.home") + ") has no " + VECTOR + " module; run cmf on a full JDK 25");
+        if (jar == null || !Files.isRegularFile(jar) || !Files.isExecutable(java))
+            return fail("the Vector API module is not enabled; run java --add-modules " + VECTOR + " --enable-native-access=ALL-UNNAMED ...");
+        List<String> cmd = new ArrayList<>(List.of(java.toString(), "--add-modules", VECTOR, "--enable-native-access=ALL-UNNAMED", "-Xss8m"));
+        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());   // the caller's -Xmx, -D..., later wins
+        cmd.addAll(List.of("-Dcmf.relaunched=true", "-jar", jar.toString()));
+        cmd.addAll(List.of(args));
+        try {
+            Process p = new ProcessBuilder(cmd).inheritIO().start();
+            Runtime.getRuntime().addShutdownHook(new Thread(p::destroy));   // a signal to this JVM alone ends the child too
+            return p.waitFor();
+        } catch (Exception e) {
+            return fail("cannot start " + java + ": " + e.getMessage());
+        }
+    }
+
+    private static int fail(String message) {
+        System.err.println("cmf: error: " + message);
+        return 1;
+    }
+}
