@@ -229,6 +229,18 @@ public final class SafetensorsReader implements AutoCloseable {
         } catch (IOException e) {
             throw new ConvertException(file + ": cannot map safetensors file: " + e.getMessage(), e);
         }
+        return shard(file, all, out);
+    }
+
+    /** A single safetensors file already in memory ({@code label} names it in errors); the caller keeps {@code bytes} alive. */
+    static SafetensorsReader read(Path label, MemorySegment bytes) {
+        Map<String, Tensor> ts = new LinkedHashMap<>();
+        Shard shard = shard(label, bytes, ts);
+        return new SafetensorsReader(Arena.ofConfined(), label, Collections.unmodifiableMap(ts), Map.of(label, shard), shard.metadata());
+    }
+
+    /** Checks the envelope of a file's bytes and parses its header into {@code out}. */
+    private static Shard shard(Path file, MemorySegment all, Map<String, Tensor> out) {
         long size = all.byteSize();
         if (size < 8) throw new ConvertException(file + ": truncated safetensors file (" + size + " bytes, need at least 8 for the header length)");
         long n = all.get(I64_LE, 0);

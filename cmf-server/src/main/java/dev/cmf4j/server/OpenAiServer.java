@@ -313,12 +313,19 @@ public final class OpenAiServer implements AutoCloseable {
                 throw ApiError.badRequest(null, "the request body exceeds the server's limit of " + max + " bytes");
             }
         }
+        return parseBody(json, b);
+    }
+
+    /** A request body's bytes as JSON; a 400 when empty or not JSON. */
+    static JsonNode parseBody(ObjectMapper json, byte[] b) {
         if (b.length == 0) throw ApiError.badRequest(null, "the request body is empty (expected a JSON object)");
         try {
             return json.readTree(b);
         } catch (JsonProcessingException e) {
             throw ApiError.badRequest(null, "We could not parse the JSON body of your request: "
                     + e.getOriginalMessage().lines().findFirst().orElse(""));
+        } catch (IOException e) {
+            throw ApiError.badRequest(null, "We could not read the JSON body of your request: " + e.getMessage());
         }
     }
 

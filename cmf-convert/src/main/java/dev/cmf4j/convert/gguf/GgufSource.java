@@ -45,7 +45,7 @@ public final class GgufSource implements ModelSource {
     private final ObjectNode tokenizerConfig;
     private final ObjectNode provenance = F.objectNode();
 
-    private GgufSource(GgufReader r) {
+    GgufSource(GgufReader r) {
         this.r = r;
         this.arch = r.string("general.architecture");
         if (arch == null) throw new ConvertException(r.file() + ": general.architecture is missing");

@@ -22,9 +22,15 @@ final class Interpreter {
     static final int MAX_CALL_DEPTH = 250;
     /** jinja2's sandbox MAX_RANGE. */
     static final long MAX_RANGE = 100_000;
+    /**
+     * Statements run plus loop iterations per render: a hostile template must not hang (nested loops over
+     * MAX_RANGE-long ranges, exponential macro recursion). Real chat templates take thousands.
+     */
+    static final long MAX_STEPS = 2_000_000;
 
     private final Map<String, Object> globals;
     private int callDepth;
+    private long steps;
 
     Interpreter(Map<String, Object> globals) {
         this.globals = globals;
@@ -87,7 +93,14 @@ final class Interpreter {
         return Signal.NORMAL;
     }
 
+    private void step() {
+        if (++steps > MAX_STEPS) {
+            throw new TemplateException(Kind.LimitExceeded, "template ran more than " + MAX_STEPS + " steps (statements and loop iterations)");
+        }
+    }
+
     private Signal exec(Node node, Scope scope, StringBuilder out) {
+        step();
         switch (node) {
             case Node.Data d -> append(out, d.text());
             case Node.Output o -> append(out, PyRepr.str(eval(o.expr(), scope)));
@@ -175,6 +188,7 @@ final class Interpreter {
         if (f.filter() != null) {
             List<Object> kept = new ArrayList<>();
             for (Object item : items) {
+                step();
                 Scope probe = new Scope(scope);
                 assign(f.target(), item, probe);
                 if (PyTypes.truthy(eval(f.filter(), probe))) kept.add(item);
@@ -187,6 +201,7 @@ final class Interpreter {
         }
         LoopState loop = new LoopState(this, f, scope, items, depth0);
         for (int i = 0; i < items.size(); i++) {
+            step();
             loop.index0 = i;
             Scope it = new Scope(scope);
             assign(f.target(), items.get(i), it);

@@ -53,7 +53,12 @@ final class PyOps {
         }
         if (b instanceof Markup m && a instanceof String s) return new Markup(Markup.escape(s).text() + m.text());
         if (a instanceof String s) {
-            if (b instanceof String t) return s + t;
+            if (b instanceof String t) {
+                if ((long) s.length() + t.length() > Interpreter.MAX_OUTPUT_CHARS) {
+                    throw new TemplateException(Kind.LimitExceeded, "string concatenation exceeds " + Interpreter.MAX_OUTPUT_CHARS + " characters");
+                }
+                return s + t;
+            }
             throw new TemplateException(Kind.TypeError, "can only concatenate str (not \"" + PyTypes.typeName(b) + "\") to str");
         }
         if (a instanceof PyTuple t) {
@@ -66,6 +71,7 @@ final class PyOps {
         }
         if (a instanceof List<?> l) {
             if (b instanceof List<?> m && !(b instanceof PyTuple)) {
+                if ((long) l.size() + m.size() > Interpreter.MAX_OUTPUT_CHARS) throw new TemplateException(Kind.LimitExceeded, "list concatenation too large");
                 List<Object> out = new ArrayList<>(l);
                 out.addAll(m);
                 return out;

@@ -32,6 +32,18 @@ class RobustnessTest {
     }
 
     @Test
+    void stepAndSizeBudgetsStopHostileLoops() {
+        assertThat(fails("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").detail())
+                .contains("steps");
+        assertThat(fails("{% macro f(n) %}{% if n < 40 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}").detail())
+                .contains("steps");
+        assertThat(fails("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").detail())
+                .contains("string concatenation exceeds");
+        assertThat(fails("{% set ns = namespace(s=[1]) %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").detail())
+                .contains("list concatenation too large");
+    }
+
+    @Test
     void deepNestingIsAnErrorNotACrash() {
         String deep = "{{ " + "(".repeat(5000) + "1" + ")".repeat(5000) + " }}";
         TemplateException e = null;
