@@ -93,7 +93,7 @@ public record Envelope(int version, int flags, int features, Section header, Sec
     private static Section section(MemorySegment file, String label, String name, long at) {
         long off = file.get(U64, at), len = file.get(U64, at + 8);
         long size = file.byteSize();
-        if (len == 0) return new Section(name, off, 0);
+        if (len == 0) return new Section(name, 0, 0);   // absent: its offset field means nothing and is never used
         // Unsigned u64 values above Long.MAX_VALUE read as negative and are past any real file.
         if (off < 0 || len < 0 || off > size || len > size - off) {
             throw new CmfException.Bounds(label, at, name + " section [" + Long.toUnsignedString(off) + ", +"

@@ -68,6 +68,8 @@ class HostileInputTest {
         fails(m().u64(0x50, m().dataOff()), CmfException.Bounds.class, "overlaps");
         fails(m().u64(0x10, 0), CmfException.Bounds.class, "inside the 128-byte envelope");
         fails(m().u64(0x28, 8), CmfException.Bounds.class, "at least 16");
+        // an empty data section whose (meaningless) offset is far out of range: the tensors are then outside it
+        fails(m().u64(0x30, Long.MIN_VALUE + 4096).u64(0x38, 0), CmfException.Bounds.class, "outside the");
         fails(m().flip(0x70), CmfException.Integrity.class, "header hash64");
         fails(m().flip(0x78), CmfException.Integrity.class, "directory hash64");
     }
