@@ -60,6 +60,9 @@ public final class HfArch {
         };
     }
 
+    /** Most layers a config may declare: a hostile config must not size per-layer tables at billions of entries. */
+    static final int MAX_LAYERS = 1 << 12;
+
     /** Builds the arch block from a config (the outer one; {@code text_config} is used when present). */
     public static ObjectNode fromConfig(HfConfig outer) {
         String family = family(outer);
@@ -70,6 +73,7 @@ public final class HfArch {
 
         int hidden = c.positiveInt("hidden_size");
         int layers = c.positiveInt("num_hidden_layers");
+        if (layers > MAX_LAYERS) throw c.error("\"num_hidden_layers\" " + layers + " is over " + MAX_LAYERS + " (per-layer tables are sized by it)");
         int heads = c.positiveInt("num_attention_heads");
         int kvHeads = c.has("num_key_value_heads") ? c.positiveInt("num_key_value_heads") : heads;
         Integer hd = c.integer("head_dim");

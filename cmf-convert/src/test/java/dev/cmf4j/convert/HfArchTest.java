@@ -219,6 +219,14 @@ class HfArchTest {
         assertThatThrownBy(() -> HfArch.fromConfig(HfConfig.of(cfg, "x/config.json"))).hasMessageContaining("hidden_size");
     }
 
+    /** A layer count that would size per-layer tables at billions of entries is refused before anything is allocated. */
+    @Test void absurdLayerCountIsRefused() throws IOException {
+        ObjectNode cfg = (ObjectNode) JSON.readTree(Fixtures.require("models/llama/config.json").toFile());
+        cfg.put("num_hidden_layers", 2_000_000_000);
+        assertThatThrownBy(() -> HfArch.fromConfig(HfConfig.of(cfg, "x/config.json"))).isInstanceOf(ConvertException.class)
+                .hasMessageContaining("num_hidden_layers").hasMessageContaining("4096");
+    }
+
     /** Header JSON of a CMF file: offset 128, length at envelope 0x18. */
     static JsonNode readCmfHeader(Path file) throws IOException {
         byte[] head = Arrays.copyOf(Files.readAllBytes(file), 1 << 20);
