@@ -12,8 +12,10 @@ import java.util.Set;
 public final class CmfWeights implements Weights {
     private final Map<String, Tensor> byName = new HashMap<>();
     private final List<String> skills;
+    private final CmfFile file;
 
     public CmfWeights(CmfFile file) {
+        this.file = file;
         skills = file.header().skills().stream().map(dev.cmf4j.format.SkillRecord::id).toList();
         for (TensorEntry e : file.tensors()) byName.put(e.name(), new Tensor(e.name(), e.dtype(), e.shape(), e.data()));
     }
@@ -23,4 +25,6 @@ public final class CmfWeights implements Weights {
     @Override public Set<String> names() { return byName.keySet(); }
 
     @Override public List<String> skillIds() { return skills; }
+
+    @Override public void checkIntact() { file.checkIntact(); }
 }

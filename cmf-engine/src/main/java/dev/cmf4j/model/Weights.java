@@ -22,6 +22,12 @@ public interface Weights {
 
     default boolean has(String name) { return find(name) != null; }
 
+    /**
+     * Asked after a memory fault while reading the weights: throws an error naming the source when it changed under
+     * them (a mapped file truncated); returns when it knows of nothing wrong.
+     */
+    default void checkIntact() { }
+
     /** The tensor called {@code name}; a {@link ModelException} naming it when it is missing. */
     default Tensor get(String name) {
         Tensor t = find(name);

@@ -58,9 +58,15 @@ public final class CmfFile implements AutoCloseable {
     private final List<TensorEntry> tensors;
     private final Map<String, TensorEntry> byName;
     private final Masks masks;
+    /** The files mapped, as they were when opened (empty for bytes opened from memory). */
+    private final List<MappedFile> mapped;
 
-    private CmfFile(String label, Arena arena, List<Shard> shards, Masks masks) {
+    /** A mapped file's identity (inode where the OS has one) and size when it was mapped. */
+    private record MappedFile(Path path, Object key, long size) {}
+
+    private CmfFile(String label, Arena arena, List<Shard> shards, Masks masks, List<MappedFile> mapped) {
         this.label = label;
+        this.mapped = List.copyOf(mapped);
         this.arena = arena;
         this.shards = List.copyOf(shards);
         this.header = shards.getFirst().header();
@@ -103,9 +109,12 @@ public final class CmfFile implements AutoCloseable {
         Arena arena = Arena.ofShared();
         try {
             List<Shard> shards = new ArrayList<>();
+            List<MappedFile> mapped = new ArrayList<>();
             for (int i = 0; i < files.size(); i++) {
                 Path p = files.get(i);
-                Shard s = read(map(p, arena), p.toString());
+                MemorySegment bytes = map(p, arena);
+                mapped.add(new MappedFile(p, fileKey(p), bytes.byteSize()));
+                Shard s = read(bytes, p.toString());
                 if (files.size() > 1) {
                     CmfHeader.ShardInfo si = s.header().shard();
                     if (si == null || si.no() != i + 1 || si.count() != files.size()) {
@@ -115,7 +124,7 @@ public final class CmfFile implements AutoCloseable {
                 }
                 shards.add(s);
             }
-            return new CmfFile(abs.toString(), arena, shards, masksOf(shards.getFirst()));
+            return new CmfFile(abs.toString(), arena, shards, masksOf(shards.getFirst()), mapped);
         } catch (RuntimeException e) {
             arena.close();
             throw e;
@@ -129,7 +138,15 @@ public final class CmfFile implements AutoCloseable {
      */
     public static CmfFile open(MemorySegment bytes, String label) {
         Shard s = read(bytes, label);
-        return new CmfFile(label, null, List.of(s), masksOf(s));
+        return new CmfFile(label, null, List.of(s), masksOf(s), List.of());
+    }
+
+    private static Object fileKey(Path p) {
+        try {
+            return Files.readAttributes(p, java.nio.file.attribute.BasicFileAttributes.class).fileKey();
+        } catch (IOException e) {
+            throw new CmfException.Io(p.toString(), "cannot read file attributes: " + e.getMessage(), e);
+        }
     }
 
     private static MemorySegment map(Path p, Arena arena) {
@@ -333,6 +350,34 @@ public final class CmfFile implements AutoCloseable {
         long h = Hash64.of(b.asSlice(s.offset(), s.length()));
         if (h != expected) out.add(label + ": " + what + " section hash64 is " + Hash64.hex(h)
                 + " but header.section_hashes." + what + " records " + Hash64.hex(expected));
+    }
+
+    /**
+     * Checks that no mapped file shrank since it was opened. Reading a page of a mapping past the end of its file
+     * faults (the JVM raises an {@link InternalError} for memory-segment reads); a caller that catches such a fault
+     * asks here whether the file was truncated under it. A file replaced by another (a new inode) leaves the mapping
+     * intact and passes.
+     *
+     * @throws CmfException.Io naming the file and both sizes when one was truncated
+     */
+    public void checkIntact() {
+        for (MappedFile f : mapped) {
+            long now;
+            Object key;
+            try {
+                var attrs = Files.readAttributes(f.path(), java.nio.file.attribute.BasicFileAttributes.class);
+                now = attrs.size();
+                key = attrs.fileKey();
+            } catch (NoSuchFileException e) {
+                continue;   // unlinked: the mapping keeps the old file's pages alive
+            } catch (IOException e) {
+                throw new CmfException.Io(f.path().toString(), "cannot check the file's size: " + e.getMessage(), e);
+            }
+            if ((f.key() == null || f.key().equals(key)) && now < f.size()) {
+                throw new CmfException.Io(f.path().toString(), "the file was truncated from " + f.size() + " to " + now
+                        + " bytes while it was open; reopen the model", null);
+            }
+        }
     }
 
     /** Unmaps the files; payload slices become unusable. Files opened from a caller's segment are left alone. */

@@ -71,6 +71,8 @@ public final class Graph {
     /** The file's skills and the un-merged adapters, by slot − 1; skill id → why it cannot run here. */
     private final java.util.List<String> skills, adapters;
     private final java.util.Map<String, String> skillProblems;
+    /** Asked what went wrong after a memory fault reading them. */
+    private final Weights weights;
 
     /** How attention keeps its keys and values ({@code --o1} sealed layers, {@code --kv}). */
     private final AttentionMemory memory;
@@ -97,6 +99,7 @@ public final class Graph {
         this.spec = spec;
         this.memory = memory;
         boolean[] sealedLayers = sealedLayers(spec, memory);
+        this.weights = weights;
         this.backend = backend;
         this.mm = backend.matmul();
         this.hidden = spec.hidden();
@@ -398,6 +401,7 @@ public final class Graph {
                 State st = batch.state(i);
                 for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
             }
+            if (e instanceof InternalError fault) throw weightsFault(fault);
             throw e;
         }
         for (int i = 0; i < batch.size(); i++) {
@@ -405,6 +409,15 @@ public final class Graph {
             for (int l = 0; l < layers; l++) mixers[l].commit(st.mixerState[l]);
             st.position += batch.tokens(i);
         }
+    }
+
+    /**
+     * A memory fault reading the weights (the JVM's answer to a read of a mapped page past the end of a truncated
+     * file) as a typed error, so this step's requests fail and the JVM and the caller's loop go on.
+     */
+    private RuntimeException weightsFault(InternalError fault) {
+        weights.checkIntact();   // throws the file's own error, naming it, when it was truncated
+        return new ModelException("a memory fault while reading the weights: " + fault.getMessage(), fault);
     }
 
     private void check(Batch batch, Workspace ws, float[] logits) {
