@@ -305,14 +305,18 @@ public final class OpenAiServer implements AutoCloseable {
     private JsonNode body(Call c) throws IOException {
         int max = cfg.maxBodyBytes();
         OptionalLong declared = c.req().headers().contentLength();
+        if (declared.isPresent() && declared.getAsLong() < 0)   // Helidon passes it on; its reader then fails inside
+            throw ApiError.badRequest(null, "Content-Length " + declared.getAsLong() + " is negative");
         byte[] b;
+        boolean tooLarge;
         try (InputStream in = c.req().content().inputStream()) {
             b = declared.isPresent() && declared.getAsLong() > max ? null : in.readNBytes(max + 1);
-            if (b == null || b.length > max) {
-                in.skip(16L * max);   // read a moderate excess, so the client sees the answer rather than a reset
-                throw ApiError.badRequest(null, "the request body exceeds the server's limit of " + max + " bytes");
-            }
+            tooLarge = b == null || b.length > max;
+            if (tooLarge) in.skip(16L * max);   // read a moderate excess, so the client sees the answer rather than a reset
+        } catch (RuntimeException badFraming) {   // e.g. a chunk size that is not hex: Helidon's reader throws as it reads
+            throw ApiError.badRequest(null, "the request body could not be read: " + badFraming.getMessage());
         }
+        if (tooLarge) throw ApiError.badRequest(null, "the request body exceeds the server's limit of " + max + " bytes");
         return parseBody(json, b);
     }
 
