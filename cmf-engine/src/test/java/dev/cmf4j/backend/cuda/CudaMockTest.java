@@ -799,6 +799,64 @@ class CudaMockTest {
         }
     }
 
+    /**
+     * The device runs out of memory while one request is generating: the request that needed the memory fails with
+     * the driver's error, the running one finishes with exactly the tokens it gets alone, and the next one is served.
+     */
+    @Test void outOfDeviceMemoryMidRequestFailsThatRequestAndTheOthersGoOn() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
+                int[] promptA = {1, 5, 9, 2}, promptB = {3, 4}, promptC = {7};
+                var cfg = new dev.cmf4j.runtime.Scheduler.Config(2, 64, 4, 64, 16, 0);
+                int[] want;
+                try (var alone = new dev.cmf4j.runtime.Session(m.graph(), cfg.maxContext())) {
+                    want = new dev.cmf4j.runtime.Generator(alone, new dev.cmf4j.runtime.Sampler(dev.cmf4j.runtime.SamplingParams.GREEDY),
+                            java.util.Set.of(), List.of()).generate(promptA, 24, null, null).tokens();
+                }
+                int ctxLen;
+                try (var probe = new dev.cmf4j.runtime.Session(m.graph(), cfg.maxContext())) { ctxLen = probe.maxContext(); }
+                long kvBytes = 4L * ctxLen * ((dev.cmf4j.model.Mixer.Attention) m.spec().layer(0).mixer()).kvDim();
+                int allocs = counter(5);
+                try (var sched = new dev.cmf4j.runtime.Scheduler(m.graph(), null, cfg)) {
+                    var b = new java.util.concurrent.CompletableFuture<dev.cmf4j.runtime.Completion>();
+                    dev.cmf4j.runtime.TokenSink sinkB = c -> {
+                        failAllocsAbove(-1);   // the memory comes back once B has failed
+                        b.complete(c);
+                    };
+                    var a = new java.util.concurrent.CompletableFuture<dev.cmf4j.runtime.Completion>();
+                    int[] seen = {0};
+                    dev.cmf4j.runtime.TokenSink sinkA = new dev.cmf4j.runtime.TokenSink() {
+                        @Override public void token(int id, dev.cmf4j.runtime.TokenLogprobs lp) {
+                            if (++seen[0] == 3) {   // A is mid-generation: the device fills up and B arrives
+                                failAllocsAbove(kvBytes - 1);
+                                sched.submit(dev.cmf4j.runtime.GenerationRequest.of(promptB, 8, dev.cmf4j.runtime.SamplingParams.GREEDY, java.util.Set.of(), sinkB));
+                            }
+                        }
+
+                        @Override public void finished(dev.cmf4j.runtime.Completion c) { a.complete(c); }
+                    };
+                    try {
+                        sched.submit(dev.cmf4j.runtime.GenerationRequest.of(promptA, 24, dev.cmf4j.runtime.SamplingParams.GREEDY, java.util.Set.of(), sinkA));
+                        var doneB = b.get(60, TimeUnit.SECONDS);
+                        assertThat(doneB.finish()).isEqualTo(dev.cmf4j.runtime.Completion.Finish.ERROR);
+                        assertThat(doneB.error()).contains("OUT_OF_MEMORY");
+                        var doneA = a.get(60, TimeUnit.SECONDS);
+                        assertThat(doneA.finish()).isEqualTo(dev.cmf4j.runtime.Completion.Finish.LENGTH);
+                        assertThat(doneA.tokens()).as("the running request is undisturbed").containsExactly(want);
+                    } finally {
+                        failAllocsAbove(-1);
+                    }
+                    var c = new java.util.concurrent.CompletableFuture<dev.cmf4j.runtime.Completion>();
+                    sched.submit(dev.cmf4j.runtime.GenerationRequest.of(promptC, 4, dev.cmf4j.runtime.SamplingParams.GREEDY, java.util.Set.of(), c::complete));
+                    assertThat(c.get(60, TimeUnit.SECONDS).tokens()).hasSize(4);
+                }
+                assertThat(counter(5)).as("every device buffer of the three requests given back").isEqualTo(allocs);
+            }
+        }
+    }
+
     @Test void aFailedGraphInstantiationLeaksNothingAndTheNextStepCapturesAfresh() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         float[] want;
