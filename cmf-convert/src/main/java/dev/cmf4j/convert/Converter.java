@@ -175,8 +175,10 @@ public final class Converter {
             closeQuietly(p.memory());
             Throwable c = e.getCause() == null ? e : e.getCause();
             if (c instanceof ConvertException ce) throw ce;
+            String why = c instanceof InternalError   // the JVM's answer to reading a mapped page past the end of its file
+                    ? "the source file was truncated or changed while it was read (" + c.getMessage() + ")" : c.getMessage();
             throw new ConvertException("tensor " + j.tensor().name() + " " + java.util.Arrays.toString(j.tensor().shape())
-                    + " -> " + j.dtype().label + ": " + c.getMessage(), c);
+                    + " -> " + j.dtype().label + ": " + why, c);
         }
         try {
             w.addTensor(j.tensor().name(), j.dtype(), j.tensor().shape(), p.payload());

@@ -126,6 +126,29 @@ class ConvertPipelineTest {
                 .containsKey("▁the");
     }
 
+    /**
+     * A source truncated after it was opened (its mapping then faults where pages are gone) fails the conversion
+     * with a ConvertException, and neither the output nor a temporary file is left.
+     */
+    @Test void aSourceTruncatedWhileConvertingFailsClearlyAndLeavesNoOutput() throws IOException {
+        Path src = tmp.resolve("src");
+        Files.createDirectories(src);
+        try (var files = Files.list(Fixtures.require("models/llama"))) {
+            for (Path f : files.toList()) if (!f.getFileName().toString().startsWith("golden")) Files.copy(f, src.resolve(f.getFileName()));
+        }
+        Path outDir = Files.createDirectories(tmp.resolve("out"));
+        try (ModelSource s = Sources.open(src)) {
+            try (var ch = java.nio.channels.FileChannel.open(src.resolve("model.safetensors"), java.nio.file.StandardOpenOption.WRITE)) {
+                ch.truncate(ch.size() / 4);
+            }
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> Converter.convert(s, outDir.resolve("m.cmf"), opts(TensorPolicy.Mode.F32)))
+                    .isInstanceOf(ConvertException.class).hasMessageContaining("truncated");
+        }
+        try (var left = Files.list(outDir)) {
+            assertThat(left.toList()).as("no output, no temporary file").isEmpty();
+        }
+    }
+
     @Test void progressLinesForLogs() {
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         Progress p = Progress.lines(new PrintStream(buf, true));
