@@ -9,6 +9,7 @@ import dev.cmf4j.runtime.GenerationException;
 import dev.cmf4j.runtime.Scheduler;
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
+import io.helidon.http.HeaderValues;
 import io.helidon.webserver.ConnectionContext;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.Handler;
@@ -203,9 +204,12 @@ public final class OpenAiServer implements AutoCloseable {
     private void answerWatching(Call c, CompletionRun run, ConnectionContext conn) {
         AtomicBoolean gone = new AtomicBoolean(), waiting = new AtomicBoolean(true);
         CountDownLatch answered = new CountDownLatch(1);
+        // a client that asked to close waits for it, which Helidon would do once this handler returns
+        boolean closeAfter = c.req().headers().contains(HeaderValues.CONNECTION_CLOSE) || c.req().prologue().protocolVersion().equals("1.0");
         Thread.ofVirtual().name("answer-" + c.id()).start(() -> {
             try {
                 send(c.res(), 200, run.collect(), false);
+                if (closeAfter) ClientConnection.close(conn);
             } catch (Exception x) {
                 try {
                     fail(c, x);

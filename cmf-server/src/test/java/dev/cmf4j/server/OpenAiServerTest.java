@@ -398,6 +398,13 @@ class OpenAiServerTest {
                 String answer = new String(in.readNBytes(length), StandardCharsets.UTF_8);
                 assertThat(ServerFixture.JSON.readTree(answer).at("/choices/0/message/content").asText()).isEqualTo(s.greedyChat(GREP, 16));
             }
+            // one that asks to close gets its answer and then the end of the stream
+            socket.getOutputStream().write(head.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            socket.getOutputStream().write(small);
+            socket.getOutputStream().flush();
+            socket.setSoTimeout(30_000);
+            String rest = new String(in.readAllBytes(), StandardCharsets.UTF_8);   // returns at the end of the stream
+            assertThat(rest).startsWith("HTTP/1.1 200 OK").contains(ServerFixture.JSON.writeValueAsString(s.greedyChat(GREP, 16)));
         }
     }
 
