@@ -43,17 +43,48 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      * @param kvHeads      this layer's key/value heads
      * @param postMlpNorm  with both a dense MLP (gate/up/down) and {@code moe} (gemma4's 26B block): the FFN output is
      *                     postMlp(mlp(ffnNorm(x))) + postMoe(moe(preMoe(x))), and then postFfnNorm; null otherwise
+     * @param outputGate   q's projection holds per head q then a gate; the attention output is multiplied by σ(gate)
+     *                     (Qwen3-Next); q has 2·heads·headDim rows
+     * @param deltaNet     the layer's mixer is a gated delta net instead of attention (q, k, v, o, their biases and norms,
+     *                     rope null; o is {@link DeltaNet#outProj}), or null
      */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
                         NormOp qNorm, NormOp kNorm, RopeTable rope, float scale, int window, float[] sinks, NormOp postAttnNorm,
                         NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
                         NormOp postFfnNorm, int headDim, int kvHeads, NormOp vNorm, int kvSource, float layerScalar,
-                        PerLayerInput perLayerInput, NormOp postMlpNorm, NormOp preMoeNorm, NormOp postMoeNorm) {
+                        PerLayerInput perLayerInput, NormOp postMlpNorm, NormOp preMoeNorm, NormOp postMoeNorm,
+                        boolean outputGate, DeltaNet deltaNet) {
         public int qDim(int heads) { return heads * headDim; }
 
         public boolean sharesKv() { return kvSource >= 0; }
     }
+
+    /**
+     * Gated DeltaNet (Qwen3-Next linear attention): the input projections (fused qkvz and ba, or split qkv, z, b, a),
+     * a causal depthwise conv of {@code convKernel} taps over [q; k; v] with SiLU, L2-normed q (· keyDim^-½) and k,
+     * β = σ(b), g = negA·softplus(a + dtBias), the gated delta rule with state [valueHeads, keyDim, valueDim] per
+     * sequence, a gated RMSNorm with z per value head, the output projection.
+     */
+    public record DeltaNet(int keyHeads, int valueHeads, int keyDim, int valueDim, int convKernel,
+                           Matrix qkvz, Matrix ba, Matrix qkv, Matrix z, Matrix b, Matrix a,
+                           float[] conv, float[] convBias, float[] negA, float[] dtBias, NormOp norm, Matrix outProj) {
+        public int qkDim() { return keyHeads * keyDim; }
+
+        public int vDim() { return valueHeads * valueDim; }
+
+        public int convDim() { return 2 * qkDim() + vDim(); }
+
+        /** Its input projections, those present. */
+        public List<Matrix> inputs() {
+            List<Matrix> all = new ArrayList<>();
+            for (Matrix m : new Matrix[] {qkvz, ba, qkv, z, b, a}) if (m != null) all.add(m);
+            return all;
+        }
+    }
+
+    /** A shared expert beside the routed ones: a gated MLP, scaled by σ(gateProj·x) when gateProj is not null. */
+    public record SharedExpert(Matrix gate, Matrix up, Matrix down, Activation act, Matrix gateProj) {}
 
     /** A layer's per-layer input block: gate [dim, hidden], act, the projection [hidden, dim], its post norm. */
     public record PerLayerInput(Matrix gate, Activation act, Matrix projection, NormOp postNorm) {}
@@ -80,7 +111,8 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      */
     public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
                       int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
-                      float[] gateBias, float[] upBias, float[] downBias, NormOp routerNorm, float[] expertScale) {}
+                      float[] gateBias, float[] upBias, float[] downBias, NormOp routerNorm, float[] expertScale,
+                      SharedExpert shared) {}
 
     /** The widest head dimension the device kernels take. */
     public static final int MAX_HEAD_DIM = 256;
@@ -102,12 +134,22 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
             all.add(perLayerEmbedding.projection());
         }
         for (Layer l : layers) {
-            all.add(l.q());
-            if (!l.sharesKv()) all.addAll(List.of(l.k(), l.v()));
-            all.add(l.o());
+            if (l.deltaNet() != null) {
+                all.addAll(l.deltaNet().inputs());
+                all.add(l.deltaNet().outProj());
+            } else {
+                all.add(l.q());
+                if (!l.sharesKv()) all.addAll(List.of(l.k(), l.v()));
+                all.add(l.o());
+            }
             if (l.perLayerInput() != null) all.addAll(List.of(l.perLayerInput().gate(), l.perLayerInput().projection()));
             if (l.gate() != null) all.addAll(List.of(l.gate(), l.up(), l.down()));
             if (l.moe() != null) all.add(l.moe().router());
+            if (l.moe() != null && l.moe().shared() != null) {
+                SharedExpert se = l.moe().shared();
+                all.addAll(List.of(se.gate(), se.up(), se.down()));
+                if (se.gateProj() != null) all.add(se.gateProj());
+            }
         }
         return all;
     }

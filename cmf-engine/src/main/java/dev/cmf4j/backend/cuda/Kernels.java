@@ -105,11 +105,28 @@ final class Kernels {
     static final KernelSignature SCALE_CAP = KernelSignature.of(ARCH_CU, "ra_scale_cap", "float* x, int n, float scale, float cap");
     static final KernelSignature EXPERT_SCALE = KernelSignature.of(ARCH_CU, "ra_expert_scale",
             "const int* idx, float* wts, const float* scale, int n");
+    static final KernelSignature GDN_UNFUSE = KernelSignature.of(ARCH_CU, "ra_gdn_unfuse",
+            "const float* qkvz, const float* ba, float* mixed, float* z, float* b, float* a, int nk, int nv, int dk, int dv");
+    static final KernelSignature GDN_CONV = KernelSignature.of(ARCH_CU, "ra_gdn_conv",
+            "float* x, const float* w, const float* bias, float* state, int tokens, int channels, int kernel, const int* pos");
+    static final KernelSignature GDN_GATES = KernelSignature.of(ARCH_CU, "ra_gdn_gates",
+            "const float* mixed, const float* b, const float* a, const float* negA, const float* dtBias, float* q, float* k,"
+                    + " float* g, float* beta, int nk, int nv, int dk, int convDim");
+    static final KernelSignature GDN_RULE = KernelSignature.of(ARCH_CU, "ra_gdn_rule",
+            "const float* q, const float* k, const float* mixed, const float* g, const float* beta, float* S, float* out,"
+                    + " int tokens, int nv, int dk, int dv, int convDim, int vOff, const int* pos");
+    static final KernelSignature GDN_NORM = KernelSignature.of(ARCH_CU, "ra_gdn_norm",
+            "float* core, const float* z, const float* w, int dv, float eps, int offset");
+    static final KernelSignature SPLIT_GATE = KernelSignature.of(ARCH_CU, "ra_split_gate", "const float* qg, float* q, float* gate, int n, int hd");
+    static final KernelSignature SIGMOID_MUL = KernelSignature.of(ARCH_CU, "ra_sigmoid_mul", "float* y, const float* gate, int n");
+    static final KernelSignature GATED_ADD = KernelSignature.of(ARCH_CU, "ra_gated_add",
+            "float* y, const float* src, const float* gateLogit, int hidden, int n");
 
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(QK_ROPE_APPEND, ATTN_PARTIAL, ATTN_ROWS, SPLIT, SPLIT3, I8_WIDEN,
-                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE));
+                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
+                GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
         for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d));
         for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i]));

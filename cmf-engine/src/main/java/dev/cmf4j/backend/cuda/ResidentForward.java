@@ -67,6 +67,7 @@ final class ResidentForward implements DeviceForward {
     private boolean widenDecided;
     private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
     private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
+    private final Kernel fnGdnUnfuse, fnGdnConv, fnGdnGates, fnGdnRule, fnGdnNorm, fnSplitGate, fnSigmoidMul, fnGatedAdd;
     private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
@@ -111,17 +112,30 @@ final class ResidentForward implements DeviceForward {
     private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
                                 long qBias, long kBias, long vBias, long oBias, long invFreq,
                                 long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe, long vNorm,
-                                W pliGate, W pliProj, long pliNorm, long postMlpNorm, long preMoeNorm, long postMoeNorm) {
-        /** The layer's products, in launch order; null where absent. */
-        W[] products() { return new W[] {q, k, v, o, gate, up, down, pliGate, pliProj}; }
+                                W pliGate, W pliProj, long pliNorm, long postMlpNorm, long preMoeNorm, long postMoeNorm,
+                                DeltaNetWeights dn) {
+        /** The layer's products; null where absent. */
+        List<W> products() {
+            List<W> all = new ArrayList<>(java.util.Arrays.asList(q, k, v, o, gate, up, down, pliGate, pliProj));
+            if (dn != null) all.addAll(java.util.Arrays.asList(dn.qkvz(), dn.ba(), dn.qkv(), dn.z(), dn.b(), dn.a()));
+            if (moe != null && moe.shared() != null) all.addAll(java.util.Arrays.asList(moe.shared().gate(), moe.shared().up(),
+                    moe.shared().down(), moe.shared().gateProj()));
+            return all;
+        }
     }
+
+    /** A gated delta net's device pointers (its output projection is the layer's o; input projections null where absent). */
+    private record DeltaNetWeights(W qkvz, W ba, W qkv, W z, W b, W a, long conv, long convBias, long negA, long dtBias, long norm) {}
+
+    /** A shared expert's products (gateProj null without its gate). */
+    private record SharedWeights(W gate, W up, W down, W gateProj) {}
 
     /**
      * An MoE layer on the device: the router, and per projection a table of every expert's three device addresses
      * (weights, f32 row scales, f32 column scales; 0 = none) which the expert kernels index by the routed ids.
      */
     private record MoeWeights(W router, long routerBias, int gateKind, int downKind, Table gate, Table up, Table down,
-                              long gateBias, long upBias, long downBias, long routerNorm, long expertScale) {}
+                              long gateBias, long upBias, long downBias, long routerNorm, long expertScale, SharedWeights shared) {}
 
     /** Every expert's {weights, row scales, column scales} device addresses, the stored outputs, the layout. */
     private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
@@ -258,6 +272,14 @@ final class ResidentForward implements DeviceForward {
         fnPliGate = Kernels.PLI_GATE.load(ctx);
         fnScaleCap = Kernels.SCALE_CAP.load(ctx);
         fnExpertScale = Kernels.EXPERT_SCALE.load(ctx);
+        fnGdnUnfuse = Kernels.GDN_UNFUSE.load(ctx);
+        fnGdnConv = Kernels.GDN_CONV.load(ctx);
+        fnGdnGates = Kernels.GDN_GATES.load(ctx);
+        fnGdnRule = Kernels.GDN_RULE.load(ctx);
+        fnGdnNorm = Kernels.GDN_NORM.load(ctx);
+        fnSplitGate = Kernels.SPLIT_GATE.load(ctx);
+        fnSigmoidMul = Kernels.SIGMOID_MUL.load(ctx);
+        fnGatedAdd = Kernels.GATED_ADD.load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);
         fnGemmOut = Kernels.GEMM_OUT.load(ctx);
@@ -274,32 +296,42 @@ final class ResidentForward implements DeviceForward {
         pleProj = ple == null ? null : upload(ple.projection(), null);
         pleNorm = ple == null ? NULL : vector(ple.projectionNorm().w());
         layers = new LayerWeights[model.layers().size()];
+        boolean recurrent = false;
         for (int i = 0; i < layers.length; i++) {
             DecoderPlan.Layer l = model.layers().get(i);
             NormOp qn = l.qNorm(), kn = l.kNorm();
             boolean dense = l.gate() != null;
             boolean shared = l.sharesKv();
             if (shared) kn = model.layers().get(l.kvSource()).kNorm();   // the keys it reads were normed by their layer
-            boolean af = foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
+            var dn = l.deltaNet();
+            boolean af = dn == null && foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
             var pi = l.perLayerInput();
             boolean ff = dense && foldsNorm(l.gate()) && foldsNorm(l.up());
             NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
             layers[i] = new LayerWeights(upload(l.q(), an), shared ? null : upload(l.k(), an), shared ? null : upload(l.v(), an),
-                    upload(l.o(), null),
+                    upload(dn != null ? dn.outProj() : l.o(), null),
                     dense ? upload(l.gate(), fn) : null, dense ? upload(l.up(), fn) : null, dense ? upload(l.down(), null) : null,
                     af, ff, af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
                     qn == null ? NULL : vector(qn.w()),
                     kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
-                    vector(l.oBias()), vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
+                    vector(l.oBias()), l.rope() == null ? NULL : vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
                     l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), l.moe() == null ? null : uploadMoe(l.moe()),
                     l.vNorm() == null ? NULL : vector(l.vNorm().w()),
                     pi == null ? null : upload(pi.gate(), null), pi == null ? null : upload(pi.projection(), null),
                     pi == null ? NULL : vector(pi.postNorm().w()), l.postMlpNorm() == null ? NULL : vector(l.postMlpNorm().w()),
-                    l.preMoeNorm() == null ? NULL : vector(l.preMoeNorm().w()), l.postMoeNorm() == null ? NULL : vector(l.postMoeNorm().w()));
+                    l.preMoeNorm() == null ? NULL : vector(l.preMoeNorm().w()), l.postMoeNorm() == null ? NULL : vector(l.postMoeNorm().w()),
+                    dn == null ? null : new DeltaNetWeights(upload(dn.qkvz(), null), upload(dn.ba(), null), upload(dn.qkv(), null),
+                            upload(dn.z(), null), upload(dn.b(), null), upload(dn.a(), null), vector(dn.conv()), vector(dn.convBias()),
+                            vector(dn.negA()), vector(dn.dtBias()), dn.norm() == null ? NULL : vector(dn.norm().w())));
+            recurrent |= dn != null;
         }
         fusedSplitUnits = widestFusedSplit();
+        this.recurrent = recurrent;
     }
+
+    /** Whether a layer carries a recurrent state (a gated delta net): batched steps launch per span, never replay a capture. */
+    private final boolean recurrent;
 
     /**
      * The virtual architecture {@code f}'s loaded code was built for, or 0 when the driver cannot say (then no
@@ -348,7 +380,9 @@ final class ResidentForward implements DeviceForward {
         long gb = vector(moe.gateBias());
         return new MoeWeights(upload(moe.router(), null), vector(moe.routerBias()), kind(moe.gate().get(0).dtype()),
                 kind(moe.down().get(0).dtype()), g, u, d, gb, moe.up() == null ? gb : vector(moe.upBias()), vector(moe.downBias()),
-                moe.routerNorm() == null ? NULL : vector(moe.routerNorm().w()), vector(moe.expertScale()));
+                moe.routerNorm() == null ? NULL : vector(moe.routerNorm().w()), vector(moe.expertScale()),
+                moe.shared() == null ? null : new SharedWeights(upload(moe.shared().gate(), null), upload(moe.shared().up(), null),
+                        upload(moe.shared().down(), null), upload(moe.shared().gateProj(), null)));
     }
 
     /** The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major). */
@@ -389,6 +423,7 @@ final class ResidentForward implements DeviceForward {
      * — W·(w ⊙ x̂) = (W·diag(w))·x̂ — so the kernel applies only the norm's 1/rms (r_inv_rms).
      */
     private W upload(Matrix m, NormOp norm) {
+        if (m == null) return null;
         boolean fold = norm != null && norm.w() != null;
         if (fold && norm.w().length != m.inDim())
             throw new IllegalStateException(m.name() + ": the norm folded into it has " + norm.w().length + " weights for its "
@@ -453,6 +488,12 @@ final class ResidentForward implements DeviceForward {
         final long[] kRaw, vRaw;
         /** Gemma4's per-layer inputs of the step's rows [t, layers·dim] and the table rows they start from (0 = none). */
         final long pli, pliTab;
+        /** Per delta-net layer, this sequence's conv inputs [convDim, kernel−1] and rule state [nv, dk, dv] (0 elsewhere). */
+        final long[] conv, dnS;
+        /** A delta net's step scratch (0 = none): projections, conv input, z, b, a, normed q and k, g, β, the rule's output. */
+        final long dnProj, dnBa, dnMixed, dnZ, dnB, dnA, dnQ, dnK, dnG, dnBeta, dnCore;
+        /** The attention output gate's q projection [t, 2·qDim] and gate [t, qDim]; the shared expert's output and gate logits. */
+        final long qg, gate, sharedOut, sharedGate;
         long all;
         int allRows;
         List<Step> decode;
@@ -507,6 +548,41 @@ final class ResidentForward implements DeviceForward {
                     }
                 }
                 m = sandwich || ple != null ? alloc(4L * maxChunk * hidden) : NULL;
+                int proj = 0, ba = 0, convDim = 0, vd = 0, nvdk = 0, nv = 0;
+                boolean outGate = false, sharedExpert = false;
+                conv = new long[layers.length];
+                dnS = new long[layers.length];
+                for (int l = 0; l < layers.length; l++) {
+                    DecoderPlan.Layer spec = model.layers().get(l);
+                    outGate |= spec.outputGate();
+                    sharedExpert |= spec.moe() != null && spec.moe().shared() != null;
+                    var dn = spec.deltaNet();
+                    if (dn == null) continue;
+                    proj = Math.max(proj, 2 * dn.qkDim() + 2 * dn.vDim());
+                    ba = Math.max(ba, 2 * dn.valueHeads());
+                    convDim = Math.max(convDim, dn.convDim());
+                    vd = Math.max(vd, dn.vDim());
+                    nvdk = Math.max(nvdk, dn.valueHeads() * dn.keyDim());
+                    nv = Math.max(nv, dn.valueHeads());
+                    conv[l] = alloc(4L * dn.convDim() * (dn.convKernel() - 1));
+                    dnS[l] = alloc(4L * dn.valueHeads() * dn.keyDim() * dn.valueDim());
+                }
+                boolean gdn = convDim > 0;
+                dnProj = gdn ? alloc(4L * maxChunk * proj) : NULL;
+                dnBa = gdn ? alloc(4L * maxChunk * ba) : NULL;
+                dnMixed = gdn ? alloc(4L * maxChunk * convDim) : NULL;
+                dnZ = gdn ? alloc(4L * maxChunk * vd) : NULL;
+                dnB = gdn ? alloc(4L * maxChunk * nv) : NULL;
+                dnA = gdn ? alloc(4L * maxChunk * nv) : NULL;
+                dnQ = gdn ? alloc(4L * maxChunk * nvdk) : NULL;
+                dnK = gdn ? alloc(4L * maxChunk * nvdk) : NULL;
+                dnG = gdn ? alloc(4L * maxChunk * nv) : NULL;
+                dnBeta = gdn ? alloc(4L * maxChunk * nv) : NULL;
+                dnCore = gdn ? alloc(4L * maxChunk * vd) : NULL;
+                qg = outGate ? alloc(4L * maxChunk * 2 * model.qDim()) : NULL;
+                gate = outGate ? alloc(4L * maxChunk * model.qDim()) : NULL;
+                sharedOut = sharedExpert ? alloc(4L * maxChunk * hidden) : NULL;
+                sharedGate = sharedExpert ? alloc(4L * maxChunk) : NULL;
                 moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
                 moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
                 moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
@@ -579,10 +655,10 @@ final class ResidentForward implements DeviceForward {
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
      * layer) and the device address of its first row's position.
      */
-    private record Seq(int start, int tokens, long pos, long[] kc, long[] vc) {}
+    private record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS) {}
 
     /** A session's own chunk: every row is its, the position at {@code s.in}. */
-    private static Seq[] alone(SessionState s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc)}; }
+    private static Seq[] alone(SessionState s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc, s.conv, s.dnS)}; }
 
     /** The largest chunk a session takes: its tokens are a grid dimension (≤ 65,535) of rope, products and epilogues. */
     static final int MAX_CHUNK = 65535;
@@ -774,7 +850,7 @@ final class ResidentForward implements DeviceForward {
                 if (!states.contains(st)) throw new IllegalStateException("span " + i + ": a released or foreign session state");
                 batchHostPos.setAtIndex(ValueLayout.JAVA_INT, i, sp.pos0());
                 for (int k = 0; k < sp.tokens(); k++) w.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + r + k, sp.ids()[sp.off() + k]);
-                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc);
+                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc, st.conv, st.dnS);
                 r += sp.tokens();
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
@@ -799,7 +875,7 @@ final class ResidentForward implements DeviceForward {
             if (logitRows > 1) w.ensureAll(logitRows);
             long out = logitRows > 1 ? w.all : w.last;
             MemorySegment host = logitRows > 1 ? w.hostAll : w.hostLast;
-            if (decodeRows && allRows && graphs && batchCapture && !PROFILE) {
+            if (decodeRows && allRows && graphs && batchCapture && !recurrent && !PROFILE) {
                 // the same launches for any t sessions' one-token rows (ids, positions and cache tables are read from
                 // device memory): captured once per row count, replayed while the scratch stays where it was
                 BatchGraph bg = batchGraphs.get(t);
@@ -1076,6 +1152,10 @@ final class ResidentForward implements DeviceForward {
     private void growScratch(int t, boolean headGemm) {
         long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
+        for (W w : products()) {   // a gated q, a delta net's fused projections, …: wider than the plan's dims
+            maxRows = Math.max(maxRows, w.rows());
+            maxCols = Math.max(maxCols, w.cols());
+        }
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
         for (W w : products())
             if (kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
@@ -1117,7 +1197,7 @@ final class ResidentForward implements DeviceForward {
     /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
     private List<W> products() {
         List<W> all = new ArrayList<>();
-        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);
+        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);   // (a delta net's o is its out_proj)
         if (pleProj != null) all.add(pleProj);
         return all;
     }
@@ -1279,7 +1359,7 @@ final class ResidentForward implements DeviceForward {
     private long widestFusedSplit() {
         long u = 0;
         for (LayerWeights l : layers) {
-            u = Math.max(u, l.k() == null ? splitUnits(l.q()) : splitUnits(l.q(), l.k(), l.v()));
+            if (l.q() != null) u = Math.max(u, l.k() == null ? splitUnits(l.q()) : splitUnits(l.q(), l.k(), l.v()));
             if (l.gate() != null && l.up() != null) u = Math.max(u, splitUnits(l.gate(), l.up()));
         }
         return u;
@@ -1316,9 +1396,9 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** q, k and v of one input: one split (r_split3), three GEMMs, one epilogue (r_gemm_out3). */
-    private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long k, long v, long x, float normEps, int t) {
+    private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long q, long k, long v, long x, float normEps, int t) {
         W[] m = {w.q(), w.k(), w.v()};
-        long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {s.q, k, v};
+        long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {q, k, v};
         long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
         int parts = parts(m[0].dtype());
         long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (sC2 is: float4 epilogue, cuBLAS)
@@ -1505,80 +1585,91 @@ final class ResidentForward implements DeviceForward {
             int kvLayer = shared ? spec.kvSource() : li;
             long kBuf = s.kRaw[kvLayer] != NULL ? s.kRaw[kvLayer] : s.k, vBuf = s.vRaw[kvLayer] != NULL ? s.vRaw[kvLayer] : s.v;
             NormOp kNormOp = model.layers().get(kvLayer).kNorm();
-            // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
-            long ain = w.attnFolded() ? s.x : s.h;
-            int an = w.attnFolded() ? 1 : 0;
-            float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
-            if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
-            if (shared) {
-                if (gemm) gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-                else matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-            } else if (gemm && splitTogether(w.q(), w.k(), w.v())) {
-                qkvGemm(L, a, w, s, kBuf, vBuf, ain, ae, t);
-            } else if (gemm) {
-                gemm(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-                gemm(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
-                gemm(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
-            } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
-                W q = w.q(), k = w.k(), v = w.v();
-                int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
-                L.add(launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
-                        q.weights(), q.rowScales(), q.colField(), w.qBias(), s.q, q.rows(),
-                        k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
-                        v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
+            long mixOut = s.att;   // the mixer's output, the o product's input
+            if (spec.deltaNet() != null) {
+                deltaNet(L, a, s, w, spec, li, seqs, t, gemm);
+                mixOut = s.dnCore;
             } else {
-                matvec(L, a, "q", w.q(), w.qBias(), ain, s.q, t, false, ae);
-                matvec(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
-                matvec(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
-            }
-            if (spec.vNorm() != null) archNorm(L, a, vBuf, w.vNorm(), spec.vNorm(), vBuf, t * kvHeads, false);   // gemma4's v norm, in place
-            NormOp qk = spec.qNorm() != null ? spec.qNorm() : kNormOp;
-            int qn = spec.qNorm() != null ? 1 : 0, kn = kNormOp != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
-            float eps = qk == null ? 0f : qk.eps();
-            if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
-                            // last split; each block norms and ropes its q row (and the last split's the k row of key p,
-                            // which it also appends to the caches): no rope launch
-                Seq sq = seqs[0];
-                L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
-                        w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                        s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
-            } else {
-                int n = rowCaches == NULL ? 0 : oneTokenSeqs;
-                if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
-                    int rowSplits = splits(n);
-                    L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
-                            rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
+                long qOut = spec.outputGate() ? s.qg : s.q;
+                // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
+                long ain = w.attnFolded() ? s.x : s.h;
+                int an = w.attnFolded() ? 1 : 0;
+                float ae = w.attnFolded() ? spec.attnNorm().eps() : Float.NaN;
+                if (!w.attnFolded()) norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
+                if (shared) {
+                    if (gemm) gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
+                    else matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
+                } else if (gemm && splitTogether(w.q(), w.k(), w.v())) {
+                    qkvGemm(L, a, w, s, qOut, kBuf, vBuf, ain, ae, t);
+                } else if (gemm) {
+                    gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
+                    gemm(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
+                    gemm(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
+                } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
+                    W q = w.q(), k = w.k(), v = w.v();
+                    int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
+                    L.add(launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
+                            q.weights(), q.rowScales(), q.colField(), w.qBias(), qOut, q.rows(),
+                            k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
+                            v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
+                } else {
+                    matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
+                    matvec(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
+                    matvec(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
+                }
+                if (spec.outputGate())   // q then gate per head, apart
+                    L.add(launch("split_gate", fnSplitGate, (t * qDim + 255) / 256, 1, 1, 256, a, s.qg, s.q, s.gate, t * qDim, hd));
+                if (spec.vNorm() != null) archNorm(L, a, vBuf, w.vNorm(), spec.vNorm(), vBuf, t * kvHeads, false);   // gemma4's v norm, in place
+                NormOp qk = spec.qNorm() != null ? spec.qNorm() : kNormOp;
+                int qn = spec.qNorm() != null ? 1 : 0, kn = kNormOp != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
+                float eps = qk == null ? 0f : qk.eps();
+                if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
+                                // last split; each block norms and ropes its q row (and the last split's the k row of key p,
+                                // which it also appends to the caches): no rope launch
+                    Seq sq = seqs[0];
+                    L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
                             w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                            s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
+                            s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
+                } else {
+                    int n = rowCaches == NULL ? 0 : oneTokenSeqs;
+                    if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
+                        int rowSplits = splits(n);
+                        L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
+                                rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
+                                w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
+                                s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
+                    }
+                    for (int si = n; si < seqs.length; si++) {   // a prompt chunk, or each longer span of a batch: q/k norm,
+                                    // rope and KV append, then flash-attention tiles, K/V shared by a kv head's query heads, no combine
+                        Seq sq = seqs[si];
+                        long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
+                        // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
+                        L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
+                        int b = prefillBucket(hd);
+                        boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
+                        int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
+                        L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
+                                sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
+                    }
                 }
-                for (int si = n; si < seqs.length; si++) {   // a prompt chunk, or each longer span of a batch: q/k norm,
-                                // rope and KV append, then flash-attention tiles, K/V shared by a kv head's query heads, no combine
-                    Seq sq = seqs[si];
-                    long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
-                    // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                    L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                            w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
-                    int b = prefillBucket(hd);
-                    boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
-                    int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
-                    L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
-                            sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
-                }
+                if (spec.outputGate())   // att ·= σ(gate)
+                    L.add(launch("output_gate", fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
-                if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
-                else matvec(L, a, "o_residual", w.o(), w.oBias(), s.att, s.x, t, true, Float.NaN);
+                if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
+                else matvec(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(o·att)
-                if (gemm) gemm(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
-                else matvec(L, a, "o", w.o(), w.oBias(), s.att, s.m, t, false, Float.NaN);
+                if (gemm) gemm(L, a, "o", w.o(), w.oBias(), mixOut, s.m, t, false, Float.NaN);
+                else matvec(L, a, "o", w.o(), w.oBias(), mixOut, s.m, t, false, Float.NaN);
                 archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
             }
             if (spec.moe() != null && spec.gate() != null) {   // gemma4's 26B block: x += postFfn(postMlp(mlp) + postMoe(moe))
                 denseFfn(L, a, s, w, spec, t, gemm, true);
                 archNorm(L, a, s.m, w.postMlpNorm(), spec.postMlpNorm(), s.m, t, false);
-                moe(L, a, s, w, spec, t);
+                moe(L, a, s, w, spec, t, gemm);
                 archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
-            } else if (spec.moe() != null) moe(L, a, s, w, spec, t);
+            } else if (spec.moe() != null) moe(L, a, s, w, spec, t, gemm);
             else denseFfn(L, a, s, w, spec, t, gemm, false);
             if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
             if (spec.layerScalar() != 1f)
@@ -1720,7 +1811,7 @@ final class ResidentForward implements DeviceForward {
      * there), the chosen experts' gate/up/act, then their down products weighted into x (through the post norm
      * when the layer has one). No host round trip: a decode step still replays as one graph.
      */
-    private void moe(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t) {
+    private void moe(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm) {
         DecoderPlan.Moe moe = spec.moe();
         MoeWeights mw = w.moe();
         int hidden = model.hidden(), inter = moe.intermediate(), k = moe.topK();
@@ -1754,8 +1845,60 @@ final class ResidentForward implements DeviceForward {
         L.add(launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
                 d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, y, hidden, inter, k,
                 beside || post ? 0 : 1));
+        if (mw.shared() != null) {   // y += σ(gateProj·x̂) · shared(x̂)
+            SharedWeights se = mw.shared();
+            int sin = se.gate().rows();
+            product(L, a, "shared_gate", se.gate(), s.moeIn, s.g, t, gemm);
+            product(L, a, "shared_up", se.up(), s.moeIn, s.u, t, gemm);
+            gluAct(L, a, s.g, s.u, s.g, t * sin, moe.shared().act());
+            product(L, a, "shared_down", se.down(), s.g, s.sharedOut, t, gemm);
+            if (se.gateProj() != null) product(L, a, "shared_gate_proj", se.gateProj(), s.moeIn, s.sharedGate, t, gemm);
+            L.add(launch("shared_add", fnGatedAdd, (t * hidden + 255) / 256, 1, 1, 256, a, y, s.sharedOut,
+                    se.gateProj() != null ? s.sharedGate : NULL, hidden, t * hidden));
+        }
         if (beside) archNorm(L, a, s.moeOut, w.postMoeNorm(), spec.postMoeNorm(), s.m, t, true);   // s.m += postMoe(moe)
         else if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+    }
+
+    /** y = W·x over t rows: cuBLAS when the step takes GEMMs, else the matvec kernel. */
+    private void product(Steps L, Arena a, String name, W w, long x, long y, int t, boolean gemm) {
+        if (gemm) gemm(L, a, name, w, NULL, x, y, t, false, Float.NaN);
+        else matvec(L, a, name, w, NULL, x, y, t, false, Float.NaN);
+    }
+
+    /**
+     * A gated delta net layer into s.dnCore: the input norm and projections over every row, then per span its conv and
+     * rule over that sequence's own state (a span at position 0 starts from zeros), the gated norm over every row.
+     */
+    private void deltaNet(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int li, Seq[] seqs, int t, boolean gemm) {
+        var dn = spec.deltaNet();
+        DeltaNetWeights d = w.dn();
+        int nk = dn.keyHeads(), nv = dn.valueHeads(), dk = dn.keyDim(), dv = dn.valueDim(), convDim = dn.convDim();
+        norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
+        if (d.qkvz() != null) {
+            product(L, a, "gdn_qkvz", d.qkvz(), s.h, s.dnProj, t, gemm);
+            product(L, a, "gdn_ba", d.ba(), s.h, s.dnBa, t, gemm);
+            L.add(launch("gdn_unfuse", fnGdnUnfuse, t, 1, 1, 256, a, s.dnProj, s.dnBa, s.dnMixed, s.dnZ, s.dnB, s.dnA, nk, nv, dk, dv));
+        } else {
+            product(L, a, "gdn_qkv", d.qkv(), s.h, s.dnMixed, t, gemm);
+            product(L, a, "gdn_z", d.z(), s.h, s.dnZ, t, gemm);
+            product(L, a, "gdn_b", d.b(), s.h, s.dnB, t, gemm);
+            product(L, a, "gdn_a", d.a(), s.h, s.dnA, t, gemm);
+        }
+        for (Seq sq : seqs)
+            L.add(launch("gdn_conv", fnGdnConv, (convDim + 255) / 256, 1, 1, 256, a, s.dnMixed + 4L * sq.start() * convDim, d.conv(),
+                    d.convBias(), sq.conv()[li], sq.tokens(), convDim, dn.convKernel(), sq.pos()));
+        L.add(launch("gdn_gates", fnGdnGates, nv, t, 1, 32, a, s.dnMixed, s.dnB, s.dnA, d.negA(), d.dtBias(), s.dnQ, s.dnK, s.dnG,
+                s.dnBeta, nk, nv, dk, convDim));
+        for (Seq sq : seqs) {
+            long r0 = sq.start();
+            L.add(launch("gdn_rule", fnGdnRule, nv, 1, 1, (dv + 31) / 32 * 32, a, s.dnQ + 4L * r0 * nv * dk, s.dnK + 4L * r0 * nv * dk,
+                    s.dnMixed + 4L * r0 * convDim, s.dnG + 4L * r0 * nv, s.dnBeta + 4L * r0 * nv, sq.dnS()[li],
+                    s.dnCore + 4L * r0 * nv * dv, sq.tokens(), nv, dk, dv, convDim, 2 * dn.qkDim(), sq.pos()));
+        }
+        NormOp n = dn.norm();
+        L.add(launch("gdn_norm", fnGdnNorm, t * nv, 1, 1, Math.min(256, (dv + 31) / 32 * 32), a, s.dnCore, s.dnZ, d.norm(), dv,
+                n.eps(), n.offset() ? 1 : 0));
     }
 
     private void norm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows) {

@@ -33,8 +33,17 @@ final class DecoderPlans {
         Mixer.Attention first = null;
         for (LayerSpec l : spec.layers()) {
             String where = "layer " + l.index() + ": ";
-            if (!(l.mixer() instanceof Mixer.Attention a)) return where + "linear attention (gated delta net)";
             String ffn = unsupportedFfn(l.ffn());
+            if (ffn != null) return where + ffn;
+            if (l.mixer() instanceof Mixer.GatedDeltaNet g) {
+                if (g.convKernel() < 1 || g.convKernel() > MAX_CONV_KERNEL) return where + "gated delta net conv of " + g.convKernel() + " taps";
+                if (g.valueDim() > 256) return where + "gated delta net value dim " + g.valueDim() + " > 256";
+                if (g.valueHeads() % g.keyHeads() != 0) return where + "gated delta net value heads not a multiple of key heads";
+                if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
+                if (l.perLayerInput() != null) return where + "per-layer input beside a gated delta net";
+                continue;
+            }
+            if (!(l.mixer() instanceof Mixer.Attention a)) return where + "bounded anchor attention";
             if (ffn != null) return where + ffn;
             if (l.ffn() instanceof Ffn.DenseAndMoe && l.postFfn() == null) return where + "dense MLP beside the MoE without a post norm";
             if (l.perLayerInput() != null && spec.perLayerEmbedding() == null) return where + "per-layer input without a per-layer embedding";
@@ -51,7 +60,6 @@ final class DecoderPlans {
                     return where + "q norm and the shared k norm of different styles";
             }
             if (a.softcap() > 0f) return where + "attention soft-capping";
-            if (a.outputGate()) return where + "attention output gate";
             if (a.headDim() > MAX_HEAD_DIM) return where + "head dim " + a.headDim() + " > " + MAX_HEAD_DIM;
             if (a.heads() % a.kvHeads() != 0) return where + "heads not a multiple of kv heads";
             if (a.qNorm() != null && a.kNorm() != null && (a.qNorm().style() != a.kNorm().style() || a.qNorm().eps() != a.kNorm().eps()))
@@ -59,7 +67,7 @@ final class DecoderPlans {
             if (first == null) first = a;
             else if (a.heads() != first.heads()) return where + "query heads differ between layers";
         }
-        if (first == null) return "no layers";
+        if (first == null) return "no attention layers";
         return null;
     }
 
@@ -78,7 +86,8 @@ final class DecoderPlans {
             }
             case Ffn.Moe m -> {
                 if (m.router() instanceof Ffn.Router.Resonance) return "resonance router";
-                if (m.shared() != null || m.sharedGate() != null) return "MoE shared expert";
+                if (m.shared() == null && m.sharedGate() != null) return "MoE shared-expert gate without a shared expert";
+                if (m.shared() != null && unsupportedFfn(m.shared()) != null) return "MoE shared expert: " + unsupportedFfn(m.shared());
                 Ffn.Experts ex = m.experts();
                 if (m.topK() > MAX_TOP_K || ex.count() > MAX_EXPERTS)
                     return "MoE of " + ex.count() + " experts, top " + m.topK() + " (at most " + MAX_EXPERTS + ", top " + MAX_TOP_K + ")";
@@ -96,9 +105,9 @@ final class DecoderPlans {
     static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
         int hidden = spec.hidden(), inter = 0, headDim = 0, kvHeads = 0;
-        Mixer.Attention a0 = (Mixer.Attention) spec.layer(0).mixer();
+        Mixer.Attention a0 = null;
+        for (LayerSpec ls : spec.layers()) if (a0 == null && ls.mixer() instanceof Mixer.Attention at) a0 = at;
         for (LayerSpec ls : spec.layers()) {
-            Mixer.Attention a = (Mixer.Attention) ls.mixer();
             Matrix gate = null, up = null, down = null;
             Moe moe = null;
             NormOp postMlp = null, preMoe = null, postMoe = null;
@@ -130,13 +139,23 @@ final class DecoderPlans {
                     postMoe = l.normOp(d.postMoe());
                 }
             }
+            if (moe != null && moe.shared() != null) inter = Math.max(inter, moe.shared().gate().outDim());
+            if (ls.mixer() instanceof Mixer.GatedDeltaNet g) {
+                layers.add(new Layer(l.normOp(ls.preMixer()), null, null, null, null, null, null, null, null, null, null, null,
+                        1f, 0, null, l.normOp(ls.postMixer()), l.normOp(ls.preFfn()), gate, up, down, act, moe,
+                        l.normOp(ls.postFfn()), 0, 0, null, -1,
+                        ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0], null, postMlp, preMoe, postMoe,
+                        false, deltaNet(g, hidden, l)));
+                continue;
+            }
+            Mixer.Attention a = (Mixer.Attention) ls.mixer();
             boolean shared = a.sharesKv();
             LayerSpec.PerLayerInput pi = ls.perLayerInput();
             int pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
             // V as the raw K projection (attention_k_eq_v): the k product a second time
             String vProj = a.vProj() != null ? a.vProj() : a.kProj(), vBias = a.vProj() != null ? a.vBias() : a.kBias();
             layers.add(new Layer(l.normOp(ls.preMixer()),
-                    l.matrix(a.qProj(), a.qDim(), hidden), shared ? null : l.matrix(a.kProj(), a.kvDim(), hidden),
+                    l.matrix(a.qProj(), a.qDim() * (a.outputGate() ? 2 : 1), hidden), shared ? null : l.matrix(a.kProj(), a.kvDim(), hidden),
                     shared ? null : l.matrix(vProj, a.kvDim(), hidden), l.matrix(a.oProj(), hidden, a.qDim()),
                     l.optionalVector(a.qBias(), a.qDim()), l.optionalVector(a.kBias(), a.kvDim()),
                     l.optionalVector(vBias, a.kvDim()), l.optionalVector(a.oBias(), hidden),
@@ -147,7 +166,7 @@ final class DecoderPlans {
                     ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0],
                     pi == null ? null : new DecoderPlan.PerLayerInput(l.matrix(pi.gate(), pleDim, hidden), pi.act(),
                             l.matrix(pi.projection(), hidden, pleDim), l.normOp(pi.postNorm())),
-                    postMlp, preMoe, postMoe));
+                    postMlp, preMoe, postMoe, a.outputGate(), null));
             headDim = Math.max(headDim, a.headDim());
             kvHeads = Math.max(kvHeads, a.kvHeads());
         }
@@ -163,6 +182,34 @@ final class DecoderPlans {
         }
         return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), kvHeads, headDim, inter,
                 embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe);
+    }
+
+    /** The widest causal conv of a gated delta net the device kernel takes (ra_gdn_conv's window in registers). */
+    static final int MAX_CONV_KERNEL = 8;
+
+    private static DecoderPlan.DeltaNet deltaNet(Mixer.GatedDeltaNet g, int hidden, Loader l) {
+        int nv = g.valueHeads();
+        Matrix qkvz = null, ba = null, qkv = null, z = null, b = null, a = null;
+        switch (g.input()) {
+            case Mixer.GdnInput.Fused f -> {
+                qkvz = l.matrix(f.qkvz(), 2 * g.qkDim() + 2 * g.vDim(), hidden);
+                ba = l.matrix(f.ba(), 2 * nv, hidden);
+            }
+            case Mixer.GdnInput.Split sp -> {
+                qkv = l.matrix(sp.qkv(), g.convDim(), hidden);
+                z = l.matrix(sp.z(), g.vDim(), hidden);
+                b = l.matrix(sp.b(), nv, hidden);
+                a = l.matrix(sp.a(), nv, hidden);
+            }
+        }
+        dev.cmf4j.model.Tensor ct = l.tensor(g.conv());
+        if (ct.size() != (long) g.convDim() * g.convKernel())
+            throw new ModelException("tensor '" + g.conv() + "' has " + ct.size() + " elements, expected " + g.convDim() + "×" + g.convKernel());
+        float[] aLog = l.vector(g.aLog(), nv), negA = new float[nv];
+        for (int i = 0; i < nv; i++) negA[i] = -(float) Math.exp(aLog[i]);
+        return new DecoderPlan.DeltaNet(g.keyHeads(), nv, g.keyDim(), g.valueDim(), g.convKernel(), qkvz, ba, qkv, z, b, a,
+                Loader.decodeAll(ct), l.optionalVector(g.convBias(), g.convDim()), negA, l.vector(g.dtBias(), nv),
+                l.normOp(g.norm()), l.matrix(g.outProj(), hidden, g.vDim()));
     }
 
     private static Moe moe(Ffn.Moe m, int hidden, Loader l) {
@@ -204,7 +251,15 @@ final class DecoderPlans {
         return new Moe(l.matrix(routerWeight, n, hidden), l.optionalVector(routerBias, n), n, m.topK(), normTopK, topKFirst,
                 in, m.glu(), List.copyOf(gate), fused ? null : List.copyOf(up), ex.interleaved(), List.copyOf(down),
                 biases(l, fused ? ex.gateUpBias() : ex.gateBias(), n, fused ? 2 * in : in),
-                fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden), routerNorm, expertScale);
+                fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden), routerNorm, expertScale,
+                m.shared() == null ? null : sharedExpert(m, hidden, l));
+    }
+
+    private static DecoderPlan.SharedExpert sharedExpert(Ffn.Moe m, int hidden, Loader l) {
+        Matrix gate = l.matrixRows(m.shared().gate(), hidden);
+        int in = gate.outDim();
+        return new DecoderPlan.SharedExpert(gate, l.matrix(m.shared().up(), in, hidden), l.matrix(m.shared().down(), hidden, in),
+                ((Glu.Gated) m.shared().glu()).act(), m.sharedGate() == null ? null : l.matrix(m.sharedGate(), 1, hidden));
     }
 
     /** Every expert's bias of width w, concatenated [experts, w]; null when absent. */

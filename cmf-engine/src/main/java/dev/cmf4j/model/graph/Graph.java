@@ -469,7 +469,12 @@ public final class Graph {
         }
         check(batch, ws);
         batch.resolve();
-        device.forwardArgmax(spans(batch), ids, vocab);
+        try {
+            device.forwardArgmax(spans(batch), ids, vocab);
+        } catch (RuntimeException | Error e) {
+            breakRecurrent(batch);
+            throw e;
+        }
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
     }
 
@@ -484,16 +489,28 @@ public final class Graph {
     }
 
     private void deviceForward(Batch batch, float[] logits) {
-        if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
-            Batch.Span s = batch.span(0);
-            State st = s.sequence();
-            device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,
-                    s.logitRows() > 1);
-            st.position += s.tokens();
-            return;
+        try {
+            if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
+                Batch.Span s = batch.span(0);
+                State st = s.sequence();
+                device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,
+                        s.logitRows() > 1);
+                st.position += s.tokens();
+                return;
+            }
+            device.forward(spans(batch), logits, vocab);
+        } catch (RuntimeException | Error e) {
+            breakRecurrent(batch);
+            throw e;
         }
-        device.forward(spans(batch), logits, vocab);
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
+    }
+
+    /** After a failed device step: a recurrent layer's state may have moved on (it cannot roll back), so its sequences must reset. */
+    private void breakRecurrent(Batch batch) {
+        boolean recurrent = false;
+        for (LayerSpec ls : spec.layers()) recurrent |= ls.mixer() instanceof Mixer.GatedDeltaNet;
+        if (recurrent) for (int i = 0; i < batch.size(); i++) batch.state(i).broken = true;
     }
 
     private void embed(int[] ids, int tokens, float[] x, RowOverlay ro) {

@@ -213,6 +213,143 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
     }
 }
 
+// ---- Qwen3-Next: gated delta net, attention output gate, shared expert ----
+
+// Row t of the fused projections into the conv input [q; k; v], z [vDim], b and a [nv] (per key head h, qkvz holds
+// q_h (dk), k_h (dk), v (rep·dv), z (rep·dv); ba holds b (rep), a (rep); rep = nv / nk). Block t.
+extern "C" __global__ void __launch_bounds__(256) ra_gdn_unfuse(const float* qkvz, const float* ba, float* mixed, float* z,
+                                                                 float* b, float* a, int nk, int nv, int dk, int dv) {
+    int t = blockIdx.x, rep = nv / nk, qk = nk * dk, vd = nv * dv, group = 2 * dk + 2 * rep * dv;
+    const float* src = qkvz + (long long) t * (2 * qk + 2 * vd);
+    float* dst = mixed + (long long) t * (2 * qk + vd);
+    for (int i = threadIdx.x; i < nk * group; i += blockDim.x) {
+        int h = i / group, j = i - h * group;
+        float v = src[i];
+        if (j < dk) dst[h * dk + j] = v;
+        else if (j < 2 * dk) dst[qk + h * dk + j - dk] = v;
+        else if (j < 2 * dk + rep * dv) dst[2 * qk + h * rep * dv + j - 2 * dk] = v;
+        else z[(long long) t * vd + h * rep * dv + j - 2 * dk - rep * dv] = v;
+    }
+    for (int i = threadIdx.x; i < 2 * nv; i += blockDim.x) {
+        int h = i / (2 * rep), j = i - h * 2 * rep;
+        float v = ba[(long long) t * 2 * nv + i];
+        if (j < rep) b[(long long) t * nv + h * rep + j] = v;
+        else a[(long long) t * nv + h * rep + j - rep] = v;
+    }
+}
+
+#define RA_MAX_CONV 8
+// The depthwise causal conv + SiLU of one sequence's `tokens` rows of x [tokens, channels], in place, a thread per
+// channel, over the carried previous kernel−1 inputs in state [channels, kernel−1] (oldest first; zeros when the span
+// starts at position 0), which it updates. w [channels, kernel] (tap kernel−1 is the current token), bias or null.
+extern "C" __global__ void __launch_bounds__(256) ra_gdn_conv(float* x, const float* w, const float* bias, float* state,
+                                                               int tokens, int channels, int kernel, const int* pos) {
+    int c = blockIdx.x * 256 + threadIdx.x;
+    if (c >= channels) return;
+    int hist = kernel - 1;
+    float win[RA_MAX_CONV];
+    bool fresh = pos[0] == 0;
+    for (int j = 0; j < hist; j++) win[j] = fresh ? 0.f : state[(long long) c * hist + j];
+    for (int t = 0; t < tokens; t++) {
+        float* xt = x + (long long) t * channels + c;
+        win[hist] = *xt;
+        float s = bias == nullptr ? 0.f : bias[c];
+        for (int j = 0; j < kernel; j++) s += w[(long long) c * kernel + j] * win[j];
+        *xt = s / (1.f + expf(-s));
+        for (int j = 0; j < hist; j++) win[j] = win[j + 1];
+    }
+    for (int j = 0; j < hist; j++) state[(long long) c * hist + j] = win[j];
+}
+
+// Warp (value head h = blockIdx.x, row t = blockIdx.y): q and k of its key head L2-normed (q · dk^-½) into
+// q, k [T, nv, dk]; beta = σ(b), g = negA·softplus(a + dtBias) [T, nv].
+extern "C" __global__ void __launch_bounds__(32) ra_gdn_gates(const float* mixed, const float* b, const float* a,
+        const float* negA, const float* dtBias, float* q, float* k, float* g, float* beta, int nk, int nv, int dk, int convDim) {
+    int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, kh = h / (nv / nk), qk = nk * dk;
+    const float* xq = mixed + (long long) t * convDim + kh * dk;
+    const float* xk = xq + qk;
+    float sq = 0.f, sk = 0.f;
+    for (int i = lane; i < dk; i += 32) { sq += xq[i] * xq[i]; sk += xk[i] * xk[i]; }
+    sq = ra_warp_sum(sq);
+    sk = ra_warp_sum(sk);
+    float iq = 1.f / sqrtf(sq + 1e-6f) * (1.f / sqrtf((float) dk)), ik = 1.f / sqrtf(sk + 1e-6f);
+    long long o = ((long long) t * nv + h) * dk;
+    for (int i = lane; i < dk; i += 32) { q[o + i] = xq[i] * iq; k[o + i] = xk[i] * ik; }
+    if (lane == 0) {
+        long long i = (long long) t * nv + h;
+        float x = a[i] + dtBias[h];
+        beta[i] = 1.f / (1.f + expf(-b[i]));
+        g[i] = negA[h] * (x > 20.f ? x : log1pf(expf(x)));
+    }
+}
+
+// The gated delta rule of one sequence's `tokens` rows, token by token, block h = value head, thread c = value dim c
+// (its column of S [nv, dk, dv], zeroed when the span starts at position 0): S ← S·e^g; δ = β(v − Sᵀk); S ← S + kδᵀ;
+// o = Sᵀq. q, k [T, nv, dk]; v at mixed[t·convDim + vOff + h·dv]; g, beta [T, nv]; out [T, nv·dv].
+extern "C" __global__ void __launch_bounds__(256) ra_gdn_rule(const float* q, const float* k, const float* mixed,
+        const float* g, const float* beta, float* S, float* out, int tokens, int nv, int dk, int dv, int convDim, int vOff,
+        const int* pos) {
+    int h = blockIdx.x, c = threadIdx.x;
+    if (c >= dv) return;
+    float* s = S + (long long) h * dk * dv + c;
+    if (pos[0] == 0) for (int i = 0; i < dk; i++) s[(long long) i * dv] = 0.f;
+    for (int t = 0; t < tokens; t++) {
+        long long gi = (long long) t * nv + h;
+        float decay = expf(g[gi]), bt = beta[gi];
+        const float* kt = k + gi * dk;
+        const float* qt = q + gi * dk;
+        float mem = 0.f;
+#pragma unroll 1
+        for (int i = 0; i < dk; i++) { float v = s[(long long) i * dv] * decay; s[(long long) i * dv] = v; mem += kt[i] * v; }
+        float delta = (mixed[(long long) t * convDim + vOff + h * dv + c] - mem) * bt;
+        float o = 0.f;
+#pragma unroll 1
+        for (int i = 0; i < dk; i++) { float v = s[(long long) i * dv] + kt[i] * delta; s[(long long) i * dv] = v; o += qt[i] * v; }
+        out[gi * dv + c] = o;
+    }
+}
+
+// Row blockIdx.x (a value head of a token) of core [rows, dv]: norm(core) · (w | 1+w) · silu(z), in place.
+extern "C" __global__ void __launch_bounds__(256) ra_gdn_norm(float* core, const float* z, const float* w, int dv,
+                                                               float eps, int offset) {
+    __shared__ float red[32];
+    float* r = core + (long long) blockIdx.x * dv;
+    const float* zr = z + (long long) blockIdx.x * dv;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < dv; i += blockDim.x) ss += r[i] * r[i];
+    ss = ra_block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / dv + eps);
+    for (int i = threadIdx.x; i < dv; i += blockDim.x) {
+        float v = r[i] * inv;
+        if (w != nullptr) v = offset ? v * (1.f + w[i]) : w[i] * v;
+        float zz = zr[i];
+        r[i] = v * (zz / (1.f + expf(-zz)));
+    }
+}
+
+// The attention output gate's q projection [rows = T·heads, 2·hd] (per head q then gate) into q and gate [rows, hd].
+extern "C" __global__ void __launch_bounds__(256) ra_split_gate(const float* qg, float* q, float* gate, int n, int hd) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i >= n) return;
+    int r = i / hd, j = i - r * hd;
+    q[i] = qg[(long long) r * 2 * hd + j];
+    gate[i] = qg[(long long) r * 2 * hd + hd + j];
+}
+
+// y[i] ·= σ(gate[i]) over n elements (the attention output gate).
+extern "C" __global__ void __launch_bounds__(256) ra_sigmoid_mul(float* y, const float* gate, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i < n) y[i] *= 1.f / (1.f + expf(-gate[i]));
+}
+
+// y[t, i] += σ(gateLogit[t]) · src[t, i] over n = T·hidden elements (weight 1 when gateLogit is null): the shared expert.
+extern "C" __global__ void __launch_bounds__(256) ra_gated_add(float* y, const float* src, const float* gateLogit, int hidden, int n) {
+    int i = blockIdx.x * 256 + threadIdx.x;
+    if (i >= n) return;
+    float wt = gateLogit == nullptr ? 1.f : 1.f / (1.f + expf(-gateLogit[i / hidden]));
+    y[i] += wt * src[i];
+}
+
 // wts[i] ·= scale[idx[i]] over the n = tokens·k routed pairs (gemma4's per-expert scale of the chosen experts).
 extern "C" __global__ void __launch_bounds__(256) ra_expert_scale(const int* idx, float* wts, const float* scale, int n) {
     int i = blockIdx.x * 256 + threadIdx.x;

@@ -133,12 +133,14 @@ class CudaKernelEmulationTest {
     /**
      * gemma4 resident (per-layer inputs, K/V shared by the last layers, v norm, head dims 16 and 32 by layer, layer
      * scalars, final soft-cap, window 8) and gemma4_moe (a dense MLP beside the MoE, the router's own norm and
-     * per-expert scales, V as the K projection, kv heads by layer), converted at f32 and q8_2f: on the emulated resident_arch.cu kernels with
+     * per-expert scales, V as the K projection, kv heads by layer), and qwen3_next (gated delta net layers, the
+     * attention output gate, a gated shared expert), converted at f32 and q8_2f: on the emulated resident_arch.cu kernels with
      * the other kernels as the mock's twins, and at f32 with the real products and fused decode attention too;
      * logits within 1e-3 of the CPU engine, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"gemma4:F32", "gemma4:Q8_2F", "gemma4:F32:products", "gemma4_moe:F32", "gemma4_moe:Q8_2F"})
+    @ValueSource(strings = {"gemma4:F32", "gemma4:Q8_2F", "gemma4:F32:products", "gemma4_moe:F32", "gemma4_moe:Q8_2F",
+            "qwen3_next:F32", "qwen3_next:Q8_2F", "qwen3_next:F32:products"})
     void gemma4RunsResidentOnTheRealKernelsAndMatchesTheCpu(String which) throws Throwable {
         String[] w = which.split(":");
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(w[1]);
@@ -207,7 +209,7 @@ class CudaKernelEmulationTest {
      * same steps.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3", "gpt_oss", "gemma4"})
+    @ValueSource(strings = {"qwen3", "gpt_oss", "gemma4", "qwen3_next"})
     void batchedStepsOnTheRealKernelsMatchTheCpu(String model) throws Throwable {
         Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
                 tmp.resolve(model + "-batch.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);

@@ -982,16 +982,39 @@ class CudaMockTest {
         }
     }
 
+    /** Embryo's natively bounded attention (and its hierarchical head) has no resident kernels: the hybrid path, said. */
     @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
-        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        Path dir = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_a");
         List<String> notes = new ArrayList<>();
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(notes::add);
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("qwen3_next-F32.cmf"), null, new CudaBackend(gpu))) {
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("model.cmf"), null, new CudaBackend(gpu))) {
                 assertThat(m.graph().device()).isNull();
             }
         }
-        assertThat(notes).singleElement().asString().contains("hybrid path").contains("linear attention");
+        assertThat(notes).singleElement().asString().contains("hybrid path");
+    }
+
+    /** qwen3_next (gated delta net layers, the attention output gate, a gated shared expert) runs resident, the refconv file. */
+    @Test void qwen3NextRunsResidentAndMatchesTheCpu() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
+        for (String file : List.of("qwen3_next-F32.cmf", "qwen3_next-Q8_2F.cmf")) {
+            float[] want;
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = run(m.graph(), prompt, next); }
+            List<String> notes = new ArrayList<>();
+            float[] got;
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(notes::add);
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) {
+                    assertThat(m.graph().device()).as(file + ": " + notes).isNotNull();
+                    got = run(m.graph(), prompt, next);
+                }
+            }
+            assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+            for (int i = 0; i < want.length; i++)
+                assertThat((double) got[i]).as(file + " logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+        }
     }
 
     /** W·x on the GPU equals the CPU kernels' within 1e-4 relative, for random x of {@code tokens} rows. */

@@ -189,7 +189,8 @@ extern "C" int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, 
 typedef const unsigned long long* Tab;
 
 // the mock's function handles of resident_arch.cu: 80 ra_rmsnorm, 81 ra_glu_act, 82 ra_moe_route, 83 ra_argmax_rows,
-// 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap, 87 ra_expert_scale,
+// 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap, 87 ra_expert_scale, 110..117 the gated delta net's, the attention
+// output gate's and the shared expert's (ra_gdn_unfuse … ra_gated_add),
 // 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 0 on success
 extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
@@ -202,6 +203,20 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
         case 85: k = [p] { ra_pli_gate(P(0, float*), P(1, const float*), P(2, int), P(3, int), P(4, int), P(5, int), P(6, int)); }; break;
         case 86: k = [p] { ra_scale_cap(P(0, float*), P(1, int), P(2, float), P(3, float)); }; break;
         case 87: k = [p] { ra_expert_scale(P(0, const int*), P(1, float*), P(2, const float*), P(3, int)); }; break;
+        case 110: k = [p] { ra_gdn_unfuse(P(0, const float*), P(1, const float*), P(2, float*), P(3, float*), P(4, float*), P(5, float*),
+                    P(6, int), P(7, int), P(8, int), P(9, int)); }; break;
+        case 111: k = [p] { ra_gdn_conv(P(0, float*), P(1, const float*), P(2, const float*), P(3, float*), P(4, int), P(5, int),
+                    P(6, int), P(7, const int*)); }; break;
+        case 112: k = [p] { ra_gdn_gates(P(0, const float*), P(1, const float*), P(2, const float*), P(3, const float*),
+                    P(4, const float*), P(5, float*), P(6, float*), P(7, float*), P(8, float*), P(9, int), P(10, int), P(11, int),
+                    P(12, int)); }; break;
+        case 113: k = [p] { ra_gdn_rule(P(0, const float*), P(1, const float*), P(2, const float*), P(3, const float*),
+                    P(4, const float*), P(5, float*), P(6, float*), P(7, int), P(8, int), P(9, int), P(10, int), P(11, int),
+                    P(12, int), P(13, const int*)); }; break;
+        case 114: k = [p] { ra_gdn_norm(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, float), P(5, int)); }; break;
+        case 115: k = [p] { ra_split_gate(P(0, const float*), P(1, float*), P(2, float*), P(3, int), P(4, int)); }; break;
+        case 116: k = [p] { ra_sigmoid_mul(P(0, float*), P(1, const float*), P(2, int)); }; break;
+        case 117: k = [p] { ra_gated_add(P(0, float*), P(1, const float*), P(2, const float*), P(3, int), P(4, int)); }; break;
 #define GLU(N, F) case 90 + N: k = [p] { F(P(0, Tab), P(1, Tab), P(2, Tab), P(3, int), P(4, int), P(5, Tab), P(6, Tab), P(7, Tab), \
                     P(8, int), P(9, int), P(10, const float*), P(11, const float*), P(12, const int*), P(13, const float*), \
                     P(14, float*), P(15, int), P(16, int), P(17, int), P(18, int), P(19, int), P(20, float), P(21, float)); }; break;

@@ -104,7 +104,8 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
-       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100 };
+       RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
+       RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD };
 static int kinds[128] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
@@ -160,6 +161,14 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_pli_gate")) *f = &kinds[RA_PLI_GATE];
     else if (!strcmp(name, "ra_scale_cap")) *f = &kinds[RA_SCALE_CAP];
     else if (!strcmp(name, "ra_expert_scale")) *f = &kinds[RA_EXPERT_SCALE];
+    else if (!strcmp(name, "ra_gdn_unfuse")) *f = &kinds[RA_GDN_UNFUSE];
+    else if (!strcmp(name, "ra_gdn_conv")) *f = &kinds[RA_GDN_CONV];
+    else if (!strcmp(name, "ra_gdn_gates")) *f = &kinds[RA_GDN_GATES];
+    else if (!strcmp(name, "ra_gdn_rule")) *f = &kinds[RA_GDN_RULE];
+    else if (!strcmp(name, "ra_gdn_norm")) *f = &kinds[RA_GDN_NORM];
+    else if (!strcmp(name, "ra_split_gate")) *f = &kinds[RA_SPLIT_GATE];
+    else if (!strcmp(name, "ra_sigmoid_mul")) *f = &kinds[RA_SIGMOID_MUL];
+    else if (!strcmp(name, "ra_gated_add")) *f = &kinds[RA_GATED_ADD];
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
         for (int k = 0; k < 4; k++)
@@ -947,6 +956,127 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         int n = INT(2), dim = INT(3), width = INT(4), layer = INT(5), act = INT(6);
         if ((long) gx * 256 < n || bx != 256) return 1;
         for (int i = 0; i < n; i++) g[i] = act_of(g[i], act) * pli[(long) (i / dim) * width + (long) layer * dim + i % dim];
+        return 0;
+    }
+    if (kind == RA_GDN_UNFUSE) {   /* a row per block */
+        const float *qkvz = PTR(0), *ba = PTR(1);
+        float *mixed = PTR(2), *z = PTR(3), *b = PTR(4), *a = PTR(5);
+        int nk = INT(6), nv = INT(7), dk = INT(8), dv = INT(9), rep = nv / nk, qk = nk * dk, vd = nv * dv;
+        for (unsigned t = 0; t < gx; t++)
+            for (int h = 0; h < nk; h++) {
+                const float* g = qkvz + (long) t * (2 * qk + 2 * vd) + h * (2 * dk + 2 * rep * dv);
+                float* m = mixed + (long) t * (2 * qk + vd);
+                memcpy(m + h * dk, g, 4 * dk);
+                memcpy(m + qk + h * dk, g + dk, 4 * dk);
+                memcpy(m + 2 * qk + h * rep * dv, g + 2 * dk, 4 * rep * dv);
+                memcpy(z + (long) t * vd + h * rep * dv, g + 2 * dk + rep * dv, 4 * rep * dv);
+                memcpy(b + (long) t * nv + h * rep, ba + (long) t * 2 * nv + h * 2 * rep, 4 * rep);
+                memcpy(a + (long) t * nv + h * rep, ba + (long) t * 2 * nv + h * 2 * rep + rep, 4 * rep);
+            }
+        return 0;
+    }
+    if (kind == RA_GDN_CONV) {   /* a thread per channel */
+        float* x = PTR(0);
+        const float *w = PTR(1), *bias = PTR(2);
+        float* st = PTR(3);
+        int tokens = INT(4), ch = INT(5), K = INT(6), fresh = *(const int*) PTR(7) == 0, hist = K - 1;
+        if ((long) gx * 256 < ch || K > 8) return 1;
+        for (int c = 0; c < ch; c++) {
+            float win[8];
+            for (int j = 0; j < hist; j++) win[j] = fresh ? 0.f : st[c * hist + j];
+            for (int t = 0; t < tokens; t++) {
+                win[hist] = x[(long) t * ch + c];
+                float s = bias ? bias[c] : 0.f;
+                for (int j = 0; j < K; j++) s += w[c * K + j] * win[j];
+                x[(long) t * ch + c] = s / (1.f + expf(-s));
+                for (int j = 0; j < hist; j++) win[j] = win[j + 1];
+            }
+            for (int j = 0; j < hist; j++) st[c * hist + j] = win[j];
+        }
+        return 0;
+    }
+    if (kind == RA_GDN_GATES) {   /* grid (nv, T) */
+        const float *mixed = PTR(0), *b = PTR(1), *a = PTR(2), *negA = PTR(3), *dt = PTR(4);
+        float *q = PTR(5), *k = PTR(6), *g = PTR(7), *beta = PTR(8);
+        int nk = INT(9), nv = INT(10), dk = INT(11), convDim = INT(12), qk = nk * dk;
+        if ((int) gx != nv || bx != 32) return 1;
+        for (unsigned t = 0; t < gy; t++)
+            for (int h = 0; h < nv; h++) {
+                const float* xq = mixed + (long) t * convDim + (h / (nv / nk)) * dk;
+                const float* xk = xq + qk;
+                double sq = 0, sk = 0;
+                for (int i = 0; i < dk; i++) { sq += (double) xq[i] * xq[i]; sk += (double) xk[i] * xk[i]; }
+                float iq = 1.f / sqrtf((float) sq + 1e-6f) / sqrtf((float) dk), ik = 1.f / sqrtf((float) sk + 1e-6f);
+                long o = ((long) t * nv + h) * dk, i2 = (long) t * nv + h;
+                for (int i = 0; i < dk; i++) { q[o + i] = xq[i] * iq; k[o + i] = xk[i] * ik; }
+                float xx = a[i2] + dt[h];
+                beta[i2] = 1.f / (1.f + expf(-b[i2]));
+                g[i2] = negA[h] * (xx > 20.f ? xx : log1pf(expf(xx)));
+            }
+        return 0;
+    }
+    if (kind == RA_GDN_RULE) {   /* block per value head */
+        const float *q = PTR(0), *k = PTR(1), *mixed = PTR(2), *g = PTR(3), *beta = PTR(4);
+        float *S = PTR(5), *out = PTR(6);
+        int tokens = INT(7), nv = INT(8), dk = INT(9), dv = INT(10), convDim = INT(11), vOff = INT(12);
+        int fresh = *(const int*) PTR(13) == 0;
+        if ((int) gx != nv || (int) bx < dv) return 1;
+        for (int h = 0; h < nv; h++) {
+            float* s = S + (long) h * dk * dv;
+            if (fresh) memset(s, 0, 4L * dk * dv);
+            for (int t = 0; t < tokens; t++) {
+                long gi = (long) t * nv + h;
+                float decay = expf(g[gi]), bt = beta[gi];
+                for (int c = 0; c < dv; c++) {
+                    float mem = 0.f;
+                    for (int i = 0; i < dk; i++) { s[i * dv + c] *= decay; mem += k[gi * dk + i] * s[i * dv + c]; }
+                    float delta = (mixed[(long) t * convDim + vOff + h * dv + c] - mem) * bt, o = 0.f;
+                    for (int i = 0; i < dk; i++) { s[i * dv + c] += k[gi * dk + i] * delta; o += q[gi * dk + i] * s[i * dv + c]; }
+                    out[gi * dv + c] = o;
+                }
+            }
+        }
+        return 0;
+    }
+    if (kind == RA_GDN_NORM) {
+        float* core = PTR(0);
+        const float *z = PTR(1), *w = PTR(2);
+        int dv = INT(3), off = INT(5);
+        float eps = FLT(4);
+        for (unsigned r = 0; r < gx; r++) {
+            double ss = 0;
+            for (int i = 0; i < dv; i++) ss += (double) core[r * dv + i] * core[r * dv + i];
+            float inv = 1.f / sqrtf((float) (ss / dv) + eps);
+            for (int i = 0; i < dv; i++) {
+                float v = core[r * dv + i] * inv, zz = z[r * dv + i];
+                if (w) v = off ? v * (1.f + w[i]) : w[i] * v;
+                core[r * dv + i] = v * (zz / (1.f + expf(-zz)));
+            }
+        }
+        return 0;
+    }
+    if (kind == RA_SPLIT_GATE) {
+        const float* qg = PTR(0);
+        float *q = PTR(1), *gate = PTR(2);
+        int n = INT(3), hd = INT(4);
+        if ((long) gx * 256 < n) return 1;
+        for (int i = 0; i < n; i++) { int r = i / hd, j = i % hd; q[i] = qg[(long) r * 2 * hd + j]; gate[i] = qg[(long) r * 2 * hd + hd + j]; }
+        return 0;
+    }
+    if (kind == RA_SIGMOID_MUL) {
+        float* y = PTR(0);
+        const float* gate = PTR(1);
+        int n = INT(2);
+        if ((long) gx * 256 < n) return 1;
+        for (int i = 0; i < n; i++) y[i] *= 1.f / (1.f + expf(-gate[i]));
+        return 0;
+    }
+    if (kind == RA_GATED_ADD) {
+        float* y = PTR(0);
+        const float *src = PTR(1), *gl = PTR(2);
+        int hidden = INT(3), n = INT(4);
+        if ((long) gx * 256 < n) return 1;
+        for (int i = 0; i < n; i++) y[i] += (gl ? 1.f / (1.f + expf(-gl[i / hidden])) : 1.f) * src[i];
         return 0;
     }
     if (kind == RA_EXPERT_SCALE) {
