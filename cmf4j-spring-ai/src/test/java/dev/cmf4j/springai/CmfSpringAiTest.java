@@ -94,6 +94,16 @@ class CmfSpringAiTest {
         assertThat(portable.getResult().getOutput().getText()).isEqualTo(model.newChat().complete(GREP, Sampling.greedy().withMaxTokens(5)).text());
     }
 
+    @Test void anOutputSchemaIsFollowed() throws Exception {
+        String schema = "{\"type\": \"object\", \"properties\": {\"tool\": {\"type\": \"string\"}, \"ok\": {\"type\": \"boolean\"}}, \"required\": [\"tool\", \"ok\"]}";
+        ChatResponse r = chat.call(grep(CmfChatOptions.builder().outputSchema(schema).maxTokens(40).build()));
+        var doc = new ObjectMapper().readTree(r.getResult().getOutput().getText());
+        assertThat(doc.get("tool").isTextual()).as(doc.toString()).isTrue();
+        assertThat(doc.get("ok").isBoolean()).as(doc.toString()).isTrue();
+        assertThat(r.getResult().getOutput().getText()).isEqualTo(model.newChat().withJsonSchema(schema)
+                .complete(GREP, Sampling.greedy().withMaxTokens(40)).text());
+    }
+
     @Test void aRequiredToolIsCalledAndItsResultGoesBackToTheTemplate() throws Exception {
         ChatOptions required = CmfChatOptions.builder().toolCallbacks(MANUAL).toolChoice(Chat.ToolChoice.REQUIRED).maxTokens(100).build();
         ChatResponse r = chat.call(grep(required));
