@@ -83,7 +83,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     @picocli.CommandLine.Mixin DeviceOption device;
 
-    @picocli.CommandLine.Mixin MemoryOptions memory = new MemoryOptions();
+    @picocli.CommandLine.Mixin ModelFile.Overrides overrides = new ModelFile.Overrides();
 
     @Option(names = "--json", description = "print one JSON object instead of the table")
     boolean json;
@@ -145,7 +145,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
-        try (Model model = Model.open(file, null, backend, java.util.List.of(), memory::choose)) {
+        try (Model model = overrides.open(file, backend)) {
             Graph graph = model.graph();
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);

@@ -51,6 +51,14 @@ public final class RunCommand implements Callable<Integer> {
     @Option(names = "--ctx", paramLabel = "N", defaultValue = "4096", description = "context limit in tokens (default ${DEFAULT-VALUE}, capped by the model)")
     int ctx;
 
+    @Option(names = "--state-in", paramLabel = "F",
+            description = "continue the sequence saved in F (by --state-out, same model and --o1/--kv settings): the prompt follows it")
+    Path stateIn;
+
+    @Option(names = "--state-out", paramLabel = "F",
+            description = "save the sequence (state snapshot: KV caches or sealed layers, and the ids) to F after generating")
+    Path stateOut;
+
     @Option(names = "--stop", paramLabel = "TEXT", description = "stop when this text appears (repeatable)")
     List<String> stops = new ArrayList<>();
 
@@ -76,6 +84,14 @@ public final class RunCommand implements Callable<Integer> {
             }
             SamplingParams p = sampling.params(SamplingParams.defaults());
             Session s = new Session(m.graph(), ctx);
+            if (stateIn != null) {
+                if (!java.nio.file.Files.isRegularFile(stateIn)) throw new java.nio.file.NoSuchFileException(stateIn + ": no such state file");
+                try (var in = java.nio.file.Files.newInputStream(stateIn)) {
+                    s.importState(in);
+                } catch (java.io.IOException e) {
+                    throw new IllegalArgumentException(stateIn + ": " + e.getMessage(), e);
+                }
+            }
             PrintWriter out = spec.commandLine().getOut();
             long t0 = System.nanoTime();
             long[] firstToken = {0};
@@ -87,6 +103,14 @@ public final class RunCommand implements Callable<Integer> {
                     });
             out.println();
             out.flush();
+            if (stateOut != null) {   // written beside, then moved: a failed write never leaves half a snapshot
+                Path abs = stateOut.toAbsolutePath();
+                Path tmp = abs.resolveSibling(abs.getFileName() + ".part");
+                try (var os = java.nio.file.Files.newOutputStream(tmp)) {
+                    s.exportState(os);
+                }
+                java.nio.file.Files.move(tmp, abs, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            }
             if (verbose) {
                 long t1 = System.nanoTime();
                 double prefill = (firstToken[0] - t0) / 1e9, decode = (t1 - firstToken[0]) / 1e9;

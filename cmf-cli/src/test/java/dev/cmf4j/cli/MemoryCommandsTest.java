@@ -105,4 +105,30 @@ class MemoryCommandsTest {
         assertThat(bounded.code()).isEqualTo(1);
         assertThat(bounded.err()).contains("natively bounded");
     }
+
+    /** run --state-out then run --state-in continues where the first stopped: the same text as one run of both prompts. */
+    @Test
+    void stateOutThenStateInContinuesTheSequence(@TempDir Path tmp) throws Exception {
+        Path snap = tmp.resolve("s.cmfstate");
+        String[] o1 = {"--greedy", "--o1", "all", "--o1-window", "8", "--o1-sink", "2"};
+        Run first = run(concat(new String[] {"run", model.toString(), "-p", "The ls command", "-n", "0", "--state-out", snap.toString()}, o1));
+        assertThat(first.code()).as(first.err()).isZero();
+        assertThat(snap).exists();
+        Run cont = run(concat(new String[] {"run", model.toString(), "-p", " lists the files", "-n", "24", "--state-in", snap.toString()}, o1));
+        Run whole = run(concat(new String[] {"run", model.toString(), "-p", "The ls command lists the files", "-n", "24"}, o1));
+        assertThat(cont.code()).as(cont.err()).isZero();
+        assertThat(cont.out()).isNotBlank().isEqualTo(whole.out());
+        // refused with other settings; a missing file is one clear line
+        Run other = run("run", model.toString(), "-p", " x", "-n", "1", "--state-in", snap.toString());
+        assertThat(other.code()).isEqualTo(1);
+        assertThat(other.err()).contains("other --o1/--kv settings");
+        Run missing = run("run", model.toString(), "-p", " x", "-n", "1", "--state-in", tmp.resolve("none").toString());
+        assertThat(missing.err()).contains("no such state file");
+    }
+
+    private static String[] concat(String[] a, String[] b) {
+        String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
 }

@@ -120,6 +120,41 @@ public final class Session implements AutoCloseable {
     @Override
     public void close() { state.close(); }
 
+    /**
+     * Writes this session's sequence (the state snapshot of {@link State#exportTo}, then the ids consumed, which
+     * repetition penalties read) to {@code out}.
+     */
+    public void exportState(java.io.OutputStream out) throws java.io.IOException {
+        var d = new java.io.DataOutputStream(new java.io.BufferedOutputStream(out, 1 << 16));
+        state.exportTo(d);
+        d.writeInt(length);
+        for (int i = 0; i < length; i++) d.writeInt(history[i]);
+        d.flush();
+    }
+
+    /**
+     * Replaces this session's sequence with one {@link #exportState} wrote; refused with an {@link java.io.IOException}
+     * (and the session reset) when it comes from another model or other {@code --o1}/{@code --kv} settings.
+     */
+    public void importState(java.io.InputStream in) throws java.io.IOException {
+        var d = new java.io.DataInputStream(new java.io.BufferedInputStream(in, 1 << 16));
+        try {
+            state.importFrom(d);
+            int n = d.readInt();
+            if (n != state.position()) throw new java.io.IOException("state snapshot: " + n + " ids for a sequence at position " + state.position());
+            int[] h = new int[Math.max(n, 16)];
+            for (int i = 0; i < n; i++) h[i] = d.readInt();
+            history = h;
+            length = n;
+        } catch (java.io.EOFException e) {
+            reset();
+            throw new java.io.IOException("state snapshot is truncated", e);
+        } catch (java.io.IOException | RuntimeException e) {
+            reset();
+            throw e;
+        }
+    }
+
     /** Forgets the conversation. */
     public void reset() {
         state.reset();

@@ -219,6 +219,54 @@ public final class KvCache {
         }
     }
 
+    /**
+     * Writes the committed store (type, window, length, the stored positions in their stored form) for a state
+     * snapshot; {@link #readFrom} restores it bit for bit.
+     */
+    public void writeTo(java.io.DataOutput out) throws java.io.IOException {
+        if (pendingCount != 0) throw new IllegalStateException("a chunk is pending");
+        out.writeByte(type.ordinal());
+        out.writeInt(window);
+        out.writeInt(length);
+        int slots = window > 0 ? capacity : length;   // a ring's every slot; a full layer's positions so far
+        int n = slots * kvDim;
+        switch (type) {
+            case F32 -> { BinaryArrays.writeFloats(out, k, 0, n); BinaryArrays.writeFloats(out, v, 0, n); }
+            case F16 -> { BinaryArrays.writeShorts(out, k16, 0, n); BinaryArrays.writeShorts(out, v16, 0, n); }
+            case Q8 -> {
+                out.write(k8, 0, n);
+                out.write(v8, 0, n);
+                BinaryArrays.writeFloats(out, ks, 0, slots * kvHeads);
+                BinaryArrays.writeFloats(out, vs, 0, slots * kvHeads);
+            }
+        }
+    }
+
+    /** Replaces this cache's contents with a snapshot's ({@link #writeTo}); its type and window must be this cache's. */
+    public void readFrom(java.io.DataInput in) throws java.io.IOException {
+        int t = in.readUnsignedByte(), w = in.readInt(), len = in.readInt();
+        if (t != type.ordinal() || w != window)
+            throw new java.io.IOException("state snapshot: a KV cache of type " + (t < KvType.values().length ? KvType.values()[t].label() : "#" + t)
+                    + " and window " + w + ", this model keeps " + type.label() + " and window " + window);
+        if (len < 0 || len > maxPositions)
+            throw new java.io.IOException("state snapshot: " + len + " positions, past this session's context " + maxPositions);
+        clear();
+        if (window <= 0) ensure(Math.max(len, 1));
+        int slots = window > 0 ? capacity : len, n = slots * kvDim;
+        switch (type) {
+            case F32 -> { BinaryArrays.readFloats(in, k, 0, n); BinaryArrays.readFloats(in, v, 0, n); }
+            case F16 -> { BinaryArrays.readShorts(in, k16, 0, n); BinaryArrays.readShorts(in, v16, 0, n); }
+            case Q8 -> {
+                in.readFully(k8, 0, n);
+                in.readFully(v8, 0, n);
+                BinaryArrays.readFloats(in, ks, 0, slots * kvHeads);
+                BinaryArrays.readFloats(in, vs, 0, slots * kvHeads);
+            }
+        }
+        length = len;
+        pendingStart = len;
+    }
+
     /** Drops the pending chunk (a failed step) without touching the store. */
     public void abandon() { pendingStart = length; pendingCount = 0; }
 

@@ -129,6 +129,36 @@ public final class NystromHead {
         return den;
     }
 
+    /** Writes the head (sizes, landmarks, M, far sums) for a state snapshot. */
+    public void writeTo(java.io.DataOutput out) throws java.io.IOException {
+        out.writeInt(d);
+        out.writeInt(dv);
+        out.writeInt(m);
+        out.writeFloat(scale);
+        out.writeLong(farLength);
+        for (float[] a : new float[][] {qTilde, kTilde, mu, tHat, zHat, mMax}) BinaryArrays.writeFloats(out, a, 0, a.length);
+    }
+
+    /** A head as {@link #writeTo} wrote it; its widths must be {@code d} and {@code dv}. */
+    public static NystromHead readFrom(java.io.DataInput in, int d, int dv) throws java.io.IOException {
+        int rd = in.readInt(), rdv = in.readInt(), m = in.readInt();
+        float scale = in.readFloat();
+        if (rd != d || rdv != dv || m < 4 || m > 4096)
+            throw new java.io.IOException("state snapshot: a sealed head of width " + rd + "/" + rdv + " with " + m
+                    + " landmarks, this layer's heads are " + d + "/" + dv);
+        long far = in.readLong();
+        float[] q = new float[m * d], k = new float[m * d], mu = new float[m * m];
+        BinaryArrays.readFloats(in, q, 0, q.length);
+        BinaryArrays.readFloats(in, k, 0, k.length);
+        BinaryArrays.readFloats(in, mu, 0, mu.length);
+        NystromHead h = new NystromHead(d, dv, m, scale, q, k, mu);
+        BinaryArrays.readFloats(in, h.tHat, 0, h.tHat.length);
+        BinaryArrays.readFloats(in, h.zHat, 0, h.zHat.length);
+        BinaryArrays.readFloats(in, h.mMax, 0, h.mMax.length);
+        h.farLength = far;
+        return h;
+    }
+
     /** A row's scratch (landmark scores, mixing weights) and the joint shift {@link #far} chose; one per thread. */
     public static final class Row {
         public float shift;

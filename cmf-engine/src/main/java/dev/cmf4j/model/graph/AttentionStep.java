@@ -59,6 +59,9 @@ final class AttentionStep implements MixerStep {
 
     Mixer.Attention spec() { return spec; }
 
+    /** This layer's sealing, or null. */
+    AttentionMemory.Sealed sealed() { return sealed; }
+
     @Override public Object newState(int maxContext) {
         if (sealed != null) return new SealedKv(spec, sealed, kvType, maxContext);
         return spec.sharesKv() ? null : new KvCache(spec.kvDim(), spec.headDim(), spec.window(), maxContext, kvType);

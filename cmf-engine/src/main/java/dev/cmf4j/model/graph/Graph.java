@@ -282,6 +282,37 @@ public final class Graph {
     /** Sealed layers and the KV cache type this graph runs with. */
     public AttentionMemory memory() { return memory; }
 
+    private long operatorHash;
+
+    /**
+     * What a state snapshot must come from: a hash of the layer layout (mixer kinds and sizes), the attention memory
+     * (sealed layers and their parameters, KV type) and the embedding table's first and last MB. A snapshot made on
+     * another model, or with other {@code --o1}/{@code --kv} settings, does not match.
+     */
+    public long operatorHash() {
+        if (operatorHash != 0) return operatorHash;
+        StringBuilder b = new StringBuilder("cmf-state-ops/1 ").append(spec.archName()).append(' ').append(hidden).append(' ').append(vocab);
+        for (int i = 0; i < layers; i++) {
+            b.append('|').append(i).append(':');
+            switch (spec.layer(i).mixer()) {
+                case Mixer.Attention a -> b.append("attn ").append(a.heads()).append('/').append(a.kvHeads()).append('/').append(a.headDim())
+                        .append(" w").append(a.window()).append(" src").append(a.kvSource());
+                case Mixer.BoundedAttention a -> b.append("bounded ").append(a.heads()).append('/').append(a.kvHeads()).append('/')
+                        .append(a.headDim()).append(" w").append(a.window()).append(" s").append(a.sinks());
+                case Mixer.GatedDeltaNet g -> b.append("gdn ").append(g.keyHeads()).append('/').append(g.valueHeads()).append('/')
+                        .append(g.keyDim()).append('/').append(g.valueDim()).append(" k").append(g.convKernel());
+            }
+            if (mixers[i] instanceof AttentionStep st && st.sealed() != null) b.append(" sealed ").append(st.sealed());
+        }
+        b.append("|kv ").append(memory.kv().label());
+        long h = dev.cmf4j.format.Hash64.of(b.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        java.lang.foreign.MemorySegment e = embedding.data();
+        long mb = Math.min(e.byteSize(), 1 << 20);
+        h = h * 31 + dev.cmf4j.format.Hash64.of(e.asSlice(0, mb));
+        h = h * 31 + dev.cmf4j.format.Hash64.of(e.asSlice(e.byteSize() - mb, mb));
+        return operatorHash = h == 0 ? 1 : h;
+    }
+
     private MixerStep mixerStep(Mixer m, Loader l, AttentionMemory.Sealed sealed) {
         return switch (m) {
             case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm, backend.hostPool(), sealed, memory.kv());

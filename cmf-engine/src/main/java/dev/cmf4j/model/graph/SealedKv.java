@@ -1,5 +1,6 @@
 package dev.cmf4j.model.graph;
 
+import dev.cmf4j.backend.cpu.BinaryArrays;
 import dev.cmf4j.backend.cpu.KvCache;
 import dev.cmf4j.backend.cpu.NystromHead;
 import dev.cmf4j.backend.cpu.VectorMath;
@@ -147,6 +148,44 @@ final class SealedKv {
         heads = null;
         touched = false;
         sealRequested = false;
+    }
+
+    /** Writes the layer (exact: cache and queries; sealed: ring, sinks, heads) for a state snapshot. */
+    void writeTo(java.io.DataOutput out) throws java.io.IOException {
+        out.writeBoolean(sealed());
+        cache.writeTo(out);
+        int qDim = spec.qDim(), kvDim = spec.kvDim();
+        if (!sealed()) {
+            BinaryArrays.writeFloats(out, queries, 0, cache.length() * qDim);
+            return;
+        }
+        out.writeInt(params.sinks());
+        BinaryArrays.writeFloats(out, sinkK, 0, params.sinks() * kvDim);
+        BinaryArrays.writeFloats(out, sinkV, 0, params.sinks() * kvDim);
+        for (NystromHead h : heads) h.writeTo(out);
+    }
+
+    void readFrom(java.io.DataInput in) throws java.io.IOException {
+        boolean isSealed = in.readBoolean();
+        int qDim = spec.qDim(), kvDim = spec.kvDim(), hd = spec.headDim();
+        KvCache c = isSealed ? new KvCache(kvDim, hd, params.window(), maxContext, kvType) : new KvCache(kvDim, hd, 0, maxContext, kvType);
+        c.readFrom(in);
+        clear();
+        cache = c;
+        if (!isSealed) {
+            queries = new float[Math.max(queries.length, c.length() * qDim)];
+            BinaryArrays.readFloats(in, queries, 0, c.length() * qDim);
+            return;
+        }
+        BinaryArrays.checkedLength(in, params.sinks(), "the sink count");
+        sinkK = new float[params.sinks() * kvDim];
+        sinkV = new float[params.sinks() * kvDim];
+        BinaryArrays.readFloats(in, sinkK, 0, sinkK.length);
+        BinaryArrays.readFloats(in, sinkV, 0, sinkV.length);
+        NystromHead[] hs = new NystromHead[spec.heads()];
+        for (int h = 0; h < hs.length; h++) hs[h] = NystromHead.readFrom(in, hd, hd);
+        heads = hs;
+        queries = null;
     }
 
     /** Bytes held once sealed (ring, sinks, landmarks, M, far sums); -1 while exact (it grows with the context). */

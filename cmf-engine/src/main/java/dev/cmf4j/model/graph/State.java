@@ -167,6 +167,100 @@ public final class State {
         return true;
     }
 
+    /** The first bytes of a state snapshot; the version after them. */
+    static final int SNAPSHOT_MAGIC = 0x434D4653, SNAPSHOT_VERSION = 1;   // "CMFS"
+
+    /**
+     * Writes this sequence's state as a versioned binary record: magic {@code CMFS}, version, the graph's
+     * {@link Graph#operatorHash()}, the position, then each layer's state in its stored form (KV caches, sealed
+     * layers, rings, recurrent states). {@link #importFrom} on a state of the same model restores it exactly.
+     */
+    public void exportTo(java.io.DataOutput out) throws java.io.IOException {
+        if (graph.device() != null) throw new UnsupportedOperationException("state snapshots need the CPU graph; this model runs on the device");
+        if (broken) throw new IllegalStateException("this session's state was lost when an earlier step failed; nothing to export");
+        out.writeInt(SNAPSHOT_MAGIC);
+        out.writeInt(SNAPSHOT_VERSION);
+        out.writeLong(graph.operatorHash());
+        out.writeInt(position);
+        out.writeInt(mixerState.length);
+        for (Object m : mixerState) {
+            switch (m) {
+                case null -> out.writeByte(0);
+                case dev.cmf4j.backend.cpu.KvCache c -> { out.writeByte(1); c.writeTo(out); }
+                case SealedKv s -> { out.writeByte(2); s.writeTo(out); }
+                case BoundedAnchorStep.Ring r -> {
+                    out.writeByte(3);
+                    dev.cmf4j.backend.cpu.BinaryArrays.writeFloats(out, r.k, 0, r.k.length);
+                    dev.cmf4j.backend.cpu.BinaryArrays.writeFloats(out, r.v, 0, r.v.length);
+                }
+                case DeltaNetStep.DeltaState d -> {
+                    out.writeByte(4);
+                    out.writeBoolean(d.fresh);
+                    dev.cmf4j.backend.cpu.BinaryArrays.writeFloats(out, d.conv, 0, d.conv.length);
+                    dev.cmf4j.backend.cpu.BinaryArrays.writeFloats(out, d.s, 0, d.s.length);
+                }
+                default -> throw new IllegalStateException("no snapshot form for " + m.getClass().getSimpleName());
+            }
+        }
+    }
+
+    /**
+     * Replaces this sequence's state with a snapshot {@link #exportTo} wrote. Refused (an {@link java.io.IOException}
+     * saying why, this state reset) when it is not a snapshot, of another version, of another model or other
+     * {@code --o1}/{@code --kv} settings, or longer than this session's context.
+     */
+    public void importFrom(java.io.DataInput in) throws java.io.IOException {
+        if (graph.device() != null) throw new UnsupportedOperationException("state snapshots need the CPU graph; this model runs on the device");
+        if (in.readInt() != SNAPSHOT_MAGIC) throw new java.io.IOException("not a cmf state snapshot (no CMFS magic)");
+        int version = in.readInt();
+        if (version != SNAPSHOT_VERSION)
+            throw new java.io.IOException("state snapshot version " + version + "; this engine reads version " + SNAPSHOT_VERSION);
+        long hash = in.readLong();
+        if (hash != graph.operatorHash())
+            throw new java.io.IOException("state snapshot made on another model or other --o1/--kv settings (operator hash "
+                    + Long.toHexString(hash) + ", this model " + Long.toHexString(graph.operatorHash()) + ")");
+        int pos = in.readInt(), n = in.readInt();
+        if (pos < 0 || pos > maxContext) throw new java.io.IOException("state snapshot at position " + pos + ", past this session's context " + maxContext);
+        if (n != mixerState.length) throw new java.io.IOException("state snapshot of " + n + " layers, this model has " + mixerState.length);
+        reset();
+        try {
+            for (int l = 0; l < n; l++) {
+                int tag = in.readUnsignedByte();
+                switch (mixerState[l]) {
+                    case null -> expect(tag, 0, l);
+                    case dev.cmf4j.backend.cpu.KvCache c -> { expect(tag, 1, l); c.readFrom(in); }
+                    case SealedKv s -> { expect(tag, 2, l); s.readFrom(in); }
+                    case BoundedAnchorStep.Ring r -> {
+                        expect(tag, 3, l);
+                        dev.cmf4j.backend.cpu.BinaryArrays.readFloats(in, r.k, 0, r.k.length);
+                        dev.cmf4j.backend.cpu.BinaryArrays.readFloats(in, r.v, 0, r.v.length);
+                    }
+                    case DeltaNetStep.DeltaState d -> {
+                        expect(tag, 4, l);
+                        d.fresh = in.readBoolean();
+                        dev.cmf4j.backend.cpu.BinaryArrays.readFloats(in, d.conv, 0, d.conv.length);
+                        dev.cmf4j.backend.cpu.BinaryArrays.readFloats(in, d.s, 0, d.s.length);
+                    }
+                    default -> throw new java.io.IOException("layer " + l + " has no snapshot form");
+                }
+            }
+            for (Object m : mixerState) {
+                dev.cmf4j.backend.cpu.KvCache c = m instanceof SealedKv || m instanceof dev.cmf4j.backend.cpu.KvCache
+                        ? AttentionStep.cacheOf(m) : null;
+                if (c != null && c.length() != pos)
+                    throw new java.io.IOException("state snapshot: a KV cache holds " + c.length() + " positions, the sequence " + pos);
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            reset();
+            throw e;
+        }
+        position = pos;
+    }
+
+    private static void expect(int tag, int want, int layer) throws java.io.IOException {
+        if (tag != want) throw new java.io.IOException("state snapshot: layer " + layer + " holds state kind " + tag + ", this model's is " + want);
+    }
+
     /** Positions consumed so far (the next token's position). */
     public int position() { return position; }
 
