@@ -164,7 +164,7 @@ public final class Graph {
                 pliAct[i] = ls.perLayerInput().act();
             }
         }
-        if (ple != null) {   // never on a device forward (DecoderPlans.unsupported)
+        if (ple != null && dev == null) {   // a device forward has its own (DecoderPlans.of)
             this.pleTable = l.tensor(ple.table());
             if (pleTable.cols() != (long) layers * pleDim)
                 throw new ModelException("per-layer table '" + ple.table() + "' has width " + pleTable.cols()
