@@ -203,13 +203,15 @@ public final class Scheduler implements AutoCloseable {
                         continue;
                     }
                     step();
-                } catch (RuntimeException e) {   // a fault outside any one request: end the running ones, keep serving
+                } catch (RuntimeException | Error e) {   // a fault outside any one request: end the running ones, keep serving
+                    if (e instanceof Error) System.err.println("cmf: scheduler: " + e + " in a step; its requests fail, the loop goes on");
                     for (Sequence s : List.copyOf(running)) finish(s, Completion.Finish.ERROR, message(e));
                 }
             }
         } finally {
             lock.lock();
             try {
+                closed = true;   // however the loop ended, later submissions fail at once instead of waiting for it
                 for (Sequence s : waiting) finish(s, Completion.Finish.CANCELLED, null);
                 waiting.clear();
             } finally {
@@ -427,7 +429,7 @@ public final class Scheduler implements AutoCloseable {
 
     private String[] pieces;
 
-    private static String message(RuntimeException e) {
+    private static String message(Throwable e) {
         return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
     }
 

@@ -141,6 +141,23 @@ class SchedulerTest {
         }
     }
 
+    /** An Error out of a step (here a sink's) fails the step's requests, and the loop goes on serving the next ones. */
+    @Test void anErrorInAStepFailsItsRequestsAndTheLoopGoesOn() throws Exception {
+        int[] p = codec.encode(TEXTS[1]);
+        int[] want = alone(p, 8);
+        try (Scheduler s = scheduler(2, 8)) {
+            Collect broken = new Collect();
+            broken.onToken = id -> { if (broken.tokens.size() == 2) throw new StackOverflowError("deep sink"); };
+            s.submit(GenerationRequest.of(codec.encode(TEXTS[3]), 50, SamplingParams.GREEDY, Set.of(), broken));
+            Completion b = broken.await();
+            assertThat(b.finish()).isEqualTo(Completion.Finish.ERROR);
+            assertThat(b.error()).contains("deep sink");
+            Collect next = new Collect();
+            s.submit(GenerationRequest.of(p, 8, SamplingParams.GREEDY, Set.of(), next));
+            assertThat(next.await().tokens()).containsExactly(want);
+        }
+    }
+
     @Test void aPromptThatExtendsAFinishedOnePrefillsOnlyItsNewTokens() throws Exception {
         int[] p = codec.encode(TEXTS[4]);
         try (Scheduler s = scheduler(2, 8)) {
