@@ -105,6 +105,7 @@ public final class GgufSource implements ModelSource {
     private long req(String key) {
         Long v = r.integer(arch + "." + key);
         if (v == null) throw new ConvertException(r.file() + ": metadata " + arch + "." + key + " is missing");
+        if (v <= 0) throw new ConvertException(r.file() + ": metadata " + arch + "." + key + " must be positive, found " + v);
         return v;
     }
 
