@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
                 InfoCommand.class,
                 LogitsCommand.class,
                 PplCommand.class,
+                ProbeRecallCommand.class,
                 PullCommand.class,
                 RunCommand.class,
                 SelftestCommand.class,
