@@ -100,7 +100,7 @@ public final class KvCache {
         return switch (type) {
             case F32 -> VectorMath.dot(q, qo, k, o, n);
             case F16 -> dot16(q, qo, k16, o, n);
-            case Q8 -> dot8(q, qo, k8, o, n) * ks[slot(pos) * kvHeads + kvOff / headDim];
+            case Q8 -> VectorMath.dotBytes(q, qo, k8, o, n) * ks[slot(pos) * kvHeads + kvOff / headDim];
         };
     }
 
@@ -111,10 +111,7 @@ public final class KvCache {
         switch (type) {
             case F32 -> VectorMath.axpy(a, v, o, out, oo, n);
             case F16 -> { for (int i = 0; i < n; i++) out[oo + i] += a * Float.float16ToFloat(v16[o + i]); }
-            case Q8 -> {
-                float s = a * vs[slot(pos) * kvHeads + kvOff / headDim];
-                for (int i = 0; i < n; i++) out[oo + i] += s * v8[o + i];
-            }
+            case Q8 -> VectorMath.axpyBytes(a * vs[slot(pos) * kvHeads + kvOff / headDim], v8, o, out, oo, n);
         }
     }
 
@@ -303,12 +300,6 @@ public final class KvCache {
     private static float dot16(float[] q, int qo, short[] x, int xo, int n) {
         float s = 0f;
         for (int i = 0; i < n; i++) s += q[qo + i] * Float.float16ToFloat(x[xo + i]);
-        return s;
-    }
-
-    private static float dot8(float[] q, int qo, byte[] x, int xo, int n) {
-        float s = 0f;
-        for (int i = 0; i < n; i++) s += q[qo + i] * x[xo + i];
         return s;
     }
 }

@@ -58,6 +58,37 @@ public final class VectorMath {
         for (; i < n; i++) y[yo + i] += a * x[xo + i];
     }
 
+    /** 8 int8 lanes widened to 8 float lanes (int8 KV cache). */
+    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
+    private static final VectorSpecies<Byte> B8 = jdk.incubator.vector.ByteVector.SPECIES_64;
+
+    /** Σ a[ao+i]·x[xo+i] over int8 x (exact integers in float). */
+    public static float dotBytes(float[] a, int ao, byte[] x, int xo, int n) {
+        int i = 0;
+        float s = 0f;
+        if (n >= 8) {
+            FloatVector acc = FloatVector.zero(F8);
+            for (; i + 8 <= n; i += 8) {
+                FloatVector xv = (FloatVector) jdk.incubator.vector.ByteVector.fromArray(B8, x, xo + i).castShape(F8, 0);
+                acc = FloatVector.fromArray(F8, a, ao + i).fma(xv, acc);
+            }
+            s = acc.reduceLanes(VectorOperators.ADD);
+        }
+        for (; i < n; i++) s += a[ao + i] * x[xo + i];
+        return s;
+    }
+
+    /** y[yo+i] += a·x[xo+i] over int8 x. */
+    public static void axpyBytes(float a, byte[] x, int xo, float[] y, int yo, int n) {
+        int i = 0;
+        FloatVector va = FloatVector.broadcast(F8, a);
+        for (; i + 8 <= n; i += 8) {
+            FloatVector xv = (FloatVector) jdk.incubator.vector.ByteVector.fromArray(B8, x, xo + i).castShape(F8, 0);
+            xv.fma(va, FloatVector.fromArray(F8, y, yo + i)).intoArray(y, yo + i);
+        }
+        for (; i < n; i++) y[yo + i] += a * x[xo + i];
+    }
+
     /**
      * The first index (relative to {@code off}) of the largest of {@code x[off, off + n)}, as {@link #argmaxScalar}:
      * the maximum in one vector pass, then its first place; rows holding a NaN take the scalar rule.

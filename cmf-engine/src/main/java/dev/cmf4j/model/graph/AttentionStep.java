@@ -84,10 +84,13 @@ final class AttentionStep implements MixerStep {
         /** Per worker: a sealed row's far-field scratch. */
         private NystromHead.Row[] rows = new NystromHead.Row[0];
 
-        NystromHead.Row row(int worker) {
-            if (rows.length <= worker) rows = java.util.Arrays.copyOf(rows, worker + 1);
-            if (rows[worker] == null) rows[worker] = new NystromHead.Row();
-            return rows[worker];
+        /** Makes a row scratch for each of {@code workers} workers; called before a job, on the calling thread. */
+        NystromHead.Row[] rows(int workers) {
+            if (rows.length < workers) {
+                rows = java.util.Arrays.copyOf(rows, workers);
+                for (int w = 0; w < workers; w++) if (rows[w] == null) rows[w] = new NystromHead.Row();
+            }
+            return rows;
         }
 
         /** The spans' caches of this layer, filled per step. */
@@ -205,6 +208,7 @@ final class AttentionStep implements MixerStep {
      */
     private void attendSealed(Batch batch, Scratch s, int layer) {
         int heads = spec.heads(), qDim = spec.qDim(), hd = spec.headDim(), spans = batch.size();
+        NystromHead.Row[] rows = s.rows(pool.threads());
         pool.run(spans * heads, (task, worker) -> {
             int i = task / heads, h = task % heads;
             if (!(batch.state(i).mixerState(layer) instanceof SealedKv sk) || !sk.sealed()) return;
@@ -212,7 +216,7 @@ final class AttentionStep implements MixerStep {
             float[] scores = worker == 0 ? s.scores(n) : pool.workerScratch(worker, 0, n);
             float sink = sinks == null ? Float.NaN : sinks[h];
             for (int r = batch.start[i], end = r + batch.tokens(i); r < end; r++)
-                sk.attend(s.q, r * qDim + h * hd, h, batch.rowPos[r], sink, scores, s.row(worker), s.attn, r * qDim + h * hd);
+                sk.attend(s.q, r * qDim + h * hd, h, batch.rowPos[r], sink, scores, rows[worker], s.attn, r * qDim + h * hd);
         });
     }
 

@@ -41,6 +41,22 @@ class OpsTest {
     }
 
     /** The vector argmax is the scalar rule's first largest: random rows, ties, the last element, NaNs, ±0. */
+    /** The int8 KV kernels against their scalar sums, at lengths around the 8-lane width. */
+    @Test void dotAndAxpyOverBytes() {
+        for (int n : new int[] {1, 7, 8, 9, 32, 64, 67}) {
+            float[] a = rand(n + 3);
+            byte[] x = new byte[n + 5];
+            for (int i = 0; i < x.length; i++) x[i] = (byte) (R.nextInt(255) - 127);
+            double want = 0;
+            for (int i = 0; i < n; i++) want += a[3 + i] * (double) x[5 + i];
+            assertThat((double) VectorMath.dotBytes(a, 3, x, 5, n)).isCloseTo(want, org.assertj.core.data.Offset.offset(1e-3 * n));
+            float[] y = rand(n + 2), y0 = y.clone();
+            VectorMath.axpyBytes(0.25f, x, 5, y, 2, n);
+            for (int i = 0; i < n; i++) assertThat(y[2 + i]).isCloseTo(y0[2 + i] + 0.25f * x[5 + i], org.assertj.core.data.Offset.offset(1e-4f));
+            assertThat(y[0]).isEqualTo(y0[0]);
+        }
+    }
+
     @Test void argmaxIsTheFirstLargest() {
         java.util.Random r = new java.util.Random(3);
         for (int n : new int[] {1, 5, 16, 17, 100, 1000, 4099}) {
