@@ -44,6 +44,20 @@ public final class BenchCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
     Path file;
 
+    @Option(names = "--skill", paramLabel = "ID",
+            description = "measure through the file's skill ID (every sequence); none: the backbone (default)")
+    String skill;
+
+    /** The overlay every measured session runs with. */
+    private dev.cmf4j.model.graph.Overlay overlay = dev.cmf4j.model.graph.Overlay.NONE;
+
+    /** A session of the measured overlay. */
+    private Session session(Graph graph, int ctx, int chunk) {
+        Session s = chunk > 0 ? new Session(graph, ctx, chunk) : new Session(graph, ctx);
+        s.useOverlay(overlay);
+        return s;
+    }
+
     @Option(names = {"-t", "--threads"}, paramLabel = "N", description = "threads (default: available processors)")
     Integer threads;
 
@@ -147,6 +161,7 @@ public final class BenchCommand implements Callable<Integer> {
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
         try (Model model = overrides.open(file, backend)) {
             Graph graph = model.graph();
+            overlay = graph.overlay(skill, null, 1f);
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
             SplittableRandom rnd = new SplittableRandom(1234);
@@ -187,7 +202,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     /** Tokens/s of one prefill of {@code prompt} as a single chunk into a fresh context. */
     private double prefill(Graph graph, int[] prompt) {
-        try (Session s = new Session(graph, prompt.length + 1, prompt.length)) {   // frees a GPU KV cache at once
+        try (Session s = session(graph, prompt.length + 1, prompt.length)) {   // frees a GPU KV cache at once
             long t0 = System.nanoTime();
             s.prefill(prompt);
             long t1 = System.nanoTime();
@@ -197,7 +212,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     /** Tokens/s of decoding {@code ids} one at a time from a fresh context. */
     private double decode(Graph graph, int[] ids) {
-        try (Session s = new Session(graph, ids.length + 1, 1)) {
+        try (Session s = session(graph, ids.length + 1, 1)) {
             long t0 = System.nanoTime();
             for (int id : ids) s.decode(id);
             long t1 = System.nanoTime();
@@ -213,7 +228,7 @@ public final class BenchCommand implements Callable<Integer> {
         int[] prefix = rnd.ints(depth, 0, graph.vocab()).toArray();
         double[] s = new double[reps];
         long bytes, held;
-        try (Session session = new Session(graph, depth + (warmup + reps) * ids.length + 1, Math.min(512, depth))) {
+        try (Session session = session(graph, depth + (warmup + reps) * ids.length + 1, Math.min(512, depth))) {
             long t0 = System.nanoTime();
             if (graph.memory().sealed() != null && depth > 512) {
                 // sealed layers: the first chunk runs exact, then they seal and the rest streams in (linear time)
@@ -263,7 +278,7 @@ public final class BenchCommand implements Callable<Integer> {
         for (int r = -warmup; r < reps; r++) {
             Session[] ss = new Session[b];
             try {
-                for (int i = 0; i < b; i++) ss[i] = new Session(graph, ctx);
+                for (int i = 0; i < b; i++) ss[i] = session(graph, ctx, 0);
                 long t0 = System.nanoTime();
                 driver.prefill(ss, prompts, batchRows);
                 long t1 = System.nanoTime();

@@ -54,7 +54,9 @@ public final class ChatCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         try (Model m = overrides.open(file)) {
             TextCodec codec = TextCodec.of(m.file());
-            Chat chat = new Chat(new Session(m.graph(), ctx), codec, new Sampler(sampling.params(SamplingParams.defaults())),
+            Session session = new Session(m.graph(), ctx);
+            session.useOverlay(overrides.overlay(m.graph()));
+            Chat chat = new Chat(session, codec, new Sampler(sampling.params(SamplingParams.defaults())),
                     maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());
             if (system != null) chat.system(system);
             boolean interactive = System.console() != null;

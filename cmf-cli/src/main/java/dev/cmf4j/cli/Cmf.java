@@ -25,6 +25,7 @@ import picocli.CommandLine.Command;
                 RunCommand.class,
                 SelftestCommand.class,
                 ServeCommand.class,
+                SkillCommand.class,
                 TemplateCommand.class,
                 TensorCommand.class,
                 TokenizeCommand.class,

@@ -35,6 +35,42 @@ final class ModelFile {
 
         @picocli.CommandLine.Mixin MemoryOptions memory = new MemoryOptions();
 
+        @picocli.CommandLine.Option(names = "--skill", paramLabel = "ID",
+                description = "run through the file's skill ID (its skill.ID.* tensors replace the backbone's); none: the backbone")
+        String skill;
+
+        @picocli.CommandLine.Option(names = "--lora", paramLabel = "[NAME=]DIR",
+                description = "a PEFT LoRA adapter folder applied un-merged (a low-rank delta per targeted product; CPU);"
+                        + " repeatable in serve, where requests pick one by NAME (default: the folder's name)")
+        java.util.List<String> loras = new java.util.ArrayList<>();
+
+        @picocli.CommandLine.Option(names = "--lora-scale", paramLabel = "S", defaultValue = "1",
+                description = "multiplies the adapter's alpha/r (default ${DEFAULT-VALUE})")
+        float loraScale = 1f;
+
+        /** The adapters of {@code --lora}, read from their folders. */
+        java.util.List<dev.cmf4j.model.LowRankAdapter> adapters() {
+            java.util.List<dev.cmf4j.model.LowRankAdapter> out = new java.util.ArrayList<>();
+            for (String spec : loras) {
+                int eq = spec.indexOf('=');
+                String name = eq > 0 ? spec.substring(0, eq) : null;
+                Path dir = Path.of(eq > 0 ? spec.substring(eq + 1) : spec);
+                out.add(Adapters.toEngine(dev.cmf4j.convert.PeftAdapter.read(dir), name));
+            }
+            return out;
+        }
+
+        /**
+         * The overlay a single-sequence command runs with: {@code --skill} and the one {@code --lora}; an unknown skill
+         * or a skill the model cannot run is an error naming the file's skills.
+         */
+        dev.cmf4j.model.graph.Overlay overlay(dev.cmf4j.model.graph.Graph g) {
+            if (loras.size() > 1) throw new IllegalArgumentException("one --lora per run (serve loads several; requests pick one)");
+            String adapter = g.adapters().isEmpty() ? null : g.adapters().getFirst();
+            if ("auto".equals(skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors; use 'cmf route' to see them");
+            return g.overlay(skill, adapter, loraScale);
+        }
+
         /** Opens {@code file} (or the default model) with the overrides, on the CPU. */
         dev.cmf4j.model.Model open(Path file) throws NoSuchFileException {
             return open(file, new dev.cmf4j.backend.cpu.CpuBackend());
@@ -53,7 +89,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, backend, java.util.List.of(), memory::choose);
+            return dev.cmf4j.model.Model.open(p, o, backend, adapters(), memory::choose);
         }
     }
 
