@@ -94,7 +94,9 @@ public final class ServeCommand implements Callable<Integer> {
             // (with only max(parallel, chunk) rows, 64 decoding sequences left no room and new prompts waited)
             var dev = m.graph().device();
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
-            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel));
+            if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
+            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel),
+                    m.graph().overlay(overrides.skill, null, 1f));
             served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {

@@ -2,6 +2,7 @@ package dev.cmf4j.server;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.cmf4j.model.graph.Overlay;
 import dev.cmf4j.runtime.GenerationRequest;
 import dev.cmf4j.runtime.JsonConstraint;
 import dev.cmf4j.runtime.SamplingParams;
@@ -30,7 +31,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
                          float temperature, float topP, int topK, float minP, float repetitionPenalty, Long seed,
                          List<String> stops, float presencePenalty, float frequencyPenalty, Map<Integer, Float> logitBias,
                          int topLogprobs, boolean ignoreEos, JsonConstraint json, boolean toolCalls,
-                         boolean reasoning, boolean reasoningInside) {
+                         boolean reasoning, boolean reasoningInside, Overlay overlay) {
 
     /** The {@code n} generations this request asks for (choice i seeded with seed + i). */
     List<GenerationRequest> generations(ServedModel m, Duration timeout, List<? extends TokenSink> sinks) {
@@ -38,7 +39,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         for (int i = 0; i < n; i++) {
             SamplingParams p = new SamplingParams(temperature, topK, topP, minP, repetitionPenalty, 0f, seed == null ? null : seed + i);
             out.add(new GenerationRequest(prompt, maxTokens, p, ignoreEos && json == null ? java.util.Set.of() : m.codec().eosIds(), stops, presencePenalty, frequencyPenalty,
-                    logitBias, topLogprobs, timeout, sinks.get(i), json));
+                    logitBias, topLogprobs, timeout, sinks.get(i), json, overlay));
         }
         return out;
     }
@@ -46,7 +47,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
     static CompletionRequest parse(JsonNode body, boolean chat, ServedModel m, int maxChoices, ObjectMapper json) {
         if (body == null || !body.isObject()) throw ApiError.badRequest(null, "the request body must be a JSON object");
         Fields f = new Fields(body);
-        f.text("model");
+        Overlay overlay = overlay(f, m);
         ToolRequest tools = chat ? ToolRequest.parse(f, json) : ToolRequest.NONE;
         String rendered = chat ? chatPrompt(f, m, json, tools) : null;
         int[] prompt = chat ? m.codec().tokenizer().encodeIds(rendered, false) : textPrompt(f, m);
@@ -94,7 +95,68 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
                 rep == null ? 1f : rep, seed, stops, presence == null ? 0f : presence, frequency == null ? 0f : frequency,
                 bias, topLogprobs, Boolean.TRUE.equals(f.bool("ignore_eos")),
                 tools.forced() != null ? tools.forced() : responseFormat(f), tools.parseCalls(),
-                chat && m.codec().template().source().contains(ReasoningSplitter.OPEN), chat && ReasoningSplitter.endsInside(rendered));
+                chat && m.codec().template().source().contains(ReasoningSplitter.OPEN), chat && ReasoningSplitter.endsInside(rendered),
+                overlay);
+    }
+
+    /**
+     * The skill and adapter of the request: {@code skill} (an id or "none"), else the skill in {@code model}
+     * ("NAME:skill"), else the server's default; {@code lora} as a name or llama-server's
+     * {@code [{"id": N or NAME, "scale": S}]} (one adapter with a non-zero scale per request).
+     */
+    private static Overlay overlay(Fields f, ServedModel m) {
+        var g = m.model().graph();
+        String model = f.text("model");
+        String skill = f.text("skill");
+        String where = "skill";
+        if (skill == null && model != null && model.startsWith(m.name() + ":")) {
+            skill = model.substring(m.name().length() + 1);
+            where = "model";
+        }
+        Overlay def = m.defaultOverlay();
+        if (skill == null) skill = def.skillId();
+        String adapter = def.adapterName();
+        float scale = def.adapterScale();
+        JsonNode lora = f.node("lora");
+        if (lora != null && !lora.isNull()) {
+            adapter = null;
+            if (lora.isTextual()) {
+                adapter = lora.asText();
+                scale = 1f;
+            } else if (lora.isArray()) {
+                for (int i = 0; i < lora.size(); i++) {
+                    JsonNode e = lora.get(i);
+                    String at = "lora[" + i + "]";
+                    if (!e.isObject() || !e.has("id")) throw ApiError.badRequest(at, at + " must be {\"id\": N or NAME, \"scale\": S}");
+                    JsonNode id = e.get("id");
+                    String name;
+                    if (id.isInt()) {
+                        if (id.asInt() < 0 || id.asInt() >= g.adapters().size())
+                            throw ApiError.badRequest(at + ".id", "no LoRA adapter " + id.asInt() + " (loaded: " + g.adapters().size() + ")");
+                        name = g.adapters().get(id.asInt());
+                    } else if (id.isTextual()) {
+                        name = id.asText();
+                    } else {
+                        throw ApiError.badRequest(at + ".id", at + ".id must be an adapter's index or name");
+                    }
+                    JsonNode sc = e.get("scale");
+                    float s = sc == null || sc.isNull() ? 1f : (float) sc.asDouble(Double.NaN);
+                    if (sc != null && !sc.isNull() && !sc.isNumber()) throw ApiError.badRequest(at + ".scale", at + ".scale must be a number");
+                    if (!Float.isFinite(s)) throw ApiError.badRequest(at + ".scale", at + ".scale must be finite");
+                    if (s == 0f) continue;
+                    if (adapter != null) throw ApiError.badRequest("lora", "one LoRA adapter per request (with a non-zero scale)");
+                    adapter = name;
+                    scale = s;
+                }
+            } else {
+                throw ApiError.badRequest("lora", "lora must be an adapter name or a list of {\"id\", \"scale\"}");
+            }
+        }
+        try {
+            return g.overlay(skill, adapter, scale);
+        } catch (IllegalArgumentException e) {
+            throw ApiError.badRequest(e.getMessage().contains("LoRA") ? "lora" : where, e.getMessage());
+        }
     }
 
     /** {@code response_format}: none for text, any JSON object, or a JSON Schema (a 400 for keywords not supported). */

@@ -152,6 +152,23 @@ public final class OpenAiServer implements AutoCloseable {
         m.put("created", 0);
         m.put("owned_by", "cmf4j");
         m.put("max_model_len", model.maxContext());
+        var g = model.model().graph();
+        if (!g.adapters().isEmpty()) {
+            var lora = m.putArray("lora");
+            for (int i = 0; i < g.adapters().size(); i++) lora.addObject().put("id", i).put("name", g.adapters().get(i));
+        }
+        // each runnable skill as a model of its own: NAME:skill
+        for (String s : g.skills()) {
+            if (g.skillProblem(s) != null) continue;
+            ObjectNode e = o.withArray("data").addObject();
+            e.put("id", model.name() + ":" + s);
+            e.put("object", "model");
+            e.put("created", 0);
+            e.put("owned_by", "cmf4j");
+            e.put("parent", model.name());
+            e.put("skill", s);
+            e.put("max_model_len", model.maxContext());
+        }
         send(c.res(), 200, o, false);
     }
 

@@ -1,5 +1,7 @@
 package dev.cmf4j.server;
 
+import dev.cmf4j.model.graph.Overlay;
+
 import dev.cmf4j.model.Model;
 import dev.cmf4j.runtime.Scheduler;
 import dev.cmf4j.runtime.TextCodec;
@@ -8,12 +10,20 @@ import dev.cmf4j.runtime.TextCodec;
  * The model a server answers with: its name in the API, its text codec and the scheduler that runs it.
  * Closing stops the scheduler and closes the model.
  */
-public record ServedModel(String name, Model model, TextCodec codec, Scheduler scheduler) implements AutoCloseable {
+public record ServedModel(String name, Model model, TextCodec codec, Scheduler scheduler, Overlay defaultOverlay)
+        implements AutoCloseable {
+
+    public ServedModel {
+        if (defaultOverlay == null) defaultOverlay = Overlay.NONE;
+    }
 
     /** Opens a scheduler of {@code cfg} over {@code model}. */
-    public static ServedModel start(String name, Model model, Scheduler.Config cfg) {
+    public static ServedModel start(String name, Model model, Scheduler.Config cfg) { return start(name, model, cfg, null); }
+
+    /** As {@link #start(String, Model, Scheduler.Config)}; requests that name no skill run with {@code defaultOverlay}. */
+    public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay) {
         TextCodec codec = TextCodec.of(model.file());
-        return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg));
+        return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg), defaultOverlay);
     }
 
     /**

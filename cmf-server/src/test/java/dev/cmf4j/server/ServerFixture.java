@@ -32,11 +32,16 @@ final class ServerFixture implements AutoCloseable {
 
     /** Starts a server; {@code beforeReady} gets the port while it listens but has no model yet. */
     ServerFixture(ServerConfig cfg, Scheduler.Config sched, java.util.function.IntConsumer beforeReady) {
+        this(cfg, sched, beforeReady, bundled());
+    }
+
+    /** As above, serving {@code file}. */
+    ServerFixture(ServerConfig cfg, Scheduler.Config sched, java.util.function.IntConsumer beforeReady, Path file) {
         this.key = cfg.apiKey();
         this.server = new OpenAiServer(cfg, log::add);
         this.port = server.start();
         if (beforeReady != null) beforeReady.accept(port);
-        this.model = ServedModel.start("default", Model.open(bundled()), sched);
+        this.model = ServedModel.start("default", Model.open(file), sched);
         server.ready(model);
     }
 
