@@ -39,6 +39,10 @@ final class ModelFile {
                 description = "run through the file's skill ID (its skill.ID.* tensors replace the backbone's); none: the backbone")
         String skill;
 
+        @picocli.CommandLine.Option(names = {"-t", "--task"}, paramLabel = "NAME",
+                description = "apply the file's task mask NAME (FFN neurons, heads, layers and experts off; no weight touched)")
+        String task;
+
         @picocli.CommandLine.Option(names = "--lora", paramLabel = "[NAME=]DIR",
                 description = "a PEFT LoRA adapter folder applied un-merged (a low-rank delta per targeted product; CPU);"
                         + " repeatable in serve, where requests pick one by NAME (default: the folder's name)")
@@ -68,7 +72,7 @@ final class ModelFile {
             if (loras.size() > 1) throw new IllegalArgumentException("one --lora per run (serve loads several; requests pick one)");
             String adapter = g.adapters().isEmpty() ? null : g.adapters().getFirst();
             if ("auto".equals(skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors; use 'cmf route' to see them");
-            return g.overlay(skill, adapter, loraScale);
+            return g.withTask(g.overlay(skill, adapter, loraScale), task);
         }
 
         /** Opens {@code file} (or the default model) with the overrides, on the CPU. */

@@ -96,7 +96,7 @@ public final class ServeCommand implements Callable<Integer> {
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
             served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel),
-                    m.graph().overlay(overrides.skill, null, 1f));
+                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task));
             served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {

@@ -13,9 +13,11 @@ public final class CmfWeights implements Weights {
     private final Map<String, Tensor> byName = new HashMap<>();
     private final List<String> skills;
     private final CmfFile file;
+    private final dev.cmf4j.format.Masks masks;
 
     public CmfWeights(CmfFile file) {
         this.file = file;
+        masks = file.masks().orElse(null);
         skills = file.header().skills().stream().map(dev.cmf4j.format.SkillRecord::id).toList();
         for (TensorEntry e : file.tensors()) byName.put(e.name(), new Tensor(e.name(), e.dtype(), e.shape(), e.data()));
     }
@@ -27,4 +29,6 @@ public final class CmfWeights implements Weights {
     @Override public List<String> skillIds() { return skills; }
 
     @Override public void checkIntact() { file.checkIntact(); }
+
+    @Override public dev.cmf4j.format.Masks masks() { return masks; }
 }

@@ -20,6 +20,9 @@ public interface Weights {
      */
     default List<String> skillIds() { return List.of(); }
 
+    /** The file's task masks, or null when it has none. */
+    default dev.cmf4j.format.Masks masks() { return null; }
+
     default boolean has(String name) { return find(name) != null; }
 
     /**

@@ -84,6 +84,12 @@ public record Masks(Meta meta, List<TaskMask> masks) {
             this.bits = bits;
         }
 
+        /**
+         * A mask to write ({@link CmfWriter#setMasks} checks the blob against the arch's geometry): {@code bits} laid
+         * out as §1.6 says (FFN bits, head bits, layer gates, optional expert bits; LSB first, 1 = active).
+         */
+        public static TaskMask of(MaskMeta meta, byte[] bits) { return new TaskMask(meta, null, bits.clone()); }
+
         public MaskMeta meta() { return meta; }
         public String name() { return meta.name(); }
         public Geometry geometry() { return g; }

@@ -152,10 +152,17 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
                 throw ApiError.badRequest("lora", "lora must be an adapter name or a list of {\"id\", \"scale\"}");
             }
         }
+        Overlay o;
         try {
-            return g.overlay(skill, adapter, scale);
+            o = g.overlay(skill, adapter, scale);
         } catch (IllegalArgumentException e) {
             throw ApiError.badRequest(e.getMessage().contains("LoRA") ? "lora" : where, e.getMessage());
+        }
+        String task = f.text("task");
+        try {
+            return g.withTask(o, task != null ? task : def.taskName());
+        } catch (IllegalArgumentException e) {
+            throw ApiError.badRequest("task", e.getMessage());
         }
     }
 

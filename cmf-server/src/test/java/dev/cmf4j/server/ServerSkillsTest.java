@@ -103,6 +103,9 @@ class ServerSkillsTest {
         r = s.post("/v1/completions", Map.of("prompt", "Hi", "max_tokens", 2, "lora", List.of(Map.of("id", 0, "scale", 1))));
         assertThat(r.statusCode()).isEqualTo(400);
         assertThat(r.body()).contains("no LoRA adapter 0");
+        r = s.post("/v1/completions", Map.of("prompt", "Hi", "max_tokens", 2, "task", "coding"));
+        assertThat(r.statusCode()).isEqualTo(400);
+        assertThat(ServerFixture.json(r).get("error").get("param").asText()).isEqualTo("task");
         // "none" is the backbone
         assertThat(text(s.post("/v1/completions", Map.of("prompt", "Once upon a time", "max_tokens", 12, "temperature", 0, "skill", "none"))))
                 .isEqualTo(alone(null, "Once upon a time", 12));

@@ -37,15 +37,9 @@ public final class Cmf {
      * Opens a CMF file: it is memory-mapped (milliseconds, no weight copied) and a scheduler starts for it.
      *
      * @throws InferenceException (BAD_INPUT) when the file is missing, not a CMF file, or a model this engine cannot
-     *                            run; (UNSUPPORTED) for a skill or task, which the engine cannot apply yet
+     *                            run, or a skill or task mask it does not have or cannot apply
      */
     public static CmfModel open(Path file, ModelOptions options) {
-        if (options.skill() != null)
-            throw new InferenceException(InferenceException.Kind.UNSUPPORTED, "skill '" + options.skill()
-                    + "': skill overlays are not supported by the engine yet (they are read by 'cmf info' and 'cmf tensor --skill' only)");
-        if (options.task() != null)
-            throw new InferenceException(InferenceException.Kind.UNSUPPORTED, "task '" + options.task()
-                    + "': task masks are not supported by the engine yet");
         if (!Files.isRegularFile(file)) throw new InferenceException(InferenceException.Kind.BAD_INPUT, file + ": no such model file");
         WorkerPool own = null;
         Backend backend;

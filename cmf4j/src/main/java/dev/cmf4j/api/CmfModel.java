@@ -48,8 +48,16 @@ public final class CmfModel implements AutoCloseable {
         var tc = model.file().header().tokenizerConfig();
         this.eos = codec != null ? codec.eosIds() : tc == null || tc.eosTokenIds() == null ? Set.of() : Set.copyOf(tc.eosTokenIds());
         this.contextLength = Math.min(o.contextLength() == 0 ? 4096 : o.contextLength(), model.spec().maxPositions());
+        try {
+            this.overlay = model.graph().withTask(model.graph().overlay(o.skill(), null, 1f), o.task());
+        } catch (IllegalArgumentException e) {
+            throw new InferenceException(InferenceException.Kind.BAD_INPUT, e.getMessage(), e);
+        }
         this.scheduler = new Scheduler(model.graph(), codec, Scheduler.Config.of(o.parallel(), contextLength, o.maxQueue()));
     }
+
+    /** The skill every request of this model runs with ({@link ModelOptions#skill()}). */
+    private final dev.cmf4j.model.graph.Overlay overlay;
 
     /** A new conversation settings holder: no tools, text output, the template's defaults. */
     public Chat newChat() { return new Chat(this, List.of(), Chat.ToolChoice.AUTO, null, Map.of()); }
@@ -125,7 +133,7 @@ public final class CmfModel implements AutoCloseable {
         if (codec == null && (json != null || !s.stops().isEmpty())) codec();   // stops and JSON are text
         try {
             return new GenerationRequest(prompt, max, p, s.ignoreEos() && json == null ? Set.of() : eos, s.stops(), s.presencePenalty(), s.frequencyPenalty(), Map.of(), -1, null,
-                    c -> {}, json);
+                    c -> {}, json, overlay);
         } catch (dev.cmf4j.runtime.GenerationException e) {
             throw new InferenceException(InferenceException.Kind.BAD_INPUT, e.getMessage(), e);
         }

@@ -14,8 +14,10 @@ import java.io.PrintStream;
  * @param contextLength positions one conversation may hold (prompt and reply); 0 = min(4096, the model's)
  * @param parallel      conversations decoded together in one batch; more wait in a queue
  * @param maxQueue      requests waiting at most; past it a request fails with {@link InferenceException.Kind#BUSY}
- * @param skill         a skill overlay to run with (not supported by the engine yet: opening fails with a clear error)
- * @param task          a task mask to run with (not supported by the engine yet: opening fails with a clear error)
+ * @param skill         the file's skill every request runs with (its {@code skill.ID.*} tensors in place of the
+ *                      backbone's; CPU); null or "none": the backbone. One the file lacks fails at open
+ * @param task          the file's task mask every request runs with (FFN neurons, heads, layers and experts off; CPU);
+ *                      one the file lacks fails at open
  * @param quant         for {@code hf://} models: the quantization to convert to ({@code q8_2f}, {@code q4_block}, ...; null keeps the source's float type)
  * @param progress      where {@code hf://} downloads report progress; null for silence
  */

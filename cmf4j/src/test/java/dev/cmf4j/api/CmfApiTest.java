@@ -202,8 +202,11 @@ class CmfApiTest {
 
     @Test void badInputIsAClearError() {
         assertThatThrownBy(() -> Cmf.open(file, ModelOptions.defaults().withSkill("code")))
-                .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.UNSUPPORTED))
-                .hasMessageContaining("skill 'code'");
+                .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.BAD_INPUT))
+                .hasMessageContaining("unknown skill 'code'");
+        assertThatThrownBy(() -> Cmf.open(file, ModelOptions.defaults().withTask("coding")))
+                .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.BAD_INPUT))
+                .hasMessageContaining("unknown task 'coding'");
         assertThatThrownBy(() -> Cmf.open("hf://org/bad--name", ModelOptions.defaults()))
                 .isInstanceOfSatisfying(InferenceException.class, e -> assertThat(e.kind()).isEqualTo(InferenceException.Kind.BAD_INPUT))
                 .hasMessageContaining("not a valid Hub name");

@@ -199,6 +199,12 @@ final class AttentionStep implements MixerStep {
         // 5. output gate, o projection
         if (spec.outputGate())
             for (int i = 0; i < rows * qDim; i++) s.attn[i] *= 1f / (1f + (float) Math.exp(-s.gate[i]));
+        if (batch.overlay.anyTask)   // heads a row's task turns off: as if o_proj's columns of those heads were 0
+            for (int r = 0; r < rows; r++) {
+                TaskMask tm = batch.overlay.mask(r);
+                int[] off = tm == null ? null : tm.headsOff[layer];
+                if (off != null) for (int h : off) java.util.Arrays.fill(s.attn, r * qDim + h * hd, r * qDim + (h + 1) * hd, 0f);
+            }
         o.apply(mm, s.attn, rows, out, batch.overlay);
     }
 

@@ -8,15 +8,15 @@ import dev.cmf4j.model.Ffn;
  * Gemma4 26B-style FFN: post_mlp(mlp(normed)) + post_moe(moe(router ← residual, experts ← pre_moe(residual))).
  */
 final class DenseAndMoeStep implements FfnStep {
-    private final MlpStep mlp;
-    private final MoeStep moe;
+    final MlpStep mlp;
+    final MoeStep moe;
     private final NormOp postMlp, preMoe, postMoe;
     private final int hidden;
 
-    DenseAndMoeStep(Ffn.DenseAndMoe d, int hidden, Loader l, MatMul mm) {
+    DenseAndMoeStep(Ffn.DenseAndMoe d, int hidden, Loader l, MatMul mm, int layer) {
         this.hidden = hidden;
-        this.mlp = new MlpStep(d.mlp(), hidden, l, mm);
-        this.moe = new MoeStep(d.moe(), hidden, l, mm);
+        this.mlp = new MlpStep(d.mlp(), hidden, l, mm, layer);
+        this.moe = new MoeStep(d.moe(), hidden, l, mm, layer);
         this.postMlp = l.normOp(d.postMlp());
         this.preMoe = l.normOp(d.preMoe());
         this.postMoe = l.normOp(d.postMoe());

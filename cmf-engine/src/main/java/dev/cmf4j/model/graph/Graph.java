@@ -73,6 +73,10 @@ public final class Graph {
     private final java.util.Map<String, String> skillProblems;
     /** Asked what went wrong after a memory fault reading them. */
     private final Weights weights;
+    /** The file's task masks by name and, by slot, resolved (null: none, or all ones); name → why it cannot apply. */
+    private final java.util.List<String> tasks;
+    private final TaskMask[] taskMasks;
+    private final java.util.Map<String, String> taskProblems;
 
     /** How attention keeps its keys and values ({@code --o1} sealed layers, {@code --kv}). */
     private final AttentionMemory memory;
@@ -150,7 +154,7 @@ public final class Graph {
         for (int i = 0; dev == null && i < layers; i++) {
             LayerSpec ls = spec.layer(i);
             mixers[i] = mixerStep(ls.mixer(), l, sealedLayers[i] ? memory.sealed() : null);
-            ffns[i] = ffnStep(ls.ffn(), l);
+            ffns[i] = ffnStep(ls.ffn(), l, i);
             preMixer[i] = l.normOp(ls.preMixer());
             postMixer[i] = l.normOp(ls.postMixer());
             preFfn[i] = l.normOp(ls.preFfn());
@@ -188,8 +192,63 @@ public final class Graph {
             this.headProduct = null;
         }
         this.skillProblems = java.util.Map.copyOf(l.skillProblems);
+        // task masks: resolved once; an all-ones mask resolves to nothing and costs nothing
+        var masks = weights.masks();
+        this.tasks = masks == null ? java.util.List.of() : masks.masks().stream().map(m -> m.name()).toList();
+        this.taskMasks = new TaskMask[tasks.size() + 1];
+        var problems = new java.util.LinkedHashMap<String, String>();
+        for (int i = 0; i < tasks.size(); i++) {
+            try {
+                taskMasks[i + 1] = TaskMask.of(masks.masks().get(i), layers);
+                String why = dev == null ? fits(taskMasks[i + 1], masks.masks().get(i).geometry()) : null;
+                if (why != null) problems.put(tasks.get(i), why);
+            } catch (IllegalArgumentException e) {
+                problems.put(tasks.get(i), e.getMessage());
+            }
+        }
+        this.taskProblems = java.util.Map.copyOf(problems);
         if (new java.util.HashSet<>(this.adapters).size() != this.adapters.size())
             throw new ModelException("two adapters share a name: " + this.adapters);
+    }
+
+    /** Why mask {@code t} cannot be applied to this graph's steps, or null when it fits. */
+    private String fits(TaskMask t, dev.cmf4j.format.Masks.Geometry g) {
+        if (t == null) return null;
+        for (int l = 0; l < layers; l++) {
+            if (t.ffnOff[l] != null) {
+                MlpStep mlp = ffns[l] instanceof MlpStep m ? m : ffns[l] instanceof DenseAndMoeStep d ? d.mlp : null;
+                if (mlp == null || mlp.intermediate != g.ffnWidth())
+                    return "layer " + l + "'s FFN bits (" + g.ffnWidth() + " neurons) do not fit its feed-forward"
+                            + (mlp == null ? " (no dense MLP)" : " of " + mlp.intermediate + " neurons");
+            }
+            if (t.headsOff[l] != null && !(mixers[l] instanceof AttentionStep a && a.spec().heads() == g.heads()))
+                return "layer " + l + "'s head bits (" + g.heads() + " heads) do not fit its mixer";
+            if (t.expertOff[l] != null) {
+                MoeStep moe = ffns[l] instanceof MoeStep m ? m : ffns[l] instanceof DenseAndMoeStep d ? d.moe : null;
+                if (moe == null || moe.experts() != g.experts() || !moe.routesByLogits())
+                    return "layer " + l + "'s expert bits do not fit its feed-forward (no logit-routed MoE of " + g.experts() + " experts)";
+            }
+        }
+        return null;
+    }
+
+    /** The file's task masks by name, in slot order (slot i + 1). */
+    public java.util.List<String> tasks() { return tasks; }
+
+    /**
+     * {@code o} with task mask {@code task} (null or "none": no mask); a clear {@link IllegalArgumentException} for a
+     * name the file does not have or a mask this graph cannot apply.
+     */
+    public Overlay withTask(Overlay o, String task) {
+        if (task == null || task.equals("none")) return o.withTask(0, null);
+        int t = tasks.indexOf(task) + 1;
+        if (t == 0)
+            throw new IllegalArgumentException("unknown task '" + task + "'; " + (tasks.isEmpty()
+                    ? "the file has no task masks" : "the file's masks: " + String.join(", ", tasks)));
+        if (device != null) throw new IllegalArgumentException("task masks run on the CPU graph only; this model runs whole on the device (use --device cpu)");
+        String why = taskProblems.get(task);
+        if (why != null) throw new IllegalArgumentException("task '" + task + "' cannot be applied: " + why);
+        return o.withTask(t, task);
     }
 
     /** The skill ids of the file, in slot order (slot i + 1). */
@@ -225,7 +284,7 @@ public final class Graph {
                 throw new IllegalArgumentException("unknown LoRA adapter '" + adapter + "'; " + (adapters.isEmpty()
                         ? "none was loaded" : "loaded: " + String.join(", ", adapters)));
         }
-        return new Overlay(s, s == 0 ? null : skill, a, a == 0 ? null : adapter, a == 0 ? 0f : scale);
+        return new Overlay(s, s == 0 ? null : skill, a, a == 0 ? null : adapter, a == 0 ? 0f : scale, 0, null);
     }
 
     /** Throws when {@code o} was not made by this graph's {@link #overlay} (slots out of range, a skill it cannot run). */
@@ -234,6 +293,9 @@ public final class Graph {
                 || (o.skill() > 0 && !skills.get(o.skill() - 1).equals(o.skillId()))
                 || (o.adapter() > 0 && !adapters.get(o.adapter() - 1).equals(o.adapterName())))
             throw new IllegalArgumentException("overlay " + o + " does not belong to this model");
+        if (o.task() > tasks.size() || (o.task() > 0 && !tasks.get(o.task() - 1).equals(o.taskName())))
+            throw new IllegalArgumentException("overlay " + o + " does not belong to this model");
+        if (o.task() > 0) withTask(o, o.taskName());   // throws when the mask cannot apply here
         if (o.skill() > 0 && skillProblem(o.skillId()) != null)
             throw new IllegalArgumentException("skill '" + o.skillId() + "' cannot run: " + skillProblem(o.skillId()));
     }
@@ -321,11 +383,11 @@ public final class Graph {
         };
     }
 
-    private FfnStep ffnStep(Ffn f, Loader l) {
+    private FfnStep ffnStep(Ffn f, Loader l, int layer) {
         return switch (f) {
-            case Ffn.GatedMlp m -> new MlpStep(m, hidden, l, mm);
-            case Ffn.Moe m -> new MoeStep(m, hidden, l, mm);
-            case Ffn.DenseAndMoe d -> new DenseAndMoeStep(d, hidden, l, mm);
+            case Ffn.GatedMlp m -> new MlpStep(m, hidden, l, mm, layer);
+            case Ffn.Moe m -> new MoeStep(m, hidden, l, mm, layer);
+            case Ffn.DenseAndMoe d -> new DenseAndMoeStep(d, hidden, l, mm, layer);
         };
     }
 
@@ -390,6 +452,7 @@ public final class Graph {
     public void forward(Batch batch, Workspace ws, float[] logits, HiddenObserver observer) {
         check(batch, ws, logits);
         batch.resolve();
+        batch.overlay.masks = taskMasks;
         if (device != null) {
             if (observer != null)
                 throw new UnsupportedOperationException("hidden-state observers need the CPU graph; this model runs on the device");
@@ -409,6 +472,7 @@ public final class Graph {
             if (observer != null) observer.accept(0, x, rows, hidden);
             int n = rows * hidden;
             for (int l = 0; l < layers; l++) {
+                int kept = batch.overlay.anyTask ? keepRowsOfSkippedLayer(batch.overlay, l, x, rows) : 0;
                 // mixer
                 preMixer[l].rows(x, h, rows);
                 mixers[l].forward(h, m, batch, ws.mixerScratch[l], l);
@@ -422,6 +486,7 @@ public final class Graph {
                 // per-layer input, layer scalar
                 if (pliGate[l] != null) perLayerInput(l, rows, x, ws, batch.overlay);
                 if (layerScalar[l] != 1f) for (int i = 0; i < n; i++) x[i] *= layerScalar[l];
+                if (kept > 0) restoreRowsOfSkippedLayer(batch.overlay, kept, x);
                 if (observer != null) observer.accept(l + 1, x, rows, hidden);
             }
             finalNorm.rows(x, rows);
@@ -449,6 +514,26 @@ public final class Graph {
     private RuntimeException weightsFault(InternalError fault) {
         weights.checkIntact();   // throws the file's own error, naming it, when it was truncated
         return new ModelException("a memory fault while reading the weights: " + fault.getMessage(), fault);
+    }
+
+    /**
+     * Saves the residual rows whose task turns layer {@code l} off (they pass through it unchanged, as if its o and down
+     * projections were 0); returns how many.
+     */
+    private int keepRowsOfSkippedLayer(RowOverlay ro, int l, float[] x, int rows) {
+        int n = 0;
+        for (int r = 0; r < rows; r++) {
+            TaskMask tm = ro.mask(r);
+            if (tm != null && tm.layerOff[l]) ro.skipRows[n++] = r;
+        }
+        if (n == 0) return 0;
+        if (ro.skipped.length < n * hidden) ro.skipped = new float[n * hidden];
+        for (int i = 0; i < n; i++) System.arraycopy(x, ro.skipRows[i] * hidden, ro.skipped, i * hidden, hidden);
+        return n;
+    }
+
+    private void restoreRowsOfSkippedLayer(RowOverlay ro, int n, float[] x) {
+        for (int i = 0; i < n; i++) System.arraycopy(ro.skipped, i * hidden, x, ro.skipRows[i] * hidden, hidden);
     }
 
     private void check(Batch batch, Workspace ws, float[] logits) {

@@ -12,8 +12,12 @@ final class MlpStep implements FfnStep {
     private final Glu glu;
     final int intermediate;
 
-    MlpStep(Ffn.GatedMlp m, int hidden, Loader l, MatMul mm) {
+    /** The layer whose task-mask FFN bits apply to this MLP, or -1 (a shared expert: none). */
+    private final int layer;
+
+    MlpStep(Ffn.GatedMlp m, int hidden, Loader l, MatMul mm, int layer) {
         this.mm = mm;
+        this.layer = layer;
         var g = l.matrixRows(m.gate(), hidden);
         this.intermediate = g.outDim();
         this.gate = l.overlaid(m.gate(), g, m.gateBias(), l.optionalVector(m.gateBias(), intermediate));
@@ -41,6 +45,12 @@ final class MlpStep implements FfnStep {
         gateUp.apply(mm, normed, tokens, s.gu, ro);
         int n = tokens * intermediate;
         for (int i = 0; i < n; i++) s.g[i] = glu.apply(s.g[i], s.u[i]);
+        if (ro != null && ro.anyTask && layer >= 0)   // neurons a row's task turns off: as if down_proj's columns were 0
+            for (int t = 0; t < tokens; t++) {
+                TaskMask tm = ro.mask(t);
+                int[] off = tm == null ? null : tm.ffnOff[layer];
+                if (off != null) for (int i : off) s.g[t * intermediate + i] = 0f;
+            }
         down.apply(mm, s.g, tokens, out, ro);
     }
 }

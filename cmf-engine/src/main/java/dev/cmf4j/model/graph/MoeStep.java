@@ -34,8 +34,12 @@ final class MoeStep implements FfnStep {
     /** The resonance router, or null for the logit routers. */
     private final ResonanceRouter resonance;
 
-    MoeStep(Ffn.Moe m, int hidden, Loader l, MatMul mm) {
+    /** The layer whose task-mask expert bits restrict this router. */
+    private final int layer;
+
+    MoeStep(Ffn.Moe m, int hidden, Loader l, MatMul mm, int layer) {
         this.mm = mm;
+        this.layer = layer;
         this.hidden = hidden;
         this.routerSpec = m.router();
         Ffn.Experts ex = m.experts();
@@ -88,9 +92,14 @@ final class MoeStep implements FfnStep {
         }
         this.interleaved = ex.interleaved();
         this.glu = m.glu();
-        this.shared = m.shared() == null ? null : new MlpStep(m.shared(), hidden, l, mm);
+        this.shared = m.shared() == null ? null : new MlpStep(m.shared(), hidden, l, mm, -1);
         this.sharedGate = m.sharedGate() == null ? null : l.linear(m.sharedGate(), null, 1, hidden);
     }
+
+    int experts() { return experts; }
+
+    /** Whether a logit router picks the experts (task-mask expert bits apply); false for the resonance router. */
+    boolean routesByLogits() { return resonance == null; }
 
     /** The descriptors of every expert, stacked or per expert, decoded once. */
     private ResonanceRouter resonance(Ffn.Router.Resonance r, Loader l) {
@@ -208,6 +217,9 @@ final class MoeStep implements FfnStep {
         for (int t = 0; t < tokens; t++) {
             float[] p = s.probs;
             System.arraycopy(s.logits, t * experts, p, 0, experts);
+            TaskMask tm = ro == null || !ro.anyTask ? null : ro.mask(t);
+            if (tm != null && tm.expertOff[layer] != null)   // experts the row's task keeps out: never picked, weight 0
+                for (int e = 0; e < experts; e++) if (tm.expertOff[layer][e]) p[e] = Float.NEGATIVE_INFINITY;
             int o = t * topK;
             switch (routerSpec) {
                 case Ffn.Router.Resonance r -> throw new IllegalStateException("routed above");
