@@ -14,6 +14,7 @@ import picocli.CommandLine.Command;
                 BenchCommand.class,
                 BenchOpenCommand.class,
                 ChatCommand.class,
+                CompactCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,
                 GenerateCommand.class,

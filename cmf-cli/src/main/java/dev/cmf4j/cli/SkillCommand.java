@@ -24,7 +24,8 @@ import java.util.concurrent.Callable;
 /** {@code cmf skill add|list}: the skills a CMF file carries (docs/SKILLS.md). */
 @Command(name = "skill", mixinStandardHelpOptions = true,
         description = "Add and list skills: sets of replacement tensors (skill.ID.NAME) a request can run through.",
-        subcommands = {SkillCommand.Add.class, SkillCommand.ListSkills.class})
+        subcommands = {SkillCommand.Add.class, SkillCommand.ListSkills.class, SkillCommand.Export.class, SkillCommand.Apply.class,
+                SkillCommand.Remove.class})
 public final class SkillCommand implements Runnable {
     @Spec CommandSpec spec;
 
@@ -33,8 +34,9 @@ public final class SkillCommand implements Runnable {
     @Command(name = "add", mixinStandardHelpOptions = true,
             description = {"Add a skill to FILE: the tensors a fine-tune of the same base changed (--from DONOR.cmf), or a",
                     "PEFT LoRA adapter merged into full-shape replacement tensors (--lora DIR). Each replacement is stored",
-                    "in the backbone tensor's dtype (or --quant). The file is rewritten beside itself and renamed into",
-                    "place only when complete and verified (-o writes a new file instead)."})
+                    "in the backbone tensor's dtype (or --quant). The skill is appended to FILE in place (payload at the",
+                    "tail, new header and directory, envelope last: a crash leaves FILE with its earlier skills); -o",
+                    "writes a new file instead."})
     static final class Add implements Callable<Integer> {
         @Spec CommandSpec spec;
 
@@ -111,6 +113,76 @@ public final class SkillCommand implements Runnable {
                 err.printf(Locale.ROOT, "  %-60s %-6s |Δ|/|W| %.4g%n", r.name(), r.dtype().label, r.relDelta());
             }
             err.printf(Locale.ROOT, "skill %s: %d tensors, %.1f MB, written to %s%n", id, rs.size(), bytes / 1e6, dest);
+        }
+    }
+
+    @Command(name = "export", mixinStandardHelpOptions = true,
+            description = "Write skill ID of FILE as a standalone skill file (feature bit SKILL_FILE, bound to FILE's base).")
+    static final class Export implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf file holding the skill")
+        Path file;
+
+        @Option(names = "--id", required = true, paramLabel = "ID", description = "the skill to export")
+        String id;
+
+        @Option(names = {"-o", "--out"}, required = true, paramLabel = "OUT", description = "the skill file to write")
+        Path out;
+
+        @Override public Integer call() {
+            try (CmfFile f = CmfFile.open(file)) {
+                SkillGraft.export(f, id, out);
+            }
+            spec.commandLine().getErr().println("skill " + id + " written to " + out);
+            return 0;
+        }
+    }
+
+    @Command(name = "apply", mixinStandardHelpOptions = true,
+            description = {"Add the skill of a standalone skill file to BASE (appended in place, or -o OUT); refused when the",
+                    "skill was exported from another base."})
+    static final class Apply implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(index = "0", paramLabel = "BASE", description = "the base .cmf file")
+        Path base;
+
+        @Parameters(index = "1", paramLabel = "SKILL", description = "the skill file (cmf skill export)")
+        Path skill;
+
+        @Option(names = {"-o", "--out"}, paramLabel = "OUT", description = "write the result here instead of appending to BASE")
+        Path out;
+
+        @Override public Integer call() {
+            try (CmfFile b = CmfFile.open(base); CmfFile s = CmfFile.open(skill)) {
+                SkillGraft.apply(b, s, out != null ? out : base);
+                spec.commandLine().getErr().println("skill " + s.header().skills().getFirst().id() + " added to " + (out != null ? out : base));
+            }
+            return 0;
+        }
+    }
+
+    @Command(name = "remove", mixinStandardHelpOptions = true,
+            description = "Remove skill ID (its tensors and record) from FILE: the file is rewritten beside itself and renamed into place.")
+    static final class Remove implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf file")
+        Path file;
+
+        @Option(names = "--id", required = true, paramLabel = "ID", description = "the skill to remove")
+        String id;
+
+        @Option(names = {"-o", "--out"}, paramLabel = "OUT", description = "write the result here instead of replacing FILE")
+        Path out;
+
+        @Override public Integer call() {
+            try (CmfFile f = CmfFile.open(file)) {
+                SkillGraft.remove(f, id, out != null ? out : file);
+            }
+            spec.commandLine().getErr().println("skill " + id + " removed");
+            return 0;
         }
     }
 

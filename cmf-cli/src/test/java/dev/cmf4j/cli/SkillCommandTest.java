@@ -65,7 +65,14 @@ class SkillCommandTest {
         assertThat(run("logits", donor.toString(), "--ids", ids, "--out", b.toString()).code()).isZero();
         assertThat(run("logits", with.toString(), "--ids", ids, "--out", c.toString()).code()).isZero();
         float[] skill = logits(a), own = logits(b), backbone = logits(c);
-        assertThat(skill).containsExactly(own);
+        // the grafted tensors are the donor's bytes; the logits are the donor's (1e-5: the CPU kernels are not bit-reproducible from run to run; 6e-6 seen)
+        try (CmfFile w = CmfFile.open(with); CmfFile d = CmfFile.open(donor)) {
+            for (String n : CHANGED)
+                assertThat(w.tensor("skill.ft." + n).data().mismatch(d.tensor(n).data())).as(n).isEqualTo(-1L);
+        }
+        double diff = 0;
+        for (int i = 0; i < own.length; i++) diff = Math.max(diff, Math.abs(skill[i] - own[i]));
+        assertThat(diff).isLessThanOrEqualTo(1e-5);
         assertThat(backbone).isNotEqualTo(own);
         // the same id twice, an unknown skill, a donor of another base
         assertThat(run("skill", "add", with.toString(), "--from", donor.toString(), "--id", "ft").err()).contains("already has a skill 'ft'");

@@ -2,6 +2,7 @@ package dev.cmf4j.convert;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.cmf4j.convert.quant.Quantizer;
+import dev.cmf4j.format.CmfAppend;
 import dev.cmf4j.format.CmfFile;
 import dev.cmf4j.format.CmfWriter;
 import dev.cmf4j.format.DType;
@@ -98,9 +99,10 @@ public final class SkillGraft {
     }
 
     /**
-     * Writes {@code base} with skill {@code id} added (its tensors and its registry record) to {@code out}, which may
-     * be the base file itself: the writer builds the new file beside it and renames it into place only when it is
-     * complete and verified, so a crash leaves the old file as it was.
+     * Writes {@code base} with skill {@code id} added (its tensors and its registry record) to {@code out}: a new
+     * file, built beside its destination and renamed into place only when complete and verified. When {@code out} is
+     * the base file itself the skill is appended in place instead ({@link CmfAppend}: payload at the tail, new header
+     * and directory, envelope last, in fsync order; a crash leaves the file with its earlier skills).
      */
     public static void add(CmfFile base, Path out, String id, String name, List<Replacement> rs, JsonNode provenance) {
         checkId(id);
@@ -115,15 +117,134 @@ public final class SkillGraft {
         Map<String, JsonNode> extra = provenance == null ? Map.of() : Map.of("provenance", provenance);
         SkillRecord rec = new SkillRecord(id, name == null ? id : name, List.copyOf(layers), null, null, null, null, null,
                 null, extra);
+        List<CmfAppend.NewTensor> ts = new ArrayList<>();
+        for (Replacement r : rs) ts.add(new CmfAppend.NewTensor(rec.tensorName(r.name()), r.dtype(), r.shape(), r.payload()));
+        write(base, out, rec, ts);
+    }
+
+    /** {@code base} plus skill {@code rec} with tensors {@code ts}: appended in place when {@code out} is the base's file. */
+    private static void write(CmfFile base, Path out, SkillRecord rec, List<CmfAppend.NewTensor> ts) {
         List<SkillRecord> skills = new ArrayList<>(base.header().skills());
         skills.add(rec);
+        if (inPlace(base, out)) {
+            CmfAppend.append(out, base.header().withSkills(skills), ts);
+            return;
+        }
         try (CmfWriter w = CmfWriter.create(out, base.header().withSkills(skills),
-                CmfWriter.Options.DEFAULT.withExpectedTensors(base.tensors().size() + rs.size()))) {
+                CmfWriter.Options.DEFAULT.withExpectedTensors(base.tensors().size() + ts.size()))) {
             CmfWriter.copyAll(base, w);
-            for (Replacement r : rs) w.addTensor(rec.tensorName(r.name()), r.dtype(), r.shape(), r.payload());
+            for (CmfAppend.NewTensor t : ts) w.addTensor(t.name(), t.dtype(), t.shape(), t.payload());
             w.finish();
         }
     }
+
+    private static boolean inPlace(CmfFile base, Path out) {
+        try {
+            return base.shards().size() == 1 && java.nio.file.Files.exists(out)
+                    && java.nio.file.Files.isSameFile(Path.of(base.label()), out);
+        } catch (java.io.IOException e) {
+            return false;
+        }
+    }
+
+    /**
+     * A standalone skill file of skill {@code id} (CMF_FORMAT.md §1.7, feature bit SKILL_FILE): its tensors and its
+     * record, bound to the base by {@code base_dir_hash} (the hash64 of the base's directory) and {@code base_trunk}
+     * (a hash of the base's own tensors: name, dtype, shape and payload hash of every non-skill tensor, so the skill
+     * still applies to its base after other skills were added or removed).
+     */
+    public static void export(CmfFile base, String id, Path out) {
+        SkillRecord rec = base.header().skill(id);
+        if (rec == null) throw new ConvertException(base.label() + " has no skill '" + id + "' (its skills: " + ids(base) + ")");
+        Map<String, JsonNode> extra = new java.util.LinkedHashMap<>(rec.extra());
+        var nodes = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance;
+        extra.put("base_trunk", nodes.textNode(dev.cmf4j.format.Hash64.hex(trunk(base))));
+        if (base.header().arch() != null && base.header().arch().archName() != null)
+            extra.put("base_arch", nodes.textNode(base.header().arch().archName()));
+        SkillRecord bound = new SkillRecord(rec.id(), rec.name(), rec.layers(), rec.selection(), rec.inputMaskTask(), rec.quality(),
+                rec.kind(), rec.status(), dev.cmf4j.format.Hash64.hex(base.envelope().dirHash()), extra);
+        var header = base.header().withSkills(List.of(bound)).withSectionHashes(dev.cmf4j.format.CmfHeader.SectionHashes.NONE);
+        try (CmfWriter w = CmfWriter.create(out, header, CmfWriter.Options.DEFAULT.withFeatures(dev.cmf4j.format.Feature.SKILL_FILE.mask()))) {
+            for (TensorEntry t : base.tensors())
+                if (t.name().startsWith("skill." + id + ".")) w.addTensor(t.name(), t.dtype(), t.shape(), t.data());
+            w.finish();
+        }
+    }
+
+    /**
+     * Adds the skill of standalone skill file {@code skillFile} to {@code base} (written to {@code out}; appended in
+     * place when it is the base's file); refused on another base.
+     */
+    public static void apply(CmfFile base, CmfFile skillFile, Path out) {
+        if ((skillFile.envelope().features() & dev.cmf4j.format.Feature.SKILL_FILE.mask()) == 0)
+            throw new ConvertException(skillFile.label() + " is not a standalone skill file (feature bit SKILL_FILE unset)");
+        if (skillFile.header().skills().size() != 1)
+            throw new ConvertException(skillFile.label() + ": a skill file holds one skill record, found " + skillFile.header().skills().size());
+        SkillRecord rec = skillFile.header().skills().getFirst();
+        String dirHash = dev.cmf4j.format.Hash64.hex(base.envelope().dirHash());
+        JsonNode trunk = rec.extra().get("base_trunk");
+        boolean same = dirHash.equals(rec.baseDirHash())
+                || (trunk != null && trunk.asText().equals(dev.cmf4j.format.Hash64.hex(trunk(base))));
+        if (!same)
+            throw new ConvertException(skillFile.label() + " was exported from another base (base_dir_hash " + rec.baseDirHash()
+                    + "; " + base.label() + " has " + dirHash + " and other tensors)");
+        if (base.header().skill(rec.id()) != null)
+            throw new ConvertException(base.label() + " already has a skill '" + rec.id() + "' (remove it first)");
+        Map<String, JsonNode> extra = new java.util.LinkedHashMap<>(rec.extra());
+        extra.remove("base_trunk");
+        extra.remove("base_arch");
+        SkillRecord inFile = new SkillRecord(rec.id(), rec.name(), rec.layers(), rec.selection(), rec.inputMaskTask(), rec.quality(),
+                rec.kind(), rec.status(), null, extra);
+        List<CmfAppend.NewTensor> ts = new ArrayList<>();
+        for (TensorEntry t : skillFile.tensors()) {
+            if (!t.name().startsWith("skill." + rec.id() + "."))
+                throw new ConvertException(skillFile.label() + ": tensor '" + t.name() + "' is not skill " + rec.id() + "'s");
+            String target = t.name().substring(("skill." + rec.id() + ".").length());
+            TensorEntry b = base.find(target).orElseThrow(() -> new ConvertException(skillFile.label() + " replaces '" + target
+                    + "', which " + base.label() + " does not have"));
+            if (!Arrays.equals(b.shape(), t.shape()))
+                throw new ConvertException(skillFile.label() + ": '" + t.name() + "' is " + Arrays.toString(t.shape()) + ", the base's "
+                        + Arrays.toString(b.shape()));
+            ts.add(new CmfAppend.NewTensor(t.name(), t.dtype(), t.shape(), t.data()));
+        }
+        write(base, out, inFile, ts);
+    }
+
+    /** {@code base} without skill {@code id} (its tensors and record), written to {@code out} (may be the base's file). */
+    public static void remove(CmfFile base, String id, Path out) {
+        if (base.header().skill(id) == null)
+            throw new ConvertException(base.label() + " has no skill '" + id + "' (its skills: " + ids(base) + ")");
+        List<SkillRecord> keep = new ArrayList<>(base.header().skills());
+        keep.removeIf(s -> s.id().equals(id));
+        rewrite(base, out, base.header().withSkills(keep), "skill." + id + ".");
+    }
+
+    /** {@code file} rewritten without the dead bytes appends leave (old headers, directories and sections). */
+    public static void compact(CmfFile file, Path out) { rewrite(file, out, file.header(), null); }
+
+    private static void rewrite(CmfFile src, Path out, dev.cmf4j.format.CmfHeader header, String dropPrefix) {
+        int features = src.envelope().features() & dev.cmf4j.format.Feature.SKILL_FILE.mask();
+        try (CmfWriter w = CmfWriter.create(out, header, CmfWriter.Options.DEFAULT.withExpectedTensors(src.tensors().size())
+                .withFeatures(features))) {
+            for (TensorEntry t : src.tensors())
+                if (dropPrefix == null || !t.name().startsWith(dropPrefix)) w.addTensor(t.name(), t.dtype(), t.shape(), t.data());
+            src.masks().ifPresent(w::setMasks);
+            src.vocab().ifPresent(w::setVocab);
+            src.index().ifPresent(ix -> w.setIndex(ix.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE)));
+            w.finish();
+        }
+    }
+
+    /** A hash of the base's own tensors (every non-skill entry's name, dtype, shape and payload hash, by name). */
+    static long trunk(CmfFile f) {
+        StringBuilder sb = new StringBuilder("cmf4j-base-v1\n");
+        f.tensors().stream().filter(t -> !t.name().startsWith("skill.")).sorted(java.util.Comparator.comparing(TensorEntry::name))
+                .forEach(t -> sb.append(t.name()).append('\0').append(t.dtype().id).append('\0')
+                        .append(Arrays.toString(t.shape())).append('\0').append(Long.toHexString(t.hash())).append('\n'));
+        return dev.cmf4j.format.Hash64.of(sb.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+
+    private static String ids(CmfFile f) { return f.header().skills().stream().map(SkillRecord::id).toList().toString(); }
 
     private static float[] decode(TensorEntry t) {
         if (!Dequantizers.decodable(t.dtype()))

@@ -57,6 +57,9 @@ public final class Model implements AutoCloseable {
                              java.util.function.Function<JsonNode, AttentionMemory> memory) {
         CmfFile file = CmfFile.open(path);
         try {
+            if ((file.envelope().features() & dev.cmf4j.format.Feature.SKILL_FILE.mask()) != 0)
+                throw new ModelException("a standalone skill file, not a model: add it to its base with 'cmf skill apply BASE "
+                        + path.getFileName() + "'");
             Weights w = new CmfWeights(file);
             JsonNode header = file.header().toJson();
             ModelSpec spec = SpecBuilder.build(header, w, archOverrides);

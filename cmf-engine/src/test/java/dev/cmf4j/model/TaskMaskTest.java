@@ -156,8 +156,9 @@ class TaskMaskTest {
             assertThat(d).isLessThanOrEqualTo(1e-5);
             float[] backbone = run(g, Overlay.NONE, prompt, extra);
             assertThat(Golden.maxDiff(got, 0, backbone, 0, want.length)).isGreaterThan(0.1);
-            // an all-ones mask is the backbone, bit for bit
-            assertThat(run(g, g.withTask(Overlay.NONE, "full"), prompt, extra)).containsExactly(backbone);
+            // an all-ones mask is the backbone (the same products; 1e-5: the CPU kernels are not bit-reproducible from run to run)
+            float[] full = run(g, g.withTask(Overlay.NONE, "full"), prompt, extra);
+            assertThat(Golden.maxDiff(full, 0, backbone, 0, backbone.length)).isLessThanOrEqualTo(1e-5);
             // masked and unmasked rows in one step: each its single-run logits
             int V = g.vocab();
             State a = g.newState(64, 64), b = g.newState(64, 64);
