@@ -23,6 +23,7 @@ import picocli.CommandLine.Command;
                 PplCommand.class,
                 ProbeRecallCommand.class,
                 PullCommand.class,
+                RouteCommand.class,
                 RunCommand.class,
                 SelftestCommand.class,
                 ServeCommand.class,

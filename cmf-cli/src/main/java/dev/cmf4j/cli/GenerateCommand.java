@@ -62,7 +62,7 @@ public final class GenerateCommand implements Callable<Integer> {
                 if (m.file().vocab().isPresent()) eos = TextCodec.of(m.file()).eosIds();
             }
             Session s = new Session(m.graph(), prompt.length + n + 1);
-            s.useOverlay(overrides.overlay(m.graph()));
+            s.useOverlay(overrides.overlay(m.graph(), m, prompt, spec.commandLine().getErr()));
             Generator.Result r = new Generator(s, new Sampler(p), eos, List.of()).generate(prompt, n, null, null);
             PrintWriter out = spec.commandLine().getOut();
             if (json) {

@@ -45,7 +45,7 @@ public final class LogitsCommand implements Callable<Integer> {
         try (var dev = device.open(spec.commandLine().getErr());
              Model m = overrides.open(file, dev)) {
             Session session = new Session(m.graph(), Math.max(1, tokens.length));
-            session.useOverlay(overrides.overlay(m.graph()));
+            session.useOverlay(overrides.overlay(m.graph(), m, tokens, spec.commandLine().getErr()));
             float[] logits;
             if (m.graph().memory().sealed() == null || tokens.length < 2) {
                 logits = session.logitsAll(tokens);

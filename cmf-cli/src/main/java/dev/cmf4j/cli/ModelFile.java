@@ -69,10 +69,31 @@ final class ModelFile {
          * or a skill the model cannot run is an error naming the file's skills.
          */
         dev.cmf4j.model.graph.Overlay overlay(dev.cmf4j.model.graph.Graph g) {
+            if ("auto".equals(skill)) throw new IllegalArgumentException("--skill auto needs a prompt to route (run, generate, logits)");
+            return resolved(g, skill);
+        }
+
+        /**
+         * As {@link #overlay(dev.cmf4j.model.graph.Graph)}; {@code --skill auto} routes {@code prompt} among the skills of
+         * {@code file} (the backbone when the prompt is novel or no skill has a descriptor) and says where on {@code err}.
+         */
+        dev.cmf4j.model.graph.Overlay overlay(dev.cmf4j.model.graph.Graph g, dev.cmf4j.model.Model m, int[] prompt,
+                                              java.io.PrintWriter err) {
+            String s = skill;
+            if ("auto".equals(skill)) {
+                var r = dev.cmf4j.runtime.SkillRouter.route(g, prompt, m.file().header().skills(), m.file().header().routing());
+                s = r.winner();
+                err.println("cmf: routed to " + (s == null ? "the backbone" : "skill " + s)
+                        + (r.scores().isEmpty() ? " (no skill has a routing descriptor)" : String.format(java.util.Locale.ROOT,
+                        " (E %.4f, novelty %.3f)", r.scores().getFirst().error(), r.novelty())));
+            }
+            return resolved(g, s);
+        }
+
+        private dev.cmf4j.model.graph.Overlay resolved(dev.cmf4j.model.graph.Graph g, String s) {
             if (loras.size() > 1) throw new IllegalArgumentException("one --lora per run (serve loads several; requests pick one)");
             String adapter = g.adapters().isEmpty() ? null : g.adapters().getFirst();
-            if ("auto".equals(skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors; use 'cmf route' to see them");
-            return g.withTask(g.overlay(skill, adapter, loraScale), task);
+            return g.withTask(g.overlay(s, adapter, loraScale), task);
         }
 
         /** Opens {@code file} (or the default model) with the overrides, on the CPU. */

@@ -84,7 +84,7 @@ public final class RunCommand implements Callable<Integer> {
             }
             SamplingParams p = sampling.params(SamplingParams.defaults());
             Session s = new Session(m.graph(), ctx);
-            s.useOverlay(overrides.overlay(m.graph()));
+            s.useOverlay(overrides.overlay(m.graph(), m, ids, spec.commandLine().getErr()));
             if (stateIn != null) {
                 if (!java.nio.file.Files.isRegularFile(stateIn)) throw new java.nio.file.NoSuchFileException(stateIn + ": no such state file");
                 try (var in = java.nio.file.Files.newInputStream(stateIn)) {

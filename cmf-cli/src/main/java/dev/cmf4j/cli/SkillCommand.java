@@ -25,7 +25,7 @@ import java.util.concurrent.Callable;
 @Command(name = "skill", mixinStandardHelpOptions = true,
         description = "Add and list skills: sets of replacement tensors (skill.ID.NAME) a request can run through.",
         subcommands = {SkillCommand.Add.class, SkillCommand.ListSkills.class, SkillCommand.Export.class, SkillCommand.Apply.class,
-                SkillCommand.Remove.class})
+                SkillCommand.Remove.class, SkillCommand.Describe.class})
 public final class SkillCommand implements Runnable {
     @Spec CommandSpec spec;
 
@@ -70,6 +70,8 @@ public final class SkillCommand implements Runnable {
         @Option(names = {"-o", "--out"}, paramLabel = "OUT", description = "write the result here instead of replacing FILE")
         Path out;
 
+        @picocli.CommandLine.Mixin Routing routing;
+
         @Override public Integer call() {
             SkillGraft.checkId(id);
             DType q = null;
@@ -95,12 +97,12 @@ public final class SkillCommand implements Runnable {
                         if (rs.isEmpty())
                             throw new IllegalArgumentException(donor.label() + " changes no tensor of " + base.label()
                                     + (minDelta > 0 ? " by more than --min-delta " + minDelta : ""));
-                        SkillGraft.add(base, dest, id, name, rs, prov);
+                        SkillGraft.add(base, dest, id, name, rs, prov, routing.selection(file, err));
                     }
                     report(err, rs, dest);
                     return 0;
                 }
-                SkillGraft.add(base, dest, id, name, rs, prov);
+                SkillGraft.add(base, dest, id, name, rs, prov, routing.selection(file, err));
                 report(err, rs, dest);
             }
             return 0;
@@ -113,6 +115,65 @@ public final class SkillCommand implements Runnable {
                 err.printf(Locale.ROOT, "  %-60s %-6s |Δ|/|W| %.4g%n", r.name(), r.dtype().label, r.relDelta());
             }
             err.printf(Locale.ROOT, "skill %s: %d tensors, %.1f MB, written to %s%n", id, rs.size(), bytes / 1e6, dest);
+        }
+    }
+
+    /** {@code --prompts F [--phi-layer L] [--rank R]}: a routing subspace fitted to a skill's prompts. */
+    static final class Routing {
+        @Option(names = "--prompts", paramLabel = "F",
+                description = "a text file, one prompt a line: fit the skill's routing subspace to them (the backbone's hidden state after --phi-layer, mean-pooled)")
+        Path prompts;
+
+        @Option(names = "--phi-layer", paramLabel = "L", description = "the layer (0-based) whose output φ is read (default: the middle one)")
+        Integer phiLayer;
+
+        @Option(names = "--rank", paramLabel = "R", defaultValue = "4", description = "the subspace's rank (default ${DEFAULT-VALUE}; at most prompts - 1)")
+        int rank;
+
+        /** The fitted subspace of {@code --prompts} on the backbone of {@code model}, or null without {@code --prompts}. */
+        dev.cmf4j.format.SkillRecord.Selection selection(Path model, PrintWriter err) {
+            if (prompts == null) return null;
+            java.util.List<String> lines;
+            try {
+                lines = java.nio.file.Files.readAllLines(prompts).stream().filter(l -> !l.isBlank()).toList();
+            } catch (java.io.IOException e) {
+                throw new IllegalArgumentException("--prompts: cannot read " + prompts + ": " + e.getMessage());
+            }
+            try (dev.cmf4j.model.Model m = dev.cmf4j.model.Model.open(model)) {
+                var codec = dev.cmf4j.runtime.TextCodec.of(m.file());
+                java.util.List<int[]> ids = lines.stream().map(codec::encode).toList();
+                int layer = phiLayer != null ? phiLayer : m.graph().numLayers() / 2;
+                var d = dev.cmf4j.runtime.SkillRouter.fit(m.graph(), ids, layer, rank);
+                err.printf(Locale.ROOT, "routing subspace: %d prompts, phi_layer %d, rank %d, E on its prompts %.4f ± %.4f%n",
+                        ids.size(), layer, d.rank(), d.errMean(), d.errStd());
+                return d.selection();
+            }
+        }
+    }
+
+    @Command(name = "describe", mixinStandardHelpOptions = true,
+            description = "Fit skill ID's routing subspace to --prompts F (the header alone changes: appended in place, or -o OUT).")
+    static final class Describe implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf file")
+        Path file;
+
+        @Option(names = "--id", required = true, paramLabel = "ID", description = "the skill")
+        String id;
+
+        @Option(names = {"-o", "--out"}, paramLabel = "OUT", description = "write the result here instead of appending to FILE")
+        Path out;
+
+        @picocli.CommandLine.Mixin Routing routing;
+
+        @Override public Integer call() {
+            if (routing.prompts == null) throw new IllegalArgumentException("--prompts F is required");
+            var sel = routing.selection(file, spec.commandLine().getErr());
+            try (CmfFile f = CmfFile.open(file)) {
+                SkillGraft.describe(f, out != null ? out : file, id, sel);
+            }
+            return 0;
         }
     }
 

@@ -105,6 +105,12 @@ public final class SkillGraft {
      * and directory, envelope last, in fsync order; a crash leaves the file with its earlier skills).
      */
     public static void add(CmfFile base, Path out, String id, String name, List<Replacement> rs, JsonNode provenance) {
+        add(base, out, id, name, rs, provenance, null);
+    }
+
+    /** As above, with a routing subspace ({@code selection}; may be null). */
+    public static void add(CmfFile base, Path out, String id, String name, List<Replacement> rs, JsonNode provenance,
+                           SkillRecord.Selection selection) {
         checkId(id);
         if (base.header().skill(id) != null)
             throw new ConvertException(base.label() + " already has a skill '" + id + "' (remove it first)");
@@ -115,7 +121,7 @@ public final class SkillGraft {
             if (m.find()) layers.add(Integer.parseInt(m.group(1)));
         }
         Map<String, JsonNode> extra = provenance == null ? Map.of() : Map.of("provenance", provenance);
-        SkillRecord rec = new SkillRecord(id, name == null ? id : name, List.copyOf(layers), null, null, null, null, null,
+        SkillRecord rec = new SkillRecord(id, name == null ? id : name, List.copyOf(layers), selection, null, null, null, null,
                 null, extra);
         List<CmfAppend.NewTensor> ts = new ArrayList<>();
         for (Replacement r : rs) ts.add(new CmfAppend.NewTensor(rec.tensorName(r.name()), r.dtype(), r.shape(), r.payload()));
@@ -208,6 +214,21 @@ public final class SkillGraft {
             ts.add(new CmfAppend.NewTensor(t.name(), t.dtype(), t.shape(), t.data()));
         }
         write(base, out, inFile, ts);
+    }
+
+    /**
+     * Gives skill {@code id} of {@code base} the routing subspace {@code selection}: the header alone changes (appended
+     * in place when {@code out} is the base's file).
+     */
+    public static void describe(CmfFile base, Path out, String id, SkillRecord.Selection selection) {
+        SkillRecord r = base.header().skill(id);
+        if (r == null) throw new ConvertException(base.label() + " has no skill '" + id + "' (its skills: " + ids(base) + ")");
+        List<SkillRecord> skills = new ArrayList<>();
+        for (SkillRecord s : base.header().skills())
+            skills.add(s != r ? s : new SkillRecord(r.id(), r.name(), r.layers(), selection, r.inputMaskTask(), r.quality(), r.kind(),
+                    r.status(), r.baseDirHash(), r.extra()));
+        if (inPlace(base, out)) CmfAppend.append(out, base.header().withSkills(skills), List.of());
+        else rewrite(base, out, base.header().withSkills(skills), null);
     }
 
     /** {@code base} without skill {@code id} (its tensors and record), written to {@code out} (may be the base's file). */

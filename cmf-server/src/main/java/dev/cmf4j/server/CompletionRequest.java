@@ -47,10 +47,10 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
     static CompletionRequest parse(JsonNode body, boolean chat, ServedModel m, int maxChoices, ObjectMapper json) {
         if (body == null || !body.isObject()) throw ApiError.badRequest(null, "the request body must be a JSON object");
         Fields f = new Fields(body);
-        Overlay overlay = overlay(f, m);
         ToolRequest tools = chat ? ToolRequest.parse(f, json) : ToolRequest.NONE;
         String rendered = chat ? chatPrompt(f, m, json, tools) : null;
         int[] prompt = chat ? m.codec().tokenizer().encodeIds(rendered, false) : textPrompt(f, m);
+        Overlay overlay = overlay(f, m, prompt);
         int ctx = m.maxContext();
         if (prompt.length >= ctx)
             throw new ApiError(400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
@@ -104,7 +104,7 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
      * ("NAME:skill"), else the server's default; {@code lora} as a name or llama-server's
      * {@code [{"id": N or NAME, "scale": S}]} (one adapter with a non-zero scale per request).
      */
-    private static Overlay overlay(Fields f, ServedModel m) {
+    private static Overlay overlay(Fields f, ServedModel m, int[] prompt) {
         var g = m.model().graph();
         String model = f.text("model");
         String skill = f.text("skill");
@@ -115,6 +115,14 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         }
         Overlay def = m.defaultOverlay();
         if (skill == null) skill = def.skillId();
+        if ("auto".equals(skill)) {   // the skill whose routing subspace fits the prompt; the backbone when novel
+            var file = m.model().file();
+            try {
+                skill = dev.cmf4j.runtime.SkillRouter.route(g, prompt, file.header().skills(), file.header().routing()).winner();
+            } catch (IllegalArgumentException e) {
+                throw ApiError.badRequest(where, e.getMessage());
+            }
+        }
         String adapter = def.adapterName();
         float scale = def.adapterScale();
         JsonNode lora = f.node("lora");

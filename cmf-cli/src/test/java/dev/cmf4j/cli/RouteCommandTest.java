@@ -1,0 +1,54 @@
+package dev.cmf4j.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.cmf4j.format.CmfFile;
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import static dev.cmf4j.cli.Run.run;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** {@code skill add --prompts}, {@code skill describe}, {@code cmf route} and {@code --skill auto} on the tiny fixture. */
+class RouteCommandTest {
+    @Test void routeAndSkillAuto(@TempDir Path tmp) throws Exception {
+        Path base = tmp.resolve("tiny.cmf"), donor = tmp.resolve("donor.cmf");
+        Files.copy(Fixtures.require("cmf/tiny/tiny-F32.cmf"), base);
+        SkillCommandTest.donor(base, donor);
+        Path words = tmp.resolve("words.txt"), digits = tmp.resolve("digits.txt");
+        Files.writeString(words, "the cat sat on the mat\na dog ran to the park\nbirds sing in the tall trees\nwe read books at night\n"
+                + "the sun is warm today\nshe walks to school\n");
+        Files.writeString(digits, "1 2 3 4 5 6\n42 17 99 3\n7 7 7 8 8 9\n100 200 300\n3.14 2.71 1.41\n12 34 56 78\n");
+        Run a = run("skill", "add", base.toString(), "--from", donor.toString(), "--id", "words", "--prompts", words.toString(), "--rank", "2");
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(a.err()).contains("routing subspace: 6 prompts");
+        Run b = run("skill", "add", base.toString(), "--from", donor.toString(), "--id", "digits");
+        assertThat(b.code()).as(b.err()).isZero();
+        // without a descriptor a skill is not routed to; describe gives it one (only the header changes)
+        Run one = run("route", base.toString(), "-p", "1 2 3", "--json");
+        assertThat(one.code()).as(one.err()).isZero();
+        assertThat(new ObjectMapper().readTree(one.out()).get("scores")).hasSize(1);
+        Run d = run("skill", "describe", base.toString(), "--id", "digits", "--prompts", digits.toString(), "--rank", "2");
+        assertThat(d.code()).as(d.err()).isZero();
+        try (CmfFile f = CmfFile.open(base)) {
+            assertThat(f.header().skill("digits").selection().rank()).isEqualTo(2);
+            assertThat(f.header().skill("words").selection().phiLayer()).isEqualTo(1);
+        }
+        Run r = run("route", base.toString(), "-p", "the bird sat in the tree", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        JsonNode j = new ObjectMapper().readTree(r.out());
+        assertThat(j.get("scores")).hasSize(2);
+        for (JsonNode s : j.get("scores")) assertThat(s.get("error").asDouble()).isBetween(0.0, 1.0);
+        Run text = run("route", base.toString(), "-p", "the bird sat in the tree");
+        assertThat(text.out()).contains("winner: ");
+        // --skill auto runs whatever the route picked, and says so
+        Run auto = run("generate", base.toString(), "--ids", "5,6,7,8", "-n", "3", "--skill", "auto");
+        assertThat(auto.code()).as(auto.err()).isZero();
+        assertThat(auto.err()).contains("routed to ");
+        assertThat(run("chat", base.toString(), "--skill", "auto").err()).contains("--skill auto needs a prompt");
+    }
+}
