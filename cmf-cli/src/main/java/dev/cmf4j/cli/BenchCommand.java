@@ -44,10 +44,6 @@ public final class BenchCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf model")
     Path file;
 
-    @Option(names = "--skill", paramLabel = "ID",
-            description = "measure through the file's skill ID (every sequence); none: the backbone (default)")
-    String skill;
-
     /** The overlay every measured session runs with. */
     private dev.cmf4j.model.graph.Overlay overlay = dev.cmf4j.model.graph.Overlay.NONE;
 
@@ -161,7 +157,7 @@ public final class BenchCommand implements Callable<Integer> {
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
         try (Model model = overrides.open(file, backend)) {
             Graph graph = model.graph();
-            overlay = graph.overlay(skill, null, 1f);
+            overlay = overrides.overlay(graph);   // --skill, --task, --lora: every measured sequence
             long bytesPerToken = weightBytesPerToken(model);
             String dtype = dominantDtype(model);
             SplittableRandom rnd = new SplittableRandom(1234);

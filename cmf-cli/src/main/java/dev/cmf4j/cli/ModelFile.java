@@ -39,7 +39,7 @@ final class ModelFile {
                 description = "run through the file's skill ID (its skill.ID.* tensors replace the backbone's); none: the backbone")
         String skill;
 
-        @picocli.CommandLine.Option(names = {"-t", "--task"}, paramLabel = "NAME",
+        @picocli.CommandLine.Option(names = "--task", paramLabel = "NAME",
                 description = "apply the file's task mask NAME (FFN neurons, heads, layers and experts off; no weight touched)")
         String task;
 
