@@ -209,7 +209,7 @@ public final class GgufTokenizer {
         List<M> all = new ArrayList<>();
         for (int i = 0; i < toks.size(); i++) {
             String piece = toks.get(i);
-            if (ids.get(piece) != i) continue;      // a duplicate string: the first id wins, like a Python dict
+            if (ids.get(piece) != i || piece.isEmpty()) continue;   // a duplicate string: the first id wins, like a Python dict; "" has no split
             List<M> local = new ArrayList<>();
             for (int k = piece.offsetByCodePoints(0, 1); k < piece.length(); k = piece.offsetByCodePoints(k, 1)) {
                 String a = piece.substring(0, k), b = piece.substring(k);
