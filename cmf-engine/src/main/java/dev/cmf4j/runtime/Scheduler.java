@@ -247,10 +247,11 @@ public final class Scheduler implements AutoCloseable {
             }
             if (s == null) return;
             if (s.cancelled || s.expired()) { finish(s, s.cancelled ? Completion.Finish.CANCELLED : Completion.Finish.TIMEOUT, null); continue; }
+            // counted as running before its sink hears it started: a submitter told so sees the place taken
+            running.add(s);
+            runningCount = running.size();
             try {
                 s.begin(takeSession(s.request.prompt(), s.request.overlay()));
-                running.add(s);
-                runningCount = running.size();
             } catch (RuntimeException e) {
                 finish(s, Completion.Finish.ERROR, message(e));
             }
