@@ -87,6 +87,27 @@ class LoraGoldenTest {
         if (golden != null) assertThat(got).as(o + " greedy ids").containsExactly(greedy.get(golden));
     }
 
+    /** A state snapshot carries its skill: imported under another skill it is refused, under its own it restores. */
+    @Test void aStateSnapshotBelongsToItsSkill() throws Exception {
+        try (Model m = Model.open(withSkills)) {
+            Graph g = m.graph();
+            State a = g.newState(64, 64);
+            a.useOverlay(g.overlay("skill_a", null, 1f));
+            g.forward(a, ids, 0, 4, null, false, null);
+            var bytes = new java.io.ByteArrayOutputStream();
+            a.exportTo(new java.io.DataOutputStream(bytes));
+            State b = g.newState(64, 64);
+            b.useOverlay(g.overlay("skill_b", null, 1f));
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.importFrom(
+                            new java.io.DataInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray()))))
+                    .isInstanceOf(java.io.IOException.class).hasMessageContaining("another skill");
+            State c = g.newState(64, 64);
+            c.useOverlay(g.overlay("skill_a", null, 1f));
+            c.importFrom(new java.io.DataInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray())));
+            assertThat(c.position()).isEqualTo(4);
+        }
+    }
+
     @Test void mergedSkillsGiveTheAdaptersGoldens() {
         try (Model m = Model.open(withSkills)) {
             Graph g = m.graph();

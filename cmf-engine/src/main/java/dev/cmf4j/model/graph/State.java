@@ -167,6 +167,18 @@ public final class State {
         return true;
     }
 
+    /**
+     * The model's operator hash, mixed with this sequence's overlay when it is not the backbone: the cached K/V were
+     * computed through the overlay's weights, so a snapshot belongs to that skill, adapter and task too.
+     */
+    private long snapshotHash() {
+        long h = graph.operatorHash();
+        if (overlay.isBackbone()) return h;
+        String id = overlay.skillId() + "\u0000" + overlay.adapterName() + "\u0000" + overlay.adapterScale() + "\u0000" + overlay.taskName();
+        for (int i = 0; i < id.length(); i++) h = (h ^ id.charAt(i)) * 0x100000001b3L;
+        return h;
+    }
+
     /** The first bytes of a state snapshot; the version after them. */
     static final int SNAPSHOT_MAGIC = 0x434D4653, SNAPSHOT_VERSION = 1;   // "CMFS"
 
@@ -180,7 +192,7 @@ public final class State {
         if (broken) throw new IllegalStateException("this session's state was lost when an earlier step failed; nothing to export");
         out.writeInt(SNAPSHOT_MAGIC);
         out.writeInt(SNAPSHOT_VERSION);
-        out.writeLong(graph.operatorHash());
+        out.writeLong(snapshotHash());
         out.writeInt(position);
         out.writeInt(mixerState.length);
         for (Object m : mixerState) {
@@ -216,9 +228,9 @@ public final class State {
         if (version != SNAPSHOT_VERSION)
             throw new java.io.IOException("state snapshot version " + version + "; this engine reads version " + SNAPSHOT_VERSION);
         long hash = in.readLong();
-        if (hash != graph.operatorHash())
-            throw new java.io.IOException("state snapshot made on another model or other --o1/--kv settings (operator hash "
-                    + Long.toHexString(hash) + ", this model " + Long.toHexString(graph.operatorHash()) + ")");
+        if (hash != snapshotHash())
+            throw new java.io.IOException("state snapshot made on another model, other --o1/--kv settings or another skill,"
+                    + " adapter or task (hash " + Long.toHexString(hash) + ", this session " + Long.toHexString(snapshotHash()) + ")");
         int pos = in.readInt(), n = in.readInt();
         if (pos < 0 || pos > maxContext) throw new java.io.IOException("state snapshot at position " + pos + ", past this session's context " + maxContext);
         if (n != mixerState.length) throw new java.io.IOException("state snapshot of " + n + " layers, this model has " + mixerState.length);
