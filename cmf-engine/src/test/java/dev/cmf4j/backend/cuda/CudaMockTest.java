@@ -506,6 +506,36 @@ class CudaMockTest {
     }
 
     /**
+     * The batched steps on gemma4 (K/V shared by later layers, per-layer inputs, head dims by layer), gemma4_moe (a dense
+     * MLP beside the MoE) and qwen3_next (recurrent layers: launched per span, never replayed from a capture), each
+     * through cuBLAS and through the matvec kernels: logits within 1e-3 of the CPU engine's same steps.
+     */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"gemma4", "gemma4_moe", "qwen3_next"})
+    void batchedStepsOfTheGemma4AndQwen3NextFamiliesMatchTheCpu(String model, @org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
+                tmp.resolve(model + ".cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = batches(m.graph()); }
+        for (boolean cublas : new boolean[] {true, false})
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
+                int captured0 = counter(1);
+                float[] got;
+                try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
+                    assertThat(m.graph().device()).as(model).isNotNull();
+                    got = batches(m.graph());
+                }
+                if (model.equals("qwen3_next")) assertThat(counter(1) - captured0).as("no batch capture of a recurrent model").isZero();
+                assertThat(got).hasSameSizeAs(want);
+                for (int i = 0; i < want.length; i++)
+                    assertThat((double) got[i]).as(model + " cublas " + cublas + " logit " + i)
+                            .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+            }
+    }
+
+    /**
      * Greedy batched steps pick on the device (ra_argmax_rows' twin) what the host picks from the same model's logits:
      * two GPU models of one file step the same sessions, one copying back every logit row, one only the ids.
      */
