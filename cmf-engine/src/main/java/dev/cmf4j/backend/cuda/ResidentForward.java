@@ -313,7 +313,7 @@ final class ResidentForward implements DeviceForward {
                     dense ? upload(l.gate(), fn) : null, dense ? upload(l.up(), fn) : null, dense ? upload(l.down(), null) : null,
                     af, ff, af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
                     qn == null ? NULL : vector(qn.w()),
-                    kn == null ? NULL : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
+                    kn == null ? NULL : shared ? layers[l.kvSource()].kNorm() : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
                     vector(l.oBias()), l.rope() == null ? NULL : vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
                     vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
                     l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), l.moe() == null ? null : uploadMoe(l.moe()),
@@ -328,7 +328,20 @@ final class ResidentForward implements DeviceForward {
         }
         fusedSplitUnits = widestFusedSplit();
         this.recurrent = recurrent;
+        List<W> all = new ArrayList<>();
+        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);   // (a delta net's o is its out_proj)
+        if (pleProj != null) all.add(pleProj);
+        this.products = List.copyOf(all);
+        long rows = 0, cols = 0;
+        for (W w : products) { rows = Math.max(rows, w.rows()); cols = Math.max(cols, w.cols()); }
+        this.widestProductRows = rows;
+        this.widestProductCols = cols;
     }
+
+    /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
+    private final List<W> products;
+    /** The most rows and columns of any of them (a gated q, a delta net's fused projections: wider than the plan's dims). */
+    private final long widestProductRows, widestProductCols;
 
     /** Whether a layer carries a recurrent state (a gated delta net): batched steps launch per span, never replay a capture. */
     private final boolean recurrent;
@@ -500,10 +513,13 @@ final class ResidentForward implements DeviceForward {
         MemorySegment graph, exec;
         final List<Long> owned = new ArrayList<>();
 
-        SessionState(int maxChunk, int maxContext) { this(maxChunk, maxContext, 1); }
+        SessionState(int maxChunk, int maxContext) { this(maxChunk, maxContext, 1, true); }
 
-        /** {@code decodeRows}: the most one-token rows a decode attention launch takes (r_attn_rows; 1 for a session). */
-        SessionState(int maxChunk, int maxContext, int decodeRows) {
+        /**
+         * {@code decodeRows}: the most one-token rows a decode attention launch takes (r_attn_rows; 1 for a session);
+         * {@code sequence}: a session's (it keeps recurrent state), not the batch scratch (its rows use their sessions').
+         */
+        SessionState(int maxChunk, int maxContext, int decodeRows, boolean sequence) {
             this.maxChunk = maxChunk;
             this.maxContext = maxContext;
             int hidden = model.hidden(), vocab = model.vocab();
@@ -564,6 +580,7 @@ final class ResidentForward implements DeviceForward {
                     vd = Math.max(vd, dn.vDim());
                     nvdk = Math.max(nvdk, dn.valueHeads() * dn.keyDim());
                     nv = Math.max(nv, dn.valueHeads());
+                    if (!sequence) continue;
                     conv[l] = alloc(4L * dn.convDim() * (dn.convKernel() - 1));
                     dnS[l] = alloc(4L * dn.valueHeads() * dn.keyDim() * dn.valueDim());
                 }
@@ -990,7 +1007,7 @@ final class ResidentForward implements DeviceForward {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
             scratchEpoch++;
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
-            batchRows = orDroppingCopies(() -> new SessionState(cap, 1, cap));
+            batchRows = orDroppingCopies(() -> new SessionState(cap, 1, cap, false));
             states.add(batchRows);
         }
         if (batchSpans < spans) {
@@ -1152,12 +1169,10 @@ final class ResidentForward implements DeviceForward {
     private void growScratch(int t, boolean headGemm) {
         long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
         long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
-        for (W w : products()) {   // a gated q, a delta net's fused projections, …: wider than the plan's dims
-            maxRows = Math.max(maxRows, w.rows());
-            maxCols = Math.max(maxCols, w.cols());
-        }
+        maxRows = Math.max(maxRows, widestProductRows);
+        maxCols = Math.max(maxCols, widestProductCols);
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
-        for (W w : products())
+        for (W w : products)
             if (kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
         if (headGemm) {
             maxRows = Math.max(maxRows, head.rows());
@@ -1194,14 +1209,6 @@ final class ResidentForward implements DeviceForward {
         return (4L * maxRows * 3 * t + 256 + 255) & ~255L;
     }
 
-    /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
-    private List<W> products() {
-        List<W> all = new ArrayList<>();
-        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);   // (a delta net's o is its out_proj)
-        if (pleProj != null) all.add(pleProj);
-        return all;
-    }
-
     /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
     private void dropWidened() {
         scratchEpoch++;
@@ -1223,7 +1230,7 @@ final class ResidentForward implements DeviceForward {
         if ("false".equals(prefillCache)) return;
         scratchEpoch++;
         java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
-        for (W w : products())
+        for (W w : products)
             if (kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
         if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
         long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
@@ -1231,7 +1238,7 @@ final class ResidentForward implements DeviceForward {
         // gate -> up, k -> v: one allocation each (pairGemm); only matrices no other product shares (a shared one
         // would be copied twice, once beside each partner)
         java.util.Map<Long, Integer> uses = new java.util.HashMap<>();
-        for (W w : products()) uses.merge(w.weights(), 1, Integer::sum);
+        for (W w : products) uses.merge(w.weights(), 1, Integer::sum);
         if (headGemm) uses.merge(head.weights(), 1, Integer::sum);
         java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();
         for (LayerWeights l : layers)

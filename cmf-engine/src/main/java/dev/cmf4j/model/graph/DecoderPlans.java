@@ -202,13 +202,8 @@ final class DecoderPlans {
                 a = l.matrix(sp.a(), nv, hidden);
             }
         }
-        dev.cmf4j.model.Tensor ct = l.tensor(g.conv());
-        if (ct.size() != (long) g.convDim() * g.convKernel())
-            throw new ModelException("tensor '" + g.conv() + "' has " + ct.size() + " elements, expected " + g.convDim() + "×" + g.convKernel());
-        float[] aLog = l.vector(g.aLog(), nv), negA = new float[nv];
-        for (int i = 0; i < nv; i++) negA[i] = -(float) Math.exp(aLog[i]);
         return new DecoderPlan.DeltaNet(g.keyHeads(), nv, g.keyDim(), g.valueDim(), g.convKernel(), qkvz, ba, qkv, z, b, a,
-                Loader.decodeAll(ct), l.optionalVector(g.convBias(), g.convDim()), negA, l.vector(g.dtBias(), nv),
+                DeltaNetStep.convWeights(g, l), l.optionalVector(g.convBias(), g.convDim()), DeltaNetStep.negA(g, l), l.vector(g.dtBias(), nv),
                 l.normOp(g.norm()), l.matrix(g.outProj(), hidden, g.vDim()));
     }
 

@@ -41,18 +41,28 @@ final class DeltaNetStep implements MixerStep {
                 a = l.linear(s.a(), null, nv, hidden);
             }
         }
-        Tensor ct = l.tensor(g.conv());
-        if (ct.size() != (long) g.convDim() * kernel)
-            throw new ModelException("tensor '" + g.conv() + "' has " + ct.size() + " elements, expected "
-                    + g.convDim() + "×" + kernel);
-        this.conv = Loader.decodeAll(ct);
+        this.conv = convWeights(g, l);
         this.convBias = l.optionalVector(g.convBias(), g.convDim());
-        float[] aLog = l.vector(g.aLog(), nv);
-        this.negA = new float[nv];
-        for (int i = 0; i < nv; i++) negA[i] = -(float) Math.exp(aLog[i]);
+        this.negA = negA(g, l);
         this.dtBias = l.vector(g.dtBias(), nv);
         this.norm = l.normOp(g.norm());
         this.outProj = l.linear(g.outProj(), null, hidden, g.vDim());
+    }
+
+    /** The causal conv's weights [convDim, kernel], checked against the spec (also the device plan's). */
+    static float[] convWeights(Mixer.GatedDeltaNet g, Loader l) {
+        Tensor ct = l.tensor(g.conv());
+        if (ct.size() != (long) g.convDim() * g.convKernel())
+            throw new ModelException("tensor '" + g.conv() + "' has " + ct.size() + " elements, expected "
+                    + g.convDim() + "×" + g.convKernel());
+        return Loader.decodeAll(ct);
+    }
+
+    /** −exp(A_log) per value head: the decay's factor before softplus (also the device plan's). */
+    static float[] negA(Mixer.GatedDeltaNet g, Loader l) {
+        float[] aLog = l.vector(g.aLog(), g.valueHeads()), out = new float[aLog.length];
+        for (int i = 0; i < out.length; i++) out[i] = -(float) Math.exp(aLog[i]);
+        return out;
     }
 
     /** Conv ring and delta-rule state of one layer. */
