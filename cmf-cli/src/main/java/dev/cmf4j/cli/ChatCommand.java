@@ -48,6 +48,15 @@ public final class ChatCommand implements Callable<Integer> {
     @Option(names = "--ctx", paramLabel = "N", defaultValue = "4096", description = "context limit in tokens (default ${DEFAULT-VALUE}, capped by the model)")
     int ctx;
 
+    @Option(names = "--state-in", paramLabel = "F",
+            description = "resume the conversation saved in F (by chat --state-out; same model, --o1/--kv settings and skill): "
+                    + "its messages and cached state come back, the first line you type continues it")
+    Path stateIn;
+
+    @Option(names = "--state-out", paramLabel = "F",
+            description = "save the conversation (state snapshot and transcript) to F when the chat ends (/exit or end of input)")
+    Path stateOut;
+
     @Mixin SamplingOptions sampling;
 
     @Override public Integer call() throws Exception {
@@ -58,9 +67,16 @@ public final class ChatCommand implements Callable<Integer> {
             session.useOverlay(overrides.overlay(m.graph()));
             Chat chat = new Chat(session, codec, new Sampler(sampling.params(SamplingParams.defaults())),
                     maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());
-            if (system != null) chat.system(system);
+            if (stateIn != null) {
+                if (system != null) throw new IllegalArgumentException("--system starts a new conversation; the one in "
+                        + stateIn + " has its own messages (use --system without --state-in)");
+                StateFile.load(stateIn, chat::importState);
+            } else if (system != null) {
+                chat.system(system);
+            }
             boolean interactive = System.console() != null;
-            if (interactive) out.println("chatting with " + m.spec().archName() + " (" + m.file().label() + "); /reset to start over, /exit to quit");
+            if (interactive) out.println("chatting with " + m.spec().archName() + " (" + m.file().label() + "); /reset to start over, /exit to quit"
+                    + (stateIn == null ? "" : "; resumed " + chat.messages().size() + " messages, " + session.position() + " tokens"));
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             while (true) {
                 if (interactive) { out.print("> "); out.flush(); }
@@ -87,6 +103,7 @@ public final class ChatCommand implements Callable<Integer> {
                 }
                 out.flush();
             }
+            if (stateOut != null) StateFile.save(stateOut, chat::exportState);
         }
         return 0;
     }

@@ -85,14 +85,7 @@ public final class RunCommand implements Callable<Integer> {
             SamplingParams p = sampling.params(SamplingParams.defaults());
             Session s = new Session(m.graph(), ctx);
             s.useOverlay(overrides.overlay(m.graph(), m, ids, spec.commandLine().getErr()));
-            if (stateIn != null) {
-                if (!java.nio.file.Files.isRegularFile(stateIn)) throw new java.nio.file.NoSuchFileException(stateIn + ": no such state file");
-                try (var in = java.nio.file.Files.newInputStream(stateIn)) {
-                    s.importState(in);
-                } catch (java.io.IOException e) {
-                    throw new IllegalArgumentException(stateIn + ": " + e.getMessage(), e);
-                }
-            }
+            if (stateIn != null) StateFile.load(stateIn, s::importState);
             PrintWriter out = spec.commandLine().getOut();
             long t0 = System.nanoTime();
             long[] firstToken = {0};
@@ -104,14 +97,7 @@ public final class RunCommand implements Callable<Integer> {
                     });
             out.println();
             out.flush();
-            if (stateOut != null) {   // written beside, then moved: a failed write never leaves half a snapshot
-                Path abs = stateOut.toAbsolutePath();
-                Path tmp = abs.resolveSibling(abs.getFileName() + ".part");
-                try (var os = java.nio.file.Files.newOutputStream(tmp)) {
-                    s.exportState(os);
-                }
-                java.nio.file.Files.move(tmp, abs, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-            }
+            if (stateOut != null) StateFile.save(stateOut, s::exportState);
             if (verbose) {
                 long t1 = System.nanoTime();
                 double prefill = (firstToken[0] - t0) / 1e9, decode = (t1 - firstToken[0]) / 1e9;

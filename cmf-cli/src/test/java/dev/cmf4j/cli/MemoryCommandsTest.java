@@ -126,6 +126,37 @@ class MemoryCommandsTest {
         assertThat(missing.err()).contains("no such state file");
     }
 
+    /**
+     * chat --state-out after one turn, then chat --state-in with the next: the replies of one chat of both turns; the
+     * state carries the transcript, so a run state is refused, and --system cannot reopen a saved conversation.
+     */
+    @Test
+    void chatStateOutThenStateInContinuesTheConversation(@TempDir Path tmp) throws Exception {
+        Path snap = tmp.resolve("chat.cmfstate"), plain = tmp.resolve("run.cmfstate");
+        Run whole = chat("What does ls do?\nAnd grep?\n", "--system", "Answer briefly.");
+        Run first = chat("What does ls do?\n", "--system", "Answer briefly.", "--state-out", snap.toString());
+        Run second = chat("And grep?\n", "--state-in", snap.toString(), "--state-out", snap.toString());
+        for (Run r : new Run[] {whole, first, second}) assertThat(r.code()).as(r.err()).isZero();
+        assertThat(whole.out().lines().filter(l -> !l.isBlank()).count()).isGreaterThanOrEqualTo(2);
+        assertThat(first.out() + second.out()).isEqualTo(whole.out());
+        assertThat(run("run", model.toString(), "-p", "x", "-n", "0", "--state-out", plain.toString()).code()).isZero();
+        Run noTranscript = chat("hi\n", "--state-in", plain.toString());
+        assertThat(noTranscript.code()).isEqualTo(1);
+        assertThat(noTranscript.err()).contains("no chat transcript");
+        Run system = chat("hi\n", "--state-in", snap.toString(), "--system", "x");
+        assertThat(system.err()).contains("--system starts a new conversation");
+    }
+
+    private static Run chat(String input, String... extra) {
+        java.io.InputStream old = System.in;
+        try {
+            System.setIn(new java.io.ByteArrayInputStream(input.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+            return run(concat(new String[] {"chat", model.toString(), "--greedy", "-n", "12"}, extra));
+        } finally {
+            System.setIn(old);
+        }
+    }
+
     private static String[] concat(String[] a, String[] b) {
         String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);

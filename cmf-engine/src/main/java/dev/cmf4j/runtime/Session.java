@@ -126,18 +126,28 @@ public final class Session implements AutoCloseable {
      */
     public void exportState(java.io.OutputStream out) throws java.io.IOException {
         var d = new java.io.DataOutputStream(new java.io.BufferedOutputStream(out, 1 << 16));
+        exportState(d);
+        d.flush();
+    }
+
+    /** As {@link #exportState(java.io.OutputStream)}, to a stream more records may follow (a chat's transcript). */
+    void exportState(java.io.DataOutputStream d) throws java.io.IOException {
         state.exportTo(d);
         d.writeInt(length);
         for (int i = 0; i < length; i++) d.writeInt(history[i]);
-        d.flush();
     }
 
     /**
      * Replaces this session's sequence with one {@link #exportState} wrote; refused with an {@link java.io.IOException}
-     * (and the session reset) when it comes from another model or other {@code --o1}/{@code --kv} settings.
+     * (and the session reset) when it comes from another model or other {@code --o1}/{@code --kv} settings, or is cut
+     * short. Bytes after the snapshot (a chat's transcript) are not read.
      */
     public void importState(java.io.InputStream in) throws java.io.IOException {
-        var d = new java.io.DataInputStream(new java.io.BufferedInputStream(in, 1 << 16));
+        importState(new java.io.DataInputStream(new java.io.BufferedInputStream(in, 1 << 16)));
+    }
+
+    /** As {@link #importState(java.io.InputStream)}, reading no byte past the snapshot from {@code d}. */
+    void importState(java.io.DataInputStream d) throws java.io.IOException {
         try {
             state.importFrom(d);
             int n = d.readInt();

@@ -30,11 +30,16 @@ class SchedulerTest {
             "Python's json module", "A"};
 
     @BeforeAll static void open() {
+        model = Model.open(bundled());
+        codec = TextCodec.of(model.file());
+    }
+
+    /** models/default.cmf above the working directory. */
+    static Path bundled() {
         Path dir = Path.of("").toAbsolutePath();
         while (dir != null && !Files.isRegularFile(dir.resolve("models/default.cmf"))) dir = dir.getParent();
         assertThat(dir).as("models/default.cmf above the working directory").isNotNull();
-        model = Model.open(dir.resolve("models/default.cmf"));
-        codec = TextCodec.of(model.file());
+        return dir.resolve("models/default.cmf");
     }
 
     @AfterAll static void close() { if (model != null) model.close(); }

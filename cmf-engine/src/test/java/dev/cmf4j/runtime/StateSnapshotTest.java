@@ -15,6 +15,7 @@ import dev.cmf4j.model.graph.Graph;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Test;
 
 import java.io.ByteArrayInputStream;
@@ -110,5 +111,57 @@ class StateSnapshotTest {
             Session s = new Session(g, 128, 16);
             assertThatThrownBy(() -> s.importState(new ByteArrayInputStream(snap[0]))).hasMessageContaining("other --o1/--kv settings");
         });
+    }
+
+    /**
+     * Embryo (anchor rings, delta-rule states, no KV cache): a snapshot taken mid-conversation, restored into a fresh
+     * model instance, continues with the logits of the sequence that never stopped; the state part of the snapshot does
+     * not grow with the conversation (only the ids do, 4 bytes each).
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"embryo_a", "embryo_b", "embryo_c"})
+    void embryoStateRestoredInAFreshModelContinuesAsIfNeverStopped(String name) throws Exception {
+        Path file = Fixtures.require("embryo/" + name).resolve("model.cmf");
+        int[] prompt, next;
+        byte[] snap, later;
+        float[][] want;
+        int pos, laterPos;
+        try (dev.cmf4j.model.Model m = dev.cmf4j.model.Model.open(file)) {
+            int v = m.graph().vocab();
+            Random r = new Random(7);
+            prompt = r.ints(100, 0, v).toArray();   // past every fixture's window: the rings have wrapped
+            next = r.ints(24, 0, v).toArray();
+            Session a = new Session(m.graph(), 256, 16);
+            a.prefill(prompt);
+            a.decode(next[0]);
+            long bytes = a.state().stateBytes();
+            assertThat(bytes).isEqualTo(m.spec().fixedStateBytes());
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            a.exportState(out);
+            snap = out.toByteArray();
+            pos = a.position();
+            want = new float[next.length][];
+            for (int i = 1; i < next.length; i++) {
+                want[i] = a.decode(next[i]).clone();
+                assertThat(a.state().stateBytes()).isEqualTo(bytes);
+            }
+            out.reset();
+            a.exportState(out);
+            later = out.toByteArray();
+            laterPos = a.position();
+        }
+        assertThat(later.length - snap.length).as("snapshot growth: the ids only").isEqualTo(4 * (laterPos - pos));
+        try (dev.cmf4j.model.Model m = dev.cmf4j.model.Model.open(file)) {
+            Session b = new Session(m.graph(), 256, 16);
+            b.importState(new ByteArrayInputStream(snap));
+            assertThat(b.position()).isEqualTo(pos);
+            assertThat(b.state().stateBytes()).isEqualTo(m.spec().fixedStateBytes());
+            for (int i = 1; i < next.length; i++) {
+                float[] got = b.decode(next[i]);
+                double md = 0;
+                for (int j = 0; j < got.length; j++) md = Math.max(md, Math.abs(got[j] - want[i][j]));
+                assertThat(md).as(name + " step " + i).isLessThan(1e-5);   // float noise only, as above
+            }
+        }
     }
 }
