@@ -85,7 +85,8 @@ final class ModelFile {
                 s = r.winner();
                 err.println("cmf: routed to " + (s == null ? "the backbone" : "skill " + s)
                         + (r.scores().isEmpty() ? " (no skill has a routing descriptor)" : String.format(java.util.Locale.ROOT,
-                        " (E %.4f, novelty %.3f)", r.scores().getFirst().error(), r.novelty())));
+                        " (E %.4f, %s)", r.scores().getFirst().error(), r.calibrated()
+                                ? String.format(java.util.Locale.ROOT, "novelty %.3f", r.novelty()) : "uncalibrated")));
             }
             return resolved(g, s);
         }

@@ -36,7 +36,7 @@ public final class RouteCommand implements Callable<Integer> {
 
     @ArgGroup(exclusive = true, multiplicity = "1") Input input;
 
-    @Option(names = "--json", description = "print {\"scores\": [{skill, error, confidence}], \"winner\", \"novelty\", \"novel\"}")
+    @Option(names = "--json", description = "print {\"scores\": [{skill, error, confidence}], \"winner\", \"novelty\", \"novel\", \"calibrated\"}")
     boolean json;
 
     @Override public Integer call() throws Exception {
@@ -48,7 +48,9 @@ public final class RouteCommand implements Callable<Integer> {
                 var o = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
                 var a = o.putArray("scores");
                 for (var s : r.scores()) a.addObject().put("skill", s.skill()).put("error", s.error()).put("confidence", s.confidence());
-                o.put("winner", r.winner()).put("novelty", r.novelty()).put("novel", r.novel());
+                o.put("winner", r.winner()).put("novel", r.novel()).put("calibrated", r.calibrated());
+                if (Double.isFinite(r.novelty())) o.put("novelty", r.novelty());
+                else o.putNull("novelty");
                 out.println(o);
                 return 0;
             }
@@ -58,8 +60,10 @@ public final class RouteCommand implements Callable<Integer> {
             }
             out.printf(Locale.ROOT, "%-16s %10s %10s%n", "skill", "E", "confidence");
             for (var s : r.scores()) out.printf(Locale.ROOT, "%-16s %10.4f %10.4f%n", s.skill(), s.error(), s.confidence());
-            out.printf(Locale.ROOT, "novelty %.4f%s%nwinner: %s%n", r.novelty(), r.novel() ? " (novel)" : "",
-                    r.winner() == null ? "backbone" : r.winner());
+            out.println(r.calibrated() ? String.format(Locale.ROOT, "novelty %.4f%s", r.novelty(), r.novel() ? " (novel)" : "")
+                    : String.format(Locale.ROOT, "uncalibrated (no confidence; 'cmf skill calibrate'): least E %s %.2f%s",
+                    r.novel() ? ">" : "<=", SkillRouter.FALLBACK_TAU, r.novel() ? " (novel)" : ""));
+            out.println("winner: " + (r.winner() == null ? "backbone" : r.winner()));
         }
         return 0;
     }

@@ -25,7 +25,7 @@ import java.util.concurrent.Callable;
 @Command(name = "skill", mixinStandardHelpOptions = true,
         description = "Add and list skills: sets of replacement tensors (skill.ID.NAME) a request can run through.",
         subcommands = {SkillCommand.Add.class, SkillCommand.ListSkills.class, SkillCommand.Export.class, SkillCommand.Apply.class,
-                SkillCommand.Remove.class, SkillCommand.Describe.class})
+                SkillCommand.Remove.class, SkillCommand.Describe.class, SkillCommand.Calibrate.class})
 public final class SkillCommand implements Runnable {
     @Spec CommandSpec spec;
 
@@ -144,8 +144,8 @@ public final class SkillCommand implements Runnable {
                 java.util.List<int[]> ids = lines.stream().map(codec::encode).toList();
                 int layer = phiLayer != null ? phiLayer : m.graph().numLayers() / 2;
                 var d = dev.cmf4j.runtime.SkillRouter.fit(m.graph(), ids, layer, rank);
-                err.printf(Locale.ROOT, "routing subspace: %d prompts, phi_layer %d, rank %d, E on its prompts %.4f ± %.4f%n",
-                        ids.size(), layer, d.rank(), d.errMean(), d.errStd());
+                err.printf(Locale.ROOT, "routing subspace: %d prompts (%d held out), phi_layer %d, rank %d, E on its prompts %.4f ± %.4f%n",
+                        ids.size(), d.holdoutCount(), layer, d.rank(), d.errMean(), d.errStd());
                 return d.selection();
             }
         }
@@ -172,6 +172,39 @@ public final class SkillCommand implements Runnable {
             var sel = routing.selection(file, spec.commandLine().getErr());
             try (CmfFile f = CmfFile.open(file)) {
                 SkillGraft.describe(f, out != null ? out : file, id, sel);
+            }
+            return 0;
+        }
+    }
+
+    @Command(name = "calibrate", mixinStandardHelpOptions = true,
+            description = {"Fit the header's routing calibration (temperature T and novelty threshold θ) on the held-out prompts",
+                    "of every skill's routing subspace (the last fifth of its --prompts): T by the likelihood of each prompt's",
+                    "own skill under softmax(-E/T), θ so that about --target-fpr of those in-scope prompts read as novel.",
+                    "The header alone changes (appended in place, or -o OUT)."})
+    static final class Calibrate implements Callable<Integer> {
+        @Spec CommandSpec spec;
+
+        @Parameters(index = "0", paramLabel = "FILE", description = "the .cmf file")
+        Path file;
+
+        @Option(names = "--target-fpr", paramLabel = "F", defaultValue = "0.05",
+                description = "the share of in-scope held-out prompts allowed to read as novel (default ${DEFAULT-VALUE})")
+        double targetFpr;
+
+        @Option(names = {"-o", "--out"}, paramLabel = "OUT", description = "write the result here instead of appending to FILE")
+        Path out;
+
+        @Override public Integer call() {
+            try (CmfFile f = CmfFile.open(file)) {
+                var c = dev.cmf4j.runtime.SkillRouter.calibrate(f.header().skills(), f.header().arch().hiddenSize(), targetFpr);
+                if (c == null)
+                    throw new IllegalArgumentException(file + ": no skill carries held-out prompts to calibrate on (fit its"
+                            + " subspace with 'cmf skill describe FILE --id ID --prompts F', at least 3 prompts)");
+                SkillGraft.calibrate(f, out != null ? out : file, c.toJson());
+                spec.commandLine().getOut().printf(Locale.ROOT,
+                        "router calibrated over %d held-out prompts: temperature %.4g, novelty θ %.4f (target fpr %.2f)%n",
+                        c.samples(), c.temperature(), c.noveltyTheta(), c.targetFpr());
             }
             return 0;
         }

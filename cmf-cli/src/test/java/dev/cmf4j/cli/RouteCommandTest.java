@@ -42,9 +42,28 @@ class RouteCommandTest {
         assertThat(r.code()).as(r.err()).isZero();
         JsonNode j = new ObjectMapper().readTree(r.out());
         assertThat(j.get("scores")).hasSize(2);
-        for (JsonNode s : j.get("scores")) assertThat(s.get("error").asDouble()).isBetween(0.0, 1.0);
+        for (JsonNode s : j.get("scores")) assertThat(s.get("error").asDouble()).as("unit φ, ‖μ‖ ≤ 1").isBetween(0.0, 4.0);
+        assertThat(j.get("calibrated").asBoolean()).isFalse();
+        assertThat(j.get("novelty").isNull()).isTrue();
         Run text = run("route", base.toString(), "-p", "the bird sat in the tree");
-        assertThat(text.out()).contains("winner: ");
+        assertThat(text.out()).contains("winner: ").contains("uncalibrated");
+        // calibration: each skill held out the last of its 6 prompts; T and θ land in the header
+        Run cal = run("skill", "calibrate", base.toString(), "--target-fpr", "0");
+        assertThat(cal.code()).as(cal.err()).isZero();
+        assertThat(cal.out()).contains("router calibrated over 2 held-out prompts");
+        try (CmfFile f = CmfFile.open(base)) {
+            var routing = dev.cmf4j.runtime.SkillRouter.Calibration.of(f.header().routing());
+            assertThat(routing.samples()).isEqualTo(2);
+            assertThat(routing.temperature()).isBetween(1e-3, 1e6);
+            assertThat(routing.targetFpr()).isZero();
+            assertThat(f.header().skill("digits").selection().holdoutN()).isEqualTo(1);
+        }
+        JsonNode jc = new ObjectMapper().readTree(run("route", base.toString(), "-p", "the bird sat in the tree", "--json").out());
+        assertThat(jc.get("calibrated").asBoolean()).isTrue();
+        assertThat(jc.get("novelty").asDouble()).isBetween(0.0, 1.0);
+        double sum = 0;
+        for (JsonNode s : jc.get("scores")) sum += s.get("confidence").asDouble();
+        assertThat(sum).isCloseTo(1.0, org.assertj.core.data.Offset.offset(1e-9));
         // --skill auto runs whatever the route picked, and says so
         Run auto = run("generate", base.toString(), "--ids", "5,6,7,8", "-n", "3", "--skill", "auto");
         assertThat(auto.code()).as(auto.err()).isZero();

@@ -231,6 +231,15 @@ public final class SkillGraft {
         else rewrite(base, out, base.header().withSkills(skills), null);
     }
 
+    /**
+     * Gives {@code base} the header's {@code routing} calibration block {@code routing} (temperature, novelty θ): the
+     * header alone changes (appended in place when {@code out} is the base's file).
+     */
+    public static void calibrate(CmfFile base, Path out, JsonNode routing) {
+        if (inPlace(base, out)) CmfAppend.append(out, base.header().withRouting(routing), List.of());
+        else rewrite(base, out, base.header().withRouting(routing), null);
+    }
+
     /** {@code base} without skill {@code id} (its tensors and record), written to {@code out} (may be the base's file). */
     public static void remove(CmfFile base, String id, Path out) {
         if (base.header().skill(id) == null)

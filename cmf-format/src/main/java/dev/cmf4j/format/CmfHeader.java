@@ -72,6 +72,12 @@ public record CmfHeader(String format, int version, ModelArch arch, String quant
                 calibration, routing, genome, lineage, segments, router, extra);
     }
 
+    /** This header with the {@code routing} calibration block ({@code temperature}, {@code novelty_theta}, ...) replaced. */
+    public CmfHeader withRouting(JsonNode r) {
+        return new CmfHeader(format, version, arch, quantType, tokenizerConfig, skills, shard, provenance, sectionHashes,
+                calibration, r, genome, lineage, segments, router, extra);
+    }
+
     public CmfHeader withTokenizerConfig(TokenizerConfig t) {
         return new CmfHeader(format, version, arch, quantType, t, skills, shard, provenance, sectionHashes,
                 calibration, routing, genome, lineage, segments, router, extra);
