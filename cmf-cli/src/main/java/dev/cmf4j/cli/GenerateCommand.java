@@ -61,8 +61,9 @@ public final class GenerateCommand implements Callable<Integer> {
                 eos = tc == null || tc.eosTokenIds() == null ? Set.of() : Set.copyOf(tc.eosTokenIds());
                 if (m.file().vocab().isPresent()) eos = TextCodec.of(m.file()).eosIds();
             }
-            Session s = new Session(m.graph(), prompt.length + n + 1);
-            s.useOverlay(overrides.overlay(m.graph(), m, prompt, spec.commandLine().getErr()));
+            var target = overrides.target(m, prompt, spec.commandLine().getErr());   // --skill auto and --blend pick here
+            Session s = new Session(target.graph(), prompt.length + n + 1);
+            s.useOverlay(target.overlay());
             Generator.Result r = new Generator(s, new Sampler(p), eos, List.of()).generate(prompt, n, null, null);
             PrintWriter out = spec.commandLine().getOut();
             if (json) {

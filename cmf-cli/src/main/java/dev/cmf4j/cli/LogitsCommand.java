@@ -44,8 +44,9 @@ public final class LogitsCommand implements Callable<Integer> {
         int[] tokens = ModelFile.parseIds(ids);
         try (var dev = device.open(spec.commandLine().getErr());
              Model m = overrides.open(file, dev)) {
-            Session session = new Session(m.graph(), Math.max(1, tokens.length));
-            session.useOverlay(overrides.overlay(m.graph(), m, tokens, spec.commandLine().getErr()));
+            var target = overrides.target(m, tokens, spec.commandLine().getErr());   // --skill auto and --blend pick here
+            Session session = new Session(target.graph(), Math.max(1, tokens.length));
+            session.useOverlay(target.overlay());
             float[] logits;
             if (m.graph().memory().sealed() == null || tokens.length < 2) {
                 logits = session.logitsAll(tokens);

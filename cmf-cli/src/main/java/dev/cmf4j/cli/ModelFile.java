@@ -39,6 +39,12 @@ final class ModelFile {
                 description = "run through the file's skill ID (its skill.ID.* tensors replace the backbone's); none: the backbone")
         String skill;
 
+        @picocli.CommandLine.Option(names = "--blend", paramLabel = "auto|ID:W,...",
+                description = "run through a blend of the file's skills: each tensor a skill replaces becomes the weighted sum"
+                        + " of the skills' (and, for 'none', the backbone's) versions, weights normalised to 1; auto: weights"
+                        + " softmax(-E/T) from routing the prompt (run, generate, logits; needs 'cmf skill calibrate')")
+        String blend;
+
         @picocli.CommandLine.Option(names = "--task", paramLabel = "NAME",
                 description = "apply the file's task mask NAME (FFN neurons, heads, layers and experts off; no weight touched)")
         String task;
@@ -70,25 +76,78 @@ final class ModelFile {
          */
         dev.cmf4j.model.graph.Overlay overlay(dev.cmf4j.model.graph.Graph g) {
             if ("auto".equals(skill)) throw new IllegalArgumentException("--skill auto needs a prompt to route (run, generate, logits)");
+            if (blend != null) throw new IllegalArgumentException("--blend runs single sequences only (run, generate, logits, ppl)");
             return resolved(g, skill);
         }
 
+        /** The graph a single-sequence command runs on and the overlay its sequence reads the weights through. */
+        record Target(dev.cmf4j.model.graph.Graph graph, dev.cmf4j.model.graph.Overlay overlay) {}
+
         /**
-         * As {@link #overlay(dev.cmf4j.model.graph.Graph)}; {@code --skill auto} routes {@code prompt} among the skills of
-         * {@code file} (the backbone when the prompt is novel or no skill has a descriptor) and says where on {@code err}.
+         * As {@link #overlay(dev.cmf4j.model.graph.Graph)} on {@code m}'s graph; {@code --skill auto} routes {@code prompt}
+         * among the file's skills (the backbone when the prompt is novel or no skill has a descriptor) and says where on
+         * {@code err}; {@code --blend} runs on a graph of {@code m} with the blend as one more skill.
          */
-        dev.cmf4j.model.graph.Overlay overlay(dev.cmf4j.model.graph.Graph g, dev.cmf4j.model.Model m, int[] prompt,
-                                              java.io.PrintWriter err) {
+        Target target(dev.cmf4j.model.Model m, int[] prompt, java.io.PrintWriter err) {
+            var g = m.graph();
+            if (blend != null) {
+                if (skill != null) throw new IllegalArgumentException("--blend and --skill exclude each other");
+                java.util.Map<String, Double> w = blendWeights(m, prompt, err);
+                if (w == null) return new Target(g, resolved(g, null));
+                var bg = m.graph(ws -> new dev.cmf4j.model.BlendedWeights(ws, w));
+                return new Target(bg, resolved(bg, dev.cmf4j.model.BlendedWeights.ID));
+            }
             String s = skill;
             if ("auto".equals(skill)) {
-                var r = dev.cmf4j.runtime.SkillRouter.route(g, prompt, m.file().header().skills(), m.file().header().routing());
+                var r = route(m, prompt);
                 s = r.winner();
-                err.println("cmf: routed to " + (s == null ? "the backbone" : "skill " + s)
-                        + (r.scores().isEmpty() ? " (no skill has a routing descriptor)" : String.format(java.util.Locale.ROOT,
-                        " (E %.4f, %s)", r.scores().getFirst().error(), r.calibrated()
-                                ? String.format(java.util.Locale.ROOT, "novelty %.3f", r.novelty()) : "uncalibrated")));
+                err.println("cmf: routed to " + (s == null ? "the backbone" : "skill " + s) + routeNote(r));
             }
-            return resolved(g, s);
+            return new Target(g, resolved(g, s));
+        }
+
+        private static dev.cmf4j.runtime.SkillRouter.Route route(dev.cmf4j.model.Model m, int[] prompt) {
+            return dev.cmf4j.runtime.SkillRouter.route(m.graph(), prompt, m.file().header().skills(), m.file().header().routing());
+        }
+
+        private static String routeNote(dev.cmf4j.runtime.SkillRouter.Route r) {
+            if (r.scores().isEmpty()) return " (no skill has a routing descriptor)";
+            return String.format(java.util.Locale.ROOT, " (E %.4f, %s)", r.scores().getFirst().error(), r.calibrated()
+                    ? String.format(java.util.Locale.ROOT, "novelty %.3f", r.novelty()) : "uncalibrated");
+        }
+
+        /** {@code --blend}'s weights by skill id ("none": the backbone), or null when auto sends the prompt to the backbone. */
+        private java.util.Map<String, Double> blendWeights(dev.cmf4j.model.Model m, int[] prompt, java.io.PrintWriter err) {
+            java.util.Map<String, Double> w = new java.util.LinkedHashMap<>();
+            if (blend.equals("auto")) {
+                var r = route(m, prompt);
+                if (!r.scores().isEmpty() && !r.calibrated())
+                    throw new IllegalArgumentException("--blend auto weighs skills by softmax(-E/T) and needs the file's routing"
+                            + " calibration: run 'cmf skill calibrate " + m.file().label() + "' first");
+                if (r.winner() == null) {
+                    err.println("cmf: routed to the backbone" + (r.novel() && !r.scores().isEmpty() ? " (novel prompt)" : "") + routeNote(r));
+                    return null;
+                }
+                w.putAll(r.weights());
+            } else {
+                for (String part : blend.split(",")) {
+                    int c = part.lastIndexOf(':');
+                    if (c <= 0) throw new IllegalArgumentException("--blend: '" + part + "' is not ID:WEIGHT (e.g. --blend a:0.7,b:0.3, or auto)");
+                    String id = part.substring(0, c).trim();
+                    double v;
+                    try {
+                        v = Double.parseDouble(part.substring(c + 1).trim());
+                    } catch (NumberFormatException e) {
+                        throw new IllegalArgumentException("--blend: weight '" + part.substring(c + 1) + "' of '" + id + "' is not a number");
+                    }
+                    if (w.put(id, v) != null) throw new IllegalArgumentException("--blend names '" + id + "' twice");
+                }
+            }
+            var bw = new dev.cmf4j.model.BlendedWeights(new dev.cmf4j.model.CmfWeights(m.file()), w);   // checks and normalises
+            StringBuilder sb = new StringBuilder("cmf: blending");
+            bw.weights().forEach((k, v) -> sb.append(String.format(java.util.Locale.ROOT, " %s %.3f", k, v)));
+            err.println(sb);
+            return bw.weights();
         }
 
         private dev.cmf4j.model.graph.Overlay resolved(dev.cmf4j.model.graph.Graph g, String s) {

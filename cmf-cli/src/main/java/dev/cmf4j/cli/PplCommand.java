@@ -52,7 +52,10 @@ public final class PplCommand implements Callable<Integer> {
             int[] ids = TextCodec.of(m.file()).encode(Files.readString(text));
             int prompt = promptLen != null ? promptLen : Math.max(1, windowLen / 4);
             long t0 = System.nanoTime();
-            Perplexity.Result r = Perplexity.measure(m.graph(), ids, windowLen, prompt, windows);
+            if ("auto".equals(overrides.skill) || "auto".equals(overrides.blend))
+                throw new IllegalArgumentException("ppl scores a whole file: name the skill (--skill ID) or the blend's weights");
+            var target = overrides.target(m, ids, spec.commandLine().getErr());
+            Perplexity.Result r = Perplexity.measure(target.graph(), target.overlay(), ids, windowLen, prompt, windows);
             double secs = (System.nanoTime() - t0) * 1e-9;
             var mem = m.graph().memory();
             String o1 = mem.sealed() == null ? "off"

@@ -83,8 +83,9 @@ public final class RunCommand implements Callable<Integer> {
                 ids = codec.encode(prompt);
             }
             SamplingParams p = sampling.params(SamplingParams.defaults());
-            Session s = new Session(m.graph(), ctx);
-            s.useOverlay(overrides.overlay(m.graph(), m, ids, spec.commandLine().getErr()));
+            var target = overrides.target(m, ids, spec.commandLine().getErr());   // --skill auto and --blend pick here
+            Session s = new Session(target.graph(), ctx);
+            s.useOverlay(target.overlay());
             if (stateIn != null) StateFile.load(stateIn, s::importState);
             PrintWriter out = spec.commandLine().getOut();
             long t0 = System.nanoTime();

@@ -18,11 +18,16 @@ public final class Model implements AutoCloseable {
     private final CmfFile file;
     private final ModelSpec spec;
     private final Graph graph;
+    /** Builds a graph of this model over other weights (same spec, backend, adapters and attention memory). */
+    private final java.util.function.Function<Weights, Graph> rebuild;
+    private final Weights weights;
 
-    private Model(CmfFile file, ModelSpec spec, Graph graph) {
+    private Model(CmfFile file, ModelSpec spec, Weights weights, java.util.function.Function<Weights, Graph> rebuild) {
         this.file = file;
         this.spec = spec;
-        this.graph = graph;
+        this.weights = weights;
+        this.rebuild = rebuild;
+        this.graph = rebuild.apply(weights);
     }
 
     /**
@@ -63,7 +68,8 @@ public final class Model implements AutoCloseable {
             Weights w = new CmfWeights(file);
             JsonNode header = file.header().toJson();
             ModelSpec spec = SpecBuilder.build(header, w, archOverrides);
-            return new Model(file, spec, new Graph(spec, w, backend, adapters, memory.apply(header)));
+            AttentionMemory mem = memory.apply(header);
+            return new Model(file, spec, w, ws -> new Graph(spec, ws, backend, adapters, mem));
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);
@@ -78,6 +84,13 @@ public final class Model implements AutoCloseable {
     public ModelSpec spec() { return spec; }
 
     public Graph graph() { return graph; }
+
+    /**
+     * A second graph of this model over its weights as {@code wrap} presents them (e.g. {@link BlendedWeights}: one
+     * more skill), with the same backend, adapters and attention memory. It reads the file's mapping: use it no
+     * longer than this model.
+     */
+    public Graph graph(java.util.function.UnaryOperator<Weights> wrap) { return rebuild.apply(wrap.apply(weights)); }
 
     @Override public void close() { file.close(); }
 }

@@ -20,6 +20,12 @@ public final class Perplexity {
      * @param maxWindows at most this many windows (0: every whole window of the ids)
      */
     public static Result measure(Graph graph, int[] ids, int windowLen, int promptLen, int maxWindows) {
+        return measure(graph, dev.cmf4j.model.graph.Overlay.NONE, ids, windowLen, promptLen, maxWindows);
+    }
+
+    /** As above, every window read through {@code overlay} (a skill, an adapter, a task mask). */
+    public static Result measure(Graph graph, dev.cmf4j.model.graph.Overlay overlay, int[] ids, int windowLen, int promptLen,
+                                 int maxWindows) {
         if (windowLen < 2) throw new IllegalArgumentException("--window-len must be at least 2, got " + windowLen);
         if (promptLen < 1 || promptLen >= windowLen)
             throw new IllegalArgumentException("the prompt part (" + promptLen + ") must be in [1, window length " + windowLen + ")");
@@ -33,6 +39,7 @@ public final class Perplexity {
         for (int w = 0; w < windows; w++) {
             int[] win = java.util.Arrays.copyOfRange(ids, w * windowLen, (w + 1) * windowLen);
             try (Session s = new Session(graph, windowLen, Math.min(512, windowLen))) {
+                s.useOverlay(overlay);
                 float[] prompt = s.logitsAll(java.util.Arrays.copyOf(win, promptLen));
                 s.state().seal();   // a no-op without sealed layers
                 float[] rest = s.logitsAll(java.util.Arrays.copyOfRange(win, promptLen, windowLen));
