@@ -55,6 +55,11 @@ public final class ServeCommand implements Callable<Integer> {
     @Option(names = "--max-body", paramLabel = "BYTES", defaultValue = "4194304", description = "largest request body (default ${DEFAULT-VALUE})")
     int maxBody;
 
+    @Option(names = "--state-dir", paramLabel = "DIR",
+            description = "enable POST /slots/{id}?action=save|restore|erase: sequence state files are written to and read from DIR "
+                    + "(created when missing; plain file names only); off without it")
+    Path stateDir;
+
     @Option(names = "--name", paramLabel = "ID", description = "the model's id in the API (default: the file name without .cmf)")
     String name;
 
@@ -79,7 +84,7 @@ public final class ServeCommand implements Callable<Integer> {
         Path model = ModelFile.resolve(file);
         String id = name != null ? name : model.getFileName().toString().replaceFirst("\\.cmf$", "");
         PrintWriter err = spec.commandLine().getErr();
-        ServerConfig cfg = new ServerConfig(host, port, apiKey, maxBody, Duration.ofSeconds(timeout), 16);
+        ServerConfig cfg = new ServerConfig(host, port, apiKey, maxBody, Duration.ofSeconds(timeout), 16, stateDir);
         HELIDON_LOG.setLevel(java.util.logging.Level.WARNING);   // its start-up notes would bury the request lines
         OpenAiServer server = new OpenAiServer(cfg, line -> { synchronized (err) { err.println("cmf serve: " + line); err.flush(); } });
         int bound = server.start();
@@ -104,7 +109,7 @@ public final class ServeCommand implements Callable<Integer> {
             throw e;
         }
         err.println("cmf serve: ready: model '" + id + "', " + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
-                + (apiKey == null ? "" : ", API key required"));
+                + (apiKey == null ? "" : ", API key required") + (stateDir == null ? "" : ", state files in " + stateDir));
         err.flush();
         stopped.await();
         return 0;

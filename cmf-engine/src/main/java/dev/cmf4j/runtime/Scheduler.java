@@ -62,9 +62,23 @@ public final class Scheduler implements AutoCloseable {
         void cancel();
     }
 
-    /** One live sequence as {@link #live()} lists it. */
+    /**
+     * One live sequence as {@link #live()} lists it.
+     *
+     * @param stateBytes bytes of its attention and recurrent state as of its last step ({@link
+     *                   dev.cmf4j.model.graph.State#heldBytes}; -1 on a device, 0 before its first step)
+     */
     public record SequenceInfo(long id, String state, int promptTokens, int cachedTokens, int generatedTokens,
-                               int position, long ageMillis) {}
+                               int position, long ageMillis, long stateBytes) {}
+
+    /**
+     * A finished (or restored) sequence kept for prefix reuse, as {@link #cached()} lists it: the id of the request
+     * that last ran it (or of the restore), the tokens it holds and the bytes of its state.
+     */
+    public record CachedInfo(long id, int tokens, long stateBytes) {}
+
+    /** A sequence's state as {@link #exportState} and {@link #importState} move it: a snapshot holding {@code tokens} ids. */
+    public record SavedState(long id, int tokens, byte[] snapshot) {}
 
     /** Counters since start and gauges now. */
     public record Stats(long requests, long promptTokens, long cachedPromptTokens, long generatedTokens,
@@ -79,7 +93,10 @@ public final class Scheduler implements AutoCloseable {
     private final Condition arrived = lock.newCondition();
     private final ArrayDeque<Sequence> waiting = new ArrayDeque<>();
     private final List<Sequence> running = new ArrayList<>();
-    private final LinkedList<Session> cache = new LinkedList<>();   // most recently finished first
+    private final LinkedList<Cached> cache = new LinkedList<>();   // most recently finished first
+    private volatile List<CachedInfo> cachedView = List.of();     // the cache as other threads may read it
+    /** Work other threads hand to the loop (state export and import), run between steps. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Runnable> chores = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final ConcurrentHashMap<Long, Sequence> live = new ConcurrentHashMap<>();
     private final AtomicLong ids = new AtomicLong();
     private final AtomicLong promptTokens = new AtomicLong(), cachedTokens = new AtomicLong(), generated = new AtomicLong(), steps = new AtomicLong();
@@ -158,9 +175,123 @@ public final class Scheduler implements AutoCloseable {
         List<SequenceInfo> out = new ArrayList<>();
         for (Sequence s : live.values())
             out.add(new SequenceInfo(s.id, s.phase, s.request.prompt().length, s.cached, s.tokens, s.position,
-                    (now - s.submitted) / 1_000_000));
+                    (now - s.submitted) / 1_000_000, s.stateBytes));
         out.sort((a, b) -> Long.compare(a.id(), b.id()));
         return out;
+    }
+
+    /** The finished and restored sequences kept for prefix reuse, most recent first. */
+    public List<CachedInfo> cached() { return cachedView; }
+
+    /**
+     * The state of sequence {@code id}: a running one as of its last step, or a finished or restored one still cached
+     * (a request that extended it since runs under its own id). Taken on the loop thread between steps; the snapshot
+     * is {@link Session#exportState}'s.
+     *
+     * @throws java.util.NoSuchElementException no live or cached sequence has this id
+     * @throws IllegalStateException             the sequence has not started, or its state was lost in a failed step
+     * @throws UnsupportedOperationException     the model runs on a device (snapshots need the CPU graph)
+     */
+    public SavedState exportState(long id) throws InterruptedException {
+        return onLoop(() -> {
+            Session s = null;
+            for (Cached c : cache) if (c.id == id) s = c.session;
+            Sequence q = live.get(id);
+            if (s == null && q != null) {
+                if (q.session == null) throw new IllegalStateException("sequence " + id + " is waiting: it holds no state yet");
+                s = q.session;
+            }
+            if (s == null) throw new java.util.NoSuchElementException("no running or cached sequence " + id
+                    + " (a later request may have extended it, or the cache dropped it)");
+            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+            try {
+                s.exportState(out);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+            return new SavedState(id, s.position(), out.toByteArray());
+        });
+    }
+
+    /**
+     * Restores a snapshot into the prompt cache, reading its weights through {@code overlay}: the next request whose
+     * prompt extends the snapshot's ids takes it and prefills only the rest. Returns the id it is cached under.
+     *
+     * @throws GenerationException.BadInput the snapshot is refused (another model, settings or overlay; cut short; past the context)
+     * @throws IllegalStateException        the scheduler keeps no cached sequences
+     */
+    public SavedState importState(byte[] snapshot, Overlay overlay) throws InterruptedException {
+        try {
+            graph.checkOverlay(overlay);
+        } catch (IllegalArgumentException e) {
+            throw new GenerationException.BadInput(e.getMessage());
+        }
+        if (cfg.cachedSessions() == 0) throw new IllegalStateException("this scheduler keeps no cached sequences to restore into");
+        return onLoop(() -> {
+            Session s = new Session(graph, cfg.maxContext());
+            s.state().useOverlay(overlay);
+            try {
+                s.importState(new java.io.ByteArrayInputStream(snapshot));
+            } catch (java.io.IOException e) {
+                s.close();
+                throw new GenerationException.BadInput(e.getMessage());
+            }
+            long id = ids.incrementAndGet();
+            int tokens = s.position();
+            keep(s, id);
+            return new SavedState(id, tokens, snapshot);
+        });
+    }
+
+    /**
+     * Drops cached sequence {@code id}; returns the tokens it held.
+     *
+     * @throws java.util.NoSuchElementException no cached sequence has this id
+     * @throws IllegalStateException             it is running
+     */
+    public int erase(long id) throws InterruptedException {
+        return onLoop(() -> {
+            for (Iterator<Cached> it = cache.iterator(); it.hasNext(); ) {
+                Cached c = it.next();
+                if (c.id != id) continue;
+                it.remove();
+                publishCache();
+                int n = c.session.position();
+                c.session.close();
+                return n;
+            }
+            if (live.containsKey(id)) throw new IllegalStateException("sequence " + id + " is running; cancel it first");
+            throw new java.util.NoSuchElementException("no cached sequence " + id);
+        });
+    }
+
+    /** Runs {@code task} on the loop thread between steps and returns what it returns (or throws what it throws). */
+    private <T> T onLoop(java.util.function.Supplier<T> task) throws InterruptedException {
+        java.util.concurrent.CompletableFuture<T> f = new java.util.concurrent.CompletableFuture<>();
+        chores.add(() -> {
+            try {
+                f.complete(task.get());
+            } catch (RuntimeException | Error e) {
+                f.completeExceptionally(e);
+            }
+        });
+        lock.lock();
+        try {
+            if (closed) throw new IllegalStateException("the scheduler is closed");
+            arrived.signal();
+        } finally {
+            lock.unlock();
+        }
+        try {
+            return f.get();
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException r) throw r;
+            throw (Error) e.getCause();
+        }
+    }
+
+    private void runChores() {
+        for (Runnable r; (r = chores.poll()) != null; ) r.run();
     }
 
     public Stats stats() {
@@ -196,6 +327,7 @@ public final class Scheduler implements AutoCloseable {
         try {
             while (!closed) {
                 try {
+                    runChores();
                     admit();
                     reap();
                     if (running.isEmpty()) {
@@ -218,8 +350,10 @@ public final class Scheduler implements AutoCloseable {
                 lock.unlock();
             }
             for (Sequence s : List.copyOf(running)) finish(s, Completion.Finish.CANCELLED, null);
-            for (Session s : cache) s.close();
+            runChores();   // posted before the loop closed: each still gets its answer
+            for (Cached c : cache) c.session.close();
             cache.clear();
+            publishCache();
         }
     }
 
@@ -227,7 +361,7 @@ public final class Scheduler implements AutoCloseable {
         lock.lock();
         try {
             // wake now and then so a waiting request's timeout is noticed even with nothing else to do
-            if (waiting.isEmpty() && !closed) arrived.await(100, TimeUnit.MILLISECONDS);
+            if (waiting.isEmpty() && chores.isEmpty() && !closed) arrived.await(100, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             closed = true;
         } finally {
@@ -335,6 +469,7 @@ public final class Scheduler implements AutoCloseable {
      */
     private void after(Sequence s, int[] fed, float[] logits, int off, int pick) {
         s.position = s.session.position();
+        s.stateBytes = s.session.state().heldBytes();
         if (s.next < 0) {
             s.fed += fed.length;
             promptTokens.addAndGet(fed.length);
@@ -374,7 +509,7 @@ public final class Scheduler implements AutoCloseable {
         }
         if (s.session != null) {
             if (why == Completion.Finish.ERROR) s.session.close();
-            else keep(s.session);
+            else keep(s.session, s.id);
         }
         Completion c = new Completion(tokens, text, why, s.request.prompt().length, s.cached, error,
                 (s.began > 0 ? s.began : now) - s.submitted, s.firstToken > 0 ? s.firstToken - s.submitted : -1, now - s.submitted);
@@ -390,11 +525,11 @@ public final class Scheduler implements AutoCloseable {
      * cache), or a new one reading its weights through {@code overlay}.
      */
     private Session takeSession(int[] prompt, Overlay overlay) {
-        Session best = null;
+        Cached best = null;
         int bestLen = 0;
-        for (Session c : cache) {
-            if (!c.state().overlay().equals(overlay)) continue;   // its cache holds another skill's K/V
-            int[] h = c.history();
+        for (Cached c : cache) {
+            if (!c.session.state().overlay().equals(overlay)) continue;   // its cache holds another skill's K/V
+            int[] h = c.session.history();
             if (h.length > bestLen && h.length < prompt.length && Arrays.equals(h, 0, h.length, prompt, 0, h.length)) {
                 best = c;
                 bestLen = h.length;
@@ -402,17 +537,26 @@ public final class Scheduler implements AutoCloseable {
         }
         if (best != null) {
             cache.remove(best);
-            return best;
+            publishCache();
+            return best.session;
         }
         Session fresh = new Session(graph, cfg.maxContext());
         fresh.state().useOverlay(overlay);
         return fresh;
     }
 
-    private void keep(Session s) {
+    /** A session kept for prefix reuse, under the id of the request that last ran it (or of its restore). */
+    private record Cached(long id, Session session, long stateBytes) {}
+
+    private void keep(Session s, long id) {
         if (cfg.cachedSessions() == 0 || s.position() == 0) { s.close(); return; }
-        cache.addFirst(s);
-        while (cache.size() > cfg.cachedSessions()) cache.removeLast().close();
+        cache.addFirst(new Cached(id, s, s.state().heldBytes()));
+        while (cache.size() > cfg.cachedSessions()) cache.removeLast().session.close();
+        publishCache();
+    }
+
+    private void publishCache() {
+        cachedView = cache.stream().map(c -> new CachedInfo(c.id, c.session.position(), c.stateBytes)).toList();
     }
 
     /** Each token's text (null when it is special, empty or a partial UTF-8 character), for JSON constraints. */
@@ -446,6 +590,7 @@ public final class Scheduler implements AutoCloseable {
         volatile boolean cancelled;
         volatile String phase = "waiting";
         volatile int cached, tokens, position;
+        volatile long stateBytes;
         Session session;
         Generator.Generation generation;
         int[] prompt;   // the part of the request's prompt the session does not hold yet

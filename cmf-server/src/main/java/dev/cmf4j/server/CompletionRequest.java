@@ -102,9 +102,10 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
     /**
      * The skill and adapter of the request: {@code skill} (an id or "none"), else the skill in {@code model}
      * ("NAME:skill"), else the server's default; {@code lora} as a name or llama-server's
-     * {@code [{"id": N or NAME, "scale": S}]} (one adapter with a non-zero scale per request).
+     * {@code [{"id": N or NAME, "scale": S}]} (one adapter with a non-zero scale per request). {@code prompt} null:
+     * there is none to route ({@code skill: "auto"} is refused).
      */
-    private static Overlay overlay(Fields f, ServedModel m, int[] prompt) {
+    static Overlay overlay(Fields f, ServedModel m, int[] prompt) {
         var g = m.model().graph();
         String model = f.text("model");
         String skill = f.text("skill");
@@ -115,6 +116,8 @@ record CompletionRequest(boolean chat, int[] prompt, int maxTokens, int n, boole
         }
         Overlay def = m.defaultOverlay();
         if (skill == null) skill = def.skillId();
+        if ("auto".equals(skill) && prompt == null)
+            throw ApiError.badRequest(where, "skill auto routes a prompt; name the skill (or \"none\")");
         if ("auto".equals(skill)) {   // the skill whose routing subspace fits the prompt; the backbone when novel
             var file = m.model().file();
             try {

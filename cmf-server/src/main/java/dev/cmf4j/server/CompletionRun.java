@@ -84,6 +84,12 @@ final class CompletionRun {
         tickets = model.scheduler().submitAll(req.generations(model, timeout, sinks));
     }
 
+    /** The response's id ({@code chatcmpl-...} or {@code cmpl-...}). */
+    String id() { return id; }
+
+    /** The scheduler's ids of the choices' sequences, in choice order (after {@link #submit}). */
+    long[] sequences() { return tickets.stream().mapToLong(Scheduler.Ticket::id).toArray(); }
+
     /** Waits for every choice and returns the response body (a 408 or 500 ApiError when a choice timed out or failed). */
     ObjectNode collect() throws InterruptedException {
         List<List<TokenLogprobs>> lps = new ArrayList<>();

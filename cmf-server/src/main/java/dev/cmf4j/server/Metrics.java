@@ -26,6 +26,10 @@ final class Metrics {
         gauge(b, "cmf_requests_running", "sequences running now", s.running());
         gauge(b, "cmf_requests_waiting", "sequences waiting for a place", s.waiting());
         gauge(b, "cmf_kv_cache_usage_ratio", "positions held by running sequences over parallel x context", s.kvUsage());
+        long held = 0;
+        for (Scheduler.SequenceInfo q : m.scheduler().live()) held += Math.max(0, q.stateBytes());
+        for (Scheduler.CachedInfo q : m.scheduler().cached()) held += Math.max(0, q.stateBytes());
+        gauge(b, "cmf_state_bytes", "bytes of attention and recurrent state held by running and cached sequences (CPU)", held);
         b.append("# HELP cmf_http_responses_total HTTP responses by status code\n# TYPE cmf_http_responses_total counter\n");
         new TreeMap<>(responses).forEach((code, n) -> b.append("cmf_http_responses_total{code=\"").append(code).append("\"} ").append(n.sum()).append('\n'));
         String label = "{model_name=\"" + m.name().replace("\\", "\\\\").replace("\"", "\\\"") + "\"}";

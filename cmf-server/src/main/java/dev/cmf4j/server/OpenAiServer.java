@@ -51,6 +51,7 @@ public final class OpenAiServer implements AutoCloseable {
     private final Consumer<String> log;
     private final ObjectMapper json = new ObjectMapper();
     private final Map<Integer, LongAdder> responses = new ConcurrentHashMap<>();
+    private final StateSlots slots;
     private volatile ServedModel model;
     private WebServer server;
 
@@ -59,6 +60,7 @@ public final class OpenAiServer implements AutoCloseable {
         this.cfg = cfg;
         this.key = cfg.apiKey() == null ? null : new ApiKey(cfg.apiKey());
         this.log = log;
+        this.slots = new StateSlots(cfg.stateDir(), json);
     }
 
     /** Starts listening; returns the port (the one chosen when the config asked for 0). */
@@ -91,7 +93,8 @@ public final class OpenAiServer implements AutoCloseable {
                 .post("/tokenize", endpoint(true, true, this::tokenize))
                 .post("/detokenize", endpoint(true, true, this::detokenize))
                 .get("/metrics", endpoint(true, true, this::metrics))
-                .get("/status", endpoint(true, true, this::status));
+                .get("/status", endpoint(true, true, this::status))
+                .post("/slots/{id}", endpoint(true, true, this::slot));
     }
 
     /** One request in a handler: what it reads and writes, its id, what its log line adds, when it came, whether it was logged. */
@@ -183,6 +186,7 @@ public final class OpenAiServer implements AutoCloseable {
         } catch (GenerationException bad) {
             throw ApiError.badRequest(chat ? "messages" : "prompt", bad.getMessage());
         }
+        slots.remember(run.id(), run.sequences());
         try {
             if (req.stream()) {
                 c.res().status(200);
@@ -318,8 +322,20 @@ public final class OpenAiServer implements AutoCloseable {
             e.put("generated_tokens", q.generatedTokens());
             e.put("position", q.position());
             e.put("age_ms", q.ageMillis());
+            e.put("state_bytes", q.stateBytes());
         }
+        ArrayNode cached = o.putArray("cached");
+        for (Scheduler.CachedInfo q : model.scheduler().cached())
+            cached.addObject().put("id", q.id()).put("tokens", q.tokens()).put("state_bytes", q.stateBytes());
         send(c.res(), 200, o, false);
+    }
+
+    /** {@code POST /slots/{id}?action=save|restore|erase}: a sequence's state to and from the state directory. */
+    private void slot(Call c) throws Exception {
+        OptionalLong length = c.req().headers().contentLength();
+        JsonNode b = !c.req().content().hasEntity() || length.isPresent() && length.getAsLong() == 0 ? null : body(c);
+        String action = c.req().query().first("action").orElse(null);
+        send(c.res(), 200, slots.handle(model, c.req().path().pathParameters().get("id"), action, b, c.detail()), false);
     }
 
     /** The request body as JSON, at most {@link ServerConfig#maxBodyBytes}; a 400 when larger or not JSON. */
