@@ -126,6 +126,23 @@ class MemoryCommandsTest {
         assertThat(missing.err()).contains("no such state file");
     }
 
+    /** An Embryo sequence saved by one run (rings and delta states) and continued by another: the text of one run of both prompts. */
+    @Test
+    void embryoStateOutThenStateInContinuesTheSequence(@TempDir Path tmp) throws Exception {
+        String embryo = Fixtures.require("embryo/embryo_a").resolve("model.cmf").toString();
+        Path snap = tmp.resolve("e.cmfstate");
+        String head = "The ls command lists the files of a directory; with -l it prints", tail = " one file per line";
+        Run first = run("run", embryo, "-p", head, "-n", "0", "--greedy", "--state-out", snap.toString());
+        assertThat(first.code()).as(first.err()).isZero();
+        Run cont = run("run", embryo, "-p", tail, "-n", "24", "--greedy", "--state-in", snap.toString());
+        Run whole = run("run", embryo, "-p", head + tail, "-n", "24", "--greedy");
+        assertThat(cont.code()).as(cont.err()).isZero();
+        assertThat(cont.out()).isEqualTo(whole.out());
+        Run o1 = run("run", embryo, "-p", tail, "-n", "1", "--state-in", snap.toString(), "--o1", "all");
+        assertThat(o1.code()).isEqualTo(1);
+        assertThat(o1.err()).contains("natively bounded");
+    }
+
     /**
      * chat --state-out after one turn, then chat --state-in with the next: the replies of one chat of both turns; the
      * state carries the transcript, so a run state is refused, and --system cannot reopen a saved conversation.

@@ -98,7 +98,7 @@ public final class Scheduler implements AutoCloseable {
     /** Work other threads hand to the loop (state export and import), run between steps. */
     private final java.util.concurrent.ConcurrentLinkedQueue<Runnable> chores = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final ConcurrentHashMap<Long, Sequence> live = new ConcurrentHashMap<>();
-    private final AtomicLong ids = new AtomicLong();
+    private final AtomicLong ids = new AtomicLong(), restores = new AtomicLong();
     private final AtomicLong promptTokens = new AtomicLong(), cachedTokens = new AtomicLong(), generated = new AtomicLong(), steps = new AtomicLong();
     private final Thread loop;
     private volatile int runningCount;   // running.size(), for submitters (the list is the loop's own)
@@ -235,8 +235,12 @@ public final class Scheduler implements AutoCloseable {
             } catch (java.io.IOException e) {
                 s.close();
                 throw new GenerationException.BadInput(e.getMessage());
+            } catch (RuntimeException e) {
+                s.close();
+                throw e;
             }
-            long id = ids.incrementAndGet();
+            long id = ids.incrementAndGet();   // the requests' id space, so a restored and a finished sequence never share one
+            restores.incrementAndGet();
             int tokens = s.position();
             keep(s, id);
             return new SavedState(id, tokens, snapshot);
@@ -302,7 +306,7 @@ public final class Scheduler implements AutoCloseable {
             else { run++; held += s.position; }
         }
         double kv = (double) held / ((long) cfg.parallel() * cfg.maxContext());
-        return new Stats(ids.get(), promptTokens.get(), cachedTokens.get(), generated.get(), run, wait, kv, steps.get());
+        return new Stats(ids.get() - restores.get(), promptTokens.get(), cachedTokens.get(), generated.get(), run, wait, kv, steps.get());
     }
 
     /** Stops the loop: every live request ends CANCELLED, cached sessions are freed. */
