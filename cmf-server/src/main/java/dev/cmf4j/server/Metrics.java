@@ -29,7 +29,8 @@ final class Metrics {
         long held = 0;
         for (Scheduler.SequenceInfo q : m.scheduler().live()) held += Math.max(0, q.stateBytes());
         for (Scheduler.CachedInfo q : m.scheduler().cached()) held += Math.max(0, q.stateBytes());
-        gauge(b, "cmf_state_bytes", "bytes of attention and recurrent state held by running and cached sequences (CPU)", held);
+        // a byte count: printed whole (the %.6g of the other gauges would round it)
+        line(b, "cmf_state_bytes", "bytes of attention and recurrent state held by running and cached sequences (CPU)", "gauge", Long.toString(held));
         b.append("# HELP cmf_http_responses_total HTTP responses by status code\n# TYPE cmf_http_responses_total counter\n");
         new TreeMap<>(responses).forEach((code, n) -> b.append("cmf_http_responses_total{code=\"").append(code).append("\"} ").append(n.sum()).append('\n'));
         String label = "{model_name=\"" + m.name().replace("\\", "\\\\").replace("\"", "\\\"") + "\"}";
