@@ -61,6 +61,11 @@ class RouteCommandTest {
         JsonNode jc = new ObjectMapper().readTree(run("route", base.toString(), "-p", "the bird sat in the tree", "--json").out());
         assertThat(jc.get("calibrated").asBoolean()).isTrue();
         assertThat(jc.get("novelty").asDouble()).isBetween(0.0, 1.0);
+        // a file of prompts: one JSON line each, or the share each target got
+        Run many = run("route", base.toString(), "--prompts", words.toString(), "--json");
+        assertThat(many.code()).as(many.err()).isZero();
+        assertThat(many.out().lines().toList()).hasSize(6).allSatisfy(l -> assertThat(l).contains("\"best\""));
+        assertThat(run("route", base.toString(), "--prompts", words.toString()).out()).contains("6 prompts routed:");
         double sum = 0;
         for (JsonNode s : jc.get("scores")) sum += s.get("confidence").asDouble();
         assertThat(sum).isCloseTo(1.0, org.assertj.core.data.Offset.offset(1e-9));
