@@ -76,8 +76,8 @@ public final class Chat {
             try {
                 magic = d.readInt();
             } catch (java.io.EOFException e) {
-                throw new java.io.IOException("the state holds a sequence but no chat transcript (saved by cmf run?);"
-                        + " a chat resumes from a state cmf chat saved");
+                throw new java.io.IOException("the state holds a sequence but no chat transcript (cmf run and the server's"
+                        + " /slots save none); a chat resumes from a state cmf chat saved");
             }
             if (magic != TRANSCRIPT_MAGIC) throw new java.io.IOException("the state's chat transcript is damaged (no CMFC magic)");
             int version = d.readInt();

@@ -271,6 +271,7 @@ public final class Scheduler implements AutoCloseable {
 
     /** Runs {@code task} on the loop thread between steps and returns what it returns (or throws what it throws). */
     private <T> T onLoop(java.util.function.Supplier<T> task) throws InterruptedException {
+        if (Thread.currentThread() == loop) return task.get();   // a sink asking from the loop itself: now, not queued behind itself
         java.util.concurrent.CompletableFuture<T> f = new java.util.concurrent.CompletableFuture<>();
         chores.add(() -> {
             try {

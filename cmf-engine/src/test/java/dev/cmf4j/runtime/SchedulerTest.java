@@ -284,4 +284,51 @@ class SchedulerTest {
         for (int[] p : parts) { System.arraycopy(p, 0, out, o, p.length); o += p.length; }
         return out;
     }
+
+    /**
+     * A running sequence's state, exported between two steps from another thread, is the prompt and the tokens fed so
+     * far; restored into the cache, it is taken by a request that extends it; unknown ids are refused.
+     */
+    @Test void exportsARunningSequenceAndRestoresIntoTheCache() throws Exception {
+        int[] prompt = codec.encode(TEXTS[0]);
+        try (Scheduler sch = scheduler(1, 4)) {
+            Collect c = new Collect();
+            CountDownLatch three = new CountDownLatch(3);
+            CountDownLatch hold = new CountDownLatch(1);
+            c.onToken = id -> {   // the loop waits after the third token, so the export lands between two steps
+                three.countDown();
+                if (three.getCount() == 0 && hold.getCount() > 0) try { hold.await(10, TimeUnit.SECONDS); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
+            };
+            Scheduler.Ticket t = sch.submit(GenerationRequest.of(prompt, 12, SamplingParams.GREEDY, Set.of(), c));
+            assertThat(three.await(60, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<Scheduler.SavedState> saved = CompletableFuture.supplyAsync(() -> {
+                try { return sch.exportState(t.id()); } catch (InterruptedException e) { throw new IllegalStateException(e); }
+            });
+            Thread.sleep(50);
+            hold.countDown();
+            Scheduler.SavedState st = saved.get(60, TimeUnit.SECONDS);
+            Completion done = c.await();
+            assertThat(st.tokens()).isBetween(prompt.length + 2, prompt.length + 11);
+            Session s = new Session(model.graph(), 512);
+            s.importState(new java.io.ByteArrayInputStream(st.snapshot()));
+            int[] fed = Arrays.copyOf(prompt, st.tokens());
+            System.arraycopy(done.tokens(), 0, fed, prompt.length, st.tokens() - prompt.length);
+            assertThat(s.history()).containsExactly(fed);
+
+            // restored into the cache: a prompt extending it reuses every token, and the reply is the one alone
+            Scheduler.SavedState back = sch.importState(st.snapshot(), dev.cmf4j.model.graph.Overlay.NONE);
+            assertThat(sch.cached()).anyMatch(q -> q.id() == back.id() && q.tokens() == st.tokens() && q.stateBytes() > 0);
+            int[] longer = Arrays.copyOf(fed, fed.length + 3);
+            longer[fed.length] = done.tokens()[fed.length - prompt.length];
+            longer[fed.length + 1] = prompt[0];
+            longer[fed.length + 2] = prompt[1];
+            Collect d = new Collect();
+            sch.submit(GenerationRequest.of(longer, 6, SamplingParams.GREEDY, Set.of(), d));
+            assertThat(d.await().cachedTokens()).isEqualTo(st.tokens());
+            assertThat(d.tokens).containsExactly(Arrays.stream(alone(longer, 6)).boxed().toArray(Integer[]::new));
+            assertThatThrownBy(() -> sch.exportState(987654)).isInstanceOf(java.util.NoSuchElementException.class);
+            assertThatThrownBy(() -> sch.importState(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, dev.cmf4j.model.graph.Overlay.NONE))
+                    .isInstanceOf(GenerationException.BadInput.class).hasMessageContaining("not a cmf state snapshot");
+        }
+    }
 }
