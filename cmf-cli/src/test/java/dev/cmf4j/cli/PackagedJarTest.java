@@ -62,4 +62,26 @@ class PackagedJarTest {
         assertThat(r.out()).isEqualTo(Run.run("generate", model.toString(), "--ids", "1,2,3", "--greedy", "-n", "8", "--json").out());
         assertThat(r.err()).as("Enable-Native-Access in the manifest").doesNotContain("restricted method");
     }
+
+    /**
+     * An Embryo sequence (anchor rings and delta states) saved by one process and continued by a second: the text one
+     * in-process run of both prompts writes.
+     */
+    @Test void anEmbryoStateSavedByOneProcessContinuesInAnother(@org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        String embryo = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_a").resolve("model.cmf").toString();
+        String snap = tmp.resolve("e.cmfstate").toString();
+        String head = "The ls command lists the files of a directory; with -l it prints", tail = " one file per line";
+        String[] one = {"--add-modules", "jdk.incubator.vector", "-Dcmf.relaunched=true", "-jar", jar.toString(), "run", embryo, "--greedy"};
+        Result first = java(concat(one, "-p", head, "-n", "0", "--state-out", snap));
+        assertThat(first.code()).as(first.err()).isZero();
+        Result second = java(concat(one, "-p", tail, "-n", "24", "--state-in", snap));
+        assertThat(second.code()).as(second.err()).isZero();
+        assertThat(second.out()).isEqualTo(Run.run("run", embryo, "--greedy", "-p", head + tail, "-n", "24").out());
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
 }
