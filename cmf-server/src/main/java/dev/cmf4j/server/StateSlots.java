@@ -81,7 +81,11 @@ final class StateSlots {
                 if (!Files.isRegularFile(file, LinkOption.NOFOLLOW_LINKS))
                     throw new ApiError(404, "invalid_request_error", "filename", "not_found",
                             "no state file '" + file.getFileName() + "' in the server's state directory");
-                byte[] bytes = Files.readAllBytes(file);
+                byte[] bytes;   // opened without following a link, should one replace the file after the check
+                try (var in = java.nio.channels.Channels.newInputStream(Files.newByteChannel(file,
+                        java.util.Set.of(java.nio.file.StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)))) {
+                    bytes = in.readAllBytes();
+                }
                 Overlay overlay = CompletionRequest.overlay(f, m, null);
                 Scheduler.SavedState st;
                 try {
