@@ -27,13 +27,23 @@ final class Interpreter {
      * MAX_RANGE-long ranges, exponential macro recursion). Real chat templates take thousands.
      */
     static final long MAX_STEPS = 2_000_000;
+    /**
+     * Wall time per render: steps differ in cost (a macro call binds a scope and renders a body), so two million of
+     * them took 5–15 s on hostile inputs the fuzzer found; real chat templates render in milliseconds.
+     */
+    static final long MAX_RENDER_MILLIS = Long.getLong("cmf.template.maxRenderMillis", 2_000);
 
     private final Map<String, Object> globals;
+    private final long maxRenderMillis, deadline;
     private int callDepth;
     private long steps;
 
-    Interpreter(Map<String, Object> globals) {
+    Interpreter(Map<String, Object> globals) { this(globals, MAX_RENDER_MILLIS); }
+
+    Interpreter(Map<String, Object> globals, long maxRenderMillis) {
         this.globals = globals;
+        this.maxRenderMillis = maxRenderMillis;
+        this.deadline = System.nanoTime() + maxRenderMillis * 1_000_000;
     }
 
     // ---- scopes
@@ -97,6 +107,9 @@ final class Interpreter {
         if (++steps > MAX_STEPS) {
             throw new TemplateException(Kind.LimitExceeded, "template ran more than " + MAX_STEPS + " steps (statements and loop iterations)");
         }
+        if ((steps & 1023) == 0 && System.nanoTime() - deadline > 0)
+            throw new TemplateException(Kind.LimitExceeded, "template rendering took longer than " + maxRenderMillis
+                    + " ms (-Dcmf.template.maxRenderMillis raises the limit)");
     }
 
     private Signal exec(Node node, Scope scope, StringBuilder out) {

@@ -41,9 +41,14 @@ public final class Template {
      * null; converted to the Python model first). clock drives {@code strftime_now}.
      */
     public String render(Map<String, ?> variables, Clock clock) {
+        return render(variables, clock, Interpreter.MAX_RENDER_MILLIS);
+    }
+
+    /** Tests: a render with another wall-time limit. */
+    String render(Map<String, ?> variables, Clock clock, long maxRenderMillis) {
         Map<String, Object> vars = new LinkedHashMap<>();
         for (Map.Entry<String, ?> e : variables.entrySet()) vars.put(e.getKey(), toPython(e.getValue(), 0));
-        return new Interpreter(globals(clock)).render(body, vars);
+        return new Interpreter(globals(clock), maxRenderMillis).render(body, vars);
     }
 
     private static Map<String, Object> globals(Clock clock) {

@@ -33,14 +33,28 @@ class RobustnessTest {
 
     @Test
     void stepAndSizeBudgetsStopHostileLoops() {
+        // two million steps, or the wall-time limit first on a slow or busy machine
         assertThat(fails("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").detail())
-                .contains("steps");
+                .containsAnyOf("steps", "took longer than");
         assertThat(fails("{% macro f(n) %}{% if n < 40 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}").detail())
-                .contains("steps");
+                .containsAnyOf("steps", "took longer than");
         assertThat(fails("{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").detail())
                 .contains("string concatenation exceeds");
         assertThat(fails("{% set ns = namespace(s=[1]) %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").detail())
                 .contains("list concatenation too large");
+    }
+
+    @Test
+    void aRenderPastItsWallTimeLimitStops() {
+        // an exponential macro within the step budget (the fuzzer's slow units: 5–15 s before the limit)
+        var t = Template.compile("{% macro f(n) %}{% if n < 40 %}{{ f(n + 1) }}{{ f(n + 2) }}{% endif %}{% endmacro %}{{ f(0) }}");
+        assertThatThrownBy(() -> t.render(Map.of(), java.time.Clock.systemUTC(), 1))
+                .isInstanceOfSatisfying(TemplateException.class, e -> {
+                    assertThat(e.kind()).isEqualTo(TemplateException.Kind.LimitExceeded);
+                    assertThat(e.detail()).contains("took longer than 1 ms");
+                });
+        assertThat(Template.compile("{% for m in x %}{{ m }}{% endfor %}").render(Map.of("x", List.of(1, 2)), java.time.Clock.systemUTC(), 1))
+                .as("a real template's render stays far inside it").isEqualTo("12");
     }
 
     @Test

@@ -29,7 +29,7 @@ class TemplateFuzzTest {
             "tools", List.of(Map.of("type", "function", "function",
                     Map.of("name", "f", "description", "d", "parameters", Map.of("type", "object")))));
 
-    @FuzzTest(maxDuration = "40m")
+    @FuzzTest(maxDuration = "90m")
     @DictionaryEntries({"{{", "}}", "{%", "%}", "{#", "#}", "{%-", "-%}", " for ", " in ", " endfor ", " if ", " elif ",
             " else ", " endif ", " set ", " endset ", " macro ", " endmacro ", " call ", " endcall ", " raw ", " endraw ",
             " namespace(", " range(", " loop.", "messages", "tools", "message['content']", " | tojson", " | length",
