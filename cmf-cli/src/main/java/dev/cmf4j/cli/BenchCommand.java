@@ -155,7 +155,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private void measure(Backend backend, int usedThreads, PrintWriter out) throws Exception {
-        try (Model model = overrides.open(file, backend)) {
+        try (Model model = overrides.openOne(file, backend, spec.commandLine().getErr())) {
             Graph graph = model.graph();
             overlay = overrides.overlay(graph);   // --skill, --task, --lora: every measured sequence
             long bytesPerToken = weightBytesPerToken(model);

@@ -53,7 +53,7 @@ public final class GenerateCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         int[] prompt = ModelFile.parseIds(ids);
         try (var dev = device.open(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev)) {
+             Model m = overrides.openOne(file, dev, spec.commandLine().getErr())) {
             SamplingParams p = sampling.params(SamplingParams.GREEDY);
             Set<Integer> eos = Set.of();
             if (stopAtEos) {

@@ -43,7 +43,7 @@ public final class LogitsCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         int[] tokens = ModelFile.parseIds(ids);
         try (var dev = device.open(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev)) {
+             Model m = overrides.openOne(file, dev, spec.commandLine().getErr())) {
             var target = overrides.target(m, tokens, spec.commandLine().getErr());   // --skill auto and --blend pick here
             Session session = new Session(target.graph(), Math.max(1, tokens.length));
             session.useOverlay(target.overlay());

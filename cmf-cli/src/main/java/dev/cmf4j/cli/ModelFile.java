@@ -90,6 +90,10 @@ final class ModelFile {
          */
         Target target(dev.cmf4j.model.Model m, int[] prompt, java.io.PrintWriter err) {
             var g = m.graph();
+            if (applied != null) return new Target(g, resolved(g, null));
+            if (g.device() != null && ("auto".equals(skill) || "auto".equals(blend)))
+                throw new IllegalArgumentException("routing reads the backbone's hidden states on the CPU graph; this model runs"
+                        + " whole on the device: use --device cpu for --skill auto and --blend auto, or name the skill");
             if (blend != null) {
                 if (skill != null) throw new IllegalArgumentException("--blend and --skill exclude each other");
                 java.util.Map<String, Double> w = blendWeights(m, prompt, err);
@@ -116,6 +120,24 @@ final class ModelFile {
                     ? String.format(java.util.Locale.ROOT, "novelty %.3f", r.novelty()) : "uncalibrated");
         }
 
+        /** {@code --blend ID:W,...} as written (not yet normalised or checked against the file). */
+        private java.util.Map<String, Double> parseBlend() {
+            java.util.Map<String, Double> w = new java.util.LinkedHashMap<>();
+            for (String part : blend.split(",")) {
+                int c = part.lastIndexOf(':');
+                if (c <= 0) throw new IllegalArgumentException("--blend: '" + part + "' is not ID:WEIGHT (e.g. --blend a:0.7,b:0.3, or auto)");
+                String id = part.substring(0, c).trim();
+                double v;
+                try {
+                    v = Double.parseDouble(part.substring(c + 1).trim());
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException("--blend: weight '" + part.substring(c + 1) + "' of '" + id + "' is not a number");
+                }
+                if (w.put(id, v) != null) throw new IllegalArgumentException("--blend names '" + id + "' twice");
+            }
+            return w;
+        }
+
         /** {@code --blend}'s weights by skill id ("none": the backbone), or null when auto sends the prompt to the backbone. */
         private java.util.Map<String, Double> blendWeights(dev.cmf4j.model.Model m, int[] prompt, java.io.PrintWriter err) {
             java.util.Map<String, Double> w = new java.util.LinkedHashMap<>();
@@ -130,18 +152,7 @@ final class ModelFile {
                 }
                 w.putAll(r.weights());
             } else {
-                for (String part : blend.split(",")) {
-                    int c = part.lastIndexOf(':');
-                    if (c <= 0) throw new IllegalArgumentException("--blend: '" + part + "' is not ID:WEIGHT (e.g. --blend a:0.7,b:0.3, or auto)");
-                    String id = part.substring(0, c).trim();
-                    double v;
-                    try {
-                        v = Double.parseDouble(part.substring(c + 1).trim());
-                    } catch (NumberFormatException e) {
-                        throw new IllegalArgumentException("--blend: weight '" + part.substring(c + 1) + "' of '" + id + "' is not a number");
-                    }
-                    if (w.put(id, v) != null) throw new IllegalArgumentException("--blend names '" + id + "' twice");
-                }
+                w.putAll(parseBlend());
             }
             var bw = new dev.cmf4j.model.BlendedWeights(new dev.cmf4j.model.CmfWeights(m.file()), w);   // checks and normalises
             StringBuilder sb = new StringBuilder("cmf: blending");
@@ -151,6 +162,7 @@ final class ModelFile {
         }
 
         private dev.cmf4j.model.graph.Overlay resolved(dev.cmf4j.model.graph.Graph g, String s) {
+            if (applied != null) s = null;   // the skill (or blend) is in the weights themselves
             if (loras.size() > 1) throw new IllegalArgumentException("one --lora per run (serve loads several; requests pick one)");
             String adapter = g.adapters().isEmpty() ? null : g.adapters().getFirst();
             return g.withTask(g.overlay(s, adapter, loraScale), task);
@@ -161,8 +173,43 @@ final class ModelFile {
             return open(file, new dev.cmf4j.backend.cpu.CpuBackend());
         }
 
+        /** What {@link #openOne} applied to the weights ("skill ID", "blend ..."), or null. */
+        private String applied;
+
+        /**
+         * As {@link #open(Path, dev.cmf4j.backend.Backend)}, for a command that runs one sequence (or sequences of one
+         * overlay): on a backend that runs whole models, which take no per-row overlays, {@code --skill ID} and a
+         * {@code --blend} of named weights are applied to the weights themselves (the device holds the skill's tensors
+         * in place of the backbone's) and say so on {@code err}.
+         */
+        dev.cmf4j.model.Model openOne(Path file, dev.cmf4j.backend.Backend backend, java.io.PrintWriter err) throws NoSuchFileException {
+            applied = null;
+            if (!backend.runsWholeModels()) return open(file, backend);
+            java.util.function.UnaryOperator<dev.cmf4j.model.Weights> wrap;
+            if (blend != null && !blend.equals("auto")) {
+                if (skill != null) throw new IllegalArgumentException("--blend and --skill exclude each other");
+                java.util.Map<String, Double> w = parseBlend();
+                wrap = ws -> new dev.cmf4j.model.SkillWeights(new dev.cmf4j.model.BlendedWeights(ws, w), dev.cmf4j.model.BlendedWeights.ID);
+                applied = "blend " + blend;
+            } else if (blend == null && skill != null && !skill.equals("none") && !skill.equals("auto")) {
+                String id = skill;
+                wrap = ws -> new dev.cmf4j.model.SkillWeights(ws, id);
+                applied = "skill " + skill;
+            } else {
+                return open(file, backend);
+            }
+            dev.cmf4j.model.Model m = open(resolve(file), backend, wrap);
+            err.println("cmf: " + applied + " applied to the weights (the device runs the model whole, without per-row overlays)");
+            return m;
+        }
+
         /** Opens {@code file} (or the default model) with the overrides, on {@code backend}. */
         dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend) throws NoSuchFileException {
+            return open(resolve(file), backend, java.util.function.UnaryOperator.identity());
+        }
+
+        private dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend,
+                                           java.util.function.UnaryOperator<dev.cmf4j.model.Weights> wrap) throws NoSuchFileException {
             Path p = resolve(file);
             com.fasterxml.jackson.databind.JsonNode o = null;
             if (json != null) {
@@ -174,7 +221,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, backend, adapters(), memory::choose);
+            return dev.cmf4j.model.Model.open(p, o, backend, adapters(), memory::choose, wrap);
         }
     }
 

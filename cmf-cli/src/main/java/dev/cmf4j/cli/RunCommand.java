@@ -71,7 +71,7 @@ public final class RunCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         try (var dev = device.open(spec.commandLine().getErr());
-             Model m = overrides.open(file, dev)) {
+             Model m = overrides.openOne(file, dev, spec.commandLine().getErr())) {
             TextCodec codec = TextCodec.of(m.file());
             int[] ids;
             if (chat) {

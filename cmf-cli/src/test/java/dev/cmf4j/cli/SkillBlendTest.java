@@ -52,7 +52,8 @@ class SkillBlendTest {
 
     static float fb(float v, long i) { return v * (1f - 0.3f * (float) Math.cos(i)) + 0.01f; }
 
-    @Test void aBlendIsTheModelWithTheWeightedTensors(@TempDir Path tmp) throws Exception {
+    /** The tiny fixture with skills a (donor A), b (donor B) and c (0.3·A + 0.7·B built by hand). */
+    static Path withThreeSkills(Path tmp) throws Exception {
         Path base = tmp.resolve("tiny.cmf"), da = tmp.resolve("a.cmf"), db = tmp.resolve("b.cmf"), dc = tmp.resolve("c.cmf");
         Files.copy(Fixtures.require("cmf/tiny/tiny-F32.cmf"), base);
         moved(base, da, A, SkillBlendTest::fa);
@@ -81,6 +82,13 @@ class SkillBlendTest {
             Run add = run("skill", "add", base.toString(), "--from", s[1], "--id", s[0]);
             assertThat(add.code()).as(add.err()).isZero();
         }
+        return base;
+    }
+
+    @Test void aBlendIsTheModelWithTheWeightedTensors(@TempDir Path tmp) throws Exception {
+        Path base = withThreeSkills(tmp);
+        Set<String> union = new java.util.HashSet<>(A);
+        union.addAll(B);
         // the blended tensors themselves: exactly the hand-built ones, only for names a blended skill replaces
         try (CmfFile f = CmfFile.open(base)) {
             Map<String, Double> w = new LinkedHashMap<>();
@@ -122,7 +130,7 @@ class SkillBlendTest {
         assertThat(run("logits", base.toString(), "--blend", "q:1", "--ids", ids, "--out", z.toString()).err()).contains("unknown skill 'q'");
         assertThat(run("logits", base.toString(), "--blend", "a:1", "--skill", "b", "--ids", ids, "--out", z.toString()).err())
                 .contains("exclude each other");
-        assertThat(run("chat", base.toString(), "--blend", "a:1").err()).contains("--blend runs single prompts only");
+        assertThat(run("chat", base.toString(), "--blend", "a:1").err()).contains("--blend runs single sequences only");
         // auto: needs descriptors and a calibration; then the route's confidences weigh the skills
         Path words = tmp.resolve("w.txt"), digits = tmp.resolve("d.txt");
         Files.writeString(words, "the cat sat on the mat\na dog ran to the park\nbirds sing in the tall trees\nwe read books at night\n");
@@ -134,6 +142,44 @@ class SkillBlendTest {
         Run auto = run("generate", base.toString(), "--blend", "auto", "--ids", ids, "-n", "2");
         assertThat(auto.code()).as(auto.err()).isZero();
         assertThat(auto.err()).containsAnyOf("cmf: blending a ", "cmf: routed to the backbone");
+    }
+
+    /**
+     * What a device that runs whole models gets (the CLI's openOne there): a skill, or a blend, applied to the weights
+     * themselves, run as the backbone, gives the logits of the per-row overlay.
+     */
+    @Test void aSkillOrBlendAppliedToTheWeightsIsTheOverlay(@TempDir Path tmp) throws Exception {
+        Path base = withThreeSkills(tmp);
+        int[] ids = {5, 17, 30, 2, 99, 41, 7, 60, 12, 3};
+        float[] overlay, applied, blended;
+        try (var m = dev.cmf4j.model.Model.open(base)) {
+            overlay = logitsOf(m.graph(), m.graph().overlay("c", null, 0f), ids);
+        }
+        try (var m = dev.cmf4j.model.Model.open(base, null, new dev.cmf4j.backend.cpu.CpuBackend(), java.util.List.of(),
+                h -> dev.cmf4j.model.AttentionMemory.EXACT, ws -> new dev.cmf4j.model.SkillWeights(ws, "c"))) {
+            assertThat(m.graph().skills()).isEmpty();
+            applied = logitsOf(m.graph(), dev.cmf4j.model.graph.Overlay.NONE, ids);
+        }
+        Map<String, Double> w = new LinkedHashMap<>();
+        w.put("a", 0.3);
+        w.put("b", 0.7);
+        try (var m = dev.cmf4j.model.Model.open(base, null, new dev.cmf4j.backend.cpu.CpuBackend(), java.util.List.of(),
+                h -> dev.cmf4j.model.AttentionMemory.EXACT,
+                ws -> new dev.cmf4j.model.SkillWeights(new BlendedWeights(ws, w), BlendedWeights.ID))) {
+            blended = logitsOf(m.graph(), dev.cmf4j.model.graph.Overlay.NONE, ids);
+        }
+        assertThat(maxDiff(applied, overlay)).isLessThanOrEqualTo(1e-5);
+        assertThat(maxDiff(blended, overlay)).isLessThanOrEqualTo(1e-5);
+        try (CmfFile f = CmfFile.open(base)) {
+            assertThatThrownBy(() -> new dev.cmf4j.model.SkillWeights(new CmfWeights(f), "zz")).hasMessageContaining("unknown skill 'zz'");
+        }
+    }
+
+    static float[] logitsOf(dev.cmf4j.model.graph.Graph g, dev.cmf4j.model.graph.Overlay o, int[] ids) {
+        try (var s = new dev.cmf4j.runtime.Session(g, ids.length)) {
+            s.useOverlay(o);
+            return s.logitsAll(ids);
+        }
     }
 
     static double ppl(Path model, Path text, String... more) throws Exception {

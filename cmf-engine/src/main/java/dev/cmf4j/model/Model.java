@@ -60,6 +60,16 @@ public final class Model implements AutoCloseable {
      */
     public static Model open(Path path, JsonNode archOverrides, Backend backend, java.util.List<LowRankAdapter> adapters,
                              java.util.function.Function<JsonNode, AttentionMemory> memory) {
+        return open(path, archOverrides, backend, adapters, memory, java.util.function.UnaryOperator.identity());
+    }
+
+    /**
+     * As above, the graph built over the file's weights as {@code wrap} presents them ({@link SkillWeights}: one skill
+     * applied to the whole model; {@link BlendedWeights}: a blend as one more skill).
+     */
+    public static Model open(Path path, JsonNode archOverrides, Backend backend, java.util.List<LowRankAdapter> adapters,
+                             java.util.function.Function<JsonNode, AttentionMemory> memory,
+                             java.util.function.UnaryOperator<Weights> wrap) {
         CmfFile file = CmfFile.open(path);
         try {
             if ((file.envelope().features() & dev.cmf4j.format.Feature.SKILL_FILE.mask()) != 0)
@@ -69,7 +79,7 @@ public final class Model implements AutoCloseable {
             JsonNode header = file.header().toJson();
             ModelSpec spec = SpecBuilder.build(header, w, archOverrides);
             AttentionMemory mem = memory.apply(header);
-            return new Model(file, spec, w, ws -> new Graph(spec, ws, backend, adapters, mem));
+            return new Model(file, spec, wrap.apply(w), ws -> new Graph(spec, ws, backend, adapters, mem));
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);
