@@ -28,10 +28,10 @@ public interface Backend extends AutoCloseable {
     default boolean runsWholeModels() { return false; }
 
     /**
-     * A forward that runs {@code plan} whole on this device, or null to run the host graph with {@link #matmul()}
-     * (the device says why in its notes). The host has none.
+     * A forward that runs {@code plan} whole on this device with KV caches of type {@code kv}, or null to run the host
+     * graph with {@link #matmul()} (the device says why in its notes). The host has none.
      */
-    default DeviceForward deviceForward(DecoderPlan plan) { return null; }
+    default DeviceForward deviceForward(DecoderPlan plan, KvType kv) { return null; }
 
     /** Told that model {@code label} runs on the host graph because {@code why} (a device notes it). */
     default void hostGraph(String label, String why) {}

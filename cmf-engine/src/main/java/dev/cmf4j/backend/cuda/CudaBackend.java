@@ -3,6 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.kernel.WorkerPool;
@@ -33,7 +34,7 @@ public final class CudaBackend implements Backend {
 
     @Override public boolean runsWholeModels() { return true; }
 
-    @Override public DeviceForward deviceForward(DecoderPlan plan) { return matmul.denseForward(plan); }
+    @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv) { return matmul.denseForward(plan, kv); }
 
     @Override public void hostGraph(String label, String why) { matmul.hostGraph(label, why); }
 

@@ -2,6 +2,7 @@ package dev.cmf4j.backend.cuda;
 
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
@@ -103,7 +104,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
      * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
      * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.
      */
-    DeviceForward denseForward(DecoderPlan model) {
+    DeviceForward denseForward(DecoderPlan model, KvType kv) {
         String arch = model.label();
         if (!RESIDENT) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): -Dcmf.cuda.resident=false");
@@ -122,12 +123,12 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache, prefillPrecision,
-                    prefillFusion, programmaticLaunch);
+            ResidentForward r = new ResidentForward(this, ctx, model, kv, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
+                    prefillPrecision, prefillFusion, programmaticLaunch);
             residents.add(r);
             return r;
         });
-        notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; decode as one CUDA graph "
+        notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; " + kv.label() + " KV cache; decode as one CUDA graph "
                 + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false")
                 + (f.programmaticLaunch() ? ", programmatic dependent launch" : "") + ")");
         return f;

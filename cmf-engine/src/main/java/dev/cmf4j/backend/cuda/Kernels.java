@@ -1,5 +1,7 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.KvType;
+
 import java.util.ArrayList;
 import java.util.List;
 
@@ -28,8 +30,8 @@ final class Kernels {
     private static final String ATTN_DECODE_TAIL = "const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,"
             + " const float* invFreq, int rotaryDim, float ropeScale, float* pm, float* pl, float* pacc, int heads, int kvHeads,"
             + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks";
-    private static final String PREFILL = "const float* q, const float* kc, const float* vc, float* out, int T, int heads,"
-            + " int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks";
+    private static final String PREFILL_TAIL = " float* out, int T, int heads, int kvHeads, int hd, float scale,"
+            + " const int* pos, int window, const float* sinks";
     private static final String MOE_GLU = "const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,"
             + " int gouts, int gim, const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,"
             + " int uouts, int uim, const float* gb, const float* ub, const int* idx, const float* x, float* h, int rows, int cols,"
@@ -50,9 +52,48 @@ final class Kernels {
 
     static KernelSignature moeDown(String kind) { return KernelSignature.of(ARCH_CU, "ra_moe_down_" + kind, MOE_DOWN); }
 
-    static KernelSignature prefill(int headDim) { return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_" + headDim, PREFILL); }
+    /** The C element type of a KV cache of this type in the kernels' parameters, and the suffix of their names. */
+    private static String kvElement(KvType kv) {
+        return switch (kv) {
+            case F32 -> "float";
+            case F16 -> "r_u16";
+            case Q8 -> throw new IllegalArgumentException("the resident kernels keep no q8 KV cache");
+        };
+    }
 
-    static KernelSignature prefillTensorCores(int headDim) { return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_tc_" + headDim, PREFILL); }
+    private static String kvSuffix(KvType kv) { return kv == KvType.F32 ? "" : "_h"; }
+
+    static KernelSignature prefill(int headDim, KvType kv) {
+        String e = kvElement(kv);
+        return KernelSignature.of(RESIDENT_CU, "r_attn_prefill" + kvSuffix(kv) + "_" + headDim,
+                "const float* q, const " + e + "* kc, const " + e + "* vc," + PREFILL_TAIL);
+    }
+
+    static KernelSignature prefillTensorCores(int headDim, KvType kv) {
+        String e = kvElement(kv);
+        return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_tc" + kvSuffix(kv) + "_" + headDim,
+                "const float* q, const " + e + "* kc, const " + e + "* vc," + PREFILL_TAIL);
+    }
+
+    static KernelSignature qkRopeAppend(KvType kv) {
+        String e = kvElement(kv);
+        return KernelSignature.of(RESIDENT_CU, "r_qk_rope_append" + kvSuffix(kv),
+                "float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, const float* qw, const float* kw, int qNorm,"
+                        + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
+                        + " int kvHeads, int hd, const int* pos");
+    }
+
+    static KernelSignature attnPartial(KvType kv) {
+        String e = kvElement(kv);
+        return KernelSignature.of(RESIDENT_CU, "r_attn_partial" + kvSuffix(kv),
+                "const float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, " + ATTN_DECODE_TAIL);
+    }
+
+    static KernelSignature attnRows(KvType kv) {
+        String e = kvElement(kv);
+        return KernelSignature.of(RESIDENT_CU, "r_attn_rows" + kvSuffix(kv),
+                "const float* q, const float* k, const float* v, " + e + "* const* kcs, " + e + "* const* vcs, " + ATTN_DECODE_TAIL);
+    }
 
     static KernelSignature gluSplit(int n) {
         return KernelSignature.of(RESIDENT_CU, "r_glu_split_" + n, "const float* Cg, const float* Cu, const float* rsg,"
@@ -60,14 +101,8 @@ final class Kernels {
                 + " r_u16* out, int f16, int parts, float* ts");
     }
 
-    static final KernelSignature QK_ROPE_APPEND = KernelSignature.of(RESIDENT_CU, "r_qk_rope_append",
-            "float* q, const float* k, const float* v, float* kc, float* vc, const float* qw, const float* kw, int qNorm,"
-                    + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
-                    + " int kvHeads, int hd, const int* pos");
-    static final KernelSignature ATTN_PARTIAL = KernelSignature.of(RESIDENT_CU, "r_attn_partial",
-            "const float* q, const float* k, const float* v, float* kc, float* vc, " + ATTN_DECODE_TAIL);
-    static final KernelSignature ATTN_ROWS = KernelSignature.of(RESIDENT_CU, "r_attn_rows",
-            "const float* q, const float* k, const float* v, float* const* kcs, float* const* vcs, " + ATTN_DECODE_TAIL);
+    /** The KV cache element types the resident kernels keep (each cache-touching kernel has one instance per type). */
+    static final List<KvType> KV_TYPES = List.of(KvType.F32, KvType.F16);
     static final KernelSignature SPLIT = KernelSignature.of(RESIDENT_CU, "r_split",
             "const float* x, const float* cf, int normed, float eps, r_u16* out, int T, int cols, int f16, int parts, float* ts");
     static final KernelSignature SPLIT3 = KernelSignature.of(RESIDENT_CU, "r_split3",
@@ -124,12 +159,15 @@ final class Kernels {
 
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
-        List<KernelSignature> all = new ArrayList<>(List.of(QK_ROPE_APPEND, ATTN_PARTIAL, ATTN_ROWS, SPLIT, SPLIT3, I8_WIDEN,
+        List<KernelSignature> all = new ArrayList<>(List.of(SPLIT, SPLIT3, I8_WIDEN,
                 GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
                 GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
-        for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d));
-        for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i]));
+        for (KvType kv : KV_TYPES) {
+            all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
+            for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d, kv));
+            for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
+        }
         for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
         return all;
     }

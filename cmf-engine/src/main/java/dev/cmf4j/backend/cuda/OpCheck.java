@@ -1,6 +1,7 @@
 package dev.cmf4j.backend.cuda;
 
 import dev.cmf4j.backend.Activation;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.OpResult;
 import dev.cmf4j.backend.cpu.RmsNorm;
 import dev.cmf4j.backend.cpu.Softmax;
@@ -45,17 +46,20 @@ final class OpCheck {
                 // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks}
                 int[][] attn = {{64, 4, 2, 5, 3, 0, 0}, {128, 2, 1, 17, 10, 8, 1}, {256, 2, 2, 3, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1}};
                 boolean tensorCores = ResidentForward.tensorCoreAttention(ctx.info().ccMajor());
-                for (int[] s : attn)
-                    for (boolean tc : new boolean[] {false, true})
-                        if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < ResidentForward.PREFILL_TC_BUCKETS))
-                            out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc));
+                for (KvType kv : Kernels.KV_TYPES)
+                    for (int[] s : attn)
+                        for (boolean tc : new boolean[] {false, true})
+                            if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < ResidentForward.PREFILL_TC_BUCKETS))
+                                out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc, kv));
                 // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits}
                 int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
                         {40, 6, 3, 100, 0, 1, 0, 40, 32}};
-                for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8]));
+                for (KvType kv : Kernels.KV_TYPES)
+                    for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8], kv));
                 // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits}
-                for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3}, {64, 4, 2, 9, 12, 1, 2, 2}})
-                    out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7]));
+                for (KvType kv : Kernels.KV_TYPES)
+                    for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3}, {64, 4, 2, 9, 12, 1, 2, 2}})
+                        out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], kv));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
             return out;
@@ -63,6 +67,13 @@ final class OpCheck {
     }
 
     private static final String[] KINDS = Kernels.KINDS;
+
+    private static String kvLabel(KvType kv) { return kv == KvType.F32 ? "" : " kv-" + kv.label(); }
+
+    /** The spacing of a cache of this type's values near x (0 for f32: stored as computed). */
+    private static double kvStep(double x, KvType kv) {
+        return kv == KvType.F16 ? Math.scalb(1.0, Math.max(Math.getExponent((float) x), -14) - 10) : 0;
+    }
 
     /** y[t, r] = rs[r]·Σ_c W[r, c]·x'[t, c] (+ bias) (+ y when accumulating); x' the RMS-normalized x when normed. */
     private static OpResult matvec(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int rows, int cols, int t,
@@ -186,16 +197,16 @@ final class OpCheck {
      * joining the softmax's denominator), against the same in double precision.
      */
     private static OpResult prefillAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                             int t, int pos0, int window, boolean sinks, boolean tc) {
+                                             int t, int pos0, int window, boolean sinks, boolean tc, KvType kv) {
         int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads;
         float scale = (float) (1 / Math.sqrt(hd));
         float[] q = gauss(r, t * heads * hd, 1f), kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
         float[] sink = gauss(r, heads, 1f);
-        long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(kc)), dv = d.put(MemorySegment.ofArray(vc));
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.putKv(kc, kv), dv = d.putKv(vc, kv);
         long dout = d.put(MemorySegment.ofArray(new float[t * heads * hd])), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
         long dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
         int dim = ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
-        KernelSignature k = tc ? Kernels.prefillTensorCores(dim) : Kernels.prefill(dim);
+        KernelSignature k = tc ? Kernels.prefillTensorCores(dim, kv) : Kernels.prefill(dim, kv);
         int[] grid = ResidentForward.prefillGrid(t, heads, kvHeads, hd, tc);
         d.cu.launch(k.load(ctx).fn(), grid[0], grid[1], 1, 128, 1, 1, 0,
                 k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks));
@@ -206,7 +217,7 @@ final class OpCheck {
                 attend(q, (tt * heads + h) * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN,
                         want, (tt * heads + h) * hd);
             }
-        return result("attn_prefill" + (tc ? "_tc" : "") + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
+        return result("attn_prefill" + (tc ? "_tc" : "") + kvLabel(kv) + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, error(d.get(dout, t * heads * hd), want), 1e-5);
     }
 
@@ -216,7 +227,7 @@ final class OpCheck {
      * appended rows against the same in double precision.
      */
     private static OpResult decodeAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                            int p, int window, boolean sinks, int norm, int rot, int splits) {
+                                            int p, int window, boolean sinks, int norm, int rot, int splits, KvType kv) {
         int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads;
         float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1.125f, eps = 1e-5f;
         float[] kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
@@ -225,23 +236,26 @@ final class OpCheck {
         float[] invFreq = new float[Math.max(1, rot / 2)];
         for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
-        long dkc = d.put(MemorySegment.ofArray(kc)), dvc = d.put(MemorySegment.ofArray(vc));
+        long dkc = d.putKv(kc, kv), dvc = d.putKv(vc, kv);
         long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
         long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {p}));
         long dpm = d.put(MemorySegment.ofArray(new float[heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[heads * splits]));
         long dacc = d.put(MemorySegment.ofArray(new float[heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[heads]));
         long dout = d.put(MemorySegment.ofArray(new float[heads * hd])), dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
-        KernelSignature kern = Kernels.ATTN_PARTIAL;
+        KernelSignature kern = Kernels.attnPartial(kv);
         d.cu.launch(kern.load(ctx).fn(), heads, 1, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
                 window, dout, ddone, dsinks));
-        float[] got = d.get(dout, heads * hd), kcGot = d.get(dkc, ctxLen * kvDim), vcGot = d.get(dvc, ctxLen * kvDim);
+        float[] got = d.get(dout, heads * hd), kcGot = d.getKv(dkc, ctxLen * kvDim, kv), vcGot = d.getKv(dvc, ctxLen * kvDim, kv);
         double appended = 0, appendedMag = 0;
         for (int g = 0; g < kvHeads; g++) {
             double[] kr = normRope(k, g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
             for (int c = 0; c < hd; c++) {
                 int i = p * kvDim + g * hd + c;
-                appended = Math.max(appended, Math.max(Math.abs(kcGot[i] - kr[c]), Math.abs(vcGot[i] - v[g * hd + c])));
+                // the appended rows as the cache stores them (f16: within one f16 step of the exact row, whose f32
+                // rounding on the GPU may sit on the other side of an f16 rounding boundary)
+                appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[i] - kr[c]) - kvStep(kr[c], kv)),
+                        Math.max(0, Math.abs(vcGot[i] - v[g * hd + c]) - kvStep(v[g * hd + c], kv))));
                 appendedMag = Math.max(appendedMag, Math.abs(kr[c]));
                 kc[i] = (float) kr[c];
                 vc[i] = v[g * hd + c];
@@ -257,7 +271,7 @@ final class OpCheck {
         for (int h = 0; h < heads; h++)
             attend(qr, h * hd, kc, vc, kvDim, (h / group) * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN, want, h * hd);
         double err = Math.max(error(got, want), appended / Math.max(1e-30, appendedMag));
-        return result("attn_decode" + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (rot < hd ? " partial rope" : "")
+        return result("attn_decode" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (rot < hd ? " partial rope" : "")
                 + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, key " + p + ", " + splits + " splits", err, 1e-5);
     }
@@ -267,7 +281,7 @@ final class OpCheck {
      * its own caches (found through per-row address tables), normed, roped and appended as in {@link #decodeAttention}.
      */
     private static OpResult decodeRows(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                       int rows, int window, boolean sinks, int norm, int splits) {
+                                       int rows, int window, boolean sinks, int norm, int splits, KvType kv) {
         int kvDim = kvHeads * hd, group = heads / kvHeads;
         float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1f, eps = 1e-6f;
         float[] q = gauss(r, rows * heads * hd, 1.5f), k = gauss(r, rows * kvDim, 1.5f), v = gauss(r, rows * kvDim, 1f);
@@ -281,8 +295,8 @@ final class OpCheck {
             pos[i] = 3 + 7 * i;
             kc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
             vc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
-            dkc[i] = d.put(MemorySegment.ofArray(kc[i]));
-            dvc[i] = d.put(MemorySegment.ofArray(vc[i]));
+            dkc[i] = d.putKv(kc[i], kv);
+            dvc[i] = d.putKv(vc[i], kv);
         }
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
         long dkcs = d.put(MemorySegment.ofArray(dkc)), dvcs = d.put(MemorySegment.ofArray(dvc)), dpos = d.put(MemorySegment.ofArray(pos));
@@ -291,7 +305,7 @@ final class OpCheck {
         long dpm = d.put(MemorySegment.ofArray(new float[rows * heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[rows * heads * splits]));
         long dacc = d.put(MemorySegment.ofArray(new float[rows * heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[rows * heads]));
         long dout = d.put(MemorySegment.ofArray(new float[rows * heads * hd]));
-        KernelSignature kern = Kernels.ATTN_ROWS;
+        KernelSignature kern = Kernels.attnRows(kv);
         d.cu.launch(kern.load(ctx).fn(), heads, rows, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkcs, dvcs, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, hd, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
                 window, dout, ddone, dsinks));
@@ -315,7 +329,7 @@ final class OpCheck {
                         (i * heads + h) * hd);
             }
         }
-        return result("attn_rows" + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (window > 0 ? " window" : "")
+        return result("attn_rows" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (window > 0 ? " window" : "")
                 + (sinks ? " sinks" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + rows + " rows, " + splits + " splits",
                 error(got, want), 1e-5);
     }
@@ -428,6 +442,27 @@ final class OpCheck {
             MemorySegment s = arena.allocate(4L * n, 4);
             cu.copyToHost(s, p, 4L * n);
             return s.toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        /** A KV cache's rows: f32 as they are, or f16 (their values rounded in place first: what the kernels read). */
+        long putKv(float[] x, KvType kv) {
+            if (kv == KvType.F32) return put(MemorySegment.ofArray(x));
+            short[] h = new short[x.length];
+            for (int i = 0; i < x.length; i++) {
+                h[i] = Float.floatToFloat16(x[i]);
+                x[i] = Float.float16ToFloat(h[i]);
+            }
+            return put(MemorySegment.ofArray(h));
+        }
+
+        float[] getKv(long p, int n, KvType kv) {
+            if (kv == KvType.F32) return get(p, n);
+            cu.synchronize();
+            MemorySegment s = arena.allocate(2L * n, 2);
+            cu.copyToHost(s, p, 2L * n);
+            float[] x = new float[n];
+            for (int i = 0; i < n; i++) x[i] = Float.float16ToFloat(s.getAtIndex(ValueLayout.JAVA_SHORT, i));
+            return x;
         }
 
         int[] getInts(long p, int n) {

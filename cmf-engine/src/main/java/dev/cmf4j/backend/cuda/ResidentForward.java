@@ -4,6 +4,7 @@ import dev.cmf4j.backend.Activation;
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.Glu;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
@@ -69,6 +70,8 @@ final class ResidentForward implements DeviceForward {
     private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
     private final Kernel fnGdnUnfuse, fnGdnConv, fnGdnGates, fnGdnRule, fnGdnNorm, fnSplitGate, fnSigmoidMul, fnGatedAdd;
     private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
+    /** The element type of every KV cache (f32, or f16 with {@code --kv f16}); the cache kernels are this type's instances. */
+    private final KvType kv;
     private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
     private static final int ROPE_WARPS = 4;
@@ -227,8 +230,10 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: loads the kernels and uploads every weight. */
-    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, boolean graphs, Cublas cublas, int gemmMinTokens,
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, boolean graphs, Cublas cublas, int gemmMinTokens,
                     String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch) {
+        if (!Kernels.KV_TYPES.contains(kv)) throw new IllegalArgumentException("the GPU-resident forward keeps no " + kv.label() + " KV cache");
+        this.kv = kv;
         this.prefillCache = prefillCacheMode(prefillCache);
         this.fastPrefill = "fast".equals(prefillPrecisionMode(prefillPrecision));
         this.fusePrefill = fusePrefill;
@@ -250,9 +255,9 @@ final class ResidentForward implements DeviceForward {
             fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
             fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
         }
-        fnRope = Kernels.QK_ROPE_APPEND.load(ctx);
-        fnAttn = Kernels.ATTN_PARTIAL.load(ctx);
-        fnAttnRows = Kernels.ATTN_ROWS.load(ctx);
+        fnRope = Kernels.qkRopeAppend(kv).load(ctx);
+        fnAttn = Kernels.attnPartial(kv).load(ctx);
+        fnAttnRows = Kernels.attnRows(kv).load(ctx);
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
@@ -261,9 +266,9 @@ final class ResidentForward implements DeviceForward {
         for (Kernel[] ks : List.of(fnMatvec, fnMatvec3, fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
         waits.add(fnAttn.fn().address());
         waits.add(fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
-        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i]).load(ctx);
+        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
         if (tensorCoreAttention(ctx.info().ccMajor()))
-            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i]).load(ctx);
+            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
         fnArchNorm = Kernels.RMSNORM.load(ctx);
         fnGluAct = Kernels.GLU_ACT.load(ctx);
         fnRoute = Kernels.MOE_ROUTE.load(ctx);
@@ -621,8 +626,8 @@ final class ResidentForward implements DeviceForward {
                             vRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
                         }
                     } else {
-                        kc[l] = alloc(4L * maxContext * kvDim);
-                        vc[l] = alloc(4L * maxContext * kvDim);
+                        kc[l] = alloc((long) kv.elementBytes * maxContext * kvDim);
+                        vc[l] = alloc((long) kv.elementBytes * maxContext * kvDim);
                     }
                 }
             } catch (RuntimeException | Error e) {

@@ -3,6 +3,7 @@ package dev.cmf4j.model.graph;
 import dev.cmf4j.backend.Activation;
 import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
@@ -130,10 +131,10 @@ public final class Graph {
             }
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
-            if (!memory.isExact())
+            if (memory.sealed() != null || memory.kv() == KvType.Q8)
                 throw new ModelException("the GPU-resident forward does not run " + describe(memory) + " yet; use --device cpu");
             String why = DecoderPlans.unsupported(spec);
-            if (why == null) dev = backend.deviceForward(DecoderPlans.of(spec, l, embedRows, head, finalNorm));
+            if (why == null) dev = backend.deviceForward(DecoderPlans.of(spec, l, embedRows, head, finalNorm), memory.kv());
             else backend.hostGraph(spec.archName(), why);
         }
         this.device = dev;
@@ -337,7 +338,7 @@ public final class Graph {
 
     private static String describe(AttentionMemory m) {
         String o1 = m.sealed() == null ? "" : "--o1 " + m.sealed().layers();
-        String kv = m.kv() == dev.cmf4j.backend.KvType.F32 ? "" : "--kv " + m.kv().label();
+        String kv = m.kv() == KvType.F32 ? "" : "--kv " + m.kv().label();
         return o1.isEmpty() ? kv : kv.isEmpty() ? o1 : o1 + " with " + kv;
     }
 

@@ -18,6 +18,29 @@ __device__ __forceinline__ float r_f16(r_u16 h) {
 #endif
 }
 
+__device__ __forceinline__ r_u16 r_to_f16(float v) {   // round to nearest even
+#ifdef __CUDA_ARCH__
+    r_u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+#else
+    _Float16 h = (_Float16) v;
+    r_u16 b;
+    memcpy(&b, &h, 2);
+    return b;
+#endif
+}
+
+// KV cache elements: f32, or f16 (--kv f16: half the bytes every attention step reads). The kernels that read or
+// write the caches are templates over the element type KV, one extern name per type (the f16 ones end in _h).
+// A loop that keeps many cache loads in flight loads the stored elements first (a plain, predicable load: 0 where
+// masked) and widens them after: a conditional r_f16(load) made the compiler branch around every load, so each waited
+// for DRAM before the next went out (f16 decode attention 4× slower than f32 on the H200)
+__device__ __forceinline__ float r_kv_f32(float v) { return v; }
+__device__ __forceinline__ float r_kv_f32(r_u16 v) { return r_f16(v); }
+__device__ __forceinline__ void r_kv_st(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void r_kv_st(r_u16* p, long long i, float v) { p[i] = r_to_f16(v); }
+
 // Weight element kinds: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f; the scales come separately as f32).
 template <int K>
 __device__ __forceinline__ float r_load1(const void* __restrict__ w, long long i) {
@@ -601,8 +624,9 @@ __device__ __forceinline__ float r_rope_at(const float* buf, int i, int half, in
 // Here a warp owns a row, in its own slice of shared memory. No block barrier: with a block of 128 threads per row (before) a llama-8b 512-token chunk
 // ran 20,480 blocks per layer, 29 µs; a warp per row takes 17 µs (H200, -Dcmf.cuda.profile=true).
 #define R_ROPE_WARPS 4
-extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) r_qk_rope_append(
-        float* q, const float* k, const float* v, float* kc, float* vc,
+template <typename KV>
+__device__ __forceinline__ void r_qk_rope_append_warp(
+        float* q, const float* k, const float* v, KV* kc, KV* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
         const float* invFreq, int rotaryDim, float ropeScale,
         int heads, int kvHeads, int hd, const int* pos) {
@@ -618,7 +642,8 @@ extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) r_qk_rope_append
     int kvh = h - heads;
     int kvDim = kvHeads * hd;
     const float* src = isQ ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvHeads + kvh) * hd;
-    float* dst = isQ ? q + ((long long) t * heads + h) * hd : kc + (long long) p * kvDim + (long long) kvh * hd;
+    float* qd = q + ((long long) t * heads + h) * hd;                          // a q row: in place
+    KV* kd = kc + (long long) p * kvDim + (long long) (isQ ? 0 : kvh) * hd;    // a k row: the cache's row p
     for (int i = lane; i < hd; i += 32) buf[i] = src[i];
     __syncwarp();
     if (isQ ? qNorm : kNorm) {
@@ -631,16 +656,31 @@ extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) r_qk_rope_append
     for (int i = lane; i < half; i += 32) {   // one angle per rotated pair (i, i + half)
         float c, s;
         r_rope_cs(i, p, invFreq, half, ropeScale, c, s);
-        dst[i] = r_rope_at(buf, i, half, rotaryDim, c, s);
-        dst[i + half] = r_rope_at(buf, i + half, half, rotaryDim, c, s);
+        float a = r_rope_at(buf, i, half, rotaryDim, c, s), b = r_rope_at(buf, i + half, half, rotaryDim, c, s);
+        if (isQ) { qd[i] = a; qd[i + half] = b; }
+        else { r_kv_st(kd, i, a); r_kv_st(kd, i + half, b); }
     }
-    for (int i = rotaryDim + lane; i < hd; i += 32) dst[i] = buf[i];   // past the rotary dims: unrotated
+    for (int i = rotaryDim + lane; i < hd; i += 32) {   // past the rotary dims: unrotated
+        if (isQ) qd[i] = buf[i];
+        else r_kv_st(kd, i, buf[i]);
+    }
     if (!isQ) {
         const float* vs = v + ((long long) t * kvHeads + kvh) * hd;
-        float* vd = vc + (long long) p * kvDim + (long long) kvh * hd;
-        for (int i = lane; i < hd; i += 32) vd[i] = vs[i];
+        KV* vd = vc + (long long) p * kvDim + (long long) kvh * hd;
+        for (int i = lane; i < hd; i += 32) r_kv_st(vd, i, vs[i]);
     }
 }
+#define R_QK_ROPE_APPEND(NAME, KV) \
+extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) NAME( \
+        float* q, const float* k, const float* v, KV* kc, KV* vc, \
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
+        const float* invFreq, int rotaryDim, float ropeScale, \
+        int heads, int kvHeads, int hd, const int* pos) { \
+    r_qk_rope_append_warp<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, \
+            heads, kvHeads, hd, pos); \
+}
+R_QK_ROPE_APPEND(r_qk_rope_append, float)
+R_QK_ROPE_APPEND(r_qk_rope_append_h, r_u16)
 
 // ---- attention over the KV cache (split over the keys, then combined) ----
 
@@ -774,8 +814,9 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
 // One query row's decode attention, the body of r_attn_partial (row t = 0) and r_attn_rows (row t = blockIdx.y, each
 // row its own sequence's caches and position): q, k and v point at the row's raw product outputs, kc and vc at its
 // sequence's caches, p is its position; the partials and the output are the row's (t).
+template <typename KV>
 __device__ __forceinline__ void r_attn_decode_row(
-        const float* q, const float* k, const float* v, float* kc, float* vc,
+        const float* q, const float* k, const float* v, KV* kc, KV* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
         const float* invFreq, int rotaryDim, float ropeScale,
         float* pm, float* pl, float* pacc,
@@ -817,8 +858,8 @@ __device__ __forceinline__ void r_attn_decode_row(
         __syncthreads();
         if (append)
             for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                kc[row + i] = rk[i];
-                vc[row + i] = v[(long long) kvh * hd + i];
+                r_kv_st(kc, row + i, rk[i]);
+                r_kv_st(vc, row + i, v[(long long) kvh * hd + i]);
             }
     }
     float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
@@ -830,20 +871,28 @@ __device__ __forceinline__ void r_attn_decode_row(
     // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
     // step's split holds a few dozen keys)
     for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
-        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
+        KV kraw[R_ATT_KEYS][R_ATT_MAXI], vraw[R_ATT_KEYS][R_ATT_MAXI];
 #pragma unroll
         for (int u = 0; u < R_ATT_KEYS; u++) {
             bool live = j0 + u < hi;
-            const float* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-            const float* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+            const KV* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+            const KV* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
 #pragma unroll
             for (int i = 0; i < R_ATT_MAXI; i++) {
                 int c = lane + 32 * i;
                 bool ok = live && c < hd;
-                kr[u][i] = ok ? kp[c] : 0.f;   // a dead key's rows are never read (row p is being written; past p unwritten)
-                vr[u][i] = ok ? vp[c] : 0.f;
+                kraw[u][i] = ok ? kp[c] : KV(0);   // a dead key's rows are never read (row p is being written; past p unwritten)
+                vraw[u][i] = ok ? vp[c] : KV(0);
             }
         }
+        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
+#pragma unroll
+        for (int u = 0; u < R_ATT_KEYS; u++)
+#pragma unroll
+            for (int i = 0; i < R_ATT_MAXI; i++) {
+                kr[u][i] = r_kv_f32(kraw[u][i]);
+                vr[u][i] = r_kv_f32(vraw[u][i]);
+            }
         float d[R_ATT_KEYS];
 #pragma unroll
         for (int u = 0; u < R_ATT_KEYS; u++) {
@@ -895,37 +944,46 @@ __device__ __forceinline__ void r_attn_decode_row(
     r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 4) r_attn_partial(
-        const float* q, const float* k, const float* v, float* kc, float* vc,
-        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
-        const float* invFreq, int rotaryDim, float ropeScale,
-        float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
-        float* out, int* done, const float* sinks) {
-    r_pdl_trigger();
-#ifdef __CUDA_ARCH__
-    if (gridDim.y != 1) __trap();   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
-#endif
-    r_attn_decode_row(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, pacc,
-            heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0);
+#define R_ATTN_PARTIAL(NAME, KV) \
+extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
+        const float* q, const float* k, const float* v, KV* kc, KV* vc, \
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
+        const float* invFreq, int rotaryDim, float ropeScale, \
+        float* pm, float* pl, float* pacc, \
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window, \
+        float* out, int* done, const float* sinks) { \
+    r_pdl_trigger(); \
+    R_TRAP_UNLESS_ONE_ROW(); \
+    r_attn_decode_row<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, \
+            pacc, heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0); \
 }
+#ifdef __CUDA_ARCH__
+#define R_TRAP_UNLESS_ONE_ROW() if (gridDim.y != 1) __trap()   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
+#else
+#define R_TRAP_UNLESS_ONE_ROW()
+#endif
+R_ATTN_PARTIAL(r_attn_partial, float)
+R_ATTN_PARTIAL(r_attn_partial_h, r_u16)
 
 // Block (head, row, split) of a batched decode step: row t = blockIdx.y is one token of its own sequence, at position
 // pos[t], over that sequence's caches kcs[t] / vcs[t] (this layer's); q, k and v hold every row's raw product
 // outputs, out, the partials and the done counters every row's. Otherwise r_attn_partial.
-extern "C" __global__ void __launch_bounds__(128, 4) r_attn_rows(
-        const float* q, const float* k, const float* v, float* const* kcs, float* const* vcs,
-        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
-        const float* invFreq, int rotaryDim, float ropeScale,
-        float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window,
-        float* out, int* done, const float* sinks) {
-    r_pdl_trigger();
-    const int t = blockIdx.y;
-    r_attn_decode_row(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, v + (long long) t * kvHeads * hd,
-            kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, pacc,
-            heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t);
+#define R_ATTN_ROWS(NAME, KV) \
+extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
+        const float* q, const float* k, const float* v, KV* const* kcs, KV* const* vcs, \
+        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
+        const float* invFreq, int rotaryDim, float ropeScale, \
+        float* pm, float* pl, float* pacc, \
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window, \
+        float* out, int* done, const float* sinks) { \
+    r_pdl_trigger(); \
+    const int t = blockIdx.y; \
+    r_attn_decode_row<KV>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
+            v + (long long) t * kvHeads * hd, kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, \
+            ropeScale, pm, pl, pacc, heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t); \
 }
+R_ATTN_ROWS(r_attn_rows, float)
+R_ATTN_ROWS(r_attn_rows_h, r_u16)
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
 //
@@ -952,24 +1010,26 @@ __device__ __forceinline__ void r_pf_at(int tid, int u, int& j, int& c) {
     else { j = u / per; c = tid + R_PF_THREADS * (u % per); }
 }
 
-template <int D, int LT>
-__device__ __forceinline__ void r_pf_load(float* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+// (ld holds the cache's stored elements: widened to f32 only when stored to shared memory, so the loads stay in flight
+// while the block computes)
+template <int D, int LT, typename KV>
+__device__ __forceinline__ void r_pf_load(KV* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
                                           long long kvDim, int tid) {
 #pragma unroll
     for (int u = 0; u < LT; u++) {
         int j, c;
         r_pf_at<D>(tid, u, j, c);
-        ld[u] = k0 + j <= pLast && c < hd ? base[(k0 + j) * kvDim + c] : 0.f;
+        ld[u] = k0 + j <= pLast && c < hd ? base[(k0 + j) * kvDim + c] : KV(0);
     }
 }
 
-template <int D, int LT>
-__device__ __forceinline__ void r_pf_store(const float* ld, float* kvs, int tid) {
+template <int D, int LT, typename KV>
+__device__ __forceinline__ void r_pf_store(const KV* ld, float* kvs, int tid) {
 #pragma unroll
     for (int u = 0; u < LT; u++) {
         int j, c;
         r_pf_at<D>(tid, u, j, c);
-        kvs[j * (D + 4) + c] = ld[u];
+        kvs[j * (D + 4) + c] = r_kv_f32(ld[u]);
     }
 }
 
@@ -1005,9 +1065,9 @@ __device__ __forceinline__ RPrefillBlock r_prefill_block(int R, int T, int heads
     return b;
 }
 
-template <int D, int R, int BK>
+template <int D, int R, int BK, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tile(
-        const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
+        const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
         float* qs, float* kvs, float* ps) {
     constexpr int RT = R / 16;     // rows per thread
@@ -1045,16 +1105,16 @@ __device__ __forceinline__ void r_attn_prefill_tile(
 #pragma unroll
         for (int k = 0; k < CT; k++) o[i][k][0] = o[i][k][1] = o[i][k][2] = o[i][k][3] = 0.f;
     }
-    const float* kbase = kc + (long long) kvh * hd;
-    const float* vbase = vc + (long long) kvh * hd;
+    const KV* kbase = kc + (long long) kvh * hd;
+    const KV* vbase = vc + (long long) kvh * hd;
     // K and V tiles pass through registers (LT values per thread) so that each tile's global loads are in flight
     // while the block computes: V(tile) during S, K(tile + 1) during P·V
     constexpr int LT = BK * D / R_PF_THREADS;
-    float ld[LT];
+    KV ld[LT];
     r_pf_load<D, LT>(ld, kbase, lo, pLast, hd, kvDim, tid);
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
         __syncthreads();   // the previous tile's V (and, the first time, nothing) is no longer read
-        r_pf_store<D, LT>(ld, kvs, tid);
+        r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
         r_pf_load<D, LT>(ld, vbase, k0, pLast, hd, kvDim, tid);
         // S = Q·Kᵀ for this thread's RT rows × KT keys
@@ -1106,7 +1166,7 @@ __device__ __forceinline__ void r_attn_prefill_tile(
             for (int j = 0; j < KT; j++) ps[(tx + 8 * j) * R + ty * RT + i] = s[i][j];
         }
         __syncthreads();   // K is no longer read: V replaces it
-        r_pf_store<D, LT>(ld, kvs, tid);
+        r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
         if (k0 + BK <= pLast) r_pf_load<D, LT>(ld, kbase, k0 + BK, pLast, hd, kvDim, tid);
         // O = O·corr + P·V
@@ -1154,19 +1214,23 @@ __device__ __forceinline__ void r_attn_prefill_tile(
 
 // One kernel per head-dimension bucket D (the Java side picks the smallest D ≥ hd); R query rows, BK keys per tile,
 // sized so the static shared memory (Q [R][D], one K/V tile [BK][D+4], P [BK][R]) stays under 48 KB.
-#define R_ATTN_PREFILL(D, R, BK) \
-extern "C" __global__ void __launch_bounds__(R_PF_THREADS, 3) r_attn_prefill_##D( \
-        const float* q, const float* kc, const float* vc, float* out, int T, int heads, int kvHeads, int hd, \
+#define R_ATTN_PREFILL_KV(NAME, D, R, BK, KV) \
+extern "C" __global__ void __launch_bounds__(R_PF_THREADS, 3) NAME( \
+        const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
         float scale, const int* pos, int window, const float* sinks) { \
     __shared__ __align__(16) float qs[R * D]; \
     __shared__ __align__(16) float kvs[BK * (D + 4)]; \
     __shared__ __align__(16) float ps[BK * R]; \
-    r_attn_prefill_tile<D, R, BK>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, qs, kvs, ps); \
+    r_attn_prefill_tile<D, R, BK, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, qs, kvs, ps); \
 }
-R_ATTN_PREFILL(32, 64, 32)
-R_ATTN_PREFILL(64, 64, 32)
-R_ATTN_PREFILL(128, 32, 16)
-R_ATTN_PREFILL(256, 32, 8)
+R_ATTN_PREFILL_KV(r_attn_prefill_32, 32, 64, 32, float)
+R_ATTN_PREFILL_KV(r_attn_prefill_64, 64, 64, 32, float)
+R_ATTN_PREFILL_KV(r_attn_prefill_128, 128, 32, 16, float)
+R_ATTN_PREFILL_KV(r_attn_prefill_256, 256, 32, 8, float)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_32, 32, 64, 32, r_u16)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_64, 64, 64, 32, r_u16)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_128, 128, 32, 16, r_u16)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_256, 256, 32, 8, r_u16)
 
 // ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----
 //
@@ -1183,19 +1247,6 @@ R_ATTN_PREFILL(256, 32, 8)
 __device__ __forceinline__ r_u16 r_to_bf16(float v) {   // round to nearest even (finite inputs)
     unsigned u = __float_as_uint(v);
     return (r_u16) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-__device__ __forceinline__ r_u16 r_to_f16(float v) {
-#ifdef __CUDA_ARCH__
-    r_u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-#else
-    _Float16 h = (_Float16) v;
-    r_u16 b;
-    memcpy(&b, &h, 2);
-    return b;
-#endif
 }
 
 __device__ __forceinline__ float r_absmax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
@@ -1619,9 +1670,26 @@ __device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, int k
     return v;
 }
 
+// The same of an f16 cache (--kv f16): 8 bytes when hd % 4 == 0.
+__device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, int key, int pLast, int c, int hd, long long kvDim) {
+    uint2 u = make_uint2(0u, 0u);   // the stored halves (0 where masked), widened after the loads (r_kv_f32's comment)
+    if (key <= pLast && c < hd) {
+        const r_u16* p = base + key * kvDim + c;
+        if ((hd & 3) == 0) u = *reinterpret_cast<const uint2*>(p);
+        else {
+            u.x = p[0];
+            if (c + 1 < hd) u.x |= (unsigned) p[1] << 16;
+            if (c + 2 < hd) u.y = p[2];
+            if (c + 3 < hd) u.y |= (unsigned) p[3] << 16;
+        }
+    }
+    return make_float4(r_f16((r_u16) (u.x & 0xffffu)), r_f16((r_u16) (u.x >> 16)),
+                       r_f16((r_u16) (u.y & 0xffffu)), r_f16((r_u16) (u.y >> 16)));
+}
+
 // K tile: chunk e = (warp·LK + u)·32 + lane is key e / (D/4), columns 4·(e % (D/4)).. (a warp's loads contiguous)
-template <int D, int LK>
-__device__ __forceinline__ void r_tc_loadk(float4* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+template <int D, int LK, typename KV>
+__device__ __forceinline__ void r_tc_loadk(float4* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
                                            long long kvDim, int warp, int lane) {
 #pragma unroll
     for (int u = 0; u < LK; u++) {
@@ -1631,8 +1699,8 @@ __device__ __forceinline__ void r_tc_loadk(float4* ld, const float* __restrict__
 }
 
 // V tile: lane (p = lane / 2, h = lane % 2) takes keys 2p and 2p + 1, columns warp·D/W + 8i + 4h.. (i < CV)
-template <int D, int CV>
-__device__ __forceinline__ void r_tc_loadv(float4* ld, const float* __restrict__ base, int k0, int pLast, int hd,
+template <int D, int CV, typename KV>
+__device__ __forceinline__ void r_tc_loadv(float4* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
                                            long long kvDim, int warp, int lane) {
 #pragma unroll
     for (int i = 0; i < CV; i++) {
@@ -1642,9 +1710,9 @@ __device__ __forceinline__ void r_tc_loadv(float4* ld, const float* __restrict__
     }
 }
 
-template <int D>
+template <int D, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tc_tile(
-        const float* __restrict__ q, const float* __restrict__ kc, const float* __restrict__ vc, float* __restrict__ out,
+        const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
         unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv) {
     constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
@@ -1699,16 +1767,16 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     int ev[2] = {14, 14};   // each O row's units: the true row is O·2^-13·r_tc_down(ev) (14: the lowest, O = 0)
-    const float* kbase = kc + (long long) kvh * hd;
-    const float* vbase = vc + (long long) kvh * hd;
+    const KV* kbase = kc + (long long) kvh * hd;
+    const KV* vbase = vc + (long long) kvh * hd;
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
         // K and V of the tile into registers (both loads in flight at once; the K tile is not prefetched during the
         // previous P·V: its 32 registers would not fit beside Q's parts and O), then K: each key's scale (the lanes
         // of its row combine their max), parts to shared memory. The previous tile's S is done by every warp (the
         // barrier before its P·V).
         float4 ldk[LK], ldv[2 * CV];
-        r_tc_loadk<D, LK>(ldk, kbase, k0, pLast, hd, kvDim, warp, lane);
-        r_tc_loadv<D, CV>(ldv, vbase, k0, pLast, hd, kvDim, warp, lane);
+        r_tc_loadk<D, LK, KV>(ldk, kbase, k0, pLast, hd, kvDim, warp, lane);
+        r_tc_loadv<D, CV, KV>(ldv, vbase, k0, pLast, hd, kvDim, warp, lane);
 #pragma unroll
         for (int u = 0; u < LK; u++) {
             int e = (warp * LK + u) * 32 + lane, key = e / (D / 4), ch = e % (D / 4);
@@ -1861,16 +1929,19 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 }
 
 // One kernel per head-dimension bucket D ≤ 128 (the Java side picks them on sm_80 and up); 128 threads, 64 query rows.
-#define R_ATTN_PREFILL_TC(D) \
-extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) r_attn_prefill_tc_##D( \
-        const float* q, const float* kc, const float* vc, float* out, int T, int heads, int kvHeads, int hd, \
+#define R_ATTN_PREFILL_TC_KV(NAME, D, KV) \
+extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) NAME( \
+        const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
         float scale, const int* pos, int window, const float* sinks) { \
     __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
     __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
     __shared__ float ksc[R_TC_BK], vkm[R_TC_WARPS * R_TC_BK]; \
     __shared__ float vlv[R_TC_BK]; \
-    r_attn_prefill_tc_tile<D>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vlv); \
+    r_attn_prefill_tc_tile<D, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vlv); \
 }
-R_ATTN_PREFILL_TC(32)
-R_ATTN_PREFILL_TC(64)
-R_ATTN_PREFILL_TC(128)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_32, 32, float)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_64, 64, float)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_128, 128, float)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_32, 32, r_u16)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_64, 64, r_u16)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_128, 128, r_u16)

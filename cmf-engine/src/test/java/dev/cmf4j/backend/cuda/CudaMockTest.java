@@ -506,6 +506,49 @@ class CudaMockTest {
     }
 
     /**
+     * {@code --kv f16} on the resident forward: one session's prefill and decode steps, then the batched steps, with f16
+     * KV caches on the device against the CPU engine's f16 caches. The CPU keeps a step's own rows in f32 until the step
+     * ends, while the GPU's prefill reads a chunk's own keys back from the f16 cache: the two differ by f16 roundings of
+     * the chunk's keys and values, far below the f32 tolerance's 1e3-fold, and the f16 run is not the f32 run.
+     */
+    @Test void anF16KvCacheRunsResidentAndMatchesTheCpusF16Cache() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
+        var f16 = new dev.cmf4j.model.AttentionMemory(null, dev.cmf4j.backend.KvType.F16);
+        for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf")) {
+            float[] want, wantBatches;
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CpuBackend(), List.of(), h -> f16)) {
+                want = run(m.graph(), prompt, next);
+                wantBatches = batches(m.graph());
+            }
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                List<String> notes = new ArrayList<>();
+                gpu.notes(notes::add);
+                gpu.useCublas(List.of(lib.toString()), 2);
+                float[] got, gotBatches, f32;
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu), List.of(), h -> f16)) {
+                    assertThat(m.graph().device()).as(file).isNotNull();
+                    got = run(m.graph(), prompt, next);
+                    gotBatches = batches(m.graph());
+                }
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) { f32 = run(m.graph(), prompt, next); }
+                assertThat(notes.get(0)).contains("GPU-resident forward").contains("f16 KV cache");
+                double maxF16 = 0, maxF32 = 0;
+                for (int i = 0; i < want.length; i++) {
+                    maxF16 = Math.max(maxF16, Math.abs(got[i] - want[i]));
+                    maxF32 = Math.max(maxF32, Math.abs(got[i] - f32[i]));
+                }
+                assertThat(maxF16).as(file + ": GPU f16 cache against the CPU's").isLessThan(5e-3);
+                assertThat(maxF32).as(file + ": the f16 cache is not the f32 one").isGreaterThan(1e-6);
+                assertThat(gotBatches).hasSameSizeAs(wantBatches);
+                for (int i = 0; i < wantBatches.length; i++)
+                    assertThat((double) gotBatches[i]).as(file + " batched logit " + i)
+                            .isCloseTo(wantBatches[i], org.assertj.core.data.Offset.offset(5e-3));
+            }
+        }
+    }
+
+    /**
      * The batched steps on gemma4 (K/V shared by later layers, per-layer inputs, head dims by layer), gemma4_moe (a dense
      * MLP beside the MoE) and qwen3_next (recurrent layers: launched per span, never replayed from a capture), each
      * through cuBLAS and through the matvec kernels: logits within 1e-3 of the CPU engine's same steps.

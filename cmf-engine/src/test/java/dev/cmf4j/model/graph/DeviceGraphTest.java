@@ -36,7 +36,7 @@ class DeviceGraphTest {
 
         @Override public boolean runsWholeModels() { return true; }
 
-        @Override public DeviceForward deviceForward(DecoderPlan model) { return offered; }
+        @Override public DeviceForward deviceForward(DecoderPlan model, dev.cmf4j.backend.KvType kv) { return offered; }
 
         @Override public void hostGraph(String label, String why) { cpuGraphs.add(why); }
     }

@@ -17,6 +17,7 @@ static EmuDim threadIdx, blockIdx, blockDim, gridDim;   // threadIdx is set to t
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 struct uint2 { unsigned x, y; };
+static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct uint4 { unsigned x, y, z, w; };
 struct char4 { signed char x, y, z, w; };
 #define __device__
@@ -283,6 +284,23 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
                        P(24, float*), P(25, int*), P(26, F)); }; break;
+        // the f16-KV-cache instances (--kv f16): the f32 instance's kind + 128
+        typedef const r_u16* H;
+        case 128 + 42: k = [p] { r_qk_rope_append_h(P(0, float*), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F),
+                       P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
+                       P(16, int), P(17, const int*)); }; break;
+        case 128 + 43: k = [p] { r_attn_partial_h(P(0, F), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F), P(7, int),
+                       P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
+        case 128 + 44: k = [p] { r_attn_rows_h(P(0, F), P(1, F), P(2, F), P(3, r_u16* const*), P(4, r_u16* const*), P(5, F), P(6, F),
+                       P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
+#define PFH(N, Fn) case 128 + N: k = [p] { Fn(P(0, F), P(1, H), P(2, H), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
+                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+        PFH(45, r_attn_prefill_h_32) PFH(46, r_attn_prefill_h_64) PFH(47, r_attn_prefill_h_128) PFH(48, r_attn_prefill_h_256)
+        PFH(70, r_attn_prefill_tc_h_32) PFH(71, r_attn_prefill_tc_h_64) PFH(72, r_attn_prefill_tc_h_128)
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

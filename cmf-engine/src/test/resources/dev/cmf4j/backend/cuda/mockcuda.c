@@ -106,7 +106,9 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
        RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD };
-static int kinds[128] = {0, 1, 2, 3, 4, 5};
+/* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
+#define R_KV16 128
+static int kinds[256] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
    attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
@@ -125,7 +127,20 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
     }
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
-    for (int i = 0; i < 128; i++) kinds[i] = i;
+    for (int i = 0; i < 256; i++) kinds[i] = i;
+    {   /* the f16-cache instances: the f32 name with _h before the size suffix (or at the end) */
+        static const char* kv16[][2] = {{"r_qk_rope_append_h", "r_qk_rope_append"}, {"r_attn_partial_h", "r_attn_partial"},
+            {"r_attn_rows_h", "r_attn_rows"}, {"r_attn_prefill_h_32", "r_attn_prefill_32"}, {"r_attn_prefill_h_64", "r_attn_prefill_64"},
+            {"r_attn_prefill_h_128", "r_attn_prefill_128"}, {"r_attn_prefill_h_256", "r_attn_prefill_256"},
+            {"r_attn_prefill_tc_h_32", "r_attn_prefill_tc_32"}, {"r_attn_prefill_tc_h_64", "r_attn_prefill_tc_64"},
+            {"r_attn_prefill_tc_h_128", "r_attn_prefill_tc_128"}};
+        for (unsigned i = 0; i < sizeof kv16 / sizeof kv16[0]; i++)
+            if (!strcmp(name, kv16[i][0])) {
+                int rc = cuModuleGetFunction(f, m, kv16[i][1]);
+                if (rc == 0) *f = &kinds[*(int*) *f + R_KV16];
+                return rc;
+            }
+    }
     const char* base[5] = {"r_matvec_", "r_glu_", "r_embed_", "", "r_matvec3_"};
     if (!strcmp(name, "matvec_f32")) *f = &kinds[0];
     else if (!strcmp(name, "matvec_bf16")) *f = &kinds[1];
@@ -228,7 +243,7 @@ static int launch_q4(int kind, const void* w, const float* rs, const float* cf, 
         }
     return 0;
 }
-static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
@@ -292,7 +307,9 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1, and so
    does that one on a kernel that does not griddepcontrol.wait before touching other kernels' data (resident.cu: the
    products, rope + KV append, decode attention): launched programmatically, nothing would order it */
-static int waits_for_predecessor(int kind) { return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS; }
+static int waits_for_predecessor(int kind) {
+    if (kind >= R_KV16) kind -= R_KV16;
+    return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS; }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
 _Static_assert(sizeof(launch_config_t) == 56, "CUlaunchConfig is 56 bytes (CudaDriver.LAUNCH_CONFIG_BYTES)");
 CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
@@ -309,7 +326,8 @@ CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** ex
 }
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic) {
-    int kind = *(int*) f;
+    int kind = *(int*) f, kv16 = kind >= R_KV16;
+    if (kv16) kind -= R_KV16;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
     /* resident.cu's products (r_matvec, r_glu, r_matvec3), decode attention (r_attn_partial with its merge), the
@@ -321,7 +339,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
         || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
                                  || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
-        int rc = emu_launch_resident(kind, gx, gy, gz, bx, p);
+        int rc = emu_launch_resident(kind + (kv16 ? R_KV16 : 0), gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
         /* launched programmatically, the real kernel must have reached r_pdl_wait in every block */
         if (rc == 0 && programmatic && waited != (long) gx * gy * gz) return 1;
@@ -329,7 +347,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     }
 #endif
     if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
-    if (kind >= 10) return resident(kind, gx, gy, gz, bx, p);
+    if (kind >= 10) return resident(kind, kv16, gx, gy, gz, bx, p);
     if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
     const void* w = (const void*) (uintptr_t) *(unsigned long long*) p[0];
     const float* rs = (const float*) (uintptr_t) *(unsigned long long*) p[1];
@@ -632,7 +650,15 @@ static void twin_rope(const float* src, float* dst, const float* w, int norm, fl
         dst[i] = o;
     }
 }
-static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+/* a KV cache element: f32, or f16 in the _h instances (stored rounded to nearest even, as r_to_f16) */
+static float kv_get(const void* c, long long i, int kv16) { return kv16 ? f16(((const uint16_t*) c)[i]) : ((const float*) c)[i]; }
+static void kv_put(void* c, long long i, float v, int kv16) {
+    if (!kv16) { ((float*) c)[i] = v; return; }
+    _Float16 h = (_Float16) v;
+    memcpy((uint16_t*) c + i, &h, 2);
+}
+
+static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
         const float *rs = PTR(1), *cf = PTR(2), *bias = PTR(3), *x = PTR(4);
@@ -756,7 +782,9 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             return 0;
         }
         case R_ROPE: {
-            float *q = PTR(0), *k = PTR(1), *v = PTR(2), *kc = PTR(3), *vc = PTR(4);
+            float *q = PTR(0), *k = PTR(1), *v = PTR(2);
+            void *kc = PTR(3), *vc = PTR(4);
+            float row[256];
             const float *qw = PTR(5), *kw = PTR(6), *inv = PTR(11);
             int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12), heads = INT(14), kvh = INT(15), hd = INT(16);
             float eps = FLT(9), scale = FLT(13);
@@ -766,15 +794,19 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                 for (int h = 0; h < heads + kvh; h++) {
                     int pp = pos[0] + t, isq = h < heads, j = h - heads;
                     float* src = isq ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvh + j) * hd;
-                    float* dst = isq ? src : kc + (long long) pp * kvh * hd + (long long) j * hd;
-                    twin_rope(src, dst, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pp, hd);
+                    long long at = (long long) pp * kvh * hd + (long long) j * hd;
+                    twin_rope(src, isq ? src : row, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pp, hd);
                     if (!isq)
-                        for (int i = 0; i < hd; i++)
-                            vc[(long long) pp * kvh * hd + (long long) j * hd + i] = v[((long long) t * kvh + j) * hd + i];
+                        for (int i = 0; i < hd; i++) {
+                            kv_put(kc, at + i, row[i], kv16);
+                            kv_put(vc, at + i, v[((long long) t * kvh + j) * hd + i], kv16);
+                        }
                 }
             return 0;
         }
         case R_ATTN: case R_ATTN_ROWS: {
+#define DEC_K(j, c) ((j) == p0 ? kp[g * hd + (c)] : kv_get(kc, (long long) (j) * kvh * hd + g * hd + (c), kv16))
+#define DEC_V(j, c) ((j) == p0 ? vt[g * hd + (c)] : kv_get(vc, (long long) (j) * kvh * hd + g * hd + (c), kv16))
             /* a decode step (one query per row at its position) over the raw q, k, v: each q row normed and roped, key
                p's k row too, appended with its v row to the row's caches, then the attention over the cache rows;
                r_attn_partial: one row at pos[0] over kc/vc; r_attn_rows: row t at pos[t] over kcs[t]/vcs[t] */
@@ -790,14 +822,19 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
             const int* pos = PTR(21);
             float* q = malloc(sizeof(float) * heads * hd);
             for (unsigned t = 0; t < gy; t++) {
-                float *kc = rows_kind ? ((float**) PTR(3))[t] : PTR(3), *vc = rows_kind ? ((float**) PTR(4))[t] : PTR(4);
+                void *kc = rows_kind ? ((void**) PTR(3))[t] : PTR(3), *vc = rows_kind ? ((void**) PTR(4))[t] : PTR(4);
                 int p0 = pos[rows_kind ? t : 0];
                 const float *qt = qraw + (long long) t * heads * hd, *kt = k + (long long) t * kvh * hd, *vt = v + (long long) t * kvh * hd;
                 for (int h = 0; h < heads; h++) twin_rope(qt + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, p0, hd);
+                /* key p's rows as computed (f32) for this step's own attention, stored in the caches' type for later steps */
+                float* kp = malloc(sizeof(float) * kvh * hd);
                 for (int j = 0; j < kvh; j++) {
                     long long row = (long long) p0 * kvh * hd + (long long) j * hd;
-                    twin_rope(kt + (long long) j * hd, kc + row, kw, kn, eps, off, inv, rot, rscale, p0, hd);
-                    for (int i = 0; i < hd; i++) vc[row + i] = vt[(long long) j * hd + i];
+                    twin_rope(kt + (long long) j * hd, kp + (long long) j * hd, kw, kn, eps, off, inv, rot, rscale, p0, hd);
+                    for (int i = 0; i < hd; i++) {
+                        kv_put(kc, row + i, kp[(long long) j * hd + i], kv16);
+                        kv_put(vc, row + i, vt[(long long) j * hd + i], kv16);
+                    }
                 }
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
@@ -808,19 +845,20 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                         float m = -INFINITY, l = 0;
                         for (int j = lo; j < hi; j++) {
                             float d = 0;
-                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * DEC_K(j, c);
                             if (d * scale > m) m = d * scale;
                         }
                         for (int c = 0; c < hd; c++) pacc[o * hd + c] = 0;
                         for (int j = lo; j < hi; j++) {
                             float d = 0;
-                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * kc[(long long) j * kvh * hd + g * hd + c];
+                            for (int c = 0; c < hd; c++) d += q[(long long) h * hd + c] * DEC_K(j, c);
                             float e = expf(d * scale - m);
                             l += e;
-                            for (int c = 0; c < hd; c++) pacc[o * hd + c] += e * vc[(long long) j * kvh * hd + g * hd + c];
+                            for (int c = 0; c < hd; c++) pacc[o * hd + c] += e * DEC_V(j, c);
                         }
                         pm[o] = m; pl[o] = l;
                     }
+                free(kp);
             }
             free(q);
             /* the last split of each head merges them (sinks in the denominator only) */
@@ -845,7 +883,8 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
         case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3:
         case R_PREFILL_TC: case R_PREFILL_TC + 1: case R_PREFILL_TC + 2: {
             /* causal attention of the chunk's T queries over the cache, sinks in the denominator only */
-            const float *q = PTR(0), *kc = PTR(1), *vc = PTR(2);
+            const float* q = PTR(0);
+            const void *kc = PTR(1), *vc = PTR(2);
             float* out = PTR(3);
             int T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7), window = INT(10);
             float scale = FLT(8);
@@ -860,7 +899,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                     float M = sinks ? sinks[h] : -INFINITY, L = 0;
                     for (int j = first; j <= pp; j++) {
                         float d = 0;
-                        for (int c = 0; c < hd; c++) d += qr[c] * kc[(long long) j * kvh * hd + g * hd + c];
+                        for (int c = 0; c < hd; c++) d += qr[c] * kv_get(kc, (long long) j * kvh * hd + g * hd + c, kv16);
                         sc[j] = d * scale;
                         if (sc[j] > M) M = sc[j];
                     }
@@ -868,7 +907,7 @@ static CUresult resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsign
                     if (sinks) L += expf(sinks[h] - M);
                     for (int c = 0; c < hd; c++) {
                         float a = 0;
-                        for (int j = first; j <= pp; j++) a += sc[j] * vc[(long long) j * kvh * hd + g * hd + c];
+                        for (int j = first; j <= pp; j++) a += sc[j] * kv_get(vc, (long long) j * kvh * hd + g * hd + c, kv16);
                         out[((long long) t * heads + h) * hd + c] = a / L;
                     }
                 }
