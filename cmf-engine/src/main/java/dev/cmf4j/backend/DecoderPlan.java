@@ -19,10 +19,11 @@ import java.util.List;
  * @param headDim    the widest layer's head dimension (layers may differ: gemma4's global layers)
  * @param finalSoftcap logits = c·tanh(logits / c) (gemma); 0 = none
  * @param perLayerEmbedding gemma4's per-layer inputs, or null
+ * @param headClusters Embryo's hierarchical head over {@code head} (the output is log-probabilities), or null
  */
 public record DecoderPlan(String label, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
                           Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head,
-                          float finalSoftcap, PerLayerEmbedding perLayerEmbedding) {
+                          float finalSoftcap, PerLayerEmbedding perLayerEmbedding, HeadClusters headClusters) {
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
@@ -47,6 +48,8 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      *                     (Qwen3-Next); q has 2·heads·headDim rows
      * @param deltaNet     the layer's mixer is a gated delta net instead of attention (q, k, v, o, their biases and norms,
      *                     rope null; o is {@link DeltaNet#outProj}), or null
+     * @param anchor       the layer's mixer is Embryo's bounded anchor over q, k, v, o (no biases, norms or rope: its
+     *                     own relative rotation), or null
      */
     public record Layer(NormOp attnNorm, Matrix q, Matrix k, Matrix v, Matrix o,
                         float[] qBias, float[] kBias, float[] vBias, float[] oBias,
@@ -54,7 +57,7 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
                         NormOp ffnNorm, Matrix gate, Matrix up, Matrix down, Activation act, Moe moe,
                         NormOp postFfnNorm, int headDim, int kvHeads, NormOp vNorm, int kvSource, float layerScalar,
                         PerLayerInput perLayerInput, NormOp postMlpNorm, NormOp preMoeNorm, NormOp postMoeNorm,
-                        boolean outputGate, DeltaNet deltaNet) {
+                        boolean outputGate, DeltaNet deltaNet, Anchor anchor) {
         public int qDim(int heads) { return heads * headDim; }
 
         public boolean sharesKv() { return kvSource >= 0; }
@@ -83,6 +86,23 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
         }
     }
 
+    /**
+     * Embryo's bounded anchor {@code swa_sink_v1}: a ring of the last {@code window} keys and values per sequence (slot
+     * p mod window, unrotated), {@code sinks} trained sink keys and values per KV group [kvHeads, sinks, headDim] scored
+     * unrotated, and the query rotated by its distance d to each window key (rotate-half over {@code rotaryDim}):
+     * cos/sin [window, rotaryDim/2].
+     */
+    public record Anchor(int window, int sinks, int rotaryDim, float[] sinkK, float[] sinkV, float[] cos, float[] sin) {}
+
+    /**
+     * Embryo's resonance router: expert e wins with weight 1 when b_e − (‖y − μ_e‖² − Σ_i ((y − μ_e)·u_ei)²) is the
+     * first maximum; mu [experts, hidden], u [experts, rank, hidden] (empty at rank 0), bias [experts].
+     */
+    public record Resonance(int rank, float[] mu, float[] u, float[] bias) {}
+
+    /** Embryo's hierarchical head: {@code count} contiguous clusters of the vocabulary, their matrix [count, hidden]. */
+    public record HeadClusters(Matrix clusters, int count) {}
+
     /** A shared expert beside the routed ones: a gated MLP, scaled by σ(gateProj·x) when gateProj is not null. */
     public record SharedExpert(Matrix gate, Matrix up, Matrix down, Activation act, Matrix gateProj) {}
 
@@ -107,12 +127,12 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
      * router scale · hidden^-½), and {@code expertScale} multiplies each chosen expert's weight (gemma4); else the
      * router reads the experts' input;
      * {@code interleaved}: even outputs gate, odd up; else the first half gate). Biases are [experts, n] row-major,
-     * or null.
+     * or null. With {@code resonance} (Embryo, top 1) the router is that and {@code router} is null.
      */
     public record Moe(Matrix router, float[] routerBias, int experts, int topK, boolean normTopK, boolean topKThenSoftmax,
                       int intermediate, Glu glu, List<Matrix> gate, List<Matrix> up, boolean interleaved, List<Matrix> down,
                       float[] gateBias, float[] upBias, float[] downBias, NormOp routerNorm, float[] expertScale,
-                      SharedExpert shared) {}
+                      SharedExpert shared, Resonance resonance) {}
 
     /** The widest head dimension the device kernels take. */
     public static final int MAX_HEAD_DIM = 256;
@@ -129,6 +149,7 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
         List<Matrix> all = new ArrayList<>();
         all.add(embedding);
         all.add(head);
+        if (headClusters != null) all.add(headClusters.clusters());
         if (perLayerEmbedding != null) {
             all.add(perLayerEmbedding.table());
             all.add(perLayerEmbedding.projection());
@@ -144,7 +165,7 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
             }
             if (l.perLayerInput() != null) all.addAll(List.of(l.perLayerInput().gate(), l.perLayerInput().projection()));
             if (l.gate() != null) all.addAll(List.of(l.gate(), l.up(), l.down()));
-            if (l.moe() != null) all.add(l.moe().router());
+            if (l.moe() != null && l.moe().router() != null) all.add(l.moe().router());
             if (l.moe() != null && l.moe().shared() != null) {
                 SharedExpert se = l.moe().shared();
                 all.addAll(List.of(se.gate(), se.up(), se.down()));

@@ -58,6 +58,13 @@ public interface DeviceForward {
         for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
     }
 
+    /**
+     * The hierarchical head's gate of a state's next steps (log-probability; −∞ reads every row): a cluster below it reads
+     * none of its rows and its tokens get its mass spread evenly, as the CPU graph's head. Ignored by a device without
+     * such a head.
+     */
+    default void gateHead(Object state, double gate) {}
+
     /** Frees a state's device memory early (else it lives until the provider closes). */
     void release(Object state);
 }

@@ -6,7 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu}), one per kernel:
+ * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu},
+ * {@code resident_embryo.cu}), one per kernel:
  * the parameter lists are copied from the C declarations and checked against them by {@code KernelSignatureTest}.
  * Families instantiated per weight dtype ({@code _f32}, {@code _bf16}, {@code _f16}, {@code _q8}) or per size share
  * one parameter list.
@@ -14,7 +15,7 @@ import java.util.List;
 final class Kernels {
     private Kernels() {}
 
-    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu";
+    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu";
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentForward.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
 
@@ -157,12 +158,30 @@ final class Kernels {
     static final KernelSignature GATED_ADD = KernelSignature.of(ARCH_CU, "ra_gated_add",
             "float* y, const float* src, const float* gateLogit, int hidden, int n");
 
+    // ---- Embryo (resident_embryo.cu) ----
+    static final KernelSignature ANCHOR_ATTEND = KernelSignature.of(EMBRYO_CU, "re_anchor_attend",
+            "const float* q, const float* k, const float* v, const float* ringK, const float* ringV, const float* sinkK,"
+                    + " const float* sinkV, const float* cosT, const float* sinT, float* out, int heads, int kvHeads, int hd,"
+                    + " int window, int sinks, int half, float scale, const int* pos");
+    static final KernelSignature ANCHOR_COMMIT = KernelSignature.of(EMBRYO_CU, "re_anchor_commit",
+            "const float* k, const float* v, float* ringK, float* ringV, int tokens, int window, int kvDim, const int* pos");
+    static final KernelSignature RESONANCE_ROUTE = KernelSignature.of(EMBRYO_CU, "re_resonance_route",
+            "const float* y, const float* mu, const float* u, const float* bias, int* idx, float* wts, int experts, int rank, int dim");
+    static final KernelSignature CLUSTER_LOGSOFTMAX = KernelSignature.of(EMBRYO_CU, "re_cluster_logsoftmax", "float* lc, int clusters");
+    static final KernelSignature HEAD_FINISH = KernelSignature.of(EMBRYO_CU, "re_head_finish",
+            "float* out, const float* lc, const double* gate, int perRow, int vocab, int clusters, int size, float spread");
+
+    static KernelSignature headRows(String kind) {
+        return KernelSignature.of(EMBRYO_CU, "re_head_rows_" + kind, "const void* w, const float* rs, const float* cf,"
+                + " const float* x, const float* lc, const double* gate, int perRow, float* out, int vocab, int cols, int clusters, int size");
+    }
+
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(SPLIT, SPLIT3, I8_WIDEN,
                 GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
-                GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD));
-        for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k)));
+                GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH));
+        for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
             for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d, kv));

@@ -101,6 +101,9 @@ final class ResidentForward implements DeviceForward {
     private final boolean headFolded;
     private final long finalNorm;
     private final LayerWeights[] layers;
+    /** Embryo's launches (bounded anchor, resonance router, hierarchical head), or null; its head's cluster matrix. */
+    private final EmbryoSteps embryo;
+    private final W clusters;
     private final List<Long> vectors = new ArrayList<>();
     private final List<SessionState> states = new ArrayList<>();
     private boolean closed;
@@ -144,7 +147,7 @@ final class ResidentForward implements DeviceForward {
     private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
 
     /** One step of a chunk's forward on the session stream: a kernel launch or a cuBLAS GEMM. */
-    private sealed interface Step permits Launch, Gemm, Gemms {
+    sealed interface Step permits Launch, Gemm, Gemms {
         String name();
     }
 
@@ -152,8 +155,8 @@ final class ResidentForward implements DeviceForward {
      * One kernel launch with its argument block; {@code name} labels it in the profile. {@code programmatic}: launched
      * with programmatic stream serialization (see {@link #programmatic}).
      */
-    private record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params,
-                          boolean programmatic) implements Step {
+    record Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params,
+                  boolean programmatic) implements Step {
         Launch(String name, MemorySegment fn, int gx, int gy, int gz, int block, MemorySegment params) {
             this(name, fn, gx, gy, gz, block, params, false);
         }
@@ -176,7 +179,7 @@ final class ResidentForward implements DeviceForward {
      * otherwise waited out: on the H200 fast pp512 went 24,700 → 27,700 tok/s, exact 17,200 → 18,700).
      */
     @FunctionalInterface
-    private interface Steps {
+    interface Steps {
         void add(Step st);
     }
 
@@ -293,7 +296,7 @@ final class ResidentForward implements DeviceForward {
         fnGemmOut3 = Kernels.GEMM_OUT3.load(ctx);
         for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = Kernels.gluSplit(GLU_SPLIT_N[i]).load(ctx);
         embed = upload(model.embedding(), null);
-        headFolded = foldsNorm(model.head());
+        headFolded = model.headClusters() == null && foldsNorm(model.head());   // a clustered head's products share the normed rows
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
         finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
         var ple = model.perLayerEmbedding();
@@ -309,7 +312,7 @@ final class ResidentForward implements DeviceForward {
             boolean shared = l.sharesKv();
             if (shared) kn = model.layers().get(l.kvSource()).kNorm();   // the keys it reads were normed by their layer
             var dn = l.deltaNet();
-            boolean af = dn == null && foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
+            boolean af = dn == null && l.anchor() == null && foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
             var pi = l.perLayerInput();
             boolean ff = dense && foldsNorm(l.gate()) && foldsNorm(l.up());
             NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
@@ -329,13 +332,16 @@ final class ResidentForward implements DeviceForward {
                     dn == null ? null : new DeltaNetWeights(upload(dn.qkvz(), null), upload(dn.ba(), null), upload(dn.qkv(), null),
                             upload(dn.z(), null), upload(dn.b(), null), upload(dn.a(), null), vector(dn.conv()), vector(dn.convBias()),
                             vector(dn.negA()), vector(dn.dtBias()), dn.norm() == null ? NULL : vector(dn.norm().w())));
-            recurrent |= dn != null;
+            recurrent |= dn != null || l.anchor() != null;   // (an anchor's ring is per sequence, as a delta net's state)
         }
+        embryo = EmbryoSteps.needed(model) ? new EmbryoSteps(ctx, model, this::vector) : null;
+        clusters = model.headClusters() == null ? null : upload(model.headClusters().clusters(), null);
         fusedSplitUnits = widestFusedSplit();
         this.recurrent = recurrent;
         List<W> all = new ArrayList<>();
         for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);   // (a delta net's o is its out_proj)
         if (pleProj != null) all.add(pleProj);
+        if (clusters != null) all.add(clusters);
         this.products = List.copyOf(all);
         long rows = 0, cols = 0;
         for (W w : products) { rows = Math.max(rows, w.rows()); cols = Math.max(cols, w.cols()); }
@@ -348,7 +354,10 @@ final class ResidentForward implements DeviceForward {
     /** The most rows and columns of any of them (a gated q, a delta net's fused projections: wider than the plan's dims). */
     private final long widestProductRows, widestProductCols;
 
-    /** Whether a layer carries a recurrent state (a gated delta net): batched steps launch per span, never replay a capture. */
+    /**
+     * Whether a layer carries a per-sequence state that its launches address directly (a gated delta net, a bounded
+     * anchor's ring): batched steps launch per span, never replay a capture.
+     */
     private final boolean recurrent;
 
     /**
@@ -512,6 +521,16 @@ final class ResidentForward implements DeviceForward {
         final long dnProj, dnBa, dnMixed, dnZ, dnB, dnA, dnQ, dnK, dnG, dnBeta, dnCore;
         /** The attention output gate's q projection [t, 2·qDim] and gate [t, qDim]; the shared expert's output and gate logits. */
         final long qg, gate, sharedOut, sharedGate;
+        /**
+         * A hierarchical head's cluster log-probabilities [maxChunk, clusters] and head gates (doubles: one for a session's
+         * rows, one per logit row of the batch scratch) with their pinned host copy; 0 / null without clusters.
+         */
+        final long lc, gates;
+        final MemorySegment hostGates;
+        /** A session's (keeps sequence state; its rows share one head gate), not the batch scratch. */
+        final boolean sequence;
+        /** The session's head gate (set by {@link #gateHead}) and the value its device copy holds (NaN: none yet). */
+        double headGate = Double.NEGATIVE_INFINITY, gateOnDevice = Double.NaN;
         long all;
         int allRows;
         List<Step> decode;
@@ -527,9 +546,10 @@ final class ResidentForward implements DeviceForward {
         SessionState(int maxChunk, int maxContext, int decodeRows, boolean sequence) {
             this.maxChunk = maxChunk;
             this.maxContext = maxContext;
+            this.sequence = sequence;
             int hidden = model.hidden(), vocab = model.vocab();
             // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
-            MemorySegment st = null, hi = null, hl = null;
+            MemorySegment st = null, hi = null, hl = null, hg = null;
             try {
                 st = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
                 hi = cu.memAllocHost(4L * (1 + maxChunk));
@@ -611,6 +631,10 @@ final class ResidentForward implements DeviceForward {
                 moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
                 moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
                 moeOut = beside ? alloc(4L * maxChunk * hidden) : NULL;
+                var hc = model.headClusters();
+                lc = hc == null ? NULL : alloc(4L * maxChunk * hc.count());
+                gates = hc == null ? NULL : alloc(8L * maxChunk);
+                if (hc != null) hg = cu.memAllocHost(8L * maxChunk);
                 kc = new long[layers.length];
                 vc = new long[layers.length];
                 kRaw = new long[layers.length];
@@ -625,9 +649,10 @@ final class ResidentForward implements DeviceForward {
                             kRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
                             vRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
                         }
-                    } else {
-                        kc[l] = alloc((long) kv.elementBytes * maxContext * kvDim);
-                        vc[l] = alloc((long) kv.elementBytes * maxContext * kvDim);
+                    } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length
+                        long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim : (long) kv.elementBytes * maxContext * kvDim;
+                        kc[l] = alloc(bytes);
+                        vc[l] = alloc(bytes);
                     }
                 }
             } catch (RuntimeException | Error e) {
@@ -635,6 +660,7 @@ final class ResidentForward implements DeviceForward {
                 owned.clear();
                 if (hi != null) cu.memFreeHost(hi);
                 if (hl != null) cu.memFreeHost(hl);
+                if (hg != null) cu.memFreeHost(hg);
                 if (st != null) cu.streamDestroy(st);
                 arena.close();
                 throw e;
@@ -642,6 +668,7 @@ final class ResidentForward implements DeviceForward {
             stream = st;
             hostIn = hi;
             hostLast = hl;
+            hostGates = hg;
         }
 
         private long alloc(long bytes) {
@@ -668,6 +695,7 @@ final class ResidentForward implements DeviceForward {
             cu.memFreeHost(hostIn);
             cu.memFreeHost(hostLast);
             if (hostAll != null) cu.memFreeHost(hostAll);
+            if (hostGates != null) cu.memFreeHost(hostGates);
             cu.streamDestroy(stream);
             arena.close();
         }
@@ -756,6 +784,9 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    /** The session's hierarchical-head gate for its next steps (copied to the device with a step when it changed). */
+    @Override public void gateHead(Object state, double gate) { ((SessionState) state).headGate = gate; }
+
     /** Frees a session's device memory (also from the engine's cleaner thread); nothing after the model closed. */
     @Override public void release(Object state) {
         try {
@@ -781,6 +812,11 @@ final class ResidentForward implements DeviceForward {
             s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
             for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
             cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
+            if (s.gates != NULL && Double.compare(s.headGate, s.gateOnDevice) != 0) {   // the head gate, when it changed
+                s.hostGates.set(ValueLayout.JAVA_DOUBLE, 0, s.headGate);
+                cu.copyToDeviceAsync(s.gates, s.hostGates, 8, s.stream);
+                s.gateOnDevice = s.headGate;
+            }
             long out;
             MemorySegment host;
             if (tokens == 1) {
@@ -877,6 +913,12 @@ final class ResidentForward implements DeviceForward {
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
             cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * seqs.length, w.stream);
+            if (w.gates != NULL && logitRows > 0) {   // each logit row's head gate, in span order
+                for (int i = 0, g = 0; i < seqs.length; i++)
+                    for (int k = 0; k < spans.get(i).logitRows(); k++)
+                        w.hostGates.setAtIndex(ValueLayout.JAVA_DOUBLE, g++, ((SessionState) spans.get(i).state()).headGate);
+                cu.copyToDeviceAsync(w.gates, w.hostGates, 8L * logitRows, w.stream);
+            }
             // the leading one-token spans (decode rows; a scheduler puts them first): one attention launch a layer
             // (r_attn_rows) over their cache tables; a step of nothing else may replay a captured graph
             int oneToken = 0;
@@ -1601,6 +1643,14 @@ final class ResidentForward implements DeviceForward {
             if (spec.deltaNet() != null) {
                 deltaNet(L, a, s, w, spec, li, seqs, t, gemm);
                 mixOut = s.dnCore;
+            } else if (spec.anchor() != null) {   // Embryo's bounded anchor: q, k, v of every row, then per span its ring
+                norm(L, a, s.x, w.attnNorm(), spec.attnNorm(), s.h, t);
+                product(L, a, "q", w.q(), s.h, s.q, t, gemm);
+                product(L, a, "k", w.k(), s.h, s.k, t, gemm);
+                product(L, a, "v", w.v(), s.h, s.v, t, gemm);
+                for (Seq sq : seqs)
+                    embryo.anchor(L, a, li, s.q + 4L * sq.start() * qDim, s.k + 4L * sq.start() * kvDim, s.v + 4L * sq.start() * kvDim,
+                            sq.kc()[li], sq.vc()[li], s.att + 4L * sq.start() * qDim, sq.tokens(), sq.pos());
             } else {
                 long qOut = spec.outputGate() ? s.qg : s.q;
                 // the attention norm: folded into q/k/v (weights in their column scales, 1/rms in the kernel), or its own kernel
@@ -1787,6 +1837,16 @@ final class ResidentForward implements DeviceForward {
 
     /** logits = head(finalNorm(x)) for {@code rows} consecutive rows from {@code src}. */
     private void head(Steps L, Arena a, SessionState s, long src, int rows, long out, boolean g) {
+        if (clusters != null) {   // Embryo's hierarchical head: log-probabilities, dropped clusters' rows unread
+            norm(L, a, src, finalNorm, model.finalNorm(), s.h, rows);
+            product(L, a, "head_clusters", clusters, s.h, s.lc, rows, g);
+            embryo.clusterLogSoftmax(L, a, s.lc, rows);
+            if (g) gemm(L, a, "head", head, NULL, s.h, out, rows, false, Float.NaN);   // every row: the gate still applies below
+            else embryo.headRows(L, a, kind(head.dtype()), head.weights(), head.rowScales(), head.colField(), s.h, s.lc, s.gates,
+                    !s.sequence, out, rows);
+            embryo.headFinish(L, a, out, s.lc, s.gates, !s.sequence, rows);
+            return;
+        }
         if (headFolded) {   // final norm folded in
             if (g) gemm(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
             else matvec(L, a, "head", head, NULL, src, out, rows, false, model.finalNorm().eps());
@@ -1835,9 +1895,13 @@ final class ResidentForward implements DeviceForward {
             archNorm(L, a, s.x, mw.routerNorm(), moe.routerNorm(), s.h, t, false);
             routerIn = s.h;
         }
-        matvec(L, a, "moe_router", mw.router(), mw.routerBias(), routerIn, s.moeLogits, t, false, Float.NaN);
-        L.add(launch("moe_route", fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
-                moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0));
+        if (moe.resonance() != null) {   // Embryo: the best-reconstructing expert, weight 1
+            embryo.route(L, a, moe, routerIn, s.moeIdx, s.moeWts, t);
+        } else {
+            matvec(L, a, "moe_router", mw.router(), mw.routerBias(), routerIn, s.moeLogits, t, false, Float.NaN);
+            L.add(launch("moe_route", fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
+                    moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0));
+        }
         if (mw.expertScale() != NULL)
             L.add(launch("moe_expert_scale", fnExpertScale, (t * k + 255) / 256, 1, 1, 256, a, s.moeIdx, s.moeWts, mw.expertScale(), t * k));
         int act;
@@ -1927,7 +1991,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** A launch of {@code k} with {@code args} packed as its signature says (a mismatch is an error naming the kernel). */
-    private static Launch launch(String name, Kernel k, int gx, int gy, int gz, int block, Arena a, Object... args) {
+    static Launch launch(String name, Kernel k, int gx, int gy, int gz, int block, Arena a, Object... args) {
         return new Launch(name, k.fn(), gx, gy, gz, block, k.pack(a, args));
     }
 

@@ -40,14 +40,22 @@ final class BoundedAnchorStep implements MixerStep {
         sinkK = l.vector(a.sinkK(), kvHeads * sinks * hd);
         sinkV = l.vector(a.sinkV(), kvHeads * sinks * hd);
         half = a.rotaryDim() / 2;
-        cos = new float[window * half];
-        sin = new float[window * half];
+        float[][] cs = rotations(a);
+        cos = cs[0];
+        sin = cs[1];
+    }
+
+    /** {cos, sin} of distance d ∈ [0, W) for each rotary pair i: [W][rotaryDim/2], angles in double as the reference's. */
+    static float[][] rotations(Mixer.BoundedAttention a) {
+        int window = a.window(), half = a.rotaryDim() / 2;
+        float[] cos = new float[window * half], sin = new float[window * half];
         for (int d = 0; d < window; d++)
             for (int i = 0; i < half; i++) {
                 double angle = d * Math.pow(a.ropeTheta(), -2.0 * i / a.rotaryDim());
                 cos[d * half + i] = (float) Math.cos(angle);
                 sin[d * half + i] = (float) Math.sin(angle);
             }
+        return new float[][] {cos, sin};
     }
 
     /**

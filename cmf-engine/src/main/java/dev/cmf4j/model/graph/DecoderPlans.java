@@ -29,8 +29,7 @@ final class DecoderPlans {
     /** Why {@code spec} is not a dense decoder this form describes, or null when it is. */
     static String unsupported(ModelSpec spec) {
         if (spec.finalNorm() == null) return "no final norm";
-        if (spec.headClusters() != null) return "hierarchical head";
-        Mixer.Attention first = null;
+        Integer firstHeads = null;
         for (LayerSpec l : spec.layers()) {
             String where = "layer " + l.index() + ": ";
             String ffn = unsupportedFfn(l.ffn());
@@ -43,7 +42,20 @@ final class DecoderPlans {
                 if (l.perLayerInput() != null) return where + "per-layer input beside a gated delta net";
                 continue;
             }
-            if (!(l.mixer() instanceof Mixer.Attention a)) return where + "bounded anchor attention";
+            if (l.mixer() instanceof Mixer.BoundedAttention b) {
+                if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
+                if (b.headDim() > MAX_HEAD_DIM) return where + "head dim " + b.headDim() + " > " + MAX_HEAD_DIM;
+                if (b.sinks() + b.window() > MAX_ANCHOR_SCORES) return where + "anchor of " + b.sinks() + " sinks and a window of "
+                        + b.window() + " (at most " + MAX_ANCHOR_SCORES + " together)";
+                if (b.heads() % b.kvHeads() != 0) return where + "heads not a multiple of kv heads";
+                if (b.rotaryDim() % 2 != 0 || b.rotaryDim() > b.headDim()) return where + "rotary span " + b.rotaryDim();
+                if (l.perLayerInput() != null || l.postMixer() != null || l.postFfn() != null || l.layerScalar() != null)
+                    return where + "bounded anchor with per-layer inputs, sandwich norms or a layer scalar";
+                if (firstHeads == null) firstHeads = b.heads();
+                else if (b.heads() != firstHeads) return where + "query heads differ between layers";
+                continue;
+            }
+            Mixer.Attention a = (Mixer.Attention) l.mixer();
             if (ffn != null) return where + ffn;
             if (l.ffn() instanceof Ffn.DenseAndMoe && l.postFfn() == null) return where + "dense MLP beside the MoE without a post norm";
             if (l.perLayerInput() != null && spec.perLayerEmbedding() == null) return where + "per-layer input without a per-layer embedding";
@@ -64,12 +76,15 @@ final class DecoderPlans {
             if (a.heads() % a.kvHeads() != 0) return where + "heads not a multiple of kv heads";
             if (a.qNorm() != null && a.kNorm() != null && (a.qNorm().style() != a.kNorm().style() || a.qNorm().eps() != a.kNorm().eps()))
                 return where + "q and k norms of different styles";
-            if (first == null) first = a;
-            else if (a.heads() != first.heads()) return where + "query heads differ between layers";
+            if (firstHeads == null) firstHeads = a.heads();
+            else if (a.heads() != firstHeads) return where + "query heads differ between layers";
         }
-        if (first == null) return "no attention layers";
+        if (firstHeads == null) return "no attention layers";
         return null;
     }
+
+    /** Sinks + window of a bounded anchor that re_anchor_attend holds in one block (the format's own bound). */
+    static final int MAX_ANCHOR_SCORES = 160;
 
     private static boolean sameRope(Rope a, Rope b) {
         return a.rotaryDim() == b.rotaryDim() && a.attentionScaling() == b.attentionScaling()
@@ -85,7 +100,7 @@ final class DecoderPlans {
                 return null;
             }
             case Ffn.Moe m -> {
-                if (m.router() instanceof Ffn.Router.Resonance) return "resonance router";
+                if (m.router() instanceof Ffn.Router.Resonance && m.topK() != 1) return "resonance router with top-k " + m.topK();
                 if (m.shared() == null && m.sharedGate() != null) return "MoE shared-expert gate without a shared expert";
                 if (m.shared() != null && unsupportedFfn(m.shared()) != null) return "MoE shared expert: " + unsupportedFfn(m.shared());
                 Ffn.Experts ex = m.experts();
@@ -104,9 +119,11 @@ final class DecoderPlans {
     /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
     static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
         List<Layer> layers = new ArrayList<>();
-        int hidden = spec.hidden(), inter = 0, headDim = 0, kvHeads = 0;
-        Mixer.Attention a0 = null;
-        for (LayerSpec ls : spec.layers()) if (a0 == null && ls.mixer() instanceof Mixer.Attention at) a0 = at;
+        int hidden = spec.hidden(), inter = 0, headDim = 0, kvHeads = 0, heads = 0;
+        for (LayerSpec ls : spec.layers()) {
+            if (heads == 0 && ls.mixer() instanceof Mixer.Attention at) heads = at.heads();
+            if (heads == 0 && ls.mixer() instanceof Mixer.BoundedAttention b) heads = b.heads();
+        }
         for (LayerSpec ls : spec.layers()) {
             Matrix gate = null, up = null, down = null;
             Moe moe = null;
@@ -145,7 +162,20 @@ final class DecoderPlans {
                         1f, 0, null, l.normOp(ls.postMixer()), l.normOp(ls.preFfn()), gate, up, down, act, moe,
                         l.normOp(ls.postFfn()), 0, 0, null, -1,
                         ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0], null, postMlp, preMoe, postMoe,
-                        false, deltaNet(g, hidden, l)));
+                        false, deltaNet(g, hidden, l), null));
+                continue;
+            }
+            if (ls.mixer() instanceof Mixer.BoundedAttention b) {   // Embryo's anchor: q, k, v, o and its own rotation
+                float[][] cs = BoundedAnchorStep.rotations(b);
+                int sinkLen = b.kvHeads() * b.sinks() * b.headDim();
+                var anchor = new DecoderPlan.Anchor(b.window(), b.sinks(), b.rotaryDim(), l.vector(b.sinkK(), sinkLen),
+                        l.vector(b.sinkV(), sinkLen), cs[0], cs[1]);
+                layers.add(new Layer(l.normOp(ls.preMixer()), l.matrix(b.qProj(), b.qDim(), hidden), l.matrix(b.kProj(), b.kvDim(), hidden),
+                        l.matrix(b.vProj(), b.kvDim(), hidden), l.matrix(b.oProj(), hidden, b.qDim()), null, null, null, null, null, null,
+                        null, b.scale(), b.window(), null, null, l.normOp(ls.preFfn()), gate, up, down, act, moe, null, b.headDim(),
+                        b.kvHeads(), null, -1, 1f, null, postMlp, preMoe, postMoe, false, null, anchor));
+                headDim = Math.max(headDim, b.headDim());
+                kvHeads = Math.max(kvHeads, b.kvHeads());
                 continue;
             }
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
@@ -166,7 +196,7 @@ final class DecoderPlans {
                     ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0],
                     pi == null ? null : new DecoderPlan.PerLayerInput(l.matrix(pi.gate(), pleDim, hidden), pi.act(),
                             l.matrix(pi.projection(), hidden, pleDim), l.normOp(pi.postNorm())),
-                    postMlp, preMoe, postMoe, a.outputGate(), null));
+                    postMlp, preMoe, postMoe, a.outputGate(), null, null));
             headDim = Math.max(headDim, a.headDim());
             kvHeads = Math.max(kvHeads, a.kvHeads());
         }
@@ -180,8 +210,10 @@ final class DecoderPlans {
             pe = new DecoderPlan.PerLayerEmbedding(table, ple.tableScale(), ple.dim(), l.matrix(ple.modelProjection(), width, hidden),
                     ple.projectionScale(), l.normOp(ple.projectionNorm()), ple.combineScale());
         }
-        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), a0.heads(), kvHeads, headDim, inter,
-                embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe);
+        var hc = spec.headClusters();
+        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), heads, kvHeads, headDim, inter,
+                embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe,
+                hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()));
     }
 
     /** The widest causal conv of a gated delta net the device kernel takes (ra_gdn_conv's window in registers). */
@@ -215,6 +247,7 @@ final class DecoderPlans {
         boolean normTopK, topKFirst;
         NormOp routerNorm = null;
         float[] expertScale = null;
+        DecoderPlan.Resonance resonance = null;
         switch (m.router()) {
             case Ffn.Router.SoftmaxTopK r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = r.normTopK(); topKFirst = false; }
             case Ffn.Router.TopKSoftmax r -> { routerWeight = r.weight(); routerBias = r.bias(); normTopK = false; topKFirst = true; }
@@ -229,7 +262,14 @@ final class DecoderPlans {
                 routerNorm = new NormOp(sc, false, r.eps(), hidden);
                 expertScale = l.vector(r.perExpertScale(), n);
             }
-            case Ffn.Router.Resonance r -> throw new IllegalArgumentException("unsupported MoE router");
+            case Ffn.Router.Resonance r -> {   // Embryo: the expert that reconstructs x best, weight 1 (re_resonance_route)
+                routerWeight = null;
+                routerBias = null;
+                normTopK = false;
+                topKFirst = false;
+                float[][] d = MoeStep.descriptors(r, l, n, hidden);
+                resonance = new DecoderPlan.Resonance(r.rank(), d[0], d[1], d[2]);
+            }
         }
         boolean fused = ex.gateUp() != null;
         List<Matrix> gate = new ArrayList<>(), up = new ArrayList<>(), down = new ArrayList<>();
@@ -243,11 +283,11 @@ final class DecoderPlans {
             }
             down.add(l.expert(ex.down().nameOf(e), ex.down().fused(), e, n, hidden, in, ex.down().inputMajor()));
         }
-        return new Moe(l.matrix(routerWeight, n, hidden), l.optionalVector(routerBias, n), n, m.topK(), normTopK, topKFirst,
+        return new Moe(routerWeight == null ? null : l.matrix(routerWeight, n, hidden), l.optionalVector(routerBias, n), n, m.topK(), normTopK, topKFirst,
                 in, m.glu(), List.copyOf(gate), fused ? null : List.copyOf(up), ex.interleaved(), List.copyOf(down),
                 biases(l, fused ? ex.gateUpBias() : ex.gateBias(), n, fused ? 2 * in : in),
                 fused ? null : biases(l, ex.upBias(), n, in), biases(l, ex.downBias(), n, hidden), routerNorm, expertScale,
-                m.shared() == null ? null : sharedExpert(m, hidden, l));
+                m.shared() == null ? null : sharedExpert(m, hidden, l), resonance);
     }
 
     private static DecoderPlan.SharedExpert sharedExpert(Ffn.Moe m, int hidden, Loader l) {

@@ -587,12 +587,19 @@ public final class Graph {
         check(batch, ws);
         batch.resolve();
         try {
+            gateHeads(batch);
             device.forwardArgmax(spans(batch), ids, vocab);
         } catch (RuntimeException | Error e) {
             breakRecurrent(batch);
             throw e;
         }
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
+    }
+
+    /** Hands each span's head gate to the device (a hierarchical head only). */
+    private void gateHeads(Batch batch) {
+        if (clusterHead == null) return;
+        for (int i = 0; i < batch.size(); i++) device.gateHead(batch.state(i).deviceState, batch.state(i).headGate);
     }
 
     private static java.util.List<DeviceForward.Span> spans(Batch batch) {
@@ -607,6 +614,7 @@ public final class Graph {
 
     private void deviceForward(Batch batch, float[] logits) {
         try {
+            gateHeads(batch);
             if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
                 Batch.Span s = batch.span(0);
                 State st = s.sequence();
@@ -626,7 +634,7 @@ public final class Graph {
     /** After a failed device step: a recurrent layer's state may have moved on (it cannot roll back), so its sequences must reset. */
     private void breakRecurrent(Batch batch) {
         boolean recurrent = false;
-        for (LayerSpec ls : spec.layers()) recurrent |= ls.mixer() instanceof Mixer.GatedDeltaNet;
+        for (LayerSpec ls : spec.layers()) recurrent |= ls.mixer() instanceof Mixer.GatedDeltaNet || ls.mixer() instanceof Mixer.BoundedAttention;
         if (recurrent) for (int i = 0; i < batch.size(); i++) batch.state(i).broken = true;
     }
 

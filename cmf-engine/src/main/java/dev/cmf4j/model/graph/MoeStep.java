@@ -101,8 +101,13 @@ final class MoeStep implements FfnStep {
     /** Whether a logit router picks the experts (task-mask expert bits apply); false for the resonance router. */
     boolean routesByLogits() { return resonance == null; }
 
-    /** The descriptors of every expert, stacked or per expert, decoded once. */
     private ResonanceRouter resonance(Ffn.Router.Resonance r, Loader l) {
+        float[][] d = descriptors(r, l, experts, hidden);
+        return new ResonanceRouter(experts, r.rank(), hidden, d[0], d[1], d[2], null);
+    }
+
+    /** {mu [E, hidden], u [E, rank, hidden], bias [E]}: the descriptors of every expert, stacked or per expert, decoded once. */
+    static float[][] descriptors(Ffn.Router.Resonance r, Loader l, int experts, int hidden) {
         int k = r.rank();
         float[] mu = new float[experts * hidden], u = new float[experts * k * hidden], bias = new float[experts];
         if (r.stacked()) {
@@ -116,7 +121,7 @@ final class MoeStep implements FfnStep {
                 bias[e] = l.vector(r.nameOf(r.bias(), e), 1)[0];
             }
         }
-        return new ResonanceRouter(experts, k, hidden, mu, u, bias, null);
+        return new float[][] {mu, u, bias};
     }
 
     private float[] bias(Loader l, Ffn.ExpertMatrix b, int e, int n) {

@@ -100,10 +100,11 @@ public final class State {
     /**
      * Bytes of this sequence's recurrent and bounded layer state (conv rings, delta-rule matrices, anchor rings,
      * sliding-window rings, sealed {@code --o1} layers) as held now, or -1 when some layer keeps a KV cache that grows
-     * with the context (a full layer, a sealed one before it seals) or the state is on a device.
+     * with the context (a full layer, a sealed one before it seals). On a device: the model's fixed state (its delta-net
+     * states and anchor rings, allocated once per sequence at exactly that size), or -1 when it keeps a KV cache.
      */
     public long stateBytes() {
-        if (graph.device() != null) return -1;
+        if (graph.device() != null) return graph.spec().fixedStateBytes();
         long sum = 0;
         for (int l = 0; l < mixerState.length; l++) {
             switch (mixerState[l]) {

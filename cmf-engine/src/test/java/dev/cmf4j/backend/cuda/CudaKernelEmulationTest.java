@@ -47,7 +47,7 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident.cu"))
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident_embryo.cu", "resident.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
@@ -144,6 +144,45 @@ class CudaKernelEmulationTest {
         String[] w = which.split(":");
         var mode = dev.cmf4j.convert.TensorPolicy.Mode.valueOf(w[1]);
         residentMatchesTheCpu(which, w[0], mode, which.endsWith(":products"), "launches of the emulated kernels");
+    }
+
+    /**
+     * Embryo on the real resident_embryo.cu kernels (ring attend and commit, resonance router, the hierarchical head's
+     * cluster log-softmax, gated rows and per-cluster log-softmax) and resident_arch.cu's (delta net, experts), emulated:
+     * embryo_b (window 12), a 13-token prompt as one chunk (its last 12 rows enter the ring, wrapping) and 2 decode steps
+     * reading the ring; log-probabilities within 1e-3 of the CPU engine (kept short: emulated warps are slow).
+     */
+    @Test void embryoRunsResidentOnTheRealKernelsAndMatchesTheCpu() throws Throwable {
+        Path file = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_b").resolve("model.cmf");
+        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 300, 8, 64};
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(file)) { want = prefillAndDecode(m.graph(), prompt); }
+        List<String> notes = new ArrayList<>();
+        long before = launches();
+        float[] got;
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(notes::add);
+            try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu))) {
+                assertThat(m.graph().device()).as("embryo_b: " + notes).isNotNull();
+                got = prefillAndDecode(m.graph(), prompt);
+            }
+        }
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double max = 0;
+        for (int i = 0; i < want.length; i++) max = Math.max(max, Math.abs(got[i] - want[i]));
+        System.out.printf("emulated resident embryo_b: max|Δ| vs CPU %.3g over %d log-probabilities%n", max, want.length);
+        assertThat(max).as("embryo_b max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+    }
+
+    /** The prompt's last log-probabilities (one chunk), then those of two decode steps (ids 7 and 40). */
+    private static float[] prefillAndDecode(dev.cmf4j.model.graph.Graph g, int[] prompt) {
+        try (dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 32, 16)) {
+            int v = g.vocab();
+            float[] out = java.util.Arrays.copyOf(s.prefill(prompt), 3 * v);
+            System.arraycopy(s.decode(7), 0, out, v, v);
+            System.arraycopy(s.decode(40), 0, out, 2 * v, v);
+            return out;
+        }
     }
 
     /**

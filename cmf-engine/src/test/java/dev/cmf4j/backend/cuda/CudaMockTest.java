@@ -1055,17 +1055,108 @@ class CudaMockTest {
         }
     }
 
-    /** Embryo's natively bounded attention (and its hierarchical head) has no resident kernels: the hybrid path, said. */
-    @Test void otherArchitecturesKeepTheHybridPathAndSaySo() throws Exception {
-        Path dir = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_a");
-        List<String> notes = new ArrayList<>();
+    /**
+     * Embryo (bounded anchors, gated delta nets, resonance-routed MoE, hierarchical head) runs resident: with graphs and
+     * the cuBLAS prefill, and launch by launch with the matvec kernels (the head's gated rows kernel), against the float64
+     * goldens (log-probabilities ≤ 1e-3, greedy ids exact; prompt chunks of 7 cut every window and the rings wrap), and
+     * BatchConformance's 8 sequences in mixed steps = each alone; the device's state is the model's fixed state.
+     */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"embryo_a", "embryo_b", "embryo_c"})
+    void embryoRunsResidentAndMatchesTheGoldens(String name) throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("embryo/" + name);
+        var golden = dev.cmf4j.model.Golden.load(dir);
+        for (boolean graphs : new boolean[] {true, false}) {
+            List<String> notes = new ArrayList<>();
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(notes::add);
+                gpu.useGraphs(graphs);
+                if (graphs) gpu.useCublas(List.of(lib.toString()), 2);
+                int gemms0 = gemms();
+                try (var m = dev.cmf4j.model.Model.open(dir.resolve("model.cmf"), null, new CudaBackend(gpu))) {
+                    var g = m.graph();
+                    assertThat(g.device()).as(name + ": " + notes).isNotNull();
+                    var r = golden.check(g, 7);
+                    assertThat(r.logitsMaxDiff()).as(name + " graphs " + graphs + ": " + r).isLessThanOrEqualTo(1e-3);
+                    assertThat(r.stepLogitsMaxDiff()).as(name + " graphs " + graphs + ": " + r).isLessThanOrEqualTo(1e-3);
+                    assertThat(r.greedyMatches()).as(name + " graphs " + graphs + ": " + r).isTrue();
+                    var b = dev.cmf4j.model.graph.BatchConformance.run(g, golden.inputIds());
+                    assertThat(b.maxDiff()).as(name + " batch vs alone at " + b.worstAt()).isLessThanOrEqualTo(2e-4);
+                    assertThat(b.greedySame()).as(name + " batch greedy").isTrue();
+                    var st = g.newState(8, 64);
+                    assertThat(st.stateBytes()).as(name + " state bytes").isEqualTo(g.spec().fixedStateBytes()).isPositive();
+                    st.close();
+                }
+                if (graphs) assertThat(gemms() - gemms0).as("prefill chunks as GEMMs").isPositive();
+            }
+            assertThat(notes).singleElement().asString().contains("GPU-resident forward");
+        }
+    }
+
+    /**
+     * The hierarchical head's gate on the device: a session gated for top-p 0.5 beside an ungated one, each alone and in
+     * batched steps of both (a gate per logit row), gives the CPU graph's log-probabilities (dropped clusters' tokens
+     * their spread mass) within 1e-3; and the gate drops clusters (the two sessions' rows differ).
+     */
+    @Test void embryoHeadGatesPerSequenceMatchTheCpu() {
+        Path file = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_a").resolve("model.cmf");
+        float[][] want;
+        try (var m = dev.cmf4j.model.Model.open(file)) { want = gatedSteps(m.graph()); }
+        float[][] got;
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
-            gpu.notes(notes::add);
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve("model.cmf"), null, new CudaBackend(gpu))) {
-                assertThat(m.graph().device()).isNull();
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu))) {
+                assertThat(m.graph().device()).isNotNull();
+                got = gatedSteps(m.graph());
             }
         }
-        assertThat(notes).singleElement().asString().contains("hybrid path");
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < want[k].length; i++)
+                assertThat((double) got[k][i]).as((k == 0 ? "gated" : "ungated") + " log p " + i)
+                        .isCloseTo(want[k][i], org.assertj.core.data.Offset.offset(1e-3));
+        double apart = 0;
+        for (int i = 0; i < got[0].length; i++) apart = Math.max(apart, Math.abs(got[0][i] - got[1][i]));
+        assertThat(apart).as("the gated session's dropped clusters").isGreaterThan(0.1);
+    }
+
+    /** Two sessions fed the same tokens, one gated for top-p 0.5: {gated rows, ungated rows} of 3 solo and 6 batched steps. */
+    private static float[][] gatedSteps(dev.cmf4j.model.graph.Graph g) {
+        int v = g.vocab();
+        var gated = g.newState(8, 64);
+        var full = g.newState(8, 64);
+        gated.gateHeadForTopP(0.5);
+        var ws = g.newWorkspace(16, 64);
+        int[] prompt = {3, 77, 256, 9, 140, 501, 12, 60, 33, 400, 7};
+        float[][] out = {new float[0], new float[0]};
+        float[] buf = new float[16 * v];
+        var sts = new dev.cmf4j.model.graph.State[] {gated, full};
+        for (int k = 0; k < 2; k++) {   // alone: the prompt in chunks of 8 (all logits), then two decode steps
+            for (int p = 0; p < prompt.length; p += 8) {
+                int n = Math.min(8, prompt.length - p);
+                g.forward(sts[k], prompt, p, n, buf, true, null);
+                out[k] = append(out[k], buf, n * v);
+            }
+            for (int id : new int[] {5, 6}) {
+                g.forward(sts[k], new int[] {id}, 0, 1, buf, false, null);
+                out[k] = append(out[k], buf, v);
+            }
+        }
+        for (int step = 0; step < 6; step++) {   // batched: both as decode rows, a gate per row
+            var b = new dev.cmf4j.model.graph.Batch().add(gated, new int[] {20 + step}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST)
+                    .add(full, new int[] {20 + step}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST);
+            g.forward(b, ws, buf, null);
+            out[0] = append(out[0], java.util.Arrays.copyOfRange(buf, 0, v), v);
+            out[1] = append(out[1], java.util.Arrays.copyOfRange(buf, v, 2 * v), v);
+        }
+        gated.close();
+        full.close();
+        return out;
+    }
+
+    private static float[] append(float[] a, float[] b, int n) {
+        float[] r = java.util.Arrays.copyOf(a, a.length + n);
+        System.arraycopy(b, 0, r, a.length, n);
+        return r;
     }
 
     /** qwen3_next (gated delta net layers, the attention output gate, a gated shared expert) runs resident, the refconv file. */

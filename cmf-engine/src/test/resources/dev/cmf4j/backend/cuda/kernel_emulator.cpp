@@ -1,4 +1,4 @@
-// The real CUDA kernels of matvec_q4.cu, resident_arch.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
+// The real CUDA kernels of matvec_q4.cu, resident_arch.cu, resident_embryo.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
 // block is a fiber (ucontext) of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
 // shuffle and the block's at every __syncthreads, so the kernels' own indexing, reductions, shuffles and shared
 // memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
@@ -118,6 +118,7 @@ static void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigne
 
 #include "matvec_q4.cu"
 #include "resident_arch.cu"
+#include "resident_embryo.cu"
 // resident.cu's r_pdl_wait on the CPU: whether each block of the running launch waited (the mock refuses a kernel
 // launched with programmatic stream serialization unless every block did)
 static bool pdl_block_waited;
@@ -192,7 +193,7 @@ typedef const unsigned long long* Tab;
 // the mock's function handles of resident_arch.cu: 80 ra_rmsnorm, 81 ra_glu_act, 82 ra_moe_route, 83 ra_argmax_rows,
 // 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap, 87 ra_expert_scale, 110..117 the gated delta net's, the attention
 // output gate's and the shared expert's (ra_gdn_unfuse … ra_gated_add),
-// 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 0 on success
+// 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 118-126 resident_embryo.cu's (below); 0 on success
 extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     switch (kind) {
@@ -226,6 +227,21 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
                     P(13, int)); }; break;
         GLU(0, ra_moe_glu_f32) GLU(1, ra_moe_glu_bf16) GLU(2, ra_moe_glu_f16) GLU(3, ra_moe_glu_q8)
         DOWN(0, ra_moe_down_f32) DOWN(1, ra_moe_down_bf16) DOWN(2, ra_moe_down_f16) DOWN(3, ra_moe_down_q8)
+        // resident_embryo.cu: 118 re_anchor_attend, 119 re_anchor_commit, 120 re_resonance_route, 121 re_cluster_logsoftmax,
+        // 122 re_head_finish, 123 + k re_head_rows_{f32,bf16,f16,q8}
+        case 118: k = [p] { re_anchor_attend(P(0, const float*), P(1, const float*), P(2, const float*), P(3, const float*),
+                    P(4, const float*), P(5, const float*), P(6, const float*), P(7, const float*), P(8, const float*), P(9, float*),
+                    P(10, int), P(11, int), P(12, int), P(13, int), P(14, int), P(15, int), P(16, float), P(17, const int*)); }; break;
+        case 119: k = [p] { re_anchor_commit(P(0, const float*), P(1, const float*), P(2, float*), P(3, float*), P(4, int), P(5, int),
+                    P(6, int), P(7, const int*)); }; break;
+        case 120: k = [p] { re_resonance_route(P(0, const float*), P(1, const float*), P(2, const float*), P(3, const float*),
+                    P(4, int*), P(5, float*), P(6, int), P(7, int), P(8, int)); }; break;
+        case 121: k = [p] { re_cluster_logsoftmax(P(0, float*), P(1, int)); }; break;
+        case 122: k = [p] { re_head_finish(P(0, float*), P(1, const float*), P(2, const double*), P(3, int), P(4, int), P(5, int),
+                    P(6, int), P(7, float)); }; break;
+#define HEAD(N, F) case 123 + N: k = [p] { F(P(0, const void*), P(1, const float*), P(2, const float*), P(3, const float*), \
+                    P(4, const float*), P(5, const double*), P(6, int), P(7, float*), P(8, int), P(9, int), P(10, int), P(11, int)); }; break;
+        HEAD(0, re_head_rows_f32) HEAD(1, re_head_rows_bf16) HEAD(2, re_head_rows_f16) HEAD(3, re_head_rows_q8)
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

@@ -98,16 +98,19 @@ CUresult cuModuleLoadData(void** m, const void* img) {
 CUresult cuModuleUnload(void* m) { return 0; }
 
 /* function handles: 0-3 matvec_{f32,bf16,f16,q8}; the resident kernels (resident.cu) by name below; 80 and up
- * resident_arch.cu's */
+ * resident_arch.cu's; 118-126 resident_embryo.cu's */
 enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kernel_emulator.cpp: 43 */,
        R_ATTN_ROWS = 44 /* kernel_emulator.cpp: 44 */, R_PREFILL = 45 /* kernel_emulator.cpp dispatches 45 + b */, R_MATVEC3 = 50,
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
-       RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD };
+       RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD,
+       RE_ATTEND /* 118, kernel_emulator.cpp: 118-126 */, RE_COMMIT, RE_ROUTE, RE_CLUSTER_LSM, RE_HEAD_FINISH,
+       RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3 };
 /* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
 #define R_KV16 128
+_Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instances");
 static int kinds[256] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
@@ -184,6 +187,15 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_split_gate")) *f = &kinds[RA_SPLIT_GATE];
     else if (!strcmp(name, "ra_sigmoid_mul")) *f = &kinds[RA_SIGMOID_MUL];
     else if (!strcmp(name, "ra_gated_add")) *f = &kinds[RA_GATED_ADD];
+    else if (!strcmp(name, "re_anchor_attend")) *f = &kinds[RE_ATTEND];
+    else if (!strcmp(name, "re_anchor_commit")) *f = &kinds[RE_COMMIT];
+    else if (!strcmp(name, "re_resonance_route")) *f = &kinds[RE_ROUTE];
+    else if (!strcmp(name, "re_cluster_logsoftmax")) *f = &kinds[RE_CLUSTER_LSM];
+    else if (!strcmp(name, "re_head_finish")) *f = &kinds[RE_HEAD_FINISH];
+    else if (!strncmp(name, "re_head_rows_", 13)) {
+        for (int k = 0; k < 4; k++) if (!strcmp(name + 13, rkinds[k])) { *f = &kinds[RE_HEAD_ROWS + k]; return 0; }
+        return 500;
+    }
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
         for (int k = 0; k < 4; k++)
@@ -272,6 +284,7 @@ static int is_product(int kind) {
 }   /* set by cuLaunchKernelEx around its cuLaunchKernel */
 
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+static CUresult embryo(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 #ifdef MOCK_EMULATE   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
 int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
                   const float* x, float* y, long long row0, int rows, int cols);
@@ -346,6 +359,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
         return rc;
     }
 #endif
+    if (kind >= RE_ATTEND) return embryo(kind, gx, gy, gz, bx, p);
     if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
     if (kind >= 10) return resident(kind, kv16, gx, gy, gz, bx, p);
     if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
@@ -1210,6 +1224,140 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
                     a += wts[slot] * v;
                 }
                 y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + a : a;
+            }
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- resident_embryo.cu's kernels from their definition (the emulated build runs the real ones instead) ---- */
+static CUresult embryo(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (kind == RE_ATTEND) {   /* block (head, row): sinks unrotated + window with the query rotated by distance, one softmax */
+        const float *q = PTR(0), *k = PTR(1), *v = PTR(2), *rk = PTR(3), *rv = PTR(4), *sk = PTR(5), *sv = PTR(6);
+        const float *cs = PTR(7), *sn = PTR(8);
+        float* out = PTR(9);
+        int heads = INT(10), kvh = INT(11), hd = INT(12), W = INT(13), S = INT(14), half = INT(15), p0 = *(const int*) PTR(17);
+        float scale = FLT(16);
+        if ((int) gx != heads || gz != 1 || bx != 128 || S + W > 160 || hd > 256 || heads % kvh) return 1;
+        int qDim = heads * hd, kvDim = kvh * hd;
+        for (unsigned t = 0; t < gy; t++)
+            for (int h = 0; h < heads; h++) {
+                int g = h / (heads / kvh), pos = p0 + (int) t, first = pos - W + 1 > 0 ? pos - W + 1 : 0, n = S + pos - first + 1;
+                const float* qr = q + (long) t * qDim + h * hd;
+                float sc[160], m = -INFINITY, sum = 0;
+                for (int s = 0; s < n; s++) {
+                    double acc = 0;
+                    if (s < S) {
+                        for (int i = 0; i < hd; i++) acc += (double) qr[i] * sk[((long) g * S + s) * hd + i];
+                    } else {
+                        int d = s - S, j = pos - d;
+                        const float* kk = (j >= p0 ? k + (long) (j - p0) * kvDim : rk + (long) (j % W) * kvDim) + g * hd;
+                        for (int i = 0; i < half; i++) {
+                            float a = qr[i], b = qr[i + half], c = cs[d * half + i], si = sn[d * half + i];
+                            acc += (double) kk[i] * (a * c - b * si) + (double) kk[i + half] * (a * si + b * c);
+                        }
+                        for (int i = 2 * half; i < hd; i++) acc += (double) qr[i] * kk[i];
+                    }
+                    sc[s] = (float) acc * scale;
+                    if (sc[s] > m) m = sc[s];
+                }
+                for (int s = 0; s < n; s++) { sc[s] = expf(sc[s] - m); sum += sc[s]; }
+                for (int i = 0; i < hd; i++) {
+                    double acc = 0;
+                    for (int s = 0; s < S; s++) acc += (double) sc[s] * sv[((long) g * S + s) * hd + i];
+                    for (int d = 0; d + S < n; d++) {
+                        int j = pos - d;
+                        const float* vv = j >= p0 ? v + (long) (j - p0) * kvDim : rv + (long) (j % W) * kvDim;
+                        acc += (double) sc[S + d] * vv[g * hd + i];
+                    }
+                    out[(long) t * qDim + h * hd + i] = (float) acc / sum;
+                }
+            }
+        return 0;
+    }
+    if (kind == RE_COMMIT) {   /* the last min(tokens, W) rows into slots (p0 + t) mod W */
+        const float *k = PTR(0), *v = PTR(1);
+        float *rk = PTR(2), *rv = PTR(3);
+        int tokens = INT(4), W = INT(5), kvDim = INT(6), p0 = *(const int*) PTR(7), keep = tokens < W ? tokens : W;
+        if ((int) gx != keep || gy != 1 || bx != 256) return 1;
+        for (int t = tokens - keep; t < tokens; t++) {
+            memcpy(rk + (long) ((p0 + t) % W) * kvDim, k + (long) t * kvDim, 4L * kvDim);
+            memcpy(rv + (long) ((p0 + t) % W) * kvDim, v + (long) t * kvDim, 4L * kvDim);
+        }
+        return 0;
+    }
+    if (kind == RE_ROUTE) {   /* a block per token: the first maximum of b − (‖y − μ‖² − Σ ((y − μ)·u)²), in double */
+        const float *y = PTR(0), *mu = PTR(1), *u = PTR(2), *bias = PTR(3);
+        int* idx = PTR(4);
+        float* wts = PTR(5);
+        int E = INT(6), rank = INT(7), dim = INT(8);
+        if (E > 1024 || bx != 256 || gy != 1) return 1;
+        for (unsigned t = 0; t < gx; t++) {
+            const float* yt = y + (long) t * dim;
+            int best = 0;
+            double bestScore = 0;
+            for (int e = 0; e < E; e++) {
+                double sq = 0;
+                for (int j = 0; j < dim; j++) { double r = (double) yt[j] - mu[(long) e * dim + j]; sq += r * r; }
+                for (int i = 0; i < rank; i++) {
+                    double pr = 0;
+                    for (int j = 0; j < dim; j++) pr += ((double) yt[j] - mu[(long) e * dim + j]) * u[((long) e * rank + i) * dim + j];
+                    sq -= pr * pr;
+                }
+                double score = (double) bias[e] - sq;
+                if (e == 0 || score > bestScore) { best = e; bestScore = score; }
+            }
+            idx[t] = best;
+            wts[t] = 1.f;
+        }
+        return 0;
+    }
+    if (kind == RE_CLUSTER_LSM) {
+        float* lc = PTR(0);
+        int C = INT(1);
+        if (bx != 256 || gy != 1) return 1;
+        for (unsigned r = 0; r < gx; r++) {
+            float* l = lc + (long) r * C, m = -INFINITY;
+            double s = 0;
+            for (int c = 0; c < C; c++) if (l[c] > m) m = l[c];
+            for (int c = 0; c < C; c++) s += exp((double) (l[c] - m));
+            float lse = m + (float) log(s);
+            for (int c = 0; c < C; c++) l[c] -= lse;
+        }
+        return 0;
+    }
+    if (kind >= RE_HEAD_ROWS && kind < RE_HEAD_ROWS + 4) {   /* warps of vocabulary rows: only the kept clusters' */
+        int k = kind - RE_HEAD_ROWS, perRow = INT(6), vocab = INT(8), cols = INT(9), C = INT(10), size = INT(11);
+        const float *rs = PTR(1), *cf = PTR(2), *x = PTR(3), *lc = PTR(4);
+        const double* gate = PTR(5);
+        float* out = PTR(7);
+        if (bx != 256 || (long) gx * 8 < vocab || (long) (gx - 1) * 8 >= vocab || vocab % C || vocab / C != size) return 1;
+        for (unsigned r = 0; r < gy; r++)
+            for (int v = 0; v < vocab; v++) {
+                if ((double) lc[(long) r * C + v / size] < gate[perRow ? r : 0]) continue;
+                double acc = 0;
+                for (int c = 0; c < cols; c++)
+                    acc += (double) wload(k, PTR(0), (long) v * cols + c) * (cf ? x[(long) r * cols + c] * cf[c] : x[(long) r * cols + c]);
+                out[(long) r * vocab + v] = rs ? (float) acc * rs[v] : (float) acc;
+            }
+        return 0;
+    }
+    if (kind == RE_HEAD_FINISH) {   /* block (cluster, row): kept: z − lse(z of the cluster) + lp; dropped: lp − spread */
+        float* out = PTR(0);
+        const float* lc = PTR(1);
+        const double* gate = PTR(2);
+        int perRow = INT(3), vocab = INT(4), C = INT(5), size = INT(6);
+        float spread = FLT(7);
+        if ((int) gx != C || bx != 256 || (long) C * size != vocab) return 1;
+        for (unsigned r = 0; r < gy; r++)
+            for (int c = 0; c < C; c++) {
+                float lp = lc[(long) r * C + c], m = -INFINITY, *o = out + (long) r * vocab + (long) c * size;
+                if ((double) lp < gate[perRow ? r : 0]) { for (int i = 0; i < size; i++) o[i] = lp - spread; continue; }
+                double s = 0;
+                for (int i = 0; i < size; i++) if (o[i] > m) m = o[i];
+                for (int i = 0; i < size; i++) s += exp((double) (o[i] - m));
+                float lse = m + (float) log(s);
+                for (int i = 0; i < size; i++) o[i] = o[i] - lse + lp;
             }
         return 0;
     }
