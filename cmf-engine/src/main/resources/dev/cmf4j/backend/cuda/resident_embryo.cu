@@ -160,24 +160,30 @@ extern "C" __global__ void __launch_bounds__(256) re_resonance_route(const float
 
 // ---- the hierarchical head ----
 
-// Row r = blockIdx.x of lc [rows, clusters]: lc − logsumexp(lc), in place (the max in float, the sum of exponentials
-// in double, as the CPU's HierarchicalHead).
-extern "C" __global__ void __launch_bounds__(256) re_cluster_logsoftmax(float* lc, int clusters) {
-    __shared__ float red[32];
-    __shared__ double dred[32];
-    float* l = lc + (long long) blockIdx.x * clusters;
+// logsumexp of x[0, n) by the whole block (the max in float, the sum of exponentials in double, as the CPU's
+// HierarchicalHead); every thread gets it. red: 32 floats and dred 32 doubles of shared memory.
+__device__ __forceinline__ float re_block_lse(const float* x, int n, float* red, double* dred) {
     float m = RE_NEG_INF;
-    for (int c = threadIdx.x; c < clusters; c += blockDim.x) m = fmaxf(m, l[c]);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, x[i]);
     m = re_block_max(m, red);
     double s = 0;
-    for (int c = threadIdx.x; c < clusters; c += blockDim.x) s += exp((double) (l[c] - m));
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += exp((double) (x[i] - m));
     s = re_warp_sum_d(s);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    __syncthreads();
     if (lane == 0) dred[warp] = s;
     __syncthreads();
     double total = 0;
     for (int i = 0; i < warps; i++) total += dred[i];
-    float lse = m + (float) log(total);
+    return m + (float) log(total);
+}
+
+// Row r = blockIdx.x of lc [rows, clusters]: lc − logsumexp(lc), in place.
+extern "C" __global__ void __launch_bounds__(256) re_cluster_logsoftmax(float* lc, int clusters) {
+    __shared__ float red[32];
+    __shared__ double dred[32];
+    float* l = lc + (long long) blockIdx.x * clusters;
+    float lse = re_block_lse(l, clusters, red, dred);
     for (int c = threadIdx.x; c < clusters; c += blockDim.x) l[c] -= lse;
 }
 
@@ -200,6 +206,22 @@ __device__ __forceinline__ float re_load(const void* __restrict__ w, long long i
     return (float) static_cast<const signed char*>(w)[i];
 }
 
+// 4 consecutive weights from element i (i a multiple of 4): one 16/8/4-byte load.
+template <int K>
+__device__ __forceinline__ void re_load4(const void* __restrict__ w, long long i, float* o) {
+    if (K == 0) {
+        float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
+        o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+    } else if (K == 1 || K == 2) {
+        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const re_u16*>(w) + i);
+        re_u16 h[4] = {(re_u16) (v.x & 0xffff), (re_u16) (v.x >> 16), (re_u16) (v.y & 0xffff), (re_u16) (v.y >> 16)};
+        for (int j = 0; j < 4; j++) o[j] = K == 1 ? re_bf16(h[j]) : re_f16(h[j]);
+    } else {
+        char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
+        o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
+    }
+}
+
 // out[r, v] = rs[v]·Σ_c W[v, c]·cf[c]·x[r, c] for each vocabulary row v whose cluster v / size is kept for head row r
 // (its log-probability lc[r, v / size] ≥ the row's gate, gate[perRow ? r : 0], a double as State.headGate); the rows of
 // dropped clusters are not read (re_head_finish fills their outputs). A warp per vocabulary row, 8 per block; grid
@@ -214,10 +236,23 @@ __device__ __forceinline__ void re_head_rows(const void* __restrict__ w, const f
     const float* xr = x + (long long) r * cols;
     long long base = (long long) v * cols;
     float acc = 0.f;
-    for (int c = lane; c < cols; c += 32) {
-        float xv = xr[c];
-        if (cf != nullptr) xv *= cf[c];
-        acc += re_load<K>(w, base + c) * xv;
+    if ((cols & 3) == 0) {   // 4 weights per lane per step, 128 per warp (rows and x 16-byte aligned then)
+        for (int c = lane * 4; c < cols; c += 128) {
+            float wv[4];
+            re_load4<K>(w, base + c, wv);
+            float4 xv = *reinterpret_cast<const float4*>(xr + c);
+            if (cf != nullptr) {
+                float4 f = *reinterpret_cast<const float4*>(cf + c);
+                xv.x *= f.x; xv.y *= f.y; xv.z *= f.z; xv.w *= f.w;
+            }
+            acc += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+        }
+    } else {
+        for (int c = lane; c < cols; c += 32) {
+            float xv = xr[c];
+            if (cf != nullptr) xv *= cf[c];
+            acc += re_load<K>(w, base + c) * xv;
+        }
     }
     acc = re_warp_sum(acc);
     if (lane == 0) out[(long long) r * vocab + v] = rs != nullptr ? acc * rs[v] : acc;
@@ -249,17 +284,6 @@ extern "C" __global__ void __launch_bounds__(256) re_head_finish(float* out, con
         for (int i = threadIdx.x; i < size; i += blockDim.x) o[i] = lp - spread;
         return;
     }
-    float m = RE_NEG_INF;
-    for (int i = threadIdx.x; i < size; i += blockDim.x) m = fmaxf(m, o[i]);
-    m = re_block_max(m, red);
-    double s = 0;
-    for (int i = threadIdx.x; i < size; i += blockDim.x) s += exp((double) (o[i] - m));
-    s = re_warp_sum_d(s);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    if (lane == 0) dred[warp] = s;
-    __syncthreads();
-    double total = 0;
-    for (int i = 0; i < warps; i++) total += dred[i];
-    float lse = m + (float) log(total);
+    float lse = re_block_lse(o, size, red, dred);
     for (int i = threadIdx.x; i < size; i += blockDim.x) o[i] = o[i] - lse + lp;
 }
