@@ -65,6 +65,16 @@ public interface DeviceForward {
      */
     default void gateHead(Object state, double gate) {}
 
+    /**
+     * Copies layer {@code layer}'s fixed per-sequence buffers of a state from the device into {@code first} and
+     * {@code second} ({@code toDevice} false) or back: a bounded anchor's key and value rings [window, kvDim], a gated
+     * delta net's conv inputs [convDim, kernel−1] and rule state [valueHeads, keyDim, valueDim] (the CPU graph's
+     * layouts, so state snapshots are the same bytes on either path). Not between steps of that state.
+     */
+    default void copyLayerState(Object state, int layer, float[] first, float[] second, boolean toDevice) {
+        throw new UnsupportedOperationException("this device cannot copy a sequence's state");
+    }
+
     /** Frees a state's device memory early (else it lives until the provider closes). */
     void release(Object state);
 }

@@ -784,6 +784,47 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    @Override public void copyLayerState(Object state, int layer, float[] first, float[] second, boolean toDevice) {
+        mm.context().call(() -> {
+            if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            SessionState s = (SessionState) state;
+            DecoderPlan.Layer l = model.layers().get(layer);
+            long a, b, na, nb;
+            if (l.anchor() != null) {   // the key and value rings
+                a = s.kc[layer];
+                b = s.vc[layer];
+                na = nb = (long) l.anchor().window() * l.kvHeads() * l.headDim();
+            } else if (l.deltaNet() != null) {   // the conv inputs and the rule state
+                var dn = l.deltaNet();
+                a = s.conv[layer];
+                b = s.dnS[layer];
+                na = (long) dn.convDim() * (dn.convKernel() - 1);
+                nb = (long) dn.valueHeads() * dn.keyDim() * dn.valueDim();
+            } else {
+                throw new UnsupportedOperationException("layer " + layer + " keeps a KV cache on the device, not a fixed state");
+            }
+            if (first.length != na || second.length != nb)
+                throw new IllegalArgumentException("layer " + layer + ": state of " + na + " + " + nb + " floats, given " + first.length
+                        + " + " + second.length);
+            // (the session's stream is idle between its steps: a synchronous copy orders itself)
+            try (Arena ar = Arena.ofConfined()) {
+                MemorySegment buf = ar.allocate(4 * Math.max(na, nb), 16);
+                for (int i = 0; i < 2; i++) {
+                    long d = i == 0 ? a : b, n = i == 0 ? na : nb;
+                    float[] h = i == 0 ? first : second;
+                    if (toDevice) {
+                        MemorySegment.copy(h, 0, buf, ValueLayout.JAVA_FLOAT, 0, (int) n);
+                        cu.copyToDevice(d, buf, 4 * n);
+                    } else {
+                        cu.copyToHost(buf, d, 4 * n);
+                        MemorySegment.copy(buf, ValueLayout.JAVA_FLOAT, 0, h, 0, (int) n);
+                    }
+                }
+            }
+            return null;
+        });
+    }
+
     /** The session's hierarchical-head gate for its next steps (copied to the device with a step when it changed). */
     @Override public void gateHead(Object state, double gate) { ((SessionState) state).headGate = gate; }
 

@@ -189,14 +189,14 @@ public final class State {
      * layers, rings, recurrent states). {@link #importFrom} on a state of the same model restores it exactly.
      */
     public void exportTo(java.io.DataOutput out) throws java.io.IOException {
-        if (graph.device() != null) throw new UnsupportedOperationException("state snapshots need the CPU graph; this model runs on the device");
         if (broken) throw new IllegalStateException("this session's state was lost when an earlier step failed; nothing to export");
+        Object[] states = graph.device() == null ? mixerState : deviceStates(true);
         out.writeInt(SNAPSHOT_MAGIC);
         out.writeInt(SNAPSHOT_VERSION);
         out.writeLong(snapshotHash());
         out.writeInt(position);
-        out.writeInt(mixerState.length);
-        for (Object m : mixerState) {
+        out.writeInt(states.length);
+        for (Object m : states) {
             switch (m) {
                 case null -> out.writeByte(0);
                 case dev.cmf4j.backend.cpu.KvCache c -> { out.writeByte(1); c.writeTo(out); }
@@ -223,7 +223,7 @@ public final class State {
      * {@code --o1}/{@code --kv} settings, or longer than this session's context.
      */
     public void importFrom(java.io.DataInput in) throws java.io.IOException {
-        if (graph.device() != null) throw new UnsupportedOperationException("state snapshots need the CPU graph; this model runs on the device");
+        Object[] states = graph.device() == null ? mixerState : deviceStates(false);
         if (in.readInt() != SNAPSHOT_MAGIC) throw new java.io.IOException("not a cmf state snapshot (no CMFS magic)");
         int version = in.readInt();
         if (version != SNAPSHOT_VERSION)
@@ -234,12 +234,12 @@ public final class State {
                     + " adapter or task (hash " + Long.toHexString(hash) + ", this session " + Long.toHexString(snapshotHash()) + ")");
         int pos = in.readInt(), n = in.readInt();
         if (pos < 0 || pos > maxContext) throw new java.io.IOException("state snapshot at position " + pos + ", past this session's context " + maxContext);
-        if (n != mixerState.length) throw new java.io.IOException("state snapshot of " + n + " layers, this model has " + mixerState.length);
+        if (n != states.length) throw new java.io.IOException("state snapshot of " + n + " layers, this model has " + states.length);
         reset();
         try {
             for (int l = 0; l < n; l++) {
                 int tag = in.readUnsignedByte();
-                switch (mixerState[l]) {
+                switch (states[l]) {
                     case null -> expect(tag, 0, l);
                     case dev.cmf4j.backend.cpu.KvCache c -> { expect(tag, 1, l); c.readFrom(in); }
                     case SealedKv s -> { expect(tag, 2, l); s.readFrom(in); }
@@ -257,17 +257,56 @@ public final class State {
                     default -> throw new java.io.IOException("layer " + l + " has no snapshot form");
                 }
             }
-            for (Object m : mixerState) {
+            for (Object m : states) {
                 dev.cmf4j.backend.cpu.KvCache c = m instanceof SealedKv || m instanceof dev.cmf4j.backend.cpu.KvCache
                         ? AttentionStep.cacheOf(m) : null;
                 if (c != null && c.length() != pos)
                     throw new java.io.IOException("state snapshot: a KV cache holds " + c.length() + " positions, the sequence " + pos);
             }
+            if (graph.device() != null) toDevice(states);
         } catch (java.io.IOException | RuntimeException e) {
             reset();
             throw e;
         }
         position = pos;
+    }
+
+    /**
+     * A device session's fixed state in the CPU's own forms (a ring per anchor layer, a delta state per delta-net layer),
+     * copied back from the device when {@code fetch}: snapshots of either path are the same bytes. A model whose device
+     * state holds a KV cache has none.
+     */
+    private Object[] deviceStates(boolean fetch) {
+        Object[] states = new Object[mixerState.length];
+        for (int l = 0; l < states.length; l++) {
+            switch (graph.spec().layer(l).mixer()) {
+                case dev.cmf4j.model.Mixer.BoundedAttention b -> {
+                    var r = new BoundedAnchorStep.Ring(b.window(), b.kvDim());
+                    if (fetch) graph.device().copyLayerState(deviceState, l, r.k, r.v, false);
+                    states[l] = r;
+                }
+                case dev.cmf4j.model.Mixer.GatedDeltaNet g -> {
+                    var d = new DeltaNetStep.DeltaState(g.convDim(), g.convKernel(), g.valueHeads(), g.keyDim(), g.valueDim());
+                    if (fetch) graph.device().copyLayerState(deviceState, l, d.conv, d.s, false);
+                    d.fresh = position == 0;
+                    states[l] = d;
+                }
+                case dev.cmf4j.model.Mixer.Attention a ->
+                        throw new UnsupportedOperationException("state snapshots of a session on the device need a model of fixed state"
+                                + " (recurrent and bounded layers); this one keeps a KV cache there: use --device cpu");
+            }
+        }
+        return states;
+    }
+
+    /** Copies the imported rings and delta states to the device session. */
+    private void toDevice(Object[] states) {
+        for (int l = 0; l < states.length; l++)
+            switch (states[l]) {
+                case BoundedAnchorStep.Ring r -> graph.device().copyLayerState(deviceState, l, r.k, r.v, true);
+                case DeltaNetStep.DeltaState d -> graph.device().copyLayerState(deviceState, l, d.conv, d.s, true);
+                default -> throw new IllegalStateException("layer " + l + ": no device state");
+            }
     }
 
     private static void expect(int tag, int want, int layer) throws java.io.IOException {

@@ -1119,6 +1119,57 @@ class CudaMockTest {
         assertThat(apart).as("the gated session's dropped clusters").isGreaterThan(0.1);
     }
 
+    /**
+     * A device session's state snapshot is the CPU graph's (rings and delta states in their layouts): a GPU snapshot
+     * taken after a prompt continues on the CPU, and a CPU snapshot on the GPU, with the log-probabilities of the
+     * uninterrupted run within 1e-3; a resident model with a KV cache refuses to snapshot, saying why.
+     */
+    @Test void embryoStateSnapshotsMoveBetweenTheGpuAndTheCpu() throws Exception {
+        Path file = dev.cmf4j.testkit.Fixtures.require("embryo/embryo_c").resolve("model.cmf");
+        int[] prompt = {3, 77, 256, 9, 140, 301, 12, 60, 33, 100, 7, 19, 250, 4, 88, 91, 5, 2, 300, 41}, next = {6, 7, 8};
+        try (CudaMatMul gpu = quiet(); var mc = dev.cmf4j.model.Model.open(file);
+             var mg = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu))) {
+            var cpu = mc.graph();
+            var dev = mg.graph();
+            assertThat(dev.device()).isNotNull();
+            for (boolean fromGpu : new boolean[] {true, false}) {
+                var src = (fromGpu ? dev : cpu).newState(8, 64);
+                var dst = (fromGpu ? cpu : dev).newState(8, 64);
+                float[] buf = new float[8 * cpu.vocab()];
+                for (int p = 0; p < prompt.length; p += 8)
+                    (fromGpu ? dev : cpu).forward(src, prompt, p, Math.min(8, prompt.length - p), buf, false, null);
+                var bytes = new java.io.ByteArrayOutputStream();
+                src.exportTo(new java.io.DataOutputStream(bytes));
+                dst.importFrom(new java.io.DataInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray())));
+                assertThat(dst.position()).isEqualTo(prompt.length);
+                for (int id : next) {
+                    float[] a = new float[cpu.vocab()], b = new float[cpu.vocab()];
+                    (fromGpu ? dev : cpu).forward(src, new int[] {id}, 0, 1, a, false, null);
+                    (fromGpu ? cpu : dev).forward(dst, new int[] {id}, 0, 1, b, false, null);
+                    for (int i = 0; i < a.length; i++)
+                        assertThat((double) b[i]).as((fromGpu ? "gpu → cpu" : "cpu → gpu") + " token " + id + " log p " + i)
+                                .isCloseTo(a[i], org.assertj.core.data.Offset.offset(1e-3));
+                }
+                src.close();
+                dst.close();
+            }
+        }
+        Path llama = dev.cmf4j.testkit.Fixtures.require("cmf/refconv").resolve("llama-Q8_2F.cmf");
+        try (CudaMatMul gpu = quiet(); var m = dev.cmf4j.model.Model.open(llama, null, new CudaBackend(gpu))) {
+            var st = m.graph().newState(8, 32);
+            assertThatThrownBy(() -> st.exportTo(new java.io.DataOutputStream(new java.io.ByteArrayOutputStream())))
+                    .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("KV cache");
+            st.close();
+        }
+    }
+
+    /** A GPU matmul on the mock whose path notes go nowhere. */
+    private static CudaMatMul quiet() {
+        CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul());
+        gpu.notes(n -> {});
+        return gpu;
+    }
+
     /** Two sessions fed the same tokens, one gated for top-p 0.5: {gated rows, ungated rows} of 3 solo and 6 batched steps. */
     private static float[][] gatedSteps(dev.cmf4j.model.graph.Graph g) {
         int v = g.vocab();
