@@ -1113,6 +1113,49 @@ class CudaKernelEmulationTest {
         }
     }
 
+    /**
+     * re_resonance_route on emulated warps against the CPU's ResonanceRouter (double): the synthetic 56M Embryo's geometry
+     * (4 experts, rank 16, 384 wide) and 37 experts of rank 3 (more experts than the block's warps); the last expert an
+     * exact copy of expert 1, so a token on expert 1's centre ties them and the lower id must win; weights exactly 1.
+     */
+    @Test void resonanceRouterOnTheRealKernelPicksTheCpusWinner() {
+        java.util.Random r = new java.util.Random(11);
+        for (int[] g : new int[][] {{4, 16, 384}, {37, 3, 40}}) {
+            int experts = g[0], rank = g[1], dim = g[2], tokens = 6;
+            float[] mu = rnd(r, experts * dim, -1f, 1f), u = rnd(r, experts * rank * dim, -0.2f, 0.2f), bias = rnd(r, experts, -1f, 1f);
+            float[] y = rnd(r, tokens * dim, -1f, 1f);
+            System.arraycopy(mu, dim, mu, (experts - 1) * dim, dim);
+            System.arraycopy(u, rank * dim, u, (experts - 1) * rank * dim, rank * dim);
+            bias[experts - 1] = bias[1];
+            System.arraycopy(mu, dim, y, 0, dim);   // token 0 on expert 1's centre
+            int[] idx = new int[tokens];
+            float[] wts = new float[tokens];
+            ctx.call(() -> {
+                CudaDriver cu = ctx.driver();
+                try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                    long dy = up.apply(MemorySegment.ofArray(y)), dmu = up.apply(MemorySegment.ofArray(mu)), du = up.apply(MemorySegment.ofArray(u));
+                    long db = up.apply(MemorySegment.ofArray(bias)), di = up.apply(MemorySegment.ofArray(idx)), dw = up.apply(MemorySegment.ofArray(wts));
+                    cu.launch(cu.function(ctx.module(Kernels.EMBRYO_CU), "re_resonance_route"), tokens, 1, 1, 256, 1, 1, 0,
+                            Kernels.RESONANCE_ROUTE.pack(a, dy, dmu, du, db, di, dw, experts, rank, dim));
+                    cu.synchronize();
+                    MemorySegment host = a.allocate(4L * tokens, 4);
+                    cu.copyToHost(host, di, host.byteSize());
+                    MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, idx, 0, tokens);
+                    cu.copyToHost(host, dw, host.byteSize());
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, wts, 0, tokens);
+                }
+                return null;
+            });
+            var ref = new dev.cmf4j.backend.cpu.ResonanceRouter(experts, rank, dim, mu, u, bias, null);
+            double[] err = new double[experts], score = new double[experts], res = new double[dim];
+            for (int t = 0; t < tokens; t++) {
+                assertThat(idx[t]).as(experts + " experts, token " + t).isEqualTo(ref.route(y, t * dim, err, score, res));
+                assertThat(wts[t]).isEqualTo(1f);
+            }
+            assertThat(idx[0]).as("the tie on expert 1's centre goes to the lower id").isEqualTo(1);
+        }
+    }
+
     private static final class Uploads implements AutoCloseable {
         private final CudaDriver cu;
         private final Arena arena;
