@@ -106,4 +106,7 @@ public final class BlendedWeights implements Weights {
     @Override public dev.cmf4j.format.Masks masks() { return base.masks(); }
 
     @Override public void checkIntact() { base.checkIntact(); }
+
+    /** The normalised weights in skill order, so the same blend written in another order is the same variant. */
+    @Override public String variant() { return "blend " + new java.util.TreeMap<>(weights); }
 }

@@ -31,6 +31,12 @@ public interface Weights {
      */
     default void checkIntact() { }
 
+    /**
+     * What makes these weights other than the file's as stored (a blend's skill weights), or empty: state snapshots
+     * mix it into their hash, so a sequence computed through one blend is refused under another.
+     */
+    default String variant() { return ""; }
+
     /** The tensor called {@code name}; a {@link ModelException} naming it when it is missing. */
     default Tensor get(String name) {
         Tensor t = find(name);

@@ -349,8 +349,9 @@ public final class Graph {
 
     /**
      * What a state snapshot must come from: a hash of the layer layout (mixer kinds and sizes), the attention memory
-     * (sealed layers and their parameters, KV type) and the embedding table's first and last MB. A snapshot made on
-     * another model, or with other {@code --o1}/{@code --kv} settings, does not match.
+     * (sealed layers and their parameters, KV type), the weights' {@link Weights#variant() variant} (a blend) and the
+     * embedding table's first and last MB. A snapshot made on another model, with other {@code --o1}/{@code --kv}
+     * settings or through another blend, does not match.
      */
     public long operatorHash() {
         if (operatorHash != 0) return operatorHash;
@@ -368,6 +369,7 @@ public final class Graph {
             if (mixers[i] instanceof AttentionStep st && st.sealed() != null) b.append(" sealed ").append(st.sealed());
         }
         b.append("|kv ").append(memory.kv().label());
+        if (!weights.variant().isEmpty()) b.append('|').append(weights.variant());
         long h = dev.cmf4j.format.Hash64.of(b.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8));
         java.lang.foreign.MemorySegment e = embedding.data();
         long mb = Math.min(e.byteSize(), 1 << 20);

@@ -231,7 +231,7 @@ public final class State {
         long hash = in.readLong();
         if (hash != snapshotHash())
             throw new java.io.IOException("state snapshot made on another model, other --o1/--kv settings or another skill,"
-                    + " adapter or task (hash " + Long.toHexString(hash) + ", this session " + Long.toHexString(snapshotHash()) + ")");
+                    + " blend, adapter or task (hash " + Long.toHexString(hash) + ", this session " + Long.toHexString(snapshotHash()) + ")");
         int pos = in.readInt(), n = in.readInt();
         if (pos < 0 || pos > maxContext) throw new java.io.IOException("state snapshot at position " + pos + ", past this session's context " + maxContext);
         if (n != states.length) throw new java.io.IOException("state snapshot of " + n + " layers, this model has " + states.length);
