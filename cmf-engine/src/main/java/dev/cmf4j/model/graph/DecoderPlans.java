@@ -49,8 +49,9 @@ final class DecoderPlans {
                         + b.window() + " (at most " + MAX_ANCHOR_SCORES + " together)";
                 if (b.heads() % b.kvHeads() != 0) return where + "heads not a multiple of kv heads";
                 if (b.rotaryDim() % 2 != 0 || b.rotaryDim() > b.headDim()) return where + "rotary span " + b.rotaryDim();
-                if (l.perLayerInput() != null || l.postMixer() != null || l.postFfn() != null || l.layerScalar() != null)
-                    return where + "bounded anchor with per-layer inputs, sandwich norms or a layer scalar";
+                if (l.perLayerInput() != null || l.postMixer() != null || l.postFfn() != null || l.layerScalar() != null
+                        || l.ffn() instanceof Ffn.DenseAndMoe)
+                    return where + "bounded anchor with per-layer inputs, sandwich norms, a layer scalar or a dense MLP beside an MoE";
                 if (firstHeads == null) firstHeads = b.heads();
                 else if (b.heads() != firstHeads) return where + "query heads differ between layers";
                 continue;
