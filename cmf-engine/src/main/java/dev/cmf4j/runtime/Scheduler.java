@@ -190,7 +190,7 @@ public final class Scheduler implements AutoCloseable {
      *
      * @throws java.util.NoSuchElementException no live or cached sequence has this id
      * @throws IllegalStateException             the sequence has not started, or its state was lost in a failed step
-     * @throws UnsupportedOperationException     the model runs on a device (snapshots need the CPU graph)
+     * @throws UnsupportedOperationException     a device session that keeps a KV cache (fixed-state models snapshot on either path)
      */
     public SavedState exportState(long id) throws InterruptedException {
         return onLoop(() -> {
