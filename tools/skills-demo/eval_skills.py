@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--out", required=True, help="the .cmf to write (default.cmf plus three skills)")
     ap.add_argument("--root", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-    ap.add_argument("--rank", default="8")
+    ap.add_argument("--rank", default="4", help="the routing subspace's rank (4: chosen on dev prompts, route_sweep.py)")
     ap.add_argument("--window-len", default="512")
     ap.add_argument("--windows", default="16", help="at most this many windows per domain for ppl")
     ap.add_argument("--skip-ppl", action="store_true")
