@@ -29,6 +29,17 @@ public final class MemoryOptions {
             description = "KV cache element type: f32 (default), f16, or q8 (int8 with a scale per head and position; CPU only)")
     String kv = "f32";
 
+    /** These options with the KV cache stored as {@code type} instead. */
+    MemoryOptions withKv(String type) {
+        MemoryOptions o = new MemoryOptions();
+        o.o1 = o1;
+        o.m = m;
+        o.window = window;
+        o.sink = sink;
+        o.kv = type;
+        return o;
+    }
+
     /** The choice for a file with this header. */
     AttentionMemory choose(JsonNode header) {
         if (o1 == null && (m != null || window != null || sink != null) && !header.path("provenance").has("o1_attn"))

@@ -198,18 +198,24 @@ final class ModelFile {
             } else {
                 return open(file, backend);
             }
-            dev.cmf4j.model.Model m = open(resolve(file), backend, wrap);
+            dev.cmf4j.model.Model m = open(resolve(file), backend, wrap, memory);
             err.println("cmf: " + applied + " applied to the weights (the device runs the model whole, without per-row overlays)");
             return m;
         }
 
         /** Opens {@code file} (or the default model) with the overrides, on {@code backend}. */
         dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend) throws NoSuchFileException {
-            return open(resolve(file), backend, java.util.function.UnaryOperator.identity());
+            return open(resolve(file), backend, java.util.function.UnaryOperator.identity(), memory);
+        }
+
+        /** Opens {@code file} (or the default model) with the overrides but {@code mem}'s attention memory, on {@code backend}. */
+        dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend, MemoryOptions mem) throws NoSuchFileException {
+            return open(resolve(file), backend, java.util.function.UnaryOperator.identity(), mem);
         }
 
         private dev.cmf4j.model.Model open(Path file, dev.cmf4j.backend.Backend backend,
-                                           java.util.function.UnaryOperator<dev.cmf4j.model.Weights> wrap) throws NoSuchFileException {
+                                           java.util.function.UnaryOperator<dev.cmf4j.model.Weights> wrap, MemoryOptions mem)
+                throws NoSuchFileException {
             Path p = resolve(file);
             com.fasterxml.jackson.databind.JsonNode o = null;
             if (json != null) {
@@ -221,7 +227,7 @@ final class ModelFile {
                 }
                 if (o == null || !o.isObject()) throw new IllegalArgumentException("--arch-override must be a JSON object");
             }
-            return dev.cmf4j.model.Model.open(p, o, backend, adapters(), memory::choose, wrap);
+            return dev.cmf4j.model.Model.open(p, o, backend, adapters(), mem::choose, wrap);
         }
     }
 

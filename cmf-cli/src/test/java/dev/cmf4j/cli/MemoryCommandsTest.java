@@ -83,6 +83,32 @@ class MemoryCommandsTest {
         assertThat(Math.abs(pq / pf - 1)).as("q8 KV costs little").isLessThan(0.02);
     }
 
+    @Test
+    void pplReportsTheKlDivergenceOfQ8KvFromF16(@TempDir Path tmp) throws Exception {
+        Path text = tmp.resolve("text.txt");
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < 40; i++) b.append("Entry ").append(i).append(": the tar command packs files into one archive, gzip shrinks it.\n");
+        Files.writeString(text, b.toString());
+        Run q8 = run("ppl", model.toString(), "--file", text.toString(), "--window-len", "128", "--windows", "1", "--kv", "q8");
+        Run kl = run("ppl", model.toString(), "--file", text.toString(), "--window-len", "128", "--windows", "1", "--kv", "q8",
+                "--kl-base-kv", "f16");
+        Run f16 = run("ppl", model.toString(), "--file", text.toString(), "--window-len", "128", "--windows", "1", "--kv", "f16");
+        for (Run r : new Run[] {q8, kl, f16}) assertThat(r.code()).as(r.err()).isZero();
+        System.out.print(kl.out());
+        // the first line is the q8 run's own figure, the second the f16 run's and the divergence between them
+        assertThat(ppl(kl.out())).isCloseTo(ppl(q8.out()), org.assertj.core.data.Offset.offset(1e-3));
+        Matcher m = Pattern.compile("against kv f16: perplexity ([0-9.]+) \\(ΔPPL ([-+][0-9.]+)\\); KL divergence mean ([0-9.e-]+)"
+                + " nats/token, max ([0-9.e-]+); same top token ([0-9.]+)%").matcher(kl.out());
+        assertThat(m.find()).as(kl.out()).isTrue();
+        assertThat(Double.parseDouble(m.group(1))).isCloseTo(ppl(f16.out()), org.assertj.core.data.Offset.offset(1e-3));
+        double mean = Double.parseDouble(m.group(3));
+        assertThat(mean).isGreaterThan(0).isLessThan(1e-2).isLessThanOrEqualTo(Double.parseDouble(m.group(4)));
+        assertThat(Double.parseDouble(m.group(5))).isGreaterThan(90).isLessThanOrEqualTo(100);
+        Run bad = run("ppl", model.toString(), "--file", text.toString(), "--kl-base-kv", "q4");
+        assertThat(bad.code()).isEqualTo(1);
+        assertThat(bad.err()).contains("--kl-base-kv must be f32, f16 or q8, got 'q4'");
+    }
+
     private static double ppl(String out) {
         Matcher m = Pattern.compile("perplexity ([0-9.]+)").matcher(out);
         assertThat(m.find()).as(out).isTrue();

@@ -2,6 +2,7 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.KvType;
 import dev.cmf4j.model.AttentionMemory;
+import dev.cmf4j.runtime.Perplexity;
 import org.junit.jupiter.api.Test;
 
 import static dev.cmf4j.model.graph.SealedAttentionTest.decodeLogits;
@@ -9,6 +10,7 @@ import static dev.cmf4j.model.graph.SealedAttentionTest.ids;
 import static dev.cmf4j.model.graph.SealedAttentionTest.maxDiff;
 import static dev.cmf4j.model.graph.SealedAttentionTest.withModel;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 /**
  * {@code --kv f16|q8} on the llama fixture (GQA, head_dim 32): decode logits read the prompt's keys and values back from the
@@ -53,18 +55,38 @@ class KvTypeTest {
     static double meanKl(float[] p, float[] q, int v) {
         double sum = 0;
         int rows = p.length / v;
-        for (int r = 0; r < rows; r++) {
-            double mp = Double.NEGATIVE_INFINITY, mq = Double.NEGATIVE_INFINITY;
-            for (int i = 0; i < v; i++) { mp = Math.max(mp, p[r * v + i]); mq = Math.max(mq, q[r * v + i]); }
-            double zp = 0, zq = 0;
-            for (int i = 0; i < v; i++) { zp += Math.exp(p[r * v + i] - mp); zq += Math.exp(q[r * v + i] - mq); }
-            double kl = 0;
-            for (int i = 0; i < v; i++) {
-                double lp = p[r * v + i] - mp - Math.log(zp), lq = q[r * v + i] - mq - Math.log(zq);
-                kl += Math.exp(lp) * (lp - lq);
-            }
-            sum += kl;
-        }
+        for (int r = 0; r < rows; r++) sum += Perplexity.kl(p, q, r * v, v);
         return sum / rows;
+    }
+
+    @Test
+    void perplexityComparisonReportsTheKlOfQ8FromF32() {
+        int[] ids = ids(96, 1024, 5);
+        Perplexity.Comparison[] c = new Perplexity.Comparison[2];
+        Perplexity.Result[] alone = new Perplexity.Result[2];
+        withModel("llama", AttentionMemory.EXACT, 0, f32 -> {
+            c[0] = Perplexity.compare(f32, f32, ids, 48, 16, 0);
+            alone[0] = Perplexity.measure(f32, ids, 48, 16, 0);
+            return withModel("llama", new AttentionMemory(null, KvType.Q8), 0, q8 -> {
+                c[1] = Perplexity.compare(f32, q8, ids, 48, 16, 0);
+                alone[1] = Perplexity.measure(q8, ids, 48, 16, 0);
+                return null;
+            });
+        });
+        System.out.printf("llama fixture, 2 windows of 48 (prompt 16): ppl f32 %.6f q8 %.6f, KL mean %.3g max %.3g, same top %.3f%n",
+                c[1].base().perplexity(), c[1].test().perplexity(), c[1].meanKl(), c[1].maxKl(), c[1].sameTop());
+        // a run against itself: no divergence (up to the float noise of the JIT's reduction order), every top token the same
+        assertThat(c[0].meanKl()).isLessThan(1e-9);
+        assertThat(c[0].sameTop()).isEqualTo(1.0);
+        assertThat(c[0].test().nll()).isCloseTo(c[0].base().nll(), within(1e-6));
+        // each side of the comparison is the perplexity that run gives alone, over the same 2 × 32 tokens
+        assertThat(c[1].base().nll()).isCloseTo(alone[0].nll(), within(1e-6));
+        assertThat(c[1].test().nll()).isCloseTo(alone[1].nll(), within(1e-6));
+        assertThat(c[1].test().tokens()).isEqualTo(64);
+        assertThat(c[1].test().nll()).isNotCloseTo(c[1].base().nll(), within(1e-9));
+        // q8 KV: a small divergence (1.6e-4 mean in the decode test above)
+        assertThat(c[1].meanKl()).isGreaterThan(0).isLessThan(1e-3);
+        assertThat(c[1].maxKl()).isGreaterThanOrEqualTo(c[1].meanKl()).isLessThan(1e-2);
+        assertThat(c[1].sameTop()).isGreaterThan(0.9);
     }
 }
