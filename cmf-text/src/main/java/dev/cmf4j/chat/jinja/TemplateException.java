@@ -73,12 +73,14 @@ public final class TemplateException extends RuntimeException {
     }
 
     /**
-     * The template's own {@code raise_exception} message stays verbatim (it is meant for users);
-     * everything else says what kind of error it is and where.
+     * The template's own {@code raise_exception} message stays verbatim (it is meant for users), unless it is blank
+     * ({@code raise_exception(undefined)}: the fuzzer's find); everything else says what kind of error it is and where.
      */
     @Override
     public String getMessage() {
-        if (kind == Kind.TemplateError) return detail;
+        if (kind == Kind.TemplateError && detail != null && !detail.isBlank()) return detail;
+        if (kind == Kind.TemplateError)
+            return "the chat template raised an exception with an empty message" + (line > 0 ? " (template line " + line + ")" : "");
         return kind + ": " + detail + (line > 0 ? " (template line " + line + ")" : "");
     }
 }

@@ -45,6 +45,15 @@ class RobustnessTest {
     }
 
     @Test
+    void raiseExceptionWithAnEmptyMessageStillSaysWhatHappened() {
+        TemplateException e = fails("{{ raise_exception(undefined_name) }}");
+        assertThat(e.kind()).isEqualTo(TemplateException.Kind.TemplateError);
+        assertThat(e.detail()).isEmpty();   // as jinja2's str(e)
+        assertThat(e.getMessage()).contains("raised an exception with an empty message");
+        assertThat(fails("{{ raise_exception('no tools here') }}").getMessage()).isEqualTo("no tools here");
+    }
+
+    @Test
     void aRenderPastItsWallTimeLimitStops() {
         // an exponential macro within the step budget (the fuzzer's slow units: 5–15 s before the limit)
         var t = Template.compile("{% macro f(n) %}{% if n < 40 %}{{ f(n + 1) }}{{ f(n + 2) }}{% endif %}{% endmacro %}{{ f(0) }}");
