@@ -66,23 +66,15 @@ final class ResidentForward implements DeviceForward {
     private final List<Long> widenedBlocks = new ArrayList<>();
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
-    private final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
-    private final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
-    private final Kernel fnGdnUnfuse, fnGdnConv, fnGdnGates, fnGdnRule, fnGdnNorm, fnSplitGate, fnSigmoidMul, fnGatedAdd;
-    private final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     /** The element type of every KV cache (f32, or f16 with {@code --kv f16}); the cache kernels are this type's instances. */
     private final KvType kv;
-    private final Kernel fnRope, fnAttn, fnAttnRows, fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    /** Every kernel the resident steps launch, loaded once. */
+    private final ResidentKernels kernels;
     /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
     private static final int ROPE_WARPS = 4;
 
     /** r_glu_split_N: the SwiGLU epilogue fused with the down product's split, rows ≤ N·2048 (blocks of 512). */
     static final int[] GLU_SPLIT_N = {1, 2, 4, 8};
-    private final Kernel[] fnGluSplit = new Kernel[GLU_SPLIT_N.length];
-    /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
-    private final Kernel[] fnPrefill = new Kernel[PREFILL_DIMS.length];
-    /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
-    private final Kernel[] fnPrefillTc = new Kernel[PREFILL_TC_BUCKETS];
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
@@ -249,52 +241,15 @@ final class ResidentForward implements DeviceForward {
         this.graphs = graphs;
         this.smCount = Math.max(1, ctx.info().smCount());
         this.deviceMemory = ctx.info().totalMemory();
-        for (int i = 0; i < 4; i++) {
-            String kind = Kernels.KINDS[i];
-            fnMatvec[i] = Kernels.matvec(kind).load(ctx);
-            fnMatvec3[i] = Kernels.matvec3(kind).load(ctx);
-            fnGlu[i] = Kernels.glu(kind).load(ctx);
-            fnEmbed[i] = Kernels.embed(kind).load(ctx);
-            fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
-            fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
-        }
-        fnRope = Kernels.qkRopeAppend(kv).load(ctx);
-        fnAttn = Kernels.attnPartial(kv).load(ctx);
-        fnAttnRows = Kernels.attnRows(kv).load(ctx);
+        this.kernels = new ResidentKernels(ctx, kv);
         // the waits are compiled in only for __CUDA_ARCH__ >= 900: code the driver built from the compute_80 PTX (a GPU
         // major without SASS in the fatbin, or CUDA_FORCE_PTX_JIT) has none and must not launch programmatically
         // (nothing would order it), so the loaded function's own PTX version decides, not the device's cc
-        this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(fnAttn.fn()) >= 90;
+        this.pdl = programmaticLaunch && cu.hasLaunchEx() && ptxVersion(kernels.fnAttn.fn()) >= 90;
         this.launchConfig = pdl ? cu.programmaticConfig(own) : null;
-        for (Kernel[] ks : List.of(fnMatvec, fnMatvec3, fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
-        waits.add(fnAttn.fn().address());
-        waits.add(fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
-        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
-        if (tensorCoreAttention(ctx.info().ccMajor()))
-            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
-        fnArchNorm = Kernels.RMSNORM.load(ctx);
-        fnGluAct = Kernels.GLU_ACT.load(ctx);
-        fnRoute = Kernels.MOE_ROUTE.load(ctx);
-        fnArgmax = Kernels.ARGMAX_ROWS.load(ctx);
-        fnPleCombine = Kernels.PLE_COMBINE.load(ctx);
-        fnPliGate = Kernels.PLI_GATE.load(ctx);
-        fnScaleCap = Kernels.SCALE_CAP.load(ctx);
-        fnExpertScale = Kernels.EXPERT_SCALE.load(ctx);
-        fnGdnUnfuse = Kernels.GDN_UNFUSE.load(ctx);
-        fnGdnConv = Kernels.GDN_CONV.load(ctx);
-        fnGdnGates = Kernels.GDN_GATES.load(ctx);
-        fnGdnRule = Kernels.GDN_RULE.load(ctx);
-        fnGdnNorm = Kernels.GDN_NORM.load(ctx);
-        fnSplitGate = Kernels.SPLIT_GATE.load(ctx);
-        fnSigmoidMul = Kernels.SIGMOID_MUL.load(ctx);
-        fnGatedAdd = Kernels.GATED_ADD.load(ctx);
-        fnSplit = Kernels.SPLIT.load(ctx);
-        fnI8Widen = Kernels.I8_WIDEN.load(ctx);
-        fnGemmOut = Kernels.GEMM_OUT.load(ctx);
-        fnGluOut = Kernels.GLU_OUT.load(ctx);
-        fnSplit3 = Kernels.SPLIT3.load(ctx);
-        fnGemmOut3 = Kernels.GEMM_OUT3.load(ctx);
-        for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = Kernels.gluSplit(GLU_SPLIT_N[i]).load(ctx);
+        for (Kernel[] ks : List.of(kernels.fnMatvec, kernels.fnMatvec3, kernels.fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
+        waits.add(kernels.fnAttn.fn().address());
+        waits.add(kernels.fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
         embed = upload(model.embedding(), null);
         headFolded = model.headClusters() == null && foldsNorm(model.head());   // a clustered head's products share the normed rows
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
@@ -1035,7 +990,7 @@ final class ResidentForward implements DeviceForward {
             argmaxRows = cap;
         }
         try (Arena a = Arena.ofConfined()) {
-            run(launch("argmax", fnArgmax, logitRows, 1, 1, 256, a, out, argmaxIds, vocab), w.stream);
+            run(launch("argmax", kernels.fnArgmax, logitRows, 1, 1, 256, a, out, argmaxIds, vocab), w.stream);
             cu.copyToHostAsync(argmaxHost, argmaxIds, 4L * logitRows, w.stream);
             cu.streamSynchronize(w.stream);
         }
@@ -1397,7 +1352,7 @@ final class ResidentForward implements DeviceForward {
         }
         if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
         int parts = parts(w.dtype());
-        L.add(launch(name + "_split", fnSplit, t, 1, 1, 256, a, x, w.colField(), normed ? 1 : 0,
+        L.add(launch(name + "_split", kernels.fnSplit, t, 1, 1, 256, a, x, w.colField(), normed ? 1 : 0,
                 normed ? normEps : 0f, sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts));
         return gemmParts(L, a, name, w, sB, t, c);
     }
@@ -1424,7 +1379,7 @@ final class ResidentForward implements DeviceForward {
 
     /** r_i8_widen of n int8 weights at {@code src} into f16 at {@code dst} (exact: |q| ≤ 127), grid-stride blocks. */
     private Launch widen(Arena a, String name, long src, long dst, long n) {
-        return launch(name, fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
+        return launch(name, kernels.fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
     }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
@@ -1435,7 +1390,7 @@ final class ResidentForward implements DeviceForward {
 
     /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
     private void out(Steps L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
-        L.add(launch(name + "_out", fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256, a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype())));
+        L.add(launch(name + "_out", kernels.fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256, a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype())));
     }
 
     /**
@@ -1485,7 +1440,7 @@ final class ResidentForward implements DeviceForward {
             if (j == n) { cf[n] = m[i].colField(); out[n] = sB + n * region; scale[n] = ts[i]; n++; }
             at[i] = new long[] {out[j], scale[j]};
         }
-        L.add(launch(name + "_split", fnSplit3, t, 1, 1, 256, a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
+        L.add(launch(name + "_split", kernels.fnSplit3, t, 1, 1, 256, a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
                 f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1], cf[2], out[2], scale[2]));
         return at;
     }
@@ -1502,7 +1457,7 @@ final class ResidentForward implements DeviceForward {
         int blocks = 0;
         for (W w1 : m) blocks += (w1.rows() + 1023) / 1024;
         boolean scaled = f16Parts(m[0].dtype());
-        L.add(launch("qkv_out", fnGemmOut3, blocks, t, 1, 256, a,
+        L.add(launch("qkv_out", kernels.fnGemmOut3, blocks, t, 1, 256, a,
                 c[0], m[0].rowScales(), bias[0], y[0], m[0].rows(), scaled ? at[0][1] : NULL,
                 c[1], m[1].rowScales(), bias[1], y[1], m[1].rows(), scaled ? at[1][1] : NULL,
                 c[2], m[2].rowScales(), bias[2], y[2], m[2].rows(), scaled ? at[2][1] : NULL, t, parts, step(m[0].dtype())));
@@ -1668,7 +1623,7 @@ final class ResidentForward implements DeviceForward {
     private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads();
-        L.add(launch("embed", fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
+        L.add(launch("embed", kernels.fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
@@ -1711,7 +1666,7 @@ final class ResidentForward implements DeviceForward {
                 } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
                     W q = w.q(), k = w.k(), v = w.v();
                     int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
-                    L.add(launch("qkv", fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
+                    L.add(launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
                             q.weights(), q.rowScales(), q.colField(), w.qBias(), qOut, q.rows(),
                             k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
                             v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
@@ -1721,7 +1676,7 @@ final class ResidentForward implements DeviceForward {
                     matvec(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
                 }
                 if (spec.outputGate())   // q then gate per head, apart
-                    L.add(launch("split_gate", fnSplitGate, (t * qDim + 255) / 256, 1, 1, 256, a, s.qg, s.q, s.gate, t * qDim, hd));
+                    L.add(launch("split_gate", kernels.fnSplitGate, (t * qDim + 255) / 256, 1, 1, 256, a, s.qg, s.q, s.gate, t * qDim, hd));
                 if (spec.vNorm() != null) archNorm(L, a, vBuf, w.vNorm(), spec.vNorm(), vBuf, t * kvHeads, false);   // gemma4's v norm, in place
                 NormOp qk = spec.qNorm() != null ? spec.qNorm() : kNormOp;
                 int qn = spec.qNorm() != null ? 1 : 0, kn = kNormOp != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
@@ -1730,14 +1685,14 @@ final class ResidentForward implements DeviceForward {
                                 // last split; each block norms and ropes its q row (and the last split's the k row of key p,
                                 // which it also appends to the caches): no rope launch
                     Seq sq = seqs[0];
-                    L.add(launch("attention", fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
+                    L.add(launch("attention", kernels.fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
                             w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                             s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
                 } else {
                     int n = rowCaches == NULL ? 0 : oneTokenSeqs;
                     if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
                         int rowSplits = splits(n);
-                        L.add(launch("attention_rows", fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
+                        L.add(launch("attention_rows", kernels.fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
                                 rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
                                 w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                                 s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
@@ -1747,17 +1702,17 @@ final class ResidentForward implements DeviceForward {
                         Seq sq = seqs[si];
                         long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
                         // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                        L.add(launch("qk_norm_rope_append", fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                        L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
                                 w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
                         int b = prefillBucket(hd);
-                        boolean tc = b < PREFILL_TC_BUCKETS && fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
+                        boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
                         int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
-                        L.add(launch("attn_prefill", tc ? fnPrefillTc[b] : fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
+                        L.add(launch("attn_prefill", tc ? kernels.fnPrefillTc[b] : kernels.fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
                                 sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
                     }
                 }
                 if (spec.outputGate())   // att ·= σ(gate)
-                    L.add(launch("output_gate", fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));
+                    L.add(launch("output_gate", kernels.fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));
             }
             if (spec.postAttnNorm() == null) {                                              // x += o·att
                 if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
@@ -1776,7 +1731,7 @@ final class ResidentForward implements DeviceForward {
             else denseFfn(L, a, s, w, spec, t, gemm, false);
             if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
             if (spec.layerScalar() != 1f)
-                L.add(launch("layer_scalar", fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
+                L.add(launch("layer_scalar", kernels.fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
         }
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
@@ -1815,12 +1770,12 @@ final class ResidentForward implements DeviceForward {
                 int gs = gluSplit(w.down(), inter);
                 if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in sS1's second slot)
                     W d = w.down();
-                    L.add(launch("swiglu_down_split", fnGluSplit[gs], t, 1, 1, 512, a, sC1, sC2, w.gate().rowScales(),
+                    L.add(launch("swiglu_down_split", kernels.fnGluSplit[gs], t, 1, 1, 512, a, sC1, sC2, w.gate().rowScales(),
                             w.up().rowScales(), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
                             d.colField(), sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), sS1 + 4L * t));
                     downSplit = true;
                 } else {
-                    L.add(launch("swiglu_out", fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                    L.add(launch("swiglu_out", kernels.fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
                                     scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype())));
                 }
             } else if (gemm) {
@@ -1828,7 +1783,7 @@ final class ResidentForward implements DeviceForward {
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());
             } else if (gk == uk && spec.act() == Activation.SILU) {
-                L.add(launch("gate_up_swiglu", fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, w.gate().weights(), w.gate().rowScales(),
+                L.add(launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, w.gate().weights(), w.gate().rowScales(),
                         w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
                         w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f));
             } else {
@@ -1854,12 +1809,12 @@ final class ResidentForward implements DeviceForward {
     private void perLayerInputs(Steps L, Arena a, SessionState s, long ids, int t, boolean gemm) {
         var ple = model.perLayerEmbedding();
         int width = ple.dim() * layers.length;
-        L.add(launch("ple_embed", fnEmbed[kind(pleTable.dtype())], t, 1, 1, 256, a, pleTable.weights(), pleTable.rowScales(),
+        L.add(launch("ple_embed", kernels.fnEmbed[kind(pleTable.dtype())], t, 1, 1, 256, a, pleTable.weights(), pleTable.rowScales(),
                 pleTable.colField(), ids, s.pliTab, width, ple.tableScale()));
         if (gemm) gemm(L, a, "ple_projection", pleProj, NULL, s.x, s.pli, t, false, Float.NaN);
         else matvec(L, a, "ple_projection", pleProj, NULL, s.x, s.pli, t, false, Float.NaN);
         NormOp n = ple.projectionNorm();
-        L.add(launch("ple_combine", fnPleCombine, t * layers.length, 1, 1, 256, a, s.pli, s.pliTab, pleNorm, ple.dim(), n.eps(),
+        L.add(launch("ple_combine", kernels.fnPleCombine, t * layers.length, 1, 1, 256, a, s.pli, s.pliTab, pleNorm, ple.dim(), n.eps(),
                 n.offset() ? 1 : 0, ple.projectionScale(), ple.combineScale()));
     }
 
@@ -1869,7 +1824,7 @@ final class ResidentForward implements DeviceForward {
         int dim = model.perLayerEmbedding().dim();
         if (gemm) gemm(L, a, "pli_gate", w.pliGate(), NULL, s.x, s.g, t, false, Float.NaN);
         else matvec(L, a, "pli_gate", w.pliGate(), NULL, s.x, s.g, t, false, Float.NaN);
-        L.add(launch("pli_gate", fnPliGate, (t * dim + 255) / 256, 1, 1, 256, a, s.g, s.pli, t * dim, dim, dim * layers.length, li,
+        L.add(launch("pli_gate", kernels.fnPliGate, (t * dim + 255) / 256, 1, 1, 256, a, s.g, s.pli, t * dim, dim, dim * layers.length, li,
                 actCode(pi.act())));
         if (gemm) gemm(L, a, "pli_projection", w.pliProj(), NULL, s.g, s.m, t, false, Float.NaN);
         else matvec(L, a, "pli_projection", w.pliProj(), NULL, s.g, s.m, t, false, Float.NaN);
@@ -1898,7 +1853,7 @@ final class ResidentForward implements DeviceForward {
         }
         if (model.finalSoftcap() > 0f) {   // c·tanh(logits / c)
             long n = (long) rows * model.vocab();
-            L.add(launch("softcap", fnScaleCap, (int) ((n + 255) / 256), 1, 1, 256, a, out, (int) n, 1f, model.finalSoftcap()));
+            L.add(launch("softcap", kernels.fnScaleCap, (int) ((n + 255) / 256), 1, 1, 256, a, out, (int) n, 1f, model.finalSoftcap()));
         }
     }
 
@@ -1906,12 +1861,12 @@ final class ResidentForward implements DeviceForward {
 
     /** y = norm(x) (or y += norm(x): a sandwich norm joining the residual), {@code rows} rows. */
     private void archNorm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows, boolean accumulate) {
-        L.add(launch(accumulate ? "post_norm_residual" : "moe_norm", fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0));
+        L.add(launch(accumulate ? "post_norm_residual" : "moe_norm", kernels.fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, accumulate ? 1 : 0));
     }
 
     /** y = act(g)·u over n elements (y may alias g). */
     private void gluAct(Steps L, Arena a, long g, long u, long y, int n, Activation act) {
-        L.add(launch("glu_act", fnGluAct, (n + 255) / 256, 1, 1, 256, a, g, u, y, n, actCode(act)));
+        L.add(launch("glu_act", kernels.fnGluAct, (n + 255) / 256, 1, 1, 256, a, g, u, y, n, actCode(act)));
     }
 
     /** resident_arch.cu's activation codes (ra_act). */
@@ -1940,11 +1895,11 @@ final class ResidentForward implements DeviceForward {
             embryo.route(L, a, moe, routerIn, s.moeIdx, s.moeWts, t);
         } else {
             matvec(L, a, "moe_router", mw.router(), mw.routerBias(), routerIn, s.moeLogits, t, false, Float.NaN);
-            L.add(launch("moe_route", fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
+            L.add(launch("moe_route", kernels.fnRoute, t, 1, 1, 32, a, s.moeLogits, s.moeIdx, s.moeWts, moe.experts(), k,
                     moe.normTopK() ? 1 : 0, moe.topKThenSoftmax() ? 1 : 0));
         }
         if (mw.expertScale() != NULL)
-            L.add(launch("moe_expert_scale", fnExpertScale, (t * k + 255) / 256, 1, 1, 256, a, s.moeIdx, s.moeWts, mw.expertScale(), t * k));
+            L.add(launch("moe_expert_scale", kernels.fnExpertScale, (t * k + 255) / 256, 1, 1, 256, a, s.moeIdx, s.moeWts, mw.expertScale(), t * k));
         int act;
         float alpha = 0f, limit = 0f;
         switch (moe.glu()) {
@@ -1954,12 +1909,12 @@ final class ResidentForward implements DeviceForward {
         int layout = moe.up() != null ? 0 : moe.interleaved() ? 2 : 1;
         Table g = mw.gate(), u = mw.up(), d = mw.down();
         // output-major experts: a warp per output row; input-major: a thread per output (coalesced across a warp)
-        L.add(launch("moe_gate_up", fnMoeGlu[mw.gateKind()], g.inputMajor() ? (inter + 255) / 256 : ArgPack.gridX(inter), t * k, 1, 256, a,
+        L.add(launch("moe_gate_up", kernels.fnMoeGlu[mw.gateKind()], g.inputMajor() ? (inter + 255) / 256 : ArgPack.gridX(inter), t * k, 1, 256, a,
                 g.w(), g.rs(), g.cf(), g.outs(), g.inputMajor() ? 1 : 0, u.w(), u.rs(), u.cf(), u.outs(), u.inputMajor() ? 1 : 0,
                 mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit));
         boolean post = spec.postFfnNorm() != null;
         long y = beside ? s.moeOut : post ? s.m : s.x;
-        L.add(launch("moe_down", fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
+        L.add(launch("moe_down", kernels.fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
                 d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, y, hidden, inter, k,
                 beside || post ? 0 : 1));
         if (mw.shared() != null) {   // y += σ(gateProj·x̂) · shared(x̂)
@@ -1970,7 +1925,7 @@ final class ResidentForward implements DeviceForward {
             gluAct(L, a, s.g, s.u, s.g, t * sin, moe.shared().act());
             product(L, a, "shared_down", se.down(), s.g, s.sharedOut, t, gemm);
             if (se.gateProj() != null) product(L, a, "shared_gate_proj", se.gateProj(), s.moeIn, s.sharedGate, t, gemm);
-            L.add(launch("shared_add", fnGatedAdd, (t * hidden + 255) / 256, 1, 1, 256, a, y, s.sharedOut,
+            L.add(launch("shared_add", kernels.fnGatedAdd, (t * hidden + 255) / 256, 1, 1, 256, a, y, s.sharedOut,
                     se.gateProj() != null ? s.sharedGate : NULL, hidden, t * hidden));
         }
         if (beside) archNorm(L, a, s.moeOut, w.postMoeNorm(), spec.postMoeNorm(), s.m, t, true);   // s.m += postMoe(moe)
@@ -1995,7 +1950,7 @@ final class ResidentForward implements DeviceForward {
         if (d.qkvz() != null) {
             product(L, a, "gdn_qkvz", d.qkvz(), s.h, s.dnProj, t, gemm);
             product(L, a, "gdn_ba", d.ba(), s.h, s.dnBa, t, gemm);
-            L.add(launch("gdn_unfuse", fnGdnUnfuse, t, 1, 1, 256, a, s.dnProj, s.dnBa, s.dnMixed, s.dnZ, s.dnB, s.dnA, nk, nv, dk, dv));
+            L.add(launch("gdn_unfuse", kernels.fnGdnUnfuse, t, 1, 1, 256, a, s.dnProj, s.dnBa, s.dnMixed, s.dnZ, s.dnB, s.dnA, nk, nv, dk, dv));
         } else {
             product(L, a, "gdn_qkv", d.qkv(), s.h, s.dnMixed, t, gemm);
             product(L, a, "gdn_z", d.z(), s.h, s.dnZ, t, gemm);
@@ -2003,23 +1958,23 @@ final class ResidentForward implements DeviceForward {
             product(L, a, "gdn_a", d.a(), s.h, s.dnA, t, gemm);
         }
         for (Seq sq : seqs)
-            L.add(launch("gdn_conv", fnGdnConv, (convDim + 255) / 256, 1, 1, 256, a, s.dnMixed + 4L * sq.start() * convDim, d.conv(),
+            L.add(launch("gdn_conv", kernels.fnGdnConv, (convDim + 255) / 256, 1, 1, 256, a, s.dnMixed + 4L * sq.start() * convDim, d.conv(),
                     d.convBias(), sq.conv()[li], sq.tokens(), convDim, dn.convKernel(), sq.pos()));
-        L.add(launch("gdn_gates", fnGdnGates, nv, t, 1, 32, a, s.dnMixed, s.dnB, s.dnA, d.negA(), d.dtBias(), s.dnQ, s.dnK, s.dnG,
+        L.add(launch("gdn_gates", kernels.fnGdnGates, nv, t, 1, 32, a, s.dnMixed, s.dnB, s.dnA, d.negA(), d.dtBias(), s.dnQ, s.dnK, s.dnG,
                 s.dnBeta, nk, nv, dk, convDim));
         for (Seq sq : seqs) {
             long r0 = sq.start();
-            L.add(launch("gdn_rule", fnGdnRule, nv, 1, 1, (dv + 31) / 32 * 32, a, s.dnQ + 4L * r0 * nv * dk, s.dnK + 4L * r0 * nv * dk,
+            L.add(launch("gdn_rule", kernels.fnGdnRule, nv, 1, 1, (dv + 31) / 32 * 32, a, s.dnQ + 4L * r0 * nv * dk, s.dnK + 4L * r0 * nv * dk,
                     s.dnMixed + 4L * r0 * convDim, s.dnG + 4L * r0 * nv, s.dnBeta + 4L * r0 * nv, sq.dnS()[li],
                     s.dnCore + 4L * r0 * nv * dv, sq.tokens(), nv, dk, dv, convDim, 2 * dn.qkDim(), sq.pos()));
         }
         NormOp n = dn.norm();
-        L.add(launch("gdn_norm", fnGdnNorm, t * nv, 1, 1, Math.min(256, (dv + 31) / 32 * 32), a, s.dnCore, s.dnZ, d.norm(), dv,
+        L.add(launch("gdn_norm", kernels.fnGdnNorm, t * nv, 1, 1, Math.min(256, (dv + 31) / 32 * 32), a, s.dnCore, s.dnZ, d.norm(), dv,
                 n.eps(), n.offset() ? 1 : 0));
     }
 
     private void norm(Steps L, Arena a, long x, long w, NormOp n, long y, int rows) {
-        L.add(launch("rmsnorm", fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0));
+        L.add(launch("rmsnorm", kernels.fnArchNorm, rows, 1, 1, 256, a, x, w, y, n.dim(), n.eps(), n.offset() ? 1 : 0, 0));
     }
 
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
@@ -2027,7 +1982,7 @@ final class ResidentForward implements DeviceForward {
                         float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
-        L.add(launch(name, fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
+        L.add(launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
                         normed ? 1 : 0, normed ? normEps : 0f));
     }
 

@@ -1,0 +1,70 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.KvType;
+import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
+
+import static dev.cmf4j.backend.cuda.ResidentForward.GLU_SPLIT_N;
+import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_DIMS;
+import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_TC_BUCKETS;
+
+/**
+ * The kernels a resident forward launches, loaded once from {@link Kernels}' signatures (owner thread): the per-dtype
+ * families indexed by {@link ResidentForward#kind}, the KV-cache kernels of one cache type, the prefill attention per
+ * head-dimension bucket (tensor-core ones only from sm_80), and the architecture kernels.
+ */
+final class ResidentKernels {
+    final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
+    final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
+    /** r_qk_rope_append, r_attn_partial and r_attn_rows for the forward's KV cache type. */
+    final Kernel fnRope, fnAttn, fnAttnRows;
+    /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
+    final Kernel[] fnPrefill = new Kernel[PREFILL_DIMS.length];
+    /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
+    final Kernel[] fnPrefillTc = new Kernel[PREFILL_TC_BUCKETS];
+    /** The cuBLAS prefill's splits and epilogues; r_glu_split_N per {@link ResidentForward#GLU_SPLIT_N}. */
+    final Kernel fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    final Kernel[] fnGluSplit = new Kernel[GLU_SPLIT_N.length];
+    final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
+    final Kernel fnGdnUnfuse, fnGdnConv, fnGdnGates, fnGdnRule, fnGdnNorm, fnSplitGate, fnSigmoidMul, fnGatedAdd;
+
+    ResidentKernels(CudaContext ctx, KvType kv) {
+        for (int i = 0; i < 4; i++) {
+            String kind = Kernels.KINDS[i];
+            fnMatvec[i] = Kernels.matvec(kind).load(ctx);
+            fnMatvec3[i] = Kernels.matvec3(kind).load(ctx);
+            fnGlu[i] = Kernels.glu(kind).load(ctx);
+            fnEmbed[i] = Kernels.embed(kind).load(ctx);
+            fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
+            fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
+        }
+        fnRope = Kernels.qkRopeAppend(kv).load(ctx);
+        fnAttn = Kernels.attnPartial(kv).load(ctx);
+        fnAttnRows = Kernels.attnRows(kv).load(ctx);
+        for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
+        if (ResidentForward.tensorCoreAttention(ctx.info().ccMajor()))
+            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
+        fnSplit = Kernels.SPLIT.load(ctx);
+        fnI8Widen = Kernels.I8_WIDEN.load(ctx);
+        fnGemmOut = Kernels.GEMM_OUT.load(ctx);
+        fnGluOut = Kernels.GLU_OUT.load(ctx);
+        fnSplit3 = Kernels.SPLIT3.load(ctx);
+        fnGemmOut3 = Kernels.GEMM_OUT3.load(ctx);
+        for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = Kernels.gluSplit(GLU_SPLIT_N[i]).load(ctx);
+        fnArchNorm = Kernels.RMSNORM.load(ctx);
+        fnGluAct = Kernels.GLU_ACT.load(ctx);
+        fnRoute = Kernels.MOE_ROUTE.load(ctx);
+        fnArgmax = Kernels.ARGMAX_ROWS.load(ctx);
+        fnPleCombine = Kernels.PLE_COMBINE.load(ctx);
+        fnPliGate = Kernels.PLI_GATE.load(ctx);
+        fnScaleCap = Kernels.SCALE_CAP.load(ctx);
+        fnExpertScale = Kernels.EXPERT_SCALE.load(ctx);
+        fnGdnUnfuse = Kernels.GDN_UNFUSE.load(ctx);
+        fnGdnConv = Kernels.GDN_CONV.load(ctx);
+        fnGdnGates = Kernels.GDN_GATES.load(ctx);
+        fnGdnRule = Kernels.GDN_RULE.load(ctx);
+        fnGdnNorm = Kernels.GDN_NORM.load(ctx);
+        fnSplitGate = Kernels.SPLIT_GATE.load(ctx);
+        fnSigmoidMul = Kernels.SIGMOID_MUL.load(ctx);
+        fnGatedAdd = Kernels.GATED_ADD.load(ctx);
+    }
+}
