@@ -150,6 +150,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--budget-s", type=float, default=330, help="stop starting new runs after this many seconds")
+    ap.add_argument("--steps", type=int, default=0, help="stop each run after this many steps (0: whole epochs)")
+    ap.add_argument("--eval-windows", type=int, default=0, help="score at most this many dev and test windows (0: all)")
     ap.add_argument("--smoke", action="store_true", help="CPU, 2 steps per run, 8 windows per split")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
@@ -164,6 +166,8 @@ def main():
         data[d] = {s: windows(ids_of(tok, os.path.join(args.data, f"{d}.{s}.txt")), args.seq) for s in ("train", "dev", "test")}
         if args.smoke:
             data[d] = {s: w[:8] for s, w in data[d].items()}
+        elif args.eval_windows:
+            data[d] = {s: w if s == "train" else w[:args.eval_windows] for s, w in data[d].items()}
         log(f"{d}: " + ", ".join(f"{s} {len(w)} windows" for s, w in data[d].items()))
     results = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "seq": args.seq,
@@ -185,7 +189,7 @@ def main():
                     continue
                 t = time.time()
                 model, dev, curve, steps = train_one(base_fn, c, data[d]["train"], data[d]["dev"], lr, args.epochs,
-                                                     args.batch, device, 2 if args.smoke else 0, 1234)
+                                                     args.batch, device, 2 if args.smoke else args.steps, 1234)
                 run = {"config": c, "domain": d, "lr": lr, "dev_nll": dev, "dev_curve": curve, "steps": steps,
                        "seconds": round(time.time() - t, 1)}
                 results["runs"].append(run)
