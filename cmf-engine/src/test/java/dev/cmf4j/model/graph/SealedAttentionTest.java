@@ -18,6 +18,7 @@ import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Random;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -145,6 +146,8 @@ class SealedAttentionTest {
 
     @Test
     void refusesSoftCapsNativelyBoundedFilesAndLayersThatAreNotFullAttention() {
+        // the fixtures first: inside assertThatThrownBy a missing one would be the thrown exception, not a skip
+        for (String m : List.of("gemma4", "gemma3", "qwen3")) Fixtures.require("models/" + m);
         assertThatThrownBy(() -> withModel("gemma4", o1(32, 128, 4), 0, g -> g))
                 .isInstanceOf(ModelException.class).hasMessageContaining("K/V");
         assertThatThrownBy(() -> withModel("gemma3", new AttentionMemory(new AttentionMemory.Sealed("0", 32, 128, 4), KvType.F32), 0, g -> g))
