@@ -17,7 +17,7 @@ import java.util.Map;
 final class Interpreter {
 
     /** Output cap per buffer (chars): a hostile template must not exhaust memory. */
-    static final long MAX_OUTPUT_CHARS = 64L << 20;
+    static final long MAX_OUTPUT_CHARS = 16L << 20;   // ~4M tokens of prompt; 64 Mi let one hostile render spend seconds building strings
     /** Macro / recursive-loop nesting cap (Python's own recursion limit is about 1000 frames). */
     static final int MAX_CALL_DEPTH = 250;
     /** jinja2's sandbox MAX_RANGE. */
