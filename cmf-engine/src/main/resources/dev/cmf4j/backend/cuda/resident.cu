@@ -34,8 +34,8 @@ __device__ __forceinline__ r_u16 r_to_f16(float v) {   // round to nearest even
 // KV cache elements: f32, or f16 (--kv f16: half the bytes every attention step reads). The kernels that read or
 // write the caches are templates over the element type KV, one extern name per type (the f16 ones end in _h).
 // A loop that keeps many cache loads in flight loads the stored elements first (a plain, predicable load: 0 where
-// masked) and widens them after: a conditional r_f16(load) made the compiler branch around every load, so each waited
-// for DRAM before the next went out (f16 decode attention 4× slower than f32 on the H200)
+// masked) and widens them all after: widening each half as it was loaded made the batched decode attention several
+// times slower on the H200 (docs/GPU.md, session 11), with the same PTX branches; the SASS order was not inspected
 __device__ __forceinline__ float r_kv_f32(float v) { return v; }
 __device__ __forceinline__ float r_kv_f32(r_u16 v) { return r_f16(v); }
 __device__ __forceinline__ void r_kv_st(float* p, long long i, float v) { p[i] = v; }
