@@ -45,17 +45,29 @@ final class GemmJob implements WorkerPool.Task {
     private int chunks;
 
     void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix w, float[] y, int yOff, boolean add) {
-        one[0] = w;
-        oneY[0] = y;
+        pool.hold();
         try {
+            one[0] = w;
+            oneY[0] = y;
             run(pool, x, xOff, tokens, one, oneY, yOff, add);
         } finally {
             one[0] = null;
             oneY[0] = null;
+            pool.release();
         }
     }
 
+    /** Holds the pool from the set-up to the end: its fields and scratch are this job's alone meanwhile. */
     void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix[] ws, float[][] ys, int yOff, boolean add) {
+        pool.hold();
+        try {
+            runHeld(pool, x, xOff, tokens, ws, ys, yOff, add);
+        } finally {
+            pool.release();
+        }
+    }
+
+    private void runHeld(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix[] ws, float[][] ys, int yOff, boolean add) {
         boolean perm = ws[0].groupPermuted();
         for (int i = 1; i < ws.length; i++)
             if (ws[i].groupPermuted() != perm) {      // mixed column orders (rare): one pass per order

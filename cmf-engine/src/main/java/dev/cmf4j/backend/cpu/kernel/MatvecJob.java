@@ -7,7 +7,7 @@ package dev.cmf4j.backend.cpu.kernel;
  * which the threads take dynamically. A chunk's rows are dotted with every token in turn: the first token reads
  * them from memory, the others from cache, so the weights are streamed once per call however many tokens, and each
  * token's result is exactly its single-token product. One instance per pool, reused for every call (the pool runs
- * one job at a time).
+ * one job at a time, and a job holds it from its set-up to its end).
  */
 final class MatvecJob implements WorkerPool.Task {
     /** Smallest chunk worth a hand-off: reading it takes a few microseconds. */
@@ -37,29 +37,39 @@ final class MatvecJob implements WorkerPool.Task {
 
     /** {@code tokens} rows of x ([tokens, cols] from xOff) into [tokens, rows] of y from yOff. */
     void run(WorkerPool pool, float[] x, int xOff, int tokens, WeightMatrix w, float[] y, int yOff, boolean add) {
-        ensure(1);
-        count = 1;
-        this.tokens = tokens;
-        ws[0] = w;
-        ys[0] = y;
-        yOffs[0] = yOff;
-        this.add = add;
-        go(pool, x, xOff);
+        pool.hold();
+        try {
+            ensure(1);
+            count = 1;
+            this.tokens = tokens;
+            ws[0] = w;
+            ys[0] = y;
+            yOffs[0] = yOff;
+            this.add = add;
+            go(pool, x, xOff);
+        } finally {
+            pool.release();
+        }
     }
 
     void runAll(WorkerPool pool, float[] x, WeightMatrix[] in, float[][] out) { runAll(pool, x, 1, in, out); }
 
     void runAll(WorkerPool pool, float[] x, int tokens, WeightMatrix[] in, float[][] out) {
-        ensure(in.length);
-        count = in.length;
-        this.tokens = tokens;
-        for (int i = 0; i < count; i++) {
-            ws[i] = in[i];
-            ys[i] = out[i];
-            yOffs[i] = 0;
+        pool.hold();
+        try {
+            ensure(in.length);
+            count = in.length;
+            this.tokens = tokens;
+            for (int i = 0; i < count; i++) {
+                ws[i] = in[i];
+                ys[i] = out[i];
+                yOffs[i] = 0;
+            }
+            this.add = false;
+            go(pool, x, 0);
+        } finally {
+            pool.release();
         }
-        this.add = false;
-        go(pool, x, 0);
     }
 
     private void go(WorkerPool pool, float[] x, int xOff) {

@@ -134,6 +134,22 @@ public final class WorkerPool implements AutoCloseable {
     }
 
     /**
+     * Holds the pool for a kernel job whose shared state and scratch are set up before {@link #run} and read by its
+     * chunks (the matvec and GEMM jobs): without it, a second thread's job could overwrite that state between the
+     * first one's set-up and its chunks. Reentrant; pair with {@link #release()}. Not from inside a chunk, whose
+     * job already holds the pool and its state.
+     */
+    void hold() {
+        Thread me = Thread.currentThread();
+        if (owner == me || isWorker(me))
+            throw new IllegalStateException("a kernel job cannot start inside a chunk of another job on the same pool");
+        submit.lock();
+    }
+
+    /** Ends a {@link #hold()}. */
+    void release() { submit.unlock(); }
+
+    /**
      * Runs {@code body} over {@code [0, n)} in ranges of at least {@code grain} indices (at most
      * about 4 per thread), spread over the threads; returns when all are done.
      */

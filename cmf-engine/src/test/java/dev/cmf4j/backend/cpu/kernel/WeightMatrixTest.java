@@ -252,6 +252,54 @@ class WeightMatrixTest {
         assertThatThrownBy(() -> w.matvec(new float[9], new float[10], pool)).isInstanceOf(IndexOutOfBoundsException.class);
     }
 
+    /**
+     * Threads sharing one pool (a server's sessions on the process-wide pool) get each their own products: a job's
+     * set-up and its chunks are one unit, so another thread's job cannot swap the matrices or scratch under it.
+     */
+    @Test
+    void threadsSharingOnePoolGetTheirOwnProducts() throws Exception {
+        Random rnd = new Random(11);
+        int cols = 200;
+        WeightMatrix[] mats = {matrix(rnd, DType.Q8_2F, 300, cols), matrix(rnd, DType.F16, 170, cols), matrix(rnd, DType.Q4_BLOCK, 96, cols)};
+        int tokens = 9;
+        float[] x = TestWeights.randomVector(rnd, tokens * cols);
+        float[][] want = new float[mats.length][];
+        for (int m = 0; m < mats.length; m++) {
+            want[m] = new float[tokens * mats[m].rows];
+            mats[m].matmul(x, tokens, want[m], pool);
+        }
+        int threads = 4;
+        var failures = new java.util.concurrent.ConcurrentLinkedQueue<Throwable>();
+        var start = new java.util.concurrent.CountDownLatch(1);
+        Thread[] ts = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            int id = t;
+            ts[t] = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int round = 0; round < 150; round++) {
+                        int m = (id + round) % mats.length;
+                        float[] y = new float[tokens * mats[m].rows];
+                        switch (round % 3) {
+                            case 0 -> mats[m].matmul(x, tokens, y, pool);
+                            case 1 -> mats[m].matvecRows(x, 0, tokens, y, 0, false, pool);
+                            default -> { for (int k = 0; k < tokens; k++) mats[m].matvec(x, k * cols, y, k * mats[m].rows, false, pool); }
+                        }
+                        for (int i = 0; i < y.length; i++)
+                            if (Math.abs(y[i] - want[m][i]) > 1e-3f * (1 + Math.abs(want[m][i])))
+                                throw new AssertionError("thread " + id + " round " + round + " matrix " + m + " [" + i + "]: " + y[i] + " want " + want[m][i]);
+                    }
+                } catch (Throwable e) {
+                    failures.add(e);
+                }
+            });
+            ts[t].start();
+        }
+        start.countDown();
+        for (Thread t : ts) t.join();
+        assertThat(failures).isEmpty();
+    }
+
     static WeightMatrix matrix(Random rnd, DType dtype, int rows, int cols) {
         float[] w = TestWeights.randomMatrix(rnd, rows, cols);
         return WeightMatrix.of(dtype, TestWeights.encode(dtype, w, rows, cols), rows, cols);
