@@ -26,9 +26,25 @@ public interface DeviceForward {
 
     /**
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
-     * {@code pos0}, and the logits rows it wants (0, 1 = its last token's, or {@code tokens}).
+     * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows
+     * read their weights through (0: the backbone; see {@link #skills}).
      */
-    record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows) {}
+    record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows, int skill) {
+        /** A span of the backbone. */
+        public Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows) {
+            this(state, ids, off, tokens, pos0, logitRows, 0);
+        }
+    }
+
+    /**
+     * Takes the file's skills, once, before the first step: spans may then name a skill slot. Returns, by skill id, why
+     * this device cannot run that skill (a skill absent from the map runs). By default every skill is refused.
+     */
+    default java.util.Map<String, String> skills(DeviceSkills skills) {
+        var why = new java.util.LinkedHashMap<String, String>();
+        for (String id : skills.ids()) why.put(id, "this device runs no skills per row");
+        return why;
+    }
 
     /**
      * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
@@ -36,6 +52,7 @@ public interface DeviceForward {
      * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
      */
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
+        for (Span s : spans) if (s.skill() != 0) throw new UnsupportedOperationException("this device runs no skills per row");
         int row = 0;
         for (Span s : spans) {
             float[] out = s.logitRows() == 0 ? null : new float[s.logitRows() * vocab];

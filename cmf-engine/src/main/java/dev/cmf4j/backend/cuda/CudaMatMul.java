@@ -247,6 +247,12 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         return d;
     }
 
+    /** Owner thread: frees the device copy of {@code w} (a skill's replacement given back), if it has one. */
+    void release(Matrix w) {
+        DeviceMatrix d = uploaded.remove(w.data());
+        if (d != null) free(d);
+    }
+
     /** Owner thread: the matvec launches of one product, reading stageX.dev, writing {@code tokens × out} floats at {@code yDev}. */
     private void launch(DeviceMatrix d, Matrix w, int tokens, long yDev) {
         int in = w.inDim(), out = w.outDim();

@@ -101,7 +101,7 @@ final class ResidentForward implements DeviceForward {
     private boolean closed;
 
     /** A resident [rows, cols] matrix: its device planes (weights, f32 row scales, f32 column field; 0 = none). */
-    private record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
+    record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
 
     /**
      * One layer's device pointers (0 = absent; gate/up/down null on an MoE layer; k and v null on a layer that reads
@@ -405,6 +405,13 @@ final class ResidentForward implements DeviceForward {
      * — W·(w ⊙ x̂) = (W·diag(w))·x̂ — so the kernel applies only the norm's 1/rms (r_inv_rms).
      */
     private W upload(Matrix m, NormOp norm) {
+        W w = upload(m, norm, vectors);
+        if (w != null) sources.put(w, new SkillCopies.Source(m, norm));
+        return w;
+    }
+
+    /** As above; a vector made for it (folded q8_2f column scales) goes into {@code owned}. */
+    private W upload(Matrix m, NormOp norm, List<Long> owned) {
         if (m == null) return null;
         boolean fold = norm != null && norm.w() != null;
         if (fold && norm.w().length != m.inDim())
@@ -419,7 +426,7 @@ final class ResidentForward implements DeviceForward {
         } else if (fold) {
             float[] f = columnScales(m), w = normWeight(norm);
             for (int c = 0; c < f.length; c++) f[c] *= w[c];
-            cf = vector(f);
+            cf = vector(f, owned);
         }
         return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), cf);
     }
@@ -444,10 +451,57 @@ final class ResidentForward implements DeviceForward {
     }
 
     private long vector(float[] v) {
+        long d = vector(v, vectors);
+        if (d != NULL) vectorAt.put(v, d);
+        return d;
+    }
+
+    private long vector(float[] v, List<Long> owned) {
         if (v == null) return NULL;
         long d = mm.toDevice(MemorySegment.ofArray(v));
-        vectors.add(d);
+        owned.add(d);
         return d;
+    }
+
+    // ---- skills per row (SkillCopies) ----
+
+    /** Every resident product and how it was made; every vector's device address by its array: what skills replace. */
+    private final java.util.Map<W, SkillCopies.Source> sources = new java.util.HashMap<>();
+    private final java.util.Map<float[], Long> vectorAt = new java.util.IdentityHashMap<>();
+    /** The skills' device copies (null: the file has none). */
+    private SkillCopies skillCopies;
+    /**
+     * The skill runs over the rows the products being made read (null: every row the backbone's): the step's rows
+     * while its layers are made, its logit rows around a gathered head. Owner thread only.
+     */
+    private SkillCopies.Run[] runs;
+
+    @Override public java.util.Map<String, String> skills(dev.cmf4j.backend.DeviceSkills table) {
+        return mm.context().call(() -> {
+            if (skillCopies != null) throw new IllegalStateException("the skills were installed already");
+            skillCopies = new SkillCopies(mm, cu, table, sources, vectorAt, this::upload, this::vector,
+                    SkillCopies.budget(deviceMemory));
+            return skillCopies.problems();
+        });
+    }
+
+    /** The skill copies (tests). */
+    SkillCopies skillCopies() { return skillCopies; }
+
+    /** Whether a skill on the rows being made replaces a product or bias of layer {@code w}: its fused launches give way. */
+    private boolean touched(LayerWeights w) {
+        return runs != null && skillCopies.touches(runs, w.products(), w.qBias(), w.kBias(), w.vBias(), w.oBias());
+    }
+
+    /** The embedding of t rows, per group of rows reading one table when skills replace it. */
+    private void embed(Steps L, Arena a, long ids, long x, int t) {
+        List<SkillCopies.Run> gs = runs == null ? List.of(new SkillCopies.Run(0, t, 0)) : skillCopies.groups(runs, embed, NULL);
+        int hidden = model.hidden();
+        for (SkillCopies.Run g : gs) {
+            W e = g.skill() == 0 ? embed : skillCopies.matrix(g.skill(), embed);
+            L.add(launch("embed", kernels.fnEmbed[kind(e.dtype())], g.rows(), 1, 1, 256, a, e.weights(), e.rowScales(), e.colField(),
+                    ids + 4L * g.start(), x + 4L * g.start() * hidden, hidden, model.embedScale()));
+        }
     }
 
     // ---- per-session state ----
@@ -848,10 +902,10 @@ final class ResidentForward implements DeviceForward {
     /** The scratch of batched steps (a session-shaped set of row buffers with no KV cache) and its span positions. */
     private SessionState batchRows;
     /**
-     * Captured steps of one-token rows by row count, valid while {@link #scratchEpoch} is what it was at the capture
+     * Captured steps of one-token rows by row count (and which rows read which skill), valid while {@link #scratchEpoch} is what it was at the capture
      * (any scratch, table or f16 copy reallocated since makes it stale).
      */
-    private final java.util.Map<Integer, BatchGraph> batchGraphs = new java.util.HashMap<>();
+    private final java.util.Map<Object, BatchGraph> batchGraphs = new java.util.HashMap<>();
     private long scratchEpoch;
     /** Cleared when a batch step could not be captured (a note says why): they launch one by one from then on. */
     private boolean batchCapture = true;
@@ -881,8 +935,61 @@ final class ResidentForward implements DeviceForward {
     /** As {@link #forward(List, float[], int)}, each logit row's argmax taken on the GPU (ra_argmax_rows): only the ids come back. */
     @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab) { step(spans, null, ids, vocab); }
 
-    /** A batched step; its logit rows come back whole into {@code logits}, or (ids not null) as their argmaxes. */
+    /**
+     * A batched step; its logit rows come back whole into {@code logits}, or (ids not null) as their argmaxes. Spans of
+     * skills run in an order of their own (one-token spans first, as before, then by skill: each skill's rows one
+     * group for its products) and their rows come back in the caller's order.
+     */
     private void step(List<Span> spans, float[] logits, int[] ids, int vocab) {
+        if (spans.stream().allMatch(sp -> sp.skill() == 0)) {
+            stepInOrder(spans, logits, ids, vocab);
+            return;
+        }
+        for (Span sp : spans)
+            if (sp.skill() != 0 && (skillCopies == null || !skillCopies.runs(sp.skill())))
+                throw new IllegalArgumentException("skill slot " + sp.skill() + " does not run on this device");
+        Integer[] order = new Integer[spans.size()];
+        for (int i = 0; i < order.length; i++) order[i] = i;
+        java.util.Arrays.sort(order, java.util.Comparator.comparingInt((Integer i) -> spans.get(i).tokens() == 1 ? 0 : 1)
+                .thenComparingInt(i -> spans.get(i).skill()));
+        List<Span> sorted = new ArrayList<>();
+        int[] firstRow = new int[spans.size() + 1];   // each span's first logit row in the caller's order
+        for (int i = 0; i < order.length; i++) {
+            sorted.add(spans.get(order[i]));
+            firstRow[i + 1] = firstRow[i] + spans.get(i).logitRows();
+        }
+        int want = firstRow[spans.size()];
+        float[] lg = logits == null ? null : new float[want * vocab];
+        int[] id = ids == null ? null : new int[want];
+        stepInOrder(sorted, lg, id, vocab);
+        for (int i = 0, r = 0; i < order.length; i++) {   // back to the caller's order
+            int n = spans.get(order[i]).logitRows(), to = firstRow[order[i]];
+            if (lg != null) System.arraycopy(lg, r * vocab, logits, to * vocab, n * vocab);
+            if (id != null) System.arraycopy(id, r, ids, to, n);
+            r += n;
+        }
+    }
+
+    /** The skill runs of {@code spans}' rows (their logit rows with {@code logitRows}), adjacent spans of a skill merged; null when all are the backbone's. */
+    private static SkillCopies.Run[] skillRuns(List<Span> spans, boolean logitRows) {
+        if (spans.stream().allMatch(sp -> sp.skill() == 0)) return null;
+        List<SkillCopies.Run> out = new ArrayList<>();
+        int r = 0;
+        for (Span sp : spans) {
+            int n = logitRows ? sp.logitRows() : sp.tokens();
+            if (n == 0) continue;
+            SkillCopies.Run last = out.isEmpty() ? null : out.getLast();
+            if (last != null && last.skill() == sp.skill()) out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill()));
+            else out.add(new SkillCopies.Run(r, n, sp.skill()));
+            r += n;
+        }
+        return out.toArray(SkillCopies.Run[]::new);
+    }
+
+    /** The step's logit-row runs (see {@link #runs}), for a gathered head. */
+    private SkillCopies.Run[] logitRuns;
+
+    private void stepInOrder(List<Span> spans, float[] logits, int[] ids, int vocab) {
         int rows = 0, want = 0;
         for (Span sp : spans) {
             SessionState st = (SessionState) sp.state();
@@ -895,6 +1002,25 @@ final class ResidentForward implements DeviceForward {
         final int t = rows, logitRows = want;
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            SkillCopies.Run[] stepRuns = skillRuns(spans, false);
+            if (stepRuns != null) {   // the step's skills resident (uploaded on first use); a copy given back stales captures
+                java.util.Set<Integer> slots = new java.util.TreeSet<>();
+                for (SkillCopies.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
+                if (skillCopies.ensure(slots)) scratchEpoch++;
+            }
+            try {
+                runs = stepRuns;
+                logitRuns = skillRuns(spans, true);
+                return stepOnOwner(spans, logits, ids, vocab, t, logitRows);
+            } finally {
+                runs = logitRuns = null;
+            }
+        });
+    }
+
+    /** Owner thread: the step of {@link #stepInOrder} with the skill runs set. */
+    private Void stepOnOwner(List<Span> spans, float[] logits, int[] ids, int vocab, int t, int logitRows) {
+        {
             SessionState w = batchScratch(t, spans.size());
             Seq[] seqs = new Seq[spans.size()];
             boolean allRows = logitRows == t;
@@ -938,9 +1064,11 @@ final class ResidentForward implements DeviceForward {
             if (decodeRows && allRows && graphs && batchCapture && !recurrent && !PROFILE) {
                 // the same launches for any t sessions' one-token rows (ids, positions and cache tables are read from
                 // device memory): captured once per row count, replayed while the scratch stays where it was
-                BatchGraph bg = batchGraphs.get(t);
+                Object key = runs == null ? (Object) t : t + " " + java.util.Arrays.toString(runs);   // which rows read which skill
+                BatchGraph bg = batchGraphs.get(key);
                 if (bg != null && bg.epoch() != scratchEpoch) { dropBatchGraphs(); bg = null; }
-                if (bg == null) bg = captureBatch(w, seqs, t, out, gemm);
+                if (bg == null && batchGraphs.size() >= 64) dropBatchGraphs();   // (skill arrangements come and go)
+                if (bg == null) bg = captureBatch(key, w, seqs, t, out, gemm);
                 if (bg != null) {
                     cu.graphLaunch(bg.exec(), w.stream);
                     logitsBack(w, out, host, logitRows, vocab, logits, ids);
@@ -960,13 +1088,16 @@ final class ResidentForward implements DeviceForward {
                         cu.copyDeviceAsync(w.g + 4L * g * hidden, from, 4L * n * hidden, w.stream);
                         g += n;
                     }
+                    SkillCopies.Run[] stepRuns = runs;
+                    runs = logitRuns;
                     head(L, a, w, w.g, logitRows, out, headGemm);
+                    runs = stepRuns;
                 }
                 if (PROFILE) profiled(profiledSteps, w.stream, "batch " + t + (decodeRows ? " rows: " : ": "), false);
             }
             logitsBack(w, out, host, logitRows, vocab, logits, ids);
             return null;
-        });
+        }
     }
 
     /** Owner thread: the step's logit rows (at {@code out}) to the host whole, or their argmaxes into {@code ids}; then waits. */
@@ -1026,14 +1157,14 @@ final class ResidentForward implements DeviceForward {
      * Owner thread: captures the step of {@code t} one-token rows; null (and no capture from now on, with a note) when
      * the driver or cuBLAS refuses it, so the caller launches one by one.
      */
-    private BatchGraph captureBatch(SessionState w, Seq[] seqs, int t, long out, boolean gemm) {
+    private BatchGraph captureBatch(Object key, SessionState w, Seq[] seqs, int t, long out, boolean gemm) {
         Arena args = Arena.ofShared();
         try {
             List<Step> made = new ArrayList<>();
             steps(w, w.in + 4, seqs, batchKv, t, t, 0, out, args, gemm, made::add);
             Captured c = capture(w.stream, made);
             BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
-            batchGraphs.put(t, bg);
+            batchGraphs.put(key, bg);
             return bg;
         } catch (RuntimeException e) {
             args.close();
@@ -1222,6 +1353,7 @@ final class ResidentForward implements DeviceForward {
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
+        if (skillCopies != null) maxW = Math.max(maxW, skillCopies.widestInt8());   // skills' int8 copies widen per use
         for (LayerWeights l : layers)
             if (l.k() != null) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
         if (pleProj != null) maxRows = Math.max(maxRows, pleProj.rows());
@@ -1384,6 +1516,19 @@ final class ResidentForward implements DeviceForward {
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
+        if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // per group; a group of few rows by the matvec kernel
+            for (SkillCopies.Run g : skillCopies.groups(runs, w, bias)) {
+                W m = skillCopies.matrix(g.skill(), w);
+                long b = skillCopies.bias(g.skill(), bias), gx = x + 4L * g.start() * w.cols(), gy = y + 4L * g.start() * w.rows();
+                if (g.rows() >= batchGemmMinRows) gemmRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
+                else matvecRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
+            }
+            return;
+        }
+        gemmRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
+    }
+
+    private void gemmRows(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
         out(L, a, name, w, bias, y, t, accumulate, parts, sC1, sS1);
     }
@@ -1623,7 +1768,7 @@ final class ResidentForward implements DeviceForward {
     private void steps(SessionState s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads();
-        L.add(launch("embed", kernels.fnEmbed[kind(embed.dtype())], t, 1, 1, 256, a, embed.weights(), embed.rowScales(), embed.colField(), ids, s.x, hidden, model.embedScale()));
+        embed(L, a, ids, s.x, t);
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         for (int li = 0; li < layers.length; li++) {
@@ -1657,13 +1802,13 @@ final class ResidentForward implements DeviceForward {
                 if (shared) {
                     if (gemm) gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     else matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
-                } else if (gemm && splitTogether(w.q(), w.k(), w.v())) {
+                } else if (gemm && splitTogether(w.q(), w.k(), w.v()) && !touched(w)) {
                     qkvGemm(L, a, w, s, qOut, kBuf, vBuf, ain, ae, t);
                 } else if (gemm) {
                     gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     gemm(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
                     gemm(L, a, "v", w.v(), w.vBias(), ain, vBuf, t, false, ae);
-                } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype())) {
+                } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype()) && !touched(w)) {
                     W q = w.q(), k = w.k(), v = w.v();
                     int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
                     L.add(launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
@@ -1752,7 +1897,8 @@ final class ResidentForward implements DeviceForward {
             int inter = spec.gate().outDim();
             int gk = kind(w.gate().dtype()), uk = kind(w.up().dtype());
             boolean downSplit = false;   // the down product's parts already written (by the SwiGLU epilogue)
-            if (gemm && spec.act() == Activation.SILU) {
+            boolean fuse = !touched(w);   // a skill's rows: gate, up and down as products of their own
+            if (gemm && spec.act() == Activation.SILU && fuse) {
                 int sg, su;
                 long tsg = sS1, tsu = sS2;
                 if (splitTogether(w.gate(), w.up())) {
@@ -1782,7 +1928,7 @@ final class ResidentForward implements DeviceForward {
                 gemm(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());
-            } else if (gk == uk && spec.act() == Activation.SILU) {
+            } else if (gk == uk && spec.act() == Activation.SILU && fuse) {
                 L.add(launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, w.gate().weights(), w.gate().rowScales(),
                         w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
                         w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f));
@@ -1980,6 +2126,17 @@ final class ResidentForward implements DeviceForward {
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
     private void matvec(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
                         float normEps) {
+        if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // once per group of rows reading one matrix
+            for (SkillCopies.Run g : skillCopies.groups(runs, w, bias))
+                matvecRows(L, a, name, skillCopies.matrix(g.skill(), w), skillCopies.bias(g.skill(), bias), x + 4L * g.start() * w.cols(),
+                        y + 4L * g.start() * w.rows(), g.rows(), accumulate, normEps);
+            return;
+        }
+        matvecRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
+    }
+
+    private void matvecRows(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
+                            float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
         L.add(launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
@@ -2005,6 +2162,7 @@ final class ResidentForward implements DeviceForward {
         if (argmaxHost != null) cu.memFreeHost(argmaxHost);
         argmaxIds = NULL;
         argmaxHost = null;
+        if (skillCopies != null) skillCopies.close();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)

@@ -217,6 +217,53 @@ final class DecoderPlans {
                 hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()));
     }
 
+    /**
+     * What each of the file's skills replaces in {@code plan}, for a device that switches skills per row: every whole
+     * weight product (the embedding, a flat head; not the per-layer table, a clustered head's matrices or the experts)
+     * and the attention and router biases. The loader marks what it found, so its {@link Loader#checkOverlaysUsed} then
+     * names what a skill replaces that no entry took up.
+     */
+    static dev.cmf4j.backend.DeviceSkills skills(ModelSpec spec, Loader l, DecoderPlan plan) {
+        int n = l.skills.size();
+        if (n == 0) return dev.cmf4j.backend.DeviceSkills.NONE;
+        List<java.util.Map<Matrix, Matrix>> ms = new ArrayList<>();
+        List<java.util.Map<float[], float[]>> bs = new ArrayList<>();
+        for (int i = 0; i < n; i++) { ms.add(new java.util.IdentityHashMap<>()); bs.add(new java.util.IdentityHashMap<>()); }
+        java.util.Set<Matrix> skip = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        if (plan.perLayerEmbedding() != null) skip.add(plan.perLayerEmbedding().table());
+        if (plan.headClusters() != null) { skip.add(plan.headClusters().clusters()); skip.add(plan.head()); }
+        for (Matrix m : plan.matrices()) {
+            if (skip.contains(m)) continue;
+            Matrix[] sw = l.skillMatrices(m.name());
+            if (sw != null) for (int i = 1; i <= n; i++) if (sw[i] != null) ms.get(i - 1).put(m, sw[i]);
+        }
+        for (int li = 0; li < plan.layers().size(); li++) {
+            Layer pl = plan.layers().get(li);
+            LayerSpec ls = spec.layer(li);
+            if (ls.mixer() instanceof Mixer.Attention a) {
+                String vBias = a.vProj() != null ? a.vBias() : a.kBias();
+                String[] names = {a.qBias(), a.kBias(), vBias, a.oBias()};
+                float[][] vs = {pl.qBias(), pl.kBias(), pl.vBias(), pl.oBias()};
+                for (int j = 0; j < 4; j++) skillBiases(l, names[j], vs[j], bs);
+            }
+            if (pl.moe() != null && ls.ffn() instanceof Ffn.Moe m) {
+                String rb = switch (m.router()) {
+                    case Ffn.Router.SoftmaxTopK r -> r.bias();
+                    case Ffn.Router.TopKSoftmax r -> r.bias();
+                    default -> null;
+                };
+                skillBiases(l, rb, pl.moe().routerBias(), bs);
+            }
+        }
+        return new dev.cmf4j.backend.DeviceSkills(l.skills, ms, bs);
+    }
+
+    private static void skillBiases(Loader l, String name, float[] b, List<java.util.Map<float[], float[]>> out) {
+        if (name == null || b == null) return;
+        float[][] sb = l.skillVectors(name, b.length);
+        if (sb != null) for (int i = 1; i < sb.length; i++) if (sb[i] != null) out.get(i - 1).put(b, sb[i]);
+    }
+
     /** The widest causal conv of a gated delta net the device kernel takes (ra_gdn_conv's window in registers). */
     static final int MAX_CONV_KERNEL = 8;
 

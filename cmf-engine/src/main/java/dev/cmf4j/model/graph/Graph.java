@@ -2,6 +2,7 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.Activation;
 import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.MatMul;
@@ -134,8 +135,14 @@ public final class Graph {
             if (memory.sealed() != null || memory.kv() == KvType.Q8)
                 throw new ModelException("the GPU-resident forward does not run " + describe(memory) + " yet; use --device cpu");
             String why = DecoderPlans.unsupported(spec);
-            if (why == null) dev = backend.deviceForward(DecoderPlans.of(spec, l, embedRows, head, finalNorm), memory.kv());
-            else backend.hostGraph(spec.archName(), why);
+            if (why == null) {
+                DecoderPlan plan = DecoderPlans.of(spec, l, embedRows, head, finalNorm);
+                dev = backend.deviceForward(plan, memory.kv());
+                // the device switches skills per row over the plan's own matrices and biases; it says which it cannot run
+                if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, plan)));
+            } else {
+                backend.hostGraph(spec.archName(), why);
+            }
         }
         this.device = dev;
         if (dev != null && !adapters.isEmpty())
@@ -187,11 +194,11 @@ public final class Graph {
         if (dev == null) {
             this.skillEmbed = l.skillMatrices(spec.embedding());
             this.headProduct = clusterHead == null ? l.overlaid(spec.head(), head, null, null) : null;
-            l.checkOverlaysUsed();
         } else {
             this.skillEmbed = null;
             this.headProduct = null;
         }
+        l.checkOverlaysUsed();
         this.skillProblems = java.util.Map.copyOf(l.skillProblems);
         // task masks: resolved once; an all-ones mask resolves to nothing and costs nothing
         var masks = weights.masks();
@@ -260,7 +267,6 @@ public final class Graph {
 
     /** Why skill {@code id} cannot run on this graph, or null when it can. */
     public String skillProblem(String id) {
-        if (device != null) return "skills run on the CPU graph only; this model runs whole on the device (use --device cpu)";
         return skillProblems.get(id);
     }
 
@@ -609,7 +615,7 @@ public final class Graph {
         for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
             spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
-                    s.logitRows()));
+                    s.logitRows(), s.sequence().overlay.skill()));
         }
         return spans;
     }
@@ -617,7 +623,8 @@ public final class Graph {
     private void deviceForward(Batch batch, float[] logits) {
         try {
             gateHeads(batch);
-            if (batch.size() == 1) {   // a session's own step (a decode token, a prompt chunk): no span list per token
+            // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's rows go as spans
+            if (batch.size() == 1 && batch.span(0).sequence().overlay.skill() == 0) {
                 Batch.Span s = batch.span(0);
                 State st = s.sequence();
                 device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,

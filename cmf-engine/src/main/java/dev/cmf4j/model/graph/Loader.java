@@ -200,8 +200,8 @@ final class Loader {
             for (String s : skills) if (n.startsWith("skill." + s + ".") && (id == null || s.length() > id.length())) id = s;
             if (id == null) continue;   // a tensor of no registered skill is never read
             skillProblems.putIfAbsent(id, "it replaces '" + n.substring(("skill." + id + ".").length())
-                    + "', which the CPU graph cannot switch per row (it switches weight products, their biases, the"
-                    + " embedding and a flat head)");
+                    + "', which cannot be switched per row (weight products, their biases, the embedding and a flat"
+                    + " head can)");
         }
         for (LowRankAdapter a : adapters)
             for (String target : a.deltas().keySet())

@@ -38,19 +38,20 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * backbone tensors, stored as {@code skill.ID.NAME}): each skill run alone gives the logits of the model whose
  * tensors are really replaced; one batch holding rows of the three skills and the backbone gives each row its
  * single-run logits; a product no skill replaces runs once per step for all rows, a replaced one once per skill
- * present. Reference matmul (its products do not depend on the row count), so the comparisons are tight.
+ * present. Reference matmul (its products do not depend on the row count), so the comparisons are tight. The fixture
+ * is public: {@code CudaSkillsTest} runs the same skills on the GPU-resident forward.
  */
-class SkillBatchTest {
+public class SkillBatchTest {
     static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     /** What each skill replaces. */
-    static final Map<String, List<String>> SKILLS = Map.of(
+    public static final Map<String, List<String>> SKILLS = Map.of(
             "a", List.of("model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight"),
             "b", List.of("model.embed_tokens.weight", "lm_head.weight", "model.layers.1.self_attn.v_proj.weight"),
             "c", List.of("model.layers.0.mlp.gate_proj.weight", "model.layers.1.self_attn.o_proj.weight"));
 
-    record Fixture(SafetensorsReader reader, ObjectNode header, Map<String, Tensor> base, Map<String, Tensor> skills) {}
+    public record Fixture(SafetensorsReader reader, ObjectNode header, Map<String, Tensor> base, Map<String, Tensor> skills) {}
 
-    static Fixture fixture() {
+    public static Fixture fixture() {
         Path dir = Fixtures.require("models/llama");
         ObjectNode header = JsonNodeFactory.instance.objectNode();
         header.set("arch", HfArch.fromConfig(HfConfig.read(dir.resolve("config.json"))));
@@ -76,7 +77,7 @@ class SkillBatchTest {
         return new Tensor(name, DType.F32, t.shape(), seg);
     }
 
-    static Weights weights(Map<String, Tensor> map, List<String> skillIds) {
+    public static Weights weights(Map<String, Tensor> map, List<String> skillIds) {
         return new Weights() {
             @Override public Tensor find(String name) { return map.get(name); }
 

@@ -1,0 +1,259 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.DeviceSkills;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.NormOp;
+import dev.cmf4j.backend.cuda.ResidentForward.W;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The device copies of the skills' replacement tensors for one resident forward. A skill's copies go up when a step
+ * first holds rows of it (only what it replaces, each matrix as its backbone twin was: same dtype, same norm folded
+ * in; never a copy of the model) and stay while all skills' copies fit a byte budget; over it, the skill used least
+ * recently (and not in the step) is given back first. Owner thread only.
+ */
+final class SkillCopies {
+    /** {@code -Dcmf.cuda.skillCacheMiB=N}: the budget in MiB; by default a quarter of the device's memory. */
+    static final String BUDGET_PROPERTY = "cmf.cuda.skillCacheMiB";
+
+    /** Consecutive rows [start, start + rows) of a step read through skill slot {@code skill} (0: the backbone). */
+    record Run(int start, int rows, int skill) {}
+
+    /** How a resident matrix was made: the plan's matrix and the norm folded into it (null: none). */
+    record Source(Matrix matrix, NormOp norm) {}
+
+    /** Uploads {@code m} with {@code norm} folded in as the backbone's twin was; vectors it makes go into {@code owned}. */
+    @FunctionalInterface
+    interface Uploader {
+        W upload(Matrix m, NormOp norm, List<Long> owned);
+    }
+
+    /** Copies a float vector to the device into {@code owned}; returns its address. */
+    @FunctionalInterface
+    interface Vectors {
+        long upload(float[] v, List<Long> owned);
+    }
+
+    /** One skill's resident copies: backbone product → replacement, backbone bias address → replacement's. */
+    private static final class Copy {
+        final Map<W, W> matrices = new HashMap<>();
+        final Map<Long, Long> biases = new HashMap<>();
+        final Set<Matrix> uploaded = Collections.newSetFromMap(new IdentityHashMap<>());
+        final List<Long> vectors = new ArrayList<>();
+        long bytes, widestInt8;
+    }
+
+    private final CudaMatMul mm;
+    private final CudaDriver cu;
+    private final DeviceSkills skills;
+    private final Map<W, Source> sources;
+    private final Map<float[], Long> biasAt;
+    private final Uploader uploader;
+    private final Vectors vectors;
+    private final long budget;
+    /** Resident skills by slot, least recently used first. */
+    private final LinkedHashMap<Integer, Copy> loaded = new LinkedHashMap<>(16, 0.75f, true);
+    private final Map<String, String> problems = new LinkedHashMap<>();
+    private long uploads, evictions;
+
+    /**
+     * @param sources every resident product of the forward and how it was made
+     * @param biasAt  the device address of every bias vector of the plan (by identity)
+     */
+    SkillCopies(CudaMatMul mm, CudaDriver cu, DeviceSkills skills, Map<W, Source> sources, Map<float[], Long> biasAt,
+                Uploader uploader, Vectors vectors, long budget) {
+        this.mm = mm;
+        this.cu = cu;
+        this.skills = skills;
+        this.sources = sources;
+        this.biasAt = biasAt;
+        this.uploader = uploader;
+        this.vectors = vectors;
+        this.budget = budget;
+        Set<Matrix> resident = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Source s : sources.values()) resident.add(s.matrix());
+        for (int i = 0; i < skills.ids().size(); i++) {
+            String id = skills.ids().get(i), why = null;
+            for (var e : skills.matrices().get(i).entrySet()) {
+                Matrix base = e.getKey(), r = e.getValue();
+                if (!resident.contains(base)) why = "it replaces '" + base.name() + "', which the GPU-resident forward does not switch per row";
+                else if (r.dtype() != base.dtype())
+                    why = "'" + r.name() + "' is " + r.dtype().label + ", the backbone's '" + base.name() + "' " + base.dtype().label
+                            + ": the GPU-resident forward switches replacements of the backbone's dtype only";
+                else if (!ResidentForward.supports(r)) why = "the resident kernels do not read '" + r.name() + "'";
+                if (why != null) break;
+            }
+            for (float[] b : skills.biases().get(i).keySet())
+                if (why == null && !biasAt.containsKey(b)) why = "it replaces a bias the GPU-resident forward does not switch per row";
+            if (why != null) problems.put(id, why);
+        }
+    }
+
+    /** The budget from {@link #BUDGET_PROPERTY}, else a quarter of {@code deviceMemory}. */
+    static long budget(long deviceMemory) {
+        String p = System.getProperty(BUDGET_PROPERTY);
+        if (p == null) return deviceMemory / 4;
+        try {
+            long mib = Long.parseLong(p.strip());
+            if (mib >= 0) return mib << 20;
+        } catch (NumberFormatException e) {
+            // below
+        }
+        throw new IllegalArgumentException("-D" + BUDGET_PROPERTY + " must be a number of MiB >= 0, not '" + p + "'");
+    }
+
+    /** By skill id, why the device cannot run it (absent: it can). */
+    Map<String, String> problems() { return Collections.unmodifiableMap(problems); }
+
+    /** Whether skill {@code slot} (1-based) is one of these and runs here. */
+    boolean runs(int slot) {
+        return slot >= 1 && slot <= skills.ids().size() && !problems.containsKey(skills.ids().get(slot - 1));
+    }
+
+    /**
+     * Makes the copies of {@code slots} resident (uploading those not yet there, as a step first needs them) and gives
+     * back the least recently used others while the total passes the budget (a step's own skills always stay, even
+     * over it). Returns whether any copy was freed: launches captured before may point at it.
+     */
+    boolean ensure(Set<Integer> slots) {
+        boolean freed = false;
+        for (int s : slots) {
+            if (loaded.get(s) != null) continue;   // (the get marks it used)
+            Copy c;
+            try {
+                c = upload(s);
+            } catch (CudaException e) {   // out of device memory: give back every other copy, then once more
+                freed |= evictExcept(slots, 0);
+                c = upload(s);
+            }
+            loaded.put(s, c);
+        }
+        return evictExcept(slots, budget) | freed;
+    }
+
+    /** Frees the least recently used copies outside {@code keep} until the total is at most {@code limit}. */
+    private boolean evictExcept(Set<Integer> keep, long limit) {
+        boolean freed = false;
+        var it = loaded.entrySet().iterator();
+        while (residentBytes() > limit && it.hasNext()) {
+            var e = it.next();
+            if (keep.contains(e.getKey())) continue;
+            if (!freed) cu.synchronize();   // nothing queued may still read them
+            free(e.getValue());
+            it.remove();
+            evictions++;
+            freed = true;
+        }
+        return freed;
+    }
+
+    private Copy upload(int slot) {
+        Copy c = new Copy();
+        try {
+            Map<Matrix, Matrix> ms = skills.matrices().get(slot - 1);
+            for (var e : sources.entrySet()) {
+                Matrix r = ms.get(e.getValue().matrix());
+                if (r == null) continue;
+                boolean fresh = c.uploaded.add(r);
+                int before = c.vectors.size();
+                W w = uploader.upload(r, e.getValue().norm(), c.vectors);
+                c.matrices.put(e.getKey(), w);
+                if (fresh) c.bytes += mm.resident(r).bytes();
+                c.bytes += 4L * w.cols() * (c.vectors.size() - before);   // a folded norm's column scales
+                if (ResidentForward.kind(w.dtype()) == 3) c.widestInt8 = Math.max(c.widestInt8, (long) w.rows() * w.cols());
+            }
+            for (var e : skills.biases().get(slot - 1).entrySet()) {
+                c.biases.put(biasAt.get(e.getKey()), vectors.upload(e.getValue(), c.vectors));
+                c.bytes += 4L * e.getValue().length;
+            }
+        } catch (RuntimeException | Error e) {
+            free(c);
+            throw e;
+        }
+        uploads++;
+        return c;
+    }
+
+    private void free(Copy c) {
+        for (Matrix m : c.uploaded) mm.release(m);
+        for (long d : c.vectors) cu.memFree(d);
+        c.uploaded.clear();
+        c.vectors.clear();
+    }
+
+    /** Bytes of device memory the resident copies hold. */
+    long residentBytes() {
+        long b = 0;
+        for (Copy c : loaded.values()) b += c.bytes;
+        return b;
+    }
+
+    /** Skills uploaded and given back so far (for tests and notes). */
+    long uploads() { return uploads; }
+
+    long evictions() { return evictions; }
+
+    /** The most weights of a resident int8 replacement (the GEMMs widen it into the scratch per use). */
+    long widestInt8() {
+        long n = 0;
+        for (Copy c : loaded.values()) n = Math.max(n, c.widestInt8);
+        return n;
+    }
+
+    /** Skill {@code slot}'s copy of product {@code w} (resident: {@link #ensure} ran this step), or w where it keeps it. */
+    W matrix(int slot, W w) {
+        if (slot == 0) return w;
+        W r = loaded.get(slot).matrices.get(w);
+        return r != null ? r : w;
+    }
+
+    /** Skill {@code slot}'s copy of the bias at {@code bias}, or bias where it keeps it (0: none). */
+    long bias(int slot, long bias) {
+        if (slot == 0 || bias == 0) return bias;
+        Long r = loaded.get(slot).biases.get(bias);
+        return r != null ? r : bias;
+    }
+
+    /** Whether a skill on {@code runs} replaces {@code w} or one of {@code biases}. */
+    boolean touches(Run[] runs, List<W> ws, long... biases) {
+        for (Run r : runs) {
+            if (r.skill() == 0) continue;
+            Copy c = loaded.get(r.skill());
+            for (W w : ws) if (w != null && c.matrices.containsKey(w)) return true;
+            for (long b : biases) if (b != 0 && c.biases.containsKey(b)) return true;
+        }
+        return false;
+    }
+
+    /**
+     * The rows of {@code runs} grouped by what they read for product {@code w} with {@code bias}: adjacent runs of the
+     * same matrix and bias merged, each group's skill the slot whose copies it reads (0: the backbone's).
+     */
+    List<Run> groups(Run[] runs, W w, long bias) {
+        List<Run> out = new ArrayList<>();
+        for (Run r : runs) {
+            int s = r.skill() != 0 && (matrix(r.skill(), w) != w || bias(r.skill(), bias) != bias) ? r.skill() : 0;
+            Run last = out.isEmpty() ? null : out.getLast();
+            if (last != null && last.start() + last.rows() == r.start()
+                    && matrix(last.skill(), w) == matrix(s, w) && bias(last.skill(), bias) == bias(s, bias))
+                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), last.skill()));
+            else
+                out.add(new Run(r.start(), r.rows(), s));
+        }
+        return out;
+    }
+
+    /** Frees every copy (the forward is closing). */
+    void close() {
+        for (Copy c : loaded.values()) free(c);
+        loaded.clear();
+    }
+}

@@ -1,0 +1,197 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.backend.cpu.CpuMatMul;
+import dev.cmf4j.model.Golden;
+import dev.cmf4j.model.ModelSpec;
+import dev.cmf4j.model.SpecBuilder;
+import dev.cmf4j.model.Tensor;
+import dev.cmf4j.model.Weights;
+import dev.cmf4j.model.graph.Batch;
+import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.SkillBatchTest;
+import dev.cmf4j.model.graph.State;
+import dev.cmf4j.model.graph.Workspace;
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Skills per row on the GPU-resident forward (mock driver): SkillBatchTest's three synthetic skills on the llama fixture
+ * (f32). One batch holding rows of the three skills and the backbone, prompt chunks then decode rows in a scrambled
+ * order, gives every row the logits it gets run alone (1e-4) and the same greedy picks, through the matvec kernels and
+ * through cuBLAS; alone, each skill gives the CPU engine's logits for it; with a budget of 0 the copies are given back
+ * after every step and uploaded again, with the same logits.
+ */
+class CudaSkillsTest {
+    @TempDir static Path tmp;
+    static Path lib;
+    static CudaContext ctx;
+    static final String[] WHO = {null, "a", "b", "c"};
+
+    @BeforeAll static void open() throws Exception {
+        lib = MockCuda.build(tmp);
+        ctx = new CudaContext(CudaDriver.load(List.of(lib.toString())), 0, List.of(lib.toString()), new KernelCache(tmp.resolve("cache")));
+    }
+
+    @AfterAll static void close() { if (ctx != null) ctx.close(); }
+
+    record Model(Weights weights, ModelSpec spec) {}
+
+    static Model model(SkillBatchTest.Fixture f) {
+        Map<String, Tensor> all = new HashMap<>(f.base());
+        all.putAll(f.skills());
+        Weights w = SkillBatchTest.weights(all, List.of("a", "b", "c"));
+        return new Model(w, SpecBuilder.build(f.header(), w));
+    }
+
+    /** The logits of every position of {@code ids} run alone through skill {@code who} (chunks of 8). */
+    static float[] alone(Graph g, String who, int[] ids) {
+        State st = g.newState(8, 64);
+        st.useOverlay(g.overlay(who, null, 1f));
+        int v = g.vocab();
+        float[] all = new float[ids.length * v], buf = new float[8 * v];
+        for (int p = 0; p < ids.length; p += 8) {
+            int n = Math.min(8, ids.length - p);
+            g.forward(st, ids, p, n, buf, true, null);
+            System.arraycopy(buf, 0, all, p * v, n * v);
+        }
+        st.close();
+        return all;
+    }
+
+    /** Four sequences (backbone, a, b, c): their prompts, then 4 continuation ids each. */
+    static int[][] sequences() throws Exception {
+        int[] src = Golden.load(Fixtures.require("models/llama")).inputIds();
+        int[][] prompts = {java.util.Arrays.copyOfRange(src, 0, 9), java.util.Arrays.copyOfRange(src, 5, 12),
+                java.util.Arrays.copyOfRange(src, 11, 24), java.util.Arrays.copyOfRange(src, 20, 23)};
+        int[][] seqs = new int[4][];
+        for (int i = 0; i < 4; i++) {
+            seqs[i] = java.util.Arrays.copyOf(prompts[i], prompts[i].length + 4);
+            for (int d = 0; d < 4; d++) seqs[i][prompts[i].length + d] = src[(30 + 3 * i + d) % src.length];
+        }
+        return seqs;
+    }
+
+    static final int[] PROMPT = {9, 7, 13, 3};
+
+    /**
+     * Steps of every skill: step 0 the prompts of a and c with the backbone's first 5 tokens, step 1 the backbone's rest
+     * with b's prompt beside a's and c's first decode rows, then decode rows in scrambled orders.
+     */
+    static final int[][] ALL_SKILLS = {{1, 3, 0}, {3, 1, 0, 2}, {2, 0, 3, 1}, {3, 2, 1, 0}, {0, 2, 1, 3}};
+    /** Steps of changing skills: {a, backbone}, {b, c}, {a, backbone, c}, {b, a}, all. */
+    static final int[][] CHANGING = {{1, 0}, {2, 3}, {1, 0, 3}, {2, 1}, {0, 3, 2, 1}};
+
+    /**
+     * The four sequences batched in steps holding the sequences {@code orders} lists (a sequence's first steps run its
+     * prompt, the backbone's in two chunks, then one decode row a step; greedy ids from the device on the last step).
+     * Returns the worst |Δ| against {@code want} (each sequence's logits alone).
+     */
+    static double batched(Graph g, int[][] seqs, float[][] want, int[][] orders) {
+        int v = g.vocab();
+        State[] st = new State[4];
+        for (int i = 0; i < 4; i++) {
+            st[i] = g.newState(16, 64);
+            st[i].useOverlay(g.overlay(WHO[i], null, 1f));
+        }
+        Workspace ws = g.newWorkspace(64, 64);
+        int[] at = new int[4];   // tokens each sequence has run
+        double worst = 0;
+        for (int step = 0; step < orders.length; step++) {
+            Batch b = new Batch();
+            int[] who = orders[step];
+            for (int i : who) {
+                int n = at[i] < PROMPT[i] ? (step == 0 && i == 0 ? 5 : PROMPT[i] - at[i]) : 1;
+                b.add(st[i], seqs[i], at[i], n, Batch.Logits.LAST);
+            }
+            boolean greedy = step == orders.length - 1;
+            float[] logits = new float[b.logitRows() * v];
+            int[] ids = new int[b.logitRows()];
+            if (greedy) g.forwardArgmax(b, ws, ids);
+            else g.forward(b, ws, logits, null);
+            for (int r = 0; r < who.length; r++) {
+                int i = who[r];
+                at[i] += b.span(r).tokens();
+                int pos = at[i] - 1;
+                if (greedy)
+                    assertThat(ids[r]).as("greedy pick of sequence " + i).isEqualTo(dev.cmf4j.backend.cpu.VectorMath.argmax(want[i], pos * v, v));
+                else
+                    worst = Math.max(worst, Golden.maxDiff(logits, r * v, want[i], pos * v, v));
+            }
+        }
+        for (State s : st) s.close();
+        return worst;
+    }
+
+    @Test void aMixedSkillBatchGivesEachRowItsSingleRunLogits() throws Exception {
+        SkillBatchTest.Fixture f = SkillBatchTest.fixture();
+        try (var ignored = f.reader()) {
+            Model m = model(f);
+            int[][] seqs = sequences();
+            float[][] cpu = new float[4][], cpuBackbone = new float[4][];
+            Graph onCpu = new Graph(m.spec(), m.weights(), new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null));
+            for (int i = 0; i < 4; i++) {
+                cpu[i] = alone(onCpu, WHO[i], seqs[i]);
+                cpuBackbone[i] = alone(onCpu, null, seqs[i]);
+            }
+            for (boolean cublas : new boolean[] {false, true}) {
+                try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                    gpu.notes(n -> {});
+                    if (cublas) gpu.useCublas(List.of(lib.toString()), 2);   // groups of 2+ rows as GEMMs, single rows by matvec
+                    Graph g = new Graph(m.spec(), m.weights(), new CudaBackend(gpu));
+                    assertThat(g.device()).isNotNull();
+                    for (String s : List.of("a", "b", "c")) assertThat(g.skillProblem(s)).as(s).isNull();
+                    float[][] want = new float[4][];
+                    for (int i = 0; i < 4; i++) {
+                        want[i] = alone(g, WHO[i], seqs[i]);
+                        assertThat(Golden.maxDiff(want[i], 0, cpu[i], 0, cpu[i].length)).as("GPU alone vs CPU, " + WHO[i]).isLessThan(1e-3);
+                        if (i > 0) assertThat(Golden.maxDiff(want[i], 0, cpuBackbone[i], 0, want[i].length)).as(WHO[i] + " moves the logits").isGreaterThan(0.05);
+                    }
+                    double worst = batched(g, seqs, want, ALL_SKILLS);
+                    System.out.printf("GPU mixed-skill batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
+                    assertThat(worst).as("cublas " + cublas).isLessThanOrEqualTo(1e-4);
+                    SkillCopies sc = ((ResidentForward) g.device()).skillCopies();
+                    assertThat(sc.uploads()).as("each skill uploaded once").isEqualTo(3);
+                    assertThat(sc.evictions()).isZero();
+                }
+            }
+        }
+    }
+
+    @Test void copiesGivenBackUnderASmallBudgetComeBackWithTheSameLogits() throws Exception {
+        SkillBatchTest.Fixture f = SkillBatchTest.fixture();
+        try (var ignored = f.reader(); CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            Model m = model(f);
+            int[][] seqs = sequences();
+            gpu.notes(n -> {});
+            Graph g;
+            System.setProperty(SkillCopies.BUDGET_PROPERTY, "0");   // read when the skills are installed
+            try {
+                g = new Graph(m.spec(), m.weights(), new CudaBackend(gpu));
+            } finally {
+                System.clearProperty(SkillCopies.BUDGET_PROPERTY);
+            }
+            float[][] want = new float[4][];
+            for (int i = 0; i < 4; i++) want[i] = alone(g, WHO[i], seqs[i]);
+            SkillCopies sc = ((ResidentForward) g.device()).skillCopies();
+            long uploads = sc.uploads();
+            assertThat(uploads).isEqualTo(3);
+            double worst = batched(g, seqs, want, CHANGING);
+            assertThat(worst).isLessThanOrEqualTo(1e-4);
+            // every step holds other skills than the one before: copies go back at once (budget 0) and come up again
+            assertThat(sc.evictions()).isGreaterThanOrEqualTo(3);
+            assertThat(sc.uploads() - uploads).isGreaterThanOrEqualTo(3);
+            assertThat(sc.residentBytes()).as("only the last step's skills stay").isPositive();
+        }
+    }
+}

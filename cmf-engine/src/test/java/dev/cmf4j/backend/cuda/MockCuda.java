@@ -1,0 +1,34 @@
+package dev.cmf4j.backend.cuda;
+
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/** Builds the mock libcuda/libnvrtc ({@code mockcuda.c}) with the system C compiler; skips the test class where there is none. */
+final class MockCuda {
+    private MockCuda() {}
+
+    /** The built library in {@code dir}; a compiler that rejects the mock fails (a broken test source, not a missing tool). */
+    static Path build(Path dir) throws Exception {
+        Path src = dir.resolve("mockcuda.c");
+        try (InputStream in = MockCuda.class.getResourceAsStream("mockcuda.c")) {
+            Files.write(src, in.readAllBytes());
+        }
+        Path lib = dir.resolve("libmockcuda.so");
+        Process p;
+        try {
+            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm")
+                    .redirectErrorStream(true).start();
+        } catch (java.io.IOException e) {
+            assumeTrue(false, "no C compiler (cc) to build the mock CUDA library");
+            return null;
+        }
+        String out = new String(p.getInputStream().readAllBytes());
+        int rc = p.waitFor(60, TimeUnit.SECONDS) ? p.exitValue() : -1;
+        if (rc != 0) throw new AssertionError("mockcuda.c does not build (rc " + rc + "):\n" + out);
+        return lib;
+    }
+}
