@@ -48,9 +48,11 @@ public final class BenchCommand implements Callable<Integer> {
     private dev.cmf4j.model.graph.Overlay overlay = dev.cmf4j.model.graph.Overlay.NONE;
 
     /** A session of the measured overlay. */
-    private Session session(Graph graph, int ctx, int chunk) {
+    private Session session(Graph graph, int ctx, int chunk) { return session(graph, ctx, chunk, overlay); }
+
+    private static Session session(Graph graph, int ctx, int chunk, dev.cmf4j.model.graph.Overlay o) {
         Session s = chunk > 0 ? new Session(graph, ctx, chunk) : new Session(graph, ctx);
-        s.useOverlay(overlay);
+        s.useOverlay(o);
         return s;
     }
 
@@ -90,6 +92,13 @@ public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--greedy", description = "with --batch: each sequence decodes its own greedy picks, taken where the model"
             + " runs (on a GPU only the ids come back), instead of given tokens with every logit row copied back")
     boolean greedy;
+
+    @Option(names = "--skills", paramLabel = "ID[,ID...]",
+            description = {"with --batch: sequence i reads the i-th skill of the list, round robin ('none': the backbone), so"
+                    + " one step holds rows of several skills; repeat for several mixes (e.g. --skills a,b,c --skills a"
+                    + " --skills none), each measured at every --batch size. Also measures each skill's first step (its"
+                    + " tensors uploaded, on a GPU) against the same step with them resident"})
+    java.util.List<String> skills;
 
     @picocli.CommandLine.Mixin DeviceOption device;
 
@@ -131,6 +140,9 @@ public final class BenchCommand implements Callable<Integer> {
             for (int d : depth) if (d < 1) throw new IllegalArgumentException("--depth must be >= 1, got " + d);
         if (depth != null && genTokens == 0) throw new IllegalArgumentException("--depth measures decoding: --gen-tokens must be >= 1");
         if (greedy && batch == null) throw new IllegalArgumentException("--greedy needs --batch");
+        if (skills != null && batch == null) throw new IllegalArgumentException("--skills needs --batch");
+        if (skills != null && (overrides.skill != null || overrides.blend != null))
+            throw new IllegalArgumentException("--skills sets each sequence's skill: not with --skill or --blend");
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
         // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
@@ -181,13 +193,19 @@ public final class BenchCommand implements Callable<Integer> {
             java.util.List<DepthResult> deep = new java.util.ArrayList<>();
             if (depth != null)
                 for (int d : depth) deep.add(atDepth(graph, d, gen, rnd));
+            SkillMixes mixes = skills == null ? null : new SkillMixes(skills);
+            java.util.List<SkillMixes.Switch> switches = mixes == null ? java.util.List.of() : mixes.measureSwitches(model, reps, warmup);
             java.util.List<BatchResult> batched = new java.util.ArrayList<>();
             if (batch != null)
-                for (int b : batch) batched.add(batched(graph, b, rnd));
-            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched));
+                for (int b : batch) {
+                    if (mixes == null) batched.add(batched(graph, b, rnd, null));
+                    else for (var mix : mixes.mixes()) batched.add(batched(graph, b, rnd, mix));
+                }
+            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched, switches));
             else {
                 table(out, dtype, usedThreads, bytesPerToken, pp, tg);
                 if (!deep.isEmpty()) depthTable(out, deep);
+                if (!switches.isEmpty()) SkillMixes.table(out, switches);
                 if (!batched.isEmpty()) batchTable(out, batched);
             }
         }
@@ -256,14 +274,15 @@ public final class BenchCommand implements Callable<Integer> {
                             : r.heldBytes() > 0 ? String.format(Locale.ROOT, "%,d (grows)", r.heldBytes()) : "grows");
     }
 
-    /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped). */
-    record BatchResult(int sequences, Samples prefill, Samples decode) {}
+    /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped); the skill mix or null. */
+    record BatchResult(int sequences, Samples prefill, Samples decode, String skills) {}
 
     /**
      * {@code b} sequences with random prompts: all prompts prefilled through one batch driver (steps of up to
      * --batch-rows rows), then {@code --gen-tokens} steps of one random token per sequence; tokens/s over all.
      */
-    private BatchResult batched(Graph graph, int b, SplittableRandom rnd) {
+    private BatchResult batched(Graph graph, int b, SplittableRandom rnd, java.util.List<String> mix) {
+        var overlays = mix == null ? null : SkillMixes.overlays(graph, mix, b);
         int vocab = graph.vocab(), ctx = promptTokens + genTokens + 1;
         int[][] prompts = new int[b][];
         for (int i = 0; i < b; i++) prompts[i] = rnd.ints(Math.max(1, promptTokens), 0, vocab).toArray();
@@ -274,7 +293,7 @@ public final class BenchCommand implements Callable<Integer> {
         for (int r = -warmup; r < reps; r++) {
             Session[] ss = new Session[b];
             try {
-                for (int i = 0; i < b; i++) ss[i] = session(graph, ctx, 0);
+                for (int i = 0; i < b; i++) ss[i] = overlays == null ? session(graph, ctx, 0) : session(graph, ctx, 0, overlays[i]);
                 long t0 = System.nanoTime();
                 driver.prefill(ss, prompts, batchRows);
                 long t1 = System.nanoTime();
@@ -293,21 +312,22 @@ public final class BenchCommand implements Callable<Integer> {
                 double p = (double) b * prompts[0].length / ((t1 - t0) * 1e-9), d = (double) b * genTokens / ((t2 - t1) * 1e-9);
                 if (r >= 0) { pp[r] = p; tg[r] = d; }
                 // progress: a batch of 64 on a CPU takes minutes
-                spec.commandLine().getErr().printf(Locale.ROOT, "bench: %d sequences, %s: prefill %.1f tok/s, decode %.1f tok/s%n",
-                        b, r < 0 ? "warm-up" : "rep " + (r + 1) + "/" + reps, p, d);
+                spec.commandLine().getErr().printf(Locale.ROOT, "bench: %d sequences%s, %s: prefill %.1f tok/s, decode %.1f tok/s%n",
+                        b, mix == null ? "" : " of skills " + String.join(",", mix), r < 0 ? "warm-up" : "rep " + (r + 1) + "/" + reps, p, d);
             } finally {
                 for (Session s : ss) if (s != null) s.close();   // frees GPU KV caches at once
             }
         }
-        return new BatchResult(b, promptTokens > 0 ? new Samples(pp) : null, genTokens > 0 ? new Samples(tg) : null);
+        return new BatchResult(b, promptTokens > 0 ? new Samples(pp) : null, genTokens > 0 ? new Samples(tg) : null,
+                mix == null ? null : String.join(",", mix));
     }
 
     private void batchTable(PrintWriter out, java.util.List<BatchResult> results) {
-        String fmt = "| %9s | %24s | %24s |%n";
-        out.printf(Locale.ROOT, "%n" + fmt, "sequences", "prefill t/s (all, ± sd)", "decode t/s (all, ± sd)");
-        out.printf(Locale.ROOT, "|%s|%s|%s|%n", "-".repeat(11), "-".repeat(26), "-".repeat(26));
+        String fmt = "| %9s | %-12s | %24s | %24s |%n";
+        out.printf(Locale.ROOT, "%n" + fmt, "sequences", "skills", "prefill t/s (all, ± sd)", "decode t/s (all, ± sd)");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(14), "-".repeat(26), "-".repeat(26));
         for (BatchResult r : results)
-            out.printf(Locale.ROOT, fmt, r.sequences(), cell(r.prefill()), cell(r.decode()));
+            out.printf(Locale.ROOT, fmt, r.sequences(), r.skills() == null ? "-" : r.skills(), cell(r.prefill()), cell(r.decode()));
     }
 
     private static String cell(Samples s) {
@@ -336,7 +356,8 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg,
-                        java.util.List<DepthResult> deep, java.util.List<BatchResult> batched) throws Exception {
+                        java.util.List<DepthResult> deep, java.util.List<BatchResult> batched,
+                        java.util.List<SkillMixes.Switch> switches) throws Exception {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
@@ -369,10 +390,12 @@ public final class BenchCommand implements Callable<Integer> {
             for (BatchResult r : batched) {
                 ObjectNode b = a.addObject();
                 b.put("sequences", r.sequences());
+                if (r.skills() != null) b.put("skills", r.skills());
                 if (r.decode() != null) put(b, "decode", r.decode());
                 if (r.prefill() != null) put(b, "prefill", r.prefill());
             }
         }
+        if (!switches.isEmpty()) SkillMixes.json(o.putArray("skill_switch"), switches);
         o.put("java", Runtime.version().toString());
         o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());
         return m.writeValueAsString(o);

@@ -95,6 +95,38 @@ class BenchCommandTest {
         assertThat(bad.err()).contains("--batch sizes must be in 1..4096");
     }
 
+    /** {@code --skills}: a batch per mix (sequences round robin over its skills) and each skill's first and cached step. */
+    @Test
+    void skillMixesReportABatchPerMixAndEachSkillsSwitch(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp) throws Exception {
+        java.nio.file.Path cmf = tmp.resolve("llama.cmf"), lora = Fixtures.require("lora");
+        java.nio.file.Files.copy(Fixtures.require("cmf/refconv/llama-Q8_2F.cmf"), cmf);
+        for (String id : new String[] {"a", "b"}) {
+            Run add = run("skill", "add", cmf.toString(), "--lora", lora.resolve("skill_" + id).toString(), "--id", id);
+            assertThat(add.code()).as(add.err()).isZero();
+        }
+        Run r = run("bench", cmf.toString(), "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--batch", "3",
+                "--skills", "a,b,none", "--skills", "none", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        JsonNode j = new ObjectMapper().readTree(r.out());
+        assertThat(j.get("batch")).hasSize(2);
+        assertThat(j.get("batch").get(0).get("skills").asText()).isEqualTo("a,b,none");
+        assertThat(j.get("batch").get(1).get("skills").asText()).isEqualTo("none");
+        for (JsonNode e : j.get("batch")) assertThat(e.get("decode_tokens_per_s").asDouble()).isPositive();
+        JsonNode sw = j.get("skill_switch");
+        assertThat(sw).hasSize(2);
+        assertThat(sw.get(0).get("skill").asText()).isEqualTo("a");
+        assertThat(sw.get(1).get("skill").asText()).isEqualTo("b");
+        for (JsonNode e : sw) {
+            assertThat(e.get("replaced_bytes").asLong()).isPositive();
+            assertThat(e.get("first_step_ms").asDouble()).isPositive();
+            assertThat(e.get("cached_step_ms").asDouble()).isPositive();
+        }
+        assertThat(r.err()).contains("bench: 3 sequences of skills a,b,none, rep 1/1");
+        assertThat(run("bench", cmf.toString(), "--skills", "a").err()).contains("--skills needs --batch");
+        assertThat(run("bench", cmf.toString(), "--batch", "2", "--skills", "zzz").err()).contains("unknown skill 'zzz'");
+        assertThat(run("bench", cmf.toString(), "--batch", "2", "--skills", "a", "--skill", "b").err()).contains("not with --skill");
+    }
+
     @Test
     void tableAndErrors() {
         String cmf = Fixtures.require("cmf/refconv/llama-Q8_2F.cmf").toString();
