@@ -7,7 +7,7 @@ import java.util.List;
 
 /**
  * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu},
- * {@code resident_embryo.cu}), one per kernel:
+ * {@code resident_embryo.cu}, {@code resident_mmvq.cu}), one per kernel:
  * the parameter lists are copied from the C declarations and checked against them by {@code KernelSignatureTest}.
  * Families instantiated per weight dtype ({@code _f32}, {@code _bf16}, {@code _f16}, {@code _q8}) or per size share
  * one parameter list.
@@ -15,7 +15,8 @@ import java.util.List;
 final class Kernels {
     private Kernels() {}
 
-    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu";
+    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu",
+            MMVQ_CU = "resident_mmvq.cu";
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentForward.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
 
@@ -46,6 +47,18 @@ final class Kernels {
     static KernelSignature matvec3(String kind) { return KernelSignature.of(RESIDENT_CU, "r_matvec3_" + kind, MATVEC3); }
 
     static KernelSignature glu(String kind) { return KernelSignature.of(RESIDENT_CU, "r_glu_" + kind, GLU); }
+
+    /** The rows of x each block of the small-batch products takes, one instance each ({@code resident_mmvq.cu}). */
+    static final int[] SMALL_BATCH_ROWS = {4, 8};
+
+    /** r_matvec_q8 over T rows of x, each weight read once per {@code nt} rows. */
+    static KernelSignature smallMatvec(int nt) { return KernelSignature.of(MMVQ_CU, "rq_matvec_q8_" + nt, MATVEC + ", int T"); }
+
+    /** r_matvec3_q8 likewise. */
+    static KernelSignature smallMatvec3(int nt) { return KernelSignature.of(MMVQ_CU, "rq_matvec3_q8_" + nt, MATVEC3 + ", int T"); }
+
+    /** r_glu_q8 likewise. */
+    static KernelSignature smallGlu(int nt) { return KernelSignature.of(MMVQ_CU, "rq_glu_q8_" + nt, GLU + ", int T"); }
 
     static KernelSignature embed(String kind) { return KernelSignature.of(RESIDENT_CU, "r_embed_" + kind, EMBED); }
 
@@ -188,6 +201,7 @@ final class Kernels {
             for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
         }
         for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
+        for (int n : SMALL_BATCH_ROWS) all.addAll(List.of(smallMatvec(n), smallMatvec3(n), smallGlu(n)));
         return all;
     }
 }

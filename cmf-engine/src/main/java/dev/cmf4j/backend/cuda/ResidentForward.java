@@ -302,7 +302,19 @@ final class ResidentForward implements DeviceForward {
         for (W w : products) { rows = Math.max(rows, w.rows()); cols = Math.max(cols, w.cols()); }
         this.widestProductRows = rows;
         this.widestProductCols = cols;
+        boolean int8 = smallBatch(head);
+        for (W w : products) int8 &= smallBatch(w);
+        this.int8Products = int8;
     }
+
+    /** Whether the small-batch kernels (resident_mmvq.cu) take {@code w}'s products of several rows: int8, cols % 4 = 0. */
+    private static boolean smallBatch(W w) { return kind(w.dtype()) == 3 && w.cols() % 4 == 0; }
+
+    /**
+     * Whether the head and every layer product are int8 ({@link #smallBatch(W)}): then a batched step of at most
+     * {@link #smallBatchRows} rows takes the small-batch kernels, which read each weight once as int8, not the GEMMs.
+     */
+    private final boolean int8Products;
 
     /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
     private final List<W> products;
@@ -914,6 +926,12 @@ final class ResidentForward implements DeviceForward {
      * fewer the matvec kernels, which read the weights once per row (docs/GPU.md has the measured crossover).
      */
     private final int batchGemmMinRows;
+    /**
+     * {@code -Dcmf.cuda.smallBatchRows} (default 8): batched steps of up to this many rows of an all-int8 model take the
+     * small-batch products (resident_mmvq.cu: the weights read once per 8 rows, each row's numbers those of the matvec
+     * kernels) even where {@link #batchGemmMinRows} would take cuBLAS; 0 turns that off.
+     */
+    private final int smallBatchRows = Integer.getInteger("cmf.cuda.smallBatchRows", 8);
     private long batchPos, batchKv;
     private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
@@ -923,8 +941,9 @@ final class ResidentForward implements DeviceForward {
     private int argmaxRows;
 
     /**
-     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows, else
-     * the matvec kernels with a row dimension), then per layer one r_attn_rows launch for the leading one-token spans
+     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows but
+     * up to {@link #smallBatchRows} of an all-int8 model, else the matvec kernels with a row dimension: int8 ones the
+     * small-batch kernels), then per layer one r_attn_rows launch for the leading one-token spans
      * (the decode rows a scheduler puts first) and, for each longer span, its q/k norm, rope, KV append and prefill
      * attention over its own session's caches; the head over the rows asked for. A step of one-token rows only that
      * all want logits replays a graph captured per row count. (A one-span step
@@ -1055,7 +1074,7 @@ final class ResidentForward implements DeviceForward {
                     }
                 cu.copyToDeviceAsync(batchKv, batchHostKv, 2L * 8 * layers.length * n, w.stream);
             }
-            boolean gemm = cublas != null && t >= batchGemmMinRows;
+            boolean gemm = cublas != null && t >= batchGemmMinRows && !(int8Products && t <= smallBatchRows);
             boolean headGemm = gemm && logitRows > 1;
             if (gemm) preparePrefill(w, t, headGemm);
             if (logitRows > 1) w.ensureAll(logitRows);
@@ -1811,10 +1830,12 @@ final class ResidentForward implements DeviceForward {
                 } else if (kind(w.q().dtype()) == kind(w.k().dtype()) && kind(w.q().dtype()) == kind(w.v().dtype()) && !touched(w)) {
                     W q = w.q(), k = w.k(), v = w.v();
                     int blocks = ArgPack.gridX(q.rows()) + ArgPack.gridX(k.rows()) + ArgPack.gridX(v.rows());
-                    L.add(launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a,
-                            q.weights(), q.rowScales(), q.colField(), w.qBias(), qOut, q.rows(),
+                    Object[] args = {q.weights(), q.rowScales(), q.colField(), w.qBias(), qOut, q.rows(),
                             k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
-                            v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f));
+                            v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f};
+                    int sb = smallBatchSize(q, t);
+                    if (sb >= 0) L.add(launch("qkv", kernels.fnSmallMatvec3[sb], blocks, smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
+                    else L.add(launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a, args));
                 } else {
                     matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     matvec(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
@@ -1929,9 +1950,11 @@ final class ResidentForward implements DeviceForward {
                 gemm(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
                 gluAct(L, a, s.g, s.u, s.g, t * inter, spec.act());
             } else if (gk == uk && spec.act() == Activation.SILU && fuse) {
-                L.add(launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, w.gate().weights(), w.gate().rowScales(),
-                        w.gate().colField(), w.up().weights(), w.up().rowScales(), w.up().colField(), fin, s.g, inter, hidden,
-                        w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f));
+                Object[] args = {w.gate().weights(), w.gate().rowScales(), w.gate().colField(), w.up().weights(), w.up().rowScales(),
+                        w.up().colField(), fin, s.g, inter, hidden, w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f};
+                int sb = smallBatchSize(w.gate(), t);
+                if (sb >= 0) L.add(launch("gate_up_swiglu", kernels.fnSmallGlu[sb], ArgPack.gridX(inter), smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
+                else L.add(launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, args));
             } else {
                 matvec(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
@@ -2139,8 +2162,32 @@ final class ResidentForward implements DeviceForward {
                             float normEps) {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
-        L.add(launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0,
-                        normed ? 1 : 0, normed ? normEps : 0f));
+        Object[] args = {w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0, normed ? 1 : 0, normed ? normEps : 0f};
+        int sb = smallBatchSize(w, t);
+        if (sb >= 0) L.add(launch(name, kernels.fnSmallMatvec[sb], ArgPack.gridX(rows), smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
+        else L.add(launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, args));
+    }
+
+    /**
+     * Which small-batch kernel (an index into {@link Kernels#SMALL_BATCH_ROWS}) takes {@code w}'s product of {@code t}
+     * rows, or -1 for the matvec kernels: one row, or weights they do not read. Their numbers are the matvec kernels'
+     * row for row, so any t from 2 takes them: the weights are read once per 4 or 8 rows instead of once per row.
+     */
+    private static int smallBatchSize(W w, int t) {
+        if (t < 2 || !smallBatch(w)) return -1;
+        int[] sizes = Kernels.SMALL_BATCH_ROWS;
+        for (int i = 0; i < sizes.length; i++) if (t <= sizes[i]) return i;
+        return sizes.length - 1;
+    }
+
+    /** The grid's rows of blocks for {@code t} rows of x, each block row taking the next SMALL_BATCH_ROWS[sb] of them. */
+    private static int smallBatchBlocks(int sb, int t) { return (t + Kernels.SMALL_BATCH_ROWS[sb] - 1) / Kernels.SMALL_BATCH_ROWS[sb]; }
+
+    /** A matvec kernel's arguments followed by the row count T, as the small-batch kernels take them. */
+    private static Object[] withRows(Object[] args, int t) {
+        Object[] out = java.util.Arrays.copyOf(args, args.length + 1);
+        out[args.length] = t;
+        return out;
     }
 
     /** A launch of {@code k} with {@code args} packed as its signature says (a mismatch is an error naming the kernel). */

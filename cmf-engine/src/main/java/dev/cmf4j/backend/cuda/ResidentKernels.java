@@ -15,6 +15,9 @@ import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_TC_BUCKETS;
 final class ResidentKernels {
     final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
     final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
+    /** The int8 small-batch products (resident_mmvq.cu), one per {@link Kernels#SMALL_BATCH_ROWS} size. */
+    final Kernel[] fnSmallMatvec = new Kernel[Kernels.SMALL_BATCH_ROWS.length], fnSmallMatvec3 = new Kernel[Kernels.SMALL_BATCH_ROWS.length],
+            fnSmallGlu = new Kernel[Kernels.SMALL_BATCH_ROWS.length];
     /** r_qk_rope_append, r_attn_partial and r_attn_rows for the forward's KV cache type. */
     final Kernel fnRope, fnAttn, fnAttnRows;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
@@ -36,6 +39,12 @@ final class ResidentKernels {
             fnEmbed[i] = Kernels.embed(kind).load(ctx);
             fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
             fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
+        }
+        for (int i = 0; i < Kernels.SMALL_BATCH_ROWS.length; i++) {
+            int n = Kernels.SMALL_BATCH_ROWS[i];
+            fnSmallMatvec[i] = Kernels.smallMatvec(n).load(ctx);
+            fnSmallMatvec3[i] = Kernels.smallMatvec3(n).load(ctx);
+            fnSmallGlu[i] = Kernels.smallGlu(n).load(ctx);
         }
         fnRope = Kernels.qkRopeAppend(kv).load(ctx);
         fnAttn = Kernels.attnPartial(kv).load(ctx);

@@ -47,7 +47,7 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident_embryo.cu", "resident.cu"))
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident_embryo.cu", "resident.cu", "resident_mmvq.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
@@ -488,6 +488,83 @@ class CudaKernelEmulationTest {
             }
         }
         System.out.printf("emulated resident products %s: worst relative error %.3g%n", shape, worst);
+    }
+
+    /**
+     * resident_mmvq.cu's small-batch products on emulated blocks give every row of x the bits resident.cu's matvec
+     * kernels (r_matvec_q8, r_matvec3_q8, r_glu_q8, a block row per row of x) give it: rows × cols × T with tiles of x'
+     * of 2048, 1024 and 512 columns (cols past them: 4100, 1540), a last block of rows past the matrix, T = 3 (one
+     * block row of 4) and 9 (two block rows of 8, the second of one); int8 with row and column scales, the folded
+     * RMSNorm, bias and residual add; q/k/v in one launch; gate and up.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"13x4100x3", "5x1540x9"})
+    void smallBatchProductsGiveEveryRowTheMatvecKernelsBits(String shape) {
+        String[] d = shape.split("x");
+        int rows = Integer.parseInt(d[0]), cols = Integer.parseInt(d[1]), tokens = Integer.parseInt(d[2]), gx = (rows + 7) / 8;
+        int nt = tokens <= 4 ? 4 : 8, gy = (tokens + nt - 1) / nt, rows3 = rows / 2 + 1, gx3 = 2 * gx + (rows3 + 7) / 8;
+        java.util.Random r = new java.util.Random(rows * 131L + cols + tokens);
+        byte[] wq = new byte[rows * cols], wq2 = new byte[rows * cols];
+        r.nextBytes(wq);
+        r.nextBytes(wq2);
+        float[] rs = rnd(r, rows, 0.01f, 0.02f), rs2 = rnd(r, rows, 0.01f, 0.02f), cf = rnd(r, cols, 0.5f, 1.5f), cf2 = rnd(r, cols, 0.5f, 1.5f);
+        float[] bias = rnd(r, rows, -0.5f, 0.5f), x = rnd(r, tokens * cols, -2f, 2f), y0 = rnd(r, tokens * rows, -1f, 1f);
+        float eps = 1e-5f;
+        // outputs 0..5 by the matvec kernels, 6..11 by the small-batch ones: matvec (normed, bias, accumulate), matvec
+        // (plain, no scales), glu (normed), matvec3's q, k, v (normed; bias on q)
+        float[][] got = new float[12][];
+        long before = launches();
+        emulateProducts(1);
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                long dwq = up.apply(MemorySegment.ofArray(wq)), dwq2 = up.apply(MemorySegment.ofArray(wq2));
+                long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2));
+                long dcf = up.apply(MemorySegment.ofArray(cf)), dcf2 = up.apply(MemorySegment.ofArray(cf2));
+                long dbias = up.apply(MemorySegment.ofArray(bias)), dx = up.apply(MemorySegment.ofArray(x));
+                long[] dy = new long[12];
+                for (int o = 0; o < 12; o++) dy[o] = up.apply(MemorySegment.ofArray(o % 6 == 0 ? y0 : new float[tokens * rows]));
+                MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU), small = ctx.module(Kernels.MMVQ_CU);
+                for (int k = 0; k < 2; k++) {
+                    MemorySegment m = k == 0 ? mod : small;
+                    String sfx = k == 0 ? "" : "_" + nt;
+                    int o = 6 * k, y = k == 0 ? tokens : gy;
+                    Object[][] args = {
+                        {dwq, drs, dcf, dbias, dx, dy[o], rows, cols, 1, 1, eps},
+                        {dwq2, 0L, 0L, 0L, dx, dy[o + 1], rows, cols, 0, 0, 0f},
+                        {dwq, drs, dcf, dwq2, drs2, dcf2, dx, dy[o + 2], rows, cols, 1, eps},
+                        {dwq, drs, dcf, dbias, dy[o + 3], rows, dwq2, drs2, dcf2, 0L, dy[o + 4], rows,
+                                dwq, drs2, dcf2, 0L, dy[o + 5], rows3, dx, cols, 1, eps}};
+                    String[] names = {"r_matvec_q8", "r_matvec_q8", "r_glu_q8", "r_matvec3_q8"};
+                    for (int i = 0; i < 4; i++) {
+                        String name = (k == 0 ? names[i] : names[i].replace("r_", "rq_")) + sfx;
+                        Object[] ai = k == 0 ? args[i] : java.util.Arrays.copyOf(args[i], args[i].length + 1);
+                        if (k == 1) ai[ai.length - 1] = tokens;
+                        cu.launch(cu.function(m, name), i == 3 ? gx3 : gx, y, 1, 256, 1, 1, 0, Kernels.named(name).pack(a, ai));
+                    }
+                }
+                cu.synchronize();
+                for (int o = 0; o < 12; o++) {
+                    int n = tokens * (o % 6 == 5 ? rows3 : rows);
+                    MemorySegment host = a.allocate(4L * n, 4);
+                    cu.copyToHost(host, dy[o], host.byteSize());
+                    got[o] = host.toArray(ValueLayout.JAVA_FLOAT);
+                }
+            } finally {
+                emulateProducts(0);
+            }
+            return null;
+        });
+        assertThat(launches() - before).as("launches of the emulated kernels").isEqualTo(8);
+        for (int o = 0; o < 6; o++) assertThat(got[6 + o]).as("output %d of %s", o, shape).containsExactly(got[o]);
+        double ss = 0;   // and they are the products: the first output's first row against a double-precision reference
+        for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
+        for (int i = 0; i < rows; i++) {
+            double q = 0;
+            for (int c = 0; c < cols; c++) q += wq[i * cols + c] * cf[c] * (double) x[c];
+            double want = y0[i] + q / Math.sqrt(ss / cols + eps) * rs[i] + bias[i];
+            assertThat(Math.abs(got[6][i] - want) / (1 + Math.abs(want))).as("row %d of %s", i, shape).isLessThan(2e-5);
+        }
     }
 
     /**

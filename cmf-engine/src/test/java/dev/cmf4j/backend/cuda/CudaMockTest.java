@@ -467,7 +467,8 @@ class CudaMockTest {
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = batches(m.graph()); }
                 try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                     gpu.notes(n -> {});
-                    // with cuBLAS from 2 rows every step's products are GEMMs; without, the matvec kernels with a row dimension
+                    // with cuBLAS from 2 rows every step's products are GEMMs (but the int8 file's steps, of at most 8 rows: the
+                    // small-batch kernels); without, the matvec kernels with a row dimension (int8: the small-batch ones)
                     if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
                     int gemms0 = gemms(), captured0 = counter(1), replays0 = counter(2);
                     float[] got;
@@ -486,6 +487,53 @@ class CudaMockTest {
                     else assertThat(gemms()).isEqualTo(gemms0);
                 }
             }
+    }
+
+    /**
+     * Decode steps of B = 2…8 sequences of different lengths on an int8 model take the small-batch products
+     * (resident_mmvq.cu, not cuBLAS, though cuBLAS is on from 2 rows), and every sequence's logits are those of running
+     * alone, bit for bit: the kernels keep the matvec kernels' numbers row for row (here their twins; the real kernels'
+     * bits: CudaKernelEmulationTest).
+     */
+    @Test void smallBatchDecodeStepsGiveEachSequenceItsLogitsAlone() {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            gpu.useCublas(List.of(lib.toString()), 2);
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
+                var g = m.graph();
+                assertThat(g.device()).isNotNull();
+                int v = g.vocab();
+                for (int b = 2; b <= 8; b++) {
+                    var batched = new dev.cmf4j.model.graph.State[b];
+                    var alone = new dev.cmf4j.model.graph.State[b];
+                    float[] buf = new float[b * v], one = new float[v];
+                    for (int i = 0; i < b; i++) {   // prompts of 1 … b tokens
+                        int[] prompt = new int[i + 1];
+                        for (int k = 0; k <= i; k++) prompt[k] = 3 + 17 * k + 5 * i;
+                        batched[i] = g.newState(16, 16);
+                        alone[i] = g.newState(16, 16);
+                        g.forward(batched[i], prompt, 0, prompt.length, one, false, null);
+                        g.forward(alone[i], prompt, 0, prompt.length, one, false, null);
+                    }
+                    var ws = g.newWorkspace(16, 16);
+                    int small0 = counter(9), gemms0 = gemms();
+                    for (int step = 0; step < 2; step++) {
+                        var batch = new dev.cmf4j.model.graph.Batch();
+                        for (int i = 0; i < b; i++) batch.add(batched[i], new int[] {40 + 7 * i + step}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.LAST);
+                        g.forward(batch, ws, buf, null);
+                        for (int i = 0; i < b; i++) {
+                            g.forward(alone[i], new int[] {40 + 7 * i + step}, 0, 1, one, false, null);
+                            assertThat(java.util.Arrays.copyOfRange(buf, i * v, (i + 1) * v)).as("B " + b + ", step " + step + ", sequence " + i)
+                                    .containsExactly(one);
+                        }
+                    }
+                    assertThat(counter(9) - small0).as("small-batch products in B = " + b + "'s steps").isPositive();
+                    assertThat(gemms() - gemms0).as("no GEMM in B = " + b + "'s steps").isZero();
+                    for (int i = 0; i < b; i++) { batched[i].close(); alone[i].close(); }
+                }
+            }
+        }
     }
 
     /**

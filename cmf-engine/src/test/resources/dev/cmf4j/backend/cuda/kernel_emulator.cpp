@@ -1,4 +1,4 @@
-// The real CUDA kernels of matvec_q4.cu, resident_arch.cu, resident_embryo.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
+// The real CUDA kernels of matvec_q4.cu, resident_arch.cu, resident_embryo.cu, resident_mmvq.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
 // block is a fiber (ucontext) of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
 // shuffle and the block's at every __syncthreads, so the kernels' own indexing, reductions, shuffles and shared
 // memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
@@ -126,6 +126,7 @@ static long pdl_waited_blocks;
 static void emulated_pdl_wait() { pdl_block_waited = true; }
 extern "C" long emu_take_pdl_waited_blocks() { long n = pdl_waited_blocks; pdl_waited_blocks = 0; return n; }
 #include "resident.cu"
+#include "resident_mmvq.cu"
 
 static void fiber_main() {
     (*kernel_fn)();
@@ -250,8 +251,8 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
 // 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
-// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8};
-// 0 on success
+// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}; resident_mmvq.cu's: 240 + 2·f + n,
+// f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for _4, 1 for _8; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     typedef const void* V;
@@ -265,6 +266,15 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                   P(6, V), P(7, F), P(8, F), P(9, F), P(10, float*), P(11, int), P(12, V), P(13, F), P(14, F), P(15, F), \
                   P(16, float*), P(17, int), P(18, F), P(19, int), P(20, int), P(21, float)); }; break;
         MV(0, r_matvec_f32) MV(1, r_matvec_bf16) MV(2, r_matvec_f16) MV(3, r_matvec_q8)
+#define RQ(N, Fn) case 240 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, F), P(5, float*), P(6, int), P(7, int), \
+                  P(8, int), P(9, int), P(10, float), P(11, int)); }; break;
+#define RQ3(N, Fn) case 240 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), \
+                  P(6, V), P(7, F), P(8, F), P(9, F), P(10, float*), P(11, int), P(12, V), P(13, F), P(14, F), P(15, F), \
+                  P(16, float*), P(17, int), P(18, F), P(19, int), P(20, int), P(21, float), P(22, int)); }; break;
+#define RQG(N, Fn) case 240 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, V), P(4, F), P(5, F), P(6, F), P(7, float*), \
+                  P(8, int), P(9, int), P(10, int), P(11, float), P(12, int)); }; break;
+        RQ(0, rq_matvec_q8_4) RQ(1, rq_matvec_q8_8) RQ3(2, rq_matvec3_q8_4) RQ3(3, rq_matvec3_q8_8)
+        RQG(4, rq_glu_q8_4) RQG(5, rq_glu_q8_8)
         GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
         M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \

@@ -110,6 +110,9 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3 };
 /* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
 #define R_KV16 128
+/* resident_mmvq.cu's small-batch products: 240 + 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for
+   4 rows a block, 1 for 8 (above every f16-cache instance; run_kernel takes them before it looks for one) */
+enum { RQ_FIRST = 240, RQ_LAST = RQ_FIRST + 5 };
 _Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instances");
 static int kinds[256] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
@@ -187,6 +190,11 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_split_gate")) *f = &kinds[RA_SPLIT_GATE];
     else if (!strcmp(name, "ra_sigmoid_mul")) *f = &kinds[RA_SIGMOID_MUL];
     else if (!strcmp(name, "ra_gated_add")) *f = &kinds[RA_GATED_ADD];
+    else if (!strncmp(name, "rq_", 3)) {
+        static const char* rq[6] = {"rq_matvec_q8_4", "rq_matvec_q8_8", "rq_matvec3_q8_4", "rq_matvec3_q8_8", "rq_glu_q8_4", "rq_glu_q8_8"};
+        for (int i = 0; i < 6; i++) if (!strcmp(name, rq[i])) { *f = &kinds[RQ_FIRST + i]; return 0; }
+        return 500;
+    }
     else if (!strcmp(name, "re_anchor_attend")) *f = &kinds[RE_ATTEND];
     else if (!strcmp(name, "re_anchor_commit")) *f = &kinds[RE_COMMIT];
     else if (!strcmp(name, "re_resonance_route")) *f = &kinds[RE_ROUTE];
@@ -260,11 +268,12 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
 static int n_programmatic;   /* launches asking for programmatic stream serialization (cuLaunchKernelEx) */
+static int n_small_batch;    /* resident_mmvq.cu's small-batch products run (launched or replayed) */
 static int n_streams = 0;   /* streams alive */
 static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
 int mock_counter(int which) {
     return which == 0 ? n_direct : which == 1 ? n_captured : which == 2 ? n_replays : which == 3 ? n_replayed_nodes
-         : which == 4 ? n_streams : which == 6 ? n_graphs : which == 7 ? n_execs : which == 8 ? n_programmatic : n_device_allocs;
+         : which == 4 ? n_streams : which == 6 ? n_graphs : which == 7 ? n_execs : which == 8 ? n_programmatic : which == 9 ? n_small_batch : n_device_allocs;
 }
 /* tests: the next n graph instantiations fail with 1 CUDA_ERROR_INVALID_VALUE */
 static int fail_instantiates = 0;
@@ -338,7 +347,9 @@ CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** ex
     return rc;
 }
 
+static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic) {
+    if (*(int*) f >= RQ_FIRST && *(int*) f <= RQ_LAST) return small_batch(*(int*) f, gx, gy, gz, bx, p);
     int kind = *(int*) f, kv16 = kind >= R_KV16;
     if (kv16) kind -= R_KV16;
 #ifdef MOCK_EMULATE
@@ -670,6 +681,21 @@ static void kv_put(void* c, long long i, float v, int kv16) {
     if (!kv16) { ((float*) c)[i] = v; return; }
     _Float16 h = (_Float16) v;
     memcpy((uint16_t*) c + i, &h, 2);
+}
+
+/* resident_mmvq.cu's kernels: the matvec kernels' parameters then T, the rows of x; grid (the matvec grid's x,
+   ceil(T / n)) for n = 4 or 8 rows a block. Each row of x gives what the matvec twin gives it (the kernels keep the
+   matvec kernels' numbers row for row), so the twin is the matvec twin over T rows; the real kernels while a test asks */
+static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    int f = (kind - RQ_FIRST) / 2, n = (kind - RQ_FIRST) % 2 ? 8 : 4, at = f == 0 ? 11 : f == 1 ? 22 : 12, T = INT(at);
+    if (bx != 256 || gz != 1 || T < 1 || gy != (unsigned) ((T + n - 1) / n)) return 1;
+    if (f != 1 && (INT(f == 0 ? 7 : 9) & 3)) return 1;   /* cols a multiple of 4 */
+    if (f == 1 && (INT(19) & 3)) return 1;
+    n_small_batch++;
+#ifdef MOCK_EMULATE
+    if (emulate_products) return emu_launch_resident(kind, gx, gy, gz, bx, p);
+#endif
+    return resident(f == 0 ? R_MATVEC + 3 : f == 1 ? R_MATVEC3 + 3 : R_GLU + 3, 0, gx, (unsigned) T, 1, bx, p);
 }
 
 static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
