@@ -63,6 +63,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
      * default where the device and driver take it: see {@link ResidentForward#programmatic}).
      */
     private boolean programmaticLaunch = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
+    /** {@code -Dcmf.cuda.smallBatchRows=N}: see {@link ResidentForward#smallBatchRows} (0, off, by default). */
+    private int smallBatchRows = Integer.getInteger("cmf.cuda.smallBatchRows", 0);
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -124,7 +126,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
             ResidentForward r = new ResidentForward(this, ctx, model, kv, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
-                    prefillPrecision, prefillFusion, programmaticLaunch);
+                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows);
             residents.add(r);
             return r;
         });
@@ -152,6 +154,9 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
 
     /** Tests: whether decode steps may launch programmatically (default: {@code cmf.cuda.pdl}, on). */
     void useProgrammaticLaunch(boolean on) { this.programmaticLaunch = on; }
+
+    /** Tests: the small-batch products on (up to {@code rows} rows of a batched step) or off (0). */
+    void useSmallBatchRows(int rows) { this.smallBatchRows = rows; }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -226,7 +226,7 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch) {
+                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch, int smallBatchRows) {
         if (!Kernels.KV_TYPES.contains(kv)) throw new IllegalArgumentException("the GPU-resident forward keeps no " + kv.label() + " KV cache");
         this.kv = kv;
         this.prefillCache = prefillCacheMode(prefillCache);
@@ -235,6 +235,8 @@ final class ResidentForward implements DeviceForward {
         this.cublas = cublas;
         this.gemmMinTokens = gemmMinTokens;
         this.batchGemmMinRows = Integer.getInteger("cmf.cuda.batchGemmMinRows", Math.min(4, gemmMinTokens));
+        if (smallBatchRows < 0) throw new IllegalArgumentException("-Dcmf.cuda.smallBatchRows must be 0 (off) or more, not " + smallBatchRows);
+        this.smallBatchRows = smallBatchRows;
         this.mm = mm;
         this.cu = ctx.driver();
         this.model = model;
@@ -307,7 +309,7 @@ final class ResidentForward implements DeviceForward {
         this.int8Products = int8;
     }
 
-    /** Whether the small-batch kernels (resident_mmvq.cu) take {@code w}'s products of several rows: int8, cols % 4 = 0. */
+    /** Whether the small-batch kernels (resident_mmvq.cu) can take {@code w}'s products of several rows: int8, cols % 4 = 0. */
     private static boolean smallBatch(W w) { return kind(w.dtype()) == 3 && w.cols() % 4 == 0; }
 
     /**
@@ -927,11 +929,12 @@ final class ResidentForward implements DeviceForward {
      */
     private final int batchGemmMinRows;
     /**
-     * {@code -Dcmf.cuda.smallBatchRows} (default 8): batched steps of up to this many rows of an all-int8 model take the
-     * small-batch products (resident_mmvq.cu: the weights read once per 8 rows, each row's numbers those of the matvec
-     * kernels) even where {@link #batchGemmMinRows} would take cuBLAS; 0 turns that off.
+     * {@code -Dcmf.cuda.smallBatchRows=N} (0, off, by default: not yet measured on a GPU): int8 products of 2 or more rows
+     * that would take the matvec kernels take the small-batch ones (resident_mmvq.cu: the weights read once per 4 or 8
+     * rows, each row's numbers those of the matvec kernels), and batched steps of up to N rows of an all-int8 model
+     * take them even where {@link #batchGemmMinRows} would take cuBLAS.
      */
-    private final int smallBatchRows = Integer.getInteger("cmf.cuda.smallBatchRows", 8);
+    private final int smallBatchRows;
     private long batchPos, batchKv;
     private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
@@ -941,9 +944,9 @@ final class ResidentForward implements DeviceForward {
     private int argmaxRows;
 
     /**
-     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows but
-     * up to {@link #smallBatchRows} of an all-int8 model, else the matvec kernels with a row dimension: int8 ones the
-     * small-batch kernels), then per layer one r_attn_rows launch for the leading one-token spans
+     * Several sessions' spans as one step: the products over all rows (cuBLAS from {@link #batchGemmMinRows} rows, else
+     * the matvec kernels with a row dimension; with the small-batch products on, an all-int8 model's steps of up to
+     * {@link #smallBatchRows} rows take those instead), then per layer one r_attn_rows launch for the leading one-token spans
      * (the decode rows a scheduler puts first) and, for each longer span, its q/k norm, rope, KV append and prefill
      * attention over its own session's caches; the head over the rows asked for. A step of one-token rows only that
      * all want logits replays a graph captured per row count. (A one-span step
@@ -2170,11 +2173,11 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Which small-batch kernel (an index into {@link Kernels#SMALL_BATCH_ROWS}) takes {@code w}'s product of {@code t}
-     * rows, or -1 for the matvec kernels: one row, or weights they do not read. Their numbers are the matvec kernels'
-     * row for row, so any t from 2 takes them: the weights are read once per 4 or 8 rows instead of once per row.
+     * rows, or -1 for the matvec kernels: they are off, one row, or weights they do not read. Their numbers are the
+     * matvec kernels' row for row, so any t from 2 takes them: the weights read once per 4 or 8 rows, not per row.
      */
-    private static int smallBatchSize(W w, int t) {
-        if (t < 2 || !smallBatch(w)) return -1;
+    private int smallBatchSize(W w, int t) {
+        if (smallBatchRows == 0 || t < 2 || !smallBatch(w)) return -1;
         int[] sizes = Kernels.SMALL_BATCH_ROWS;
         for (int i = 0; i < sizes.length; i++) if (t <= sizes[i]) return i;
         return sizes.length - 1;

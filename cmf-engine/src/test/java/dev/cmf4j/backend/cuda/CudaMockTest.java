@@ -467,15 +467,15 @@ class CudaMockTest {
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) { want = batches(m.graph()); }
                 try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                     gpu.notes(n -> {});
-                    // with cuBLAS from 2 rows every step's products are GEMMs (but the int8 file's steps, of at most 8 rows: the
-                    // small-batch kernels); without, the matvec kernels with a row dimension (int8: the small-batch ones)
+                    // with cuBLAS from 2 rows every step's products are GEMMs; without, the matvec kernels with a row dimension
                     if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
-                    int gemms0 = gemms(), captured0 = counter(1), replays0 = counter(2);
+                    int gemms0 = gemms(), captured0 = counter(1), replays0 = counter(2), small0 = counter(9);
                     float[] got;
                     try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) {
                         assertThat(m.graph().device()).as(file).isNotNull();
                         got = batches(m.graph());
                     }
+                    assertThat(counter(9)).as("the small-batch products are off by default").isEqualTo(small0);
                     // the two steps of 4 decode rows: captured once (with the GEMMs as graph nodes), replayed twice
                     assertThat(counter(1) - captured0).as("captured batch steps").isEqualTo(1);
                     assertThat(counter(2) - replays0).as("replayed batch steps").isEqualTo(2);
@@ -490,16 +490,17 @@ class CudaMockTest {
     }
 
     /**
-     * Decode steps of B = 2…8 sequences of different lengths on an int8 model take the small-batch products
-     * (resident_mmvq.cu, not cuBLAS, though cuBLAS is on from 2 rows), and every sequence's logits are those of running
-     * alone, bit for bit: the kernels keep the matvec kernels' numbers row for row (here their twins; the real kernels'
-     * bits: CudaKernelEmulationTest).
+     * With the small-batch products on (-Dcmf.cuda.smallBatchRows=8), decode steps of B = 2…8 sequences of different
+     * lengths on an int8 model take them (resident_mmvq.cu, not cuBLAS, though cuBLAS is on from 2 rows), and every
+     * sequence's logits are those of running alone, bit for bit: the kernels keep the matvec kernels' numbers row for
+     * row (here their twins; the real kernels' bits: CudaKernelEmulationTest).
      */
     @Test void smallBatchDecodeStepsGiveEachSequenceItsLogitsAlone() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             gpu.useCublas(List.of(lib.toString()), 2);
+            gpu.useSmallBatchRows(8);
             try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 var g = m.graph();
                 assertThat(g.device()).isNotNull();
