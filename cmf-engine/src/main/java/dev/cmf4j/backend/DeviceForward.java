@@ -27,13 +27,18 @@ public interface DeviceForward {
     /**
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
      * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows
-     * read their weights through (0: the backbone; see {@link #skills}).
+     * read their weights through (0: the backbone; see {@link #skills}) and the un-merged adapter slot added to its
+     * products, with its scale (0: none; see {@link #adapters}).
      */
-    record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows, int skill) {
+    record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows, int skill, int adapter,
+                float adapterScale) {
         /** A span of the backbone. */
         public Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows) {
-            this(state, ids, off, tokens, pos0, logitRows, 0);
+            this(state, ids, off, tokens, pos0, logitRows, 0, 0, 0f);
         }
+
+        /** Whether its rows read the backbone alone. */
+        public boolean plain() { return skill == 0 && adapter == 0; }
     }
 
     /**
@@ -51,8 +56,14 @@ public interface DeviceForward {
      * ([Σ logitRows, vocab]). The caller has checked every span; the graph sends a one-span step to the single
      * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
      */
+    /**
+     * Takes the un-merged adapters the model was opened with, once, before the first step: spans may then name an
+     * adapter slot. Returns why this device cannot apply them, or null. By default it cannot.
+     */
+    default String adapters(DeviceAdapters adapters) { return "this device applies no un-merged adapters"; }
+
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
-        for (Span s : spans) if (s.skill() != 0) throw new UnsupportedOperationException("this device runs no skills per row");
+        for (Span s : spans) if (!s.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");
         int row = 0;
         for (Span s : spans) {
             float[] out = s.logitRows() == 0 ? null : new float[s.logitRows() * vocab];

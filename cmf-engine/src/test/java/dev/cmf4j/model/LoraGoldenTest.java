@@ -28,7 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * merged into skills of the converted llama ({@code SkillGraft.fromLora}) and applied un-merged as low-rank deltas; and
  * one batch holding a row of each (backbone, two skills, two adapters) gives every row its golden logits.
  */
-class LoraGoldenTest {
+public class LoraGoldenTest {
     @TempDir static Path tmp;
     static Path lora, base, withSkills;
     static float[] logitsBase;
@@ -61,7 +61,7 @@ class LoraGoldenTest {
         return List.of(engine(PeftAdapter.read(lora.resolve("skill_a"))), engine(PeftAdapter.read(lora.resolve("skill_b"))));
     }
 
-    static LowRankAdapter engine(PeftAdapter a) {
+    public static LowRankAdapter engine(PeftAdapter a) {
         Map<String, LowRankAdapter.Delta> d = new HashMap<>();
         a.targets().forEach((n, t) -> d.put(n, new LowRankAdapter.Delta(t.rank(), t.in(), t.out(), t.a(), t.b(), t.scale())));
         return new LowRankAdapter(a.name(), d);

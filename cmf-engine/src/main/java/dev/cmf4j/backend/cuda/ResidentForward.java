@@ -492,10 +492,19 @@ final class ResidentForward implements DeviceForward {
 
     @Override public java.util.Map<String, String> skills(dev.cmf4j.backend.DeviceSkills table) {
         return mm.context().call(() -> {
-            if (skillCopies != null) throw new IllegalStateException("the skills were installed already");
+            if (skillCopies != null) throw new IllegalStateException("the skills are installed before the adapters, once");
             skillCopies = new SkillCopies(mm, cu, table, sources, vectorAt, this::upload, this::vector,
                     SkillCopies.budget(deviceMemory));
             return skillCopies.problems();
+        });
+    }
+
+    @Override public String adapters(dev.cmf4j.backend.DeviceAdapters table) {
+        return mm.context().call(() -> {
+            if (skillCopies == null)
+                skillCopies = new SkillCopies(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
+            skillCopies.installAdapters(table, ResidentForward::normWeight);
+            return null;
         });
     }
 
@@ -504,7 +513,23 @@ final class ResidentForward implements DeviceForward {
 
     /** Whether a skill on the rows being made replaces a product or bias of layer {@code w}: its fused launches give way. */
     private boolean touched(LayerWeights w) {
-        return runs != null && skillCopies.touches(runs, w.products(), w.qBias(), w.kBias(), w.vBias(), w.oBias());
+        if (runs == null) return false;
+        List<W> ps = w.products();
+        return skillCopies.touches(runs, ps, w.qBias(), w.kBias(), w.vBias(), w.oBias()) || skillCopies.adapts(runs, ps);
+    }
+
+    /** y += s·B·(A·x) over the rows of each adapter group of the rows being made that adapts {@code w} (after its product). */
+    private void lowRank(Steps L, Arena a, String name, W w, long x, long y, float normEps) {
+        if (runs == null || !skillCopies.adapts(runs, List.of(w))) return;
+        long t = skillCopies.lowRankRows();
+        for (SkillCopies.Run g : skillCopies.adapterGroups(runs, w)) {
+            SkillCopies.Delta d = skillCopies.delta(g.adapter(), w);
+            matvecRows(L, a, name + "_lora_a", d.a(), NULL, x + 4L * g.start() * w.cols(), t, g.rows(), false, normEps);
+            if (g.scale() != 1f)
+                L.add(launch("lora_scale", kernels.fnScaleCap, (g.rows() * d.a().rows() + 255) / 256, 1, 1, 256, a, t,
+                        g.rows() * d.a().rows(), g.scale(), 0f));
+            matvecRows(L, a, name + "_lora_b", d.b(), NULL, t, y + 4L * g.start() * w.rows(), g.rows(), true, Float.NaN);
+        }
     }
 
     /** The embedding of t rows, per group of rows reading one table when skills replace it. */
@@ -963,17 +988,21 @@ final class ResidentForward implements DeviceForward {
      * group for its products) and their rows come back in the caller's order.
      */
     private void step(List<Span> spans, float[] logits, int[] ids, int vocab) {
-        if (spans.stream().allMatch(sp -> sp.skill() == 0)) {
+        if (spans.stream().allMatch(Span::plain)) {
             stepInOrder(spans, logits, ids, vocab);
             return;
         }
-        for (Span sp : spans)
+        for (Span sp : spans) {
             if (sp.skill() != 0 && (skillCopies == null || !skillCopies.runs(sp.skill())))
                 throw new IllegalArgumentException("skill slot " + sp.skill() + " does not run on this device");
+            if (sp.adapter() != 0 && (skillCopies == null || !skillCopies.adapterRuns(sp.adapter())))
+                throw new IllegalArgumentException("adapter slot " + sp.adapter() + " was not installed on this device");
+        }
         Integer[] order = new Integer[spans.size()];
         for (int i = 0; i < order.length; i++) order[i] = i;
         java.util.Arrays.sort(order, java.util.Comparator.comparingInt((Integer i) -> spans.get(i).tokens() == 1 ? 0 : 1)
-                .thenComparingInt(i -> spans.get(i).skill()));
+                .thenComparingInt(i -> spans.get(i).skill()).thenComparingInt(i -> spans.get(i).adapter())
+                .thenComparingDouble(i -> spans.get(i).adapterScale()));
         List<Span> sorted = new ArrayList<>();
         int[] firstRow = new int[spans.size() + 1];   // each span's first logit row in the caller's order
         for (int i = 0; i < order.length; i++) {
@@ -992,17 +1021,22 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    /** The skill runs of {@code spans}' rows (their logit rows with {@code logitRows}), adjacent spans of a skill merged; null when all are the backbone's. */
+    /**
+     * The skill and adapter runs of {@code spans}' rows (their logit rows with {@code logitRows}), adjacent spans of one
+     * skill, adapter and scale merged; null when all read the backbone alone.
+     */
     private static SkillCopies.Run[] skillRuns(List<Span> spans, boolean logitRows) {
-        if (spans.stream().allMatch(sp -> sp.skill() == 0)) return null;
+        if (spans.stream().allMatch(Span::plain)) return null;
         List<SkillCopies.Run> out = new ArrayList<>();
         int r = 0;
         for (Span sp : spans) {
             int n = logitRows ? sp.logitRows() : sp.tokens();
             if (n == 0) continue;
             SkillCopies.Run last = out.isEmpty() ? null : out.getLast();
-            if (last != null && last.skill() == sp.skill()) out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill()));
-            else out.add(new SkillCopies.Run(r, n, sp.skill()));
+            float scale = sp.adapter() == 0 ? 0f : sp.adapterScale();
+            if (last != null && last.skill() == sp.skill() && last.adapter() == sp.adapter() && last.scale() == scale)
+                out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill(), last.adapter(), scale));
+            else out.add(new SkillCopies.Run(r, n, sp.skill(), sp.adapter(), scale));
             r += n;
         }
         return out.toArray(SkillCopies.Run[]::new);
@@ -1029,6 +1063,7 @@ final class ResidentForward implements DeviceForward {
                 java.util.Set<Integer> slots = new java.util.TreeSet<>();
                 for (SkillCopies.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
                 if (skillCopies.ensure(slots)) scratchEpoch++;
+                if (skillCopies.growLowRank(t)) scratchEpoch++;   // (an adapter's A·x rows)
             }
             try {
                 runs = stepRuns;
@@ -1545,9 +1580,10 @@ final class ResidentForward implements DeviceForward {
                 if (g.rows() >= batchGemmMinRows) gemmRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
                 else matvecRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
             }
-            return;
+        } else {
+            gemmRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
         }
-        gemmRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
+        lowRank(L, a, name, w, x, y, normEps);
     }
 
     private void gemmRows(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
@@ -2156,9 +2192,10 @@ final class ResidentForward implements DeviceForward {
             for (SkillCopies.Run g : skillCopies.groups(runs, w, bias))
                 matvecRows(L, a, name, skillCopies.matrix(g.skill(), w), skillCopies.bias(g.skill(), bias), x + 4L * g.start() * w.cols(),
                         y + 4L * g.start() * w.rows(), g.rows(), accumulate, normEps);
-            return;
+        } else {
+            matvecRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
         }
-        matvecRows(L, a, name, w, bias, x, y, t, accumulate, normEps);
+        lowRank(L, a, name, w, x, y, normEps);
     }
 
     private void matvecRows(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,

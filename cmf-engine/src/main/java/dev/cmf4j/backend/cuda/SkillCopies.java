@@ -15,17 +15,26 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * The device copies of the skills' replacement tensors for one resident forward. A skill's copies go up when a step
- * first holds rows of it (only what it replaces, each matrix as its backbone twin was: same dtype, same norm folded
- * in; never a copy of the model) and stay while all skills' copies fit a byte budget; over it, the skill used least
- * recently (and not in the step) is given back first. Owner thread only.
+ * The device copies of the skills' replacement tensors for one resident forward, and the un-merged adapters' deltas. A
+ * skill's copies go up when a step first holds rows of it (only what it replaces, each matrix as its backbone twin
+ * was: same dtype, same norm folded in; never a copy of the model) and stay while all skills' copies fit a byte
+ * budget; over it, the skill used least recently (and not in the step) is given back first. The adapters (small: rank
+ * × (in + out) floats per target) go up when installed and stay. Owner thread only.
  */
 final class SkillCopies {
     /** {@code -Dcmf.cuda.skillCacheMiB=N}: the budget in MiB; by default a quarter of the device's memory. */
     static final String BUDGET_PROPERTY = "cmf.cuda.skillCacheMiB";
 
-    /** Consecutive rows [start, start + rows) of a step read through skill slot {@code skill} (0: the backbone). */
-    record Run(int start, int rows, int skill) {}
+    /**
+     * Consecutive rows [start, start + rows) of a step read through skill slot {@code skill} (0: the backbone), with
+     * adapter slot {@code adapter} (0: none) at {@code scale} added to their products.
+     */
+    record Run(int start, int rows, int skill, int adapter, float scale) {
+        Run(int start, int rows, int skill) { this(start, rows, skill, 0, 0f); }
+    }
+
+    /** An adapter's delta for one product on the device: A [rank, in] (a folded norm's weight as its column scales), scale·B [out, rank], f32. */
+    record Delta(W a, W b) {}
 
     /** How a resident matrix was made: the plan's matrix and the norm folded into it (null: none). */
     record Source(Matrix matrix, NormOp norm) {}
@@ -62,6 +71,13 @@ final class SkillCopies {
     /** Resident skills by slot, least recently used first. */
     private final LinkedHashMap<Integer, Copy> loaded = new LinkedHashMap<>(16, 0.75f, true);
     private final Map<String, String> problems = new LinkedHashMap<>();
+    /** By adapter slot − 1, each adapted product's delta; the deltas' device memory; the largest rank. */
+    private final List<Map<W, Delta>> deltas = new ArrayList<>();
+    private final List<Long> deltaMemory = new ArrayList<>();
+    private int maxRank;
+    /** The A·x rows of a step's deltas ([rows, maxRank] f32) and the rows it holds. */
+    private long lowRankRows;
+    private int lowRankCap;
     private long uploads, evictions;
 
     /**
@@ -112,6 +128,74 @@ final class SkillCopies {
 
     /** By skill id, why the device cannot run it (absent: it can). */
     Map<String, String> problems() { return Collections.unmodifiableMap(problems); }
+
+    /**
+     * Uploads the adapters' deltas: per product of {@code sources} that an adapter targets, A (its folded norm's weight,
+     * {@code normWeight}, as A's column scales: the product reads the un-normed rows) and B times the delta's scale.
+     */
+    void installAdapters(dev.cmf4j.backend.DeviceAdapters t, java.util.function.Function<NormOp, float[]> normWeight) {
+        if (!deltas.isEmpty()) throw new IllegalStateException("the adapters were installed already");
+        for (var byMatrix : t.deltas()) {
+            Map<W, Delta> m = new HashMap<>();
+            for (var e : sources.entrySet()) {
+                var d = byMatrix.get(e.getValue().matrix());
+                if (d == null) continue;
+                NormOp norm = e.getValue().norm();
+                float[] b = d.b().clone();
+                for (int i = 0; i < b.length; i++) b[i] *= d.scale();
+                long a = vectors.upload(d.a(), deltaMemory), bb = vectors.upload(b, deltaMemory);
+                long cf = norm == null ? 0 : vectors.upload(normWeight.apply(norm), deltaMemory);
+                m.put(e.getKey(), new Delta(new W(dev.cmf4j.format.DType.F32, d.rank(), d.in(), a, 0, cf),
+                        new W(dev.cmf4j.format.DType.F32, d.out(), d.rank(), bb, 0, 0)));
+                maxRank = Math.max(maxRank, d.rank());
+            }
+            deltas.add(m);
+        }
+    }
+
+    /** Whether adapter {@code slot} (1-based) was installed. */
+    boolean adapterRuns(int slot) { return slot >= 1 && slot <= deltas.size(); }
+
+    /** Adapter {@code slot}'s delta for product {@code w}, or null. */
+    Delta delta(int slot, W w) { return slot == 0 ? null : deltas.get(slot - 1).get(w); }
+
+    /** Whether an adapter on {@code runs} adds a delta to one of {@code ws}. */
+    boolean adapts(Run[] runs, List<W> ws) {
+        for (Run r : runs)
+            if (r.adapter() != 0) for (W w : ws) if (w != null && delta(r.adapter(), w) != null) return true;
+        return false;
+    }
+
+    /** The rows of {@code runs} that add a delta to {@code w}: adjacent runs of one adapter and scale merged. */
+    List<Run> adapterGroups(Run[] runs, W w) {
+        List<Run> out = new ArrayList<>();
+        for (Run r : runs) {
+            if (r.adapter() == 0 || delta(r.adapter(), w) == null) continue;
+            Run last = out.isEmpty() ? null : out.getLast();
+            if (last != null && last.start() + last.rows() == r.start() && last.adapter() == r.adapter() && last.scale() == r.scale())
+                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), 0, r.adapter(), r.scale()));
+            else
+                out.add(new Run(r.start(), r.rows(), 0, r.adapter(), r.scale()));
+        }
+        return out;
+    }
+
+    /**
+     * The device rows ([rows, largest rank] f32) a step's A·x goes through, grown to {@code rows} (before the step's
+     * launches are made); returns whether it moved (captured steps point at the old one).
+     */
+    boolean growLowRank(int rows) {
+        if (rows <= lowRankCap || maxRank == 0) return false;
+        if (lowRankRows != 0) cu.memFree(lowRankRows);
+        lowRankRows = 0;
+        lowRankCap = 0;
+        int cap = Math.max(rows, 64);
+        lowRankRows = cu.memAlloc(4L * cap * maxRank);
+        lowRankCap = cap;
+        return true;
+    }
+
+    long lowRankRows() { return lowRankRows; }
 
     /** Whether skill {@code slot} (1-based) is one of these and runs here. */
     boolean runs(int slot) {
@@ -251,9 +335,14 @@ final class SkillCopies {
         return out;
     }
 
-    /** Frees every copy (the forward is closing). */
+    /** Frees every copy and delta (the forward is closing). */
     void close() {
         for (Copy c : loaded.values()) free(c);
         loaded.clear();
+        for (long d : deltaMemory) cu.memFree(d);
+        deltaMemory.clear();
+        deltas.clear();
+        if (lowRankRows != 0) cu.memFree(lowRankRows);
+        lowRankRows = 0;
     }
 }

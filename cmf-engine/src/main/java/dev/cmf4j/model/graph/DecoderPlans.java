@@ -229,11 +229,7 @@ final class DecoderPlans {
         List<java.util.Map<Matrix, Matrix>> ms = new ArrayList<>();
         List<java.util.Map<float[], float[]>> bs = new ArrayList<>();
         for (int i = 0; i < n; i++) { ms.add(new java.util.IdentityHashMap<>()); bs.add(new java.util.IdentityHashMap<>()); }
-        java.util.Set<Matrix> skip = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
-        if (plan.perLayerEmbedding() != null) skip.add(plan.perLayerEmbedding().table());
-        if (plan.headClusters() != null) { skip.add(plan.headClusters().clusters()); skip.add(plan.head()); }
-        for (Matrix m : plan.matrices()) {
-            if (skip.contains(m)) continue;
+        for (Matrix m : switchable(plan)) {
             Matrix[] sw = l.skillMatrices(m.name());
             if (sw != null) for (int i = 1; i <= n; i++) if (sw[i] != null) ms.get(i - 1).put(m, sw[i]);
         }
@@ -256,6 +252,32 @@ final class DecoderPlans {
             }
         }
         return new dev.cmf4j.backend.DeviceSkills(l.skills, ms, bs);
+    }
+
+    /**
+     * Each un-merged adapter's deltas for the matrices of {@code plan} (the same products as {@link #skills}); the loader
+     * marks what it found, so its {@link Loader#checkOverlaysUsed} then fails on a target no product took up.
+     */
+    static dev.cmf4j.backend.DeviceAdapters adapters(Loader l, DecoderPlan plan) {
+        int n = l.adapters.size();
+        List<java.util.Map<Matrix, dev.cmf4j.backend.DeviceAdapters.LowRank>> ds = new ArrayList<>();
+        for (int i = 0; i < n; i++) ds.add(new java.util.IdentityHashMap<>());
+        for (Matrix m : switchable(plan)) {
+            var d = l.deltas(m.name(), m.outDim(), m.inDim());
+            if (d != null)
+                for (int i = 1; i <= n; i++)
+                    if (d[i] != null) ds.get(i - 1).put(m, new dev.cmf4j.backend.DeviceAdapters.LowRank(d[i].rank(), d[i].in(), d[i].out(),
+                            d[i].a(), d[i].b(), d[i].scale()));
+        }
+        return new dev.cmf4j.backend.DeviceAdapters(l.adapters.stream().map(dev.cmf4j.model.LowRankAdapter::name).toList(), ds);
+    }
+
+    /** The plan's matrices a device switches per row: every whole product, the embedding and a flat head. */
+    private static List<Matrix> switchable(DecoderPlan plan) {
+        java.util.Set<Matrix> skip = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        if (plan.perLayerEmbedding() != null) skip.add(plan.perLayerEmbedding().table());
+        if (plan.headClusters() != null) { skip.add(plan.headClusters().clusters()); skip.add(plan.head()); }
+        return plan.matrices().stream().filter(m -> !skip.contains(m)).toList();
     }
 
     private static void skillBiases(Loader l, String name, float[] b, List<java.util.Map<float[], float[]>> out) {

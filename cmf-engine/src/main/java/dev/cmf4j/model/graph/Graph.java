@@ -140,14 +140,15 @@ public final class Graph {
                 dev = backend.deviceForward(plan, memory.kv());
                 // the device switches skills per row over the plan's own matrices and biases; it says which it cannot run
                 if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, plan)));
+                String noAdapters = dev == null || adapters.isEmpty() ? null : dev.adapters(DecoderPlans.adapters(l, plan));
+                if (noAdapters != null)
+                    throw new ModelException("un-merged LoRA adapters: " + noAdapters + " (merge the adapter as a skill with"
+                            + " `cmf skill add --lora`, or use --device cpu)");
             } else {
                 backend.hostGraph(spec.archName(), why);
             }
         }
         this.device = dev;
-        if (dev != null && !adapters.isEmpty())
-            throw new ModelException("un-merged LoRA adapters run on the CPU graph only; this model runs whole on the"
-                    + " device (merge the adapter as a skill with `cmf skill add --lora`, or use --device cpu)");
         mixers = new MixerStep[layers];
         ffns = new FfnStep[layers];
         preMixer = new NormOp[layers]; postMixer = new NormOp[layers];
@@ -615,7 +616,7 @@ public final class Graph {
         for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
             spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
-                    s.logitRows(), s.sequence().overlay.skill()));
+                    s.logitRows(), s.sequence().overlay.skill(), s.sequence().overlay.adapter(), s.sequence().overlay.adapterScale()));
         }
         return spans;
     }
@@ -623,8 +624,10 @@ public final class Graph {
     private void deviceForward(Batch batch, float[] logits) {
         try {
             gateHeads(batch);
-            // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's rows go as spans
-            if (batch.size() == 1 && batch.span(0).sequence().overlay.skill() == 0) {
+            // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's or an
+            // adapter's rows go as spans
+            Overlay solo = batch.span(0).sequence().overlay;
+            if (batch.size() == 1 && solo.skill() == 0 && solo.adapter() == 0) {
                 Batch.Span s = batch.span(0);
                 State st = s.sequence();
                 device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,

@@ -173,7 +173,7 @@ final class Loader {
     }
 
     /** By adapter slot, each adapter's delta for weight {@code name} [out, in], or null when no adapter targets it. */
-    private LowRankAdapter.Delta[] deltas(String name, int out, int in) {
+    LowRankAdapter.Delta[] deltas(String name, int out, int in) {
         LowRankAdapter.Delta[] ds = null;
         for (int i = 0; i < adapters.size(); i++) {
             LowRankAdapter a = adapters.get(i);

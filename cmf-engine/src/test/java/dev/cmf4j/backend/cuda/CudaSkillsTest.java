@@ -9,6 +9,7 @@ import dev.cmf4j.model.Tensor;
 import dev.cmf4j.model.Weights;
 import dev.cmf4j.model.graph.Batch;
 import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.Overlay;
 import dev.cmf4j.model.graph.SkillBatchTest;
 import dev.cmf4j.model.graph.State;
 import dev.cmf4j.model.graph.Workspace;
@@ -55,9 +56,11 @@ class CudaSkillsTest {
     }
 
     /** The logits of every position of {@code ids} run alone through skill {@code who} (chunks of 8). */
-    static float[] alone(Graph g, String who, int[] ids) {
+    static float[] alone(Graph g, String who, int[] ids) { return alone(g, g.overlay(who, null, 1f), ids); }
+
+    static float[] alone(Graph g, Overlay o, int[] ids) {
         State st = g.newState(8, 64);
-        st.useOverlay(g.overlay(who, null, 1f));
+        st.useOverlay(o);
         int v = g.vocab();
         float[] all = new float[ids.length * v], buf = new float[8 * v];
         for (int p = 0; p < ids.length; p += 8) {
@@ -98,11 +101,18 @@ class CudaSkillsTest {
      * Returns the worst |Δ| against {@code want} (each sequence's logits alone).
      */
     static double batched(Graph g, int[][] seqs, float[][] want, int[][] orders) {
+        Overlay[] os = new Overlay[4];
+        for (int i = 0; i < 4; i++) os[i] = g.overlay(WHO[i], null, 1f);
+        return batched(g, os, seqs, want, orders);
+    }
+
+    /** As above, sequence i reading its weights through {@code os[i]}. */
+    static double batched(Graph g, Overlay[] os, int[][] seqs, float[][] want, int[][] orders) {
         int v = g.vocab();
         State[] st = new State[4];
         for (int i = 0; i < 4; i++) {
             st[i] = g.newState(16, 64);
-            st[i].useOverlay(g.overlay(WHO[i], null, 1f));
+            st[i].useOverlay(os[i]);
         }
         Workspace ws = g.newWorkspace(64, 64);
         int[] at = new int[4];   // tokens each sequence has run
@@ -142,7 +152,7 @@ class CudaSkillsTest {
             Graph onCpu = new Graph(m.spec(), m.weights(), new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null));
             for (int i = 0; i < 4; i++) {
                 cpu[i] = alone(onCpu, WHO[i], seqs[i]);
-                cpuBackbone[i] = alone(onCpu, null, seqs[i]);
+                cpuBackbone[i] = alone(onCpu, Overlay.NONE, seqs[i]);
             }
             for (boolean cublas : new boolean[] {false, true}) {
                 try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
@@ -193,5 +203,54 @@ class CudaSkillsTest {
             assertThat(sc.uploads() - uploads).isGreaterThanOrEqualTo(3);
             assertThat(sc.residentBytes()).as("only the last step's skills stay").isPositive();
         }
+    }
+
+    /**
+     * fixtures/lora's two PEFT adapters applied un-merged on the device: alone, each gives peft's logits (README: 1e-3)
+     * and the backbone its own; one at half scale the CPU engine's; batched steps of the backbone, both adapters and
+     * the half-scale one give every row its single-run logits (1e-4) and greedy picks.
+     */
+    @Test void unmergedAdaptersGiveTheirGoldensAloneAndInMixedBatches() throws Exception {
+        Path lora = Fixtures.require("lora");
+        Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-f32.cmf"),
+                dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        int[] ids;
+        Map<String, float[]> golden = new HashMap<>();
+        try (var r = dev.cmf4j.convert.SafetensorsReader.open(lora.resolve("golden.safetensors"))) {
+            long[] l = r.readLongs("input_ids");
+            ids = new int[l.length];
+            for (int i = 0; i < l.length; i++) ids[i] = Math.toIntExact(l[i]);
+            for (String k : List.of("base", "skill_a", "skill_b")) golden.put(k, r.readFloats("logits_" + k));
+        }
+        var adapters = List.of(dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_a"))),
+                dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_b"))));
+        for (String k : List.of("skill_a", "skill_b"))   // (so matching them says the deltas were applied)
+            assertThat(Golden.maxDiff(golden.get(k), 0, golden.get("base"), 0, golden.get(k).length)).as(k + " moves the logits").isGreaterThan(0.01);
+        int[][] seqs = sequences();
+        float[] halfCpu;
+        try (var m = dev.cmf4j.model.Model.open(base, null, new CpuBackend(), adapters)) {
+            halfCpu = alone(m.graph(), m.graph().overlay(null, "skill_b", 0.5f), ids);
+        }
+        for (boolean cublas : new boolean[] {false, true})
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
+                try (var m = dev.cmf4j.model.Model.open(base, null, new CudaBackend(gpu), adapters)) {
+                    Graph g = m.graph();
+                    assertThat(g.device()).isNotNull();
+                    Overlay[] os = {Overlay.NONE, g.overlay(null, "skill_a", 1f), g.overlay(null, "skill_b", 1f),
+                            g.overlay(null, "skill_b", 0.5f)};
+                    String[] want = {"base", "skill_a", "skill_b"};
+                    for (int i = 0; i < 3; i++)
+                        assertThat(Golden.maxDiff(alone(g, os[i], ids), 0, golden.get(want[i]), 0, golden.get(want[i]).length))
+                                .as(want[i] + " alone, cublas " + cublas).isLessThanOrEqualTo(1e-3);
+                    assertThat(Golden.maxDiff(alone(g, os[3], ids), 0, halfCpu, 0, halfCpu.length)).as("skill_b × 0.5").isLessThanOrEqualTo(1e-3);
+                    float[][] single = new float[4][];
+                    for (int i = 0; i < 4; i++) single[i] = alone(g, os[i], seqs[i]);
+                    double worst = batched(g, os, seqs, single, ALL_SKILLS);
+                    System.out.printf("GPU mixed-adapter batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
+                    assertThat(worst).isLessThanOrEqualTo(1e-4);
+                }
+            }
     }
 }
