@@ -12,7 +12,11 @@ import dev.cmf4j.format.DType;
 import dev.cmf4j.format.TensorEntry;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.runtime.Generator;
+import dev.cmf4j.runtime.Sampler;
+import dev.cmf4j.runtime.SamplingParams;
 import dev.cmf4j.runtime.Session;
+import dev.cmf4j.runtime.Speculation;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -106,6 +110,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--json", description = "print one JSON object instead of the table")
     boolean json;
+
+    @picocli.CommandLine.Mixin DraftOptions draft;
 
     /** One test's per-repetition speeds. */
     record Samples(double[] tokensPerSecond) {
@@ -201,9 +207,15 @@ public final class BenchCommand implements Callable<Integer> {
                     if (mixes == null) batched.add(batched(graph, b, rnd, null));
                     else for (var mix : mixes.mixes()) batched.add(batched(graph, b, rnd, mix));
                 }
-            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched, switches));
+            SpecResult drafted = null;
+            if (draft.on()) {
+                if (genTokens < 2) throw new IllegalArgumentException("--draft measures generation: --gen-tokens must be >= 2");
+                try (Model dm = draft.open(model, backend)) { drafted = speculative(graph, dm, prompt); }
+            }
+            if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched, switches, drafted));
             else {
                 table(out, dtype, usedThreads, bytesPerToken, pp, tg);
+                if (drafted != null) speculativeTable(out, drafted);
                 if (!deep.isEmpty()) depthTable(out, deep);
                 if (!switches.isEmpty()) SkillMixes.table(out, switches);
                 if (!batched.isEmpty()) batchTable(out, batched);
@@ -232,6 +244,58 @@ public final class BenchCommand implements Callable<Integer> {
             long t1 = System.nanoTime();
             return ids.length / ((t1 - t0) * 1e-9);
         }
+    }
+
+    /** Greedy generation speed without and with the draft (interleaved), and what the draft achieved. */
+    record SpecResult(Samples plain, Samples drafted, Speculation.Stats stats) {}
+
+    /**
+     * Greedy generation of {@code genTokens} after the prompt (at least one token of it), timed from the first token to
+     * the last, plainly and with the draft, alternating; both must produce the same tokens.
+     */
+    private SpecResult speculative(Graph graph, Model dm, int[] prompt) {
+        int[] p = prompt.length > 0 ? prompt : new int[] {0};
+        double[] plain = new double[reps], withDraft = new double[reps];
+        Speculation.Stats stats = null;
+        for (int i = -warmup; i < reps; i++) {
+            try (Session s = session(graph, p.length + genTokens + 1, 0)) {
+                long[] t = new long[2];
+                Generator.Result r = new Generator(s, new Sampler(SamplingParams.GREEDY), java.util.Set.of(), java.util.List.of())
+                        .generate(p, genTokens, null, firstAndLast(t));
+                double a = (r.tokens().length - 1) / ((t[1] - t[0]) * 1e-9);
+                try (Session s2 = session(graph, p.length + genTokens + 1, 0)) {
+                    Speculation sp = draft.speculation(dm, p.length + genTokens + 1, SamplingParams.GREEDY);
+                    long[] u = new long[2];
+                    Generator.Result r2 = sp.generate(new Generator(s2, new Sampler(SamplingParams.GREEDY), java.util.Set.of(), java.util.List.of()),
+                            p, genTokens, null, firstAndLast(u));
+                    if (!Arrays.equals(r.tokens(), r2.tokens()))
+                        throw new IllegalStateException("speculative decoding generated other tokens than plain greedy decoding");
+                    if (i >= 0) {
+                        plain[i] = a;
+                        withDraft[i] = (r2.tokens().length - 1) / ((u[1] - u[0]) * 1e-9);
+                        stats = sp.stats(r2.tokens().length);
+                    }
+                }
+            }
+        }
+        return new SpecResult(new Samples(plain), new Samples(withDraft), stats);
+    }
+
+    private static Generator.Listener firstAndLast(long[] t) {
+        return new Generator.Listener() {
+            @Override public void token(int id) {
+                long now = System.nanoTime();
+                if (t[0] == 0) t[0] = now;
+                t[1] = now;
+            }
+        };
+    }
+
+    private void speculativeTable(PrintWriter out, SpecResult r) {
+        out.printf(Locale.ROOT, "greedy generation of %d tokens, first to last token: plain %.2f ± %.2f t/s, with --draft %s (k %d)"
+                        + " %.2f ± %.2f t/s (%.2f×)%n", genTokens, r.plain().median(), r.plain().stddev(), draft.draft.getFileName(),
+                draft.draftMax, r.drafted().median(), r.drafted().stddev(), r.drafted().median() / r.plain().median());
+        out.println(DraftOptions.describe(r.stats()));
     }
 
     /** Decode speed with {@code depth} tokens in the context; the sequence's state bytes there (-1: a growing KV cache). */
@@ -357,7 +421,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     private String json(String dtype, int nThreads, long bytesPerToken, Samples pp, Samples tg,
                         java.util.List<DepthResult> deep, java.util.List<BatchResult> batched,
-                        java.util.List<SkillMixes.Switch> switches) throws Exception {
+                        java.util.List<SkillMixes.Switch> switches, SpecResult drafted) throws Exception {
         ObjectMapper m = new ObjectMapper();
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
@@ -396,6 +460,17 @@ public final class BenchCommand implements Callable<Integer> {
             }
         }
         if (!switches.isEmpty()) SkillMixes.json(o.putArray("skill_switch"), switches);
+        if (drafted != null) {
+            ObjectNode d = o.putObject("speculative");
+            d.put("draft", draft.draft.toString());
+            d.put("draft_max", draft.draftMax);
+            put(d, "plain", drafted.plain());
+            put(d, "draft", drafted.drafted());
+            d.put("drafted", drafted.stats().drafted());
+            d.put("accepted", drafted.stats().accepted());
+            d.put("acceptance", round(drafted.stats().acceptance()));
+            d.put("tokens_per_step", round(drafted.stats().tokensPerStep()));
+        }
         o.put("java", Runtime.version().toString());
         o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());
         return m.writeValueAsString(o);

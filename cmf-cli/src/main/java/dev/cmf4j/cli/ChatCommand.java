@@ -59,14 +59,17 @@ public final class ChatCommand implements Callable<Integer> {
 
     @Mixin SamplingOptions sampling;
 
+    @Mixin DraftOptions draft;
+
     @Override public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
-        try (Model m = overrides.open(file)) {
+        try (Model m = overrides.open(file); Model dm = draft.open(m, new dev.cmf4j.backend.cpu.CpuBackend())) {
             TextCodec codec = TextCodec.of(m.file());
             Session session = new Session(m.graph(), ctx);
             session.useOverlay(overrides.overlay(m.graph()));
-            Chat chat = new Chat(session, codec, new Sampler(sampling.params(SamplingParams.defaults())),
-                    maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());
+            SamplingParams params = sampling.params(SamplingParams.defaults());
+            Chat chat = new Chat(session, codec, new Sampler(params), maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());
+            if (dm != null) chat.useDraft(draft.speculation(dm, ctx, params));
             if (stateIn != null) {
                 if (system != null) throw new IllegalArgumentException("--system starts a new conversation; the one in "
                         + stateIn + " has its own messages (use --system without --state-in)");

@@ -48,12 +48,15 @@ public final class GenerateCommand implements Callable<Integer> {
 
     @Mixin SamplingOptions sampling;
 
+    @Mixin DraftOptions draft;
+
     @Mixin DeviceOption device;
 
     @Override public Integer call() throws Exception {
         int[] prompt = ModelFile.parseIds(ids);
         try (var dev = device.open(spec.commandLine().getErr());
-             Model m = overrides.openOne(file, dev, spec.commandLine().getErr())) {
+             Model m = overrides.openOne(file, dev, spec.commandLine().getErr());
+             Model dm = draft.open(m, dev)) {
             SamplingParams p = sampling.params(SamplingParams.GREEDY);
             Set<Integer> eos = Set.of();
             if (stopAtEos) {
@@ -64,7 +67,9 @@ public final class GenerateCommand implements Callable<Integer> {
             var target = overrides.target(m, prompt, spec.commandLine().getErr());   // --skill auto and --blend pick here
             Session s = new Session(target.graph(), prompt.length + n + 1);
             s.useOverlay(target.overlay());
-            Generator.Result r = new Generator(s, new Sampler(p), eos, List.of()).generate(prompt, n, null, null);
+            Generator gen = new Generator(s, new Sampler(p), eos, List.of());
+            var sp = dm == null ? null : draft.speculation(dm, prompt.length + n + 1, p);
+            Generator.Result r = sp == null ? gen.generate(prompt, n, null, null) : sp.generate(gen, prompt, n, null, null);
             PrintWriter out = spec.commandLine().getOut();
             if (json) {
                 ObjectMapper om = new ObjectMapper();
@@ -73,6 +78,14 @@ public final class GenerateCommand implements Callable<Integer> {
                 for (int id : r.tokens()) arr.add(id);
                 o.put("prompt_tokens", prompt.length);
                 o.put("stop_reason", r.reason().name().toLowerCase(java.util.Locale.ROOT));
+                if (sp != null) {
+                    var st = sp.stats(r.tokens().length);
+                    ObjectNode d = o.putObject("draft");
+                    d.put("drafted", st.drafted());
+                    d.put("accepted", st.accepted());
+                    d.put("acceptance", st.acceptance());
+                    d.put("tokens_per_step", st.tokensPerStep());
+                }
                 out.println(om.writeValueAsString(o));
             } else {
                 StringBuilder sb = new StringBuilder();

@@ -5,6 +5,7 @@ import dev.cmf4j.runtime.Generator;
 import dev.cmf4j.runtime.Sampler;
 import dev.cmf4j.runtime.SamplingParams;
 import dev.cmf4j.runtime.Session;
+import dev.cmf4j.runtime.Speculation;
 import dev.cmf4j.runtime.TextCodec;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -67,11 +68,14 @@ public final class RunCommand implements Callable<Integer> {
 
     @Mixin SamplingOptions sampling;
 
+    @Mixin DraftOptions draft;
+
     @Mixin DeviceOption device;
 
     @Override public Integer call() throws Exception {
         try (var dev = device.open(spec.commandLine().getErr());
-             Model m = overrides.openOne(file, dev, spec.commandLine().getErr())) {
+             Model m = overrides.openOne(file, dev, spec.commandLine().getErr());
+             Model dm = draft.open(m, dev)) {
             TextCodec codec = TextCodec.of(m.file());
             int[] ids;
             if (chat) {
@@ -90,12 +94,15 @@ public final class RunCommand implements Callable<Integer> {
             PrintWriter out = spec.commandLine().getOut();
             long t0 = System.nanoTime();
             long[] firstToken = {0};
-            Generator.Result r = new Generator(s, new Sampler(p), codec.eosIds(), stops)
-                    .generate(ids, maxTokens, codec.stream(true), new Generator.Listener() {
-                        @Override public void token(int id) { if (firstToken[0] == 0) firstToken[0] = System.nanoTime(); }
+            Generator gen = new Generator(s, new Sampler(p), codec.eosIds(), stops);
+            Generator.Listener listener = new Generator.Listener() {
+                @Override public void token(int id) { if (firstToken[0] == 0) firstToken[0] = System.nanoTime(); }
 
-                        @Override public void text(String piece) { out.print(piece); out.flush(); }
-                    });
+                @Override public void text(String piece) { out.print(piece); out.flush(); }
+            };
+            Speculation sp = dm == null ? null : draft.speculation(dm, ctx, p);
+            Generator.Result r = sp == null ? gen.generate(ids, maxTokens, codec.stream(true), listener)
+                    : sp.generate(gen, ids, maxTokens, codec.stream(true), listener);
             out.println();
             out.flush();
             if (stateOut != null) StateFile.save(stateOut, s::exportState);
@@ -105,6 +112,7 @@ public final class RunCommand implements Callable<Integer> {
                 spec.commandLine().getErr().printf("[prompt %d tokens in %.2fs (%.1f tok/s); generated %d tokens in %.2fs (%.1f tok/s); stop: %s]%n",
                         ids.length, prefill, ids.length / prefill, r.tokens().length, decode,
                         Math.max(0, r.tokens().length - 1) / Math.max(decode, 1e-9), r.reason().name().toLowerCase(java.util.Locale.ROOT));
+                if (sp != null) spec.commandLine().getErr().println(DraftOptions.describe(sp.stats(r.tokens().length)));
             }
         }
         return 0;

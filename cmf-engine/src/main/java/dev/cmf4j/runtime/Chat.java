@@ -27,6 +27,11 @@ public final class Chat {
         this.kwargs = kwargs == null ? Map.of() : kwargs;
     }
 
+    private Speculation draft;
+
+    /** Drafts every reply with {@code s} (speculative decoding), or plainly with null. */
+    public void useDraft(Speculation s) { this.draft = s; }
+
     /** Adds a system message (before the first user turn). */
     public void system(String content) { messages.add(Map.of("role", "system", "content", content)); }
 
@@ -125,7 +130,8 @@ public final class Chat {
         Generator gen = new Generator(session, sampler, codec.eosIds(), List.of());
         Generator.Result r;
         try {
-            r = gen.generate(fresh, maxTokens, codec.stream(true), listener);
+            r = draft == null ? gen.generate(fresh, maxTokens, codec.stream(true), listener)
+                    : draft.generate(gen, fresh, maxTokens, codec.stream(true), listener);
         } catch (GenerationException e) {
             messages.removeLast();
             throw e;

@@ -50,6 +50,10 @@ public final class Generator {
         session.state().gateHeadForTopP(sampler.params().nucleusOnly() ? sampler.params().topP() : 1.0);
     }
 
+    Session session() { return session; }
+
+    Sampler sampler() { return sampler; }
+
     /**
      * Generates up to {@code maxTokens} tokens after {@code prompt} (appended to what the session holds): prefill, then
      * a {@link Generation} fed one decode step at a time.

@@ -33,6 +33,58 @@ public final class Sampler {
     /** As {@link #sample(float[], int[], int)} over the row {@code logits[off, off + v)} (a batch's logits). */
     public int sample(float[] logits, int off, int v, int[] history, int n) {
         if (p.plainGreedy()) return dev.cmf4j.backend.cpu.VectorMath.argmax(logits, off, v);   // no copy to penalize
+        int kept = chain(logits, off, v, history, n);
+        if (kept < 0) return -kept - 1;
+        // 7. draw
+        double mass = 0;
+        for (int i = 0; i < kept; i++) mass += work[order[i]];
+        double r = rng.nextDouble() * mass;
+        for (int i = 0; i < kept; i++) {
+            r -= work[order[i]];
+            if (r < 0) return order[i];
+        }
+        return order[kept - 1];
+    }
+
+    /**
+     * The distribution {@link #sample} draws from, into {@code out[0, v)} (zero for every token the chain drops; one
+     * 1 at the pick when greedy); for speculative decoding, which accepts a draft's token with the ratio of two such
+     * distributions.
+     */
+    public void probabilities(float[] logits, int off, int v, int[] history, int n, float[] out) {
+        java.util.Arrays.fill(out, 0, v, 0f);
+        if (p.plainGreedy()) { out[dev.cmf4j.backend.cpu.VectorMath.argmax(logits, off, v)] = 1f; return; }
+        int kept = chain(logits, off, v, history, n);
+        if (kept < 0) { out[-kept - 1] = 1f; return; }
+        double mass = 0;
+        for (int i = 0; i < kept; i++) mass += work[order[i]];
+        for (int i = 0; i < kept; i++) out[order[i]] = (float) (work[order[i]] / mass);
+    }
+
+    /** A uniform draw in [0, 1) from this sampler's seeded stream. */
+    public double uniform() { return rng.nextDouble(); }
+
+    /** A draw from the (not necessarily normalised, non-negative) weights {@code w[0, v)}; the argmax when they are all 0. */
+    public int draw(float[] w, int v) {
+        double mass = 0;
+        for (int i = 0; i < v; i++) mass += w[i];
+        if (!(mass > 0)) return argmax(w, v);
+        double r = rng.nextDouble() * mass;
+        int last = -1;
+        for (int i = 0; i < v; i++) {
+            if (w[i] <= 0) continue;
+            last = i;
+            r -= w[i];
+            if (r < 0) return i;
+        }
+        return last;
+    }
+
+    /**
+     * Steps 1-6 of the chain over the row: the survivors' ids in {@code order[0, kept)} (by probability, descending) and
+     * their unnormalised probabilities in {@code work} at their ids; returns kept, or {@code -(id + 1)} when greedy.
+     */
+    private int chain(float[] logits, int off, int v, int[] history, int n) {
         if (work.length < v) { work = new float[v]; order = new int[v]; seen = new boolean[v]; }
         float[] x = work;
         System.arraycopy(logits, off, x, 0, v);
@@ -49,7 +101,7 @@ public final class Sampler {
             for (int i = 0; i < n; i++) if (history[i] >= 0 && history[i] < v) seen[history[i]] = false;
         }
         // 2. greedy
-        if (p.greedy()) return argmax(x, v);
+        if (p.greedy()) return -argmax(x, v) - 1;
         // 3. temperature, and the max of the scaled logits
         float max = Float.NEGATIVE_INFINITY;
         for (int i = 0; i < v; i++) { x[i] /= p.temperature(); max = Math.max(max, x[i]); }
@@ -78,9 +130,9 @@ public final class Sampler {
             sortDescending(x, order, kept);
         }
         // 6. top-p: the smallest prefix whose mass reaches topP (of the survivors' mass)
-        double mass = 0;
-        for (int i = 0; i < kept; i++) mass += x[order[i]];
         if (p.topP() < 1f) {
+            double mass = 0;
+            for (int i = 0; i < kept; i++) mass += x[order[i]];
             double acc = 0;
             int cut = kept;
             for (int i = 0; i < kept; i++) {
@@ -88,16 +140,8 @@ public final class Sampler {
                 if (acc >= p.topP() * mass) { cut = i + 1; break; }
             }
             kept = cut;
-            mass = 0;
-            for (int i = 0; i < kept; i++) mass += x[order[i]];
         }
-        // 7. draw
-        double r = rng.nextDouble() * mass;
-        for (int i = 0; i < kept; i++) {
-            r -= x[order[i]];
-            if (r < 0) return order[i];
-        }
-        return order[kept - 1];
+        return kept;
     }
 
     static int argmax(float[] x, int n) { return dev.cmf4j.backend.cpu.VectorMath.argmax(x, 0, n); }

@@ -165,6 +165,24 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** A point this session can go back to ({@link #rewind}) over up to {@code upcoming} later tokens. */
+    public dev.cmf4j.model.graph.State.Mark mark(int upcoming) {
+        if (length != state.position()) throw new IllegalStateException("the history holds " + length + " ids at position " + state.position());
+        return state.mark(upcoming);
+    }
+
+    /**
+     * Takes the session back to {@code position} (between the mark's and the current one): later tokens are forgotten,
+     * their ids leave the history. Layers that only go back to the mark (recurrent, ring) run the kept tokens again.
+     */
+    public void rewind(dev.cmf4j.model.graph.State.Mark m, int position) {
+        int replay = state.rewind(m, position);
+        int from = position - replay;
+        int[] again = Arrays.copyOfRange(history, from, position);
+        length = from;
+        for (int p = 0; p < again.length; p += chunk) forward(again, p, Math.min(chunk, again.length - p), null, false);
+    }
+
     /** Forgets the conversation. */
     public void reset() {
         state.reset();

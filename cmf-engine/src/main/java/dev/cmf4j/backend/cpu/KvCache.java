@@ -264,6 +264,64 @@ public final class KvCache {
         pendingStart = len;
     }
 
+    /**
+     * What {@link #rewind} needs to take back up to {@code upcoming} positions committed after this call: the length,
+     * and for a ring the slots those positions will overwrite (a full layer's store only grows, so its length is all).
+     */
+    public Object mark(int upcoming) {
+        if (pendingCount != 0) throw new IllegalStateException("a chunk is pending");
+        if (upcoming < 0) throw new IllegalArgumentException("upcoming < 0");
+        if (window <= 0) return new Mark(length, null);
+        if (upcoming > capacity)
+            throw new IllegalArgumentException("a sliding layer can take back at most its window (" + capacity + ") positions, asked " + upcoming);
+        Object[] saved = new Object[upcoming];
+        for (int i = 0; i < upcoming; i++) saved[i] = copySlot((length + i) % capacity);
+        return new Mark(length, saved);
+    }
+
+    /** Takes the store back to its first {@code position} positions (at least the mark's length, at most the length now). */
+    public void rewind(Object mark, int position) {
+        Mark m = (Mark) mark;
+        if (pendingCount != 0) throw new IllegalStateException("a chunk is pending");
+        if (position < m.length || position > length)
+            throw new IllegalArgumentException("rewind to " + position + " outside [" + m.length + ", " + length + "]");
+        if (m.saved != null) {
+            if (length - m.length > m.saved.length)
+                throw new IllegalStateException((length - m.length) + " positions committed since the mark, which saved " + m.saved.length);
+            for (int q = position; q < length; q++) restoreSlot(q % capacity, m.saved[q - m.length]);
+        }
+        length = position;
+        pendingStart = position;
+    }
+
+    private record Mark(int length, Object[] saved) {}
+
+    /** One slot's stored K and V (and q8's scales), in their stored form. */
+    private Object copySlot(int slot) {
+        int o = slot * kvDim;
+        return switch (type) {
+            case F32 -> new float[][] {Arrays.copyOfRange(k, o, o + kvDim), Arrays.copyOfRange(v, o, o + kvDim)};
+            case F16 -> new short[][] {Arrays.copyOfRange(k16, o, o + kvDim), Arrays.copyOfRange(v16, o, o + kvDim)};
+            case Q8 -> new Object[] {Arrays.copyOfRange(k8, o, o + kvDim), Arrays.copyOfRange(v8, o, o + kvDim),
+                    Arrays.copyOfRange(ks, slot * kvHeads, (slot + 1) * kvHeads), Arrays.copyOfRange(vs, slot * kvHeads, (slot + 1) * kvHeads)};
+        };
+    }
+
+    private void restoreSlot(int slot, Object copy) {
+        int o = slot * kvDim;
+        switch (type) {
+            case F32 -> { float[][] c = (float[][]) copy; System.arraycopy(c[0], 0, k, o, kvDim); System.arraycopy(c[1], 0, v, o, kvDim); }
+            case F16 -> { short[][] c = (short[][]) copy; System.arraycopy(c[0], 0, k16, o, kvDim); System.arraycopy(c[1], 0, v16, o, kvDim); }
+            case Q8 -> {
+                Object[] c = (Object[]) copy;
+                System.arraycopy((byte[]) c[0], 0, k8, o, kvDim);
+                System.arraycopy((byte[]) c[1], 0, v8, o, kvDim);
+                System.arraycopy((float[]) c[2], 0, ks, slot * kvHeads, kvHeads);
+                System.arraycopy((float[]) c[3], 0, vs, slot * kvHeads, kvHeads);
+            }
+        }
+    }
+
     /** Drops the pending chunk (a failed step) without touching the store. */
     public void abandon() { pendingStart = length; pendingCount = 0; }
 

@@ -259,4 +259,17 @@ final class AttentionStep implements MixerStep {
             case null, default -> {}
         }
     }
+
+    @Override public Object mark(Object state, int upcoming) {
+        return switch (state) {
+            case SealedKv sk -> throw new UnsupportedOperationException(
+                    "tokens cannot be taken back from --o1 sealed layers (their far field folds keys in as they leave the window)");
+            case KvCache c -> c.mark(upcoming);
+            case null, default -> null;   // a KV-sharing layer: its source layer's cache goes back
+        };
+    }
+
+    @Override public void rewind(Object state, Object mark, int markPosition, int position) {
+        if (state instanceof KvCache c) c.rewind(mark, position);
+    }
 }

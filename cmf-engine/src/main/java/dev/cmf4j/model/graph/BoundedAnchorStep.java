@@ -164,6 +164,22 @@ final class BoundedAnchorStep implements MixerStep {
         return true;
     }
 
+    /** A copy of the ring (small: the window's keys and values); it goes back to the mark, and the caller replays. */
+    @Override public Object mark(Object state, int upcoming) {
+        Ring ring = (Ring) state;
+        return new float[][] {ring.k.clone(), ring.v.clone()};
+    }
+
+    @Override public boolean rewindsExactly() { return false; }
+
+    @Override public void rewind(Object state, Object mark, int markPosition, int position) {
+        Ring ring = (Ring) state;
+        float[][] m = (float[][]) mark;
+        System.arraycopy(m[0], 0, ring.k, 0, ring.k.length);
+        System.arraycopy(m[1], 0, ring.v, 0, ring.v.length);
+        ring.pendingK = ring.pendingV = null;
+    }
+
     @Override public void reset(Object state) {
         Ring ring = (Ring) state;
         Arrays.fill(ring.k, 0f);

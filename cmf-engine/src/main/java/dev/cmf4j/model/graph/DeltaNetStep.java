@@ -196,4 +196,23 @@ final class DeltaNetStep implements MixerStep {
     @Override public boolean abandon(Object state) { return false; }
 
     @Override public void reset(Object state) { ((DeltaState) state).clear(); }
+
+    /** A copy of the recurrent state: a position in the middle of the step that follows is not recoverable from it. */
+    @Override public Object mark(Object state, int upcoming) {
+        DeltaState d = (DeltaState) state;
+        DeltaState copy = new DeltaState(spec.convDim(), kernel, nv, dk, dv);
+        System.arraycopy(d.conv, 0, copy.conv, 0, d.conv.length);
+        System.arraycopy(d.s, 0, copy.s, 0, d.s.length);
+        copy.fresh = d.fresh;
+        return copy;
+    }
+
+    @Override public boolean rewindsExactly() { return false; }
+
+    @Override public void rewind(Object state, Object mark, int markPosition, int position) {
+        DeltaState d = (DeltaState) state, m = (DeltaState) mark;
+        System.arraycopy(m.conv, 0, d.conv, 0, d.conv.length);
+        System.arraycopy(m.s, 0, d.s, 0, d.s.length);
+        d.fresh = m.fresh;
+    }
 }

@@ -26,4 +26,19 @@ interface MixerStep {
 
     /** Forgets the session (a new conversation). */
     default void reset(Object state) {}
+
+    /**
+     * What {@link #rewind} needs to take the state back over up to {@code upcoming} positions committed after this
+     * call (speculative decoding's rejected tokens); null when nothing is needed.
+     */
+    default Object mark(Object state, int upcoming) { return null; }
+
+    /** Whether {@link #rewind} reaches any position since the mark; else only the mark's own (the caller replays). */
+    default boolean rewindsExactly() { return true; }
+
+    /**
+     * Takes the state back to its first {@code position} positions ({@link #rewindsExactly}), or to the mark's
+     * {@code markPosition} (else); {@code position} lies between the mark's and the current one.
+     */
+    default void rewind(Object state, Object mark, int markPosition, int position) {}
 }

@@ -190,7 +190,7 @@ public final class State {
      */
     public void exportTo(java.io.DataOutput out) throws java.io.IOException {
         if (broken) throw new IllegalStateException("this session's state was lost when an earlier step failed; nothing to export");
-        Object[] states = graph.device() == null ? mixerState : deviceStates(true);
+        Object[] states = graph.device() == null ? mixerState : deviceStates(true, false);
         out.writeInt(SNAPSHOT_MAGIC);
         out.writeInt(SNAPSHOT_VERSION);
         out.writeLong(snapshotHash());
@@ -223,7 +223,7 @@ public final class State {
      * {@code --o1}/{@code --kv} settings, or longer than this session's context.
      */
     public void importFrom(java.io.DataInput in) throws java.io.IOException {
-        Object[] states = graph.device() == null ? mixerState : deviceStates(false);
+        Object[] states = graph.device() == null ? mixerState : deviceStates(false, false);
         if (in.readInt() != SNAPSHOT_MAGIC) throw new java.io.IOException("not a cmf state snapshot (no CMFS magic)");
         int version = in.readInt();
         if (version != SNAPSHOT_VERSION)
@@ -274,9 +274,9 @@ public final class State {
     /**
      * A device session's fixed state in the CPU's own forms (a ring per anchor layer, a delta state per delta-net layer),
      * copied back from the device when {@code fetch}: snapshots of either path are the same bytes. A model whose device
-     * state holds a KV cache has none.
+     * state holds a KV cache has none (its attention layers are refused, or, with {@code skipAttention}, left null).
      */
-    private Object[] deviceStates(boolean fetch) {
+    private Object[] deviceStates(boolean fetch, boolean skipAttention) {
         Object[] states = new Object[mixerState.length];
         for (int l = 0; l < states.length; l++) {
             switch (graph.spec().layer(l).mixer()) {
@@ -291,6 +291,7 @@ public final class State {
                     d.fresh = position == 0;
                     states[l] = d;
                 }
+                case dev.cmf4j.model.Mixer.Attention a when skipAttention -> {}
                 case dev.cmf4j.model.Mixer.Attention a ->
                         throw new UnsupportedOperationException("state snapshots of a session on the device need a model of fixed state"
                                 + " (recurrent and bounded layers); this one keeps a KV cache there: use --device cpu");
@@ -311,6 +312,86 @@ public final class State {
 
     private static void expect(int tag, int want, int layer) throws java.io.IOException {
         if (tag != want) throw new java.io.IOException("state snapshot: layer " + layer + " holds state kind " + tag + ", this model's is " + want);
+    }
+
+    /**
+     * A point this sequence can go back to ({@link #rewind}): its position, and what each layer needs to take back up to
+     * {@code upcoming} positions committed after it (speculative decoding's rejected draft tokens). KV caches go back
+     * exactly (a full layer by its length, a sliding one by the slots it saved); recurrent and ring states (and every
+     * fixed state on a device) are copied and go back to the mark, and the caller runs the kept tokens again.
+     */
+    public Mark mark(int upcoming) {
+        if (closed) throw new IllegalStateException("this session was closed; its state is gone");
+        if (broken) throw new IllegalStateException("this session's state was lost when an earlier step failed; reset it");
+        if (upcoming < 0) throw new IllegalArgumentException("upcoming < 0");
+        Object[] layers = new Object[mixerState.length];
+        boolean exact = true;
+        if (graph.device() == null) {
+            for (int l = 0; l < layers.length; l++) {
+                layers[l] = graph.mixer(l).mark(mixerState[l], upcoming);
+                exact &= graph.mixer(l).rewindsExactly();
+            }
+        } else {
+            // the device's KV caches are indexed by position (a later step overwrites a rejected row before any query
+            // reads it), so only fixed states need copies
+            Object[] fixed = null;
+            for (int l = 0; l < layers.length; l++)
+                if (!(graph.spec().layer(l).mixer() instanceof dev.cmf4j.model.Mixer.Attention)) {
+                    if (fixed == null) fixed = deviceStates(true, true);
+                    layers[l] = fixed[l];
+                    exact = false;
+                }
+        }
+        return new Mark(this, position, upcoming, layers, exact);
+    }
+
+    /**
+     * Takes this sequence back to {@code position} (between the mark's position and the current one) and returns how
+     * many tokens, from the mark's position, the caller must run again: 0 when every layer went back exactly, else
+     * {@code position − mark.position()} (the state is then at the mark's position).
+     */
+    public int rewind(Mark m, int position) {
+        if (m.state != this) throw new IllegalArgumentException("the mark belongs to another sequence");
+        if (closed) throw new IllegalStateException("this session was closed; its state is gone");
+        if (position < m.position || position > this.position || this.position - m.position > m.upcoming)
+            throw new IllegalArgumentException("rewind to " + position + ": the mark at " + m.position + " covers up to "
+                    + (m.position + m.upcoming) + ", the sequence is at " + this.position);
+        int to = m.exact ? position : m.position;
+        if (graph.device() == null) {
+            for (int l = 0; l < mixerState.length; l++) graph.mixer(l).rewind(mixerState[l], m.layers[l], m.position, to);
+        } else {
+            for (int l = 0; l < mixerState.length; l++)
+                switch (m.layers[l]) {
+                    case BoundedAnchorStep.Ring r -> graph.device().copyLayerState(deviceState, l, r.k, r.v, true);
+                    case DeltaNetStep.DeltaState d -> graph.device().copyLayerState(deviceState, l, d.conv, d.s, true);
+                    case null, default -> {}
+                }
+        }
+        this.position = to;
+        broken = false;
+        return position - to;
+    }
+
+    /** What {@link #rewind} takes a sequence back to. */
+    public static final class Mark {
+        private final State state;
+        private final int position, upcoming;
+        private final Object[] layers;
+        private final boolean exact;
+
+        private Mark(State state, int position, int upcoming, Object[] layers, boolean exact) {
+            this.state = state;
+            this.position = position;
+            this.upcoming = upcoming;
+            this.layers = layers;
+            this.exact = exact;
+        }
+
+        /** The position marked. */
+        public int position() { return position; }
+
+        /** Whether the sequence goes back to any later position without running tokens again. */
+        public boolean exact() { return exact; }
     }
 
     /** Positions consumed so far (the next token's position). */

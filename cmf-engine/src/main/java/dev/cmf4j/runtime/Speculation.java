@@ -1,0 +1,172 @@
+package dev.cmf4j.runtime;
+
+import dev.cmf4j.model.graph.State;
+
+import java.util.Arrays;
+
+/**
+ * Speculative decoding with a draft model of the same vocabulary: the draft proposes up to {@code draftMax} tokens, the
+ * target runs them as the rows of one step (its weights read once for all of them) and keeps the longest prefix its
+ * own sampler would have produced: greedy, the drafts equal to its pick; sampled, Leviathan et al.'s rule (accept a
+ * draft x with probability min(1, p(x)/q(x)), else draw from max(0, p − q) normalised), which leaves the target's
+ * distribution exact. The first rejected or the extra token comes from the target, so every round yields at least one.
+ * Rejected tokens are taken back from both sessions ({@link Session#rewind}). While the drafts are mostly rejected,
+ * drafting pauses and plain steps run; it is tried again later.
+ *
+ * <p>One instance per sequence (it owns the draft session, which follows the target's across generations: a chat's
+ * turns); not thread-safe.
+ */
+public final class Speculation {
+    /** Rounds whose acceptance the monitor averages. */
+    private static final int WINDOW = 4;
+    /** Below this share of drafts accepted over the window, a round costs more than the plain steps it saves. */
+    private static final double MIN_ACCEPTANCE = 0.3;
+    /** Plain steps before drafting is tried again. */
+    private static final int PAUSE = 32;
+
+    /** Counts of one generation: tokens drafted and accepted, target steps (verification rounds and plain steps). */
+    public record Stats(long drafted, long accepted, long rounds, long plainSteps, long tokens) {
+        /** Accepted drafts per drafted token. */
+        public double acceptance() { return drafted == 0 ? 0 : (double) accepted / drafted; }
+
+        /** Generated tokens per target step. */
+        public double tokensPerStep() { long steps = rounds + plainSteps; return steps == 0 ? 0 : (double) tokens / steps; }
+    }
+
+    private final Session draft;
+    private final int draftMax;
+    private final Sampler draftSampler;
+    private long drafted, accepted, rounds, plainSteps;
+    private final int[] recentDrafted = new int[WINDOW], recentAccepted = new int[WINDOW];
+    private int recent, paused;
+
+    /**
+     * @param draft    the draft model's session (same vocabulary as the target); it is caught up on the target's tokens
+     *                 as needed, so it may start empty or hold a prefix of the target's history
+     * @param draftMax tokens drafted per round (1..64)
+     * @param params   the target's sampling parameters; the draft samples with the same ones (its own stream)
+     */
+    public Speculation(Session draft, int draftMax, SamplingParams params) {
+        if (draftMax < 1 || draftMax > 64) throw new IllegalArgumentException("--draft-max must be 1..64, got " + draftMax);
+        this.draft = draft;
+        this.draftMax = draftMax;
+        Long seed = params.seed();
+        this.draftSampler = new Sampler(params.withSeed(seed == null ? null : seed ^ 0x6A09E667F3BCC909L));
+    }
+
+    /** What the last generation drafted, accepted and ran. */
+    public Stats stats(int tokens) { return new Stats(drafted, accepted, rounds, plainSteps, tokens); }
+
+    /**
+     * Generates as {@link Generator#generate} does, with the same result for greedy decoding and the same distribution
+     * for sampling, drafting with this instance's draft session.
+     */
+    public Generator.Result generate(Generator g, int[] prompt, int maxTokens, Generator.TextStream text, Generator.Listener listener) {
+        Session target = g.session();
+        if (draft.vocab() != target.vocab())
+            throw new IllegalArgumentException("the draft's vocabulary has " + draft.vocab() + " tokens, the target's " + target.vocab());
+        Sampler sampler = g.sampler();
+        boolean greedy = sampler.params().greedy();
+        int v = target.vocab();
+        drafted = accepted = rounds = plainSteps = 0;
+        Generator.Generation gen = g.start(maxTokens, text, listener);
+        float[] logits = target.prefill(prompt);
+        // the draft must hold a prefix of the target's tokens (a chat that started over, a restored state: start over)
+        int[] dh = draft.historyArray(), th = target.historyArray();
+        if (draft.position() > target.position() || !Arrays.equals(dh, 0, draft.position(), th, 0, draft.position())) draft.reset();
+        int z = gen.next(logits, 0);
+        float[][] q = greedy ? null : new float[draftMax][v];
+        float[] p = greedy ? null : new float[v];
+        int[] xs = new int[draftMax];
+        while (z >= 0) {
+            int p0 = target.position();
+            int k = Math.min(draftMax, Math.min(maxTokens - gen.tokens() - 1, target.maxContext() - p0 - 2));
+            k = Math.min(k, draft.maxContext() - p0 - 1);
+            if (k < 1 || paused > 0) {
+                if (paused > 0) paused--;
+                plainSteps++;
+                logits = target.decode(z);
+                z = gen.next(logits, 0);
+                continue;
+            }
+            // 1. the draft catches up on the target's tokens and z, then proposes k tokens
+            int[] catchUp = catchUp(target, z);
+            float[] dl = draft.prefill(catchUp);
+            State.Mark dm = draft.mark(k - 1);
+            int d0 = draft.position();
+            for (int i = 0; i < k; i++) {
+                if (greedy) {
+                    xs[i] = draftSampler.sample(dl, 0, v, draft.historyArray(), draft.historyLength());
+                } else {
+                    draftSampler.probabilities(dl, 0, v, draft.historyArray(), draft.historyLength(), q[i]);
+                    xs[i] = draftSampler.draw(q[i], v);
+                }
+                if (i < k - 1) dl = draft.decode(xs[i]);
+            }
+            // 2. the target runs z and the k drafts as one step: row i is its distribution for draft i, row k the next
+            State.Mark tm = target.mark(k + 1);
+            int[] span = new int[k + 1];
+            span[0] = z;
+            System.arraycopy(xs, 0, span, 1, k);
+            float[] rows = target.logitsAll(span);
+            int[] hist = target.historyArray();
+            int j = 0, next = -1;
+            for (; j < k; j++) {
+                int n = p0 + 1 + j;   // the history as it stood before draft j
+                if (greedy) {
+                    int t = sampler.sample(rows, j * v, v, hist, n);
+                    if (t != xs[j]) { next = t; break; }
+                } else {
+                    sampler.probabilities(rows, j * v, v, hist, n, p);
+                    int x = xs[j];
+                    if (sampler.uniform() * q[j][x] < p[x]) continue;   // accept with probability min(1, p/q)
+                    for (int t = 0; t < v; t++) p[t] = Math.max(0f, p[t] - q[j][t]);
+                    next = sampler.draw(p, v);
+                    break;
+                }
+            }
+            if (j == k) next = sampler.sample(rows, k * v, v, hist, p0 + 1 + k);
+            rounds++;
+            drafted += k;
+            accepted += j;
+            monitor(k, j);
+            // 3. emit the accepted drafts and the target's own token; keep in both sessions exactly what plain decoding
+            // would have consumed (every emitted token but one that ended the generation)
+            int kept = 0;
+            z = -1;
+            boolean open = true;
+            for (int i = 0; i < j && open; i++) {
+                if (gen.accept(xs[i]) >= 0) kept++;
+                else open = false;
+            }
+            if (kept < k) target.rewind(tm, p0 + 1 + kept);
+            if (Math.min(kept, k - 1) < k - 1) draft.rewind(dm, d0 + Math.min(kept, k - 1));
+            if (open) z = gen.accept(next);
+        }
+        return gen.result();
+    }
+
+    /** The target's tokens the draft has not consumed, then z (the draft holds a prefix of the target's history). */
+    private int[] catchUp(Session target, int z) {
+        int from = draft.position(), to = target.position();
+        int[] ids = Arrays.copyOfRange(target.historyArray(), from, to + 1);
+        ids[ids.length - 1] = z;
+        return ids;
+    }
+
+    /** Pauses drafting when the last rounds accepted too little of what they drafted. */
+    private void monitor(int k, int j) {
+        recentDrafted[recent % WINDOW] = k;
+        recentAccepted[recent % WINDOW] = j;
+        recent++;
+        if (recent < WINDOW) return;
+        int d = 0, a = 0;
+        for (int i = 0; i < WINDOW; i++) { d += recentDrafted[i]; a += recentAccepted[i]; }
+        if (a < MIN_ACCEPTANCE * d) {
+            paused = PAUSE;
+            recent = 0;
+            Arrays.fill(recentDrafted, 0);
+            Arrays.fill(recentAccepted, 0);
+        }
+    }
+}
