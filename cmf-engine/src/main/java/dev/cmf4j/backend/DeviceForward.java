@@ -28,17 +28,18 @@ public interface DeviceForward {
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
      * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows
      * read their weights through (0: the backbone; see {@link #skills}) and the un-merged adapter slot added to its
-     * products, with its scale (0: none; see {@link #adapters}).
+     * products, with its scale (0: none; see {@link #adapters}), and the task mask slot its rows run under (0: none;
+     * see {@link #tasks}).
      */
     record Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows, int skill, int adapter,
-                float adapterScale) {
+                float adapterScale, int task) {
         /** A span of the backbone. */
         public Span(Object state, int[] ids, int off, int tokens, int pos0, int logitRows) {
-            this(state, ids, off, tokens, pos0, logitRows, 0, 0, 0f);
+            this(state, ids, off, tokens, pos0, logitRows, 0, 0, 0f, 0);
         }
 
         /** Whether its rows read the backbone alone. */
-        public boolean plain() { return skill == 0 && adapter == 0; }
+        public boolean plain() { return skill == 0 && adapter == 0 && task == 0; }
     }
 
     /**
@@ -61,6 +62,16 @@ public interface DeviceForward {
      * adapter slot. Returns why this device cannot apply them, or null. By default it cannot.
      */
     default String adapters(DeviceAdapters adapters) { return "this device applies no un-merged adapters"; }
+
+    /**
+     * Takes the file's task masks, once, before the first step: spans may then name a task slot. Returns, by mask name,
+     * why this device cannot apply that mask (absent: it can). By default every mask is refused.
+     */
+    default java.util.Map<String, String> tasks(DeviceTasks tasks) {
+        var why = new java.util.LinkedHashMap<String, String>();
+        for (String n : tasks.names()) why.put(n, "this device applies no task masks per row");
+        return why;
+    }
 
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
         for (Span s : spans) if (!s.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");

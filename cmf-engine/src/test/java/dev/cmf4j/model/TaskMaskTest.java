@@ -38,16 +38,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * (router rows and experts dropped, the softmax over the rest); an all-ones mask changes nothing; masked and unmasked
  * rows share one step.
  */
-class TaskMaskTest {
+public class TaskMaskTest {
     static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     @TempDir Path tmp;
 
     /** A blob of all-ones bits with the given ones cleared (§1.6 layout). */
-    static final class Blob {
+    public static final class Blob {
         final int layers, ffn, heads, experts;
         final byte[] bits;
 
-        Blob(int layers, int ffn, int heads, int experts) {
+        public Blob(int layers, int ffn, int heads, int experts) {
             this.layers = layers; this.ffn = ffn; this.heads = heads; this.experts = experts;
             bits = new byte[layers * ((ffn + 7) / 8) + layers * ((heads + 7) / 8) + (layers + 7) / 8 + layers * ((experts + 7) / 8)];
             for (int l = 0; l < layers; l++) {
@@ -67,14 +67,14 @@ class TaskMaskTest {
             else bits[base + i / 8] &= (byte) ~(1 << (i % 8));
         }
 
-        Blob neuronOff(int l, int i) { set(l * ((ffn + 7) / 8), i, false); return this; }
-        Blob headOff(int l, int h) { set(headBase() + l * ((heads + 7) / 8), h, false); return this; }
-        Blob layerOff(int l) { set(layerBase(), l, false); return this; }
-        Blob expertOff(int l, int e) { set(expertBase() + l * ((experts + 7) / 8), e, false); return this; }
+        public Blob neuronOff(int l, int i) { set(l * ((ffn + 7) / 8), i, false); return this; }
+        public Blob headOff(int l, int h) { set(headBase() + l * ((heads + 7) / 8), h, false); return this; }
+        public Blob layerOff(int l) { set(layerBase(), l, false); return this; }
+        public Blob expertOff(int l, int e) { set(expertBase() + l * ((experts + 7) / 8), e, false); return this; }
     }
 
     /** {@code base} with masks {@code names[i]} = {@code blobs[i]}. */
-    static Path withMasks(Path base, Path out, List<String> names, List<Blob> blobs, boolean experts) {
+    public static Path withMasks(Path base, Path out, List<String> names, List<Blob> blobs, boolean experts) {
         try (CmfFile f = CmfFile.open(base); CmfWriter w = CmfWriter.create(out, f.header())) {
             for (TensorEntry t : f.tensors()) w.addTensor(t.name(), t.dtype(), t.shape(), t.data());
             List<Masks.MaskMeta> metas = new ArrayList<>();
@@ -110,7 +110,7 @@ class TaskMaskTest {
     }
 
     /** Logits of every position: the prompt in one chunk, then {@code extra} ids one at a time through the cache. */
-    static float[] run(Graph g, Overlay o, int[] prompt, int[] extra) {
+    public static float[] run(Graph g, Overlay o, int[] prompt, int[] extra) {
         int V = g.vocab();
         State st = g.newState(64, prompt.length + extra.length + 1);
         st.useOverlay(o);

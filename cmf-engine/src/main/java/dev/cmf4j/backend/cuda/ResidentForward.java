@@ -508,6 +508,67 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    @Override public java.util.Map<String, String> tasks(dev.cmf4j.backend.DeviceTasks table) {
+        return mm.context().call(() -> {
+            if (skillCopies == null)
+                skillCopies = new SkillCopies(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
+            var problems = new java.util.LinkedHashMap<String, String>();
+            List<java.util.Map<W, SkillCopies.TaskPart>> parts = new ArrayList<>();
+            for (int i = 0; i < table.names().size(); i++) {
+                var m = table.masks().get(i);
+                java.util.Map<W, SkillCopies.TaskPart> p = new java.util.HashMap<>();
+                String why = m == null ? null : taskParts(m, p);
+                if (why != null) { problems.put(table.names().get(i), why); p.clear(); }
+                parts.add(p);
+            }
+            skillCopies.installTasks(parts);
+            return problems;
+        });
+    }
+
+    /**
+     * What mask {@code m} does to this model's products, into {@code out}, or why it cannot: heads off zero o's input
+     * columns of those heads, neurons off down's, a layer off both o's and down's (and drops o's bias: its rows keep
+     * their residual, as the CPU graph's skipped layer), experts off a router's logits (−∞ in its bias).
+     */
+    private String taskParts(dev.cmf4j.backend.DeviceTasks.Mask m, java.util.Map<W, SkillCopies.TaskPart> out) {
+        for (int l = 0; l < layers.length; l++) {
+            DecoderPlan.Layer spec = model.layers().get(l);
+            LayerWeights w = layers[l];
+            int[] heads = m.headsOff()[l], ffn = m.ffnOff()[l];
+            boolean off = m.layerOff()[l];
+            boolean[] experts = m.expertOff()[l];
+            if (off && (spec.moe() != null || spec.perLayerInput() != null || spec.layerScalar() != 1f))
+                return "layer " + l + " is off, which the GPU-resident forward applies only to layers of a dense MLP without"
+                        + " per-layer inputs or a layer scalar";
+            if (heads != null && (spec.deltaNet() != null || spec.anchor() != null || m.heads() * spec.headDim() != w.o().cols()))
+                return "layer " + l + "'s head bits (" + m.heads() + " heads) do not fit its attention";
+            if (ffn != null && (w.down() == null || m.ffnWidth() != w.down().cols()))
+                return "layer " + l + "'s FFN bits (" + m.ffnWidth() + " neurons) do not fit its feed-forward";
+            if (experts != null && (spec.moe() == null || spec.moe().resonance() != null || m.experts() != spec.moe().experts()))
+                return "layer " + l + "'s expert bits do not fit its feed-forward (no logit-routed MoE of " + m.experts() + " experts)";
+            if (off || heads != null) {
+                float[] c = new float[w.o().cols()];
+                if (!off) {
+                    java.util.Arrays.fill(c, 1f);
+                    int hd = spec.headDim();
+                    for (int h : heads) java.util.Arrays.fill(c, h * hd, (h + 1) * hd, 0f);
+                }
+                out.put(w.o(), new SkillCopies.TaskPart(c, off, null, NULL));
+            }
+            if (off || ffn != null) {
+                float[] c = new float[w.down().cols()];
+                if (!off) {
+                    java.util.Arrays.fill(c, 1f);
+                    for (int n : ffn) c[n] = 0f;
+                }
+                out.put(w.down(), new SkillCopies.TaskPart(c, false, null, NULL));
+            }
+            if (experts != null) out.put(w.moe().router(), new SkillCopies.TaskPart(null, false, experts, w.moe().routerBias()));
+        }
+        return null;
+    }
+
     /** The skill copies (tests). */
     SkillCopies skillCopies() { return skillCopies; }
 
@@ -534,10 +595,10 @@ final class ResidentForward implements DeviceForward {
 
     /** The embedding of t rows, per group of rows reading one table when skills replace it. */
     private void embed(Steps L, Arena a, long ids, long x, int t) {
-        List<SkillCopies.Run> gs = runs == null ? List.of(new SkillCopies.Run(0, t, 0)) : skillCopies.groups(runs, embed, NULL);
+        List<SkillCopies.Group> gs = runs == null ? List.of(new SkillCopies.Group(0, t, embed, NULL)) : skillCopies.groups(runs, embed, NULL);
         int hidden = model.hidden();
-        for (SkillCopies.Run g : gs) {
-            W e = g.skill() == 0 ? embed : skillCopies.matrix(g.skill(), embed);
+        for (SkillCopies.Group g : gs) {
+            W e = g.w();
             L.add(launch("embed", kernels.fnEmbed[kind(e.dtype())], g.rows(), 1, 1, 256, a, e.weights(), e.rowScales(), e.colField(),
                     ids + 4L * g.start(), x + 4L * g.start() * hidden, hidden, model.embedScale()));
         }
@@ -997,12 +1058,14 @@ final class ResidentForward implements DeviceForward {
                 throw new IllegalArgumentException("skill slot " + sp.skill() + " does not run on this device");
             if (sp.adapter() != 0 && (skillCopies == null || !skillCopies.adapterRuns(sp.adapter())))
                 throw new IllegalArgumentException("adapter slot " + sp.adapter() + " was not installed on this device");
+            if (sp.task() != 0 && (skillCopies == null || !skillCopies.taskRuns(sp.task())))
+                throw new IllegalArgumentException("task slot " + sp.task() + " was not installed on this device");
         }
         Integer[] order = new Integer[spans.size()];
         for (int i = 0; i < order.length; i++) order[i] = i;
         java.util.Arrays.sort(order, java.util.Comparator.comparingInt((Integer i) -> spans.get(i).tokens() == 1 ? 0 : 1)
                 .thenComparingInt(i -> spans.get(i).skill()).thenComparingInt(i -> spans.get(i).adapter())
-                .thenComparingDouble(i -> spans.get(i).adapterScale()));
+                .thenComparingDouble(i -> spans.get(i).adapterScale()).thenComparingInt(i -> spans.get(i).task()));
         List<Span> sorted = new ArrayList<>();
         int[] firstRow = new int[spans.size() + 1];   // each span's first logit row in the caller's order
         for (int i = 0; i < order.length; i++) {
@@ -1034,9 +1097,9 @@ final class ResidentForward implements DeviceForward {
             if (n == 0) continue;
             SkillCopies.Run last = out.isEmpty() ? null : out.getLast();
             float scale = sp.adapter() == 0 ? 0f : sp.adapterScale();
-            if (last != null && last.skill() == sp.skill() && last.adapter() == sp.adapter() && last.scale() == scale)
-                out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill(), last.adapter(), scale));
-            else out.add(new SkillCopies.Run(r, n, sp.skill(), sp.adapter(), scale));
+            if (last != null && last.skill() == sp.skill() && last.adapter() == sp.adapter() && last.scale() == scale && last.task() == sp.task())
+                out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill(), last.adapter(), scale, last.task()));
+            else out.add(new SkillCopies.Run(r, n, sp.skill(), sp.adapter(), scale, sp.task()));
             r += n;
         }
         return out.toArray(SkillCopies.Run[]::new);
@@ -1064,6 +1127,7 @@ final class ResidentForward implements DeviceForward {
                 for (SkillCopies.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
                 if (skillCopies.ensure(slots)) scratchEpoch++;
                 if (skillCopies.growLowRank(t)) scratchEpoch++;   // (an adapter's A·x rows)
+                skillCopies.prepareTasks(stepRuns, ResidentForward::columnScales);
             }
             try {
                 runs = stepRuns;
@@ -1574,10 +1638,11 @@ final class ResidentForward implements DeviceForward {
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
         if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // per group; a group of few rows by the matvec kernel
-            for (SkillCopies.Run g : skillCopies.groups(runs, w, bias)) {
-                W m = skillCopies.matrix(g.skill(), w);
-                long b = skillCopies.bias(g.skill(), bias), gx = x + 4L * g.start() * w.cols(), gy = y + 4L * g.start() * w.rows();
-                if (g.rows() >= batchGemmMinRows) gemmRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
+            for (SkillCopies.Group g : skillCopies.groups(runs, w, bias)) {
+                W m = g.w();
+                long b = g.bias(), gx = x + 4L * g.start() * w.cols(), gy = y + 4L * g.start() * w.rows();
+                // (f32 weights go to cuBLAS as they are: a mask's column scales need the matvec kernel)
+                if (g.rows() >= batchGemmMinRows && !(m.dtype() == DType.F32 && m.colField() != NULL)) gemmRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
                 else matvecRows(L, a, name, m, b, gx, gy, g.rows(), accumulate, normEps);
             }
         } else {
@@ -2189,8 +2254,8 @@ final class ResidentForward implements DeviceForward {
     private void matvec(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
                         float normEps) {
         if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // once per group of rows reading one matrix
-            for (SkillCopies.Run g : skillCopies.groups(runs, w, bias))
-                matvecRows(L, a, name, skillCopies.matrix(g.skill(), w), skillCopies.bias(g.skill(), bias), x + 4L * g.start() * w.cols(),
+            for (SkillCopies.Group g : skillCopies.groups(runs, w, bias))
+                matvecRows(L, a, name, g.w(), g.bias(), x + 4L * g.start() * w.cols(),
                         y + 4L * g.start() * w.rows(), g.rows(), accumulate, normEps);
         } else {
             matvecRows(L, a, name, w, bias, x, y, t, accumulate, normEps);

@@ -29,9 +29,17 @@ final class SkillCopies {
      * Consecutive rows [start, start + rows) of a step read through skill slot {@code skill} (0: the backbone), with
      * adapter slot {@code adapter} (0: none) at {@code scale} added to their products.
      */
-    record Run(int start, int rows, int skill, int adapter, float scale) {
-        Run(int start, int rows, int skill) { this(start, rows, skill, 0, 0f); }
-    }
+    record Run(int start, int rows, int skill, int adapter, float scale, int task) {}
+
+    /** Rows [start, start + rows) of a step that read a product as matrix {@code w} with bias {@code bias} (0: none). */
+    record Group(int start, int rows, W w, long bias) {}
+
+    /**
+     * What a task mask does to one product of a layer: multiplies its input columns by {@code columns} (0 where a head or
+     * neuron is off, all 0 when the layer is off; null: nothing), drops its bias (a layer off), or adds −∞ to the
+     * logits of the experts {@code routerOff} (a router, whose own bias is at {@code baseBias}).
+     */
+    record TaskPart(float[] columns, boolean dropBias, boolean[] routerOff, long baseBias) {}
 
     /** An adapter's delta for one product on the device: A [rank, in] (a folded norm's weight as its column scales), scale·B [out, rank], f32. */
     record Delta(W a, W b) {}
@@ -54,7 +62,9 @@ final class SkillCopies {
     /** One skill's resident copies: backbone product → replacement, backbone bias address → replacement's. */
     private static final class Copy {
         final Map<W, W> matrices = new HashMap<>();
+        final Map<W, Matrix> sourceOf = new HashMap<>();   // each replacement's matrix
         final Map<Long, Long> biases = new HashMap<>();
+        final Map<Long, float[]> biasValues = new HashMap<>();   // each replacement bias' values
         final Set<Matrix> uploaded = Collections.newSetFromMap(new IdentityHashMap<>());
         final List<Long> vectors = new ArrayList<>();
         long bytes, widestInt8;
@@ -173,9 +183,9 @@ final class SkillCopies {
             if (r.adapter() == 0 || delta(r.adapter(), w) == null) continue;
             Run last = out.isEmpty() ? null : out.getLast();
             if (last != null && last.start() + last.rows() == r.start() && last.adapter() == r.adapter() && last.scale() == r.scale())
-                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), 0, r.adapter(), r.scale()));
+                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), 0, r.adapter(), r.scale(), 0));
             else
-                out.add(new Run(r.start(), r.rows(), 0, r.adapter(), r.scale()));
+                out.add(new Run(r.start(), r.rows(), 0, r.adapter(), r.scale(), 0));
         }
         return out;
     }
@@ -230,7 +240,7 @@ final class SkillCopies {
         while (residentBytes() > limit && it.hasNext()) {
             var e = it.next();
             if (keep.contains(e.getKey())) continue;
-            if (!freed) cu.synchronize();   // nothing queued may still read them
+            if (!freed) { cu.synchronize(); dropTaskVariants(); }   // nothing queued may still read them
             free(e.getValue());
             it.remove();
             evictions++;
@@ -250,12 +260,15 @@ final class SkillCopies {
                 int before = c.vectors.size();
                 W w = uploader.upload(r, e.getValue().norm(), c.vectors);
                 c.matrices.put(e.getKey(), w);
+                c.sourceOf.put(w, r);
                 if (fresh) c.bytes += mm.resident(r).bytes();
                 c.bytes += 4L * w.cols() * (c.vectors.size() - before);   // a folded norm's column scales
                 if (ResidentForward.kind(w.dtype()) == 3) c.widestInt8 = Math.max(c.widestInt8, (long) w.rows() * w.cols());
             }
             for (var e : skills.biases().get(slot - 1).entrySet()) {
-                c.biases.put(biasAt.get(e.getKey()), vectors.upload(e.getValue(), c.vectors));
+                long at = vectors.upload(e.getValue(), c.vectors);
+                c.biases.put(biasAt.get(e.getKey()), at);
+                c.biasValues.put(at, e.getValue());
                 c.bytes += 4L * e.getValue().length;
             }
         } catch (RuntimeException | Error e) {
@@ -306,9 +319,10 @@ final class SkillCopies {
         return r != null ? r : bias;
     }
 
-    /** Whether a skill on {@code runs} replaces {@code w} or one of {@code biases}. */
+    /** Whether a skill on {@code runs} replaces {@code w} or one of {@code biases}, or a task mask changes one of {@code ws}. */
     boolean touches(Run[] runs, List<W> ws, long... biases) {
         for (Run r : runs) {
+            if (r.task() != 0) for (W w : ws) if (w != null && part(r.task(), w) != null) return true;
             if (r.skill() == 0) continue;
             Copy c = loaded.get(r.skill());
             for (W w : ws) if (w != null && c.matrices.containsKey(w)) return true;
@@ -318,21 +332,113 @@ final class SkillCopies {
     }
 
     /**
-     * The rows of {@code runs} grouped by what they read for product {@code w} with {@code bias}: adjacent runs of the
-     * same matrix and bias merged, each group's skill the slot whose copies it reads (0: the backbone's).
+     * The rows of {@code runs} grouped by what they read for product {@code w} with {@code bias} (the run's skill's
+     * copy, under its task's columns and bias): adjacent runs of one matrix and bias merged.
      */
-    List<Run> groups(Run[] runs, W w, long bias) {
-        List<Run> out = new ArrayList<>();
+    List<Group> groups(Run[] runs, W w, long bias) {
+        List<Group> out = new ArrayList<>();
         for (Run r : runs) {
-            int s = r.skill() != 0 && (matrix(r.skill(), w) != w || bias(r.skill(), bias) != bias) ? r.skill() : 0;
-            Run last = out.isEmpty() ? null : out.getLast();
-            if (last != null && last.start() + last.rows() == r.start()
-                    && matrix(last.skill(), w) == matrix(s, w) && bias(last.skill(), bias) == bias(s, bias))
-                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), last.skill()));
+            W m = resolve(r, w);
+            long b = resolveBias(r, w, bias);
+            Group last = out.isEmpty() ? null : out.getLast();
+            if (last != null && last.start() + last.rows() == r.start() && last.w().equals(m) && last.bias() == b)
+                out.set(out.size() - 1, new Group(last.start(), last.rows() + r.rows(), m, b));
             else
-                out.add(new Run(r.start(), r.rows(), s));
+                out.add(new Group(r.start(), r.rows(), m, b));
         }
         return out;
+    }
+
+    // ---- task masks: a product's columns scaled by 0/1 (heads, neurons, a layer off), a router's bias −∞ (experts) ----
+
+    /** By task slot − 1, what the mask does to each product it changes. */
+    private final List<Map<W, TaskPart>> taskParts = new ArrayList<>();
+    private record TaskKey(int task, W w) {}
+    private record TaskBiasKey(int task, W w, long bias) {}
+    /** Each (task, matrix read) pair's matrix with the task's columns, each (task, router, bias) pair's bias; their memory. */
+    private final Map<TaskKey, W> taskMatrices = new HashMap<>();
+    private final Map<TaskBiasKey, Long> taskBiases = new HashMap<>();
+    private final List<Long> taskMemory = new ArrayList<>();
+
+    /** Takes the masks' parts (by task slot − 1; an empty map for a mask that changes nothing here). */
+    void installTasks(List<Map<W, TaskPart>> parts) {
+        if (!taskParts.isEmpty()) throw new IllegalStateException("the task masks were installed already");
+        taskParts.addAll(parts);
+    }
+
+    /** Whether task {@code slot} (1-based) was installed. */
+    boolean taskRuns(int slot) { return slot >= 1 && slot <= taskParts.size(); }
+
+    private TaskPart part(int task, W w) { return task == 0 ? null : taskParts.get(task - 1).get(w); }
+
+    /**
+     * Makes the task variants {@code runs} read (each run's skill copy under its mask's columns, a router's bias with
+     * its −∞): uploaded before a step's launches are made, kept until a skill copy is given back.
+     */
+    void prepareTasks(Run[] runs, java.util.function.Function<Matrix, float[]> columnScales) {
+        for (Run r : runs) {
+            if (r.task() == 0) continue;
+            for (var e : taskParts.get(r.task() - 1).entrySet()) {
+                W base = e.getKey(), m = matrix(r.skill(), base);
+                TaskPart p = e.getValue();
+                if (p.columns() != null)
+                    taskMatrices.computeIfAbsent(new TaskKey(r.task(), m), k -> {
+                        float[] cf = columnScales.apply(sourceOf(r.skill(), m));
+                        for (int c = 0; c < cf.length; c++) cf[c] *= p.columns()[c];
+                        return new W(m.dtype(), m.rows(), m.cols(), m.weights(), m.rowScales(), vectors.upload(cf, taskMemory));
+                    });
+                if (p.routerOff() != null) {
+                    long b = bias(r.skill(), p.baseBias());
+                    taskBiases.computeIfAbsent(new TaskBiasKey(r.task(), base, b), k -> {
+                        float[] v = b == 0 ? new float[p.routerOff().length] : biasValues(r.skill(), b).clone();
+                        for (int i = 0; i < v.length; i++) if (p.routerOff()[i]) v[i] = Float.NEGATIVE_INFINITY;
+                        return vectors.upload(v, taskMemory);
+                    });
+                }
+            }
+        }
+    }
+
+    /** The matrix a resident product {@code m} (the backbone's, or skill {@code skill}'s copy) was made from. */
+    private Matrix sourceOf(int skill, W m) {
+        if (skill != 0) {
+            Matrix r = loaded.get(skill).sourceOf.get(m);
+            if (r != null) return r;
+        }
+        return sources.get(m).matrix();
+    }
+
+    /** The values of the bias at {@code at} (the backbone's, or skill {@code skill}'s copy). */
+    private float[] biasValues(int skill, long at) {
+        if (skill != 0) {
+            float[] v = loaded.get(skill).biasValues.get(at);
+            if (v != null) return v;
+        }
+        for (var e : biasAt.entrySet()) if (e.getValue() == at) return e.getKey();
+        throw new IllegalStateException("no bias at " + at);
+    }
+
+    /** What run {@code r} reads for product {@code w}: its skill's copy, under its task's columns. */
+    W resolve(Run r, W w) {
+        W m = matrix(r.skill(), w);
+        TaskPart p = part(r.task(), w);
+        return p == null || p.columns() == null ? m : taskMatrices.get(new TaskKey(r.task(), m));
+    }
+
+    /** The bias run {@code r} adds to product {@code w} (whose own is at {@code bias}). */
+    long resolveBias(Run r, W w, long bias) {
+        long b = bias(r.skill(), bias);
+        TaskPart p = part(r.task(), w);
+        if (p == null) return b;
+        if (p.dropBias()) return 0;
+        return p.routerOff() != null ? taskBiases.get(new TaskBiasKey(r.task(), w, b)) : b;
+    }
+
+    private void dropTaskVariants() {
+        for (long d : taskMemory) cu.memFree(d);
+        taskMemory.clear();
+        taskMatrices.clear();
+        taskBiases.clear();
     }
 
     /** Frees every copy and delta (the forward is closing). */
@@ -344,5 +450,6 @@ final class SkillCopies {
         deltas.clear();
         if (lowRankRows != 0) cu.memFree(lowRankRows);
         lowRankRows = 0;
+        dropTaskVariants();
     }
 }

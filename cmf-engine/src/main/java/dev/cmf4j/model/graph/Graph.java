@@ -215,6 +215,16 @@ public final class Graph {
                 problems.put(tasks.get(i), e.getMessage());
             }
         }
+        if (dev != null && !tasks.isEmpty()) {   // the device applies the masks per row; it says which it cannot
+            var ms = new java.util.ArrayList<dev.cmf4j.backend.DeviceTasks.Mask>();
+            for (int i = 0; i < tasks.size(); i++) {
+                TaskMask t = taskMasks[i + 1];
+                var g = masks.masks().get(i).geometry();
+                ms.add(t == null ? null : new dev.cmf4j.backend.DeviceTasks.Mask(t.layerOff, t.ffnOff, t.headsOff, t.expertOff,
+                        g.heads(), g.ffnWidth(), g.experts()));
+            }
+            dev.tasks(new dev.cmf4j.backend.DeviceTasks(tasks, ms)).forEach(problems::putIfAbsent);
+        }
         this.taskProblems = java.util.Map.copyOf(problems);
         if (new java.util.HashSet<>(this.adapters).size() != this.adapters.size())
             throw new ModelException("two adapters share a name: " + this.adapters);
@@ -254,7 +264,6 @@ public final class Graph {
         if (t == 0)
             throw new IllegalArgumentException("unknown task '" + task + "'; " + (tasks.isEmpty()
                     ? "the file has no task masks" : "the file's masks: " + String.join(", ", tasks)));
-        if (device != null) throw new IllegalArgumentException("task masks run on the CPU graph only; this model runs whole on the device (use --device cpu)");
         String why = taskProblems.get(task);
         if (why != null) throw new IllegalArgumentException("task '" + task + "' cannot be applied: " + why);
         return o.withTask(t, task);
@@ -616,7 +625,8 @@ public final class Graph {
         for (int i = 0; i < batch.size(); i++) {
             Batch.Span s = batch.span(i);
             spans.add(new DeviceForward.Span(s.sequence().deviceState, s.ids(), s.off(), s.tokens(), s.sequence().position,
-                    s.logitRows(), s.sequence().overlay.skill(), s.sequence().overlay.adapter(), s.sequence().overlay.adapterScale()));
+                    s.logitRows(), s.sequence().overlay.skill(), s.sequence().overlay.adapter(), s.sequence().overlay.adapterScale(),
+                    s.sequence().overlay.task()));
         }
         return spans;
     }
@@ -624,10 +634,10 @@ public final class Graph {
     private void deviceForward(Batch batch, float[] logits) {
         try {
             gateHeads(batch);
-            // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's or an
-            // adapter's rows go as spans
+            // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's, an
+            // adapter's or a mask's rows go as spans
             Overlay solo = batch.span(0).sequence().overlay;
-            if (batch.size() == 1 && solo.skill() == 0 && solo.adapter() == 0) {
+            if (batch.size() == 1 && solo.isBackbone()) {
                 Batch.Span s = batch.span(0);
                 State st = s.sequence();
                 device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,

@@ -253,4 +253,76 @@ class CudaSkillsTest {
                 }
             }
     }
+
+    /**
+     * Task masks on the device: a mask turning off layer 0, two heads and five neurons of layer 1 of the llama fixture
+     * gives the CPU engine's logits for it (prompt and decode steps), an all-ones mask the backbone's; batched steps of
+     * masked and unmasked rows give every row its single-run logits; expert bits on qwen3_moe give the CPU's logits.
+     */
+    @Test void taskMasksGiveTheCpusLogitsAloneAndInMixedBatches() throws Exception {
+        Path dir = Fixtures.require("models/llama");
+        Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(dir, tmp.resolve("llama-tasks.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        var cut = new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0).layerOff(0).headOff(1, 1).headOff(1, 3);
+        for (int i : new int[] {0, 5, 77, 200, 255}) cut.neuronOff(1, i);
+        Path masked = dev.cmf4j.model.TaskMaskTest.withMasks(base, tmp.resolve("llama-masked.cmf"), List.of("full", "cut"),
+                List.of(new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0), cut), false);
+        int[] ids = Golden.load(dir).inputIds();
+        int[] prompt = java.util.Arrays.copyOf(ids, 24), extra = java.util.Arrays.copyOfRange(ids, 24, 30);
+        float[] want, backbone;
+        try (var m = dev.cmf4j.model.Model.open(masked)) {
+            want = dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, "cut"), prompt, extra);
+            backbone = dev.cmf4j.model.TaskMaskTest.run(m.graph(), Overlay.NONE, prompt, extra);
+        }
+        int[][] seqs = sequences();
+        for (boolean cublas : new boolean[] {false, true})
+            try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+                gpu.notes(n -> {});
+                if (cublas) gpu.useCublas(List.of(lib.toString()), 2);
+                try (var m = dev.cmf4j.model.Model.open(masked, null, new CudaBackend(gpu))) {
+                    Graph g = m.graph();
+                    assertThat(g.device()).isNotNull();
+                    Overlay c = g.withTask(Overlay.NONE, "cut"), full = g.withTask(Overlay.NONE, "full");
+                    float[] got = dev.cmf4j.model.TaskMaskTest.run(g, c, prompt, extra);
+                    assertThat(Golden.maxDiff(got, 0, want, 0, want.length)).as("cut, cublas " + cublas).isLessThanOrEqualTo(1e-3);
+                    assertThat(Golden.maxDiff(got, 0, backbone, 0, want.length)).as("the mask moves the logits").isGreaterThan(0.1);
+                    float[] ones = dev.cmf4j.model.TaskMaskTest.run(g, full, prompt, extra);
+                    assertThat(Golden.maxDiff(ones, 0, backbone, 0, backbone.length)).as("all ones").isLessThanOrEqualTo(1e-3);
+                    Overlay[] os = {Overlay.NONE, c, g.withTask(g.overlay(null, null, 1f), "cut"), full};
+                    float[][] single = new float[4][];
+                    for (int i = 0; i < 4; i++) single[i] = alone(g, os[i], seqs[i]);
+                    double worst = batched(g, os, seqs, single, ALL_SKILLS);
+                    System.out.printf("GPU mixed-task batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
+                    assertThat(worst).isLessThanOrEqualTo(1e-4);
+                }
+            }
+    }
+
+    @Test void expertBitsOnTheDeviceGiveTheCpusLogits() throws Exception {
+        Path dir = Fixtures.require("models/qwen3_moe");
+        Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(dir, tmp.resolve("moe.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        int ffn, heads;
+        try (var f = dev.cmf4j.format.CmfFile.open(base)) {
+            ffn = f.header().arch().intermediateSize();
+            heads = f.header().arch().numAttentionHeads();
+        }
+        var blob = new dev.cmf4j.model.TaskMaskTest.Blob(2, ffn, heads, 8);
+        for (int l = 0; l < 2; l++) for (int e : new int[] {2, 5}) blob.expertOff(l, e);
+        Path masked = dev.cmf4j.model.TaskMaskTest.withMasks(base, tmp.resolve("moe-masked.cmf"), List.of("six"), List.of(blob), true);
+        int[] ids = Golden.load(dir).inputIds();
+        int[] prompt = java.util.Arrays.copyOf(ids, 24), extra = java.util.Arrays.copyOfRange(ids, 24, 30);
+        float[] want, backbone;
+        try (var m = dev.cmf4j.model.Model.open(masked)) {
+            want = dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, "six"), prompt, extra);
+            backbone = dev.cmf4j.model.TaskMaskTest.run(m.graph(), Overlay.NONE, prompt, extra);
+        }
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(masked, null, new CudaBackend(gpu))) {
+                assertThat(m.graph().device()).isNotNull();
+                float[] got = dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, "six"), prompt, extra);
+                assertThat(Golden.maxDiff(got, 0, want, 0, want.length)).isLessThanOrEqualTo(1e-3);
+                assertThat(Golden.maxDiff(got, 0, backbone, 0, want.length)).as("the mask moves the logits").isGreaterThan(1e-3);
+            }
+        }
+    }
 }
