@@ -178,9 +178,9 @@ final class ModelFile {
 
         /**
          * As {@link #open(Path, dev.cmf4j.backend.Backend)}, for a command that runs one sequence (or sequences of one
-         * overlay): on a backend that runs whole models, which take no per-row overlays, {@code --skill ID} and a
-         * {@code --blend} of named weights are applied to the weights themselves (the device holds the skill's tensors
-         * in place of the backbone's) and say so on {@code err}.
+         * overlay): on a backend that runs whole models, {@code --skill ID} and a {@code --blend} of named weights are
+         * applied to the weights themselves (the device holds the skill's tensors in place of the backbone's and runs
+         * its fused launches as for the backbone; a blend has no per-row form) and say so on {@code err}.
          */
         dev.cmf4j.model.Model openOne(Path file, dev.cmf4j.backend.Backend backend, java.io.PrintWriter err) throws NoSuchFileException {
             applied = null;
@@ -199,7 +199,7 @@ final class ModelFile {
                 return open(file, backend);
             }
             dev.cmf4j.model.Model m = open(resolve(file), backend, wrap, memory);
-            err.println("cmf: " + applied + " applied to the weights (the device runs the model whole, without per-row overlays)");
+            err.println("cmf: " + applied + " applied to the weights (one overlay for the whole run: the device reads it in place of the backbone)");
             return m;
         }
 
