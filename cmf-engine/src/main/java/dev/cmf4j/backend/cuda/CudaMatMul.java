@@ -65,6 +65,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private boolean programmaticLaunch = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.pdl"));
     /** {@code -Dcmf.cuda.smallBatchRows=N}: see {@link ResidentForward#smallBatchRows} (0, off, by default). */
     private int smallBatchRows = Integer.getInteger("cmf.cuda.smallBatchRows", 0);
+    /** {@code -Dcmf.cuda.smallBatchBlockRows=8|16}: see {@link ResidentForward#smallBatchShape}. */
+    private int smallBatchBlockRows = Integer.getInteger("cmf.cuda.smallBatchBlockRows", 8);
 
     /**
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
@@ -126,7 +128,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
             ResidentForward r = new ResidentForward(this, ctx, model, kv, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
-                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows);
+                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows,
+                    smallBatchBlockRows);
             residents.add(r);
             return r;
         });
@@ -155,8 +158,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     /** Tests: whether decode steps may launch programmatically (default: {@code cmf.cuda.pdl}, on). */
     void useProgrammaticLaunch(boolean on) { this.programmaticLaunch = on; }
 
-    /** Tests: the small-batch products on (up to {@code rows} rows of a batched step) or off (0). */
-    void useSmallBatchRows(int rows) { this.smallBatchRows = rows; }
+    /** Tests: the small-batch products on (up to {@code rows} rows of a batched step) or off (0), blocks of {@code blockRows}. */
+    void useSmallBatchRows(int rows, int blockRows) { this.smallBatchRows = rows; this.smallBatchBlockRows = blockRows; }
 
     /** Tests: cuBLAS from {@code names}, used for prefill chunks of at least {@code minTokens}. */
     void useCublas(List<String> names, int minTokens) { this.cublasNames = names; this.gemmMinTokens = minTokens; }

@@ -48,17 +48,22 @@ final class Kernels {
 
     static KernelSignature glu(String kind) { return KernelSignature.of(RESIDENT_CU, "r_glu_" + kind, GLU); }
 
-    /** The rows of x each block of the small-batch products takes, one instance each ({@code resident_mmvq.cu}). */
-    static final int[] SMALL_BATCH_ROWS = {4, 8};
+    /**
+     * The small-batch products' instances ({@code resident_mmvq.cu}): the rows of x a block takes, and the weight rows
+     * a block takes (8, or 16 for the {@code _r16} instances).
+     */
+    static final int[] SMALL_BATCH_ROWS = {4, 8}, SMALL_BATCH_BLOCK_ROWS = {8, 16};
 
-    /** r_matvec_q8 over T rows of x, each weight read once per {@code nt} rows. */
-    static KernelSignature smallMatvec(int nt) { return KernelSignature.of(MMVQ_CU, "rq_matvec_q8_" + nt, MATVEC + ", int T"); }
+    private static String smallName(String family, int nt, int rb) { return "rq_" + family + "_q8_" + nt + (rb == 8 ? "" : "_r" + rb); }
+
+    /** r_matvec_q8 over T rows of x, each weight read once per {@code nt} rows, {@code rb} weight rows a block. */
+    static KernelSignature smallMatvec(int nt, int rb) { return KernelSignature.of(MMVQ_CU, smallName("matvec", nt, rb), MATVEC + ", int T"); }
 
     /** r_matvec3_q8 likewise. */
-    static KernelSignature smallMatvec3(int nt) { return KernelSignature.of(MMVQ_CU, "rq_matvec3_q8_" + nt, MATVEC3 + ", int T"); }
+    static KernelSignature smallMatvec3(int nt, int rb) { return KernelSignature.of(MMVQ_CU, smallName("matvec3", nt, rb), MATVEC3 + ", int T"); }
 
     /** r_glu_q8 likewise. */
-    static KernelSignature smallGlu(int nt) { return KernelSignature.of(MMVQ_CU, "rq_glu_q8_" + nt, GLU + ", int T"); }
+    static KernelSignature smallGlu(int nt, int rb) { return KernelSignature.of(MMVQ_CU, smallName("glu", nt, rb), GLU + ", int T"); }
 
     static KernelSignature embed(String kind) { return KernelSignature.of(RESIDENT_CU, "r_embed_" + kind, EMBED); }
 
@@ -201,7 +206,8 @@ final class Kernels {
             for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
         }
         for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
-        for (int n : SMALL_BATCH_ROWS) all.addAll(List.of(smallMatvec(n), smallMatvec3(n), smallGlu(n)));
+        for (int rb : SMALL_BATCH_BLOCK_ROWS)
+            for (int n : SMALL_BATCH_ROWS) all.addAll(List.of(smallMatvec(n, rb), smallMatvec3(n, rb), smallGlu(n, rb)));
         return all;
     }
 }

@@ -226,7 +226,8 @@ final class ResidentForward implements DeviceForward {
 
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch, int smallBatchRows) {
+                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch, int smallBatchRows,
+                    int smallBatchBlockRows) {
         if (!Kernels.KV_TYPES.contains(kv)) throw new IllegalArgumentException("the GPU-resident forward keeps no " + kv.label() + " KV cache");
         this.kv = kv;
         this.prefillCache = prefillCacheMode(prefillCache);
@@ -237,6 +238,9 @@ final class ResidentForward implements DeviceForward {
         this.batchGemmMinRows = Integer.getInteger("cmf.cuda.batchGemmMinRows", Math.min(4, gemmMinTokens));
         if (smallBatchRows < 0) throw new IllegalArgumentException("-Dcmf.cuda.smallBatchRows must be 0 (off) or more, not " + smallBatchRows);
         this.smallBatchRows = smallBatchRows;
+        int shape = java.util.Arrays.stream(Kernels.SMALL_BATCH_BLOCK_ROWS).boxed().toList().indexOf(smallBatchBlockRows);
+        if (shape < 0) throw new IllegalArgumentException("-Dcmf.cuda.smallBatchBlockRows must be 8 or 16, not " + smallBatchBlockRows);
+        this.smallBatchShape = shape;
         this.mm = mm;
         this.cu = ctx.driver();
         this.model = model;
@@ -1021,6 +1025,12 @@ final class ResidentForward implements DeviceForward {
      * take them even where {@link #batchGemmMinRows} would take cuBLAS.
      */
     private final int smallBatchRows;
+    /**
+     * {@code -Dcmf.cuda.smallBatchBlockRows=8|16} (8 by default): the weight rows a block of the small-batch products
+     * takes, as an index into {@link Kernels#SMALL_BATCH_BLOCK_ROWS} (16: each x' staged from L2 serves twice the rows,
+     * one block of 512 threads an SM instead of two of 256; which is faster is not measured yet).
+     */
+    private final int smallBatchShape;
     private long batchPos, batchKv;
     private MemorySegment batchHostPos, batchHostKv;
     private int batchSpans;
@@ -1937,9 +1947,8 @@ final class ResidentForward implements DeviceForward {
                     Object[] args = {q.weights(), q.rowScales(), q.colField(), w.qBias(), qOut, q.rows(),
                             k.weights(), k.rowScales(), k.colField(), w.kBias(), kBuf, k.rows(),
                             v.weights(), v.rowScales(), v.colField(), w.vBias(), vBuf, v.rows(), ain, hidden, an, an == 1 ? ae : 0f};
-                    int sb = smallBatchSize(q, t);
-                    if (sb >= 0) L.add(launch("qkv", kernels.fnSmallMatvec3[sb], blocks, smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
-                    else L.add(launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a, args));
+                    Launch small = smallBatch("qkv", kernels.fnSmallMatvec3, q, t, a, args, q.rows(), k.rows(), v.rows());
+                    L.add(small != null ? small : launch("qkv", kernels.fnMatvec3[kind(q.dtype())], blocks, t, 1, 256, a, args));
                 } else {
                     matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     matvec(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
@@ -2056,9 +2065,8 @@ final class ResidentForward implements DeviceForward {
             } else if (gk == uk && spec.act() == Activation.SILU && fuse) {
                 Object[] args = {w.gate().weights(), w.gate().rowScales(), w.gate().colField(), w.up().weights(), w.up().rowScales(),
                         w.up().colField(), fin, s.g, inter, hidden, w.ffnFolded() ? 1 : 0, w.ffnFolded() ? fe : 0f};
-                int sb = smallBatchSize(w.gate(), t);
-                if (sb >= 0) L.add(launch("gate_up_swiglu", kernels.fnSmallGlu[sb], ArgPack.gridX(inter), smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
-                else L.add(launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, args));
+                Launch small = smallBatch("gate_up_swiglu", kernels.fnSmallGlu, w.gate(), t, a, args, inter);
+                L.add(small != null ? small : launch("gate_up_swiglu", kernels.fnGlu[gk], ArgPack.gridX(inter), t, 1, 256, a, args));
             } else {
                 matvec(L, a, "gate", w.gate(), NULL, fin, s.g, t, false, fe);
                 matvec(L, a, "up", w.up(), NULL, fin, s.u, t, false, fe);
@@ -2268,31 +2276,24 @@ final class ResidentForward implements DeviceForward {
         int rows = w.rows(), cols = w.cols();
         boolean normed = !Float.isNaN(normEps);
         Object[] args = {w.weights(), w.rowScales(), w.colField(), bias, x, y, rows, cols, accumulate ? 1 : 0, normed ? 1 : 0, normed ? normEps : 0f};
-        int sb = smallBatchSize(w, t);
-        if (sb >= 0) L.add(launch(name, kernels.fnSmallMatvec[sb], ArgPack.gridX(rows), smallBatchBlocks(sb, t), 1, 256, a, withRows(args, t)));
-        else L.add(launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, args));
+        Launch small = smallBatch(name, kernels.fnSmallMatvec, w, t, a, args, rows);
+        L.add(small != null ? small : launch(name, kernels.fnMatvec[kind(w.dtype())], ArgPack.gridX(rows), t, 1, 256, a, args));
     }
 
     /**
-     * Which small-batch kernel (an index into {@link Kernels#SMALL_BATCH_ROWS}) takes {@code w}'s product of {@code t}
-     * rows, or -1 for the matvec kernels: they are off, one row, or weights they do not read. Their numbers are the
-     * matvec kernels' row for row, so any t from 2 takes them: the weights read once per 4 or 8 rows, not per row.
+     * The small-batch launch (resident_mmvq.cu) of a product of {@code t} rows of x that the matvec kernels would take
+     * with {@code args}, over matrices of {@code rows} weight rows each (q, k, v: three), or null for the matvec kernels:
+     * the small-batch kernels are off, one row, or weights they do not read ({@link #smallBatch(W)}). Their numbers are
+     * the matvec kernels' row for row, so any t from 2 takes them: the weights read once per 4 or 8 rows, not per row.
      */
-    private int smallBatchSize(W w, int t) {
-        if (smallBatchRows == 0 || t < 2 || !smallBatch(w)) return -1;
-        int[] sizes = Kernels.SMALL_BATCH_ROWS;
-        for (int i = 0; i < sizes.length; i++) if (t <= sizes[i]) return i;
-        return sizes.length - 1;
-    }
-
-    /** The grid's rows of blocks for {@code t} rows of x, each block row taking the next SMALL_BATCH_ROWS[sb] of them. */
-    private static int smallBatchBlocks(int sb, int t) { return (t + Kernels.SMALL_BATCH_ROWS[sb] - 1) / Kernels.SMALL_BATCH_ROWS[sb]; }
-
-    /** A matvec kernel's arguments followed by the row count T, as the small-batch kernels take them. */
-    private static Object[] withRows(Object[] args, int t) {
-        Object[] out = java.util.Arrays.copyOf(args, args.length + 1);
-        out[args.length] = t;
-        return out;
+    private Launch smallBatch(String name, Kernel[][] family, W w, int t, Arena a, Object[] args, int... rows) {
+        if (smallBatchRows == 0 || t < 2 || !smallBatch(w)) return null;
+        int nt = t <= Kernels.SMALL_BATCH_ROWS[0] ? 0 : 1, per = Kernels.SMALL_BATCH_ROWS[nt], rb = Kernels.SMALL_BATCH_BLOCK_ROWS[smallBatchShape];
+        int blocks = 0;
+        for (int r : rows) blocks += (r + rb - 1) / rb;
+        Object[] withT = java.util.Arrays.copyOf(args, args.length + 1);
+        withT[args.length] = t;
+        return launch(name, family[smallBatchShape][nt], blocks, (t + per - 1) / per, 1, 32 * rb, a, withT);
     }
 
     /** A launch of {@code k} with {@code args} packed as its signature says (a mismatch is an error naming the kernel). */

@@ -15,9 +15,11 @@ import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_TC_BUCKETS;
 final class ResidentKernels {
     final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
     final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
-    /** The int8 small-batch products (resident_mmvq.cu), one per {@link Kernels#SMALL_BATCH_ROWS} size. */
-    final Kernel[] fnSmallMatvec = new Kernel[Kernels.SMALL_BATCH_ROWS.length], fnSmallMatvec3 = new Kernel[Kernels.SMALL_BATCH_ROWS.length],
-            fnSmallGlu = new Kernel[Kernels.SMALL_BATCH_ROWS.length];
+    /**
+     * The int8 small-batch products (resident_mmvq.cu) by block shape ({@link Kernels#SMALL_BATCH_BLOCK_ROWS}) and rows of
+     * x a block ({@link Kernels#SMALL_BATCH_ROWS}).
+     */
+    final Kernel[][] fnSmallMatvec = new Kernel[2][2], fnSmallMatvec3 = new Kernel[2][2], fnSmallGlu = new Kernel[2][2];
     /** r_qk_rope_append, r_attn_partial and r_attn_rows for the forward's KV cache type. */
     final Kernel fnRope, fnAttn, fnAttnRows;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
@@ -40,12 +42,13 @@ final class ResidentKernels {
             fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
             fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
         }
-        for (int i = 0; i < Kernels.SMALL_BATCH_ROWS.length; i++) {
-            int n = Kernels.SMALL_BATCH_ROWS[i];
-            fnSmallMatvec[i] = Kernels.smallMatvec(n).load(ctx);
-            fnSmallMatvec3[i] = Kernels.smallMatvec3(n).load(ctx);
-            fnSmallGlu[i] = Kernels.smallGlu(n).load(ctx);
-        }
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 2; i++) {
+                int n = Kernels.SMALL_BATCH_ROWS[i], rb = Kernels.SMALL_BATCH_BLOCK_ROWS[b];
+                fnSmallMatvec[b][i] = Kernels.smallMatvec(n, rb).load(ctx);
+                fnSmallMatvec3[b][i] = Kernels.smallMatvec3(n, rb).load(ctx);
+                fnSmallGlu[b][i] = Kernels.smallGlu(n, rb).load(ctx);
+            }
         fnRope = Kernels.qkRopeAppend(kv).load(ctx);
         fnAttn = Kernels.attnPartial(kv).load(ctx);
         fnAttnRows = Kernels.attnRows(kv).load(ctx);

@@ -495,14 +495,16 @@ class CudaKernelEmulationTest {
      * kernels (r_matvec_q8, r_matvec3_q8, r_glu_q8, a block row per row of x) give it: rows × cols × T with tiles of x'
      * of 2048, 1024 and 512 columns (cols past them: 4100, 1540), a last block of rows past the matrix, T = 3 (one
      * block row of 4) and 9 (two block rows of 8, the second of one); int8 with row and column scales, the folded
-     * RMSNorm, bias and residual add; q/k/v in one launch; gate and up.
+     * RMSNorm, bias and residual add; q/k/v in one launch; gate and up. Shape = rows x cols x T / weight rows a block
+     * (8, or 16: the _r16 instances).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"13x4100x3", "5x1540x9"})
+    @ValueSource(strings = {"13x4100x3/8", "5x1540x9/8", "17x516x3/16"})
     void smallBatchProductsGiveEveryRowTheMatvecKernelsBits(String shape) {
-        String[] d = shape.split("x");
-        int rows = Integer.parseInt(d[0]), cols = Integer.parseInt(d[1]), tokens = Integer.parseInt(d[2]), gx = (rows + 7) / 8;
-        int nt = tokens <= 4 ? 4 : 8, gy = (tokens + nt - 1) / nt, rows3 = rows / 2 + 1, gx3 = 2 * gx + (rows3 + 7) / 8;
+        String[] d = shape.split("[x/]");
+        int rows = Integer.parseInt(d[0]), cols = Integer.parseInt(d[1]), tokens = Integer.parseInt(d[2]), rb = Integer.parseInt(d[3]);
+        int gx = (rows + 7) / 8, nt = tokens <= 4 ? 4 : 8, gy = (tokens + nt - 1) / nt, rows3 = rows / 2 + 1, gx3 = 2 * gx + (rows3 + 7) / 8;
+        int sx = (rows + rb - 1) / rb, sx3 = 2 * sx + (rows3 + rb - 1) / rb;
         java.util.Random r = new java.util.Random(rows * 131L + cols + tokens);
         byte[] wq = new byte[rows * cols], wq2 = new byte[rows * cols];
         r.nextBytes(wq);
@@ -527,7 +529,7 @@ class CudaKernelEmulationTest {
                 MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU), small = ctx.module(Kernels.MMVQ_CU);
                 for (int k = 0; k < 2; k++) {
                     MemorySegment m = k == 0 ? mod : small;
-                    String sfx = k == 0 ? "" : "_" + nt;
+                    String sfx = k == 0 ? "" : "_" + nt + (rb == 8 ? "" : "_r" + rb);
                     int o = 6 * k, y = k == 0 ? tokens : gy;
                     Object[][] args = {
                         {dwq, drs, dcf, dbias, dx, dy[o], rows, cols, 1, 1, eps},
@@ -540,7 +542,8 @@ class CudaKernelEmulationTest {
                         String name = (k == 0 ? names[i] : names[i].replace("r_", "rq_")) + sfx;
                         Object[] ai = k == 0 ? args[i] : java.util.Arrays.copyOf(args[i], args[i].length + 1);
                         if (k == 1) ai[ai.length - 1] = tokens;
-                        cu.launch(cu.function(m, name), i == 3 ? gx3 : gx, y, 1, 256, 1, 1, 0, Kernels.named(name).pack(a, ai));
+                        cu.launch(cu.function(m, name), k == 0 ? (i == 3 ? gx3 : gx) : (i == 3 ? sx3 : sx), y, 1, k == 0 ? 256 : 32 * rb, 1, 1, 0,
+                                Kernels.named(name).pack(a, ai));
                     }
                 }
                 cu.synchronize();

@@ -493,19 +493,21 @@ class CudaMockTest {
      * With the small-batch products on (-Dcmf.cuda.smallBatchRows=8), decode steps of B = 2…8 sequences of different
      * lengths on an int8 model take them (resident_mmvq.cu, not cuBLAS, though cuBLAS is on from 2 rows), and every
      * sequence's logits are those of running alone, bit for bit: the kernels keep the matvec kernels' numbers row for
-     * row (here their twins; the real kernels' bits: CudaKernelEmulationTest).
+     * row (here their twins; the real kernels' bits: CudaKernelEmulationTest). Blocks of 8 weight rows for even B, 16
+     * for odd (-Dcmf.cuda.smallBatchBlockRows): the launch shapes the twins check.
      */
     @Test void smallBatchDecodeStepsGiveEachSequenceItsLogitsAlone() {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        for (int blockRows : new int[] {8, 16})
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             gpu.useCublas(List.of(lib.toString()), 2);
-            gpu.useSmallBatchRows(8);
+            gpu.useSmallBatchRows(8, blockRows);
             try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
                 var g = m.graph();
                 assertThat(g.device()).isNotNull();
                 int v = g.vocab();
-                for (int b = 2; b <= 8; b++) {
+                for (int b = blockRows == 8 ? 2 : 3; b <= 8; b += 2) {
                     var batched = new dev.cmf4j.model.graph.State[b];
                     var alone = new dev.cmf4j.model.graph.State[b];
                     float[] buf = new float[b * v], one = new float[v];
@@ -525,7 +527,7 @@ class CudaMockTest {
                         g.forward(batch, ws, buf, null);
                         for (int i = 0; i < b; i++) {
                             g.forward(alone[i], new int[] {40 + 7 * i + step}, 0, 1, one, false, null);
-                            assertThat(java.util.Arrays.copyOfRange(buf, i * v, (i + 1) * v)).as("B " + b + ", step " + step + ", sequence " + i)
+                            assertThat(java.util.Arrays.copyOfRange(buf, i * v, (i + 1) * v)).as("B " + b + ", step " + step + ", sequence " + i + ", blocks of " + blockRows)
                                     .containsExactly(one);
                         }
                     }

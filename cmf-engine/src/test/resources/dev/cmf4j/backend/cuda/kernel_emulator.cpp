@@ -251,8 +251,8 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
 // 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
-// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}; resident_mmvq.cu's: 240 + 2·f + n,
-// f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for _4, 1 for _8; 0 on success
+// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}; resident_mmvq.cu's: 240 + 6·b +
+// 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for _4, 1 for _8, b = 1 for the _r16 ones; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     typedef const void* V;
@@ -275,6 +275,8 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                   P(8, int), P(9, int), P(10, int), P(11, float), P(12, int)); }; break;
         RQ(0, rq_matvec_q8_4) RQ(1, rq_matvec_q8_8) RQ3(2, rq_matvec3_q8_4) RQ3(3, rq_matvec3_q8_8)
         RQG(4, rq_glu_q8_4) RQG(5, rq_glu_q8_8)
+        RQ(6, rq_matvec_q8_4_r16) RQ(7, rq_matvec_q8_8_r16) RQ3(8, rq_matvec3_q8_4_r16) RQ3(9, rq_matvec3_q8_8_r16)
+        RQG(10, rq_glu_q8_4_r16) RQG(11, rq_glu_q8_8_r16)
         GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
         M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \

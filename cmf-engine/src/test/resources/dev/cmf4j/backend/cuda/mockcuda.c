@@ -110,9 +110,10 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3 };
 /* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
 #define R_KV16 128
-/* resident_mmvq.cu's small-batch products: 240 + 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for
-   4 rows a block, 1 for 8 (above every f16-cache instance; run_kernel takes them before it looks for one) */
-enum { RQ_FIRST = 240, RQ_LAST = RQ_FIRST + 5 };
+/* resident_mmvq.cu's small-batch products: 240 + 6·b + 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0
+   for 4 rows of x a block, 1 for 8, b = 0 for 8 weight rows a block, 1 for 16 (_r16) (above every f16-cache instance;
+   run_kernel takes them before it looks for one) */
+enum { RQ_FIRST = 240, RQ_LAST = RQ_FIRST + 11 };
 _Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instances");
 static int kinds[256] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
@@ -192,7 +193,12 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "ra_gated_add")) *f = &kinds[RA_GATED_ADD];
     else if (!strncmp(name, "rq_", 3)) {
         static const char* rq[6] = {"rq_matvec_q8_4", "rq_matvec_q8_8", "rq_matvec3_q8_4", "rq_matvec3_q8_8", "rq_glu_q8_4", "rq_glu_q8_8"};
-        for (int i = 0; i < 6; i++) if (!strcmp(name, rq[i])) { *f = &kinds[RQ_FIRST + i]; return 0; }
+        for (int i = 0; i < 12; i++) {
+            char full[64];
+            strcpy(full, rq[i % 6]);
+            if (i >= 6) strcat(full, "_r16");
+            if (!strcmp(name, full)) { *f = &kinds[RQ_FIRST + i]; return 0; }
+        }
         return 500;
     }
     else if (!strcmp(name, "re_anchor_attend")) *f = &kinds[RE_ATTEND];
@@ -683,19 +689,25 @@ static void kv_put(void* c, long long i, float v, int kv16) {
     memcpy((uint16_t*) c + i, &h, 2);
 }
 
-/* resident_mmvq.cu's kernels: the matvec kernels' parameters then T, the rows of x; grid (the matvec grid's x,
-   ceil(T / n)) for n = 4 or 8 rows a block. Each row of x gives what the matvec twin gives it (the kernels keep the
-   matvec kernels' numbers row for row), so the twin is the matvec twin over T rows; the real kernels while a test asks */
+/* resident_mmvq.cu's kernels: the matvec kernels' parameters then T, the rows of x; grid (ceil(rows / rb) summed over
+   the matrices, ceil(T / n)), 32·rb threads, for n = 4 or 8 rows of x and rb = 8 or 16 weight rows a block. Each row of
+   x gives what the matvec twin gives it (the kernels keep the matvec kernels' numbers row for row), so the twin is the
+   matvec twin over T rows; the real kernels while a test asks */
 static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
-    int f = (kind - RQ_FIRST) / 2, n = (kind - RQ_FIRST) % 2 ? 8 : 4, at = f == 0 ? 11 : f == 1 ? 22 : 12, T = INT(at);
-    if (bx != 256 || gz != 1 || T < 1 || gy != (unsigned) ((T + n - 1) / n)) return 1;
-    if (f != 1 && (INT(f == 0 ? 7 : 9) & 3)) return 1;   /* cols a multiple of 4 */
-    if (f == 1 && (INT(19) & 3)) return 1;
+    int k = kind - RQ_FIRST, rb = k >= 6 ? 16 : 8, f = k % 6 / 2, n = k % 2 ? 8 : 4, T = INT(f == 0 ? 11 : f == 1 ? 22 : 12);
+    int cols = INT(f == 0 ? 7 : f == 1 ? 19 : 9);
+    long long want = 0, as8 = 0;   /* blocks of rb rows, and of the matvec kernels' 8 */
+    for (int m = 0; m < (f == 1 ? 3 : 1); m++) {
+        int rows = INT(f == 0 ? 6 : f == 1 ? 6 * m + 5 : 8);
+        want += (rows + rb - 1) / rb;
+        as8 += (rows + 7) / 8;
+    }
+    if (bx != (unsigned) (32 * rb) || gx != want || gz != 1 || T < 1 || gy != (unsigned) ((T + n - 1) / n) || (cols & 3)) return 1;
     n_small_batch++;
 #ifdef MOCK_EMULATE
     if (emulate_products) return emu_launch_resident(kind, gx, gy, gz, bx, p);
 #endif
-    return resident(f == 0 ? R_MATVEC + 3 : f == 1 ? R_MATVEC3 + 3 : R_GLU + 3, 0, gx, (unsigned) T, 1, bx, p);
+    return resident(f == 0 ? R_MATVEC + 3 : f == 1 ? R_MATVEC3 + 3 : R_GLU + 3, 0, (unsigned) as8, (unsigned) T, 1, 256, p);
 }
 
 static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
