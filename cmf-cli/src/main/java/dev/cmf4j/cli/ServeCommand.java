@@ -75,6 +75,8 @@ public final class ServeCommand implements Callable<Integer> {
 
     @Mixin DeviceOption device;
 
+    @Mixin DraftOptions draft;
+
     @Override public Integer call() throws Exception {
         if (parallel < 1) throw new IllegalArgumentException("--parallel must be >= 1, got " + parallel);
         if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
@@ -94,14 +96,18 @@ public final class ServeCommand implements Callable<Integer> {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> { server.close(); stopped.countDown(); }));
         ServedModel served;
         try {
-            Model m = overrides.open(model, device.open(err));   // the backend lives as long as the process
+            var backend = device.open(err);   // the backend lives as long as the process
+            Model m = overrides.open(model, backend);
             // a step holds every running sequence's decode row and room for a prompt chunk of the device's size
             // (with only max(parallel, chunk) rows, 64 decoding sequences left no room and new prompts waited)
             var dev = m.graph().device();
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
-            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, parallel + chunk, chunk, parallel),
-                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task));
+            Model dm = draft.open(m, backend);
+            // drafts add up to --draft-max rows per sequence to a step
+            int rows = parallel * (1 + (dm == null ? 0 : draft.draftMax)) + chunk;
+            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, chunk, parallel),
+                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task), dm, draft.draftMax);
             served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {
@@ -109,6 +115,7 @@ public final class ServeCommand implements Callable<Integer> {
             throw e;
         }
         err.println("cmf serve: ready: model '" + id + "', " + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
+                + (served.draft() == null ? "" : ", drafting up to " + draft.draftMax + " tokens with " + draft.draft)
                 + (apiKey == null ? "" : ", API key required") + (stateDir == null ? "" : ", state files in " + stateDir));
         err.flush();
         stopped.await();

@@ -35,23 +35,29 @@ public final class BatchDriver {
      * {@link #maxRows()}). Returns the logits of each session's last id, row i for session i ([n, vocab], a view
      * valid until the next step). Every input is checked first: on a bad one nothing runs and no session moves.
      */
-    public float[] step(Session[] sessions, int[][] ids) {
-        prepare(sessions, ids);
-        int need = sessions.length * graph.vocab();
+    public float[] step(Session[] sessions, int[][] ids) { return step(sessions, ids, null); }
+
+    /**
+     * As {@link #step(Session[], int[][])}, session i giving the logits of every one of its ids when {@code all[i]}
+     * (speculative decoding's verification rows): the rows in session order, each session's [ids.length or 1, vocab].
+     */
+    public float[] step(Session[] sessions, int[][] ids, boolean[] all) {
+        prepare(sessions, ids, all);
+        int need = batch.logitRows() * graph.vocab();
         if (logits.length < need) logits = new float[need];
         graph.forward(batch, ws, logits, null);
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
         return logits;
     }
 
-    /** Checks a step's sessions and ids and fills the batch (each span wanting its last logits). */
-    private void prepare(Session[] sessions, int[][] ids) {
+    /** Checks a step's sessions and ids and fills the batch (each span wanting its last logits, or all with {@code all[i]}). */
+    private void prepare(Session[] sessions, int[][] ids, boolean[] all) {
         if (sessions.length != ids.length) throw new IllegalArgumentException(sessions.length + " sessions, " + ids.length + " id lists");
         batch.clear();
         for (int i = 0; i < sessions.length; i++) {
             if (sessions[i].graph() != graph) throw new IllegalArgumentException("session " + i + " runs another model");
             sessions[i].check(ids[i]);
-            batch.add(sessions[i].state(), ids[i], 0, ids[i].length, Batch.Logits.LAST);
+            batch.add(sessions[i].state(), ids[i], 0, ids[i].length, all != null && all[i] ? Batch.Logits.ALL : Batch.Logits.LAST);
         }
         if (batch.rows() > maxRows)
             throw new IllegalArgumentException("a step of " + batch.rows() + " rows exceeds this driver's " + maxRows);
@@ -62,7 +68,7 @@ public final class BatchDriver {
      * runs there and no logits come back). Returns the picks, entry i for session i (a view valid until the next step).
      */
     public int[] stepGreedy(Session[] sessions, int[][] ids) {
-        prepare(sessions, ids);
+        prepare(sessions, ids, null);
         if (picks.length < sessions.length) picks = new int[sessions.length];
         graph.forwardArgmax(batch, ws, picks);
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);

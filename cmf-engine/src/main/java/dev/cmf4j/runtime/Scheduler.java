@@ -1,6 +1,7 @@
 package dev.cmf4j.runtime;
 
 import dev.cmf4j.model.graph.Graph;
+import dev.cmf4j.model.graph.State;
 import dev.cmf4j.model.graph.Overlay;
 
 import java.util.ArrayDeque;
@@ -80,14 +81,29 @@ public final class Scheduler implements AutoCloseable {
     /** A sequence's state as {@link #exportState} and {@link #importState} move it: a snapshot holding {@code tokens} ids. */
     public record SavedState(long id, int tokens, byte[] snapshot) {}
 
-    /** Counters since start and gauges now. */
+    /** Counters since start and gauges now; {@code draftedTokens} and {@code acceptedTokens} count speculative decoding's. */
     public record Stats(long requests, long promptTokens, long cachedPromptTokens, long generatedTokens,
-                        int running, int waiting, double kvUsage, long steps) {}
+                        int running, int waiting, double kvUsage, long steps, long draftedTokens, long acceptedTokens) {}
+
+    /**
+     * Speculative decoding for the sequences whose tokens are drawn plainly from the logits (no logit bias or penalty,
+     * JSON constraint or log-probabilities): a draft model of the same vocabulary proposes up to {@code max} tokens
+     * per sequence per step, all sequences' drafts batched, and each sequence's drafts run as rows of the model's step.
+     */
+    public record Draft(Graph graph, int max) {
+        public Draft {
+            if (graph == null) throw new NullPointerException("graph");
+            if (max < 1 || max > 32) throw new IllegalArgumentException("draft max must be 1..32, got " + max);
+        }
+    }
 
     private final Graph graph;
     private final TextCodec codec;
     private final Config cfg;
     private final BatchDriver driver;
+    private final Draft draft;
+    private final BatchDriver draftDriver;
+    private final AtomicLong draftedTokens = new AtomicLong(), acceptedTokens = new AtomicLong();
     private final int vocab;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition arrived = lock.newCondition();
@@ -109,12 +125,19 @@ public final class Scheduler implements AutoCloseable {
      *
      * @param codec turns tokens into streamed text and applies stop strings; null for ids only
      */
-    public Scheduler(Graph graph, TextCodec codec, Config cfg) {
+    public Scheduler(Graph graph, TextCodec codec, Config cfg) { this(graph, codec, cfg, null); }
+
+    /** As {@link #Scheduler(Graph, TextCodec, Config)}, drafting with {@code draft} (null: none). */
+    public Scheduler(Graph graph, TextCodec codec, Config cfg, Draft draft) {
         this.graph = graph;
         this.codec = codec;
         this.cfg = cfg;
         this.vocab = graph.vocab();
         this.driver = new BatchDriver(graph, cfg.stepRows(), cfg.maxContext());
+        if (draft != null && draft.graph().vocab() != vocab)
+            throw new IllegalArgumentException("the draft's vocabulary has " + draft.graph().vocab() + " tokens, the model's " + vocab);
+        this.draft = draft;
+        this.draftDriver = draft == null ? null : new BatchDriver(draft.graph(), cfg.stepRows(), cfg.maxContext());
         this.loop = Thread.ofPlatform().name("cmf-scheduler").daemon().start(this::run);
     }
 
@@ -307,7 +330,8 @@ public final class Scheduler implements AutoCloseable {
             else { run++; held += s.position; }
         }
         double kv = (double) held / ((long) cfg.parallel() * cfg.maxContext());
-        return new Stats(ids.get() - restores.get(), promptTokens.get(), cachedTokens.get(), generated.get(), run, wait, kv, steps.get());
+        return new Stats(ids.get() - restores.get(), promptTokens.get(), cachedTokens.get(), generated.get(), run, wait, kv, steps.get(),
+                draftedTokens.get(), acceptedTokens.get());
     }
 
     /** Stops the loop: every live request ends CANCELLED, cached sessions are freed. */
@@ -421,8 +445,16 @@ public final class Scheduler implements AutoCloseable {
         List<Sequence> members = new ArrayList<>();
         List<int[]> feed = new ArrayList<>();
         int rows = 0;
+        if (draft != null) propose();
         for (Sequence s : running)
-            if (s.next >= 0) { members.add(s); feed.add(new int[] {s.next}); rows++; }
+            if (s.next >= 0) {
+                members.add(s);
+                int[] f = new int[1 + s.k];
+                f[0] = s.next;
+                System.arraycopy(s.xs, 0, f, 1, s.k);
+                feed.add(f);
+                rows += f.length;
+            }
         for (Sequence s : running) {
             if (s.next >= 0) continue;
             int n = Math.min(Math.min(cfg.chunk(), s.prompt.length - s.fed), cfg.stepRows() - rows);
@@ -432,24 +464,145 @@ public final class Scheduler implements AutoCloseable {
             rows += n;
         }
         // when every row that samples this step takes the plain argmax, the device picks and no logits come back
-        boolean greedy = true;
+        boolean greedy = true, drafted = false;
         for (int k = 0; k < members.size() && greedy; k++) {
             Sequence s = members.get(k);
             boolean samples = s.next >= 0 || s.fed + feed.get(k).length >= s.prompt.length;
             greedy = !samples || s.picksArgmax();
+            drafted |= s.k > 0;
         }
         float[] logits = null;
         int[] picks = null;
+        boolean[] all = new boolean[members.size()];
+        for (int k = 0; k < members.size(); k++) {
+            Sequence s = members.get(k);
+            if (s.k > 0) { all[k] = true; s.targetMark = s.session.mark(s.k + 1); }
+        }
         try {
             Session[] sessions = members.stream().map(s -> s.session).toArray(Session[]::new);
-            if (greedy) picks = driver.stepGreedy(sessions, feed.toArray(int[][]::new));
-            else logits = driver.step(sessions, feed.toArray(int[][]::new));
+            if (greedy && !drafted) picks = driver.stepGreedy(sessions, feed.toArray(int[][]::new));
+            else logits = driver.step(sessions, feed.toArray(int[][]::new), all);
         } catch (RuntimeException e) {
+            for (int k = 0; k < members.size(); k++) {   // nothing moved: the drafts are dropped, each member runs plainly
+                Sequence s = members.get(k);
+                if (s.k > 0) { s.dropDrafts(); feed.set(k, new int[] {s.next}); }
+            }
             stepAlone(members, feed);
             return;
         }
         steps.incrementAndGet();
-        for (int k = 0; k < members.size(); k++) after(members.get(k), feed.get(k), logits, k * vocab, picks == null ? -1 : picks[k]);
+        for (int k = 0, off = 0; k < members.size(); k++) {
+            Sequence s = members.get(k);
+            if (s.k > 0) verified(s, logits, off);
+            else after(s, feed.get(k), logits, off, picks == null ? -1 : picks[k]);
+            off += (all[k] ? feed.get(k).length : 1) * vocab;
+        }
+    }
+
+    /**
+     * The draft model's proposals for this step: for each sequence that drafts (plain sampling, not paused, room in
+     * its context and budget and in the step's rows), its draft session catches up on the tokens it has not seen and
+     * the sequence's next token in one batched prefill, then proposes up to {@link Draft#max} tokens, one batched
+     * draft step per token. A failing draft model only turns drafting off for the step.
+     */
+    private void propose() {
+        int decoding = 0;
+        for (Sequence s : running) if (s.next >= 0) decoding++;
+        int budget = cfg.stepRows() - decoding;   // rows the drafts may add to the model's step
+        List<Sequence> ds = new ArrayList<>();
+        for (Sequence s : running) {
+            s.k = 0;
+            if (s.next < 0 || !s.plainSampling() || budget <= 0) continue;
+            if (s.monitor.paused()) continue;
+            int p0 = s.session.position();
+            int k = Math.min(draft.max(), Math.min(s.request.maxTokens() - s.generation.tokens() - 1, cfg.maxContext() - p0 - 2));
+            k = Math.min(k, budget);
+            if (k < 1) continue;
+            s.k = k;
+            budget -= k;
+            ds.add(s);
+        }
+        if (ds.isEmpty()) return;
+        try {
+            Session[] sessions = new Session[ds.size()];
+            int[][] catchUp = new int[ds.size()][];
+            for (int i = 0; i < ds.size(); i++) {
+                Sequence s = ds.get(i);
+                if (s.draftSession == null) s.draftSession = new Session(draft.graph(), cfg.maxContext());
+                Session d = s.draftSession, t = s.session;
+                // the draft holds a prefix of the model's tokens (else it starts over): it catches up on the rest and next
+                if (d.position() > t.position() || !Arrays.equals(d.historyArray(), 0, d.position(), t.historyArray(), 0, d.position())) d.reset();
+                int[] ids = Arrays.copyOfRange(t.historyArray(), d.position(), t.position() + 1);
+                ids[ids.length - 1] = s.next;
+                sessions[i] = d;
+                catchUp[i] = ids;
+            }
+            float[] dl = draftDriver.prefill(sessions, catchUp, cfg.chunk());
+            for (int i = 0; i < ds.size(); i++) {
+                Sequence s = ds.get(i);
+                s.draftMark = s.draftSession.mark(s.k - 1);
+                s.pickDraft(0, dl, i * vocab);
+            }
+            for (int j = 1; j < draft.max(); j++) {
+                List<Sequence> more = new ArrayList<>();
+                for (Sequence s : ds) if (s.k > j) more.add(s);
+                if (more.isEmpty()) break;
+                Session[] ss = more.stream().map(s -> s.draftSession).toArray(Session[]::new);
+                int[][] last = new int[more.size()][];
+                for (int i = 0; i < last.length; i++) last[i] = new int[] {more.get(i).xs[j - 1]};
+                float[] l = draftDriver.step(ss, last);
+                for (int i = 0; i < more.size(); i++) more.get(i).pickDraft(j, l, i * vocab);
+            }
+        } catch (RuntimeException e) {
+            for (Sequence s : ds) s.dropDrafts();
+        }
+    }
+
+    /**
+     * A drafting sequence's share of a step: the model's rows for its next token and its k drafts keep the drafts it
+     * would have drawn and one token of its own; both sessions then hold exactly what plain decoding would have.
+     */
+    private void verified(Sequence s, float[] logits, int off) {
+        int k = s.k, p0 = s.session.position() - (k + 1);
+        int[] next = new int[1];
+        int j;
+        try {
+            j = Speculation.verify(s.sampler, logits, off, vocab, s.session.historyArray(), p0 + 1, s.xs, k, s.q, s.p, next);
+        } catch (RuntimeException e) {
+            finish(s, Completion.Finish.ERROR, message(e));
+            return;
+        }
+        draftedTokens.addAndGet(k);
+        acceptedTokens.addAndGet(j);
+        s.monitor.record(k, j);
+        int kept = 0;
+        boolean open = true;
+        int id = -1;
+        try {
+            for (int i = 0; i < j && open; i++) {
+                if (s.generation.accept(s.xs[i]) >= 0) kept++;
+                else open = false;
+            }
+            if (kept < k) s.session.rewind(s.targetMark, p0 + 1 + kept);
+            int dk = Math.min(kept, k - 1);
+            if (dk < k - 1) s.draftSession.rewind(s.draftMark, s.draftMark.position() + dk);
+            if (open) id = s.generation.accept(next[0]);
+        } catch (RuntimeException e) {
+            finish(s, Completion.Finish.ERROR, message(e));
+            return;
+        } finally {
+            s.k = 0;
+            s.targetMark = s.draftMark = null;
+        }
+        s.position = s.session.position();
+        s.stateBytes = s.session.state().heldBytes();
+        if (id < 0) {
+            Generator.Result r = s.generation.result();
+            finish(s, r.reason() == Generator.StopReason.EOS || r.reason() == Generator.StopReason.STOP_STRING
+                    ? Completion.Finish.STOP : Completion.Finish.LENGTH, null);
+        } else {
+            s.next = id;
+        }
     }
 
     /** After a failed step (which changed no sequence): each member alone, so only the failing ones end. */
@@ -516,6 +669,7 @@ public final class Scheduler implements AutoCloseable {
             if (why == Completion.Finish.ERROR) s.session.close();
             else keep(s.session, s.id);
         }
+        if (s.draftSession != null) s.draftSession.close();
         Completion c = new Completion(tokens, text, why, s.request.prompt().length, s.cached, error,
                 (s.began > 0 ? s.began : now) - s.submitted, s.firstToken > 0 ? s.firstToken - s.submitted : -1, now - s.submitted);
         try {
@@ -606,6 +760,17 @@ public final class Scheduler implements AutoCloseable {
         float[] raw;    // the step's logits and this sequence's row in them, for log-probabilities
         int rawOff;
         JsonConstraint.State json;   // the JSON document so far, when the request asks for one
+        Sampler sampler;             // the generation's (speculative decoding draws with it too)
+        // speculative decoding: the draft session, this step's k drafts (k = 0: none) and their distributions, the marks
+        // both sessions go back to, the monitor that pauses drafting
+        Session draftSession;
+        Sampler draftSampler;
+        int k;
+        int[] xs = new int[0];
+        float[][] q;
+        float[] p;
+        State.Mark targetMark, draftMark;
+        final Speculation.Monitor monitor = new Speculation.Monitor();
 
         Sequence(long id, GenerationRequest request) {
             this.id = id;
@@ -635,7 +800,8 @@ public final class Scheduler implements AutoCloseable {
             cached = held;
             cachedTokens.addAndGet(held);
             prompt = Arrays.copyOfRange(request.prompt(), held, request.prompt().length);
-            Generator gen = new Generator(s, new Sampler(request.sampling()), request.eos(), request.stops());
+            sampler = new Sampler(request.sampling());
+            Generator gen = new Generator(s, sampler, request.eos(), request.stops());
             generation = gen.start(request.maxTokens(), codec == null ? null : codec.stream(true), this);
             // adjusted or constrained logits, or reported log-probabilities, need every row of a hierarchical head
             if (adjust.active() || json != null || request.topLogprobs() >= 0) s.state().gateHeadForTopP(1.0);
@@ -643,6 +809,39 @@ public final class Scheduler implements AutoCloseable {
             phase = "prefill";
             position = held;
             request.sink().started(request.prompt().length, held);
+        }
+
+        /** Whether its tokens are drawn from the logits as they are (nothing adjusts, constrains or reports them): it may draft. */
+        boolean plainSampling() { return !adjust.active() && json == null && request.topLogprobs() < 0; }
+
+        /** Draft j from the draft's logits row at {@code off}: drawn with the same parameters (its own stream). */
+        void pickDraft(int j, float[] logits, int off) {
+            if (xs.length < draft.max()) xs = new int[draft.max()];
+            if (draftSampler == null) {
+                Long seed = request.sampling().seed();
+                draftSampler = new Sampler(request.sampling().withSeed(seed == null ? null : seed ^ 0x6A09E667F3BCC909L));
+            }
+            Session d = draftSession;
+            if (sampler.params().greedy()) {
+                xs[j] = draftSampler.sample(logits, off, vocab, d.historyArray(), d.historyLength());
+            } else {
+                if (q == null) { q = new float[draft.max()][vocab]; p = new float[vocab]; }
+                draftSampler.probabilities(logits, off, vocab, d.historyArray(), d.historyLength(), q[j]);
+                xs[j] = draftSampler.draw(q[j], vocab);
+            }
+        }
+
+        /** Forgets this step's drafts (the draft session goes back to before them). */
+        void dropDrafts() {
+            if (draftMark != null && draftSession != null) {
+                try {
+                    draftSession.rewind(draftMark, draftMark.position());
+                } catch (RuntimeException e) {
+                    draftSession.reset();
+                }
+            }
+            k = 0;
+            targetMark = draftMark = null;
         }
 
         /** Whether this sequence's next token is the plain argmax of its logits (nothing adjusts, constrains or reports them). */

@@ -17,12 +17,6 @@ import java.util.Arrays;
  * turns); not thread-safe.
  */
 public final class Speculation {
-    /** Rounds whose acceptance the monitor averages. */
-    private static final int WINDOW = 4;
-    /** Below this share of drafts accepted over the window, a round costs more than the plain steps it saves. */
-    private static final double MIN_ACCEPTANCE = 0.3;
-    /** Plain steps before drafting is tried again. */
-    private static final int PAUSE = 32;
 
     /** Counts of one generation: tokens drafted and accepted, target steps (verification rounds and plain steps). */
     public record Stats(long drafted, long accepted, long rounds, long plainSteps, long tokens) {
@@ -37,8 +31,7 @@ public final class Speculation {
     private final int draftMax;
     private final Sampler draftSampler;
     private long drafted, accepted, rounds, plainSteps;
-    private final int[] recentDrafted = new int[WINDOW], recentAccepted = new int[WINDOW];
-    private int recent, paused;
+    private final Monitor monitor = new Monitor();
 
     /**
      * @param draft    the draft model's session (same vocabulary as the target); it is caught up on the target's tokens
@@ -82,8 +75,7 @@ public final class Speculation {
             int p0 = target.position();
             int k = Math.min(draftMax, Math.min(maxTokens - gen.tokens() - 1, target.maxContext() - p0 - 2));
             k = Math.min(k, draft.maxContext() - p0 - 1);
-            if (k < 1 || paused > 0) {
-                if (paused > 0) paused--;
+            if (k < 1 || monitor.paused()) {
                 plainSteps++;
                 logits = target.decode(z);
                 z = gen.next(logits, 0);
@@ -109,27 +101,12 @@ public final class Speculation {
             span[0] = z;
             System.arraycopy(xs, 0, span, 1, k);
             float[] rows = target.logitsAll(span);
-            int[] hist = target.historyArray();
-            int j = 0, next = -1;
-            for (; j < k; j++) {
-                int n = p0 + 1 + j;   // the history as it stood before draft j
-                if (greedy) {
-                    int t = sampler.sample(rows, j * v, v, hist, n);
-                    if (t != xs[j]) { next = t; break; }
-                } else {
-                    sampler.probabilities(rows, j * v, v, hist, n, p);
-                    int x = xs[j];
-                    if (sampler.uniform() * q[j][x] < p[x]) continue;   // accept with probability min(1, p/q)
-                    for (int t = 0; t < v; t++) p[t] = Math.max(0f, p[t] - q[j][t]);
-                    next = sampler.draw(p, v);
-                    break;
-                }
-            }
-            if (j == k) next = sampler.sample(rows, k * v, v, hist, p0 + 1 + k);
+            int[] next = new int[1];
+            int j = verify(sampler, rows, 0, v, target.historyArray(), p0 + 1, xs, k, q, p, next);
             rounds++;
             drafted += k;
             accepted += j;
-            monitor(k, j);
+            monitor.record(k, j);
             // 3. emit the accepted drafts and the target's own token; keep in both sessions exactly what plain decoding
             // would have consumed (every emitted token but one that ended the generation)
             int kept = 0;
@@ -141,7 +118,7 @@ public final class Speculation {
             }
             if (kept < k) target.rewind(tm, p0 + 1 + kept);
             if (Math.min(kept, k - 1) < k - 1) draft.rewind(dm, d0 + Math.min(kept, k - 1));
-            if (open) z = gen.accept(next);
+            if (open) z = gen.accept(next[0]);
         }
         return gen.result();
     }
@@ -154,19 +131,66 @@ public final class Speculation {
         return ids;
     }
 
-    /** Pauses drafting when the last rounds accepted too little of what they drafted. */
-    private void monitor(int k, int j) {
-        recentDrafted[recent % WINDOW] = k;
-        recentAccepted[recent % WINDOW] = j;
-        recent++;
-        if (recent < WINDOW) return;
-        int d = 0, a = 0;
-        for (int i = 0; i < WINDOW; i++) { d += recentDrafted[i]; a += recentAccepted[i]; }
-        if (a < MIN_ACCEPTANCE * d) {
-            paused = PAUSE;
-            recent = 0;
-            Arrays.fill(recentDrafted, 0);
-            Arrays.fill(recentAccepted, 0);
+    /**
+     * Which of the drafts {@code xs[0, k)} the target keeps, given its logits rows {@code rows} from float {@code off}
+     * (row i: its distribution for draft i; row k: the one after the last) and its history {@code hist}, whose first
+     * {@code before} ids precede draft 0: returns how many it keeps and puts its own next token in {@code next[0]}.
+     * Greedy: the drafts equal to its pick. Sampled ({@code q[i]} the draft's distribution for draft i, {@code p} a
+     * buffer): Leviathan's rule, min(1, p/q), then a draw from max(0, p − q).
+     */
+    static int verify(Sampler sampler, float[] rows, int off, int v, int[] hist, int before, int[] xs, int k, float[][] q,
+                      float[] p, int[] next) {
+        boolean greedy = sampler.params().greedy();
+        for (int j = 0; j < k; j++) {
+            int n = before + j;   // the history as it stood before draft j
+            if (greedy) {
+                int t = sampler.sample(rows, off + j * v, v, hist, n);
+                if (t != xs[j]) { next[0] = t; return j; }
+            } else {
+                sampler.probabilities(rows, off + j * v, v, hist, n, p);
+                int x = xs[j];
+                if (sampler.uniform() * q[j][x] < p[x]) continue;   // accept with probability min(1, p/q)
+                for (int t = 0; t < v; t++) p[t] = Math.max(0f, p[t] - q[j][t]);
+                next[0] = sampler.draw(p, v);
+                return j;
+            }
+        }
+        next[0] = sampler.sample(rows, off + k * v, v, hist, before + k);
+        return k;
+    }
+
+    /**
+     * Pauses drafting while the last rounds accepted too little of what they drafted: averaged over {@value #WINDOW}
+     * rounds, below {@value #MIN_ACCEPTANCE} a round costs more than the plain steps it saves; drafting resumes after
+     * {@value #PAUSE} plain steps.
+     */
+    static final class Monitor {
+        static final int WINDOW = 4;
+        static final double MIN_ACCEPTANCE = 0.3;
+        static final int PAUSE = 32;
+        private final int[] recentDrafted = new int[WINDOW], recentAccepted = new int[WINDOW];
+        private int recent, paused;
+
+        /** Whether this step runs plainly (counting it against the pause). */
+        boolean paused() {
+            if (paused == 0) return false;
+            paused--;
+            return true;
+        }
+
+        void record(int k, int j) {
+            recentDrafted[recent % WINDOW] = k;
+            recentAccepted[recent % WINDOW] = j;
+            recent++;
+            if (recent < WINDOW) return;
+            int d = 0, a = 0;
+            for (int i = 0; i < WINDOW; i++) { d += recentDrafted[i]; a += recentAccepted[i]; }
+            if (a < MIN_ACCEPTANCE * d) {
+                paused = PAUSE;
+                recent = 0;
+                Arrays.fill(recentDrafted, 0);
+                Arrays.fill(recentAccepted, 0);
+            }
         }
     }
 }

@@ -110,6 +110,61 @@ class SchedulerTest {
         }
     }
 
+    /**
+     * Speculative decoding in the scheduler: eight requests at once drafted by the bundled model through an int8 KV
+     * cache (most drafts accepted, some not): each greedy request gives exactly what it gives alone (one with a
+     * repetition penalty, one with a stop id, one with a short budget), a sampled one its length; a request with
+     * log-probabilities runs plainly among them.
+     */
+    @Test void draftedRequestsGiveTheirAloneOutput() throws Exception {
+        int n = 24;
+        int[][] prompts = Arrays.stream(TEXTS).map(codec::encode).toArray(int[][]::new);
+        int[][] want = new int[prompts.length][];
+        for (int i = 0; i < prompts.length; i++) want[i] = alone(prompts[i], n);
+        SamplingParams penalised = new SamplingParams(0f, 0, 1f, 0f, 1.3f, 0f, null);
+        int[] wantPenalised;
+        {
+            Session s = new Session(model.graph(), 128);
+            wantPenalised = new Generator(s, new Sampler(penalised), Set.of(), List.of()).generate(prompts[3], n, null, null).tokens();
+        }
+        try (Model draftModel = Model.open(bundled(), null, new dev.cmf4j.backend.cpu.CpuBackend(), List.of(),
+                h -> new dev.cmf4j.model.AttentionMemory(null, dev.cmf4j.backend.KvType.Q8));
+             Scheduler s = new Scheduler(model.graph(), codec, new Scheduler.Config(8, 512, 16, 64, 16, 8),
+                     new Scheduler.Draft(draftModel.graph(), 4))) {
+            List<Collect> sinks = new ArrayList<>();
+            for (int i = 0; i < prompts.length; i++) {
+                Collect k = new Collect();
+                sinks.add(k);
+                GenerationRequest r = GenerationRequest.of(prompts[i], i == 5 ? 9 : n, i == 3 ? penalised
+                        : i == 6 ? new SamplingParams(0.8f, 20, 0.9f, 0f, 1f, 0f, 11L) : SamplingParams.GREEDY,
+                        i == 2 ? Set.of(want[2][10]) : Set.of(), k);
+                if (i == 4) r = new GenerationRequest(r.prompt(), r.maxTokens(), r.sampling(), r.eos(), r.stops(), r.presencePenalty(),
+                        r.frequencyPenalty(), r.logitBias(), 2, r.timeout(), r.sink(), r.json(), r.overlay());
+                s.submit(r);
+            }
+            for (int i = 0; i < prompts.length; i++) {
+                Completion c = sinks.get(i).await();
+                if (i == 3) assertThat(c.tokens()).as("penalised").containsExactly(wantPenalised);
+                else if (i == 5) assertThat(c.tokens()).containsExactly(Arrays.copyOf(want[5], 9));
+                else if (i == 6) assertThat(c.tokens()).hasSize(n);
+                else if (i == 2) {
+                    int stop = 0;
+                    while (want[2][stop] != want[2][10]) stop++;
+                    assertThat(c.tokens()).containsExactly(Arrays.copyOf(want[2], stop));
+                    assertThat(c.finish()).isEqualTo(Completion.Finish.STOP);
+                } else assertThat(c.tokens()).as("request " + i).containsExactly(want[i]);
+                assertThat(sinks.get(i).text.toString()).isEqualTo(c.text());
+                if (i == 4) assertThat(sinks.get(i).logprobs).hasSize(n);
+            }
+            Scheduler.Stats st = s.stats();
+            System.out.printf("scheduler with a draft: %d drafted, %d accepted, %d steps for %d tokens%n", st.draftedTokens(),
+                    st.acceptedTokens(), st.steps(), st.generatedTokens());
+            assertThat(st.draftedTokens()).isPositive();
+            assertThat(st.acceptedTokens()).isPositive().isLessThanOrEqualTo(st.draftedTokens());
+            assertThat(st.running()).isZero();
+        }
+    }
+
     @Test void cancelEndsTheSequenceBeforeTheNextStepAndOthersGoOn() throws Exception {
         int[] p = codec.encode(TEXTS[1]);
         int[] want = alone(p, 16);

@@ -23,6 +23,8 @@ final class Metrics {
         counter(b, "cmf_prompt_tokens_cached_total", "prompt tokens reused from cached prefixes", s.cachedPromptTokens());
         counter(b, "cmf_generation_tokens_total", "tokens generated", s.generatedTokens());
         counter(b, "cmf_steps_total", "forward steps of the scheduler", s.steps());
+        counter(b, "cmf_draft_tokens_total", "tokens the draft model proposed (serve --draft)", s.draftedTokens());
+        counter(b, "cmf_draft_tokens_accepted_total", "drafted tokens the model kept", s.acceptedTokens());
         gauge(b, "cmf_requests_running", "sequences running now", s.running());
         gauge(b, "cmf_requests_waiting", "sequences waiting for a place", s.waiting());
         gauge(b, "cmf_kv_cache_usage_ratio", "positions held by running sequences over parallel x context", s.kvUsage());

@@ -7,10 +7,10 @@ import dev.cmf4j.runtime.Scheduler;
 import dev.cmf4j.runtime.TextCodec;
 
 /**
- * The model a server answers with: its name in the API, its text codec and the scheduler that runs it.
- * Closing stops the scheduler and closes the model.
+ * The model a server answers with: its name in the API, its text codec and the scheduler that runs it, and the draft
+ * model the scheduler drafts with (or null). Closing stops the scheduler and closes the models.
  */
-public record ServedModel(String name, Model model, TextCodec codec, Scheduler scheduler, Overlay defaultOverlay)
+public record ServedModel(String name, Model model, TextCodec codec, Scheduler scheduler, Overlay defaultOverlay, Model draft)
         implements AutoCloseable {
 
     public ServedModel {
@@ -22,8 +22,17 @@ public record ServedModel(String name, Model model, TextCodec codec, Scheduler s
 
     /** As {@link #start(String, Model, Scheduler.Config)}; requests that name no skill run with {@code defaultOverlay}. */
     public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay) {
+        return start(name, model, cfg, defaultOverlay, null, 0);
+    }
+
+    /**
+     * As {@link #start(String, Model, Scheduler.Config, Overlay)}, drafting up to {@code draftMax} tokens per step with
+     * {@code draft} (speculative decoding; null: none), which this served model then owns.
+     */
+    public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay, Model draft, int draftMax) {
         TextCodec codec = TextCodec.of(model.file());
-        return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg), defaultOverlay);
+        Scheduler.Draft d = draft == null ? null : new Scheduler.Draft(draft.graph(), draftMax);
+        return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg, d), defaultOverlay, draft);
     }
 
     /**
@@ -46,5 +55,6 @@ public record ServedModel(String name, Model model, TextCodec codec, Scheduler s
     @Override public void close() {
         scheduler.close();
         model.close();
+        if (draft != null) draft.close();
     }
 }

@@ -47,6 +47,15 @@ final class ServerFixture implements AutoCloseable {
 
     ServerFixture(ServerConfig cfg, Scheduler.Config sched) { this(cfg, sched, null); }
 
+    /** Serving the bundled model with {@code draft} drafting up to {@code draftMax} tokens per step. */
+    ServerFixture(ServerConfig cfg, Scheduler.Config sched, Model draft, int draftMax) {
+        this.key = cfg.apiKey();
+        this.server = new OpenAiServer(cfg, log::add);
+        this.port = server.start();
+        this.model = ServedModel.start("default", Model.open(bundled()), sched, null, draft, draftMax);
+        server.ready(model);
+    }
+
     static Path bundled() {
         Path dir = Path.of("").toAbsolutePath();
         while (dir != null && !Files.isRegularFile(dir.resolve("models/default.cmf"))) dir = dir.getParent();
