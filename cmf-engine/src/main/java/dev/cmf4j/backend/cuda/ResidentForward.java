@@ -424,7 +424,7 @@ final class ResidentForward implements DeviceForward {
      */
     private W upload(Matrix m, NormOp norm) {
         W w = upload(m, norm, vectors);
-        if (w != null) sources.put(w, new SkillCopies.Source(m, norm));
+        if (w != null) sources.put(w, new OverlayWeights.Source(m, norm));
         return w;
     }
 
@@ -481,51 +481,51 @@ final class ResidentForward implements DeviceForward {
         return d;
     }
 
-    // ---- skills per row (SkillCopies) ----
+    // ---- skills, adapters and task masks per row (OverlayWeights) ----
 
     /** Every resident product and how it was made; every vector's device address by its array: what skills replace. */
-    private final java.util.Map<W, SkillCopies.Source> sources = new java.util.HashMap<>();
+    private final java.util.Map<W, OverlayWeights.Source> sources = new java.util.HashMap<>();
     private final java.util.Map<float[], Long> vectorAt = new java.util.IdentityHashMap<>();
-    /** The skills' device copies (null: the file has none). */
-    private SkillCopies skillCopies;
+    /** The skills', adapters' and task masks' device weights (null: the file has none and no adapter was loaded). */
+    private OverlayWeights overlays;
     /**
-     * The skill runs over the rows the products being made read (null: every row the backbone's): the step's rows
-     * while its layers are made, its logit rows around a gathered head. Owner thread only.
+     * The overlay runs over the rows the products being made read (null: every row reads the backbone alone): the
+     * step's rows while its layers are made, its logit rows around a gathered head. Owner thread only.
      */
-    private SkillCopies.Run[] runs;
+    private OverlayWeights.Run[] runs;
 
     @Override public java.util.Map<String, String> skills(dev.cmf4j.backend.DeviceSkills table) {
         return mm.context().call(() -> {
-            if (skillCopies != null) throw new IllegalStateException("the skills are installed before the adapters, once");
-            skillCopies = new SkillCopies(mm, cu, table, sources, vectorAt, this::upload, this::vector,
-                    SkillCopies.budget(deviceMemory));
-            return skillCopies.problems();
+            if (overlays != null) throw new IllegalStateException("the skills are installed before the adapters, once");
+            overlays = new OverlayWeights(mm, cu, table, sources, vectorAt, this::upload, this::vector,
+                    OverlayWeights.budget(deviceMemory));
+            return overlays.problems();
         });
     }
 
     @Override public String adapters(dev.cmf4j.backend.DeviceAdapters table) {
         return mm.context().call(() -> {
-            if (skillCopies == null)
-                skillCopies = new SkillCopies(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
-            skillCopies.installAdapters(table, ResidentForward::normWeight);
+            if (overlays == null)
+                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
+            overlays.installAdapters(table, ResidentForward::normWeight);
             return null;
         });
     }
 
     @Override public java.util.Map<String, String> tasks(dev.cmf4j.backend.DeviceTasks table) {
         return mm.context().call(() -> {
-            if (skillCopies == null)
-                skillCopies = new SkillCopies(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
+            if (overlays == null)
+                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
             var problems = new java.util.LinkedHashMap<String, String>();
-            List<java.util.Map<W, SkillCopies.TaskPart>> parts = new ArrayList<>();
+            List<java.util.Map<W, OverlayWeights.TaskPart>> parts = new ArrayList<>();
             for (int i = 0; i < table.names().size(); i++) {
                 var m = table.masks().get(i);
-                java.util.Map<W, SkillCopies.TaskPart> p = new java.util.HashMap<>();
+                java.util.Map<W, OverlayWeights.TaskPart> p = new java.util.HashMap<>();
                 String why = m == null ? null : taskParts(m, p);
                 if (why != null) { problems.put(table.names().get(i), why); p.clear(); }
                 parts.add(p);
             }
-            skillCopies.installTasks(parts);
+            overlays.installTasks(parts);
             return problems;
         });
     }
@@ -535,7 +535,7 @@ final class ResidentForward implements DeviceForward {
      * columns of those heads, neurons off down's, a layer off both o's and down's (and drops o's bias: its rows keep
      * their residual, as the CPU graph's skipped layer), experts off a router's logits (−∞ in its bias).
      */
-    private String taskParts(dev.cmf4j.backend.DeviceTasks.Mask m, java.util.Map<W, SkillCopies.TaskPart> out) {
+    private String taskParts(dev.cmf4j.backend.DeviceTasks.Mask m, java.util.Map<W, OverlayWeights.TaskPart> out) {
         for (int l = 0; l < layers.length; l++) {
             DecoderPlan.Layer spec = model.layers().get(l);
             LayerWeights w = layers[l];
@@ -558,7 +558,7 @@ final class ResidentForward implements DeviceForward {
                     int hd = spec.headDim();
                     for (int h : heads) java.util.Arrays.fill(c, h * hd, (h + 1) * hd, 0f);
                 }
-                out.put(w.o(), new SkillCopies.TaskPart(c, off, null, NULL));
+                out.put(w.o(), new OverlayWeights.TaskPart(c, off, null, NULL));
             }
             if (off || ffn != null) {
                 float[] c = new float[w.down().cols()];
@@ -566,29 +566,29 @@ final class ResidentForward implements DeviceForward {
                     java.util.Arrays.fill(c, 1f);
                     for (int n : ffn) c[n] = 0f;
                 }
-                out.put(w.down(), new SkillCopies.TaskPart(c, false, null, NULL));
+                out.put(w.down(), new OverlayWeights.TaskPart(c, false, null, NULL));
             }
-            if (experts != null) out.put(w.moe().router(), new SkillCopies.TaskPart(null, false, experts, w.moe().routerBias()));
+            if (experts != null) out.put(w.moe().router(), new OverlayWeights.TaskPart(null, false, experts, w.moe().routerBias()));
         }
         return null;
     }
 
-    /** The skill copies (tests). */
-    SkillCopies skillCopies() { return skillCopies; }
+    /** The overlays' device weights (tests). */
+    OverlayWeights overlays() { return overlays; }
 
     /** Whether a skill on the rows being made replaces a product or bias of layer {@code w}: its fused launches give way. */
     private boolean touched(LayerWeights w) {
         if (runs == null) return false;
         List<W> ps = w.products();
-        return skillCopies.touches(runs, ps, w.qBias(), w.kBias(), w.vBias(), w.oBias()) || skillCopies.adapts(runs, ps);
+        return overlays.touches(runs, ps, w.qBias(), w.kBias(), w.vBias(), w.oBias()) || overlays.adapts(runs, ps);
     }
 
     /** y += s·B·(A·x) over the rows of each adapter group of the rows being made that adapts {@code w} (after its product). */
     private void lowRank(Steps L, Arena a, String name, W w, long x, long y, float normEps) {
-        if (runs == null || !skillCopies.adapts(runs, List.of(w))) return;
-        long t = skillCopies.lowRankRows();
-        for (SkillCopies.Run g : skillCopies.adapterGroups(runs, w)) {
-            SkillCopies.Delta d = skillCopies.delta(g.adapter(), w);
+        if (runs == null || !overlays.adapts(runs, List.of(w))) return;
+        long t = overlays.lowRankRows();
+        for (OverlayWeights.Run g : overlays.adapterGroups(runs, w)) {
+            OverlayWeights.Delta d = overlays.delta(g.adapter(), w);
             matvecRows(L, a, name + "_lora_a", d.a(), NULL, x + 4L * g.start() * w.cols(), t, g.rows(), false, normEps);
             if (g.scale() != 1f)
                 L.add(launch("lora_scale", kernels.fnScaleCap, (g.rows() * d.a().rows() + 255) / 256, 1, 1, 256, a, t,
@@ -599,9 +599,9 @@ final class ResidentForward implements DeviceForward {
 
     /** The embedding of t rows, per group of rows reading one table when skills replace it. */
     private void embed(Steps L, Arena a, long ids, long x, int t) {
-        List<SkillCopies.Group> gs = runs == null ? List.of(new SkillCopies.Group(0, t, embed, NULL)) : skillCopies.groups(runs, embed, NULL);
+        List<OverlayWeights.Group> gs = runs == null ? List.of(new OverlayWeights.Group(0, t, embed, NULL)) : overlays.groups(runs, embed, NULL);
         int hidden = model.hidden();
-        for (SkillCopies.Group g : gs) {
+        for (OverlayWeights.Group g : gs) {
             W e = g.w();
             L.add(launch("embed", kernels.fnEmbed[kind(e.dtype())], g.rows(), 1, 1, 256, a, e.weights(), e.rowScales(), e.colField(),
                     ids + 4L * g.start(), x + 4L * g.start() * hidden, hidden, model.embedScale()));
@@ -1064,11 +1064,11 @@ final class ResidentForward implements DeviceForward {
             return;
         }
         for (Span sp : spans) {
-            if (sp.skill() != 0 && (skillCopies == null || !skillCopies.runs(sp.skill())))
+            if (sp.skill() != 0 && (overlays == null || !overlays.runs(sp.skill())))
                 throw new IllegalArgumentException("skill slot " + sp.skill() + " does not run on this device");
-            if (sp.adapter() != 0 && (skillCopies == null || !skillCopies.adapterRuns(sp.adapter())))
+            if (sp.adapter() != 0 && (overlays == null || !overlays.adapterRuns(sp.adapter())))
                 throw new IllegalArgumentException("adapter slot " + sp.adapter() + " was not installed on this device");
-            if (sp.task() != 0 && (skillCopies == null || !skillCopies.taskRuns(sp.task())))
+            if (sp.task() != 0 && (overlays == null || !overlays.taskRuns(sp.task())))
                 throw new IllegalArgumentException("task slot " + sp.task() + " was not installed on this device");
         }
         Integer[] order = new Integer[spans.size()];
@@ -1098,25 +1098,25 @@ final class ResidentForward implements DeviceForward {
      * The skill and adapter runs of {@code spans}' rows (their logit rows with {@code logitRows}), adjacent spans of one
      * skill, adapter and scale merged; null when all read the backbone alone.
      */
-    private static SkillCopies.Run[] skillRuns(List<Span> spans, boolean logitRows) {
+    private static OverlayWeights.Run[] skillRuns(List<Span> spans, boolean logitRows) {
         if (spans.stream().allMatch(Span::plain)) return null;
-        List<SkillCopies.Run> out = new ArrayList<>();
+        List<OverlayWeights.Run> out = new ArrayList<>();
         int r = 0;
         for (Span sp : spans) {
             int n = logitRows ? sp.logitRows() : sp.tokens();
             if (n == 0) continue;
-            SkillCopies.Run last = out.isEmpty() ? null : out.getLast();
+            OverlayWeights.Run last = out.isEmpty() ? null : out.getLast();
             float scale = sp.adapter() == 0 ? 0f : sp.adapterScale();
             if (last != null && last.skill() == sp.skill() && last.adapter() == sp.adapter() && last.scale() == scale && last.task() == sp.task())
-                out.set(out.size() - 1, new SkillCopies.Run(last.start(), last.rows() + n, last.skill(), last.adapter(), scale, last.task()));
-            else out.add(new SkillCopies.Run(r, n, sp.skill(), sp.adapter(), scale, sp.task()));
+                out.set(out.size() - 1, new OverlayWeights.Run(last.start(), last.rows() + n, last.skill(), last.adapter(), scale, last.task()));
+            else out.add(new OverlayWeights.Run(r, n, sp.skill(), sp.adapter(), scale, sp.task()));
             r += n;
         }
-        return out.toArray(SkillCopies.Run[]::new);
+        return out.toArray(OverlayWeights.Run[]::new);
     }
 
     /** The step's logit-row runs (see {@link #runs}), for a gathered head. */
-    private SkillCopies.Run[] logitRuns;
+    private OverlayWeights.Run[] logitRuns;
 
     private void stepInOrder(List<Span> spans, float[] logits, int[] ids, int vocab) {
         int rows = 0, want = 0;
@@ -1131,13 +1131,13 @@ final class ResidentForward implements DeviceForward {
         final int t = rows, logitRows = want;
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
-            SkillCopies.Run[] stepRuns = skillRuns(spans, false);
+            OverlayWeights.Run[] stepRuns = skillRuns(spans, false);
             if (stepRuns != null) {   // the step's skills resident (uploaded on first use); a copy given back stales captures
                 java.util.Set<Integer> slots = new java.util.TreeSet<>();
-                for (SkillCopies.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
-                if (skillCopies.ensure(slots)) scratchEpoch++;
-                if (skillCopies.growLowRank(t)) scratchEpoch++;   // (an adapter's A·x rows)
-                skillCopies.prepareTasks(stepRuns, ResidentForward::columnScales);
+                for (OverlayWeights.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
+                if (overlays.ensure(slots)) scratchEpoch++;
+                if (overlays.growLowRank(t)) scratchEpoch++;   // (an adapter's A·x rows)
+                overlays.prepareTasks(stepRuns, ResidentForward::columnScales);
             }
             try {
                 runs = stepRuns;
@@ -1219,7 +1219,7 @@ final class ResidentForward implements DeviceForward {
                         cu.copyDeviceAsync(w.g + 4L * g * hidden, from, 4L * n * hidden, w.stream);
                         g += n;
                     }
-                    SkillCopies.Run[] stepRuns = runs;
+                    OverlayWeights.Run[] stepRuns = runs;
                     runs = logitRuns;
                     head(L, a, w, w.g, logitRows, out, headGemm);
                     runs = stepRuns;
@@ -1484,7 +1484,7 @@ final class ResidentForward implements DeviceForward {
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
-        if (skillCopies != null) maxW = Math.max(maxW, skillCopies.widestInt8());   // skills' int8 copies widen per use
+        if (overlays != null) maxW = Math.max(maxW, overlays.widestInt8());   // skills' int8 copies widen per use
         for (LayerWeights l : layers)
             if (l.k() != null) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
         if (pleProj != null) maxRows = Math.max(maxRows, pleProj.rows());
@@ -1647,8 +1647,8 @@ final class ResidentForward implements DeviceForward {
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
-        if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // per group; a group of few rows by the matvec kernel
-            for (SkillCopies.Group g : skillCopies.groups(runs, w, bias)) {
+        if (runs != null && overlays.touches(runs, List.of(w), bias)) {   // per group; a group of few rows by the matvec kernel
+            for (OverlayWeights.Group g : overlays.groups(runs, w, bias)) {
                 W m = g.w();
                 long b = g.bias(), gx = x + 4L * g.start() * w.cols(), gy = y + 4L * g.start() * w.rows();
                 // (f32 weights go to cuBLAS as they are: a mask's column scales need the matvec kernel)
@@ -2261,8 +2261,8 @@ final class ResidentForward implements DeviceForward {
     /** {@code normEps}: the RMSNorm epsilon when x is normalised first (its weight folded into w), NaN for none. */
     private void matvec(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate,
                         float normEps) {
-        if (runs != null && skillCopies.touches(runs, List.of(w), bias)) {   // once per group of rows reading one matrix
-            for (SkillCopies.Group g : skillCopies.groups(runs, w, bias))
+        if (runs != null && overlays.touches(runs, List.of(w), bias)) {   // once per group of rows reading one matrix
+            for (OverlayWeights.Group g : overlays.groups(runs, w, bias))
                 matvecRows(L, a, name, g.w(), g.bias(), x + 4L * g.start() * w.cols(),
                         y + 4L * g.start() * w.rows(), g.rows(), accumulate, normEps);
         } else {
@@ -2315,7 +2315,7 @@ final class ResidentForward implements DeviceForward {
         if (argmaxHost != null) cu.memFreeHost(argmaxHost);
         argmaxIds = NULL;
         argmaxHost = null;
-        if (skillCopies != null) skillCopies.close();
+        if (overlays != null) overlays.close();
         for (long d : vectors) cu.memFree(d);
         vectors.clear();
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)

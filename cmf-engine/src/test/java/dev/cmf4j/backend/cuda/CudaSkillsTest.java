@@ -58,18 +58,23 @@ class CudaSkillsTest {
     /** The logits of every position of {@code ids} run alone through skill {@code who} (chunks of 8). */
     static float[] alone(Graph g, String who, int[] ids) { return alone(g, g.overlay(who, null, 1f), ids); }
 
-    static float[] alone(Graph g, Overlay o, int[] ids) {
-        State st = g.newState(8, 64);
-        st.useOverlay(o);
-        int v = g.vocab();
-        float[] all = new float[ids.length * v], buf = new float[8 * v];
-        for (int p = 0; p < ids.length; p += 8) {
-            int n = Math.min(8, ids.length - p);
-            g.forward(st, ids, p, n, buf, true, null);
-            System.arraycopy(buf, 0, all, p * v, n * v);
+    static float[] alone(Graph g, Overlay o, int[] ids) { return SkillBatchTest.alone(g, o, ids); }
+
+    /** Each sequence alone through {@code os[i]}, then all batched ({@link #ALL_SKILLS}): the worst |Δ|, printed. */
+    static double batchedAgainstAlone(Graph g, Overlay[] os, int[][] seqs, String what) {
+        float[][] single = new float[4][];
+        for (int i = 0; i < 4; i++) single[i] = alone(g, os[i], seqs[i]);
+        double worst = batched(g, os, seqs, single, ALL_SKILLS);
+        System.out.printf("GPU mixed-%s batch: max |Δ| %.3g%n", what, worst);
+        return worst;
+    }
+
+    /** The CPU engine's logits of {@code prompt} then {@code extra} under task {@code task} of {@code file}, and the backbone's. */
+    static float[][] cpuMasked(Path file, String task, int[] prompt, int[] extra) {
+        try (var m = dev.cmf4j.model.Model.open(file)) {
+            return new float[][] {dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, task), prompt, extra),
+                    dev.cmf4j.model.TaskMaskTest.run(m.graph(), Overlay.NONE, prompt, extra)};
         }
-        st.close();
-        return all;
     }
 
     /** Four sequences (backbone, a, b, c): their prompts, then 4 continuation ids each. */
@@ -170,7 +175,7 @@ class CudaSkillsTest {
                     double worst = batched(g, seqs, want, ALL_SKILLS);
                     System.out.printf("GPU mixed-skill batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
                     assertThat(worst).as("cublas " + cublas).isLessThanOrEqualTo(1e-4);
-                    SkillCopies sc = ((ResidentForward) g.device()).skillCopies();
+                    OverlayWeights sc = ((ResidentForward) g.device()).overlays();
                     assertThat(sc.uploads()).as("each skill uploaded once").isEqualTo(3);
                     assertThat(sc.evictions()).isZero();
                 }
@@ -185,15 +190,15 @@ class CudaSkillsTest {
             int[][] seqs = sequences();
             gpu.notes(n -> {});
             Graph g;
-            System.setProperty(SkillCopies.BUDGET_PROPERTY, "0");   // read when the skills are installed
+            System.setProperty(OverlayWeights.BUDGET_PROPERTY, "0");   // read when the skills are installed
             try {
                 g = new Graph(m.spec(), m.weights(), new CudaBackend(gpu));
             } finally {
-                System.clearProperty(SkillCopies.BUDGET_PROPERTY);
+                System.clearProperty(OverlayWeights.BUDGET_PROPERTY);
             }
             float[][] want = new float[4][];
             for (int i = 0; i < 4; i++) want[i] = alone(g, WHO[i], seqs[i]);
-            SkillCopies sc = ((ResidentForward) g.device()).skillCopies();
+            OverlayWeights sc = ((ResidentForward) g.device()).overlays();
             long uploads = sc.uploads();
             assertThat(uploads).isEqualTo(3);
             double worst = batched(g, seqs, want, CHANGING);
@@ -245,11 +250,7 @@ class CudaSkillsTest {
                         assertThat(Golden.maxDiff(alone(g, os[i], ids), 0, golden.get(want[i]), 0, golden.get(want[i]).length))
                                 .as(want[i] + " alone, cublas " + cublas).isLessThanOrEqualTo(1e-3);
                     assertThat(Golden.maxDiff(alone(g, os[3], ids), 0, halfCpu, 0, halfCpu.length)).as("skill_b × 0.5").isLessThanOrEqualTo(1e-3);
-                    float[][] single = new float[4][];
-                    for (int i = 0; i < 4; i++) single[i] = alone(g, os[i], seqs[i]);
-                    double worst = batched(g, os, seqs, single, ALL_SKILLS);
-                    System.out.printf("GPU mixed-adapter batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
-                    assertThat(worst).isLessThanOrEqualTo(1e-4);
+                    assertThat(batchedAgainstAlone(g, os, seqs, "adapter")).as("cublas " + cublas).isLessThanOrEqualTo(1e-4);
                 }
             }
     }
@@ -268,11 +269,8 @@ class CudaSkillsTest {
                 List.of(new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0), cut), false);
         int[] ids = Golden.load(dir).inputIds();
         int[] prompt = java.util.Arrays.copyOf(ids, 24), extra = java.util.Arrays.copyOfRange(ids, 24, 30);
-        float[] want, backbone;
-        try (var m = dev.cmf4j.model.Model.open(masked)) {
-            want = dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, "cut"), prompt, extra);
-            backbone = dev.cmf4j.model.TaskMaskTest.run(m.graph(), Overlay.NONE, prompt, extra);
-        }
+        float[][] cpu = cpuMasked(masked, "cut", prompt, extra);
+        float[] want = cpu[0], backbone = cpu[1];
         int[][] seqs = sequences();
         for (boolean cublas : new boolean[] {false, true})
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
@@ -288,11 +286,7 @@ class CudaSkillsTest {
                     float[] ones = dev.cmf4j.model.TaskMaskTest.run(g, full, prompt, extra);
                     assertThat(Golden.maxDiff(ones, 0, backbone, 0, backbone.length)).as("all ones").isLessThanOrEqualTo(1e-3);
                     Overlay[] os = {Overlay.NONE, c, g.withTask(g.overlay(null, null, 1f), "cut"), full};
-                    float[][] single = new float[4][];
-                    for (int i = 0; i < 4; i++) single[i] = alone(g, os[i], seqs[i]);
-                    double worst = batched(g, os, seqs, single, ALL_SKILLS);
-                    System.out.printf("GPU mixed-task batch (cublas %s): max |Δ| %.3g%n", cublas, worst);
-                    assertThat(worst).isLessThanOrEqualTo(1e-4);
+                    assertThat(batchedAgainstAlone(g, os, seqs, "task")).as("cublas " + cublas).isLessThanOrEqualTo(1e-4);
                 }
             }
     }
@@ -310,11 +304,8 @@ class CudaSkillsTest {
         Path masked = dev.cmf4j.model.TaskMaskTest.withMasks(base, tmp.resolve("moe-masked.cmf"), List.of("six"), List.of(blob), true);
         int[] ids = Golden.load(dir).inputIds();
         int[] prompt = java.util.Arrays.copyOf(ids, 24), extra = java.util.Arrays.copyOfRange(ids, 24, 30);
-        float[] want, backbone;
-        try (var m = dev.cmf4j.model.Model.open(masked)) {
-            want = dev.cmf4j.model.TaskMaskTest.run(m.graph(), m.graph().withTask(Overlay.NONE, "six"), prompt, extra);
-            backbone = dev.cmf4j.model.TaskMaskTest.run(m.graph(), Overlay.NONE, prompt, extra);
-        }
+        float[][] cpu = cpuMasked(masked, "six", prompt, extra);
+        float[] want = cpu[0], backbone = cpu[1];
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             try (var m = dev.cmf4j.model.Model.open(masked, null, new CudaBackend(gpu))) {

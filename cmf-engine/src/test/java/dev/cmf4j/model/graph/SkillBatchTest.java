@@ -105,7 +105,7 @@ public class SkillBatchTest {
     }
 
     /** The logits of every position of {@code ids} run alone (chunks of 8). */
-    static float[] alone(Graph g, Overlay o, int[] ids) {
+    public static float[] alone(Graph g, Overlay o, int[] ids) {
         State st = g.newState(8, 64);
         st.useOverlay(o);
         int V = g.vocab();

@@ -15,13 +15,14 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * The device copies of the skills' replacement tensors for one resident forward, and the un-merged adapters' deltas. A
- * skill's copies go up when a step first holds rows of it (only what it replaces, each matrix as its backbone twin
- * was: same dtype, same norm folded in; never a copy of the model) and stay while all skills' copies fit a byte
- * budget; over it, the skill used least recently (and not in the step) is given back first. The adapters (small: rank
- * × (in + out) floats per target) go up when installed and stay. Owner thread only.
+ * What the per-row overlays of one resident forward read on the device, and which rows read what. Skills: a skill's
+ * copies go up when a step first holds rows of it (only what it replaces, each matrix as its backbone twin was: same
+ * dtype, same norm folded in; never a copy of the model) and stay while all skills' copies fit a byte budget; over it,
+ * the skill used least recently (and not in the step) is given back first. Un-merged adapters: their deltas (small:
+ * rank × (in + out) floats per target) go up when installed and stay. Task masks: a product's twin with 0/1 column
+ * scales, or a router bias with −∞, made before a step that needs it. Owner thread only.
  */
-final class SkillCopies {
+final class OverlayWeights {
     /** {@code -Dcmf.cuda.skillCacheMiB=N}: the budget in MiB; by default a quarter of the device's memory. */
     static final String BUDGET_PROPERTY = "cmf.cuda.skillCacheMiB";
 
@@ -94,7 +95,7 @@ final class SkillCopies {
      * @param sources every resident product of the forward and how it was made
      * @param biasAt  the device address of every bias vector of the plan (by identity)
      */
-    SkillCopies(CudaMatMul mm, CudaDriver cu, DeviceSkills skills, Map<W, Source> sources, Map<float[], Long> biasAt,
+    OverlayWeights(CudaMatMul mm, CudaDriver cu, DeviceSkills skills, Map<W, Source> sources, Map<float[], Long> biasAt,
                 Uploader uploader, Vectors vectors, long budget) {
         this.mm = mm;
         this.cu = cu;
