@@ -71,11 +71,16 @@ public final class SelftestCommand implements Callable<Integer> {
     Path o1Golden;
 
     /** {@code --o1-golden}: one line per output set, exit 1 when any is outside the golden README's bounds. */
-    private int checkO1Golden(PrintWriter out) throws java.io.IOException {
+    private int checkO1Golden(PrintWriter out, PrintWriter err) throws java.io.IOException {
         var g = dev.cmf4j.backend.cpu.NystromGolden.load(o1Golden);
         out.println("o1 golden " + o1Golden + ": " + g.describe());
+        dev.cmf4j.backend.cpu.NystromGolden.Error[] errors;
+        try (Backend dev = device.open(err)) {
+            out.println("device: " + dev.description());
+            errors = dev.checkO1Golden(g);
+        }
         int failed = 0;
-        for (var e : g.check()) {
+        for (var e : errors) {
             if (!e.ok()) failed++;
             out.printf(java.util.Locale.ROOT, "%-4s %-10s max|d| %.3g (tol %.0e)  mean|d| %.3g (tol %.0e)%n", e.ok() ? "ok" : "FAIL",
                     e.set(), e.max(), dev.cmf4j.backend.cpu.NystromGolden.MAX_TOL, e.mean(), dev.cmf4j.backend.cpu.NystromGolden.MEAN_TOL);
@@ -110,7 +115,7 @@ public final class SelftestCommand implements Callable<Integer> {
     @Override public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
         if (ops) return checkOperators(out, err);
-        if (o1Golden != null) return checkO1Golden(out);
+        if (o1Golden != null) return checkO1Golden(out, err);
         Path fx = fixtures != null ? fixtures : System.getenv("CMF_FIXTURES") != null ? Path.of(System.getenv("CMF_FIXTURES")) : null;
         if (fx == null || !Files.isDirectory(fx.resolve("models")))
             throw new IllegalArgumentException("no fixtures: pass --fixtures DIR (a folder holding models/NAME/golden.safetensors)");

@@ -42,6 +42,19 @@ public interface Backend extends AutoCloseable {
      */
     default java.util.List<OpResult> checkOperators(boolean quick) { return java.util.List.of(); }
 
+    /**
+     * A forward that runs {@code plan} whole with the attention layers {@code sealed} names sealed ({@code --o1}), or null
+     * to run the host graph (whose steps seal them on the host); {@code sealed} null: {@link #deviceForward(DecoderPlan, KvType)}.
+     */
+    default DeviceForward deviceForward(DecoderPlan plan, KvType kv, SealedLayers sealed) {
+        return sealed == null ? deviceForward(plan, kv) : null;
+    }
+
+    /** The {@code --o1} kernel golden through this device's streaming kernel (the host's float32 one by default). */
+    default dev.cmf4j.backend.cpu.NystromGolden.Error[] checkO1Golden(dev.cmf4j.backend.cpu.NystromGolden golden) {
+        return golden.check();
+    }
+
     /** One-line notes from opening the device not yet shown (each is given once). */
     default List<String> takeNotes() { return List.of(); }
 

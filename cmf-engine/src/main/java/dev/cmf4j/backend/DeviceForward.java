@@ -114,6 +114,21 @@ public interface DeviceForward {
         throw new UnsupportedOperationException("this device cannot copy a sequence's state");
     }
 
+    /** Asks a state's sealed ({@code --o1}) layers to seal at its next step (as the CPU graph's State.seal); none: nothing. */
+    default void requestSeal(Object state) {}
+
+    /** Whether every sealed ({@code --o1}) layer of a state is sealed (true when there are none). */
+    default boolean sealed(Object state) { return true; }
+
+    /**
+     * Bytes of a state's attention and recurrent state when all of it is bounded (sealed layers once sealed, rings,
+     * delta-rule states), or -1 while some layer keeps a growing KV cache; {@link Long#MIN_VALUE}: the device does not say.
+     */
+    default long stateBytes(Object state) { return Long.MIN_VALUE; }
+
+    /** Device bytes a state holds now (KV caches, sealed layers, recurrent states, its step scratch), or -1 when not known. */
+    default long heldBytes(Object state) { return -1; }
+
     /** Frees a state's device memory early (else it lives until the provider closes). */
     void release(Object state);
 }

@@ -43,17 +43,41 @@ public final class NystromGolden {
         public boolean ok() { return max < MAX_TOL && mean < MEAN_TOL; }
     }
 
-    /** Both output sets: {@code out} (the file's sinks) and {@code out_sink0}. */
-    public Error[] check() {
-        return new Error[] {compare("out", run(sink), out), compare("out_sink0", run(0), outSink0)};
+    /** Both output sets through this class's float32 kernel: {@code out} (the file's sinks) and {@code out_sink0}. */
+    public Error[] check() { return check(NystromGolden::run); }
+
+    /** Both output sets through {@code kernel} (a device's streaming kernel, say). */
+    public Error[] check(Kernel kernel) {
+        return new Error[] {compare("out", kernel.run(this, sink), out), compare("out_sink0", kernel.run(this, 0), outSink0)};
     }
+
+    /** A streaming implementation: the outputs of a golden's decode rows p..t−1, [t−p, dv], with {@code sinks} sinks. */
+    @FunctionalInterface
+    public interface Kernel {
+        float[] run(NystromGolden golden, int sinks);
+    }
+
+    public int d() { return d; }
+    public int dv() { return dv; }
+    /** The landmark budget. */
+    public int m() { return m; }
+    /** The exact window. */
+    public int w() { return w; }
+    /** Rows (prompt and decode). */
+    public int t() { return t; }
+    /** The prompt's rows. */
+    public int p() { return p; }
+    /** Queries [t, d], keys [t, d], values [t, dv] (float32; the arrays themselves: do not change them). */
+    public float[] q() { return q; }
+    public float[] k() { return k; }
+    public float[] v() { return v; }
 
     public String describe() {
         return "d " + d + ", dv " + dv + ", m " + m + ", w " + w + ", t " + t + ", p " + p + ", sink " + sink;
     }
 
     /** The streaming kernel's output of rows p..t−1, [t−p, dv]. */
-    float[] run(int sinks) {
+    private float[] run(int sinks) {
         float scale = (float) (1 / Math.sqrt(d));
         NystromHead head = NystromHead.seal(q, 0, d, k, 0, d, p, d, dv, m, scale);
         float[] ringK = new float[w * d], ringV = new float[w * dv];

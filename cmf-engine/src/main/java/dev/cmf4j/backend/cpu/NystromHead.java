@@ -55,6 +55,14 @@ public final class NystromHead {
         int m = landmarks(p, budget);
         if (p < m) throw new IllegalArgumentException("a prompt of " + p + " rows cannot give " + m + " landmarks");
         double[] qm = segmentMeans(q, qOff, qStride, p, d, m), km = segmentMeans(k, kOff, kStride, p, d, m);
+        return new NystromHead(d, dv, m, scale, toFloat(qm), toFloat(km), mixing(qm, km, m, d, scale));
+    }
+
+    /**
+     * M = (AuᵀAu + λI)⁻¹Auᵀ of Au = exp(s·Q̃K̃ᵀ) from the landmarks' float64 segment means Q̃, K̃ [m, d], in float64,
+     * rounded to float once: what {@link #seal} builds, for a device that takes the means from its own memory.
+     */
+    public static float[] mixing(double[] qm, double[] km, int m, int d, float scale) {
         double[] au = new double[m * m];
         for (int i = 0; i < m; i++)
             for (int j = 0; j < m; j++) {
@@ -62,8 +70,7 @@ public final class NystromHead {
                 for (int c = 0; c < d; c++) s += qm[i * d + c] * km[j * d + c];
                 au[i * m + j] = Math.exp(s * scale);
             }
-        double[] pinv = ridgePinv(au, m);
-        return new NystromHead(d, dv, m, scale, toFloat(qm), toFloat(km), toFloat(pinv));
+        return toFloat(ridgePinv(au, m));
     }
 
     public int landmarkCount() { return m; }

@@ -34,7 +34,15 @@ public final class CudaBackend implements Backend {
 
     @Override public boolean runsWholeModels() { return true; }
 
-    @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv) { return matmul.denseForward(plan, kv); }
+    @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv) { return matmul.denseForward(plan, kv, null); }
+
+    @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv, dev.cmf4j.backend.SealedLayers sealed) {
+        return matmul.denseForward(plan, kv, sealed);
+    }
+
+    @Override public dev.cmf4j.backend.cpu.NystromGolden.Error[] checkO1Golden(dev.cmf4j.backend.cpu.NystromGolden golden) {
+        return SealedGolden.check(matmul.context(), golden);
+    }
 
     @Override public void hostGraph(String label, String why) { matmul.hostGraph(label, why); }
 

@@ -108,7 +108,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
      * A dense decoder runs GPU-resident ({@link ResidentForward}) when every matrix is of a dtype the resident
      * kernels read; otherwise (or with {@code -Dcmf.cuda.resident=false}) null: the CPU graph with this matmul.
      */
-    DeviceForward denseForward(DecoderPlan model, KvType kv) {
+    DeviceForward denseForward(DecoderPlan model, KvType kv, dev.cmf4j.backend.SealedLayers sealed) {
         String arch = model.label();
         if (!RESIDENT) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): -Dcmf.cuda.resident=false");
@@ -125,15 +125,20 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + experts);
             return null;
         }
+        String why = sealed == null ? null : kv != KvType.F32 ? "--o1 with a " + kv.label() + " KV cache" : SealedSteps.unsupported(model, sealed);
+        if (why != null) {
+            notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): the resident forward does not seal " + why);
+            return null;
+        }
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
-            ResidentForward r = new ResidentForward(this, ctx, model, kv, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
-                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows,
-                    smallBatchBlockRows);
+            ResidentForward r = new ResidentForward(this, ctx, model, kv, sealed, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
+                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows, smallBatchBlockRows);
             residents.add(r);
             return r;
         });
-        notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; " + kv.label() + " KV cache; decode as one CUDA graph "
+        notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; " + kv.label() + " KV cache"
+                + (sealed == null ? "" : "; --o1 sealed layers") + "; decode as one CUDA graph "
                 + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false")
                 + (f.programmaticLaunch() ? ", programmatic dependent launch" : "") + ")");
         return f;

@@ -7,7 +7,7 @@ import java.util.List;
 
 /**
  * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu},
- * {@code resident_embryo.cu}, {@code resident_mmvq.cu}), one per kernel:
+ * {@code resident_embryo.cu}, {@code resident_mmvq.cu}, {@code resident_o1.cu}), one per kernel:
  * the parameter lists are copied from the C declarations and checked against them by {@code KernelSignatureTest}.
  * Families instantiated per weight dtype ({@code _f32}, {@code _bf16}, {@code _f16}, {@code _q8}) or per size share
  * one parameter list.
@@ -16,7 +16,7 @@ final class Kernels {
     private Kernels() {}
 
     static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu",
-            MMVQ_CU = "resident_mmvq.cu";
+            MMVQ_CU = "resident_mmvq.cu", O1_CU = "resident_o1.cu";
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentForward.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
 
@@ -194,11 +194,32 @@ final class Kernels {
                 + " const float* x, const float* lc, const double* gate, int perRow, float* out, int vocab, int cols, int clusters, int size");
     }
 
+    // ---- sealed --o1 layers (resident_o1.cu) ----
+    static final KernelSignature O1_KEEP_QUERIES = KernelSignature.of(O1_CU, "ro_keep_queries",
+            "const float* q, float* store, int qDim, const int* pos");
+    static final KernelSignature O1_MEANS = KernelSignature.of(O1_CU, "ro_means",
+            "const float* x, int stride, int hd, int p, int m, double* out");
+    static final KernelSignature O1_ABSORB_PROMPT = KernelSignature.of(O1_CU, "ro_absorb_prompt",
+            "const float* kc, const float* vc, float* far, int heads, int kvHeads, int hd, int dv, int m, int from, int to, float scale");
+    static final KernelSignature O1_SEAL_COPY = KernelSignature.of(O1_CU, "ro_seal_copy",
+            "const float* kc, const float* vc, float* ringK, float* ringV, float* sinkK, float* sinkV, int kvDim, int vDim,"
+                    + " int window, int sinks, int p");
+    static final KernelSignature O1_ROPE = KernelSignature.of(O1_CU, "ro_rope",
+            "float* q, float* k, const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,"
+                    + " const float* invFreq, int rotaryDim, float ropeScale, int heads, int kvHeads, int hd, const int* pos");
+    static final KernelSignature O1_ATTEND = KernelSignature.of(O1_CU, "ro_attend",
+            "const float* q, const float* k, const float* v, const float* ringK, const float* ringV, const float* sinkK,"
+                    + " const float* sinkV, float* far, const float* headSinks, float* out, int heads, int kvHeads, int hd, int dv,"
+                    + " int window, int sinks, int m, float scale, int tokens, const int* pos");
+    static final KernelSignature O1_COMMIT = KernelSignature.of(O1_CU, "ro_commit",
+            "const float* k, const float* v, float* ringK, float* ringV, int tokens, int window, int kvDim, int vDim, const int* pos");
+
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(SPLIT, SPLIT3, I8_WIDEN,
                 GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
-                GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH));
+                GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH,
+                O1_KEEP_QUERIES, O1_MEANS, O1_ABSORB_PROMPT, O1_SEAL_COPY, O1_ROPE, O1_ATTEND, O1_COMMIT));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));

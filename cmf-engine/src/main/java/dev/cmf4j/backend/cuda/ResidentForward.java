@@ -96,6 +96,8 @@ final class ResidentForward implements DeviceForward {
     /** Embryo's launches (bounded anchor, resonance router, hierarchical head), or null; its head's cluster matrix. */
     private final EmbryoSteps embryo;
     private final W clusters;
+    /** The sealed ({@code --o1}) layers' launches and per-sequence state, or null. */
+    private final SealedSteps o1;
     private final List<Long> vectors = new ArrayList<>();
     private final List<SessionState> states = new ArrayList<>();
     private boolean closed;
@@ -225,9 +227,9 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: loads the kernels and uploads every weight. */
-    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, boolean graphs, Cublas cublas, int gemmMinTokens,
-                    String prefillCache, String prefillPrecision, boolean fusePrefill, boolean programmaticLaunch, int smallBatchRows,
-                    int smallBatchBlockRows) {
+    ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, dev.cmf4j.backend.SealedLayers sealed, boolean graphs,
+                    Cublas cublas, int gemmMinTokens, String prefillCache, String prefillPrecision, boolean fusePrefill,
+                    boolean programmaticLaunch, int smallBatchRows, int smallBatchBlockRows) {
         if (!Kernels.KV_TYPES.contains(kv)) throw new IllegalArgumentException("the GPU-resident forward keeps no " + kv.label() + " KV cache");
         this.kv = kv;
         this.prefillCache = prefillCacheMode(prefillCache);
@@ -296,6 +298,8 @@ final class ResidentForward implements DeviceForward {
             recurrent |= dn != null || l.anchor() != null;   // (an anchor's ring is per sequence, as a delta net's state)
         }
         embryo = EmbryoSteps.needed(model) ? new EmbryoSteps(ctx, model, this::vector) : null;
+        o1 = sealed == null ? null : new SealedSteps(ctx, model, sealed);
+        recurrent |= o1 != null;   // (a sealed layer's ring and far sums are per sequence)
         clusters = model.headClusters() == null ? null : upload(model.headClusters().clusters(), null);
         fusedSplitUnits = widestFusedSplit();
         this.recurrent = recurrent;
@@ -649,6 +653,8 @@ final class ResidentForward implements DeviceForward {
         List<Step> decode;
         MemorySegment graph, exec;
         final List<Long> owned = new ArrayList<>();
+        /** A session's sealed layers (their exact caches fill kc and vc while exact), or null. */
+        final SealedSteps.Sequence sealed;
 
         SessionState(int maxChunk, int maxContext) { this(maxChunk, maxContext, 1, true); }
 
@@ -663,6 +669,7 @@ final class ResidentForward implements DeviceForward {
             int hidden = model.hidden(), vocab = model.vocab();
             // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
             MemorySegment st = null, hi = null, hl = null, hg = null;
+            SealedSteps.Sequence so = null;
             try {
                 st = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
                 hi = cu.memAllocHost(4L * (1 + maxChunk));
@@ -762,12 +769,15 @@ final class ResidentForward implements DeviceForward {
                             kRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
                             vRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
                         }
+                    } else if (o1 != null && o1.seals(l)) {   // SealedSteps.Sequence's, below
+                        continue;
                     } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length
                         long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim : (long) kv.elementBytes * maxContext * kvDim;
                         kc[l] = alloc(bytes);
                         vc[l] = alloc(bytes);
                     }
                 }
+                if (o1 != null && sequence) so = o1.new Sequence(kc, vc, maxContext);
             } catch (RuntimeException | Error e) {
                 for (long d : owned) cu.memFree(d);
                 owned.clear();
@@ -779,6 +789,7 @@ final class ResidentForward implements DeviceForward {
                 throw e;
             }
             stream = st;
+            sealed = so;
             hostIn = hi;
             hostLast = hl;
             hostGates = hg;
@@ -787,13 +798,17 @@ final class ResidentForward implements DeviceForward {
         private long alloc(long bytes) {
             long d = cu.memAlloc(Math.max(bytes, 16));
             owned.add(d);
+            allocated += Math.max(bytes, 16);
             return d;
         }
+
+        /** Device bytes of {@link #owned}. */
+        long allocated;
 
         /** Device and host room for {@code rows} rows of logits (all-logits chunks). */
         void ensureAll(int rows) {
             if (rows <= allRows) return;
-            if (all != NULL) { cu.memFree(all); owned.remove(all); cu.memFreeHost(hostAll); scratchEpoch++; }
+            if (all != NULL) { cu.memFree(all); owned.remove(all); allocated -= 4L * allRows * model.vocab(); cu.memFreeHost(hostAll); scratchEpoch++; }
             all = alloc(4L * rows * model.vocab());
             hostAll = cu.memAllocHost(4L * rows * model.vocab());
             allRows = rows;
@@ -805,6 +820,7 @@ final class ResidentForward implements DeviceForward {
             exec = graph = null;
             for (long d : owned) cu.memFree(d);
             owned.clear();
+            if (sealed != null) sealed.free();
             cu.memFreeHost(hostIn);
             cu.memFreeHost(hostLast);
             if (hostAll != null) cu.memFreeHost(hostAll);
@@ -818,10 +834,10 @@ final class ResidentForward implements DeviceForward {
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
      * layer) and the device address of its first row's position.
      */
-    private record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS) {}
+    private record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS, SealedSteps.Sequence sealed) {}
 
     /** A session's own chunk: every row is its, the position at {@code s.in}. */
-    private static Seq[] alone(SessionState s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc, s.conv, s.dnS)}; }
+    private static Seq[] alone(SessionState s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc, s.conv, s.dnS, s.sealed)}; }
 
     /** The largest chunk a session takes: its tokens are a grid dimension (≤ 65,535) of rope, products and epilogues. */
     static final int MAX_CHUNK = 65535;
@@ -938,6 +954,36 @@ final class ResidentForward implements DeviceForward {
         });
     }
 
+    @Override public void requestSeal(Object state) {
+        if (((SessionState) state).sealed != null) ((SessionState) state).sealed.requestSeal();
+    }
+
+    @Override public boolean sealed(Object state) {
+        return ((SessionState) state).sealed == null || ((SessionState) state).sealed.isSealed();
+    }
+
+    /** Sealed layers once sealed, anchor rings and delta-rule states; -1 while a layer keeps a KV cache (full or sliding). */
+    @Override public long stateBytes(Object state) {
+        SessionState s = (SessionState) state;
+        long sum = s.sealed == null ? 0 : s.sealed.sealedBytes();
+        if (sum < 0) return -1;
+        for (int i = 0; i < layers.length; i++) {
+            DecoderPlan.Layer l = model.layers().get(i);
+            if (o1 != null && o1.seals(i)) continue;
+            if (l.anchor() != null) sum += 8L * l.anchor().window() * l.kvHeads() * l.headDim();
+            else if (l.deltaNet() != null) {
+                var dn = l.deltaNet();
+                sum += 4L * ((long) dn.convDim() * (dn.convKernel() - 1) + (long) dn.valueHeads() * dn.keyDim() * dn.valueDim());
+            } else if (!l.sharesKv()) return -1;
+        }
+        return sum;
+    }
+
+    @Override public long heldBytes(Object state) {
+        SessionState s = (SessionState) state;
+        return mm.context().call(() -> s.allocated + (s.sealed == null ? 0 : s.sealed.heldBytes()));
+    }
+
     /** The session's hierarchical-head gate for its next steps (copied to the device with a step when it changed). */
     @Override public void gateHead(Object state, double gate) { ((SessionState) state).headGate = gate; }
 
@@ -965,6 +1011,7 @@ final class ResidentForward implements DeviceForward {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
             for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
+            if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
             cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
             if (s.gates != NULL && Double.compare(s.headGate, s.gateOnDevice) != 0) {   // the head gate, when it changed
                 s.hostGates.set(ValueLayout.JAVA_DOUBLE, 0, s.headGate);
@@ -1161,7 +1208,8 @@ final class ResidentForward implements DeviceForward {
                 if (!states.contains(st)) throw new IllegalStateException("span " + i + ": a released or foreign session state");
                 batchHostPos.setAtIndex(ValueLayout.JAVA_INT, i, sp.pos0());
                 for (int k = 0; k < sp.tokens(); k++) w.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + r + k, sp.ids()[sp.off() + k]);
-                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc, st.conv, st.dnS);
+                if (st.sealed != null && st.sealed.prepare(st.stream, sp.pos0(), sp.tokens())) dropDecode(st);
+                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc, st.conv, st.dnS, st.sealed);
                 r += sp.tokens();
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
@@ -1331,6 +1379,14 @@ final class ResidentForward implements DeviceForward {
             batchSpans = cap;
         }
         return batchRows;
+    }
+
+    /** Owner thread: forgets the session's decode step (its sealed layers' buffers or phase changed): made again at the next. */
+    private void dropDecode(SessionState s) {
+        if (s.exec != null) cu.graphExecDestroy(s.exec);
+        if (s.graph != null) cu.graphDestroy(s.graph);
+        s.exec = s.graph = null;
+        s.decode = null;
     }
 
     /** Owner thread: one token's step, as a replayed graph (captured on first use) or launch by launch. */
@@ -1869,6 +1925,45 @@ final class ResidentForward implements DeviceForward {
         return out;
     }
 
+    /**
+     * One sequence's rows of layer {@code li} as a prompt chunk: q/k norm, rope and KV append, then flash-attention tiles,
+     * K/V shared by a kv head's query heads, no combine. q is left normed and roped in place.
+     */
+    private void prefillAttention(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int li, Seq sq, long kBuf,
+                                  long vBuf, int qn, int kn, float eps, int off) {
+        int heads = model.heads(), hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
+        long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
+        // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
+        L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
+                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
+        int b = prefillBucket(hd);
+        boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
+        int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
+        L.add(launch("attn_prefill", tc ? kernels.fnPrefillTc[b] : kernels.fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
+                sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
+    }
+
+    /**
+     * A sealed ({@code --o1}) layer, per sequence: while exact, the prompt path over its own growing cache with the
+     * rotated queries kept for the landmarks (decode steps too: they need their rotated q); once sealed, SealedSteps'
+     * rope, ring + sinks + landmarks attention and ring commit.
+     */
+    private void sealedAttention(Steps L, Arena a, SessionState s, LayerWeights w, DecoderPlan.Layer spec, int li, Seq[] seqs, long kBuf,
+                                 long vBuf, int qn, int kn, float eps, int off) {
+        int qDim = model.heads() * spec.headDim(), kvDim = spec.kvHeads() * spec.headDim();
+        for (Seq sq : seqs) {
+            long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
+            if (sq.sealed().isSealed()) {
+                var rope = new SealedSteps.Rope(w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(),
+                        spec.rope().attentionScaling());
+                o1.attention(L, a, li, sq.sealed(), rope, s.q + qo, kBuf + ko, vBuf + ko, s.att + qo, w.sinks(), sq.tokens(), sq.pos());
+            } else {
+                prefillAttention(L, a, s, w, spec, li, sq, kBuf, vBuf, qn, kn, eps, off);
+                o1.keepQueries(L, a, li, sq.sealed(), s.q + qo, sq.tokens(), sq.pos());
+            }
+        }
+    }
+
     static int kind(DType d) {
         return switch (d) {
             case F32 -> 0;
@@ -1960,7 +2055,9 @@ final class ResidentForward implements DeviceForward {
                 NormOp qk = spec.qNorm() != null ? spec.qNorm() : kNormOp;
                 int qn = spec.qNorm() != null ? 1 : 0, kn = kNormOp != null ? 1 : 0, off = qk != null && qk.offset() ? 1 : 0;
                 float eps = qk == null ? 0f : qk.eps();
-                if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
+                if (o1 != null && o1.seals(li)) {
+                    sealedAttention(L, a, s, w, spec, li, seqs, kBuf, vBuf, qn, kn, eps, off);
+                } else if (t == 1 && seqs.length == 1) {   // decode: the keys split over enough blocks to fill the GPU, merged by the
                                 // last split; each block norms and ropes its q row (and the last split's the k row of key p,
                                 // which it also appends to the caches): no rope launch
                     Seq sq = seqs[0];
@@ -1976,19 +2073,8 @@ final class ResidentForward implements DeviceForward {
                                 w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                                 s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
                     }
-                    for (int si = n; si < seqs.length; si++) {   // a prompt chunk, or each longer span of a batch: q/k norm,
-                                    // rope and KV append, then flash-attention tiles, K/V shared by a kv head's query heads, no combine
-                        Seq sq = seqs[si];
-                        long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
-                        // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
-                        L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
-                        int b = prefillBucket(hd);
-                        boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
-                        int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
-                        L.add(launch("attn_prefill", tc ? kernels.fnPrefillTc[b] : kernels.fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
-                                sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
-                    }
+                    for (int si = n; si < seqs.length; si++)   // a prompt chunk, or each longer span of a batch
+                        prefillAttention(L, a, s, w, spec, li, seqs[si], kBuf, vBuf, qn, kn, eps, off);
                 }
                 if (spec.outputGate())   // att ·= σ(gate)
                     L.add(launch("output_gate", kernels.fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));

@@ -97,8 +97,8 @@ public final class Graph {
     }
 
     /**
-     * @param memory sealed layers and the KV cache's type; anything but {@link AttentionMemory#EXACT} runs on the
-     *               CPU steps (a device's whole-model forward refuses it)
+     * @param memory sealed layers and the KV cache's type (a device that cannot run them whole runs the CPU steps;
+     *               {@code --kv q8} is refused by a whole-model device)
      */
     public Graph(ModelSpec spec, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters,
                  AttentionMemory memory) {
@@ -132,12 +132,14 @@ public final class Graph {
             }
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
-            if (memory.sealed() != null || memory.kv() == KvType.Q8)
+            if (memory.kv() == KvType.Q8)
                 throw new ModelException("the GPU-resident forward does not run " + describe(memory) + " yet; use --device cpu");
             String why = DecoderPlans.unsupported(spec);
+            var o1 = memory.sealed();
+            var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(sealedLayers, o1.landmarks(), o1.window(), o1.sinks());
             if (why == null) {
                 DecoderPlan plan = DecoderPlans.of(spec, l, embedRows, head, finalNorm);
-                dev = backend.deviceForward(plan, memory.kv());
+                dev = backend.deviceForward(plan, memory.kv(), sealing);
                 // the device switches skills per row over the plan's own matrices and biases; it says which it cannot run
                 if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, plan)));
                 String noAdapters = dev == null || adapters.isEmpty() ? null : dev.adapters(DecoderPlans.adapters(l, plan));
@@ -655,7 +657,7 @@ public final class Graph {
 
     /** After a failed device step: a recurrent layer's state may have moved on (it cannot roll back), so its sequences must reset. */
     private void breakRecurrent(Batch batch) {
-        boolean recurrent = false;
+        boolean recurrent = memory.sealed() != null;   // a sealed step moves keys into the far sums: it cannot roll back either
         for (LayerSpec ls : spec.layers()) recurrent |= ls.mixer() instanceof Mixer.GatedDeltaNet || ls.mixer() instanceof Mixer.BoundedAttention;
         if (recurrent) for (int i = 0; i < batch.size(); i++) batch.state(i).broken = true;
     }

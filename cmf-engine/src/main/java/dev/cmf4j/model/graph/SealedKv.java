@@ -17,8 +17,6 @@ import java.util.Arrays;
  * the last W positions. From then on its size never changes.
  */
 final class SealedKv {
-    /** Prompts up to W + S + SLACK positions stay exact (tiny prompts give duplicate landmarks, a singular Au). */
-    static final int SLACK = 8;
 
     private final Mixer.Attention spec;
     private final AttentionMemory.Sealed params;
@@ -53,8 +51,7 @@ final class SealedKv {
     /** Seals now when the step ahead (of {@code tokens} rows) is a decode step or sealing was asked for, and the layer holds enough positions. */
     void sealIfDue(int tokens) {
         int p = cache.length();
-        boolean due = tokens == 1 && p > params.window() + params.sinks() + SLACK
-                || sealRequested && p >= Math.max(4, params.sinks());   // asked for: any prompt that has its sinks
+        boolean due = dev.cmf4j.backend.SealedLayers.due(p, tokens, sealRequested, params.window(), params.sinks());   // asked for: any prompt that has its sinks
         if (sealed() || !due) return;
         int hd = spec.headDim(), kvDim = spec.kvDim(), qDim = spec.qDim(), group = spec.heads() / spec.kvHeads(), s = params.sinks();
         float[] k = new float[p * kvDim], v = new float[p * kvDim];   // the exact cache as float32, for this once

@@ -104,7 +104,10 @@ public final class State {
      * states and anchor rings, allocated once per sequence at exactly that size), or -1 when it keeps a KV cache.
      */
     public long stateBytes() {
-        if (graph.device() != null) return graph.spec().fixedStateBytes();
+        if (graph.device() != null) {
+            long b = graph.device().stateBytes(deviceState);
+            return b != Long.MIN_VALUE ? b : graph.spec().fixedStateBytes();
+        }
         long sum = 0;
         for (int l = 0; l < mixerState.length; l++) {
             switch (mixerState[l]) {
@@ -137,10 +140,11 @@ public final class State {
 
     /**
      * Bytes of this sequence's attention and recurrent state as held now, whether bounded or not: every KV cache's
-     * store (with its grown capacity), sealed layers, rings and recurrent states. -1 on a device.
+     * store (with its grown capacity), sealed layers, rings and recurrent states. On a device: the device memory the
+     * sequence holds (caches, sealed layers, recurrent states and its step scratch), or -1 when the device does not say.
      */
     public long heldBytes() {
-        if (graph.device() != null) return -1;
+        if (graph.device() != null) return graph.device().heldBytes(deviceState);
         long sum = 0;
         for (Object m : mixerState) {
             sum += switch (m) {
@@ -159,11 +163,13 @@ public final class State {
      * positions and 4 by then; unasked, they seal at the first single-token step past W + S + 8 positions.
      */
     public void seal() {
+        if (graph.device() != null) graph.device().requestSeal(deviceState);
         for (Object m : mixerState) if (m instanceof SealedKv s) s.requestSeal();
     }
 
     /** Whether every {@code --o1} layer of this sequence is sealed (true when the model has none). */
     public boolean sealed() {
+        if (graph.device() != null) return graph.device().sealed(deviceState);
         for (Object m : mixerState) if (m instanceof SealedKv s && !s.sealed()) return false;
         return true;
     }

@@ -47,7 +47,8 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident_embryo.cu", "resident.cu", "resident_mmvq.cu"))
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "resident_arch.cu", "resident_embryo.cu", "resident.cu",
+                "resident_mmvq.cu", "resident_o1.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
@@ -88,6 +89,15 @@ class CudaKernelEmulationTest {
         var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_counter").orElseThrow(),
                 FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT));
         try { return (int) h.invokeExact(8); } catch (Throwable t) { throw new AssertionError(t); }
+    }
+
+    /** The {@code --o1} golden through resident_o1.cu's real kernels on emulated warps (selftest --o1-golden's path). */
+    @Test void sealedKernelsReplayTheO1Golden() throws Exception {
+        Path file = dev.cmf4j.testkit.Fixtures.require("o1").resolve("nystrom_golden.json");
+        var errors = SealedGolden.check(ctx, dev.cmf4j.backend.cpu.NystromGolden.load(file));
+        for (var e : errors) assertThat(e.ok()).as(e.toString()).isTrue();
+        assertThat(errors[0].max()).as("as close as the CPU's float32 kernel (1.15e-6)").isLessThan(1e-5);
+        assertThat(errors[1].max()).isLessThan(1e-5);
     }
 
     @Test void theRealQ4KernelsOnEmulatedWarpsMatchTheCpu() throws Throwable {

@@ -318,7 +318,10 @@ class CudaMockTest {
      * replayed, 4 streams alive, 5 device allocations alive, 6 graphs alive, 7 executable graphs alive, 8 launches
      * with programmatic stream serialization (cuLaunchKernelEx).
      */
-    static int counter(int which) {
+    static int counter(int which) { return counter(lib, which); }
+
+    /** The mock library {@code lib}'s counter {@code which} (mock_counter). */
+    static int counter(Path lib, int which) {
         try {
             var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
                     java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_counter").orElseThrow(),

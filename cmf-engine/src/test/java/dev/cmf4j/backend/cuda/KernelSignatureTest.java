@@ -26,7 +26,7 @@ class KernelSignatureTest {
 
     @Test void everySignatureMatchesItsDeclaration() {
         Map<String, Map<String, List<KernelSignature.Param>>> declared = new HashMap<>();
-        for (String file : List.of(Kernels.RESIDENT_CU, Kernels.ARCH_CU, Kernels.EMBRYO_CU, Kernels.MMVQ_CU))
+        for (String file : List.of(Kernels.RESIDENT_CU, Kernels.ARCH_CU, Kernels.EMBRYO_CU, Kernels.MMVQ_CU, Kernels.O1_CU))
             declared.put(file, declarations(KernelSource.resource(file).source()));
         Set<String> checked = new HashSet<>();
         for (KernelSignature k : Kernels.all()) {
@@ -35,7 +35,7 @@ class KernelSignatureTest {
             assertThat(k.params()).as(k.name()).isEqualTo(c);
             checked.add(k.name());
         }
-        // every kernel of the four files has a signature: none is launched with an unchecked argument block
+        // every kernel of the five files has a signature: none is launched with an unchecked argument block
         for (var e : declared.entrySet()) assertThat(checked).as(e.getKey()).containsAll(e.getValue().keySet());
         assertThat(checked).hasSizeGreaterThan(40);
     }

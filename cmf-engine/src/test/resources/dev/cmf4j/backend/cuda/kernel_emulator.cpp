@@ -119,6 +119,7 @@ static void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigne
 #include "matvec_q4.cu"
 #include "resident_arch.cu"
 #include "resident_embryo.cu"
+#include "resident_o1.cu"
 // resident.cu's r_pdl_wait on the CPU: whether each block of the running launch waited (the mock refuses a kernel
 // launched with programmatic stream serialization unless every block did)
 static bool pdl_block_waited;
@@ -243,6 +244,30 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
 #define HEAD(N, F) case 123 + N: k = [p] { F(P(0, const void*), P(1, const float*), P(2, const float*), P(3, const float*), \
                     P(4, const float*), P(5, const double*), P(6, int), P(7, float*), P(8, int), P(9, int), P(10, int), P(11, int)); }; break;
         HEAD(0, re_head_rows_f32) HEAD(1, re_head_rows_bf16) HEAD(2, re_head_rows_f16) HEAD(3, re_head_rows_q8)
+        default: return 500;
+    }
+    return run_blocks(k, gx, gy, gz, bx);
+}
+
+// the mock's function handles of resident_o1.cu: 256 ro_keep_queries, 257 ro_means, 258 ro_absorb_prompt, 259 ro_seal_copy,
+// 260 ro_rope, 261 ro_attend, 262 ro_commit; 0 on success
+extern "C" int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    std::function<void()> k;
+    typedef const float* F;
+    switch (kind) {
+        case 256: k = [p] { ro_keep_queries(P(0, F), P(1, float*), P(2, int), P(3, const int*)); }; break;
+        case 257: k = [p] { ro_means(P(0, F), P(1, int), P(2, int), P(3, int), P(4, int), P(5, double*)); }; break;
+        case 258: k = [p] { ro_absorb_prompt(P(0, F), P(1, F), P(2, float*), P(3, int), P(4, int), P(5, int), P(6, int), P(7, int),
+                    P(8, int), P(9, int), P(10, float)); }; break;
+        case 259: k = [p] { ro_seal_copy(P(0, F), P(1, F), P(2, float*), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
+                    P(8, int), P(9, int), P(10, int)); }; break;
+        case 260: k = [p] { ro_rope(P(0, float*), P(1, float*), P(2, F), P(3, F), P(4, int), P(5, int), P(6, float), P(7, int), P(8, F),
+                    P(9, int), P(10, float), P(11, int), P(12, int), P(13, int), P(14, const int*)); }; break;
+        case 261: k = [p] { ro_attend(P(0, F), P(1, F), P(2, F), P(3, F), P(4, F), P(5, F), P(6, F), P(7, float*), P(8, F), P(9, float*),
+                    P(10, int), P(11, int), P(12, int), P(13, int), P(14, int), P(15, int), P(16, int), P(17, float), P(18, int),
+                    P(19, const int*)); }; break;
+        case 262: k = [p] { ro_commit(P(0, F), P(1, F), P(2, float*), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int),
+                    P(8, const int*)); }; break;
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

@@ -107,7 +107,9 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
        RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD,
        RE_ATTEND /* 118, kernel_emulator.cpp: 118-126 */, RE_COMMIT, RE_ROUTE, RE_CLUSTER_LSM, RE_HEAD_FINISH,
-       RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3 };
+       RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3,
+       /* resident_o1.cu's, past the f16-cache instances (kind + R_KV16 < 256): kernel_emulator.cpp 256-262 */
+       RO_KEEP = 256, RO_MEANS, RO_ABSORB, RO_SEAL_COPY, RO_ROPE, RO_ATTEND, RO_COMMIT, RO_LAST = RO_COMMIT };
 /* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
 #define R_KV16 128
 /* resident_mmvq.cu's small-batch products: 240 + 6·b + 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0
@@ -115,7 +117,8 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
    run_kernel takes them before it looks for one) */
 enum { RQ_FIRST = 240, RQ_LAST = RQ_FIRST + 11 };
 _Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instances");
-static int kinds[256] = {0, 1, 2, 3, 4, 5};
+_Static_assert(RQ_LAST < RO_KEEP, "the small-batch kinds stay below resident_o1.cu's");
+static int kinds[RO_LAST + 1] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
    attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
@@ -134,7 +137,7 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
     }
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
-    for (int i = 0; i < 256; i++) kinds[i] = i;
+    for (int i = 0; i <= RO_LAST; i++) kinds[i] = i;
     {   /* the f16-cache instances: the f32 name with _h before the size suffix (or at the end) */
         static const char* kv16[][2] = {{"r_qk_rope_append_h", "r_qk_rope_append"}, {"r_attn_partial_h", "r_attn_partial"},
             {"r_attn_rows_h", "r_attn_rows"}, {"r_attn_prefill_h_32", "r_attn_prefill_32"}, {"r_attn_prefill_h_64", "r_attn_prefill_64"},
@@ -206,6 +209,13 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "re_resonance_route")) *f = &kinds[RE_ROUTE];
     else if (!strcmp(name, "re_cluster_logsoftmax")) *f = &kinds[RE_CLUSTER_LSM];
     else if (!strcmp(name, "re_head_finish")) *f = &kinds[RE_HEAD_FINISH];
+    else if (!strcmp(name, "ro_keep_queries")) *f = &kinds[RO_KEEP];
+    else if (!strcmp(name, "ro_means")) *f = &kinds[RO_MEANS];
+    else if (!strcmp(name, "ro_absorb_prompt")) *f = &kinds[RO_ABSORB];
+    else if (!strcmp(name, "ro_seal_copy")) *f = &kinds[RO_SEAL_COPY];
+    else if (!strcmp(name, "ro_rope")) *f = &kinds[RO_ROPE];
+    else if (!strcmp(name, "ro_attend")) *f = &kinds[RO_ATTEND];
+    else if (!strcmp(name, "ro_commit")) *f = &kinds[RO_COMMIT];
     else if (!strncmp(name, "re_head_rows_", 13)) {
         for (int k = 0; k < 4; k++) if (!strcmp(name + 13, rkinds[k])) { *f = &kinds[RE_HEAD_ROWS + k]; return 0; }
         return 500;
@@ -300,7 +310,9 @@ static int is_product(int kind) {
 
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static CUresult embryo(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
-#ifdef MOCK_EMULATE   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
+static CUresult sealed(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+#ifdef MOCK_EMULATE
+int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);   /* the real kernels of matvec_q4.cu and resident_arch.cu on emulated warps (kernel_emulator.cpp) */
 int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, const float* rs, const float* cf,
                   const float* x, float* y, long long row0, int rows, int cols);
 int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
@@ -356,7 +368,13 @@ CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** ex
 static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic) {
     if (*(int*) f >= RQ_FIRST && *(int*) f <= RQ_LAST) return small_batch(*(int*) f, gx, gy, gz, bx, p);
-    int kind = *(int*) f, kv16 = kind >= R_KV16;
+    int kind = *(int*) f, kv16 = kind >= R_KV16 && kind < RO_KEEP;
+    if (kind >= RO_KEEP) {
+#ifdef MOCK_EMULATE
+        return emu_launch_o1(kind, gx, gy, gz, bx, p);
+#endif
+        return sealed(kind, gx, gy, gz, bx, p);
+    }
     if (kv16) kind -= R_KV16;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
@@ -1397,6 +1415,183 @@ static CUresult embryo(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned
                 float lse = m + (float) log(s);
                 for (int i = 0; i < size; i++) o[i] = o[i] - lse + lp;
             }
+        return 0;
+    }
+    return 1;
+}
+
+/* resident_o1.cu's twins (the sealed --o1 layers): the kernels' definitions in double where they sum, launch shapes checked */
+static CUresult sealed(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    if (gz != 1) return 1;
+    if (kind == RO_KEEP) {   /* q rows into the store at rows pos[0] + t */
+        const float* q = PTR(0);
+        float* store = PTR(1);
+        int qDim = INT(2), p0 = *(const int*) PTR(3);
+        if (bx != 256 || gx != (unsigned) (qDim + 255) / 256) return 1;
+        for (unsigned t = 0; t < gy; t++) memcpy(store + (long) (p0 + t) * qDim, q + (long) t * qDim, 4L * qDim);
+        return 0;
+    }
+    if (kind == RO_MEANS) {   /* block (head, landmark): the segment's mean in double */
+        const float* x = PTR(0);
+        int stride = INT(1), hd = INT(2), P = INT(3), m = INT(4);
+        double* out = PTR(5);
+        if ((int) gy != m || bx != 128) return 1;
+        for (unsigned h = 0; h < gx; h++)
+            for (int i = 0; i < m; i++) {
+                int lo = (int) ((long) i * P / m), hi = (int) ((long) (i + 1) * P / m);
+                for (int c = 0; c < hd; c++) {
+                    double s = 0;
+                    for (int j = lo; j < hi; j++) s += x[(long) j * stride + h * hd + c];
+                    out[((long) h * m + i) * hd + c] = s / (hi - lo);
+                }
+            }
+        return 0;
+    }
+    if (kind == RO_ABSORB) {   /* block (head, landmark): the far keys [from, to) at one max */
+        const float *kc = PTR(0), *vc = PTR(1);
+        float* far = PTR(2);
+        int heads = INT(3), kvh = INT(4), hd = INT(5), dv = INT(6), m = INT(7), from = INT(8), to = INT(9);
+        float scale = FLT(10);
+        if ((int) gx != heads || (int) gy != m || bx != 128 || hd > 256 || dv > 256) return 1;
+        long per = 2L * m * hd + (long) m * m + (long) m * dv + 2L * m;
+        for (int h = 0; h < heads; h++) {
+            int g = h / (heads / kvh);
+            float* st = far + h * per;
+            float *th = st + 2L * m * hd + (long) m * m, *zh = th + (long) m * dv, *mx = zh + m;
+            for (int i = 0; i < m; i++) {
+                float top = -INFINITY;
+                for (int j = from; j < to; j++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double) st[(long) i * hd + c] * kc[(long) j * kvh * hd + g * hd + c];
+                    if ((float) d * scale > top) top = (float) d * scale;
+                }
+                double z = 0, acc[256] = {0};
+                for (int j = from; j < to; j++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double) st[(long) i * hd + c] * kc[(long) j * kvh * hd + g * hd + c];
+                    double e = exp((double) ((float) d * scale - top));
+                    z += e;
+                    for (int c = 0; c < dv; c++) acc[c] += e * vc[(long) j * kvh * dv + g * dv + c];
+                }
+                for (int c = 0; c < dv; c++) th[(long) i * dv + c] = (float) acc[c];
+                zh[i] = (float) z;
+                mx[i] = top;
+            }
+        }
+        return 0;
+    }
+    if (kind == RO_SEAL_COPY) {   /* ring slots j mod W of [max(0, P − W), P), then the first S rows into the sinks */
+        const float *kc = PTR(0), *vc = PTR(1);
+        float *rk = PTR(2), *rv = PTR(3), *sk = PTR(4), *sv = PTR(5);
+        int kvDim = INT(6), vDim = INT(7), W = INT(8), S = INT(9), P = INT(10), first = P - W > 0 ? P - W : 0;
+        if ((int) gx != W + S || gy != 1 || bx != 256) return 1;
+        for (int j = first; j < P; j++) {
+            memcpy(rk + (long) (j % W) * kvDim, kc + (long) j * kvDim, 4L * kvDim);
+            memcpy(rv + (long) (j % W) * vDim, vc + (long) j * vDim, 4L * vDim);
+        }
+        for (int s = 0; s < S && s < P; s++) {
+            memcpy(sk + (long) s * kvDim, kc + (long) s * kvDim, 4L * kvDim);
+            memcpy(sv + (long) s * vDim, vc + (long) s * vDim, 4L * vDim);
+        }
+        return 0;
+    }
+    if (kind == RO_ROPE) {   /* q and k head rows normed and roped in place */
+        float *q = PTR(0), *k = PTR(1);
+        const float *qw = PTR(2), *kw = PTR(3), *inv = PTR(8);
+        int qn = INT(4), kn = INT(5), off = INT(7), rot = INT(9), heads = INT(11), kvh = INT(12), hd = INT(13);
+        float eps = FLT(6), scale = FLT(10);
+        const int* pos = PTR(14);
+        if (bx != 128 || gx != (unsigned) (heads + kvh + 3) / 4 || hd > 256) return 1;
+        for (unsigned t = 0; t < gy; t++)
+            for (int h = 0; h < heads + kvh; h++) {
+                int isq = h < heads;
+                float* row = isq ? q + ((long) t * heads + h) * hd : k + ((long) t * kvh + h - heads) * hd;
+                twin_rope(row, row, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pos[0] + (int) t, hd);
+            }
+        return 0;
+    }
+    if (kind == RO_ATTEND) {   /* per head, rows in order: the leaving key into the far sums, one softmax over sinks, window, far */
+        const float *q = PTR(0), *k = PTR(1), *v = PTR(2), *rk = PTR(3), *rv = PTR(4), *sk = PTR(5), *sv = PTR(6);
+        float* far = PTR(7);
+        const float* hs = PTR(8);
+        float* out = PTR(9);
+        int heads = INT(10), kvh = INT(11), hd = INT(12), dv = INT(13), W = INT(14), S = INT(15), m = INT(16), T = INT(18);
+        float scale = FLT(17);
+        int p0 = *(const int*) PTR(19);
+        if ((int) gx != heads || gy != 1 || bx != 128 || S + W > 2048 || m > 256 || hd > 256 || dv > 256) return 1;
+        long per = 2L * m * hd + (long) m * m + (long) m * dv + 2L * m, kvDim = (long) kvh * hd, vDim = (long) kvh * dv;
+        for (int h = 0; h < heads; h++) {
+            int g = h / (heads / kvh);
+            float* st = far + h * per;
+            const float *qt = st, *kt = st + (long) m * hd, *mu = st + 2L * m * hd;
+            float *th = st + 2L * m * hd + (long) m * m, *zh = th + (long) m * dv, *mx = zh + m;
+            for (int t = 0; t < T; t++) {
+                int pp = p0 + t, ev = pp - W;
+                const float* qr = q + ((long) t * heads + h) * hd;
+#define RO_K(j) ((j) >= p0 ? k + (long) ((j) - p0) * kvDim + g * hd : rk + (long) ((j) % W) * kvDim + g * hd)
+#define RO_V(j) ((j) >= p0 ? v + (long) ((j) - p0) * vDim + g * dv : rv + (long) ((j) % W) * vDim + g * dv)
+                if (ev >= S) {
+                    const float *kk = RO_K(ev), *vv = RO_V(ev);
+                    for (int i = 0; i < m; i++) {
+                        double d = 0;
+                        for (int c = 0; c < hd; c++) d += (double) qt[(long) i * hd + c] * kk[c];
+                        float l = (float) d * scale, old = mx[i], r = l > old ? expf(old - l) : 1.f, top = l > old ? l : old, e = expf(l - top);
+                        for (int c = 0; c < dv; c++) th[(long) i * dv + c] = th[(long) i * dv + c] * r + e * vv[c];
+                        zh[i] = zh[i] * r + e;
+                        mx[i] = top;
+                    }
+                }
+                int from = ev + 1 > S ? ev + 1 : S, n = S + pp - from + 1;
+                float sc[2048], fh[256], u[256], nearMax = hs ? hs[h] : -INFINITY, f = -INFINITY;
+                for (int s = 0; s < n; s++) {
+                    const float* kk = s < S ? sk + s * kvDim + g * hd : RO_K(from + s - S);
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double) qr[c] * kk[c];
+                    sc[s] = (float) d * scale;
+                    if (sc[s] > nearMax) nearMax = sc[s];
+                }
+                for (int a = 0; a < m; a++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++) d += (double) qr[c] * kt[(long) a * hd + c];
+                    fh[a] = (float) d * scale;
+                    if (fh[a] > f) f = fh[a];
+                }
+                float shift = nearMax;
+                for (int b = 0; b < m; b++) if (f + mx[b] > shift) shift = f + mx[b];
+                for (int a = 0; a < m; a++) fh[a] = expf(fh[a] - f);
+                double farDen = 0;
+                for (int b = 0; b < m; b++) {
+                    double s = 0;
+                    for (int a = 0; a < m; a++) s += (double) fh[a] * mu[(long) a * m + b];
+                    u[b] = (float) s * expf(f + mx[b] - shift);
+                    farDen += (double) u[b] * zh[b];
+                }
+                int keep = farDen >= 0;
+                double den = keep ? farDen : 0;
+                if (hs) den += exp((double) (hs[h] - shift));
+                for (int s = 0; s < n; s++) { sc[s] = expf(sc[s] - shift); den += sc[s]; }
+                double inv = 1.0 / (den > 1e-30 ? den : 1e-30);
+                for (int c = 0; c < dv; c++) {
+                    double acc = 0;
+                    if (keep) for (int b = 0; b < m; b++) acc += (double) u[b] * th[(long) b * dv + c];
+                    for (int s = 0; s < n; s++) acc += (double) sc[s] * (s < S ? sv[s * vDim + g * dv + c] : RO_V(from + s - S)[c]);
+                    out[(long) t * heads * dv + (long) h * dv + c] = (float) (acc * inv);
+                }
+#undef RO_K
+#undef RO_V
+            }
+        }
+        return 0;
+    }
+    if (kind == RO_COMMIT) {   /* the last min(tokens, W) rows into slots (p0 + t) mod W */
+        const float *k = PTR(0), *v = PTR(1);
+        float *rk = PTR(2), *rv = PTR(3);
+        int tokens = INT(4), W = INT(5), kvDim = INT(6), vDim = INT(7), p0 = *(const int*) PTR(8), keep = tokens < W ? tokens : W;
+        if ((int) gx != keep || gy != 1 || bx != 256) return 1;
+        for (int t = tokens - keep; t < tokens; t++) {
+            memcpy(rk + (long) ((p0 + t) % W) * kvDim, k + (long) t * kvDim, 4L * kvDim);
+            memcpy(rv + (long) ((p0 + t) % W) * vDim, v + (long) t * vDim, 4L * vDim);
+        }
         return 0;
     }
     return 1;
