@@ -95,17 +95,21 @@ class SealedResidentTest {
         return all;
     }
 
-    @Test void sealedLayersRunResidentAndMatchTheCpu() {
+    @Test void sealedLayersRunResidentAndMatchTheCpu() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
-        for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf")) {
+        // gpt-oss: sealed full layers with a sink logit, beside sliding layers that keep their window
+        dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/gpt_oss"), tmp.resolve("gpt_oss.cmf"),
+                dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        for (Path model : List.of(dir.resolve("llama-Q8_2F.cmf"), dir.resolve("qwen3-F32.cmf"), tmp.resolve("gpt_oss.cmf"))) {
+            String file = model.getFileName().toString();
             long[] cpuBytes = new long[1], gpuBytes = new long[1];
-            float[] want, exact;
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CpuBackend(), List.of(), h -> O1)) {
+            float[] want;
+            try (var m = dev.cmf4j.model.Model.open(model, null, new CpuBackend(), List.of(), h -> O1)) {
                 want = steps(m.graph(), cpuBytes);
             }
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve(file))) {
-                exact = steps(m.graph(), new long[1]);
-            }
+            float[] exact = null;
+            if (file.startsWith("llama"))   // once: the sealed run is not the exact one
+                try (var m = dev.cmf4j.model.Model.open(model)) { exact = steps(m.graph(), new long[1]); }
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 List<String> notes = new ArrayList<>();
                 gpu.notes(notes::add);
@@ -113,7 +117,7 @@ class SealedResidentTest {
                 float[] got;
                 int captured0 = CudaMockTest.counter(lib, 1);
                 System.setProperty("cmf.cuda.o1Capacity", "8");   // the exact caches grow twice in the 18-token prompt
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu), List.of(), h -> O1)) {
+                try (var m = dev.cmf4j.model.Model.open(model, null, new CudaBackend(gpu), List.of(), h -> O1)) {
                     assertThat(m.graph().device()).as(file + " runs resident").isNotNull();
                     got = steps(m.graph(), gpuBytes);
                 } finally {
@@ -126,12 +130,15 @@ class SealedResidentTest {
                 double max = 0, offExact = 0;
                 for (int i = 0; i < want.length; i++) {
                     max = Math.max(max, Math.abs(got[i] - want[i]));
-                    offExact = Math.max(offExact, Math.abs(want[i] - exact[i]));
+                    if (exact != null) offExact = Math.max(offExact, Math.abs(want[i] - exact[i]));
                 }
-                System.out.printf("o1 %s: max %.3g, off exact %.3g, bytes %d%n", file, max, offExact, gpuBytes[0]);
+                System.out.printf("o1 %s: max %.3g, sealed vs exact %s, state bytes %d%n", file, max, exact == null ? "-" : String.format("%.3g", offExact), gpuBytes[0]);
                 assertThat(max).as(file + ": GPU --o1 against the CPU's").isLessThan(1e-3);
-                assertThat(offExact).as(file + ": the sealed run is not the exact one").isGreaterThan(1e-2);
-                assertThat(gpuBytes[0]).as("sealed state bytes as the CPU counts them").isEqualTo(cpuBytes[0]).isPositive();
+                if (exact != null) assertThat(offExact).as(file + ": the sealed run is not the exact one").isGreaterThan(1e-2);
+                if (file.startsWith("gpt_oss"))   // its sliding layers keep a context-long cache on the device (a ring on the CPU)
+                    assertThat(gpuBytes[0]).as("not bounded on the device").isEqualTo(-1);
+                else
+                    assertThat(gpuBytes[0]).as("sealed state bytes as the CPU counts them").isEqualTo(cpuBytes[0]).isPositive();
             }
         }
     }
