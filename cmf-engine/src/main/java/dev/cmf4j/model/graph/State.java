@@ -338,6 +338,9 @@ public final class State {
                 exact &= graph.mixer(l).rewindsExactly();
             }
         } else {
+            if (graph.memory().sealed() != null)   // as the CPU's SealedKv: its far sums cannot give a key back
+                throw new UnsupportedOperationException(
+                        "tokens cannot be taken back from --o1 sealed layers (their far field folds keys in as they leave the window)");
             // the device's KV caches are indexed by position (a later step overwrites a rejected row before any query
             // reads it), so only fixed states need copies
             Object[] fixed = null;

@@ -81,6 +81,9 @@ class SealedResidentTest {
             out.add(java.util.Arrays.copyOf(buf, 3 * v));
         }
         assertThat(c.sealed()).isTrue();
+        if (o1)   // speculative decoding's marks: refused as on the CPU
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> a.mark(2)).isInstanceOf(UnsupportedOperationException.class)
+                    .hasMessageContaining("--o1");
         stateBytes[0] = a.stateBytes();
         a.reset();   // a new conversation: exact again from position 0
         g.forward(a, prompt, 0, 6, buf, false, null);
