@@ -310,12 +310,8 @@ public final class SpecBuilder {
         if (isGemma4() && !sliding && partial < 1.0 && type.equals("default")) type = "proportional";
         int rot = (int) Math.floor(headDim * partial);
         rot -= rot % 2;
-        JsonNode factors = a.archNode("rope_freq_factors");
-        if (factors != null && factors.isArray() && factors.size() > 0 && !type.equals("yarn")) {
-            float[] f = new float[factors.size()];
-            for (int i = 0; i < f.length; i++) f[i] = (float) factors.get(i).asDouble();
-            return Rope.withFreqFactors(theta, rot, f);
-        }
+        Rope withFactors = withFreqFactors(theta, rot, type);
+        if (withFactors != null) return withFactors;
         JsonNode y = yarn != null ? yarn : params;
         return switch (type.toLowerCase(Locale.ROOT)) {
             case "default", "none", "dynamic" -> Rope.standard(theta, rot);
@@ -340,6 +336,8 @@ public final class SpecBuilder {
         String type = r.has("rope_type") ? r.get("rope_type").asText() : "default";
         int rot = (int) Math.floor(headDim * partial);
         rot -= rot % 2;
+        Rope withFactors = withFreqFactors(theta, rot, type);
+        if (withFactors != null) return withFactors;
         return switch (type.toLowerCase(Locale.ROOT)) {
             // dynamic NTK equals the default rope within max_position_embeddings, which the session enforces
             case "default", "dynamic" -> Rope.standard(theta, rot);
@@ -354,6 +352,19 @@ public final class SpecBuilder {
             default -> throw new ModelException("rope type '" + type + "' (" + (sliding ? "sliding" : "full")
                     + " layers) is not supported");
         };
+    }
+
+    /**
+     * The rope with the arch's explicit per-frequency divisors ({@code rope_freq_factors}: a GGUF's
+     * {@code rope_freqs.weight}, llama3 scaling as llama.cpp's converter writes it), or null when it has none or the
+     * rope is YaRN; whichever way the rope itself is described (per layer type or in the HF config).
+     */
+    private Rope withFreqFactors(double theta, int rot, String type) {
+        JsonNode factors = a.archNode("rope_freq_factors");
+        if (factors == null || !factors.isArray() || factors.isEmpty() || type.equalsIgnoreCase("yarn")) return null;
+        float[] f = new float[factors.size()];
+        for (int i = 0; i < f.length; i++) f[i] = (float) factors.get(i).asDouble();
+        return Rope.withFreqFactors(theta, rot, f);
     }
 
     private static double num(JsonNode n, String field, double dflt) {

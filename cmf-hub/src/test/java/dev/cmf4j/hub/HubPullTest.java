@@ -382,7 +382,7 @@ class HubPullTest {
     @Test void aGgufIsChosenByItsTypeOrByName() throws Exception {
         Path dir = Fixtures.require("gguf");
         FakeHub.Repo g = server.repo("test/llama-gguf");
-        for (String f : List.of("llama-q8_0.gguf", "llama-q4_0.gguf", "llama-f32.gguf")) g.file(f, dir.resolve(f));
+        for (String q : List.of("q8_0", "q4_0", "f32")) g.file("llama-" + q + ".gguf", dir.resolve("llama3rope-" + q + ".gguf"));
         g.file("mmproj-f16.gguf", new byte[10]);
         HubUri uri = HubUri.parse("hf://test/llama-gguf");
         Hub hub = new Hub(settings());
@@ -394,7 +394,7 @@ class HubPullTest {
         assertThat(p.cmf().getFileName()).hasToString("llama-q8_0-auto.cmf");
         assertThat(server.bytesServed("llama-q4_0.gguf")).isZero();
         Path ref = tmp.resolve("ref.cmf");
-        try (ModelSource s = Sources.open(dir.resolve("llama-q8_0.gguf"))) {
+        try (ModelSource s = Sources.open(dir.resolve("llama3rope-q8_0.gguf"))) {
             Converter.convert(s, ref, Converter.Options.of(new TensorPolicy(TensorPolicy.Mode.AUTO, List.of())).withThreads(2));
         }
         assertSameModel(p.cmf(), ref);

@@ -59,11 +59,11 @@ class GgufTest {
                 throw new AssertionError(what + ": element " + i + " is " + got[i] + ", expected " + want[i]);
     }
 
-    // ---- the llama fixtures (written by llama.cpp's layout, Q/K permuted) ---------------------------
+    // ---- the llama fixtures (written by llama.cpp's layout, Q/K permuted, llama3 rope as rope_freqs) ---------
 
-    /** llama-f32.gguf imports to exactly models/llama's weights (Q/K rows un-permuted). */
+    /** llama3rope-f32.gguf imports to exactly models/llama's weights (Q/K rows un-permuted) and its rope factors. */
     @Test void llamaF32ImportEqualsHfWeights() {
-        Path out = convert(Fixtures.require("gguf/llama-f32.gguf"), tmp.resolve("f32.cmf"));
+        Path out = convert(Fixtures.require("gguf/llama3rope-f32.gguf"), tmp.resolve("f32.cmf"));
         try (CmfFile f = CmfFile.open(out); SafetensorsReader st = SafetensorsReader.open(Fixtures.require("models/llama"))) {
             assertThat(f.verify()).isEmpty();
             assertThat(f.tensors().stream().map(TensorEntry::name).sorted().toList()).isEqualTo(st.names().stream().sorted().toList());
@@ -78,12 +78,16 @@ class GgufTest {
             assertThat(a.headDim()).isEqualTo(32);
             assertThat(a.rmsNormEps()).isEqualTo(1e-5);
             assertThat(a.tieWordEmbeddings()).isFalse();
-            // The fixture's GGUF metadata says rope freq_base 10000 with no llama3 scaling (the HF model has
-            // theta 5e5 + llama3): the import states what the file says.
-            assertThat(a.ropeTheta()).isEqualTo(10000.0);
+            // freq_base 500000 and the llama3 scaling (factor 8, low 1, high 4, original 64 positions) as
+            // rope_freqs.weight: one divisor per frequency of the 32-wide heads, 1 for the fast ones, 8 for the slow
+            // (the model's logits: ConvertedGoldenTest.llama3GgufWithRopeFrequencyFactorsMatchesTransformers)
+            assertThat(a.ropeTheta()).isEqualTo(500000.0);
+            assertThat(a.ropeFreqFactors()).hasSize(16);
+            assertThat(a.ropeFreqFactors().get(0)).isEqualTo(1.0);
+            assertThat(a.ropeFreqFactors().get(15)).isEqualTo(8.0);
             assertThat(f.header().tokenizerConfig().bosTokenId()).isEqualTo(1);
             assertThat(f.header().tokenizerConfig().eosTokenIds()).containsExactly(2);
-            assertThat(f.header().tokenizerConfig().chatTemplate()).contains("start_header_id");
+            assertThat(f.header().tokenizerConfig().chatTemplate()).as("the file has no tokenizer.chat_template").isNull();
             assertThat(f.header().provenance().get("source_format").asText()).isEqualTo("gguf");
         }
     }
@@ -92,7 +96,7 @@ class GgufTest {
     @ParameterizedTest
     @ValueSource(strings = {"q8_0", "q4_0"})
     void llamaQuantizedImport(String q) throws IOException {
-        Path gguf = Fixtures.require("gguf/llama-" + q + ".gguf");
+        Path gguf = Fixtures.require("gguf/llama3rope-" + q + ".gguf");
         Path out = convert(gguf, tmp.resolve(q + ".cmf"));
         double bound = q.equals("q8_0") ? 0.01 : 0.15;
         try (CmfFile f = CmfFile.open(out); SafetensorsReader st = SafetensorsReader.open(Fixtures.require("models/llama"));
@@ -127,7 +131,7 @@ class GgufTest {
 
     /** The tokenizer.json rebuilt from the GGUF tokenizes like the fixture's synthetic-tokenizer.json. */
     @Test void ggufTokenizerIsEquivalent() throws IOException {
-        Path out = convert(Fixtures.require("gguf/llama-q8_0.gguf"), tmp.resolve("t.cmf"));
+        Path out = convert(Fixtures.require("gguf/llama3rope-q8_0.gguf"), tmp.resolve("t.cmf"));
         Tokenizer ref = Tokenizer.fromFile(Fixtures.require("gguf/synthetic-tokenizer.json"));
         try (CmfFile f = CmfFile.open(out)) {
             Tokenizer ours = Tokenizer.fromJson(f.vocab().orElseThrow());
