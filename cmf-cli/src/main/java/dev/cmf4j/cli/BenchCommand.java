@@ -328,14 +328,15 @@ public final class BenchCommand implements Callable<Integer> {
         return new DepthResult(depth, new Samples(s), bytes, held);
     }
 
+    /** The depth runs; "held": the attention state as allocated (on a GPU: the sequence's device memory, scratch included). */
     private void depthTable(PrintWriter out, java.util.List<DepthResult> results) {
-        String fmt = "| %9s | %-8s | %22s | %18s |%n";
-        out.printf(Locale.ROOT, "%n" + fmt, "depth", "test", "t/s (median ± sd)", "state B/sequence");
-        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(10), "-".repeat(24), "-".repeat(20));
+        String fmt = "| %9s | %-8s | %22s | %18s | %18s |%n";
+        out.printf(Locale.ROOT, "%n" + fmt, "depth", "test", "t/s (median ± sd)", "state B/sequence", "held B/sequence");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(10), "-".repeat(24), "-".repeat(20), "-".repeat(20));
         for (DepthResult r : results)
             out.printf(Locale.ROOT, fmt, r.depth(), "tg" + genTokens, cell(r.decode()),
-                    r.stateBytes() >= 0 ? String.format(Locale.ROOT, "%,d", r.stateBytes())
-                            : r.heldBytes() > 0 ? String.format(Locale.ROOT, "%,d (grows)", r.heldBytes()) : "grows");
+                    r.stateBytes() >= 0 ? String.format(Locale.ROOT, "%,d", r.stateBytes()) : "grows",
+                    r.heldBytes() >= 0 ? String.format(Locale.ROOT, "%,d", r.heldBytes()) : "-");
     }
 
     /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped); the skill mix or null. */
