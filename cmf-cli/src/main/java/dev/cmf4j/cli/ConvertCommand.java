@@ -20,7 +20,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
-/** {@code cmf convert SRC -o OUT.cmf [--quant ...] [--keep GLOB=DTYPE]...}: HF folder or GGUF file to CMF. */
+/** {@code cmf convert SRC -o OUT.cmf [--quant ...] [--keep GLOB=DTYPE]... | --dry-run}: HF folder or GGUF file to CMF. */
 @Command(name = "convert", mixinStandardHelpOptions = true,
         description = {"Convert a Hugging Face checkpoint folder or a GGUF file into one CMF file.",
                 "The folder needs config.json and model.safetensors (or a sharded model.safetensors.index.json); "
@@ -32,8 +32,11 @@ public final class ConvertCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "SRC", description = "Hugging Face checkpoint folder, or a .gguf file")
     Path src;
 
-    @Option(names = {"-o", "--output"}, required = true, paramLabel = "OUT.cmf", description = "the CMF file to write")
+    @Option(names = {"-o", "--output"}, paramLabel = "OUT.cmf", description = "the CMF file to write (required unless --dry-run)")
     Path out;
+
+    @Option(names = "--dry-run", description = "print what would be written (architecture, tensors by dtype, bytes) and write nothing")
+    boolean dryRun;
 
     @Option(names = {"-q", "--quant"}, paramLabel = "MODE", defaultValue = "auto",
             description = "auto (keep the source float type), f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp (default: ${DEFAULT-VALUE})")
@@ -66,6 +69,8 @@ public final class ConvertCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage());
         }
+        if (dryRun) return dryRun(Converter.Options.of(new TensorPolicy(mode, keeps)));
+        if (out == null) throw new ParameterException(spec.commandLine(), "missing -o OUT.cmf (or --dry-run)");
         if (Files.exists(out) && !force)
             throw new ParameterException(spec.commandLine(), out + " exists; pass --force to overwrite it");
         if (Files.isDirectory(out)) throw new ParameterException(spec.commandLine(), out + " is a folder");
@@ -80,6 +85,23 @@ public final class ConvertCommand implements Callable<Integer> {
         PrintWriter o = spec.commandLine().getOut();
         o.printf(Locale.ROOT, "wrote %s: %d tensors, %.1f MB payload %s (%.1f s)%n", r.file(), r.tensors(),
                 r.payloadBytes() / 1e6, r.dtypeCounts(), r.seconds());
+        o.flush();
+        return 0;
+    }
+
+    /** {@code --dry-run}: the source read for its metadata only, the plan printed, nothing written. */
+    private int dryRun(Converter.Options opts) {
+        Converter.Plan p;
+        try (ModelSource s = Sources.open(src)) {
+            p = Converter.plan(s, opts);
+        }
+        PrintWriter o = spec.commandLine().getOut();
+        o.printf(Locale.ROOT, "dry run (nothing written): %s%s%n", src, out == null ? "" : " -> " + out);
+        o.printf(Locale.ROOT, "arch %s, quant type %s%n", p.arch(), p.quantType());
+        o.printf(Locale.ROOT, "would write %d tensors, %.1f MB payload (from %.1f MB of source tensors)%n", p.tensors().size(),
+                p.payloadBytes() / 1e6, p.sourceBytes() / 1e6);
+        p.payloadByDtype().forEach((d, bytes) ->
+                o.printf(Locale.ROOT, "  %-9s %6d tensors %12.1f MB%n", d, p.dtypeCounts().get(d), bytes / 1e6));
         o.flush();
         return 0;
     }

@@ -73,6 +73,33 @@ class ConvertCommandTest {
         }
     }
 
+    /**
+     * {@code --dry-run}: the plan of a GGUF import (its quantized blocks to q8_2f but the norms, which stay f32) with the
+     * counts and bytes the real conversion then writes, and no file; without -o or --dry-run, a usage error.
+     */
+    @Test void dryRunPrintsWhatAConversionWritesAndWritesNothing() {
+        Path src = Fixtures.require("gguf/llama3rope-q8_0.gguf");
+        Path out = tmp.resolve("d.cmf");
+        Run dry = run("convert", src.toString(), "-o", out.toString(), "--quant", "q8_2f", "--dry-run");
+        assertThat(dry.code()).as(dry.err()).isZero();
+        assertThat(out).doesNotExist();
+        Run real = run("convert", src.toString(), "-o", out.toString(), "--quant", "q8_2f", "--progress", "none");
+        assertThat(real.code()).as(real.err()).isZero();
+        try (CmfFile f = CmfFile.open(out)) {
+            long q8 = f.tensors().stream().filter(e -> e.dtype() == DType.Q8_2F).count();
+            long f32 = f.tensors().stream().filter(e -> e.dtype() == DType.F32).count();
+            long q8Bytes = f.tensors().stream().filter(e -> e.dtype() == DType.Q8_2F).mapToLong(e -> e.data().byteSize()).sum();
+            assertThat(q8).isPositive();
+            assertThat(f32).isPositive();
+            assertThat(dry.out()).contains("arch llama, quant type Q8_2F").contains("would write " + f.tensors().size() + " tensors")
+                    .containsPattern("q8_2f +" + q8 + " tensors +" + String.format(java.util.Locale.ROOT, "%.1f", q8Bytes / 1e6) + " MB")
+                    .containsPattern("f32 +" + f32 + " tensors");
+        }
+        Run none = run("convert", src.toString());
+        assertThat(none.code()).isEqualTo(2);
+        assertThat(none.err()).contains("-o OUT.cmf (or --dry-run)");
+    }
+
     @Test void refusesBadArgumentsAndExistingOutput() {
         Path src = Fixtures.require("models/llama");
         Path out = tmp.resolve("x.cmf");

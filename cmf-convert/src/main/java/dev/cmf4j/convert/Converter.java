@@ -75,6 +75,52 @@ public final class Converter {
 
     private record Job(SourceTensor tensor, DType dtype, long size, long sourceBytes) {}
 
+    /**
+     * What a conversion would write, worked out from the source's metadata and the policy alone (no tensor data read):
+     * each tensor's name, source dtype, CMF dtype and shape with its source and encoded bytes, and the header's
+     * architecture and quantization type ({@code cmf convert --dry-run}).
+     */
+    public record Plan(List<Planned> tensors, Map<String, Integer> dtypeCounts, long sourceBytes, long payloadBytes,
+                       String arch, String quantType) {
+        public Plan { tensors = List.copyOf(tensors); dtypeCounts = Map.copyOf(dtypeCounts); }
+
+        /** Encoded bytes per CMF dtype label. */
+        public Map<String, Long> payloadByDtype() {
+            Map<String, Long> m = new TreeMap<>();
+            for (Planned p : tensors) m.merge(p.dtype().label, p.payloadBytes(), Long::sum);
+            return m;
+        }
+    }
+
+    /** One tensor of a {@link Plan}. */
+    public record Planned(String name, String sourceDtype, DType dtype, long[] shape, long sourceBytes, long payloadBytes) {}
+
+    /** The plan of converting {@code src} with {@code o} (the arch is checked as the header would be). */
+    public static Plan plan(ModelSource src, Options o) {
+        List<Job> jobs = jobs(src, o);
+        List<Planned> out = new ArrayList<>();
+        Map<String, Integer> counts = new TreeMap<>();
+        long source = 0, payload = 0;
+        for (Job j : jobs) {
+            out.add(new Planned(j.tensor().name(), j.tensor().sourceDtype(), j.dtype(), j.tensor().shape(), j.sourceBytes(), j.size()));
+            counts.merge(j.dtype().label, 1, Integer::sum);
+            source += j.sourceBytes();
+            payload += j.size();
+        }
+        CmfHeader h = header(src, o, counts);
+        return new Plan(out, counts, source, payload, h.arch().archName(), h.quantType());
+    }
+
+    /** Each source tensor with the dtype the policy gives it and its encoded and source sizes. */
+    private static List<Job> jobs(ModelSource src, Options o) {
+        List<Job> jobs = new ArrayList<>();
+        for (SourceTensor t : src.tensors()) {
+            DType d = o.policy().choose(t);
+            jobs.add(new Job(t, d, Quantizer.of(d).encodedSize(t.shape()), sourceBytes(t)));
+        }
+        return jobs;
+    }
+
     /** A tensor being encoded: its payload memory and the future that completes when it is encoded. */
     private record Pending(Job job, MemorySegment payload, AutoCloseable memory, CompletableFuture<Void> done) {}
 
@@ -82,17 +128,13 @@ public final class Converter {
 
     public static Result convert(ModelSource src, Path out, Options o) {
         long t0 = System.nanoTime();
-        List<Job> jobs = new ArrayList<>();
+        List<Job> jobs = jobs(src, o);
         Map<String, Integer> counts = new TreeMap<>();
         long totalSource = 0, totalPayload = 0;
-        for (SourceTensor t : src.tensors()) {
-            DType d = o.policy().choose(t);
-            long size = Quantizer.of(d).encodedSize(t.shape());
-            long sb = sourceBytes(t);
-            jobs.add(new Job(t, d, size, sb));
-            counts.merge(d.label, 1, Integer::sum);
-            totalSource += sb;
-            totalPayload += size;
+        for (Job j : jobs) {
+            counts.merge(j.dtype().label, 1, Integer::sum);
+            totalSource += j.sourceBytes();
+            totalPayload += j.size();
         }
         CmfHeader header = header(src, o, counts);
         Path absOut = out.toAbsolutePath();
