@@ -26,7 +26,7 @@ public final class MemoryOptions {
     Integer sink;
 
     @Option(names = "--kv", paramLabel = "TYPE", defaultValue = "f32",
-            description = "KV cache element type: f32 (default), f16, or q8 (int8 with a scale per head and position; CPU only)")
+            description = "KV cache element type: f32 (default), f16, or q8 (int8 with a scale per head and position)")
     String kv = "f32";
 
     /** These options with the KV cache stored as {@code type} instead. */

@@ -24,4 +24,17 @@ public enum KvType {
     }
 
     public String label() { return name().toLowerCase(Locale.ROOT); }
+
+    /**
+     * q8's rule, the one every q8 store follows (the CPU's cache, the GPU kernels and their checks): {@code n} values
+     * of one head at {@code src[so..]} as codes {@code round(x·127/absmax)} (Java's half-up rounding) at {@code dst[dof..]};
+     * returns the scale absmax/127 (0 for a row of zeros, whose codes are 0).
+     */
+    public static float quantizeQ8(float[] src, int so, byte[] dst, int dof, int n) {
+        float amax = 0f;
+        for (int i = 0; i < n; i++) amax = Math.max(amax, Math.abs(src[so + i]));
+        float inv = amax == 0f ? 0f : 127f / amax;
+        for (int i = 0; i < n; i++) dst[dof + i] = (byte) Math.round(src[so + i] * inv);
+        return amax / 127f;
+    }
 }

@@ -204,14 +204,8 @@ public final class KvCache {
             case Q8 -> {
                 byte[] d = key ? k8 : v8;
                 float[] sc = key ? ks : vs;
-                for (int h = 0; h < kvHeads; h++) {
-                    int b = so + h * headDim;
-                    float amax = 0f;
-                    for (int i = 0; i < headDim; i++) amax = Math.max(amax, Math.abs(src[b + i]));
-                    float scale = amax / 127f, inv = amax == 0f ? 0f : 127f / amax;
-                    sc[slot * kvHeads + h] = scale;
-                    for (int i = 0; i < headDim; i++) d[o + h * headDim + i] = (byte) Math.round(src[b + i] * inv);
-                }
+                for (int h = 0; h < kvHeads; h++)
+                    sc[slot * kvHeads + h] = KvType.quantizeQ8(src, so + h * headDim, d, o + h * headDim, headDim);
             }
         }
     }

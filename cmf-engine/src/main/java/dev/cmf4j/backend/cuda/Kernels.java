@@ -32,8 +32,9 @@ final class Kernels {
     private static final String ATTN_DECODE_TAIL = "const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,"
             + " const float* invFreq, int rotaryDim, float ropeScale, float* pm, float* pl, float* pacc, int heads, int kvHeads,"
             + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks";
+    // kch, vch: a chunk's own keys and values as f32, which the q8 instances read instead of the cache (resident.cu)
     private static final String PREFILL_TAIL = " float* out, int T, int heads, int kvHeads, int hd, float scale,"
-            + " const int* pos, int window, const float* sinks";
+            + " const int* pos, int window, const float* sinks, const float* kch, const float* vch";
     private static final String MOE_GLU = "const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,"
             + " int gouts, int gim, const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,"
             + " int uouts, int uim, const float* gb, const float* ub, const int* idx, const float* x, float* h, int rows, int cols,"
@@ -76,17 +77,29 @@ final class Kernels {
         return switch (kv) {
             case F32 -> "float";
             case F16 -> "r_u16";
-            case Q8 -> throw new IllegalArgumentException("the resident kernels keep no q8 KV cache");
+            case Q8 -> "r_i8";
         };
     }
 
-    private static String kvSuffix(KvType kv) { return kv == KvType.F32 ? "" : "_h"; }
+    private static String kvSuffix(KvType kv) {
+        return switch (kv) {
+            case F32 -> "";
+            case F16 -> "_h";
+            case Q8 -> "_q";
+        };
+    }
 
     static KernelSignature prefill(int headDim, KvType kv) {
         String e = kvElement(kv);
         return KernelSignature.of(RESIDENT_CU, "r_attn_prefill" + kvSuffix(kv) + "_" + headDim,
                 "const float* q, const " + e + "* kc, const " + e + "* vc," + PREFILL_TAIL);
     }
+
+    /**
+     * The head-dimension buckets with a tensor-core prefill kernel for this cache type: 32, 64, 128 (q8: 32, 64; its
+     * 128 spills registers, so q8 caches of head dim 65..128 take the f32 tiles).
+     */
+    static int prefillTensorCoreBuckets(KvType kv) { return kv == KvType.Q8 ? 2 : ResidentForward.PREFILL_TC_BUCKETS; }
 
     static KernelSignature prefillTensorCores(int headDim, KvType kv) {
         String e = kvElement(kv);
@@ -99,7 +112,7 @@ final class Kernels {
         return KernelSignature.of(RESIDENT_CU, "r_qk_rope_append" + kvSuffix(kv),
                 "float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, const float* qw, const float* kw, int qNorm,"
                         + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
-                        + " int kvHeads, int hd, const int* pos");
+                        + " int kvHeads, int hd, const int* pos, float* kch");
     }
 
     static KernelSignature attnPartial(KvType kv) {
@@ -121,7 +134,7 @@ final class Kernels {
     }
 
     /** The KV cache element types the resident kernels keep (each cache-touching kernel has one instance per type). */
-    static final List<KvType> KV_TYPES = List.of(KvType.F32, KvType.F16);
+    static final List<KvType> KV_TYPES = List.of(KvType.F32, KvType.F16, KvType.Q8);
     static final KernelSignature SPLIT = KernelSignature.of(RESIDENT_CU, "r_split",
             "const float* x, const float* cf, int normed, float eps, r_u16* out, int T, int cols, int f16, int parts, float* ts");
     static final KernelSignature SPLIT3 = KernelSignature.of(RESIDENT_CU, "r_split3",
@@ -224,7 +237,7 @@ final class Kernels {
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
             for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d, kv));
-            for (int i = 0; i < ResidentForward.PREFILL_TC_BUCKETS; i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
+            for (int i = 0; i < prefillTensorCoreBuckets(kv); i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
         }
         for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
         for (int rb : SMALL_BATCH_BLOCK_ROWS)

@@ -49,11 +49,15 @@ final class OpCheck {
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : attn)
                         for (boolean tc : new boolean[] {false, true})
-                            if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < ResidentForward.PREFILL_TC_BUCKETS))
+                            if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < Kernels.prefillTensorCoreBuckets(kv)))
                                 out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc, kv));
                 // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits}
                 int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
                         {40, 6, 3, 100, 0, 1, 0, 40, 32}};
+                // a prompt chunk's q/k norm, rope and KV append: {head dim, heads, kv heads, tokens, first position, norm, rotary dims}
+                for (KvType kv : Kernels.KV_TYPES)
+                    for (int[] s : new int[][] {{128, 8, 2, 5, 3, 1, 128}, {38, 4, 2, 3, 10, 2, 20}})
+                        out.add(ropeAppend(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6], kv));
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8], kv));
                 // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits}
@@ -70,9 +74,22 @@ final class OpCheck {
 
     private static String kvLabel(KvType kv) { return kv == KvType.F32 ? "" : " kv-" + kv.label(); }
 
-    /** The spacing of a cache of this type's values near x (0 for f32: stored as computed). */
+    /** The spacing of a cache of this type's values near x (0 for f32: stored as computed; q8: {@link #q8Step}). */
     private static double kvStep(double x, KvType kv) {
         return kv == KvType.F16 ? Math.scalb(1.0, Math.max(Math.getExponent((float) x), -14) - 10) : 0;
+    }
+
+    /** A q8 cache's spacing for the head row x[off, off + hd): its scale, max |x| / 127 (0 for other types). */
+    private static double q8Step(double[] x, int off, int hd, KvType kv) {
+        double m = 0;
+        for (int i = 0; i < hd; i++) m = Math.max(m, Math.abs(x[off + i]));
+        return kv == KvType.Q8 ? m / 127 : 0;
+    }
+
+    private static double q8Step(float[] x, int off, int hd, KvType kv) {
+        double[] d = new double[hd];
+        for (int i = 0; i < hd; i++) d[i] = x[off + i];
+        return q8Step(d, 0, hd, kv);
     }
 
     /** y[t, r] = rs[r]·Σ_c W[r, c]·x'[t, c] (+ bias) (+ y when accumulating); x' the RMS-normalized x when normed. */
@@ -201,15 +218,21 @@ final class OpCheck {
         int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads;
         float scale = (float) (1 / Math.sqrt(hd));
         float[] q = gauss(r, t * heads * hd, 1f), kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
-        float[] sink = gauss(r, heads, 1f);
-        long dq = d.put(MemorySegment.ofArray(q)), dk = d.putKv(kc, kv), dv = d.putKv(vc, kv);
+        float[] sink = gauss(r, heads, 1f), kExact = kc.clone(), vExact = vc.clone();
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.putKv(kc, kv, hd), dv = d.putKv(vc, kv, hd), dkch = 0, dvch = 0;
+        if (kv == KvType.Q8) {   // the chunk's own rows: read as f32 from kch/vch, never from the (rounded) cache
+            System.arraycopy(kExact, pos0 * kvDim, kc, pos0 * kvDim, t * kvDim);
+            System.arraycopy(vExact, pos0 * kvDim, vc, pos0 * kvDim, t * kvDim);
+            dkch = d.put(MemorySegment.ofArray(java.util.Arrays.copyOfRange(kc, pos0 * kvDim, ctxLen * kvDim)));
+            dvch = d.put(MemorySegment.ofArray(java.util.Arrays.copyOfRange(vc, pos0 * kvDim, ctxLen * kvDim)));
+        }
         long dout = d.put(MemorySegment.ofArray(new float[t * heads * hd])), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
         long dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
         int dim = ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
         KernelSignature k = tc ? Kernels.prefillTensorCores(dim, kv) : Kernels.prefill(dim, kv);
         int[] grid = ResidentForward.prefillGrid(t, heads, kvHeads, hd, tc);
         d.cu.launch(k.load(ctx).fn(), grid[0], grid[1], 1, 128, 1, 1, 0,
-                k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks));
+                k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks, dkch, dvch));
         double[] want = new double[t * heads * hd];
         for (int tt = 0; tt < t; tt++)
             for (int h = 0; h < heads; h++) {
@@ -219,6 +242,60 @@ final class OpCheck {
             }
         return result("attn_prefill" + (tc ? "_tc" : "") + kvLabel(kv) + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, error(d.get(dout, t * heads * hd), want), 1e-5);
+    }
+
+    /**
+     * A prompt chunk's r_qk_rope_append: q rows normed and roped in place, k rows normed, roped and stored with the v rows
+     * at positions pos0.. of the caches, against the same in double precision (the stored rows within one step of the
+     * cache's type). q8 also writes the roped k rows as f32 (kch, what the chunk's attention reads), and stores exactly
+     * what {@link KvType#quantizeQ8} makes of those rows and of v: any other code or scale fails.
+     */
+    private static OpResult ropeAppend(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
+                                       int t, int pos0, int norm, int rot, KvType kv) {
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, qDim = heads * hd;
+        float ropeScale = 1.125f, eps = 1e-5f;
+        float[] q = gauss(r, t * qDim, 1.5f), k = gauss(r, t * kvDim, 1.5f), v = gauss(r, t * kvDim, 1f);
+        float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), invFreq = new float[rot / 2];
+        for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
+        long dkc = d.putKv(new float[ctxLen * kvDim], kv, hd), dvc = d.putKv(new float[ctxLen * kvDim], kv, hd);
+        long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
+        long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
+        long dkch = kv == KvType.Q8 ? d.put(MemorySegment.ofArray(new float[t * kvDim])) : 0;
+        KernelSignature kern = Kernels.qkRopeAppend(kv);
+        d.cu.launch(kern.load(ctx).fn(), (heads + kvHeads + 3) / 4, t, 1, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw,
+                norm > 0 ? 1 : 0, norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, heads, kvHeads, hd, dpos, dkch));
+        float[] qGot = d.get(dq, t * qDim), kcGot = d.getKv(dkc, ctxLen * kvDim, kv, hd), vcGot = d.getKv(dvc, ctxLen * kvDim, kv, hd);
+        float[] kch = kv == KvType.Q8 ? d.get(dkch, t * kvDim) : null;
+        double[] want = new double[t * qDim];
+        double err = 0, mag = 0;
+        boolean exact = true;
+        for (int tt = 0; tt < t; tt++) {
+            int p = pos0 + tt;
+            for (int h = 0; h < heads; h++)
+                System.arraycopy(normRope(q, (tt * heads + h) * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p), 0, want, (tt * heads + h) * hd, hd);
+            for (int g = 0; g < kvHeads; g++) {
+                double[] kr = normRope(k, (tt * kvHeads + g) * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
+                int at = p * kvDim + g * hd, raw = (tt * kvHeads + g) * hd;
+                double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, raw, hd, kv);
+                for (int c = 0; c < hd; c++) {
+                    err = Math.max(err, Math.max(Math.max(0, Math.abs(kcGot[at + c] - kr[c]) - kvStep(kr[c], kv) - kq),
+                            Math.max(0, Math.abs(vcGot[at + c] - v[raw + c]) - kvStep(v[raw + c], kv) - vq)));
+                    if (kch != null) err = Math.max(err, Math.abs(kch[raw + c] - kr[c]));
+                    mag = Math.max(mag, Math.abs(kr[c]));
+                }
+                if (kch != null) {   // the stored rows are exactly KvType's quantization of kch's row and of v's
+                    float[] kx = java.util.Arrays.copyOfRange(kch, raw, raw + hd), vx = java.util.Arrays.copyOfRange(v, raw, raw + hd);
+                    KvLayout.encode(a, kx, kv, hd);
+                    KvLayout.encode(a, vx, kv, hd);
+                    exact &= java.util.Arrays.equals(kx, java.util.Arrays.copyOfRange(kcGot, at, at + hd))
+                            && java.util.Arrays.equals(vx, java.util.Arrays.copyOfRange(vcGot, at, at + hd));
+                }
+            }
+        }
+        double e = exact ? Math.max(error(qGot, want), err / Math.max(1e-30, mag)) : Double.POSITIVE_INFINITY;
+        return result("qk_rope_append" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "")
+                + (rot < hd ? " partial rope" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, e, 1e-5);
     }
 
     /**
@@ -236,7 +313,7 @@ final class OpCheck {
         float[] invFreq = new float[Math.max(1, rot / 2)];
         for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
-        long dkc = d.putKv(kc, kv), dvc = d.putKv(vc, kv);
+        long dkc = d.putKv(kc, kv, hd), dvc = d.putKv(vc, kv, hd);
         long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
         long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {p}));
         long dpm = d.put(MemorySegment.ofArray(new float[heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[heads * splits]));
@@ -246,16 +323,17 @@ final class OpCheck {
         d.cu.launch(kern.load(ctx).fn(), heads, 1, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
                 window, dout, ddone, dsinks));
-        float[] got = d.get(dout, heads * hd), kcGot = d.getKv(dkc, ctxLen * kvDim, kv), vcGot = d.getKv(dvc, ctxLen * kvDim, kv);
+        float[] got = d.get(dout, heads * hd), kcGot = d.getKv(dkc, ctxLen * kvDim, kv, hd), vcGot = d.getKv(dvc, ctxLen * kvDim, kv, hd);
         double appended = 0, appendedMag = 0;
         for (int g = 0; g < kvHeads; g++) {
             double[] kr = normRope(k, g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
+            double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, g * hd, hd, kv);
             for (int c = 0; c < hd; c++) {
                 int i = p * kvDim + g * hd + c;
-                // the appended rows as the cache stores them (f16: within one f16 step of the exact row, whose f32
-                // rounding on the GPU may sit on the other side of an f16 rounding boundary)
-                appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[i] - kr[c]) - kvStep(kr[c], kv)),
-                        Math.max(0, Math.abs(vcGot[i] - v[g * hd + c]) - kvStep(v[g * hd + c], kv))));
+                // the appended rows as the cache stores them (f16 / q8: within one step of the exact row, whose f32
+                // rounding on the GPU may sit on the other side of a rounding boundary)
+                appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[i] - kr[c]) - kvStep(kr[c], kv) - kq),
+                        Math.max(0, Math.abs(vcGot[i] - v[g * hd + c]) - kvStep(v[g * hd + c], kv) - vq)));
                 appendedMag = Math.max(appendedMag, Math.abs(kr[c]));
                 kc[i] = (float) kr[c];
                 vc[i] = v[g * hd + c];
@@ -295,8 +373,8 @@ final class OpCheck {
             pos[i] = 3 + 7 * i;
             kc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
             vc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
-            dkc[i] = d.putKv(kc[i], kv);
-            dvc[i] = d.putKv(vc[i], kv);
+            dkc[i] = d.putKv(kc[i], kv, hd);
+            dvc[i] = d.putKv(vc[i], kv, hd);
         }
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
         long dkcs = d.put(MemorySegment.ofArray(dkc)), dvcs = d.put(MemorySegment.ofArray(dvc)), dpos = d.put(MemorySegment.ofArray(pos));
@@ -444,25 +522,15 @@ final class OpCheck {
             return s.toArray(ValueLayout.JAVA_FLOAT);
         }
 
-        /** A KV cache's rows: f32 as they are, or f16 (their values rounded in place first: what the kernels read). */
-        long putKv(float[] x, KvType kv) {
-            if (kv == KvType.F32) return put(MemorySegment.ofArray(x));
-            short[] h = new short[x.length];
-            for (int i = 0; i < x.length; i++) {
-                h[i] = Float.floatToFloat16(x[i]);
-                x[i] = Float.float16ToFloat(h[i]);
-            }
-            return put(MemorySegment.ofArray(h));
-        }
+        /** A KV cache's rows in its type's layout (their values rounded in place first: what the kernels read). */
+        long putKv(float[] x, KvType kv, int hd) { return put(KvLayout.encode(arena, x, kv, hd)); }
 
-        float[] getKv(long p, int n, KvType kv) {
-            if (kv == KvType.F32) return get(p, n);
+        float[] getKv(long p, int n, KvType kv, int hd) {
             cu.synchronize();
-            MemorySegment s = arena.allocate(2L * n, 2);
-            cu.copyToHost(s, p, 2L * n);
-            float[] x = new float[n];
-            for (int i = 0; i < n; i++) x[i] = Float.float16ToFloat(s.getAtIndex(ValueLayout.JAVA_SHORT, i));
-            return x;
+            long bytes = KvLayout.rowBytes(kv, n / hd, hd);
+            MemorySegment s = arena.allocate(bytes, 4);
+            cu.copyToHost(s, p, bytes);
+            return KvLayout.decode(s, n, kv, hd);
         }
 
         int[] getInts(long p, int n) {

@@ -66,7 +66,7 @@ final class ResidentForward implements DeviceForward {
     private final List<Long> widenedBlocks = new ArrayList<>();
     private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
-    /** The element type of every KV cache (f32, or f16 with {@code --kv f16}); the cache kernels are this type's instances. */
+    /** The element type of every KV cache (f32, or f16 / q8 with {@code --kv}); the cache kernels are this type's instances. */
     private final KvType kv;
     /** Every kernel the resident steps launch, loaded once. */
     private final ResidentKernels kernels;
@@ -622,6 +622,8 @@ final class ResidentForward implements DeviceForward {
         final MemorySegment hostIn, hostLast;
         MemorySegment hostAll;
         final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, done, last;
+        /** --kv q8: a chunk's roped key rows as f32 [t, kvDim], which its attention reads (as the values from v); else 0. */
+        final long kq;
         /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
         final long m, moeIn, moeLogits, moeIdx, moeWts, moeH, moeOut;
         final long[] kc, vc;
@@ -680,6 +682,7 @@ final class ResidentForward implements DeviceForward {
                 q = alloc(4L * maxChunk * model.qDim());
                 k = alloc(4L * maxChunk * model.kvDim());
                 v = alloc(4L * maxChunk * model.kvDim());
+                kq = kv == KvType.Q8 ? alloc(4L * maxChunk * model.kvDim()) : NULL;
                 att = alloc(4L * maxChunk * model.qDim());
                 var ple = model.perLayerEmbedding();
                 int pleDim = ple == null ? 0 : ple.dim(), width = pleDim * layers.length;
@@ -772,7 +775,8 @@ final class ResidentForward implements DeviceForward {
                     } else if (o1 != null && o1.seals(l)) {   // SealedSteps.Sequence's, below
                         continue;
                     } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length
-                        long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim : (long) kv.elementBytes * maxContext * kvDim;
+                        long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim
+                                : KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim()) * maxContext;
                         kc[l] = alloc(bytes);
                         vc[l] = alloc(bytes);
                     }
@@ -1933,14 +1937,16 @@ final class ResidentForward implements DeviceForward {
                                   long vBuf, int qn, int kn, float eps, int off) {
         int heads = model.heads(), hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
         long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
+        long kqo = s.kq == NULL ? NULL : s.kq + ko, vqo = s.kq == NULL ? NULL : vBuf + ko;   // q8: the chunk's own rows
         // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
         L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos()));
+                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo));
         int b = prefillBucket(hd);
         boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
         int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
         L.add(launch("attn_prefill", tc ? kernels.fnPrefillTc[b] : kernels.fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
-                sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks()));
+                sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks(),
+                kqo, vqo));
     }
 
     /**

@@ -24,7 +24,7 @@ final class ResidentKernels {
     final Kernel fnRope, fnAttn, fnAttnRows;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     final Kernel[] fnPrefill = new Kernel[PREFILL_DIMS.length];
-    /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up; else null. */
+    /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up (q8: 32, 64); else null. */
     final Kernel[] fnPrefillTc = new Kernel[PREFILL_TC_BUCKETS];
     /** The cuBLAS prefill's splits and epilogues; r_glu_split_N per {@link ResidentForward#GLU_SPLIT_N}. */
     final Kernel fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
@@ -54,7 +54,7 @@ final class ResidentKernels {
         fnAttnRows = Kernels.attnRows(kv).load(ctx);
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
         if (ResidentForward.tensorCoreAttention(ctx.info().ccMajor()))
-            for (int i = 0; i < PREFILL_TC_BUCKETS; i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
+            for (int i = 0; i < Kernels.prefillTensorCoreBuckets(kv); i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);
         fnGemmOut = Kernels.GEMM_OUT.load(ctx);

@@ -132,8 +132,6 @@ public final class Graph {
             }
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
-            if (memory.kv() == KvType.Q8)
-                throw new ModelException("the GPU-resident forward does not run " + describe(memory) + " yet; use --device cpu");
             String why = DecoderPlans.unsupported(spec);
             var o1 = memory.sealed();
             var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(sealedLayers, o1.landmarks(), o1.window(), o1.sinks());

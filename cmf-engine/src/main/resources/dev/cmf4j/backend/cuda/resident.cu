@@ -41,6 +41,38 @@ __device__ __forceinline__ float r_kv_f32(r_u16 v) { return r_f16(v); }
 __device__ __forceinline__ void r_kv_st(float* p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void r_kv_st(r_u16* p, long long i, float v) { p[i] = r_to_f16(v); }
 
+// --kv q8 (the _q instances): int8 codes with one f32 scale per position and head, absmax/127 with the codes rounded
+// half up, KvType.quantizeQ8's rule (the CPU's KvCache): the same float operations, so a row the GPU and the CPU
+// compute alike is stored alike. Position p's cache row is kvHeads blocks of r_kv_head(hd) bytes: the head's hd codes
+// padded to 4 bytes, then its scale. A chunk's own keys and values are read as f32 (kch, vch: the step's rows, as the
+// CPU's pending chunk) by the q8 prefill attention, never back from the cache; f32 and f16 caches read them back.
+typedef signed char r_i8;
+template <typename KV> struct r_kv_is_q8 { static constexpr bool v = false; };
+template <> struct r_kv_is_q8<r_i8> { static constexpr bool v = true; };
+// what a loop holds a loaded element in until it widens them all (r_kv_f32's comment): q8 ones are widened and scaled
+// as they load (the scale is a second load)
+template <typename KV> struct r_kv_ld { typedef KV t; };
+template <> struct r_kv_ld<r_i8> { typedef float t; };
+// one head's stride within a cache row, and one row's, in elements (q8: bytes, the scales included)
+template <typename KV> __device__ __forceinline__ int r_kv_head(int hd) { return r_kv_is_q8<KV>::v ? ((hd + 3) & ~3) + 4 : hd; }
+template <typename KV> __device__ __forceinline__ long long r_kv_row(int kvHeads, int hd) { return (long long) kvHeads * r_kv_head<KV>(hd); }
+__device__ __forceinline__ float r_q8_scale(const r_i8* head, int hd) { return *reinterpret_cast<const float*>(head + ((hd + 3) & ~3)); }
+__device__ __forceinline__ float r_kv_f32(r_i8 v) { return (float) v; }
+// x·inv rounded half up, as Java's Math.round (y − floor(y) is exact here; __fmul_rn: never fused into an FMA)
+__device__ __forceinline__ r_i8 r_q8_code(float x, float inv) {
+    float y = __fmul_rn(x, inv), f = floorf(y);
+    return (r_i8) ((int) f + (y - f >= 0.5f ? 1 : 0));
+}
+// One head's hd values src into its q8 block dst (codes, then the scale), by one warp: every lane calls it.
+__device__ __forceinline__ void r_q8_store_head(r_i8* dst, const float* src, int hd, int lane) {
+    float amax = 0.f;
+    for (int i = lane; i < hd; i += 32) amax = fmaxf(amax, fabsf(src[i]));
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float inv = amax == 0.f ? 0.f : __fdiv_rn(127.f, amax);
+    for (int i = lane; i < hd; i += 32) dst[i] = r_q8_code(src[i], inv);
+    if (lane == 0) *reinterpret_cast<float*>(dst + ((hd + 3) & ~3)) = __fdiv_rn(amax, 127.f);
+}
+
 // Weight element kinds: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f; the scales come separately as f32).
 template <int K>
 __device__ __forceinline__ float r_load1(const void* __restrict__ w, long long i) {
@@ -629,7 +661,7 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
         float* q, const float* k, const float* v, KV* kc, KV* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
         const float* invFreq, int rotaryDim, float ropeScale,
-        int heads, int kvHeads, int hd, const int* pos) {
+        int heads, int kvHeads, int hd, const int* pos, float* kch) {
     __shared__ float rows[R_ROPE_WARPS][256];
     r_pdl_trigger();
     r_pdl_wait();
@@ -640,10 +672,9 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
     int p = pos[0] + t;
     bool isQ = h < heads;
     int kvh = h - heads;
-    int kvDim = kvHeads * hd;
     const float* src = isQ ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvHeads + kvh) * hd;
-    float* qd = q + ((long long) t * heads + h) * hd;                          // a q row: in place
-    KV* kd = kc + (long long) p * kvDim + (long long) (isQ ? 0 : kvh) * hd;    // a k row: the cache's row p
+    float* qd = q + ((long long) t * heads + h) * hd;   // a q row: in place
+    KV* kd = kc + (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) (isQ ? 0 : kvh) * r_kv_head<KV>(hd);   // a k row: the cache's row p
     for (int i = lane; i < hd; i += 32) buf[i] = src[i];
     __syncwarp();
     if (isQ ? qNorm : kNorm) {
@@ -658,16 +689,25 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
         r_rope_cs(i, p, invFreq, half, ropeScale, c, s);
         float a = r_rope_at(buf, i, half, rotaryDim, c, s), b = r_rope_at(buf, i + half, half, rotaryDim, c, s);
         if (isQ) { qd[i] = a; qd[i + half] = b; }
+        else if constexpr (r_kv_is_q8<KV>::v) { buf[i] = a; buf[i + half] = b; }   // (the pair is this lane's alone)
         else { r_kv_st(kd, i, a); r_kv_st(kd, i + half, b); }
     }
     for (int i = rotaryDim + lane; i < hd; i += 32) {   // past the rotary dims: unrotated
         if (isQ) qd[i] = buf[i];
-        else r_kv_st(kd, i, buf[i]);
+        else if constexpr (!r_kv_is_q8<KV>::v) r_kv_st(kd, i, buf[i]);
     }
     if (!isQ) {
         const float* vs = v + ((long long) t * kvHeads + kvh) * hd;
-        KV* vd = vc + (long long) p * kvDim + (long long) kvh * hd;
-        for (int i = lane; i < hd; i += 32) r_kv_st(vd, i, vs[i]);
+        KV* vd = vc + (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
+        if constexpr (r_kv_is_q8<KV>::v) {   // the roped k row (in buf) as f32 for the chunk's attention, then both quantized
+            __syncwarp();
+            float* kr = kch + ((long long) t * kvHeads + kvh) * hd;
+            for (int i = lane; i < hd; i += 32) kr[i] = buf[i];
+            r_q8_store_head(kd, buf, hd, lane);
+            r_q8_store_head(vd, vs, hd, lane);
+        } else {
+            for (int i = lane; i < hd; i += 32) r_kv_st(vd, i, vs[i]);
+        }
     }
 }
 #define R_QK_ROPE_APPEND(NAME, KV) \
@@ -675,12 +715,13 @@ extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) NAME( \
         float* q, const float* k, const float* v, KV* kc, KV* vc, \
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
         const float* invFreq, int rotaryDim, float ropeScale, \
-        int heads, int kvHeads, int hd, const int* pos) { \
+        int heads, int kvHeads, int hd, const int* pos, float* kch) { \
     r_qk_rope_append_warp<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, \
-            heads, kvHeads, hd, pos); \
+            heads, kvHeads, hd, pos, kch); \
 }
 R_QK_ROPE_APPEND(r_qk_rope_append, float)
 R_QK_ROPE_APPEND(r_qk_rope_append_h, r_u16)
+R_QK_ROPE_APPEND(r_qk_rope_append_q, r_i8)
 
 // ---- attention over the KV cache (split over the keys, then combined) ----
 
@@ -729,7 +770,7 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
 // p = pos[0]), the split's keys [lo, hi) of [first, p] (first = 0, or p − window + 1 on a sliding-window layer: the
 // cache stays full length), the query row qh (the block's normed, roped row in shared memory) in registers
 // (lane + 32·i), the weighted values zeroed.
-struct RAttnKeys { int lo, hi, kvh; long long kvDim; };
+struct RAttnKeys { int lo, hi, kvh; };
 __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int heads, int kvHeads, int hd, int p,
                                                         int splits, int window, float (&qv)[R_ATT_MAXI], float (&acc)[R_ATT_MAXI]) {
     int h = blockIdx.x, s = blockIdx.z, lane = threadIdx.x & 31;
@@ -739,7 +780,6 @@ __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int hea
     k.lo = first + (int) ((long long) s * n / splits);
     k.hi = first + (int) ((long long) (s + 1) * n / splits);
     k.kvh = h / (heads / kvHeads);
-    k.kvDim = (long long) kvHeads * hd;
 #pragma unroll
     for (int i = 0; i < R_ATT_MAXI; i++) {
         int d = lane + 32 * i;
@@ -856,27 +896,39 @@ __device__ __forceinline__ void r_attn_decode_row(
             if (withKey) rk[i] = r_rope_at(sk, i, half, rotaryDim, c, n);
         }
         __syncthreads();
-        if (append)
-            for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                r_kv_st(kc, row + i, rk[i]);
-                r_kv_st(vc, row + i, v[(long long) kvh * hd + i]);
+        if (append) {
+            if constexpr (r_kv_is_q8<KV>::v) {   // a warp each for the k and the v row (the scale needs the row's max)
+                const long long at = (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
+                if (warp == 0) r_q8_store_head(kc + at, rk, hd, lane);
+                else if (warp == 1) r_q8_store_head(vc + at, v + (long long) kvh * hd, hd, lane);
+            } else {
+                for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+                    r_kv_st(kc, row + i, rk[i]);
+                    r_kv_st(vc, row + i, v[(long long) kvh * hd + i]);
+                }
             }
+        }
     }
     float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
     const RAttnKeys ks = r_attn_split_begin(rq, heads, kvHeads, hd, p, splits, window, qv, acc);
     const int lo = ks.lo, hi = withKey ? ks.hi - 1 : ks.hi, kvh = ks.kvh;   // the walk: cache rows below p only
-    const long long kvDim = ks.kvDim;
+    const long long rowStride = r_kv_row<KV>(kvHeads, hd), headAt = (long long) kvh * r_kv_head<KV>(hd);
     float m = R_NEG_INF, l = 0.f;
     // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
     // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
     // step's split holds a few dozen keys)
     for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
         KV kraw[R_ATT_KEYS][R_ATT_MAXI], vraw[R_ATT_KEYS][R_ATT_MAXI];
+        float ksc[R_ATT_KEYS], vsc[R_ATT_KEYS];   // q8: the keys' scales (unused otherwise)
 #pragma unroll
         for (int u = 0; u < R_ATT_KEYS; u++) {
             bool live = j0 + u < hi;
-            const KV* kp = kc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
-            const KV* vp = vc + (long long) (j0 + u) * kvDim + (long long) kvh * hd;
+            const KV* kp = kc + (long long) (j0 + u) * rowStride + headAt;
+            const KV* vp = vc + (long long) (j0 + u) * rowStride + headAt;
+            if constexpr (r_kv_is_q8<KV>::v) {
+                ksc[u] = live ? r_q8_scale(kp, hd) : 0.f;
+                vsc[u] = live ? r_q8_scale(vp, hd) : 0.f;
+            }
 #pragma unroll
             for (int i = 0; i < R_ATT_MAXI; i++) {
                 int c = lane + 32 * i;
@@ -899,6 +951,7 @@ __device__ __forceinline__ void r_attn_decode_row(
             d[u] = 0.f;
 #pragma unroll
             for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
+            if constexpr (r_kv_is_q8<KV>::v) d[u] *= ksc[u];   // q·(codes·s) as (q·codes)·s
         }
         for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
@@ -917,8 +970,10 @@ __device__ __forceinline__ void r_attn_decode_row(
         for (int u = 0; u < R_ATT_KEYS; u++) {
             float e = expf(d[u] - mn);   // a dead key: e = 0
             l += e;
+            float ev = e;
+            if constexpr (r_kv_is_q8<KV>::v) ev *= vsc[u];
 #pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += e * vr[u][i];
+            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += ev * vr[u][i];
         }
         m = mn;
     }
@@ -964,6 +1019,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
 #endif
 R_ATTN_PARTIAL(r_attn_partial, float)
 R_ATTN_PARTIAL(r_attn_partial_h, r_u16)
+R_ATTN_PARTIAL(r_attn_partial_q, r_i8)
 
 // Block (head, row, split) of a batched decode step: row t = blockIdx.y is one token of its own sequence, at position
 // pos[t], over that sequence's caches kcs[t] / vcs[t] (this layer's); q, k and v hold every row's raw product
@@ -984,6 +1040,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
 }
 R_ATTN_ROWS(r_attn_rows, float)
 R_ATTN_ROWS(r_attn_rows_h, r_u16)
+R_ATTN_ROWS(r_attn_rows_q, r_i8)
 
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
 //
@@ -1011,20 +1068,27 @@ __device__ __forceinline__ void r_pf_at(int tid, int u, int& j, int& c) {
 }
 
 // (ld holds the cache's stored elements: widened to f32 only when stored to shared memory, so the loads stay in flight
-// while the block computes)
+// while the block computes; q8: keys from p0 on from the chunk's f32 rows, [T, kvDim] from chunk)
 template <int D, int LT, typename KV>
-__device__ __forceinline__ void r_pf_load(KV* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
-                                          long long kvDim, int tid) {
+__device__ __forceinline__ void r_pf_load(typename r_kv_ld<KV>::t* ld, const KV* __restrict__ base,
+                                          const float* __restrict__ chunk, int p0, int k0, int pLast, int hd,
+                                          long long rowStride, long long kvDim, int tid) {
 #pragma unroll
     for (int u = 0; u < LT; u++) {
         int j, c;
         r_pf_at<D>(tid, u, j, c);
-        ld[u] = k0 + j <= pLast && c < hd ? base[(k0 + j) * kvDim + c] : KV(0);
+        int key = k0 + j;
+        if constexpr (r_kv_is_q8<KV>::v) {
+            const r_i8* row = base + key * rowStride;
+            ld[u] = key > pLast || c >= hd ? 0.f : key >= p0 ? chunk[(key - p0) * kvDim + c] : (float) row[c] * r_q8_scale(row, hd);
+        } else {
+            ld[u] = key <= pLast && c < hd ? base[key * rowStride + c] : KV(0);
+        }
     }
 }
 
 template <int D, int LT, typename KV>
-__device__ __forceinline__ void r_pf_store(const KV* ld, float* kvs, int tid) {
+__device__ __forceinline__ void r_pf_store(const typename r_kv_ld<KV>::t* ld, float* kvs, int tid) {
 #pragma unroll
     for (int u = 0; u < LT; u++) {
         int j, c;
@@ -1069,7 +1133,7 @@ template <int D, int R, int BK, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tile(
         const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        float* qs, float* kvs, float* ps) {
+        const float* __restrict__ kch, const float* __restrict__ vch, float* qs, float* kvs, float* ps) {
     constexpr int RT = R / 16;     // rows per thread
     constexpr int KT = BK / 8;     // keys per thread in S
     constexpr int CT = D / 32;     // float4 column chunks per thread in O
@@ -1105,18 +1169,21 @@ __device__ __forceinline__ void r_attn_prefill_tile(
 #pragma unroll
         for (int k = 0; k < CT; k++) o[i][k][0] = o[i][k][1] = o[i][k][2] = o[i][k][3] = 0.f;
     }
-    const KV* kbase = kc + (long long) kvh * hd;
-    const KV* vbase = vc + (long long) kvh * hd;
+    const long long rowStride = r_kv_row<KV>(kvHeads, hd);
+    const KV* kbase = kc + (long long) kvh * r_kv_head<KV>(hd);
+    const KV* vbase = vc + (long long) kvh * r_kv_head<KV>(hd);
+    const float* kcb = r_kv_is_q8<KV>::v ? kch + (long long) kvh * hd : nullptr;   // q8: the chunk's own rows
+    const float* vcb = r_kv_is_q8<KV>::v ? vch + (long long) kvh * hd : nullptr;
     // K and V tiles pass through registers (LT values per thread) so that each tile's global loads are in flight
     // while the block computes: V(tile) during S, K(tile + 1) during P·V
     constexpr int LT = BK * D / R_PF_THREADS;
-    KV ld[LT];
-    r_pf_load<D, LT>(ld, kbase, lo, pLast, hd, kvDim, tid);
+    typename r_kv_ld<KV>::t ld[LT];
+    r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, lo, pLast, hd, rowStride, kvDim, tid);
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
         __syncthreads();   // the previous tile's V (and, the first time, nothing) is no longer read
         r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
-        r_pf_load<D, LT>(ld, vbase, k0, pLast, hd, kvDim, tid);
+        r_pf_load<D, LT, KV>(ld, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, tid);
         // S = Q·Kᵀ for this thread's RT rows × KT keys
         float s[RT][KT];
 #pragma unroll
@@ -1168,7 +1235,7 @@ __device__ __forceinline__ void r_attn_prefill_tile(
         __syncthreads();   // K is no longer read: V replaces it
         r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
-        if (k0 + BK <= pLast) r_pf_load<D, LT>(ld, kbase, k0 + BK, pLast, hd, kvDim, tid);
+        if (k0 + BK <= pLast) r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, k0 + BK, pLast, hd, rowStride, kvDim, tid);
         // O = O·corr + P·V
 #pragma unroll
         for (int i = 0; i < RT; i++)
@@ -1213,24 +1280,30 @@ __device__ __forceinline__ void r_attn_prefill_tile(
 }
 
 // One kernel per head-dimension bucket D (the Java side picks the smallest D ≥ hd); R query rows, BK keys per tile,
-// sized so the static shared memory (Q [R][D], one K/V tile [BK][D+4], P [BK][R]) stays under 48 KB.
-#define R_ATTN_PREFILL_KV(NAME, D, R, BK, KV) \
-extern "C" __global__ void __launch_bounds__(R_PF_THREADS, 3) NAME( \
+// sized so the static shared memory (Q [R][D], one K/V tile [BK][D+4], P [BK][R]) stays under 48 KB. MINB blocks per
+// SM: 3, but 2 for the q8 ones of D 64 and 256 (their loads pick the cache or the chunk per element: spills at 3 on
+// sm_90/100/120).
+#define R_ATTN_PREFILL_KV(NAME, D, R, BK, KV, MINB) \
+extern "C" __global__ void __launch_bounds__(R_PF_THREADS, MINB) NAME( \
         const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
-        float scale, const int* pos, int window, const float* sinks) { \
+        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch) { \
     __shared__ __align__(16) float qs[R * D]; \
     __shared__ __align__(16) float kvs[BK * (D + 4)]; \
     __shared__ __align__(16) float ps[BK * R]; \
-    r_attn_prefill_tile<D, R, BK, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, qs, kvs, ps); \
+    r_attn_prefill_tile<D, R, BK, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kch, vch, qs, kvs, ps); \
 }
-R_ATTN_PREFILL_KV(r_attn_prefill_32, 32, 64, 32, float)
-R_ATTN_PREFILL_KV(r_attn_prefill_64, 64, 64, 32, float)
-R_ATTN_PREFILL_KV(r_attn_prefill_128, 128, 32, 16, float)
-R_ATTN_PREFILL_KV(r_attn_prefill_256, 256, 32, 8, float)
-R_ATTN_PREFILL_KV(r_attn_prefill_h_32, 32, 64, 32, r_u16)
-R_ATTN_PREFILL_KV(r_attn_prefill_h_64, 64, 64, 32, r_u16)
-R_ATTN_PREFILL_KV(r_attn_prefill_h_128, 128, 32, 16, r_u16)
-R_ATTN_PREFILL_KV(r_attn_prefill_h_256, 256, 32, 8, r_u16)
+R_ATTN_PREFILL_KV(r_attn_prefill_32, 32, 64, 32, float, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_64, 64, 64, 32, float, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_128, 128, 32, 16, float, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_256, 256, 32, 8, float, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_32, 32, 64, 32, r_u16, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_64, 64, 64, 32, r_u16, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_128, 128, 32, 16, r_u16, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_h_256, 256, 32, 8, r_u16, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_q_32, 32, 64, 32, r_i8, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_q_64, 64, 64, 32, r_i8, 2)
+R_ATTN_PREFILL_KV(r_attn_prefill_q_128, 128, 32, 16, r_i8, 3)
+R_ATTN_PREFILL_KV(r_attn_prefill_q_256, 256, 32, 8, r_i8, 2)
 
 // ---- prefill on tensor cores (cuBLAS GEMM between these kernels) ----
 //
@@ -1654,11 +1727,13 @@ __device__ __forceinline__ float r_tc_up(int e) { return __uint_as_float((unsign
 __device__ __forceinline__ float r_tc_down(int e) { return __uint_as_float((unsigned) (e - 13) << 23); }
 
 
-// Columns c..c+3 of cache row `key` (zero past pLast and past hd); float4 when hd % 4 == 0.
-__device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, int key, int pLast, int c, int hd, long long kvDim) {
+// Columns c..c+3 of cache row `key` (zero past pLast and past hd); float4 when hd % 4 == 0. (chunk and p0: the q8
+// cache's, below)
+__device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, const float* chunk, int p0, int key, int pLast,
+                                           int c, int hd, long long rowStride, long long kvDim) {
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (key <= pLast && c < hd) {
-        const float* p = base + key * kvDim + c;
+        const float* p = base + key * rowStride + c;
         if ((hd & 3) == 0) v = *reinterpret_cast<const float4*>(p);
         else {
             v.x = p[0];
@@ -1671,10 +1746,11 @@ __device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, int k
 }
 
 // The same of an f16 cache (--kv f16): 8 bytes when hd % 4 == 0.
-__device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, int key, int pLast, int c, int hd, long long kvDim) {
+__device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, const float* chunk, int p0, int key, int pLast,
+                                           int c, int hd, long long rowStride, long long kvDim) {
     uint2 u = make_uint2(0u, 0u);   // the stored halves (0 where masked), widened after the loads (r_kv_f32's comment)
     if (key <= pLast && c < hd) {
-        const r_u16* p = base + key * kvDim + c;
+        const r_u16* p = base + key * rowStride + c;
         if ((hd & 3) == 0) u = *reinterpret_cast<const uint2*>(p);
         else {
             u.x = p[0];
@@ -1687,26 +1763,48 @@ __device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, int k
                        r_f16((r_u16) (u.y & 0xffffu)), r_f16((r_u16) (u.y >> 16)));
 }
 
+// The same of a q8 cache (--kv q8): 4 codes (one 4-byte load when hd % 4 == 0) times the row's scale below position
+// p0, the chunk's own f32 rows (chunk, [T, kvDim]) from p0 on.
+__device__ __forceinline__ float4 r_tc_ld4(const r_i8* __restrict__ base, const float* chunk, int p0, int key, int pLast,
+                                           int c, int hd, long long rowStride, long long kvDim) {
+    if (key >= p0) return r_tc_ld4(chunk, nullptr, 0, key - p0, pLast - p0, c, hd, kvDim, kvDim);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (c < hd) {
+        const r_i8* row = base + key * rowStride;
+        char4 u;
+        if ((hd & 3) == 0) u = *reinterpret_cast<const char4*>(row + c);
+        else {
+            u.x = row[c];
+            u.y = c + 1 < hd ? row[c + 1] : 0;
+            u.z = c + 2 < hd ? row[c + 2] : 0;
+            u.w = c + 3 < hd ? row[c + 3] : 0;
+        }
+        float s = r_q8_scale(row, hd);
+        v = make_float4(u.x * s, u.y * s, u.z * s, u.w * s);
+    }
+    return v;
+}
+
 // K tile: chunk e = (warp·LK + u)·32 + lane is key e / (D/4), columns 4·(e % (D/4)).. (a warp's loads contiguous)
 template <int D, int LK, typename KV>
-__device__ __forceinline__ void r_tc_loadk(float4* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
-                                           long long kvDim, int warp, int lane) {
+__device__ __forceinline__ void r_tc_loadk(float4* ld, const KV* __restrict__ base, const float* chunk, int p0, int k0,
+                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane) {
 #pragma unroll
     for (int u = 0; u < LK; u++) {
         int e = (warp * LK + u) * 32 + lane;
-        ld[u] = r_tc_ld4(base, k0 + e / (D / 4), pLast, 4 * (e % (D / 4)), hd, kvDim);
+        ld[u] = r_tc_ld4(base, chunk, p0, k0 + e / (D / 4), pLast, 4 * (e % (D / 4)), hd, rowStride, kvDim);
     }
 }
 
 // V tile: lane (p = lane / 2, h = lane % 2) takes keys 2p and 2p + 1, columns warp·D/W + 8i + 4h.. (i < CV)
 template <int D, int CV, typename KV>
-__device__ __forceinline__ void r_tc_loadv(float4* ld, const KV* __restrict__ base, int k0, int pLast, int hd,
-                                           long long kvDim, int warp, int lane) {
+__device__ __forceinline__ void r_tc_loadv(float4* ld, const KV* __restrict__ base, const float* chunk, int p0, int k0,
+                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane) {
 #pragma unroll
     for (int i = 0; i < CV; i++) {
         int c = warp * (D / R_TC_WARPS) + 8 * i + 4 * (lane & 1), key = k0 + 2 * (lane >> 1);
-        ld[2 * i] = r_tc_ld4(base, key, pLast, c, hd, kvDim);
-        ld[2 * i + 1] = r_tc_ld4(base, key + 1, pLast, c, hd, kvDim);
+        ld[2 * i] = r_tc_ld4(base, chunk, p0, key, pLast, c, hd, rowStride, kvDim);
+        ld[2 * i + 1] = r_tc_ld4(base, chunk, p0, key + 1, pLast, c, hd, rowStride, kvDim);
     }
 }
 
@@ -1714,7 +1812,7 @@ template <int D, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tc_tile(
         const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv) {
+        const float* __restrict__ kch, const float* __restrict__ vch, unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv) {
     constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
     constexpr int KS = D / 16;                  // k16 steps over the head dimension (S = Q·Kᵀ)
     constexpr int NT = BK / 8;                  // n8 tiles of keys in S
@@ -1767,16 +1865,19 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     int ev[2] = {14, 14};   // each O row's units: the true row is O·2^-13·r_tc_down(ev) (14: the lowest, O = 0)
-    const KV* kbase = kc + (long long) kvh * hd;
-    const KV* vbase = vc + (long long) kvh * hd;
+    const long long rowStride = r_kv_row<KV>(kvHeads, hd);
+    const KV* kbase = kc + (long long) kvh * r_kv_head<KV>(hd);
+    const KV* vbase = vc + (long long) kvh * r_kv_head<KV>(hd);
+    const float* kcb = r_kv_is_q8<KV>::v ? kch + (long long) kvh * hd : nullptr;   // q8: the chunk's own rows
+    const float* vcb = r_kv_is_q8<KV>::v ? vch + (long long) kvh * hd : nullptr;
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
         // K and V of the tile into registers (both loads in flight at once; the K tile is not prefetched during the
         // previous P·V: its 32 registers would not fit beside Q's parts and O), then K: each key's scale (the lanes
         // of its row combine their max), parts to shared memory. The previous tile's S is done by every warp (the
         // barrier before its P·V).
         float4 ldk[LK], ldv[2 * CV];
-        r_tc_loadk<D, LK, KV>(ldk, kbase, k0, pLast, hd, kvDim, warp, lane);
-        r_tc_loadv<D, CV, KV>(ldv, vbase, k0, pLast, hd, kvDim, warp, lane);
+        r_tc_loadk<D, LK, KV>(ldk, kbase, kcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane);
+        r_tc_loadv<D, CV, KV>(ldv, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane);
 #pragma unroll
         for (int u = 0; u < LK; u++) {
             int e = (warp * LK + u) * 32 + lane, key = e / (D / 4), ch = e % (D / 4);
@@ -1932,12 +2033,13 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #define R_ATTN_PREFILL_TC_KV(NAME, D, KV) \
 extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) NAME( \
         const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
-        float scale, const int* pos, int window, const float* sinks) { \
+        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch) { \
     __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
     __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
     __shared__ float ksc[R_TC_BK], vkm[R_TC_WARPS * R_TC_BK]; \
     __shared__ float vlv[R_TC_BK]; \
-    r_attn_prefill_tc_tile<D, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kw, vw, ksc, vkm, vlv); \
+    r_attn_prefill_tc_tile<D, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kch, vch, kw, vw, ksc, \
+            vkm, vlv); \
 }
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_32, 32, float)
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_64, 64, float)
@@ -1945,3 +2047,7 @@ R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_128, 128, float)
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_32, 32, r_u16)
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_64, 64, r_u16)
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_h_128, 128, r_u16)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_q_32, 32, r_i8)
+R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_q_64, 64, r_i8)
+// (no q8 instance of D 128: it spills at 255 registers, the f32 one's 251 plus the cache-or-chunk choice per load; a q8
+// cache of head dim 65..128 takes r_attn_prefill_q_128, Kernels.prefillTensorCoreBuckets)

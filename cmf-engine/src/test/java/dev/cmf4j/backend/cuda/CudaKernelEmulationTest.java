@@ -691,7 +691,7 @@ class CudaKernelEmulationTest {
                 long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
                 long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
-                        Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks));
+                        Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks, 0L, 0L));
                 cu.synchronize();
                 MemorySegment host = a.allocate(4L * got.length, 4);
                 cu.copyToHost(host, dout, host.byteSize());

@@ -543,46 +543,75 @@ class CudaMockTest {
     }
 
     /**
-     * {@code --kv f16} on the resident forward: one session's prefill and decode steps, then the batched steps, with f16
-     * KV caches on the device against the CPU engine's f16 caches. The CPU keeps a step's own rows in f32 until the step
-     * ends, while the GPU's prefill reads a chunk's own keys back from the f16 cache: the two differ by f16 roundings of
-     * the chunk's keys and values, far below the f32 tolerance's 1e3-fold, and the f16 run is not the f32 run.
+     * {@code --kv f16} and {@code --kv q8} on the resident forward: one session's prefill and decode steps, then the
+     * batched steps, with f16 / q8 KV caches on the device against the CPU engine's caches of the type. The CPU keeps a
+     * step's own rows in f32 until the step ends. f16: the GPU's prefill reads a chunk's own keys back from the cache, so
+     * every row differs by f16 roundings of the chunk's keys and values (bound 5e-3). q8: the chunk's own rows are read
+     * as f32 too and the rows are quantized by the same rule, so rows agree to float noise (1e-4), except after a key or
+     * value element the two engines compute a float apart fell on the other side of a code's rounding boundary: that
+     * element is one code step apart from there on (gemma4's batches: 2 of 16 rows, 7.7e-3). At least 3/4 of the rows
+     * at float noise, none past 2e-2; q8 also on gemma4 (sliding windows, K/V shared by later layers, head dims by layer).
+     * Each differs from the f32 run.
      */
-    @Test void anF16KvCacheRunsResidentAndMatchesTheCpusF16Cache() {
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"F16", "Q8"})
+    void aReducedKvCacheRunsResidentAndMatchesTheCpusCacheOfItsType(String type) throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};
-        var f16 = new dev.cmf4j.model.AttentionMemory(null, dev.cmf4j.backend.KvType.F16);
-        for (String file : List.of("llama-Q8_2F.cmf", "qwen3-F32.cmf")) {
+        var kv = dev.cmf4j.backend.KvType.valueOf(type);
+        boolean q8 = kv == dev.cmf4j.backend.KvType.Q8;
+        var memory = new dev.cmf4j.model.AttentionMemory(null, kv);
+        List<Path> files = new ArrayList<>(List.of(dir.resolve("llama-Q8_2F.cmf"), dir.resolve("qwen3-F32.cmf")));
+        if (q8)
+            files.add(dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/gemma4"),
+                    tmp.resolve("gemma4-kv.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32));
+        for (Path file : files) {
+            String name = file.getFileName().toString();
             float[] want, wantBatches;
-            try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CpuBackend(), List.of(), h -> f16)) {
+            int vocab;
+            try (var m = dev.cmf4j.model.Model.open(file, null, new CpuBackend(), List.of(), h -> memory)) {
                 want = run(m.graph(), prompt, next);
                 wantBatches = batches(m.graph());
+                vocab = m.graph().vocab();
             }
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 List<String> notes = new ArrayList<>();
                 gpu.notes(notes::add);
                 gpu.useCublas(List.of(lib.toString()), 2);
                 float[] got, gotBatches, f32;
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu), List.of(), h -> f16)) {
-                    assertThat(m.graph().device()).as(file).isNotNull();
+                try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu), List.of(), h -> memory)) {
+                    assertThat(m.graph().device()).as(name).isNotNull();
                     got = run(m.graph(), prompt, next);
                     gotBatches = batches(m.graph());
                 }
-                try (var m = dev.cmf4j.model.Model.open(dir.resolve(file), null, new CudaBackend(gpu))) { f32 = run(m.graph(), prompt, next); }
-                assertThat(notes.get(0)).contains("GPU-resident forward").contains("f16 KV cache");
-                double maxF16 = 0, maxF32 = 0;
-                for (int i = 0; i < want.length; i++) {
-                    maxF16 = Math.max(maxF16, Math.abs(got[i] - want[i]));
-                    maxF32 = Math.max(maxF32, Math.abs(got[i] - f32[i]));
-                }
-                assertThat(maxF16).as(file + ": GPU f16 cache against the CPU's").isLessThan(5e-3);
-                assertThat(maxF32).as(file + ": the f16 cache is not the f32 one").isGreaterThan(1e-6);
+                try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu))) { f32 = run(m.graph(), prompt, next); }
+                assertThat(notes.get(0)).contains("GPU-resident forward").contains(kv.label() + " KV cache");
                 assertThat(gotBatches).hasSameSizeAs(wantBatches);
-                for (int i = 0; i < wantBatches.length; i++)
-                    assertThat((double) gotBatches[i]).as(file + " batched logit " + i)
-                            .isCloseTo(wantBatches[i], org.assertj.core.data.Offset.offset(5e-3));
+                double[] rows = rowDiffs(got, want, vocab), batchRows = rowDiffs(gotBatches, wantBatches, vocab);
+                double max = 0, maxF32 = 0;
+                int noise = 0;
+                for (double[] rs : List.of(rows, batchRows))
+                    for (double d : rs) {
+                        max = Math.max(max, d);
+                        if (d < 1e-4) noise++;
+                    }
+                for (int i = 0; i < want.length; i++) maxF32 = Math.max(maxF32, Math.abs(got[i] - f32[i]));
+                System.out.printf("%s %s: GPU against CPU max |d| %.2e, %d of %d rows below 1e-4; against the f32 cache %.2e%n", name, type,
+                        max, noise, rows.length + batchRows.length, maxF32);
+                if (q8) {
+                    assertThat(noise).as(name + ": rows at float noise").isGreaterThanOrEqualTo(3 * (rows.length + batchRows.length) / 4);
+                    assertThat(max).as(name + ": GPU q8 cache against the CPU's").isLessThan(2e-2);
+                } else assertThat(max).as(name + ": GPU f16 cache against the CPU's").isLessThan(5e-3);
+                assertThat(maxF32).as(name + ": the " + type + " cache is not the f32 one").isGreaterThan(q8 ? 3e-2 : 1e-6);
             }
         }
+    }
+
+    /** Each logits row's largest |got − want|. */
+    private static double[] rowDiffs(float[] got, float[] want, int vocab) {
+        double[] d = new double[want.length / vocab];
+        for (int i = 0; i < want.length; i++) d[i / vocab] = Math.max(d[i / vocab], Math.abs(got[i] - want[i]));
+        return d;
     }
 
     /**

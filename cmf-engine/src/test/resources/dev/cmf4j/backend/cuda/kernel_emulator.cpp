@@ -48,6 +48,7 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return r;
 }
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 
 // ---- fibers ----
 struct Fiber { ucontext_t ctx; unsigned tid; bool done; };
@@ -275,7 +276,8 @@ extern "C" int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, un
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
 // 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
-// r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128}; the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
+// r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128} (their f16- and q8-cache instances at + 128
+// and + 384); the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
 // 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}; resident_mmvq.cu's: 240 + 6·b +
 // 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for _4, 1 for _8, b = 1 for the _r16 ones; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
@@ -305,10 +307,10 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
         M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
 #define PFT(N, Fn) case 70 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
         PFT(0, r_attn_prefill_tc_32) PFT(1, r_attn_prefill_tc_64) PFT(2, r_attn_prefill_tc_128)
         case 60: k = [p] { r_split(P(0, F), P(1, F), P(2, int), P(3, float), P(4, r_u16*), P(5, int), P(6, int), P(7, int), P(8, int),
                        P(9, float*)); }; break;
@@ -328,7 +330,7 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         GS(66, r_glu_split_1) GS(67, r_glu_split_2) GS(68, r_glu_split_4) GS(69, r_glu_split_8)
         case 42: k = [p] { r_qk_rope_append(P(0, float*), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int), P(16, int),
-                       P(17, const int*)); }; break;
+                       P(17, const int*), P(18, float*)); }; break;
         case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
@@ -341,7 +343,7 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         typedef const r_u16* H;
         case 128 + 42: k = [p] { r_qk_rope_append_h(P(0, float*), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
-                       P(16, int), P(17, const int*)); }; break;
+                       P(16, int), P(17, const int*), P(18, float*)); }; break;
         case 128 + 43: k = [p] { r_attn_partial_h(P(0, F), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
@@ -351,9 +353,26 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
                        P(24, float*), P(25, int*), P(26, F)); }; break;
 #define PFH(N, Fn) case 128 + N: k = [p] { Fn(P(0, F), P(1, H), P(2, H), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
         PFH(45, r_attn_prefill_h_32) PFH(46, r_attn_prefill_h_64) PFH(47, r_attn_prefill_h_128) PFH(48, r_attn_prefill_h_256)
         PFH(70, r_attn_prefill_tc_h_32) PFH(71, r_attn_prefill_tc_h_64) PFH(72, r_attn_prefill_tc_h_128)
+        // the q8-KV-cache instances (--kv q8): the f32 instance's kind + 384
+        typedef const r_i8* Q;
+        case 384 + 42: k = [p] { r_qk_rope_append_q(P(0, float*), P(1, F), P(2, F), P(3, r_i8*), P(4, r_i8*), P(5, F), P(6, F),
+                       P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
+                       P(16, int), P(17, const int*), P(18, float*)); }; break;
+        case 384 + 43: k = [p] { r_attn_partial_q(P(0, F), P(1, F), P(2, F), P(3, r_i8*), P(4, r_i8*), P(5, F), P(6, F), P(7, int),
+                       P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
+        case 384 + 44: k = [p] { r_attn_rows_q(P(0, F), P(1, F), P(2, F), P(3, r_i8* const*), P(4, r_i8* const*), P(5, F), P(6, F),
+                       P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
+                       P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
+                       P(24, float*), P(25, int*), P(26, F)); }; break;
+#define PFQ(N, Fn) case 384 + N: k = [p] { Fn(P(0, F), P(1, Q), P(2, Q), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
+        PFQ(45, r_attn_prefill_q_32) PFQ(46, r_attn_prefill_q_64) PFQ(47, r_attn_prefill_q_128) PFQ(48, r_attn_prefill_q_256)
+        PFQ(70, r_attn_prefill_tc_q_32) PFQ(71, r_attn_prefill_tc_q_64)
         default: return 500;
     }
     return run_blocks(k, gx, gy, gz, bx);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef int CUresult;
 static __thread void* current_ctx = 0;
@@ -110,7 +111,9 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        RE_HEAD_ROWS /* 123 + k: re_head_rows_{f32,bf16,f16,q8} */, RE_LAST = RE_HEAD_ROWS + 3,
        /* resident_o1.cu's, past the f16-cache instances (kind + R_KV16 < 256): kernel_emulator.cpp 256-262 */
        RO_KEEP = 256, RO_MEANS, RO_ABSORB, RO_SEAL_COPY, RO_ROPE, RO_ATTEND, RO_COMMIT, RO_LAST = RO_COMMIT };
-/* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16 */
+/* a kernel's f16-KV-cache instance (resident.cu's names ending in _h, --kv f16) is its f32 instance's kind + R_KV16,
+   its q8 one (_q, --kv q8) kind + R_KVQ8 (past resident_o1.cu's) */
+#define R_KVQ8 384
 #define R_KV16 128
 /* resident_mmvq.cu's small-batch products: 240 + 6·b + 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0
    for 4 rows of x a block, 1 for 8, b = 0 for 8 weight rows a block, 1 for 16 (_r16) (above every f16-cache instance;
@@ -118,7 +121,8 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
 enum { RQ_FIRST = 240, RQ_LAST = RQ_FIRST + 11 };
 _Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instances");
 _Static_assert(RQ_LAST < RO_KEEP, "the small-batch kinds stay below resident_o1.cu's");
-static int kinds[RO_LAST + 1] = {0, 1, 2, 3, 4, 5};
+_Static_assert(RO_LAST < R_KVQ8, "resident_o1.cu's kinds stay below the q8-cache instances");
+static int kinds[R_KVQ8 + R_KV16] = {0, 1, 2, 3, 4, 5};
 static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
    attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
@@ -137,17 +141,20 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
     }
 }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
-    for (int i = 0; i <= RO_LAST; i++) kinds[i] = i;
-    {   /* the f16-cache instances: the f32 name with _h before the size suffix (or at the end) */
-        static const char* kv16[][2] = {{"r_qk_rope_append_h", "r_qk_rope_append"}, {"r_attn_partial_h", "r_attn_partial"},
-            {"r_attn_rows_h", "r_attn_rows"}, {"r_attn_prefill_h_32", "r_attn_prefill_32"}, {"r_attn_prefill_h_64", "r_attn_prefill_64"},
-            {"r_attn_prefill_h_128", "r_attn_prefill_128"}, {"r_attn_prefill_h_256", "r_attn_prefill_256"},
-            {"r_attn_prefill_tc_h_32", "r_attn_prefill_tc_32"}, {"r_attn_prefill_tc_h_64", "r_attn_prefill_tc_64"},
-            {"r_attn_prefill_tc_h_128", "r_attn_prefill_tc_128"}};
-        for (unsigned i = 0; i < sizeof kv16 / sizeof kv16[0]; i++)
-            if (!strcmp(name, kv16[i][0])) {
-                int rc = cuModuleGetFunction(f, m, kv16[i][1]);
-                if (rc == 0) *f = &kinds[*(int*) *f + R_KV16];
+    for (int i = 0; i < R_KVQ8 + R_KV16; i++) kinds[i] = i;
+    {   /* the f16- and q8-cache instances: the f32 name with _h or _q before the size suffix (or at the end) */
+        static const char* kvs[] = {"r_qk_rope_append", "r_attn_partial", "r_attn_rows", "r_attn_prefill_32", "r_attn_prefill_64",
+            "r_attn_prefill_128", "r_attn_prefill_256", "r_attn_prefill_tc_32", "r_attn_prefill_tc_64", "r_attn_prefill_tc_128"};
+        for (unsigned i = 0; i < sizeof kvs / sizeof kvs[0]; i++)
+            for (int t = 1; t <= 2; t++) {
+                char inst[64];
+                const char* us = strrchr(kvs[i], '_');
+                int sized = us[1] >= '0' && us[1] <= '9';
+                if (sized) snprintf(inst, sizeof inst, "%.*s_%c%s", (int) (us - kvs[i]), kvs[i], t == 1 ? 'h' : 'q', us);
+                else snprintf(inst, sizeof inst, "%s_%c", kvs[i], t == 1 ? 'h' : 'q');
+                if (strcmp(name, inst)) continue;
+                int rc = cuModuleGetFunction(f, m, kvs[i]);
+                if (rc == 0) *f = &kinds[*(int*) *f + (t == 1 ? R_KV16 : R_KVQ8)];
                 return rc;
             }
     }
@@ -279,7 +286,7 @@ static int launch_q4(int kind, const void* w, const float* rs, const float* cf, 
         }
     return 0;
 }
-static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
+static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 
 /* counters the tests read: kernels run directly, graphs captured, graph replays, nodes replayed */
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
@@ -347,8 +354,11 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (counted: mock_counter(8)), any other fails with 1, and so
    does that one on a kernel that does not griddepcontrol.wait before touching other kernels' data (resident.cu: the
    products, rope + KV append, decode attention): launched programmatically, nothing would order it */
+/* a resident.cu kernel kind's KV cache type (0 f32, 1 f16, 2 q8) and its f32 instance's kind */
+static int kv_type(int kind) { return kind >= R_KVQ8 ? 2 : kind >= R_KV16 && kind < RQ_FIRST ? 1 : 0; }
+static int f32_kind(int kind) { return kind - (kv_type(kind) == 2 ? R_KVQ8 : kv_type(kind) * R_KV16); }
 static int waits_for_predecessor(int kind) {
-    if (kind >= R_KV16) kind -= R_KV16;
+    kind = f32_kind(kind);
     return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS; }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
 _Static_assert(sizeof(launch_config_t) == 56, "CUlaunchConfig is 56 bytes (CudaDriver.LAUNCH_CONFIG_BYTES)");
@@ -368,14 +378,15 @@ CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** ex
 static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic) {
     if (*(int*) f >= RQ_FIRST && *(int*) f <= RQ_LAST) return small_batch(*(int*) f, gx, gy, gz, bx, p);
-    int kind = *(int*) f, kv16 = kind >= R_KV16 && kind < RO_KEEP;
-    if (kind >= RO_KEEP) {
+    int kind = *(int*) f;
+    if (kind >= RO_KEEP && kind <= RO_LAST) {
 #ifdef MOCK_EMULATE
         return emu_launch_o1(kind, gx, gy, gz, bx, p);
 #endif
         return sealed(kind, gx, gy, gz, bx, p);
     }
-    if (kv16) kind -= R_KV16;
+    int kvt = kv_type(kind);
+    kind = f32_kind(kind);
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
     /* resident.cu's products (r_matvec, r_glu, r_matvec3), decode attention (r_attn_partial with its merge), the
@@ -387,7 +398,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
         || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
                                  || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
-        int rc = emu_launch_resident(kind + (kv16 ? R_KV16 : 0), gx, gy, gz, bx, p);
+        int rc = emu_launch_resident(*(int*) f, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
         /* launched programmatically, the real kernel must have reached r_pdl_wait in every block */
         if (rc == 0 && programmatic && waited != (long) gx * gy * gz) return 1;
@@ -396,7 +407,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
 #endif
     if (kind >= RE_ATTEND) return embryo(kind, gx, gy, gz, bx, p);
     if (kind >= RA_RMSNORM) return arch(kind, gx, gy, gz, bx, p);
-    if (kind >= 10) return resident(kind, kv16, gx, gy, gz, bx, p);
+    if (kind >= 10) return resident(kind, kvt, gx, gy, gz, bx, p);
     if (bx != 256 || by != 1 || bz != 1 || gz != 1 || gy < 1 || gy > 65535) return 1;
     const void* w = (const void*) (uintptr_t) *(unsigned long long*) p[0];
     const float* rs = (const float*) (uintptr_t) *(unsigned long long*) p[1];
@@ -699,12 +710,32 @@ static void twin_rope(const float* src, float* dst, const float* w, int norm, fl
         dst[i] = o;
     }
 }
-/* a KV cache element: f32, or f16 in the _h instances (stored rounded to nearest even, as r_to_f16) */
-static float kv_get(const void* c, long long i, int kv16) { return kv16 ? f16(((const uint16_t*) c)[i]) : ((const float*) c)[i]; }
-static void kv_put(void* c, long long i, float v, int kv16) {
-    if (!kv16) { ((float*) c)[i] = v; return; }
-    _Float16 h = (_Float16) v;
-    memcpy((uint16_t*) c + i, &h, 2);
+/* KV caches by type kvt: 0 f32; 1 f16 (the _h instances: stored rounded to nearest even, as r_to_f16); 2 q8 (the _q
+   instances: per position and head the codes padded to 4 bytes, then the scale absmax/127, codes rounded half up:
+   KvType.quantizeQ8's rule). A head's block and element i of head g at position j: */
+static long long kv_head_bytes(int hd, int kvt) { return kvt == 2 ? ((hd + 3) & ~3) + 4 : (long long) hd * (kvt ? 2 : 4); }
+static float kv_at(const void* c, long long j, int g, int i, int kvh, int hd, int kvt) {
+    const char* b = (const char*) c + (j * kvh + g) * kv_head_bytes(hd, kvt);
+    if (kvt == 2) { float s; memcpy(&s, b + ((hd + 3) & ~3), 4); return ((const signed char*) b)[i] * s; }
+    return kvt ? f16(((const uint16_t*) b)[i]) : ((const float*) b)[i];
+}
+/* head g's hd values x stored at position j */
+static void kv_store(void* c, long long j, int g, int kvh, int hd, const float* x, int kvt) {
+    char* b = (char*) c + (j * kvh + g) * kv_head_bytes(hd, kvt);
+    if (kvt == 2) {
+        float amax = 0;
+        for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float inv = amax == 0 ? 0 : 127.f / amax, s = amax / 127.f;
+        for (int i = 0; i < hd; i++) {
+            volatile float y = x[i] * inv;
+            float fl = floorf(y);
+            ((signed char*) b)[i] = (signed char) ((int) fl + (y - fl >= 0.5f));
+        }
+        memcpy(b + ((hd + 3) & ~3), &s, 4);
+    } else
+        for (int i = 0; i < hd; i++)
+            if (kvt) { _Float16 h = (_Float16) x[i]; memcpy((uint16_t*) b + i, &h, 2); }
+            else ((float*) b)[i] = x[i];
 }
 
 /* resident_mmvq.cu's kernels: the matvec kernels' parameters then T, the rows of x; grid (ceil(rows / rb) summed over
@@ -728,7 +759,7 @@ static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, uns
     return resident(f == 0 ? R_MATVEC + 3 : f == 1 ? R_MATVEC3 + 3 : R_GLU + 3, 0, (unsigned) as8, (unsigned) T, 1, 256, p);
 }
 
-static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
         const float *rs = PTR(1), *cf = PTR(2), *bias = PTR(3), *x = PTR(4);
@@ -859,24 +890,23 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
             int qn = INT(7), kn = INT(8), off = INT(10), rot = INT(12), heads = INT(14), kvh = INT(15), hd = INT(16);
             float eps = FLT(9), scale = FLT(13);
             const int* pos = PTR(17);
-            if (rope_shape(gx, gy, gz, bx, p)) return 1;
+            float* kch = PTR(18);   /* q8: the roped k rows as f32, [T, kvDim] */
+            if (rope_shape(gx, gy, gz, bx, p) || (kvt == 2 && !kch)) return 1;
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads + kvh; h++) {
                     int pp = pos[0] + t, isq = h < heads, j = h - heads;
                     float* src = isq ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvh + j) * hd;
-                    long long at = (long long) pp * kvh * hd + (long long) j * hd;
                     twin_rope(src, isq ? src : row, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pp, hd);
-                    if (!isq)
-                        for (int i = 0; i < hd; i++) {
-                            kv_put(kc, at + i, row[i], kv16);
-                            kv_put(vc, at + i, v[((long long) t * kvh + j) * hd + i], kv16);
-                        }
+                    if (isq) continue;
+                    kv_store(kc, pp, j, kvh, hd, row, kvt);
+                    kv_store(vc, pp, j, kvh, hd, v + ((long long) t * kvh + j) * hd, kvt);
+                    if (kvt == 2) memcpy(kch + ((long long) t * kvh + j) * hd, row, sizeof(float) * hd);
                 }
             return 0;
         }
         case R_ATTN: case R_ATTN_ROWS: {
-#define DEC_K(j, c) ((j) == p0 ? kp[g * hd + (c)] : kv_get(kc, (long long) (j) * kvh * hd + g * hd + (c), kv16))
-#define DEC_V(j, c) ((j) == p0 ? vt[g * hd + (c)] : kv_get(vc, (long long) (j) * kvh * hd + g * hd + (c), kv16))
+#define DEC_K(j, c) ((j) == p0 ? kp[g * hd + (c)] : kv_at(kc, j, g, c, kvh, hd, kvt))
+#define DEC_V(j, c) ((j) == p0 ? vt[g * hd + (c)] : kv_at(vc, j, g, c, kvh, hd, kvt))
             /* a decode step (one query per row at its position) over the raw q, k, v: each q row normed and roped, key
                p's k row too, appended with its v row to the row's caches, then the attention over the cache rows;
                r_attn_partial: one row at pos[0] over kc/vc; r_attn_rows: row t at pos[t] over kcs[t]/vcs[t] */
@@ -899,12 +929,9 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
                 /* key p's rows as computed (f32) for this step's own attention, stored in the caches' type for later steps */
                 float* kp = malloc(sizeof(float) * kvh * hd);
                 for (int j = 0; j < kvh; j++) {
-                    long long row = (long long) p0 * kvh * hd + (long long) j * hd;
                     twin_rope(kt + (long long) j * hd, kp + (long long) j * hd, kw, kn, eps, off, inv, rot, rscale, p0, hd);
-                    for (int i = 0; i < hd; i++) {
-                        kv_put(kc, row + i, kp[(long long) j * hd + i], kv16);
-                        kv_put(vc, row + i, vt[(long long) j * hd + i], kv16);
-                    }
+                    kv_store(kc, p0, j, kvh, hd, kp + (long long) j * hd, kvt);
+                    kv_store(vc, p0, j, kvh, hd, vt + (long long) j * hd, kvt);
                 }
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
@@ -960,7 +987,9 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
             float scale = FLT(8);
             const int* pos = PTR(9);
             const float* sinks = PTR(11);
-            if (prefill_shape(kind, gx, gy, gz, bx, p)) return 1;
+            const float *kch = PTR(12), *vch = PTR(13);   /* q8: the chunk's own rows (positions pos[0]..) as f32 */
+            if (prefill_shape(kind, gx, gy, gz, bx, p) || (kvt == 2 && (!kch || !vch))) return 1;
+#define PF_KV(c8, ch, j, c) (kvt == 2 && (j) >= pos[0] ? ch[((long long) ((j) - pos[0]) * kvh + g) * hd + (c)] : kv_at(c8, j, g, c, kvh, hd, kvt))
             float* sc = malloc(sizeof(float) * (pos[0] + T));
             for (int t = 0; t < T; t++)
                 for (int h = 0; h < heads; h++) {
@@ -969,7 +998,7 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
                     float M = sinks ? sinks[h] : -INFINITY, L = 0;
                     for (int j = first; j <= pp; j++) {
                         float d = 0;
-                        for (int c = 0; c < hd; c++) d += qr[c] * kv_get(kc, (long long) j * kvh * hd + g * hd + c, kv16);
+                        for (int c = 0; c < hd; c++) d += qr[c] * PF_KV(kc, kch, j, c);
                         sc[j] = d * scale;
                         if (sc[j] > M) M = sc[j];
                     }
@@ -977,7 +1006,7 @@ static CUresult resident(int kind, int kv16, unsigned gx, unsigned gy, unsigned 
                     if (sinks) L += expf(sinks[h] - M);
                     for (int c = 0; c < hd; c++) {
                         float a = 0;
-                        for (int j = first; j <= pp; j++) a += sc[j] * kv_get(vc, (long long) j * kvh * hd + g * hd + c, kv16);
+                        for (int j = first; j <= pp; j++) a += sc[j] * PF_KV(vc, vch, j, c);
                         out[((long long) t * heads + h) * hd + c] = a / L;
                     }
                 }
