@@ -318,11 +318,12 @@ public final class Converter {
     static long sourceBytes(SourceTensor t) {
         double per = switch (t.sourceDtype()) {
             case "F16", "BF16" -> 2;
-            case "Q8_0" -> 34.0 / 32;
-            case "Q4_0" -> 18.0 / 32;
-            case "Q4_K" -> 144.0 / 256;
-            case "Q6_K" -> 210.0 / 256;
-            default -> 4;
+            case "F32" -> 4;
+            default -> {   // a GGUF block type: its block's bytes over its elements
+                dev.cmf4j.convert.gguf.GgmlType g = java.util.Arrays.stream(dev.cmf4j.convert.gguf.GgmlType.values())
+                        .filter(x -> x.name().equals(t.sourceDtype())).findFirst().orElse(null);
+                yield g == null ? 4 : (double) g.blockBytes / g.blockSize;
+            }
         };
         return (long) Math.ceil(t.numel() * per);
     }

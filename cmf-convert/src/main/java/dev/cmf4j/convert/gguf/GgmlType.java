@@ -2,8 +2,8 @@ package dev.cmf4j.convert.gguf;
 
 /**
  * ggml tensor types as GGUF stores them: id, elements per block and bytes per block. Only the types
- * {@link #decodable()} can be converted (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K); the others are known
- * so that an error can name them.
+ * {@link #decodable()} can be converted (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K … Q6_K, IQ4_NL, IQ4_XS,
+ * MXFP4); the others are known so that an error can name them.
  */
 public enum GgmlType {
     F32(0, 1, 4), F16(1, 1, 2), Q4_0(2, 32, 18), Q4_1(3, 32, 20), Q5_0(6, 32, 22), Q5_1(7, 32, 24),
@@ -32,6 +32,9 @@ public enum GgmlType {
 
     /** Types this converter dequantizes. */
     public boolean decodable() {
-        return this == F32 || this == F16 || this == BF16 || this == Q8_0 || this == Q4_0 || this == Q4_K || this == Q6_K;
+        return switch (this) {
+            case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 -> true;
+            default -> false;
+        };
     }
 }

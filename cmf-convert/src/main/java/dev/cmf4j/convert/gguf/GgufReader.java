@@ -283,7 +283,8 @@ public final class GgufReader implements AutoCloseable {
     void requireDecodable(Tensor t) {
         if (t.type() == null || !t.type().decodable())
             throw new ConvertException(file + ": tensor " + t.name() + " is stored as " + t.typeName()
-                    + "; cmf convert imports F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K tensors");
+                    + "; cmf convert imports " + java.util.Arrays.stream(GgmlType.values()).filter(GgmlType::decodable)
+                    .map(GgmlType::name).collect(java.util.stream.Collectors.joining(", ")) + " tensors");
     }
 
     /**

@@ -186,6 +186,43 @@ class GgufTest {
         }
     }
 
+    /**
+     * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS and MXFP4 decode bit for bit as ggml's own dequantizers:
+     * {@code ggml-dequant-ref.bin} holds, per type, seeded random blocks (their f16 and E8M0 scales set to small finite
+     * values) and the floats llama.cpp's {@code dequantize_row_*} (ggml-quants.c, built outside this repository) gave
+     * them; each block decoded alone, and a range read across blocks.
+     */
+    @Test void moreTypesDecodeAsGgmlsOwnDequantizers() throws IOException {
+        byte[] all;
+        try (var in = GgufTest.class.getResourceAsStream("ggml-dequant-ref.bin")) { all = in.readAllBytes(); }
+        ByteBuffer b = ByteBuffer.wrap(all).order(ByteOrder.LITTLE_ENDIAN);
+        List<GgmlType> seen = new ArrayList<>();
+        while (b.hasRemaining()) {
+            GgmlType t = GgmlType.ofId(b.getInt());
+            int blocks = b.getInt(), rawLen = b.getInt();
+            assertThat(rawLen).as(t.name()).isEqualTo(blocks * t.blockBytes);
+            byte[] raw = new byte[rawLen];
+            b.get(raw);
+            float[] want = new float[blocks * t.blockSize];
+            for (int i = 0; i < want.length; i++) want[i] = b.getFloat();
+            assertThat(t.decodable()).as(t.name()).isTrue();
+            var seg = java.lang.foreign.MemorySegment.ofArray(raw);
+            float[] got = new float[want.length], block = new float[t.blockSize];
+            for (int k = 0; k < blocks; k++) {
+                GgmlDequant.decodeBlock(t, seg, (long) k * t.blockBytes, block);
+                System.arraycopy(block, 0, got, k * t.blockSize, t.blockSize);
+            }
+            assertBitsEqual(t + " vs ggml's dequantize_row", got, want);
+            int from = t.blockSize / 2 + 3, len = want.length - from - 5;
+            float[] part = new float[len];
+            GgmlDequant.read(t, seg, from, part, 0, len);
+            assertBitsEqual(t + " range read", part, Arrays.copyOfRange(want, from, from + len));
+            seen.add(t);
+        }
+        assertThat(seen).containsExactly(GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q5_K,
+                GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4);
+    }
+
     /** Hand-built Q4_K and Q6_K blocks with values worked out on paper from ggml's formulas. */
     @Test void kQuantKnownAnswers() {
         ByteBuffer k4 = ByteBuffer.allocate(144).order(ByteOrder.LITTLE_ENDIAN);
@@ -348,12 +385,12 @@ class GgufTest {
         expect(strlen, "runs past the end");
         expect(Arrays.copyOf(good, good.length - 10), "runs past the end of the file");
         expect(new GgufFiles().raw("y", GgmlType.Q8_0, new long[] {48, 1}, new byte[51]).bytes(), "multiple of 32");
-        byte[] unknown = new GgufFiles().raw("z", GgmlType.Q5_K, new long[] {256}, new byte[176]).bytes();
+        byte[] unknown = new GgufFiles().raw("z", GgmlType.IQ2_XS, new long[] {256}, new byte[74]).bytes();
         Path p = tmp.resolve("u.gguf");
         write(p, unknown);
         try (GgufReader r = GgufReader.open(p)) {
-            assertThatThrownBy(() -> r.readFloats(r.tensor("z"))).isInstanceOf(ConvertException.class).hasMessageContaining("Q5_K")
-                    .hasMessageContaining("z");
+            assertThatThrownBy(() -> r.readFloats(r.tensor("z"))).isInstanceOf(ConvertException.class).hasMessageContaining("IQ2_XS")
+                    .hasMessageContaining("z").hasMessageContaining("Q5_1").hasMessageContaining("IQ4_XS").hasMessageContaining("MXFP4 tensors");
         }
     }
 
