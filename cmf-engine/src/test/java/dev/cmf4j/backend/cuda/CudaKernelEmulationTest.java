@@ -184,6 +184,51 @@ class CudaKernelEmulationTest {
         assertThat(max).as("embryo_b max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
     }
 
+    /**
+     * {@code --o1} on the real resident_o1.cu kernels (the query store, float64 means, prompt absorption, ring fill,
+     * rope with qwen3's q/k norms, GQA attend, commit), emulated: qwen3 f32 with m 4, W 6, S 2, a 12-token prompt (exact),
+     * sealed on request (State.seal) at a chunk of 3, then 2 decode steps, each row evicting a key into the far sums;
+     * logits within 1e-3 of the CPU engine's --o1 forward (kept short: emulated warps are slow).
+     */
+    @Test void sealedLayersRunOnTheRealKernelsAndMatchTheCpu() throws Throwable {
+        Path file = dev.cmf4j.testkit.Fixtures.require("cmf/refconv").resolve("qwen3-F32.cmf");
+        float[] want, got;
+        try (var m = dev.cmf4j.model.Model.open(file, null, new dev.cmf4j.backend.cpu.CpuBackend(), List.of(), h -> SealedResidentTest.O1)) {
+            want = sealedSteps(m.graph());
+        }
+        long before = launches();
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu), List.of(), h -> SealedResidentTest.O1)) {
+                assertThat(m.graph().device()).isNotNull();
+                got = sealedSteps(m.graph());
+            }
+        }
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double max = 0;
+        for (int i = 0; i < want.length; i++) max = Math.max(max, Math.abs(got[i] - want[i]));
+        System.out.printf("emulated resident --o1 qwen3: max|Δ| vs CPU %.3g over %d logits%n", max, want.length);
+        assertThat(max).as("qwen3 --o1 max |Δ| vs the CPU").isLessThanOrEqualTo(1e-3);
+    }
+
+    /** The last row's logits of a 12-token prompt, a chunk of 3 (sealed on request before it) and 2 decode steps. */
+    private static float[] sealedSteps(dev.cmf4j.model.graph.Graph g) {
+        int v = g.vocab(), n = 0;
+        var st = g.newState(12, 32);
+        float[] out = new float[4 * v], buf = new float[v];
+        int row = 0;
+        for (int len : new int[] {12, 3, 1, 1}) {
+            int[] ids = new int[len];
+            for (int i = 0; i < len; i++) ids[i] = SealedResidentTest.id(n++, v);
+            if (row == 1) st.seal();
+            g.forward(st, ids, 0, len, buf, false, null);
+            System.arraycopy(buf, 0, out, row++ * v, v);
+        }
+        assertThat(st.sealed()).isTrue();
+        st.close();
+        return out;
+    }
+
     /** The prompt's last log-probabilities (one chunk), then those of two decode steps (ids 7 and 40). */
     private static float[] prefillAndDecode(dev.cmf4j.model.graph.Graph g, int[] prompt) {
         try (dev.cmf4j.runtime.Session s = new dev.cmf4j.runtime.Session(g, 32, 16)) {
