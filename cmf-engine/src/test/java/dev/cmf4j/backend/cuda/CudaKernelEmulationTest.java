@@ -296,6 +296,42 @@ class CudaKernelEmulationTest {
     }
 
     /**
+     * {@code --kv q8} with the real prefill attention (emulated warps; the rope + append and decode kernels are the
+     * mock's twins here, the real ones are checked by selftest --ops above: emulating the products too took 100 s): gemma3
+     * (sliding window 8 on local layers, past which the 11-token prompt and the decode steps run) prefills in chunks of 4
+     * through r_attn_prefill_q_D (the chunk's own rows as f32 from kch/vch, the earlier ones as codes × scales), against
+     * the CPU engine's q8 cache: rows at float noise (1e-4), bar a near-tie code flip (CudaMockTest's bound, 2e-2).
+     */
+    @Test void aQ8CacheWithTheRealPrefillAttentionMatchesTheCpusQ8Cache() throws Throwable {
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/gemma3"),
+                tmp.resolve("gemma3-q8kv.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        var q8 = new dev.cmf4j.model.AttentionMemory(null, dev.cmf4j.backend.KvType.Q8);
+        int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
+        Run want;
+        try (var m = dev.cmf4j.model.Model.open(cmf, null, new dev.cmf4j.backend.cpu.CpuBackend(), List.of(), h -> q8)) {
+            want = run(m.graph(), prompt, 4);
+        }
+        long before = launches();
+        Run got;
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            List<String> notes = new ArrayList<>();
+            gpu.notes(notes::add);
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu), List.of(), h -> q8)) {
+                assertThat(m.graph().device()).as(notes.toString()).isNotNull();
+                got = run(m.graph(), prompt, 4);
+            }
+            assertThat(notes).singleElement().asString().contains("q8 KV cache");
+        }
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double[] rows = CudaMockTest.rowDiffs(got.logits(), want.logits(), want.logits().length / (prompt.length + 3));
+        double max = java.util.Arrays.stream(rows).max().orElseThrow();
+        long noise = java.util.Arrays.stream(rows).filter(d -> d < 1e-4).count();
+        System.out.printf("emulated q8 cache gemma3: max|Δ| vs the CPU's q8 cache %.3g, %d of %d rows below 1e-4%n", max, noise, rows.length);
+        assertThat(noise).as("rows at float noise").isGreaterThanOrEqualTo(3L * rows.length / 4);
+        assertThat(max).as("gemma3 q8 max |Δ| vs the CPU").isLessThan(2e-2);
+    }
+
+    /**
      * Batched steps ({@link CudaMockTest#batches}: prompt chunks beside decode rows, then a step of decode rows only,
      * which runs one r_attn_rows launch a layer, each row over its own session's caches) on the real kernels, products
      * included: qwen3 (q/k norm) and gpt-oss (sinks, sliding window 8), f32; logits within 1e-3 of the CPU engine's

@@ -608,7 +608,7 @@ class CudaMockTest {
     }
 
     /** Each logits row's largest |got − want|. */
-    private static double[] rowDiffs(float[] got, float[] want, int vocab) {
+    static double[] rowDiffs(float[] got, float[] want, int vocab) {
         double[] d = new double[want.length / vocab];
         for (int i = 0; i < want.length; i++) d[i / vocab] = Math.max(d[i / vocab], Math.abs(got[i] - want[i]));
         return d;
