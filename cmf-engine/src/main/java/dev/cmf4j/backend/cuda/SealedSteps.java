@@ -158,9 +158,9 @@ final class SealedSteps {
                 changed = true;
             }
             requested = false;
-            if (!isSealed && pos0 + tokens > capacity) {
-                int cap = capacity;
-                while (cap < pos0 + tokens) cap = (int) Math.min(maxContext, 2L * cap);
+            if (!isSealed && pos0 + tokens > capacity) {   // (the callers keep pos0 + tokens within maxContext)
+                int cap = Math.max(1, capacity);
+                while (cap < pos0 + tokens && cap < maxContext) cap = (int) Math.min(maxContext, 2L * cap);
                 exact(cap, pos0, stream);
                 changed = true;
             }
