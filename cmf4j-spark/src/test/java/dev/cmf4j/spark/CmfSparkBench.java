@@ -9,6 +9,7 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -20,16 +21,15 @@ import java.util.concurrent.Future;
 /**
  * Rows per second of greedy generation over the same prompts: a plain loop over the library API (one row at a time),
  * the library with a window of rows in flight on virtual threads (what a partition does, without Spark), and
- * CmfGenerate in Spark local[1] and local[2]. Run from the repository root (docs/SPARK.md says how):
- * {@code CmfSparkBench [rows] [maxTokens] [batchSize]}.
+ * CmfGenerate in Spark local[1] and local[2]. Not part of the test run (its name does not end in Test); run it with
+ * {@code mvn -o test -pl cmf4j-spark -am -Dtest=CmfSparkBench -Dsurefire.failIfNoSpecifiedTests=false
+ * [-Dbench.rows=512 -Dbench.maxTokens=16 -Dbench.batchSize=32]} (docs/SPARK.md has the numbers).
  */
-public final class CmfSparkBench {
-    public static void main(String[] args) throws Exception {
-        int rows = args.length > 0 ? Integer.parseInt(args[0]) : 512;
-        int maxTokens = args.length > 1 ? Integer.parseInt(args[1]) : 16;
-        int batch = args.length > 2 ? Integer.parseInt(args[2]) : 32;
-        Path file = Path.of("models/default.cmf").toAbsolutePath();
-        if (!Files.isRegularFile(file)) throw new IllegalStateException("run from the repository root: " + file + " is missing");
+class CmfSparkBench {
+    @Test void rowsPerSecond() throws Exception {
+        int rows = Integer.getInteger("bench.rows", 512), maxTokens = Integer.getInteger("bench.maxTokens", 16);
+        int batch = Integer.getInteger("bench.batchSize", 32);
+        Path file = CmfSparkTest.bundledModel();
         List<String> prompts = CmfSparkTest.prompts(rows);
         Sampling greedy = Sampling.greedy().withMaxTokens(maxTokens).withIgnoreEos(true);
         System.out.printf("rows %d, maxTokens %d (exactly, ignoreEos), batchSize %d, %d processors, loadavg %s%n", rows, maxTokens,

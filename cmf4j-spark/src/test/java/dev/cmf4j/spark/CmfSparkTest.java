@@ -39,11 +39,16 @@ class CmfSparkTest {
     static final StructType CHATS = new StructType().add("id", DataTypes.IntegerType).add("messages", DataTypes.createArrayType(
             new StructType().add("role", DataTypes.StringType).add("content", DataTypes.StringType)));
 
-    @BeforeAll static void start(@TempDir Path tmp) {
+    /** The repository's models/default.cmf, found above the working directory. */
+    static Path bundledModel() {
         Path dir = Path.of("").toAbsolutePath();
         while (dir != null && !Files.isRegularFile(dir.resolve("models/default.cmf"))) dir = dir.getParent();
         assertThat(dir).as("models/default.cmf above the working directory").isNotNull();
-        file = dir.resolve("models/default.cmf");
+        return dir.resolve("models/default.cmf");
+    }
+
+    @BeforeAll static void start(@TempDir Path tmp) {
+        file = bundledModel();
         model = Cmf.open(file, ModelOptions.defaults());
         spark = SparkSession.builder().master("local[2]").appName("cmf4j-spark-test")
                 .config("spark.ui.enabled", "false")
@@ -84,7 +89,7 @@ class CmfSparkTest {
     static List<Row> byId(Dataset<Row> d) { return d.orderBy("id").collectAsList(); }
 
     @Test void thousandPromptsGiveWhatTheLibrarysGreedyGenerationGivesEachAlone() {
-        int n = 6;
+        int n = 4;
         List<String> ps = prompts(1000);
         assertThat(ps).doesNotHaveDuplicates();
         int opened = ExecutorModels.opened();
@@ -110,18 +115,18 @@ class CmfSparkTest {
     }
 
     @Test void chatMessagesAndChatPromptsGiveTheLibrarysChatReplies() {
-        Sampling s = Sampling.greedy().withMaxTokens(24);
+        Sampling s = Sampling.greedy().withMaxTokens(16);
         String[] asks = {"What does tar do?", "How do I list files?", "What is grep?", "How do I copy a directory?"};
         List<Row> rows = new ArrayList<>();
         List<List<Message>> conversations = new ArrayList<>();
-        for (int i = 0; i < 24; i++) {
+        for (int i = 0; i < 12; i++) {
             List<Message> c = i % 2 == 0 ? List.of(Message.user(asks[i % 4]))
                     : List.of(Message.system("Be brief."), Message.user(asks[i % 4] + " (" + i + ")"));
             conversations.add(c);
             rows.add(RowFactory.create(i, c.stream().map(m -> RowFactory.create(m.role().name().toLowerCase(), m.content())).toList()));
         }
         List<Row> out = byId(new CmfGenerate().setModelPath(file.toString()).setInputCol("messages").setOutputCol("reply")
-                .setMaxTokens(24).setBatchSize(8).transform(spark.createDataFrame(rows, CHATS).repartition(3)));
+                .setMaxTokens(16).setBatchSize(8).transform(spark.createDataFrame(rows, CHATS).repartition(3)));
         boolean stopped = false;
         for (int i = 0; i < rows.size(); i++) {
             Reply ref = model.newChat().complete(conversations.get(i), s);
@@ -133,7 +138,7 @@ class CmfSparkTest {
             stopped |= ref.finish() == Reply.Finish.STOP;
         }
         // a string prompt with chat=true is one user message
-        List<Row> asText = byId(new CmfGenerate().setModelPath(file.toString()).setChat(true).setMaxTokens(24)
+        List<Row> asText = byId(new CmfGenerate().setModelPath(file.toString()).setChat(true).setMaxTokens(16)
                 .transform(promptFrame(List.of(asks), 2)));
         for (int i = 0; i < asks.length; i++)
             assertThat(asText.get(i).<String>getAs("completion")).isEqualTo(model.newChat().complete(List.of(Message.user(asks[i])), s).text());
@@ -141,9 +146,9 @@ class CmfSparkTest {
     }
 
     @Test void aPipelineSavedAndLoadedGivesTheSameRows(@TempDir Path tmp) throws Exception {
-        CmfGenerate gen = new CmfGenerate().setModelPath(file.toString()).setMaxTokens(8).setBatchSize(16)
+        CmfGenerate gen = new CmfGenerate().setModelPath(file.toString()).setMaxTokens(4).setBatchSize(16)
                 .setOutputCol("text").setTokensCol("ids");
-        Dataset<Row> data = promptFrame(prompts(1000).subList(300, 400), 2);
+        Dataset<Row> data = promptFrame(prompts(1000).subList(300, 340), 2);
         PipelineModel fitted = new Pipeline().setStages(new PipelineStage[] {gen}).fit(data);
         fitted.write().save(tmp.resolve("pipeline").toString());
         PipelineModel loaded = PipelineModel.load(tmp.resolve("pipeline").toString());
@@ -151,22 +156,45 @@ class CmfSparkTest {
         CmfGenerate again = (CmfGenerate) loaded.stages()[0];
         assertThat(again.uid()).isEqualTo(gen.uid());
         assertThat(again.explainParams()).isEqualTo(gen.explainParams());
-        assertThat(byId(loaded.transform(data))).isEqualTo(byId(fitted.transform(data)));
+        List<Row> before = byId(fitted.transform(data));
+        assertThat(before).hasSize(40);
+        assertThat(byId(loaded.transform(data))).isEqualTo(before);
 
         gen.save(tmp.resolve("stage").toString());
         CmfGenerate alone = CmfGenerate.load(tmp.resolve("stage").toString());
         assertThat(alone.explainParams()).isEqualTo(gen.explainParams());
-        assertThat(byId(alone.transform(data))).isEqualTo(byId(gen.transform(data)));
+        assertThat(byId(alone.transform(data))).isEqualTo(before);
     }
 
     @Test void theSqlFunctionGivesTheLibrarysCompletion() {
-        List<String> ps = prompts(1000).subList(500, 520);
-        new CmfGenerate().setModelPath(file.toString()).setMaxTokens(10).registerFunction(spark);
+        List<String> ps = prompts(1000).subList(500, 512);
+        new CmfGenerate().setModelPath(file.toString()).setMaxTokens(8).registerFunction(spark);
         promptFrame(ps, 2).createOrReplaceTempView("prompts");
         List<Row> out = spark.sql("SELECT id, cmf_generate(prompt) AS c FROM prompts ORDER BY id").collectAsList();
         for (int i = 0; i < ps.size(); i++)
-            assertThat(out.get(i).<String>getAs("c")).isEqualTo(model.complete(ps.get(i), Sampling.greedy().withMaxTokens(10), null).text());
+            assertThat(out.get(i).<String>getAs("c")).isEqualTo(model.complete(ps.get(i), Sampling.greedy().withMaxTokens(8), null).text());
         assertThat(spark.sql("SELECT cmf_generate(CAST(NULL AS STRING)) AS c").first().isNullAt(0)).isTrue();
+    }
+
+    @Test void theJobWritesEachPromptsReply(@TempDir Path tmp) throws Exception {
+        List<String> ps = prompts(1000).subList(600, 616);
+        List<String> lines = new ArrayList<>(ps);
+        lines.add(5, "");   // blank lines are skipped
+        Files.write(tmp.resolve("prompts.txt"), lines);
+        String out = tmp.resolve("out").toString();
+        CmfGenerateJob.run(spark, "--model", file.toString(), "--input", tmp.resolve("prompts.txt").toString(), "--output", out,
+                "--max-tokens", "8", "--batch-size", "8");
+        List<Row> rows = spark.read().json(out).collectAsList();
+        assertThat(rows).hasSize(ps.size());
+        for (Row r : rows) {
+            String p = r.getAs("prompt");
+            assertThat(ps).contains(p);
+            assertThat(r.<String>getAs("completion")).isEqualTo(model.complete(p, Sampling.greedy().withMaxTokens(8), null).text());
+        }
+        assertThatThrownBy(() -> CmfGenerateJob.run(spark, "--model", file.toString(), "--inptu", "x"))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("unknown option --inptu\nusage: CmfGenerateJob --model FILE");
+        assertThatThrownBy(() -> CmfGenerateJob.run(spark, "--model", file.toString()))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("--model, --input and --output are needed");
     }
 
     @Test void badInputIsAClearError() {
