@@ -177,18 +177,30 @@ final class OverlayWeights {
         return false;
     }
 
-    /** The rows of {@code runs} that add a delta to {@code w}: adjacent runs of one adapter and scale merged. */
+    /** The rows of {@code runs} that add a delta to {@code w}: adjacent runs of one adapter, scale and task merged. */
     List<Run> adapterGroups(Run[] runs, W w) {
         List<Run> out = new ArrayList<>();
         for (Run r : runs) {
             if (r.adapter() == 0 || delta(r.adapter(), w) == null) continue;
             Run last = out.isEmpty() ? null : out.getLast();
-            if (last != null && last.start() + last.rows() == r.start() && last.adapter() == r.adapter() && last.scale() == r.scale())
-                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), 0, r.adapter(), r.scale(), 0));
+            if (last != null && last.start() + last.rows() == r.start() && last.adapter() == r.adapter() && last.scale() == r.scale()
+                    && last.task() == r.task())
+                out.set(out.size() - 1, new Run(last.start(), last.rows() + r.rows(), 0, r.adapter(), r.scale(), r.task()));
             else
-                out.add(new Run(r.start(), r.rows(), 0, r.adapter(), r.scale(), 0));
+                out.add(new Run(r.start(), r.rows(), 0, r.adapter(), r.scale(), r.task()));
         }
         return out;
+    }
+
+    /**
+     * The A that group {@code g} of {@link #adapterGroups} multiplies product {@code w}'s input by: its adapter's, under
+     * its task's columns where the task masks that input (heads, neurons, a layer off: the delta sees the masked input,
+     * as on the CPU, where the mask zeroes the activations the product and its delta both read).
+     */
+    W lowRankA(Run g, W w) {
+        W a = delta(g.adapter(), w).a();
+        TaskPart p = part(g.task(), w);
+        return p == null || p.columns() == null ? a : taskMatrices.get(new TaskKey(g.task(), a));
     }
 
     /**
@@ -388,6 +400,10 @@ final class OverlayWeights {
                         for (int c = 0; c < cf.length; c++) cf[c] *= p.columns()[c];
                         return new W(m.dtype(), m.rows(), m.cols(), m.weights(), m.rowScales(), vectors.upload(cf, taskMemory));
                     });
+                Delta d = r.adapter() == 0 ? null : delta(r.adapter(), base);
+                if (d != null && p.columns() != null)   // (the masked products, o and down, fold no norm: A has no column scales)
+                    taskMatrices.computeIfAbsent(new TaskKey(r.task(), d.a()), k -> new W(d.a().dtype(), d.a().rows(), d.a().cols(),
+                            d.a().weights(), d.a().rowScales(), vectors.upload(p.columns().clone(), taskMemory)));
                 if (p.routerOff() != null) {
                     long b = bias(r.skill(), p.baseBias());
                     taskBiases.computeIfAbsent(new TaskBiasKey(r.task(), base, b), k -> {

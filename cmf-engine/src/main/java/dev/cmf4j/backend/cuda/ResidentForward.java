@@ -593,7 +593,7 @@ final class ResidentForward implements DeviceForward {
         long t = overlays.lowRankRows();
         for (OverlayWeights.Run g : overlays.adapterGroups(runs, w)) {
             OverlayWeights.Delta d = overlays.delta(g.adapter(), w);
-            matvecRows(L, a, name + "_lora_a", d.a(), NULL, x + 4L * g.start() * w.cols(), t, g.rows(), false, normEps);
+            matvecRows(L, a, name + "_lora_a", overlays.lowRankA(g, w), NULL, x + 4L * g.start() * w.cols(), t, g.rows(), false, normEps);
             if (g.scale() != 1f)
                 L.add(launch("lora_scale", kernels.fnScaleCap, (g.rows() * d.a().rows() + 255) / 256, 1, 1, 256, a, t,
                         g.rows() * d.a().rows(), g.scale(), 0f));

@@ -1253,6 +1253,75 @@ class CudaKernelEmulationTest {
      * ra_argmax_rows on emulated warps: each row's first largest value, with ties placed in other threads' shares and
      * warps, negative rows, a row whose maximum is its last element, and widths below and above the block.
      */
+    /**
+     * Skills, an un-merged adapter and a task mask per row on the real kernels (issue 19): the llama fixture in q8_2f
+     * with fixtures/lora's skill_a merged as skill "a" and a mask "cut" (layer 0 off, two heads and five neurons of
+     * layer 1), skill_b applied un-merged; one step of five prompts (backbone, a, the adapter, the mask, all three),
+     * then two decode steps of those rows in other orders, give the CPU engine's logits (1e-3): products over row
+     * groups, q8_2f o and down under a mask's column scales, the adapter's f32 A with the folded norm.
+     */
+    @Test void skillsAdaptersAndMasksPerRowOnTheRealKernelsMatchTheCpu() throws Throwable {
+        Path lora = dev.cmf4j.testkit.Fixtures.require("lora");
+        Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/llama"),
+                tmp.resolve("llama-overlays.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F);
+        Path skilled = tmp.resolve("llama-overlays-a.cmf");
+        try (var f = dev.cmf4j.format.CmfFile.open(base)) {
+            dev.cmf4j.convert.SkillGraft.add(f, skilled, "a", "A",
+                    dev.cmf4j.convert.SkillGraft.fromLora(f, dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_a")), null), null);
+        }
+        var cut = new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0).layerOff(0).headOff(1, 1).headOff(1, 3);
+        for (int i : new int[] {0, 5, 77, 200, 255}) cut.neuronOff(1, i);
+        Path file = dev.cmf4j.model.TaskMaskTest.withMasks(skilled, tmp.resolve("llama-overlays-cut.cmf"), List.of("cut"), List.of(cut), false);
+        var adapters = List.of(dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_b"))));
+        float[] want, got;
+        try (var m = dev.cmf4j.model.Model.open(file, null, new dev.cmf4j.backend.cpu.CpuBackend(), adapters)) { want = overlaySteps(m.graph()); }
+        long before = launches();
+        emulateProducts(1);
+        try (CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(file, null, new CudaBackend(gpu), adapters)) {
+                assertThat(m.graph().device()).isNotNull();
+                got = overlaySteps(m.graph());
+            }
+        } finally {
+            emulateProducts(0);
+        }
+        assertThat(launches() - before).as("launches of the emulated kernels").isGreaterThan(10);
+        double max = dev.cmf4j.model.Golden.maxDiff(got, 0, want, 0, want.length);
+        System.out.printf("emulated skills, adapter and mask per row: max|Δ| vs CPU %.3g over %d logits%n", max, want.length);
+        assertThat(max).isLessThanOrEqualTo(1e-3);
+    }
+
+    /** Five sequences (backbone, skill a, adapter skill_b, task cut, all three): their prompts in one step, then two decode steps. */
+    private static float[] overlaySteps(dev.cmf4j.model.graph.Graph g) throws Exception {
+        var B = dev.cmf4j.model.graph.Batch.Logits.LAST;
+        dev.cmf4j.model.graph.Overlay none = dev.cmf4j.model.graph.Overlay.NONE;
+        dev.cmf4j.model.graph.Overlay[] os = {none, g.overlay("a", null, 1f), g.overlay(null, "skill_b", 1f), g.withTask(none, "cut"),
+                g.withTask(g.overlay("a", "skill_b", 1f), "cut")};
+        int[] ids = dev.cmf4j.model.Golden.load(dev.cmf4j.testkit.Fixtures.require("models/llama")).inputIds();
+        var st = new dev.cmf4j.model.graph.State[os.length];
+        var step = new dev.cmf4j.model.graph.Batch();
+        for (int i = 0; i < os.length; i++) {
+            st[i] = g.newState(8, 16);
+            st[i].useOverlay(os[i]);
+            step.add(st[i], ids, i, 4 + i % 3, B);
+        }
+        var ws = g.newWorkspace(32, 16);
+        int v = g.vocab();
+        float[] out = new float[3 * os.length * v], buf = new float[os.length * v];
+        g.forward(step, ws, buf, null);
+        System.arraycopy(buf, 0, out, 0, os.length * v);
+        int[][] orders = {{4, 2, 0, 3, 1}, {1, 3, 4, 0, 2}};
+        for (int k = 0; k < 2; k++) {
+            var b = new dev.cmf4j.model.graph.Batch();
+            for (int i : orders[k]) b.add(st[i], ids, 20 + k, 1, B);
+            g.forward(b, ws, buf, null);
+            for (int r = 0; r < os.length; r++) System.arraycopy(buf, r * v, out, ((k + 1) * os.length + orders[k][r]) * v, v);
+        }
+        for (var s : st) s.close();
+        return out;
+    }
+
     @Test void argmaxRowsOnTheRealKernelPicksTheFirstLargest() {
         java.util.Random r = new java.util.Random(5);
         for (int vocab : new int[] {7, 256, 1000, 4099}) {
