@@ -117,6 +117,9 @@ final class PyRepr {
         char q = s.indexOf('\'') >= 0 && s.indexOf('"') < 0 ? '"' : '\'';
         b.append(q);
         for (int i = 0; i < s.length(); ) {
+            // escapes grow a string up to 10×: a repr of a repr of … would build gigabytes before any output cap saw it
+            if (b.length() > Interpreter.MAX_OUTPUT_CHARS)
+                throw new TemplateException(TemplateException.Kind.LimitExceeded, "a printed value exceeds " + Interpreter.MAX_OUTPUT_CHARS + " characters");
             int cp = s.codePointAt(i);
             i += Character.charCount(cp);
             if (cp == q || cp == '\\') {
@@ -128,18 +131,24 @@ final class PyRepr {
             } else if (cp == '\r') {
                 b.append("\\r");
             } else if (cp < 0x20 || cp == 0x7f) {
-                b.append(String.format("\\x%02x", cp));
+                hex(b, "\\x", cp, 2);
             } else if (cp < 0x7f || PyStr.isPrintable(cp)) {
                 b.appendCodePoint(cp);
             } else if (cp <= 0xff) {
-                b.append(String.format("\\x%02x", cp));
+                hex(b, "\\x", cp, 2);
             } else if (cp <= 0xffff) {
-                b.append(String.format("\\u%04x", cp));
+                hex(b, "\\u", cp, 4);
             } else {
-                b.append(String.format("\\U%08x", cp));
+                hex(b, "\\U", cp, 8);
             }
         }
         b.append(q);
+    }
+
+    /** {@code prefix} and {@code cp} in {@code digits} lowercase hex digits (String.format took a microsecond a character). */
+    private static void hex(StringBuilder b, String prefix, int cp, int digits) {
+        b.append(prefix);
+        for (int shift = 4 * (digits - 1); shift >= 0; shift -= 4) b.append(Character.forDigit((cp >>> shift) & 0xf, 16));
     }
 
     /**
