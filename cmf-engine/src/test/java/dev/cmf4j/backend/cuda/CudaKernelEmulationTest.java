@@ -1261,18 +1261,8 @@ class CudaKernelEmulationTest {
      * groups, q8_2f o and down under a mask's column scales, the adapter's f32 A with the folded norm.
      */
     @Test void skillsAdaptersAndMasksPerRowOnTheRealKernelsMatchTheCpu() throws Throwable {
-        Path lora = dev.cmf4j.testkit.Fixtures.require("lora");
-        Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/llama"),
-                tmp.resolve("llama-overlays.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F);
-        Path skilled = tmp.resolve("llama-overlays-a.cmf");
-        try (var f = dev.cmf4j.format.CmfFile.open(base)) {
-            dev.cmf4j.convert.SkillGraft.add(f, skilled, "a", "A",
-                    dev.cmf4j.convert.SkillGraft.fromLora(f, dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_a")), null), null);
-        }
-        var cut = new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0).layerOff(0).headOff(1, 1).headOff(1, 3);
-        for (int i : new int[] {0, 5, 77, 200, 255}) cut.neuronOff(1, i);
-        Path file = dev.cmf4j.model.TaskMaskTest.withMasks(skilled, tmp.resolve("llama-overlays-cut.cmf"), List.of("cut"), List.of(cut), false);
-        var adapters = List.of(dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_b"))));
+        Path file = CudaSkillsTest.overlayFile(tmp);
+        var adapters = CudaSkillsTest.overlayAdapters();
         float[] want, got;
         try (var m = dev.cmf4j.model.Model.open(file, null, new dev.cmf4j.backend.cpu.CpuBackend(), adapters)) { want = overlaySteps(m.graph()); }
         long before = launches();

@@ -318,24 +318,37 @@ class CudaSkillsTest {
     }
 
     /**
-     * A skill, an un-merged adapter and a task mask on one row, and each alone, on q8_2f weights (the llama fixture with
-     * fixtures/lora's skill_a merged as skill "a", skill_b un-merged, which targets o and down too, and a mask turning
-     * off layer 0, two heads and five neurons of layer 1): each gives the CPU engine's logits (1e-3). The adapter's
-     * delta on a masked product reads the masked input, as on the CPU.
+     * The llama fixture in q8_2f with fixtures/lora's skill_a merged as skill "a" and a mask "cut" (layer 0 off, heads 1
+     * and 3 and five neurons of layer 1 off), written into {@code dir}.
      */
-    @Test void aSkillAnAdapterAndAMaskOnOneRowGiveTheCpusLogits() throws Throwable {
+    static Path overlayFile(Path dir) throws Exception {
         Path lora = Fixtures.require("lora");
         Path base = dev.cmf4j.model.ConvertedGoldenTest.convert(Fixtures.require("models/llama"),
-                tmp.resolve("llama-q8-overlays.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F);
-        Path skilled = tmp.resolve("llama-q8-overlays-a.cmf");
+                dir.resolve("llama-q8-overlays.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.Q8_2F);
+        Path skilled = dir.resolve("llama-q8-overlays-a.cmf");
         try (var f = dev.cmf4j.format.CmfFile.open(base)) {
             dev.cmf4j.convert.SkillGraft.add(f, skilled, "a", "A",
                     dev.cmf4j.convert.SkillGraft.fromLora(f, dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_a")), null), null);
         }
         var cut = new dev.cmf4j.model.TaskMaskTest.Blob(2, 256, 4, 0).layerOff(0).headOff(1, 1).headOff(1, 3);
         for (int i : new int[] {0, 5, 77, 200, 255}) cut.neuronOff(1, i);
-        Path file = dev.cmf4j.model.TaskMaskTest.withMasks(skilled, tmp.resolve("llama-q8-overlays-cut.cmf"), List.of("cut"), List.of(cut), false);
-        var adapters = List.of(dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(lora.resolve("skill_b"))));
+        return dev.cmf4j.model.TaskMaskTest.withMasks(skilled, dir.resolve("llama-q8-overlays-cut.cmf"), List.of("cut"), List.of(cut), false);
+    }
+
+    /** fixtures/lora's skill_b, un-merged (it targets every projection, o and down included). */
+    static List<dev.cmf4j.model.LowRankAdapter> overlayAdapters() {
+        return List.of(dev.cmf4j.model.LoraGoldenTest.engine(dev.cmf4j.convert.PeftAdapter.read(Fixtures.require("lora").resolve("skill_b"))));
+    }
+
+    /**
+     * A skill, an un-merged adapter and a task mask on one row, and each alone, on q8_2f weights (the llama fixture with
+     * fixtures/lora's skill_a merged as skill "a", skill_b un-merged, which targets o and down too, and a mask turning
+     * off layer 0, two heads and five neurons of layer 1): each gives the CPU engine's logits (1e-3). The adapter's
+     * delta on a masked product reads the masked input, as on the CPU.
+     */
+    @Test void aSkillAnAdapterAndAMaskOnOneRowGiveTheCpusLogits() throws Throwable {
+        Path file = overlayFile(tmp);
+        var adapters = overlayAdapters();
         int[] ids = java.util.Arrays.copyOf(Golden.load(Fixtures.require("models/llama")).inputIds(), 12);
         String[][] who = {{"a", null, null}, {null, "skill_b", null}, {null, null, "cut"}, {"a", "skill_b", "cut"}};
         try (var cpu = dev.cmf4j.model.Model.open(file, null, new CpuBackend(), adapters);
