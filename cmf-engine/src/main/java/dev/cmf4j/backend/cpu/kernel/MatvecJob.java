@@ -22,6 +22,8 @@ final class MatvecJob implements WorkerPool.Task {
     private int[] yOffs = new int[4];
     private float[][] xps = new float[4][];
     private int[] xpOffs = new int[4];
+    private short[][] xss = new short[4][];
+    private int[] xsOffs = new int[4], xsStrides = new int[4];
     private int count, tokens = 1;
     /** Per matrix: floats between one token's prepared activations, and between one token's outputs. */
     private int[] xpStrides = new int[4], yStrides = new int[4];
@@ -74,10 +76,14 @@ final class MatvecJob implements WorkerPool.Task {
 
     private void go(WorkerPool pool, float[] x, int xOff) {
         // 1. prepared activations, one region of the pool's scratch per matrix that needs one
-        int total = 0;
-        for (int i = 0; i < count; i++) total += ws[i].preparedLength() * tokens;
+        int total = 0, totalShorts = 0;
+        for (int i = 0; i < count; i++) {
+            total += ws[i].preparedLength() * tokens;
+            totalShorts += ws[i].preparedShorts() * tokens;
+        }
         float[] prep = total > 0 ? pool.scratch(0, total) : null;
-        int off = 0;
+        short[] prepS = totalShorts > 0 ? pool.shortScratch(totalShorts) : null;
+        int off = 0, offS = 0;
         long bytes = 0;
         for (int i = 0; i < count; i++) {
             WeightMatrix w = ws[i];
@@ -89,16 +95,25 @@ final class MatvecJob implements WorkerPool.Task {
                 xps[i] = xps[same];
                 xpOffs[i] = xpOffs[same];
                 xpStrides[i] = xpStrides[same];
+                xss[i] = xss[same];
+                xsOffs[i] = xsOffs[same];
+                xsStrides[i] = xsStrides[same];
             } else if (len > 0) {
-                for (int t = 0; t < tokens; t++) w.prepare(x, xOff + t * w.cols, prep, off + t * len);
+                int lenS = w.preparedShorts();
+                for (int t = 0; t < tokens; t++) w.prepare(x, xOff + t * w.cols, prep, off + t * len, prepS, offS + t * lenS);
                 xps[i] = prep;
                 xpOffs[i] = off;
                 xpStrides[i] = len;
                 off += len * tokens;
+                xss[i] = lenS > 0 ? prepS : null;
+                xsOffs[i] = offS;
+                xsStrides[i] = lenS;
+                offS += lenS * tokens;
             } else {
                 xps[i] = x;
                 xpOffs[i] = xOff;
                 xpStrides[i] = w.cols;
+                xss[i] = null;
             }
             bytes += w.byteSize();
         }
@@ -109,13 +124,15 @@ final class MatvecJob implements WorkerPool.Task {
         for (int i = 0; i < count; i++) {
             WeightMatrix w = ws[i];
             long rowBytes = Math.max(1, w.byteSize() / w.rows);
+            int align = w.rowAlignment();
             int step = (int) Math.max(1, Math.min(w.rows, target / rowBytes));
+            step = Math.min(w.rows, (step + align - 1) / align * align);
             for (int r = 0; r < w.rows; r += step) addChunk(i, r, Math.min(w.rows, r + step));
         }
         try {
             pool.run(chunks, this);
         } finally {
-            for (int i = 0; i < count; i++) { ws[i] = null; ys[i] = null; xps[i] = null; }
+            for (int i = 0; i < count; i++) { ws[i] = null; ys[i] = null; xps[i] = null; xss[i] = null; }
         }
     }
 
@@ -123,7 +140,8 @@ final class MatvecJob implements WorkerPool.Task {
     public void run(int chunk, int worker) {
         int m = chunkMatrix[chunk];
         for (int t = 0; t < tokens; t++)
-            ws[m].dotRows(xps[m], xpOffs[m] + t * xpStrides[m], chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m] + t * yStrides[m], add);
+            ws[m].dotRows(xps[m], xpOffs[m] + t * xpStrides[m], xss[m], xsOffs[m] + t * xsStrides[m],
+                    chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m] + t * yStrides[m], add);
     }
 
     private void addChunk(int m, int r0, int r1) {
@@ -146,6 +164,9 @@ final class MatvecJob implements WorkerPool.Task {
             yOffs = new int[n];
             xps = new float[n][];
             xpOffs = new int[n];
+            xss = new short[n][];
+            xsOffs = new int[n];
+            xsStrides = new int[n];
             xpStrides = new int[n];
             yStrides = new int[n];
         }

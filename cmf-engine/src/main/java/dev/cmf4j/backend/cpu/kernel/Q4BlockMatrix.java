@@ -17,26 +17,64 @@ import java.lang.foreign.ValueLayout;
  * array, then {@link Q4#dotRow} runs over the row's nibbles.
  */
 final class Q4BlockMatrix extends WeightMatrix {
+    /** Decode with int8 activations over a row-interleaved copy ({@link Q4Int8}); {@code -Dcmf.q4.int8=false} keeps float activations. */
+    static final boolean INT8_DEFAULT = Boolean.parseBoolean(System.getProperty("cmf.q4.int8", "false"));
+
     private final boolean aligned;
     private final int gpr;
     private final long scalesOff;
+    /** The {@link Q4Int8} copy of the whole stored tensor, or null for the float-activation path. */
+    private final MemorySegment packed;
 
     Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
+        this(data, storedRows, cols, row0, rows, INT8_DEFAULT);
+    }
+
+    /** {@code int8}: decode through {@link Q4Int8} where it can run (cols % 32 == 0, 256-bit vectors). */
+    Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows, boolean int8) {
+        this(data, storedRows, cols, row0, rows,
+                int8 && cols % 32 == 0 && Q4Int8.USABLE ? Q4Int8.repack(data, storedRows, cols) : null, true);
+    }
+
+    private Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows, MemorySegment packed, boolean unused) {
         super(data, storedRows, cols, row0, rows, DType.Q4_BLOCK);
         this.aligned = cols % 32 == 0;
         this.gpr = cols / 32;
         this.scalesOff = (storedRows * cols + 31) / 32 * 16;
+        this.packed = packed;
     }
 
-    @Override WeightMatrix window(long firstRow, int n) { return new Q4BlockMatrix(data, storedRows, cols, firstRow, n); }
+    @Override WeightMatrix window(long firstRow, int n) { return new Q4BlockMatrix(data, storedRows, cols, firstRow, n, packed, true); }
 
     @Override public DType dtype() { return DType.Q4_BLOCK; }
 
-    @Override int preparedLength() { return aligned && Simd.VECTOR ? Q4.preparedLength(gpr) : 0; }
+    /** True when decode runs on int8 activations ({@link Q4Int8}). */
+    boolean int8() { return packed != null; }
+
+    @Override int preparedLength() {
+        if (packed != null) return gpr;
+        return aligned && Simd.VECTOR ? Q4.preparedLength(gpr) : 0;
+    }
+
+    @Override int preparedShorts() { return packed != null ? Q4Int8.preparedShorts(gpr) : 0; }
+
+    @Override int rowAlignment() { return packed != null ? Q4Int8.TILE : 1; }
 
     @Override
     void prepare(float[] x, int xOff, float[] dst, int dOff) {
         Q4.prepare(x, xOff, cols, gpr, dst, dOff);
+    }
+
+    @Override
+    void prepare(float[] x, int xOff, float[] dst, int dOff, short[] sdst, int sOff) {
+        if (packed != null) Q4Int8.prepare(x, xOff, gpr, dst, dOff, sdst, sOff);
+        else prepare(x, xOff, dst, dOff);
+    }
+
+    @Override
+    void dotRows(float[] xp, int xo, short[] xs, int xso, int r0, int r1, float[] y, int yo, boolean add) {
+        if (packed != null) Q4Int8.dotRows(packed, gpr, row0 + r0, row0 + r1, xp, xo, xs, xso, y, yo + r0, add);
+        else dotRows(xp, xo, r0, r1, y, yo, add);
     }
 
     @Override

@@ -247,8 +247,23 @@ public abstract sealed class WeightMatrix
      * products sharing an input (q/k/v) prepare it once and keep one copy in L1.
      */
     boolean samePreparation(WeightMatrix o) {
-        return o.getClass() == getClass() && o.cols == cols && o.preparedLength() == preparedLength();
+        return o.getClass() == getClass() && o.cols == cols && o.preparedLength() == preparedLength()
+                && o.preparedShorts() == preparedShorts();
     }
+
+    /** Shorts of prepared activation (int8 activations) {@link #prepare(float[], int, float[], int, short[], int)} writes; 0 for most layouts. */
+    int preparedShorts() { return 0; }
+
+    /** {@link #prepare}, for layouts whose prepared activation also has a short part. */
+    void prepare(float[] x, int xOff, float[] dst, int dstOff, short[] sdst, int sdstOff) { prepare(x, xOff, dst, dstOff); }
+
+    /** {@link #dotRows}, for layouts whose prepared activation also has a short part. */
+    void dotRows(float[] xp, int xpOff, short[] xs, int xsOff, int r0, int r1, float[] y, int yOff, boolean add) {
+        dotRows(xp, xpOff, r0, r1, y, yOff, add);
+    }
+
+    /** Row count that decode chunks should be multiples of (a tiled layout's tile). */
+    int rowAlignment() { return 1; }
 
     /**
      * y[yOff + r] = (add ? y : 0) + row r · x for r in [r0, r1), reading the prepared activation

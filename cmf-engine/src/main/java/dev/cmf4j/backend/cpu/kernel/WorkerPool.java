@@ -51,6 +51,7 @@ public final class WorkerPool implements AutoCloseable {
     private volatile Throwable failure;
     private Thread owner;                           // thread inside run(), for reentrancy detection
     private final float[][] scratch = new float[8][];
+    private short[] shortScratch = new short[0];
     private final float[][][] workerScratch;
     final MatvecJob matvecJob = new MatvecJob();
     final GemmJob gemmJob = new GemmJob();
@@ -172,6 +173,12 @@ public final class WorkerPool implements AutoCloseable {
             scratch[slot] = b;
         }
         return b;
+    }
+
+    /** A short buffer of at least {@code length}, as {@link #scratch} (one slot: int8 activations). */
+    public short[] shortScratch(int length) {
+        if (shortScratch.length < length) shortScratch = new short[Math.max(length, shortScratch.length + shortScratch.length / 2)];
+        return shortScratch;
     }
 
     /**

@@ -1,0 +1,207 @@
+package dev.cmf4j.backend.cpu.kernel;
+
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
+
+/**
+ * q4_block decode with int8 activations and products in 16-bit lanes, over a row-interleaved copy
+ * of the weights made once at load (llama.cpp's Q4_0x8 repack is the same idea; its dots use
+ * {@code vpmaddubsw}, which the Vector API does not expose, so ours multiply 16 shorts at a time).
+ *
+ * <p><b>Repacked layout</b> ({@link #repack}): rows in tiles of 16; per tile and 32-column group
+ * {@value #TG_BYTES} bytes: 8 vectors of 16 shorts, vector j lane l = bytes 2j, 2j+1 of the group
+ * of tile row {@link #laneRow}(l) (its nibbles are elements 4j..4j+3), then the 16 rows' scales as
+ * f32 (rows 0..7, then 8..15). Lanes are ordered 0, 8, 1, 9, … so that the int32 halves of a short
+ * vector are rows 0..7 (low shorts) and rows 8..15 (high shorts). Rows past the tensor: scale 0.
+ *
+ * <p><b>Activation</b> ({@link #prepare}), per 32-column group g: {@code d_g = absmax/127} (f32),
+ * {@code qx_c = round(x_c / d_g)} (Math.round of {@code x_c · (1/d_g)}, clamped to ±127; 0 when the
+ * group is all zero), as Q8_0 quantizes activations. Each qx_c is stored broadcast over 16 shorts
+ * so the products read it as a memory operand; before them, −8·Σ_c qx_c broadcast.
+ *
+ * <p><b>Dot</b>: per row and group, the exact integer {@code Σ (q − 8)·qx} is accumulated in
+ * wrapping 16-bit lanes: {@code q·qx} products (nibble q unsigned, 4 shifts/ANDs per 4 nibbles)
+ * added to −8·Σqx. The true value is within ±32·8·127 = ±32512, so the wrapped sum is exact. Then
+ * per row, in this order: {@code acc = fma((float) sum, scale_g · d_g, acc)} over the groups of a
+ * panel of {@value #PANEL} groups (so the panel's broadcast activation stays in L1), and
+ * {@code y += acc} per panel (the first panel: {@code y = acc}, or {@code y + acc} with add).
+ * {@link #dotRowsScalar} is the scalar twin doing the same f32 operations in the same order from the
+ * stored q4_block payload; it and the vector form agree bit for bit.
+ *
+ * <p>Compared with the float-activation kernel ({@link Q4}) the only difference is the activation
+ * rounding: |y − y_exact| ≤ ½ Σ_c |w_c|·d_g(c) plus f32 rounding (tested in Q4Int8Test).
+ */
+final class Q4Int8 {
+    private Q4Int8() {}
+
+    static final VectorSpecies<Short> S16 = ShortVector.SPECIES_256;
+    static final VectorSpecies<Integer> I8 = IntVector.SPECIES_256;
+    static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
+    /** True when this kernel can run: 256-bit vectors (AVX2 and up) and not forced scalar. */
+    static final boolean USABLE = Simd.VECTOR && FloatVector.SPECIES_PREFERRED.vectorBitSize() >= 256;
+
+    static final int TILE = 16;
+    /** Bytes per tile and group: 8 × 32 bytes of nibbles, 16 f32 scales. */
+    static final int TG_BYTES = 8 * 32 + 16 * 4;
+    /** Shorts of prepared activation per group: the −8·Σqx vector, then 32 columns × 16 lanes. */
+    static final int XS_PER_GROUP = 16 + 32 * 16;
+    /** Groups per panel: 16 groups = 512 columns = 16.5 KB of broadcast activation, L1-resident. */
+    static final int PANEL = 16;
+
+    /** Tile row held by short lane l: 0, 8, 1, 9, … 7, 15. */
+    static int laneRow(int l) {
+        return (l & 1) == 0 ? l >> 1 : 8 + (l >> 1);
+    }
+
+    /** The row-interleaved copy of a stored [storedRows, cols] q4_block tensor (cols % 32 == 0), off-heap, 64-byte aligned. */
+    static MemorySegment repack(MemorySegment data, long storedRows, int cols) {
+        int gpr = cols / 32;
+        long tiles = (storedRows + TILE - 1) / TILE;
+        long scalesOff = storedRows * gpr * 16;
+        MemorySegment p = Arena.ofAuto().allocate(tiles * gpr * TG_BYTES, 64);
+        ValueLayout.OfShort sh = Simd.HALF;
+        for (long t = 0; t < tiles; t++) {
+            for (int l = 0; l < TILE; l++) {
+                long row = t * TILE + laneRow(l);
+                for (int g = 0; g < gpr; g++) {
+                    long o = (t * gpr + g) * TG_BYTES;
+                    long src = (row * gpr + g) * 16;
+                    for (int j = 0; j < 8; j++)
+                        p.set(sh, o + 32L * j + 2L * l, row < storedRows ? data.get(sh, src + 2L * j) : (short) 0x8888);
+                    float s = row < storedRows ? Simd.f16(data, scalesOff + 2 * (row * gpr + g)) : 0f;
+                    p.set(Simd.F32, o + 256 + 4L * laneRow(l), s);
+                }
+            }
+        }
+        return p;
+    }
+
+    /** Shorts {@link #prepare} writes for {@code gpr} groups. */
+    static int preparedShorts(int gpr) {
+        return gpr * XS_PER_GROUP;
+    }
+
+    /** Quantizes x[xOff..xOff+32·gpr): d_g to d[dOff + g], the broadcast shorts to xs[xsOff..]. */
+    static void prepare(float[] x, int xOff, int gpr, float[] d, int dOff, short[] xs, int xsOff) {
+        short[] q = new short[32];
+        for (int g = 0; g < gpr; g++) {
+            int c0 = xOff + 32 * g;
+            float amax = 0f;
+            for (int k = 0; k < 32; k++) amax = Math.max(amax, Math.abs(x[c0 + k]));
+            float dg = amax / 127f;
+            float id = dg != 0f ? 1f / dg : 0f;
+            int sum = 0;
+            for (int k = 0; k < 32; k++) {
+                int v = Math.max(-127, Math.min(127, Math.round(x[c0 + k] * id)));
+                q[k] = (short) v;
+                sum += v;
+            }
+            d[dOff + g] = dg;
+            int o = xsOff + g * XS_PER_GROUP;
+            if (USABLE) {
+                ShortVector.broadcast(S16, (short) (-8 * sum)).intoArray(xs, o);
+                for (int k = 0; k < 32; k++) ShortVector.broadcast(S16, q[k]).intoArray(xs, o + 16 + 16 * k);
+            } else {
+                java.util.Arrays.fill(xs, o, o + 16, (short) (-8 * sum));
+                for (int k = 0; k < 32; k++) java.util.Arrays.fill(xs, o + 16 + 16 * k, o + 32 + 16 * k, q[k]);
+            }
+        }
+    }
+
+    /**
+     * y[yo + r − r0] = (add ? y : 0) + stored row r · x for stored rows r in [r0, r1), from the
+     * repacked copy {@code p}; d/xs as {@link #prepare} wrote them.
+     */
+    static void dotRows(MemorySegment p, int gpr, long r0, long r1, float[] d, int dOff, short[] xs, int xsOff,
+                        float[] y, int yo, boolean add) {
+        float[] part = new float[TILE];
+        ShortVector m15 = ShortVector.broadcast(S16, (short) 15);
+        long t0 = r0 / TILE, t1 = (r1 + TILE - 1) / TILE;
+        for (int p0 = 0; p0 < gpr; p0 += PANEL) {
+            int p1 = Math.min(gpr, p0 + PANEL);
+            boolean first = p0 == 0;
+            for (long t = t0; t < t1; t++) {
+                FloatVector lo = FloatVector.zero(F8), hi = lo;
+                long o = (t * gpr + p0) * TG_BYTES;
+                int xi = xsOff + p0 * XS_PER_GROUP;
+                for (int g = p0; g < p1; g++, o += TG_BYTES, xi += XS_PER_GROUP) {
+                    ShortVector acc = ShortVector.fromArray(S16, xs, xi);
+                    for (int j = 0; j < 8; j++) {
+                        ShortVector v = ShortVector.fromMemorySegment(S16, p, o + 32L * j, LE);
+                        int xj = xi + 16 + 64 * j;
+                        ShortVector m0 = v.and(m15).mul(ShortVector.fromArray(S16, xs, xj));
+                        ShortVector m1 = v.lanewise(VectorOperators.LSHR, 4).and(m15).mul(ShortVector.fromArray(S16, xs, xj + 16));
+                        ShortVector m2 = v.lanewise(VectorOperators.LSHR, 8).and(m15).mul(ShortVector.fromArray(S16, xs, xj + 32));
+                        ShortVector m3 = v.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S16, xs, xj + 48));
+                        acc = acc.add(m0.add(m1).add(m2.add(m3)));
+                    }
+                    IntVector iv = acc.reinterpretAsInts();
+                    FloatVector fl = (FloatVector) iv.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)
+                            .convert(VectorOperators.I2F, 0);
+                    FloatVector fh = (FloatVector) iv.lanewise(VectorOperators.ASHR, 16).convert(VectorOperators.I2F, 0);
+                    FloatVector dg = FloatVector.broadcast(F8, d[dOff + g]);
+                    lo = fl.fma(FloatVector.fromMemorySegment(F8, p, o + 256, LE).mul(dg), lo);
+                    hi = fh.fma(FloatVector.fromMemorySegment(F8, p, o + 288, LE).mul(dg), hi);
+                }
+                long tr = t * TILE;
+                if (tr >= r0 && tr + TILE <= r1) {
+                    int yr = yo + (int) (tr - r0);
+                    if (first && !add) {
+                        lo.intoArray(y, yr);
+                        hi.intoArray(y, yr + 8);
+                    } else {
+                        FloatVector.fromArray(F8, y, yr).add(lo).intoArray(y, yr);
+                        FloatVector.fromArray(F8, y, yr + 8).add(hi).intoArray(y, yr + 8);
+                    }
+                } else {                                     // a tile cut by [r0, r1): only its rows inside
+                    lo.intoArray(part, 0);
+                    hi.intoArray(part, 8);
+                    for (int i = 0; i < TILE; i++) {
+                        long r = tr + i;
+                        if (r < r0 || r >= r1) continue;
+                        int yr = yo + (int) (r - r0);
+                        y[yr] = first && !add ? part[i] : y[yr] + part[i];
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * The scalar twin of {@link #dotRows}, reading the stored q4_block payload ({@code data}, a
+     * [storedRows, 32·gpr] tensor) instead of the repacked copy: the same integer sums and the
+     * same f32 operations in the same order.
+     */
+    static void dotRowsScalar(MemorySegment data, long storedRows, int gpr, long r0, long r1, float[] d, int dOff,
+                              short[] xs, int xsOff, float[] y, int yo, boolean add) {
+        long scalesOff = storedRows * gpr * 16;
+        for (long r = r0; r < r1; r++) {
+            int yr = yo + (int) (r - r0);
+            for (int p0 = 0; p0 < gpr; p0 += PANEL) {
+                float acc = 0f;
+                for (int g = p0; g < Math.min(gpr, p0 + PANEL); g++) {
+                    int x0 = xsOff + g * XS_PER_GROUP;
+                    short sum = xs[x0];
+                    long nib = (r * gpr + g) * 16;
+                    for (int k = 0; k < 32; k++) {
+                        int b = data.get(ValueLayout.JAVA_BYTE, nib + k / 2) & 0xFF;
+                        int q = (k & 1) == 0 ? b & 15 : b >>> 4;
+                        sum += (short) (q * xs[x0 + 16 + 16 * k]);
+                    }
+                    float s = Simd.f16(data, scalesOff + 2 * (r * gpr + g)) * d[dOff + g];
+                    acc = Math.fma((float) sum, s, acc);
+                }
+                y[yr] = p0 == 0 && !add ? acc : y[yr] + acc;
+            }
+        }
+    }
+}
