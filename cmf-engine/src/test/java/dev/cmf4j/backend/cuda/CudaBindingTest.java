@@ -23,6 +23,10 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** What of the CUDA backend can be checked without any native library: table, layouts, fallback, errors, cache. */
 class CudaBindingTest {
+    /** A Vulkan opener that finds no loader, for the device-choice checks. */
+    static final java.util.function.Supplier<dev.cmf4j.backend.vulkan.VulkanContext> NO_VULKAN =
+            () -> { throw new dev.cmf4j.backend.vulkan.VulkanUnavailableException("no Vulkan loader: test"); };
+
 
     static Map<String, FunctionDescriptor> table() {
         return CudaDriver.TABLE.stream().collect(Collectors.toMap(NativeLib.Binding::symbol, NativeLib.Binding::descriptor));
@@ -102,22 +106,24 @@ class CudaBindingTest {
 
     @Test void autoFallsBackToCpuAndCudaFailsClearly() {
         CudaUnavailableException none = new CudaUnavailableException("no NVIDIA driver: test");
-        try (Backend b = DeviceChoice.AUTO.open(() -> { throw none; })) {
+        try (Backend b = DeviceChoice.AUTO.open(() -> { throw none; }, NO_VULKAN)) {
             assertThat(b.device()).isEqualTo("cpu");
             assertThat(b.matmul()).isInstanceOf(KernelMatMul.class);
             assertThat(b.description()).startsWith("cpu").contains("no NVIDIA driver");
-            assertThat(b.takeNotes()).singleElement().asString().contains("no usable GPU (no NVIDIA driver: test)");
+            assertThat(b.takeNotes()).singleElement().asString().contains("no usable GPU (no NVIDIA driver: test; vulkan: no Vulkan loader: test)");
             assertThat(b.takeNotes()).isEmpty();
         }
-        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> { throw none; })).isSameAs(none);
-        try (Backend cpu = DeviceChoice.CPU.open(() -> { throw new AssertionError("cpu must not open the GPU"); })) {
+        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> { throw none; }, NO_VULKAN)).isSameAs(none);
+        try (Backend cpu = DeviceChoice.CPU.open(() -> { throw new AssertionError("cpu must not open the GPU"); },
+                () -> { throw new AssertionError("cpu must not open Vulkan"); })) {
             assertThat(cpu.matmul()).isInstanceOf(KernelMatMul.class);
             assertThat(cpu.takeNotes()).isEmpty();
             assertThat(cpu.runsWholeModels()).isFalse();
         }
         assertThat(DeviceChoice.parse("CUDA")).isEqualTo(DeviceChoice.CUDA);
         assertThat(DeviceChoice.parse("auto")).isEqualTo(DeviceChoice.AUTO);
-        assertThatThrownBy(() -> DeviceChoice.parse("tpu")).hasMessageContaining("expected cuda, cpu or auto");
+        assertThatThrownBy(() -> DeviceChoice.parse("tpu")).hasMessageContaining("expected cuda, vulkan, cpu or auto");
+        assertThat(DeviceChoice.parse("Vulkan")).isEqualTo(DeviceChoice.VULKAN);
     }
 
     @Test void errorsNameTheCallAndStatus() {

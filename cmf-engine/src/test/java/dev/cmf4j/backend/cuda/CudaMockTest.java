@@ -136,11 +136,11 @@ class CudaMockTest {
                 .hasMessageStartingWith("kernels.cu: kernels.fatbin is stale (built from kernels.cu sha256 111111111111…")
                 .hasMessageContaining("and NVRTC (libnvrtc.so.13").hasMessageContaining("/nonexistent/libnvrtc.so.13 (absent)")
                 .hasMessageContaining("set CMF_NVRTC=/path/to/libnvrtc.so, rebuild the fatbin with tools/build-cuda-kernels.sh, or use --device cpu");
-        try (Backend r = DeviceChoice.AUTO.open(() -> open(fb, stale, false, false, cache))) {
+        try (Backend r = DeviceChoice.AUTO.open(() -> open(fb, stale, false, false, cache), CudaBindingTest.NO_VULKAN)) {
             assertThat(r.description()).startsWith("cpu").contains("kernels.fatbin is stale");
             assertThat(r.takeNotes()).singleElement().asString().startsWith("--device auto: no usable GPU (kernels.cu: kernels.fatbin is stale");
         }
-        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> open(null, Map.of(), false, false, cache)))
+        assertThatThrownBy(() -> DeviceChoice.CUDA.open(() -> open(null, Map.of(), false, false, cache), CudaBindingTest.NO_VULKAN))
                 .isInstanceOf(CudaUnavailableException.class).hasMessageStartingWith("kernels.cu: no kernels.fatbin is shipped, and NVRTC");
     }
 

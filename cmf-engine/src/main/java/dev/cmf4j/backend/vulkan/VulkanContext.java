@@ -1,0 +1,440 @@
+package dev.cmf4j.backend.vulkan;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+
+import static dev.cmf4j.backend.vulkan.Vk.PTR;
+import static dev.cmf4j.backend.vulkan.Vk.U32;
+import static dev.cmf4j.backend.vulkan.Vk.U64;
+
+/**
+ * One opened Vulkan device: the instance, the chosen physical device, a logical device with one compute queue, the
+ * memory types buffers come from, and the shipped compute pipelines. One per process ({@link #get}), shared by every
+ * open model; per-model state (weight buffers, command buffers) lives in {@link VulkanMatMul}. The queue is the one
+ * thing that needs external synchronisation: {@link #submit} takes this object's lock.
+ */
+public final class VulkanContext implements AutoCloseable {
+    /** {@code -Dcmf.vulkan.device=N}: the physical device to use (index of {@code cmf devices}); default the best one. */
+    static final String DEVICE_PROPERTY = "cmf.vulkan.device";
+
+    final Vk vk;
+    private final MemorySegment instance;
+    final MemorySegment device, queue;
+    final VulkanDeviceInfo info;
+    /** Memory type for weights (device-local), and for staging (host-visible and coherent); whether weights map directly. */
+    final int weightType, stagingType;
+    final boolean weightsMappable;
+    final long descriptorSetLayout, pipelineLayout;
+    /** One matvec pipeline per weight kind (see matvec.comp's KIND). */
+    final long[] matvec;
+    private final long shaderModule;
+    private boolean closed;
+
+    private static VulkanContext shared;
+    private static RuntimeException sharedFailure;
+
+    /** The process's Vulkan device, opened on first use; a {@link VulkanUnavailableException} says why there is none. */
+    public static synchronized VulkanContext get() {
+        if (shared != null) return shared;
+        if (sharedFailure != null) throw sharedFailure;
+        try {
+            shared = new VulkanContext(Integer.getInteger(DEVICE_PROPERTY, -1));
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> { synchronized (VulkanContext.class) { shared.close(); } }));
+            return shared;
+        } catch (VulkanUnavailableException | VulkanException e) {
+            sharedFailure = e instanceof VulkanUnavailableException u ? u : new VulkanUnavailableException("Vulkan: " + e.getMessage(), e);
+            throw sharedFailure;
+        }
+    }
+
+    /** Every Vulkan device the loader finds (an instance made and destroyed for the listing); empty list when none. */
+    public static List<VulkanDeviceInfo> list() {
+        Vk vk = Vk.load();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment inst = createInstance(vk, a);
+            try {
+                List<VulkanDeviceInfo> out = new ArrayList<>();
+                for (MemorySegment pd : physicalDevices(vk, inst, a)) out.add(describe(vk, pd, out.size(), a));
+                return out;
+            } finally {
+                vk.call("vkDestroyInstance", inst, MemorySegment.NULL);
+            }
+        }
+    }
+
+    private VulkanContext(int wanted) {
+        vk = Vk.load();
+        MemorySegment dev = null;
+        try (Arena a = Arena.ofConfined()) {
+            instance = createInstance(vk, a);
+            try {
+                List<MemorySegment> pds = physicalDevices(vk, instance, a);
+                List<VulkanDeviceInfo> infos = new ArrayList<>();
+                for (MemorySegment pd : pds) infos.add(describe(vk, pd, infos.size(), a));
+                if (infos.isEmpty())
+                    throw new VulkanUnavailableException("the Vulkan loader found no device (install your GPU's Vulkan driver, or mesa-vulkan-drivers for lavapipe)");
+                VulkanDeviceInfo chosen;
+                if (wanted >= 0) {
+                    if (wanted >= infos.size())
+                        throw new VulkanUnavailableException("-D" + DEVICE_PROPERTY + "=" + wanted + ": only " + infos.size() + " Vulkan device(s)");
+                    chosen = infos.get(wanted);
+                } else {
+                    chosen = infos.stream().filter(i -> i.computeQueueFamily() >= 0)
+                            .min(Comparator.comparingInt(VulkanContext::preference)).orElse(null);
+                }
+                if (chosen == null || chosen.computeQueueFamily() < 0)
+                    throw new VulkanUnavailableException("no Vulkan device has a compute queue: " + infos.stream().map(VulkanDeviceInfo::name).toList());
+                info = chosen;
+                MemorySegment pd = pds.get(chosen.index());
+                dev = createDevice(vk, pd, chosen, a);
+                device = dev;
+                MemorySegment q = a.allocate(PTR);
+                vk.call("vkGetDeviceQueue", device, chosen.computeQueueFamily(), 0, q);
+                queue = q.get(PTR, 0);
+                // memory types
+                MemorySegment mp = Vk.plain(a, 520);
+                vk.call("vkGetPhysicalDeviceMemoryProperties", pd, mp);
+                int n = mp.get(U32, 0);
+                int[] flags = new int[n];
+                for (int i = 0; i < n; i++) flags[i] = mp.get(U32, 4 + 8L * i);
+                memoryFlags = flags;
+                weightType = firstType(flags, Vk.MEMORY_DEVICE_LOCAL, -1);
+                int cached = firstType(flags, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT | Vk.MEMORY_HOST_CACHED, -1);
+                stagingType = cached >= 0 ? cached : firstType(flags, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, -1);
+                if (stagingType < 0) throw new VulkanUnavailableException(chosen.name() + " has no host-visible coherent memory");
+                weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
+                        == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
+                // pipelines
+                descriptorSetLayout = createSetLayout(a);
+                pipelineLayout = createPipelineLayout(a);
+                shaderModule = createShaderModule(a, Shaders.load("matvec"));
+                matvec = new long[Shaders.MATVEC_KINDS];
+                for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, k);
+            } catch (RuntimeException e) {
+                if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);
+                vk.call("vkDestroyInstance", instance, MemorySegment.NULL);
+                throw e;
+            }
+        }
+    }
+
+    private int[] memoryFlags;
+
+    /** Discrete before integrated before virtual before other before software. */
+    private static int preference(VulkanDeviceInfo i) {
+        return switch (i.type()) {
+            case "discrete" -> 0;
+            case "integrated" -> 1;
+            case "virtual" -> 2;
+            case "other" -> 3;
+            default -> 4;
+        };
+    }
+
+    /** The first memory type whose flags include {@code want} and whose bit is set in {@code allowed}, or -1. */
+    private static int firstType(int[] flags, int want, int allowed) {
+        for (int i = 0; i < flags.length; i++)
+            if ((flags[i] & want) == want && ((allowed >>> i) & 1) == 1) return i;
+        return -1;
+    }
+
+    /** A memory type for {@code want} within a buffer's {@code allowed} bits; a clear failure when none fits. */
+    int memoryType(int want, int allowed, String what) {
+        int t = firstType(memoryFlags, want, allowed);
+        if (t < 0) throw new VulkanException(info.name() + ": no memory type with flags 0x" + Integer.toHexString(want) + " for " + what);
+        return t;
+    }
+
+    int memoryFlags(int type) { return memoryFlags[type]; }
+
+    public VulkanDeviceInfo info() { return info; }
+
+    // ---- instance and device ----
+
+    private static MemorySegment createInstance(Vk vk, Arena a) {
+        MemorySegment ver = a.allocate(U32);
+        vk.check("vkEnumerateInstanceVersion", ver);
+        if (Integer.compareUnsigned(ver.get(U32, 0), Vk.apiVersion(1, 1)) < 0)
+            throw new VulkanUnavailableException("the Vulkan loader is version " + Vk.versionString(ver.get(U32, 0)) + "; 1.1 or newer is needed");
+        List<String> exts = new ArrayList<>();
+        int flags = 0;
+        if (instanceExtensions(vk, a).contains("VK_KHR_portability_enumeration")) {
+            exts.add("VK_KHR_portability_enumeration");   // MoltenVK lists its devices only when asked to
+            flags = 1;
+        }
+        MemorySegment app = Vk.struct(a, 48, Vk.ST_APPLICATION_INFO);
+        app.set(PTR, 16, a.allocateFrom("cmf4j"));
+        app.set(PTR, 32, a.allocateFrom("cmf4j"));
+        app.set(U32, 44, Vk.apiVersion(1, 1));
+        MemorySegment ci = Vk.struct(a, 64, Vk.ST_INSTANCE_CREATE_INFO);
+        ci.set(U32, 16, flags);
+        ci.set(PTR, 24, app);
+        ci.set(U32, 48, exts.size());
+        ci.set(PTR, 56, Vk.names(a, exts));
+        MemorySegment out = a.allocate(PTR);
+        int r = vk.result("vkCreateInstance", ci, MemorySegment.NULL, out);
+        if (r != 0)
+            throw new VulkanUnavailableException("vkCreateInstance failed: " + Vk.resultName(r)
+                    + (r == -9 ? " (no Vulkan driver installed: your GPU's, or mesa-vulkan-drivers for lavapipe)" : ""));
+        return out.get(PTR, 0);
+    }
+
+    private static List<String> instanceExtensions(Vk vk, Arena a) {
+        MemorySegment n = a.allocate(U32);
+        vk.check("vkEnumerateInstanceExtensionProperties", MemorySegment.NULL, n, MemorySegment.NULL);
+        int count = n.get(U32, 0);
+        MemorySegment props = a.allocate(260L * Math.max(1, count), 4);
+        vk.check("vkEnumerateInstanceExtensionProperties", MemorySegment.NULL, n, props);
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < n.get(U32, 0); i++) out.add(Vk.chars(props, 260L * i, 256));
+        return out;
+    }
+
+    private static List<MemorySegment> physicalDevices(Vk vk, MemorySegment inst, Arena a) {
+        MemorySegment n = a.allocate(U32);
+        vk.check("vkEnumeratePhysicalDevices", inst, n, MemorySegment.NULL);
+        int count = n.get(U32, 0);
+        MemorySegment arr = a.allocate(PTR.byteSize() * Math.max(1, count), 8);
+        vk.check("vkEnumeratePhysicalDevices", inst, n, arr);
+        List<MemorySegment> out = new ArrayList<>();
+        for (int i = 0; i < n.get(U32, 0); i++) out.add(arr.getAtIndex(PTR, i));
+        return out;
+    }
+
+    private static List<String> deviceExtensions(Vk vk, MemorySegment pd, Arena a) {
+        MemorySegment n = a.allocate(U32);
+        vk.check("vkEnumerateDeviceExtensionProperties", pd, MemorySegment.NULL, n, MemorySegment.NULL);
+        int count = n.get(U32, 0);
+        MemorySegment props = a.allocate(260L * Math.max(1, count), 4);
+        vk.check("vkEnumerateDeviceExtensionProperties", pd, MemorySegment.NULL, n, props);
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < n.get(U32, 0); i++) out.add(Vk.chars(props, 260L * i, 256));
+        return out;
+    }
+
+    private static VulkanDeviceInfo describe(Vk vk, MemorySegment pd, int index, Arena a) {
+        // properties with the subgroup, maintenance3 and (1.2+) driver structs chained
+        MemorySegment sub = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+        MemorySegment m3 = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
+        MemorySegment drv = Vk.struct(a, 536, Vk.ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
+        MemorySegment p2 = Vk.struct(a, 840, Vk.ST_PHYSICAL_DEVICE_PROPERTIES_2);
+        p2.set(PTR, 8, sub);
+        sub.set(PTR, 8, m3);
+        vk.call("vkGetPhysicalDeviceProperties2", pd, p2);
+        int api = p2.get(U32, 16);
+        boolean v12 = Integer.compareUnsigned(api, Vk.apiVersion(1, 2)) >= 0;
+        if (v12) {
+            m3.set(PTR, 8, drv);
+            vk.call("vkGetPhysicalDeviceProperties2", pd, p2);
+        }
+        MemorySegment props = p2.asSlice(16);
+        long limits = 296;
+        String name = Vk.chars(props, 20, 256);
+        int type = props.get(U32, 16);
+        long maxRange = Integer.toUnsignedLong(props.get(U32, limits + 28));
+        int[] groups = {props.get(U32, limits + 220), props.get(U32, limits + 224), props.get(U32, limits + 228)};
+        // features: shaderFloat16 / shaderInt8
+        MemorySegment f16 = Vk.struct(a, 24, Vk.ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+        MemorySegment f2 = Vk.struct(a, 240, Vk.ST_PHYSICAL_DEVICE_FEATURES_2);
+        f2.set(PTR, 8, f16);
+        vk.call("vkGetPhysicalDeviceFeatures2", pd, f2);
+        // queues: the first family with compute
+        MemorySegment n = a.allocate(U32);
+        vk.call("vkGetPhysicalDeviceQueueFamilyProperties", pd, n, MemorySegment.NULL);
+        MemorySegment qf = a.allocate(24L * Math.max(1, n.get(U32, 0)), 4);
+        vk.call("vkGetPhysicalDeviceQueueFamilyProperties", pd, n, qf);
+        int compute = -1;
+        for (int i = 0; i < n.get(U32, 0) && compute < 0; i++)
+            if ((qf.get(U32, 24L * i) & Vk.QUEUE_COMPUTE) != 0) compute = i;
+        // heaps
+        MemorySegment mp = Vk.plain(a, 520);
+        vk.call("vkGetPhysicalDeviceMemoryProperties", pd, mp);
+        List<VulkanDeviceInfo.Heap> heaps = new ArrayList<>();
+        for (int i = 0; i < mp.get(U32, 260); i++)
+            heaps.add(new VulkanDeviceInfo.Heap(mp.get(U64, 264 + 16L * i), (mp.get(U32, 264 + 16L * i + 8) & 1) != 0));
+        List<String> exts = deviceExtensions(vk, pd, a);
+        return new VulkanDeviceInfo(index, name, VulkanDeviceInfo.typeName(type), props.get(U32, 8), props.get(U32, 12),
+                Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
+                sub.get(U32, 16), f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
+                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"));
+    }
+
+    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a) {
+        MemorySegment prio = a.allocate(ValueLayout.JAVA_FLOAT);
+        prio.set(ValueLayout.JAVA_FLOAT, 0, 1f);
+        MemorySegment q = Vk.struct(a, 40, Vk.ST_DEVICE_QUEUE_CREATE_INFO);
+        q.set(U32, 20, info.computeQueueFamily());
+        q.set(U32, 24, 1);
+        q.set(PTR, 32, prio);
+        List<String> exts = info.portabilitySubset() ? List.of("VK_KHR_portability_subset") : List.of();
+        MemorySegment ci = Vk.struct(a, 72, Vk.ST_DEVICE_CREATE_INFO);
+        ci.set(U32, 20, 1);
+        ci.set(PTR, 24, q);
+        ci.set(U32, 48, exts.size());
+        ci.set(PTR, 56, Vk.names(a, exts));
+        MemorySegment out = a.allocate(PTR);
+        vk.check("vkCreateDevice", pd, ci, MemorySegment.NULL, out);
+        return out.get(PTR, 0);
+    }
+
+    // ---- pipelines ----
+
+    /** Three storage buffers: the weights (binding 0), the activations (1), the outputs (2). */
+    private long createSetLayout(Arena a) {
+        MemorySegment b = Vk.plain(a, 24 * 3);
+        for (int i = 0; i < 3; i++) {
+            b.set(U32, 24L * i, i);
+            b.set(U32, 24L * i + 4, Vk.DESCRIPTOR_STORAGE_BUFFER);
+            b.set(U32, 24L * i + 8, 1);
+            b.set(U32, 24L * i + 12, Vk.STAGE_COMPUTE);
+        }
+        MemorySegment ci = Vk.struct(a, 32, Vk.ST_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+        ci.set(U32, 20, 3);
+        ci.set(PTR, 24, b);
+        MemorySegment out = Vk.out(a);
+        vk.check("vkCreateDescriptorSetLayout", device, ci, MemorySegment.NULL, out);
+        return out.get(U64, 0);
+    }
+
+    private long createPipelineLayout(Arena a) {
+        MemorySegment range = Vk.plain(a, 12);
+        range.set(U32, 0, Vk.STAGE_COMPUTE);
+        range.set(U32, 8, MatvecPush.BYTES);
+        MemorySegment layouts = a.allocate(U64);
+        layouts.set(U64, 0, descriptorSetLayout);
+        MemorySegment ci = Vk.struct(a, 48, Vk.ST_PIPELINE_LAYOUT_CREATE_INFO);
+        ci.set(U32, 20, 1);
+        ci.set(PTR, 24, layouts);
+        ci.set(U32, 32, 1);
+        ci.set(PTR, 40, range);
+        MemorySegment out = Vk.out(a);
+        vk.check("vkCreatePipelineLayout", device, ci, MemorySegment.NULL, out);
+        return out.get(U64, 0);
+    }
+
+    private long createShaderModule(Arena a, byte[] spirv) {
+        MemorySegment code = a.allocate(spirv.length, 4);
+        code.copyFrom(MemorySegment.ofArray(spirv));
+        MemorySegment ci = Vk.struct(a, 40, Vk.ST_SHADER_MODULE_CREATE_INFO);
+        ci.set(U64, 24, spirv.length);
+        ci.set(PTR, 32, code);
+        MemorySegment out = Vk.out(a);
+        vk.check("vkCreateShaderModule", device, ci, MemorySegment.NULL, out);
+        return out.get(U64, 0);
+    }
+
+    /** The shader's {@code main} with specialization constant 0 (the weight kind) set to {@code kind}. */
+    private long createPipeline(Arena a, long module, int kind) {
+        MemorySegment entry = Vk.plain(a, 16);
+        entry.set(U32, 0, 0);
+        entry.set(U32, 4, 0);
+        entry.set(U64, 8, 4);
+        MemorySegment data = a.allocate(U32);
+        data.set(U32, 0, kind);
+        MemorySegment spec = Vk.plain(a, 32);
+        spec.set(U32, 0, 1);
+        spec.set(PTR, 8, entry);
+        spec.set(U64, 16, 4);
+        spec.set(PTR, 24, data);
+        MemorySegment ci = Vk.struct(a, 96, Vk.ST_COMPUTE_PIPELINE_CREATE_INFO);
+        MemorySegment stage = ci.asSlice(24, 48);
+        stage.set(U32, 0, Vk.ST_PIPELINE_SHADER_STAGE_CREATE_INFO);
+        stage.set(U32, 20, Vk.STAGE_COMPUTE);
+        stage.set(U64, 24, module);
+        stage.set(PTR, 32, a.allocateFrom("main"));
+        stage.set(PTR, 40, spec);
+        ci.set(U64, 72, pipelineLayout);
+        ci.set(U32, 88, -1);
+        MemorySegment out = Vk.out(a);
+        vk.check("vkCreateComputePipelines", device, 0L, 1, ci, MemorySegment.NULL, out);
+        return out.get(U64, 0);
+    }
+
+    // ---- buffers ----
+
+    /** A buffer with its own memory; {@code mapped} is the host view when the memory is host-visible, else null. */
+    record Buffer(long buffer, long memory, long bytes, MemorySegment mapped) {}
+
+    /** A storage (and transfer) buffer of {@code bytes} in memory with flags {@code want}, mapped when host-visible. */
+    Buffer buffer(long bytes, int want, String what) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment ci = Vk.struct(a, 56, Vk.ST_BUFFER_CREATE_INFO);
+            ci.set(U64, 24, Math.max(bytes, 16));
+            ci.set(U32, 32, Vk.BUFFER_STORAGE | Vk.BUFFER_TRANSFER_SRC | Vk.BUFFER_TRANSFER_DST);
+            MemorySegment out = Vk.out(a);
+            vk.check("vkCreateBuffer", device, ci, MemorySegment.NULL, out);
+            long buf = out.get(U64, 0);
+            try {
+                MemorySegment req = Vk.plain(a, 24);
+                vk.call("vkGetBufferMemoryRequirements", device, buf, req);
+                int type = memoryType(want, req.get(U32, 16), what);
+                MemorySegment ai = Vk.struct(a, 32, Vk.ST_MEMORY_ALLOCATE_INFO);
+                ai.set(U64, 16, req.get(U64, 0));
+                ai.set(U32, 24, type);
+                vk.check("vkAllocateMemory", device, ai, MemorySegment.NULL, out);
+                long mem = out.get(U64, 0);
+                vk.check("vkBindBufferMemory", device, buf, mem, 0L);
+                MemorySegment mapped = null;
+                if ((memoryFlags[type] & Vk.MEMORY_HOST_VISIBLE) != 0) {
+                    MemorySegment p = a.allocate(PTR);
+                    vk.check("vkMapMemory", device, mem, 0L, Vk.WHOLE_SIZE, 0, p);
+                    mapped = p.get(PTR, 0).reinterpret(bytes);
+                }
+                return new Buffer(buf, mem, bytes, mapped);
+            } catch (RuntimeException e) {
+                vk.call("vkDestroyBuffer", device, buf, MemorySegment.NULL);
+                throw e;
+            }
+        }
+    }
+
+    void free(Buffer b) {
+        if (b == null) return;
+        vk.call("vkDestroyBuffer", device, b.buffer(), MemorySegment.NULL);
+        vk.call("vkFreeMemory", device, b.memory(), MemorySegment.NULL);   // unmaps it
+    }
+
+    /** Submits {@code commandBuffer} to the queue, signalling {@code fence} (the queue is shared by every model). */
+    synchronized void submit(MemorySegment commandBuffer, long fence) {
+        if (closed) throw new IllegalStateException("Vulkan context closed");
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment cbs = a.allocate(PTR);
+            cbs.set(PTR, 0, commandBuffer);
+            MemorySegment si = Vk.struct(a, 72, Vk.ST_SUBMIT_INFO);
+            si.set(U32, 40, 1);
+            si.set(PTR, 48, cbs);
+            vk.check("vkQueueSubmit", queue, 1, si, fence);
+        }
+    }
+
+    /** One line for people. */
+    public String describe() { return info.describe(); }
+
+    @Override public synchronized void close() {
+        if (closed) return;
+        closed = true;
+        vk.result("vkDeviceWaitIdle", device);
+        for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
+        vk.call("vkDestroyPipelineLayout", device, pipelineLayout, MemorySegment.NULL);
+        vk.call("vkDestroyDescriptorSetLayout", device, descriptorSetLayout, MemorySegment.NULL);
+        vk.call("vkDestroyDevice", device, MemorySegment.NULL);
+        vk.call("vkDestroyInstance", instance, MemorySegment.NULL);
+    }
+
+    /** Reads a resource of this package fully. */
+    static byte[] resource(String name) {
+        try (InputStream in = VulkanContext.class.getResourceAsStream(name)) {
+            if (in == null) throw new VulkanUnavailableException("the jar lacks dev/cmf4j/backend/vulkan/" + name + " (rebuild with tools/build-vulkan-shaders.sh)");
+            return in.readAllBytes();
+        } catch (IOException e) {
+            throw new VulkanUnavailableException("reading " + name + ": " + e.getMessage(), e);
+        }
+    }
+}

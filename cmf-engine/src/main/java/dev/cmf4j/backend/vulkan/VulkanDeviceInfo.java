@@ -1,0 +1,56 @@
+package dev.cmf4j.backend.vulkan;
+
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * What one Vulkan physical device says about itself, read at discovery ({@code cmf devices}) and when a backend opens it.
+ *
+ * @param index               its place in {@code vkEnumeratePhysicalDevices}' list ({@code -Dcmf.vulkan.device=N})
+ * @param type                discrete, integrated, virtual, cpu (a software rasterizer such as lavapipe) or other
+ * @param heaps               each memory heap: bytes and whether it is device-local
+ * @param subgroupSize        the default subgroup (warp, wave) width
+ * @param computeQueueFamily  the first queue family with compute, -1 when none has
+ * @param maxStorageBufferRange the largest storage-buffer binding in bytes (a weight larger than this is split by rows)
+ * @param maxAllocationSize   the largest single allocation (maintenance3)
+ * @param maxGroupCount       the most workgroups a dispatch may have in x, y, z
+ * @param cooperativeMatrix   whether it has VK_KHR_cooperative_matrix (not used yet)
+ * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
+ */
+public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
+                               String driverName, String driverInfo, List<Heap> heaps, int subgroupSize,
+                               boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, int computeQueueFamily,
+                               long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
+                               boolean portabilitySubset) {
+
+    /** One memory heap. */
+    public record Heap(long bytes, boolean deviceLocal) {}
+
+    /** A software device (lavapipe, SwiftShader): correct but slower than the CPU backend, so {@code auto} passes it by. */
+    public boolean software() { return type.equals("cpu"); }
+
+    /** Bytes of the largest device-local heap. */
+    public long deviceLocalBytes() {
+        return heaps.stream().filter(Heap::deviceLocal).mapToLong(Heap::bytes).max().orElse(0);
+    }
+
+    static String typeName(int t) {
+        return switch (t) {
+            case Vk.DEVICE_TYPE_INTEGRATED -> "integrated";
+            case Vk.DEVICE_TYPE_DISCRETE -> "discrete";
+            case Vk.DEVICE_TYPE_VIRTUAL -> "virtual";
+            case Vk.DEVICE_TYPE_CPU -> "cpu";
+            default -> "other";
+        };
+    }
+
+    /** One line for people. */
+    public String describe() {
+        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d, f16 %s, int8 %s, cooperative matrix %s)",
+                name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
+                apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, yes(shaderFloat16), yes(shaderInt8),
+                yes(cooperativeMatrix));
+    }
+
+    private static String yes(boolean b) { return b ? "yes" : "no"; }
+}

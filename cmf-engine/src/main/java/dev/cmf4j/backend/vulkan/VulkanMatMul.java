@@ -1,0 +1,409 @@
+package dev.cmf4j.backend.vulkan;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.format.DType;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+import static dev.cmf4j.backend.vulkan.Vk.PTR;
+import static dev.cmf4j.backend.vulkan.Vk.U32;
+import static dev.cmf4j.backend.vulkan.Vk.U64;
+
+/**
+ * The engine's {@link MatMul} on a Vulkan device: every [out, in] weight matrix of a supported dtype (f32, bf16, f16,
+ * q8_row, q8_2f) is uploaded once, on first use, into device-local memory in its stored dtype (q8 scale planes widened
+ * to f32 and appended to the same buffer), keyed by the tensor's mapped memory as {@code CudaMatMul} keys it; a tensor
+ * larger than the device's storage-buffer range is split by rows into several buffers. Each product then copies the
+ * activations into a host-visible staging buffer, records one matvec dispatch per weight buffer (matvec.comp), submits,
+ * waits on a fence and copies the outputs back. Input-major matrices and other dtypes (q4_block, q4tp, …) go to
+ * {@code fallback}, the CPU kernels.
+ *
+ * <p>One instance per open model (its buffers are keyed by the model's mapped memory); calls are serialised on it.
+ */
+public final class VulkanMatMul implements MatMul, AutoCloseable {
+    /** Tokens one workgroup takes (matvec.comp's TT): the dispatch's y count is ceil(tokens / TT). */
+    static final int TOKEN_TILE = 8;
+    /** The most bytes one weight buffer holds (besides the device's storage-buffer range and allocation limits). */
+    static final long PART_CAP = 1L << 31;
+    static final ValueLayout.OfShort U16_LE = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    static final int SETS_PER_POOL = 64;
+
+    private final VulkanContext ctx;
+    private final Vk vk;
+    private final MatMul fallback;
+    private final long budget;
+    /** The most bytes one staging buffer (activations or outputs) may have: the chunk is sliced by tokens to fit. */
+    private final long stagingLimit;
+    private final Map<MemorySegment, Resident> uploaded = new HashMap<>();
+    private final long commandPool, fence;
+    private final MemorySegment commandBuffer;
+    private final List<Long> descriptorPools = new ArrayList<>();
+    private int setsLeft;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), fenceArray = arena.allocate(U64),
+            barrier = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER), beginInfo = Vk.struct(arena, 32, Vk.ST_COMMAND_BUFFER_BEGIN_INFO),
+            setArray = arena.allocate(U64);
+    private VulkanContext.Buffer stageX, stageY;
+    /** Bumped whenever the staging buffers are replaced: each part's descriptor set is rewritten before its next use. */
+    private int stagingGeneration;
+    private long deviceBytes;
+    private boolean closed;
+
+    /** A run of stored rows in one device buffer: weights, then (q8) f32 row scales, then (q8_2f) f32 column scales. */
+    static final class Part {
+        final long firstRow;
+        final int rows;
+        final VulkanContext.Buffer buffer;
+        final long rsOff, cfOff;   // in 32-bit words
+        long set;
+        int generation = -1;
+
+        Part(long firstRow, int rows, VulkanContext.Buffer buffer, long rsOff, long cfOff) {
+            this.firstRow = firstRow; this.rows = rows; this.buffer = buffer; this.rsOff = rsOff; this.cfOff = cfOff;
+        }
+    }
+
+    /** A tensor resident on the device: its parts by stored rows, the shader kind and scale flags. */
+    record Resident(MemorySegment source, int kind, int flags, List<Part> parts, long bytes) {}
+
+    public VulkanMatMul(VulkanContext ctx, MatMul fallback) { this(ctx, fallback, PART_CAP); }
+
+    /** Tests: weight buffers of at most {@code partCap} bytes, so a small tensor is split by rows as a large one is. */
+    VulkanMatMul(VulkanContext ctx, MatMul fallback, long partCap) {
+        this.ctx = Objects.requireNonNull(ctx, "ctx");
+        this.vk = ctx.vk;
+        this.fallback = Objects.requireNonNull(fallback, "fallback");
+        VulkanDeviceInfo info = ctx.info();
+        long b = Math.min(partCap, info.maxStorageBufferRange());
+        if (info.maxAllocationSize() > 0) b = Math.min(b, info.maxAllocationSize());
+        budget = b & ~15L;
+        long range = Math.min(PART_CAP, info.maxStorageBufferRange());
+        stagingLimit = (info.maxAllocationSize() > 0 ? Math.min(range, info.maxAllocationSize()) : range) & ~15L;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment ci = Vk.struct(a, 24, Vk.ST_COMMAND_POOL_CREATE_INFO);
+            ci.set(U32, 16, 2);   // VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT: one buffer re-recorded per product
+            ci.set(U32, 20, info.computeQueueFamily());
+            MemorySegment out = Vk.out(a);
+            vk.check("vkCreateCommandPool", ctx.device, ci, MemorySegment.NULL, out);
+            commandPool = out.get(U64, 0);
+            MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
+            ai.set(U64, 16, commandPool);
+            ai.set(U32, 24, 0);
+            ai.set(U32, 28, 1);
+            MemorySegment cb = a.allocate(PTR);
+            vk.check("vkAllocateCommandBuffers", ctx.device, ai, cb);
+            commandBuffer = cb.get(PTR, 0);
+            MemorySegment fi = Vk.struct(a, 24, Vk.ST_FENCE_CREATE_INFO);
+            vk.check("vkCreateFence", ctx.device, fi, MemorySegment.NULL, out);
+            fence = out.get(U64, 0);
+        }
+        fenceArray.set(U64, 0, fence);
+        barrier.set(U32, 16, Vk.ACCESS_SHADER_WRITE);
+        barrier.set(U32, 20, Vk.ACCESS_HOST_READ);
+        beginInfo.set(U32, 16, 1);   // ONE_TIME_SUBMIT
+    }
+
+    /** Whether the device path takes {@code w} (else the fallback does). */
+    public static boolean supports(Matrix w) {
+        return !w.inputMajor() && w.rows() > 0 && w.cols() > 0 && kind(w.dtype()) >= 0;
+    }
+
+    /** matvec.comp's kind for {@code dt}, -1 when the shader does not read it. */
+    static int kind(DType dt) {
+        return switch (dt) {
+            case F32 -> Shaders.KIND_F32;
+            case BF16 -> Shaders.KIND_BF16;
+            case F16 -> Shaders.KIND_F16;
+            case Q8_ROW, Q8_2F -> Shaders.KIND_I8;
+            default -> -1;
+        };
+    }
+
+    public VulkanContext context() { return ctx; }
+
+    /** Bytes of device memory this instance holds for weights. */
+    public synchronized long deviceBytes() { return deviceBytes; }
+
+    @Override
+    public void apply(Matrix w, float[] x, int tokens, float[] y) {
+        if (!supports(w)) { fallback.apply(w, x, tokens, y); return; }
+        applyShared(new Matrix[] {w}, x, tokens, new float[][] {y});
+    }
+
+    /** The products sharing {@code x} in one submission: x copied in once, one dispatch per weight buffer, one wait. */
+    @Override
+    public void applyShared(Matrix[] ws, float[] x, int tokens, float[][] ys) {
+        if (ws.length != ys.length) throw new IllegalArgumentException(ws.length + " matrices, " + ys.length + " outputs");
+        int in = -1;
+        long yFloats = 0;
+        for (int i = 0; i < ws.length; i++) {
+            Matrix w = ws[i];
+            if (!supports(w)) { fallback.apply(w, x, tokens, ys[i]); continue; }
+            if (in >= 0 && w.inDim() != in) throw new IllegalArgumentException(w.name() + ": input width " + w.inDim()
+                    + " differs from " + in + " in one shared product");
+            in = w.inDim();
+            if (x.length < (long) tokens * in || ys[i].length < (long) tokens * w.outDim())
+                throw new IllegalArgumentException(w.name() + ": x or y shorter than " + tokens + " tokens");
+            yFloats += (long) tokens * w.outDim();
+        }
+        if (in < 0 || tokens == 0) return;
+        // a long chunk goes in slices of tokens whose activations and outputs each fit one staging buffer
+        long perToken = Math.max(4L * in, 4 * (yFloats / tokens));
+        int slice = (int) Math.max(1, Math.min(tokens, stagingLimit / perToken));
+        synchronized (this) {
+            for (int t0 = 0; t0 < tokens; t0 += slice) run(ws, x, t0, Math.min(slice, tokens - t0), ys, in, yFloats / tokens);
+        }
+    }
+
+    /** Tokens {@code [t0, t0 + tokens)} of every device product of {@code ws}: one submission, one wait. */
+    private void run(Matrix[] ws, float[] x, int t0, int tokens, float[][] ys, int in, long yPerToken) {
+        if (closed) throw new IllegalStateException("VulkanMatMul closed");
+        Resident[] rs = new Resident[ws.length];
+        for (int i = 0; i < ws.length; i++) if (supports(ws[i])) rs[i] = resident(ws[i]);
+        ensureStaging(4L * tokens * in, 4L * tokens * yPerToken);
+        MemorySegment.copy(x, t0 * in, stageX.mapped(), ValueLayout.JAVA_FLOAT, 0, tokens * in);
+        vk.check("vkResetCommandBuffer", commandBuffer, 0);
+        vk.check("vkBeginCommandBuffer", commandBuffer, beginInfo);
+        long yOff = 0;
+        int bound = -1;
+        int[] groups = ctx.info().maxGroupCount();
+        for (int i = 0; i < ws.length; i++) {
+            if (rs[i] == null) continue;
+            Matrix w = ws[i];
+            Resident r = rs[i];
+            if (bound != r.kind()) {
+                vk.call("vkCmdBindPipeline", commandBuffer, Vk.BIND_POINT_COMPUTE, ctx.matvec[r.kind()]);
+                bound = r.kind();
+            }
+            long first = w.firstRow(), end = first + w.rows();
+            for (Part p : r.parts()) {
+                long lo = Math.max(first, p.firstRow), hi = Math.min(end, p.firstRow + p.rows);
+                if (lo >= hi) continue;
+                bindSet(p);
+                MatvecPush.write(push, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, yOff + (lo - first), w.outDim(),
+                        p.rsOff, p.cfOff, r.flags());
+                vk.call("vkCmdPushConstants", commandBuffer, ctx.pipelineLayout, Vk.STAGE_COMPUTE, 0, MatvecPush.BYTES, push);
+                int gx = (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0]));
+                int gy = (int) Math.min((tokens + TOKEN_TILE - 1) / TOKEN_TILE, Integer.toUnsignedLong(groups[1]));
+                vk.call("vkCmdDispatch", commandBuffer, gx, gy, 1);
+            }
+            yOff += (long) tokens * w.outDim();
+        }
+        // the shader's writes made visible to the host's reads after the fence
+        vk.call("vkCmdPipelineBarrier", commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_HOST, 0, 1, barrier,
+                0, MemorySegment.NULL, 0, MemorySegment.NULL);
+        vk.check("vkEndCommandBuffer", commandBuffer);
+        submitAndWait();
+        yOff = 0;
+        for (int i = 0; i < ws.length; i++) {
+            if (rs[i] == null) continue;
+            int n = tokens * ws[i].outDim();
+            MemorySegment.copy(stageY.mapped(), ValueLayout.JAVA_FLOAT, 4 * yOff, ys[i], t0 * ws[i].outDim(), n);
+            yOff += n;
+        }
+    }
+
+    private void submitAndWait() {
+        ctx.submit(commandBuffer, fence);
+        int r = vk.result("vkWaitForFences", ctx.device, 1, fenceArray, 1, -1L);
+        if (r != 0) throw new VulkanException("vkWaitForFences failed: " + Vk.resultName(r));
+        vk.check("vkResetFences", ctx.device, 1, fenceArray);
+    }
+
+    /** Binds {@code p}'s descriptor set, (re)written first when the staging buffers changed since. */
+    private void bindSet(Part p) {
+        if (p.set == 0) p.set = allocateSet();
+        if (p.generation != stagingGeneration) {
+            writeSet(p.set, p.buffer.buffer(), stageX.buffer(), stageY.buffer());
+            p.generation = stagingGeneration;
+        }
+        setArray.set(U64, 0, p.set);
+        vk.call("vkCmdBindDescriptorSets", commandBuffer, Vk.BIND_POINT_COMPUTE, ctx.pipelineLayout, 0, 1, setArray, 0, MemorySegment.NULL);
+    }
+
+    private long allocateSet() {
+        try (Arena a = Arena.ofConfined()) {
+            if (setsLeft == 0) {
+                MemorySegment size = Vk.plain(a, 8);
+                size.set(U32, 0, Vk.DESCRIPTOR_STORAGE_BUFFER);
+                size.set(U32, 4, 3 * SETS_PER_POOL);
+                MemorySegment ci = Vk.struct(a, 40, Vk.ST_DESCRIPTOR_POOL_CREATE_INFO);
+                ci.set(U32, 20, SETS_PER_POOL);
+                ci.set(U32, 24, 1);
+                ci.set(PTR, 32, size);
+                MemorySegment out = Vk.out(a);
+                vk.check("vkCreateDescriptorPool", ctx.device, ci, MemorySegment.NULL, out);
+                descriptorPools.add(out.get(U64, 0));
+                setsLeft = SETS_PER_POOL;
+            }
+            MemorySegment layouts = a.allocate(U64);
+            layouts.set(U64, 0, ctx.descriptorSetLayout);
+            MemorySegment ai = Vk.struct(a, 40, Vk.ST_DESCRIPTOR_SET_ALLOCATE_INFO);
+            ai.set(U64, 16, descriptorPools.getLast());
+            ai.set(U32, 24, 1);
+            ai.set(PTR, 32, layouts);
+            MemorySegment out = Vk.out(a);
+            vk.check("vkAllocateDescriptorSets", ctx.device, ai, out);
+            setsLeft--;
+            return out.get(U64, 0);
+        }
+    }
+
+    private void writeSet(long set, long... buffers) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment infos = Vk.plain(a, 24L * buffers.length);
+            MemorySegment writes = Vk.plain(a, 64L * buffers.length);
+            for (int i = 0; i < buffers.length; i++) {
+                infos.set(U64, 24L * i, buffers[i]);
+                infos.set(U64, 24L * i + 16, Vk.WHOLE_SIZE);
+                MemorySegment wr = writes.asSlice(64L * i, 64);
+                wr.set(U32, 0, Vk.ST_WRITE_DESCRIPTOR_SET);
+                wr.set(U64, 16, set);
+                wr.set(U32, 24, i);
+                wr.set(U32, 32, 1);
+                wr.set(U32, 36, Vk.DESCRIPTOR_STORAGE_BUFFER);
+                wr.set(PTR, 48, infos.asSlice(24L * i, 24));
+            }
+            vk.call("vkUpdateDescriptorSets", ctx.device, buffers.length, writes, 0, MemorySegment.NULL);
+        }
+    }
+
+    /** Host-visible buffers for x and y of at least these sizes (grown by doubling; the device is idle between products). */
+    private void ensureStaging(long xBytes, long yBytes) {
+        if (stageX != null && stageX.bytes() >= xBytes && stageY.bytes() >= yBytes) return;
+        long xb = Math.min(stagingLimit, Math.max(xBytes, stageX == null ? 1 << 16 : 2 * stageX.bytes()));
+        long yb = Math.min(stagingLimit, Math.max(yBytes, stageY == null ? 1 << 16 : 2 * stageY.bytes()));
+        if (xb < xBytes || yb < yBytes)
+            throw new IllegalArgumentException("one token's product of " + xBytes + " input / " + yBytes + " output bytes exceeds the device's "
+                    + stagingLimit + "-byte buffer range");
+        ctx.free(stageX);
+        ctx.free(stageY);
+        stageX = stageY = null;
+        int want = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
+        stageX = ctx.buffer(xb, want, "activations");
+        stageY = ctx.buffer(yb, want, "outputs");
+        stagingGeneration++;
+    }
+
+    /** The device copy of {@code w}'s tensor, uploaded on first use. */
+    private Resident resident(Matrix w) {
+        Resident d = uploaded.get(w.data());
+        if (d != null && !d.source().scope().isAlive()) {
+            // the mapping this copy came from was closed and a new one reuses its address: the copy is stale
+            free(d);
+            uploaded.remove(w.data());
+            d = null;
+        }
+        if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
+        return d;
+    }
+
+    private Resident upload(Matrix w) {
+        DType dt = w.dtype();
+        long rows = w.storedRows();
+        int cols = w.cols();
+        MemorySegment data = w.data();
+        boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F, colScales = dt == DType.Q8_2F;
+        int elem = q8 ? 1 : dt == DType.F32 ? 4 : 2;
+        long wBytes = rows * cols * elem;
+        long need = wBytes + (q8 ? 2 * rows : 0) + (colScales ? 2L * cols : 0);
+        if (data.byteSize() != need)
+            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
+                    + " bytes, payload has " + data.byteSize());
+        long rowBytes = (long) cols * elem, perRow = rowBytes + (q8 ? 4 : 0), fixed = (colScales ? 4L * cols : 0) + 4;
+        long partRows = Math.min(rows, (budget - fixed) / perRow);
+        if (partRows < 1) throw new IllegalArgumentException(w.name() + ": one row does not fit the device's buffer range");
+        List<Part> parts = new ArrayList<>();
+        long bytes = 0;
+        try {
+            for (long start = 0; start < rows; start += partRows) {
+                long r0 = start;
+                int n = (int) Math.min(partRows, rows - r0);
+                long wb = n * rowBytes, wb4 = (wb + 3) & ~3L;
+                long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? n : 0);
+                long total = 4 * cfOff + (colScales ? 4L * cols : 0);
+                VulkanContext.Buffer buf = bufferFilled(total, dst -> {
+                    MemorySegment.copy(data, r0 * rowBytes, dst, 0, wb);
+                    if (q8) for (int i = 0; i < n; i++)
+                        dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + i), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * (r0 + i))));
+                    if (colScales) for (int c = 0; c < cols; c++)
+                        dst.set(ValueLayout.JAVA_FLOAT, 4 * (cfOff + c), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * rows + 2L * c)));
+                });
+                parts.add(new Part(r0, n, buf, rsOff, cfOff));
+                bytes += total;
+            }
+        } catch (RuntimeException e) {
+            for (Part p : parts) ctx.free(p.buffer);
+            throw e;
+        }
+        deviceBytes += bytes;
+        int flags = (q8 ? MatvecPush.ROW_SCALES : 0) | (colScales ? MatvecPush.COL_SCALES : 0);
+        return new Resident(data, kind(dt), flags, List.copyOf(parts), bytes);
+    }
+
+    /**
+     * A device-local buffer of {@code bytes} filled by {@code fill}: written in place where device-local memory is
+     * host-visible (lavapipe, integrated GPUs, resizable BAR), else through a host-visible staging buffer and a copy.
+     */
+    private VulkanContext.Buffer bufferFilled(long bytes, java.util.function.Consumer<MemorySegment> fill) {
+        int coherent = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
+        if (ctx.weightsMappable) {
+            VulkanContext.Buffer b = ctx.buffer(bytes, ctx.weightType >= 0 ? Vk.MEMORY_DEVICE_LOCAL | coherent : coherent, "weights");
+            fill.accept(b.mapped());
+            return b;
+        }
+        VulkanContext.Buffer staging = ctx.buffer(bytes, coherent, "weight staging");
+        try {
+            fill.accept(staging.mapped());
+            VulkanContext.Buffer b = ctx.buffer(bytes, Vk.MEMORY_DEVICE_LOCAL, "weights");
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment region = Vk.plain(a, 24);
+                region.set(U64, 16, bytes);
+                vk.check("vkResetCommandBuffer", commandBuffer, 0);
+                vk.check("vkBeginCommandBuffer", commandBuffer, beginInfo);
+                vk.call("vkCmdCopyBuffer", commandBuffer, staging.buffer(), b.buffer(), 1, region);
+                MemorySegment mb = Vk.struct(a, 24, Vk.ST_MEMORY_BARRIER);
+                mb.set(U32, 16, Vk.ACCESS_TRANSFER_WRITE);
+                mb.set(U32, 20, Vk.ACCESS_SHADER_READ);
+                vk.call("vkCmdPipelineBarrier", commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, 0, 1, mb,
+                        0, MemorySegment.NULL, 0, MemorySegment.NULL);
+                vk.check("vkEndCommandBuffer", commandBuffer);
+                submitAndWait();
+            } catch (RuntimeException e) {
+                ctx.free(b);
+                throw e;
+            }
+            return b;
+        } finally {
+            ctx.free(staging);
+        }
+    }
+
+    private void free(Resident d) {
+        for (Part p : d.parts()) ctx.free(p.buffer);
+        deviceBytes -= d.bytes();
+    }
+
+    /** Frees the device buffers, descriptor pools and command pool (the fallback is not closed). */
+    @Override public synchronized void close() {
+        if (closed) return;
+        closed = true;
+        for (Resident d : uploaded.values()) free(d);
+        uploaded.clear();
+        ctx.free(stageX);
+        ctx.free(stageY);
+        for (long p : descriptorPools) vk.call("vkDestroyDescriptorPool", ctx.device, p, MemorySegment.NULL);
+        vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
+        vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);
+        arena.close();
+    }
+}

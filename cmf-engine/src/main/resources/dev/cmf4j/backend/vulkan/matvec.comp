@@ -1,0 +1,107 @@
+#version 450
+// cmf4j Vulkan matvec: y[yOff + t*yStride + r] = rs[row0+r] * sum_c W[row0+r, c] * cf[c] * x[t*cols + c]
+// for r < rows, t < tokens (rs with flags bit 0, cf with bit 1; both f32 words in the weight buffer).
+// Built into matvec.spv by tools/build-vulkan-shaders.sh (rerun it after every edit and commit the .spv and
+// .spv.stamp with this file). Core GLSL 450 only: no 8/16-bit storage or float16 features needed, so any
+// Vulkan 1.1 device runs it; narrow weights are unpacked from 32-bit words. Every sum is in f32.
+//
+// One workgroup per (row, tile of TT tokens): its invocations stride over the row's columns, each keeping TT
+// sums, so a weight is read once per TT tokens; a shared-memory tree adds the invocations' sums. Rows and token
+// tiles beyond the dispatch's workgroup counts are taken in grid-stride loops (the dispatch stays within
+// maxComputeWorkGroupCount).
+
+layout(local_size_x = 64) in;
+// 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f): set per pipeline
+layout(constant_id = 0) const uint KIND = 0u;
+const uint WG = 64u;
+const uint TT = 8u;
+
+layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+    uint rows;     // rows of this product (in this buffer)
+    uint cols;
+    uint tokens;
+    uint row0;     // first row of the product within the buffer's rows
+    uint yOff;     // floats: where this product's output starts
+    uint yStride;  // floats between one token's outputs and the next's
+    uint rsOff;    // word offset of the f32 row scales (indexed by row0 + r)
+    uint cfOff;    // word offset of the f32 column scales
+    uint flags;    // bit 0: row scales, bit 1: column scales
+} p;
+
+shared float red[TT * WG];
+
+// element e of the weight plane (any alignment)
+float w1(uint e) {
+    if (KIND == 0u) return uintBitsToFloat(w[e]);
+    if (KIND == 1u) {
+        uint v = w[e >> 1];
+        return uintBitsToFloat((e & 1u) == 0u ? v << 16 : v & 0xffff0000u);
+    }
+    if (KIND == 2u) {
+        vec2 h = unpackHalf2x16(w[e >> 1]);
+        return (e & 1u) == 0u ? h.x : h.y;
+    }
+    return float(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
+}
+
+// elements e .. e+3 (e a multiple of 4)
+vec4 w4(uint e) {
+    if (KIND == 0u) return vec4(uintBitsToFloat(w[e]), uintBitsToFloat(w[e + 1u]), uintBitsToFloat(w[e + 2u]), uintBitsToFloat(w[e + 3u]));
+    if (KIND == 1u) {
+        uint a = w[e >> 1], b = w[(e >> 1) + 1u];
+        return vec4(uintBitsToFloat(a << 16), uintBitsToFloat(a & 0xffff0000u), uintBitsToFloat(b << 16), uintBitsToFloat(b & 0xffff0000u));
+    }
+    if (KIND == 2u) return vec4(unpackHalf2x16(w[e >> 1]), unpackHalf2x16(w[(e >> 1) + 1u]));
+    int v = int(w[e >> 2]);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    bool colScales = (p.flags & 2u) != 0u;
+    for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+        uint base = (p.row0 + r) * p.cols;
+        for (uint t0 = gl_WorkGroupID.y * TT; t0 < p.tokens; t0 += gl_NumWorkGroups.y * TT) {
+            uint nt = min(TT, p.tokens - t0);
+            float acc[TT];
+            for (uint t = 0u; t < TT; t++) acc[t] = 0.0;
+            if ((p.cols & 3u) == 0u) {
+                for (uint c = tid * 4u; c < p.cols; c += WG * 4u) {
+                    vec4 wv = w4(base + c);
+                    if (colScales) wv *= vec4(uintBitsToFloat(w[p.cfOff + c]), uintBitsToFloat(w[p.cfOff + c + 1u]),
+                                              uintBitsToFloat(w[p.cfOff + c + 2u]), uintBitsToFloat(w[p.cfOff + c + 3u]));
+                    for (uint t = 0u; t < TT; t++) {
+                        if (t < nt) {
+                            uint xi = (t0 + t) * p.cols + c;
+                            acc[t] += dot(wv, vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]));
+                        }
+                    }
+                }
+            } else {
+                for (uint c = tid; c < p.cols; c += WG) {
+                    float wv = w1(base + c);
+                    if (colScales) wv *= uintBitsToFloat(w[p.cfOff + c]);
+                    for (uint t = 0u; t < TT; t++)
+                        if (t < nt) acc[t] += wv * x[(t0 + t) * p.cols + c];
+                }
+            }
+            for (uint t = 0u; t < TT; t++) red[t * WG + tid] = acc[t];
+            barrier();
+            for (uint s = WG / 2u; s > 0u; s >>= 1) {
+                if (tid < s)
+                    for (uint t = 0u; t < TT; t++) red[t * WG + tid] += red[t * WG + tid + s];
+                barrier();
+            }
+            if (tid < nt) {
+                float v = red[tid * WG];
+                if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+                y[p.yOff + (t0 + tid) * p.yStride + r] = v;
+            }
+            barrier();
+        }
+    }
+}

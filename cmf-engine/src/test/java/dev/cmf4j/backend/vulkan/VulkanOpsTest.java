@@ -1,0 +1,108 @@
+package dev.cmf4j.backend.vulkan;
+
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.Matrix;
+import dev.cmf4j.backend.OpResult;
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.format.DType;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.SplittableRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The Vulkan device's products against the CPU's (the per-op harness, {@link VulkanOpCheck}) on the machine's Vulkan
+ * device: lavapipe in CI. Bounds: 2e-6·√cols of the float64 reference's largest magnitude, f32 sums in another order.
+ */
+class VulkanOpsTest {
+    static VulkanContext ctx;
+
+    @BeforeAll static void device() { ctx = VulkanTesting.context(); }
+
+    @Test void discoveryDescribesTheDevice() {
+        List<VulkanDeviceInfo> all = VulkanContext.list();
+        System.out.println("vulkan devices: " + all.stream().map(VulkanDeviceInfo::describe).toList());
+        assertThat(all).isNotEmpty();
+        VulkanDeviceInfo d = ctx.info();
+        assertThat(all.get(d.index()).name()).isEqualTo(d.name());
+        assertThat(d.computeQueueFamily()).isGreaterThanOrEqualTo(0);
+        assertThat(d.subgroupSize()).isPositive();
+        assertThat(d.maxStorageBufferRange()).isGreaterThanOrEqualTo(1 << 27);   // the spec's minimum
+        assertThat(d.maxGroupCount()[0]).isGreaterThanOrEqualTo(65535);
+        assertThat(d.heaps()).isNotEmpty();
+        assertThat(d.apiVersion()).matches("1\\.[1-9].*");
+        assertThat(d.describe()).startsWith(d.name()).contains("subgroup " + d.subgroupSize());
+    }
+
+    @Test void everyDtypeAndShapeMatchesTheCpu() {
+        List<OpResult> results;
+        try (VulkanMatMul m = new VulkanMatMul(ctx, CpuBackend.newMatMul())) {
+            results = VulkanOpCheck.run(m, true);
+        }
+        results.forEach(r -> System.out.printf("%-28s %-22s error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound()));
+        assertThat(results).hasSize(VulkanOpCheck.DTYPES.length * VulkanOpCheck.QUICK.length * 2);
+        assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
+    }
+
+    /** A tensor split over several buffers by rows (as one beyond the device's storage-buffer range is), and views into it. */
+    @Test void rowSplitBuffersAndRowViewsGiveTheSameProducts() {
+        SplittableRandom r = new SplittableRandom(5);
+        MatMul cpu = CpuBackend.newMatMul();
+        for (DType dt : VulkanOpCheck.DTYPES) {
+            int rows = 37, cols = 24, tokens = 3;
+            Matrix w = Matrix.of("w", dt, VulkanOpCheck.randomPayload(r, dt, rows, cols), rows, cols);
+            float[] x = gauss(r, tokens * cols);
+            // parts of at most 5 rows (q8_2f: 5·24 + 5·4 + 24·4 + 4 bytes), so every product crosses several buffers
+            long cap = 5L * cols * 4 + 5 * 4 + 4L * cols + 4 + 15;
+            try (VulkanMatMul m = new VulkanMatMul(ctx, cpu, cap)) {
+                for (Matrix v : List.of(w, w.slice(0, 4, false), w.slice(3, 20, false), w.slice(36, 1, false))) {
+                    float[] got = new float[tokens * v.outDim()], want = new float[got.length];
+                    m.apply(v, x, tokens, got);
+                    cpu.apply(v, x, tokens, want);
+                    assertThat(maxDiff(got, want)).as(dt.label + " rows " + v.firstRow() + "+" + v.rows()).isLessThan(1e-4);
+                }
+                assertThat(m.deviceBytes()).as("uploaded once for every view").isLessThan(2L * (rows * cols * 4L + 4L * rows + 4L * cols));
+            }
+        }
+    }
+
+    /** Shared products: the device's and the fallback's (an input-major view) in one call, each as its own apply would give. */
+    @Test void sharedProductsMixDeviceAndFallback() {
+        SplittableRandom r = new SplittableRandom(6);
+        MatMul cpu = CpuBackend.newMatMul();
+        int cols = 40, tokens = 10;
+        Matrix a = Matrix.of("a", DType.Q8_2F, VulkanOpCheck.randomPayload(r, DType.Q8_2F, 50, cols), 50, cols);
+        Matrix b = Matrix.of("b", DType.F16, VulkanOpCheck.randomPayload(r, DType.F16, 7, cols), 7, cols);
+        Matrix c = Matrix.of("c", DType.F32, VulkanOpCheck.randomPayload(r, DType.F32, cols, 9), cols, 9).slice(0, cols, true);
+        assertThat(VulkanMatMul.supports(c)).isFalse();
+        float[] x = gauss(r, tokens * cols);
+        Matrix[] ws = {a, c, b};
+        float[][] got = {new float[tokens * 50], new float[tokens * 9], new float[tokens * 7]};
+        try (VulkanMatMul m = new VulkanMatMul(ctx, cpu)) {
+            m.applyShared(ws, x, tokens, got);
+            long bytes = m.deviceBytes();
+            m.applyShared(ws, x, tokens, got);
+            assertThat(m.deviceBytes()).as("weights stay resident").isEqualTo(bytes);
+        }
+        for (int i = 0; i < ws.length; i++) {
+            float[] want = new float[got[i].length];
+            cpu.apply(ws[i], x, tokens, want);
+            assertThat(maxDiff(got[i], want)).as(ws[i].name()).isLessThan(1e-4);
+        }
+    }
+
+    static float[] gauss(SplittableRandom r, int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = (float) r.nextGaussian();
+        return v;
+    }
+
+    static double maxDiff(float[] a, float[] b) {
+        double d = 0;
+        for (int i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i] - b[i]));
+        return Double.isNaN(d) ? Double.POSITIVE_INFINITY : d;
+    }
+}

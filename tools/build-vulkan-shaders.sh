@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds every Vulkan compute shader of the engine, cmf-engine/src/main/resources/dev/cmf4j/backend/vulkan/NAME.comp
+# (GLSL), into NAME.spv next to it (SPIR-V, committed and shipped in the jar; the engine has no shader compiler at run
+# time), and writes NAME.spv.stamp recording the SHA-256 of the exact source it was built from. The CI test
+# ShippedShadersTest fails when a stamp does not match its source.
+#
+# Run it after every edit of a .comp file, then commit the .comp, .spv and .spv.stamp together:
+#     tools/build-vulkan-shaders.sh            (needs glslc: Debian/Ubuntu apt-get install glslc; GLSLC=/path/to/glslc)
+#
+# Target: Vulkan 1.1 SPIR-V (1.3), the oldest the backend opens, so every device from lavapipe to NVIDIA's runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=cmf-engine/src/main/resources/dev/cmf4j/backend/vulkan
+GLSLC=${GLSLC:-glslc}
+OPTIONS=(--target-env=vulkan1.1 -O)
+
+command -v "$GLSLC" >/dev/null || { echo "build-vulkan-shaders: glslc not found (apt-get install glslc, or set GLSLC=/path/to/glslc)" >&2; exit 1; }
+GLSLC_VERSION=$("$GLSLC" --version | head -1)
+
+# the hash the engine's test compares: the source bytes with carriage returns dropped (a CRLF checkout stays fresh)
+sha() { tr -d '\r' < "$1" | sha256sum | cut -d' ' -f1; }
+
+shopt -s nullglob
+built=0
+for src in "$DIR"/*.comp; do
+    name=$(basename "$src" .comp)
+    out="$DIR/$name.spv"
+    tmp=$(mktemp "$DIR/.$name.XXXXXX")
+    trap 'rm -f "$tmp"' EXIT
+    "$GLSLC" "${OPTIONS[@]}" -o "$tmp" "$src"
+    mv "$tmp" "$out"
+    trap - EXIT
+    {
+        echo "# Written by tools/build-vulkan-shaders.sh: what $name.spv was built from. Do not edit; rerun the script."
+        echo "source $name.comp"
+        echo "source-sha256 $(sha "$src")"
+        echo "spv-sha256 $(sha256sum "$out" | cut -d' ' -f1)"
+        echo "glslc $GLSLC_VERSION"
+        echo "options ${OPTIONS[*]}"
+    } > "$out.stamp"
+    echo "$out: $(stat -c %s "$out") bytes, $GLSLC_VERSION"
+    built=$((built + 1))
+done
+# a .spv whose source is gone would ship dead code
+for f in "$DIR"/*.spv; do
+    [ -f "${f%.spv}.comp" ] || { rm -f "$f" "$f.stamp"; echo "removed $f (no ${f%.spv}.comp)"; }
+done
+[ "$built" -gt 0 ] || { echo "build-vulkan-shaders: no .comp file in $DIR" >&2; exit 1; }
