@@ -160,7 +160,7 @@ public final class BenchCommand implements Callable<Integer> {
         boolean cpu = dev.cmf4j.backend.cuda.DeviceChoice.parse(device.device) == dev.cmf4j.backend.cuda.DeviceChoice.CPU;
         // --device auto without a usable GPU measures the CPU exactly as --device cpu would: on the --threads pool
         try (Backend gpu = cpu ? null : device.open(spec.commandLine().getErr())) {
-            boolean onGpu = gpu != null && gpu.device().equals("cuda");
+            boolean onGpu = gpu != null && !gpu.device().equals("cpu");
             Backend backend = onGpu ? gpu : new CpuBackend(new KernelMatMul(pool, new CpuMatMul(pool)), pool, null);
             if (onGpu) spec.commandLine().getErr().println("device: " + gpu.description());
             usedDevice = backend.device();
@@ -223,7 +223,7 @@ public final class BenchCommand implements Callable<Integer> {
         }
     }
 
-    /** The device the measurements ran on ({@code cpu} or {@code cuda}; never {@code auto}). */
+    /** The device the measurements ran on ({@code cpu}, {@code cuda} or {@code vulkan}; never {@code auto}). */
     private String usedDevice;
 
     /** Tokens/s of one prefill of {@code prompt} as a single chunk into a fresh context. */

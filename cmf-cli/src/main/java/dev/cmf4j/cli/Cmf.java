@@ -17,6 +17,7 @@ import picocli.CommandLine.Command;
                 CompactCommand.class,
                 ConvertCommand.class,
                 DetokenizeCommand.class,
+                DevicesCommand.class,
                 ExportHfCommand.class,
                 GenerateCommand.class,
                 InfoCommand.class,

@@ -62,7 +62,7 @@ public final class SelftestCommand implements Callable<Integer> {
     boolean noQ8;
 
     @Option(names = "--ops", description = "check the device's operators one by one against the CPU's on random inputs"
-            + " and shapes (needs a GPU: --device cuda; no fixtures)")
+            + " and shapes (needs a GPU: --device cuda or --device vulkan; no fixtures)")
     boolean ops;
 
     @Option(names = "--o1-golden", paramLabel = "FILE.json",
@@ -96,7 +96,7 @@ public final class SelftestCommand implements Callable<Integer> {
             out.println("device: " + dev.description());
             List<dev.cmf4j.backend.OpResult> results = dev.checkOperators(false);
             if (results.isEmpty())
-                throw new IllegalArgumentException("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda)");
+                throw new IllegalArgumentException("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda or --device vulkan)");
             int failed = 0;
             for (var r : results) {
                 if (!r.ok()) failed++;

@@ -29,7 +29,7 @@ class SelftestCommandTest {
     void opsOnTheCpuSaysItNeedsAGpu() {
         Run r = run("selftest", "--ops", "--device", "cpu");
         assertThat(r.code()).isEqualTo(1);
-        assertThat(r.err()).contains("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda)");
+        assertThat(r.err()).contains("--ops checks a GPU's operators against the CPU's; this device is the CPU (use --device cuda or --device vulkan)");
     }
 
     @Test

@@ -84,7 +84,7 @@ public final class CmfGenerate extends Transformer implements DefaultParamsWrita
         ignoreEos = new BooleanParam(uid, "ignoreEos", "generate exactly maxTokens tokens past the model's end-of-sequence ids, as cmf generate does");
         chat = new BooleanParam(uid, "chat", "send a string prompt as one user message through the chat template");
         skill = new Param<>(uid, "skill", "the file's skill every row runs with; empty: the backbone");
-        device = new Param<>(uid, "device", "cpu, cuda or auto (the executor's GPU when it has one)");
+        device = new Param<>(uid, "device", "cpu, cuda, vulkan or auto (the executor's GPU when it has one)");
         threads = new IntParam(uid, "threads", "CPU threads of the executor's model; 0 = one per processor");
         contextLength = new IntParam(uid, "contextLength", "positions one row may hold, prompt and reply; 0 = min(4096, the model's)");
         batchSize = new IntParam(uid, "batchSize", "rows of a partition generated at once, and conversations the executor's model decodes in one step");

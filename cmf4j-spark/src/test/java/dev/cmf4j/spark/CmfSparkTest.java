@@ -215,7 +215,7 @@ class CmfSparkTest {
         assertThatThrownBy(() -> new CmfGenerate().setModelPath(file.toString()).setOutputCol("id").transform(data))
                 .isInstanceOf(IllegalArgumentException.class).hasMessage("CmfGenerate: the output column 'id' exists already");
         assertThatThrownBy(() -> new CmfGenerate().setModelPath(file.toString()).setDevice("tpu").transform(data))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("device must be cpu, cuda or auto, got tpu");
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("device must be cpu, cuda, vulkan or auto, got tpu");
         List<Row> bad = List.of(RowFactory.create(0, List.of(RowFactory.create("robot", "hi"))));
         assertThatThrownBy(() -> new CmfGenerate().setModelPath(file.toString()).setInputCol("messages")
                 .transform(spark.createDataFrame(bad, CHATS)).collectAsList())

@@ -9,7 +9,8 @@ import java.io.PrintStream;
  * ModelOptions o = ModelOptions.defaults().withDevice("auto").withThreads(4).withContextLength(2048);
  * }</pre>
  *
- * @param device        {@code cpu}, {@code cuda} (an error without a usable GPU) or {@code auto} (the GPU when one is usable)
+ * @param device        {@code cpu}, {@code cuda} (an error without a usable NVIDIA GPU), {@code vulkan} (an error without a
+ *                      Vulkan device) or {@code auto} (an NVIDIA GPU, else a Vulkan GPU, else the CPU)
  * @param threads       CPU threads for this model; 0 = the process-wide pool (all processors, or {@code -Dcmf.threads})
  * @param contextLength positions one conversation may hold (prompt and reply); 0 = min(4096, the model's)
  * @param parallel      conversations decoded together in one batch; more wait in a queue
@@ -25,8 +26,8 @@ public record ModelOptions(String device, int threads, int contextLength, int pa
                            String task, String quant, PrintStream progress) {
 
     public ModelOptions {
-        if (device == null || !(device.equals("cpu") || device.equals("cuda") || device.equals("auto")))
-            throw new IllegalArgumentException("device must be cpu, cuda or auto, got " + device);
+        if (device == null || !(device.equals("cpu") || device.equals("cuda") || device.equals("vulkan") || device.equals("auto")))
+            throw new IllegalArgumentException("device must be cpu, cuda, vulkan or auto, got " + device);
         if (threads < 0) throw new IllegalArgumentException("threads must be >= 0, got " + threads);
         if (contextLength < 0 || contextLength == 1) throw new IllegalArgumentException("contextLength must be 0 (the default) or >= 2, got " + contextLength);
         if (parallel < 1) throw new IllegalArgumentException("parallel must be >= 1, got " + parallel);

@@ -8,6 +8,7 @@ import dev.cmf4j.convert.Sources;
 import dev.cmf4j.convert.TensorPolicy;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -61,6 +62,23 @@ class FixtureModelsTest {
     void referenceConverterFilesGiveTransformersGreedyIds(String name) throws Exception {
         try (CmfModel m = Cmf.open(Fixtures.require("cmf/refconv/" + name + "-F32.cmf"), ModelOptions.defaults().withContextLength(128))) {
             checkGreedy(m, Fixtures.require("models/" + name), name);
+        }
+    }
+
+    /**
+     * {@code withDevice("vulkan")}: the weight products on the Vulkan device (lavapipe in CI, which .ci/run installs; the
+     * test skips where there is none unless CMF_CI=1), transformers' greedy ids still.
+     */
+    @Test
+    void vulkanDeviceGivesTransformersGreedyIds() throws Exception {
+        try {
+            dev.cmf4j.backend.vulkan.VulkanContext.get();
+        } catch (dev.cmf4j.backend.vulkan.VulkanUnavailableException e) {
+            if ("1".equals(System.getenv("CMF_CI"))) throw e;
+            org.junit.jupiter.api.Assumptions.abort("no Vulkan device: " + e.getMessage());
+        }
+        try (CmfModel m = Cmf.open(Fixtures.require("cmf/refconv/qwen3-F32.cmf"), ModelOptions.defaults().withDevice("vulkan").withContextLength(128))) {
+            checkGreedy(m, Fixtures.require("models/qwen3"), "qwen3 on vulkan");
         }
     }
 
