@@ -51,7 +51,8 @@ final class Vk {
     static final int BUFFER_TRANSFER_SRC = 1, BUFFER_TRANSFER_DST = 2, BUFFER_STORAGE = 0x20;
     static final int DESCRIPTOR_STORAGE_BUFFER = 7, STAGE_COMPUTE = 0x20, BIND_POINT_COMPUTE = 1;
     static final int PIPELINE_STAGE_COMPUTE = 0x800, PIPELINE_STAGE_TRANSFER = 0x1000, PIPELINE_STAGE_HOST = 0x4000;
-    static final int ACCESS_SHADER_READ = 0x20, ACCESS_SHADER_WRITE = 0x40, ACCESS_TRANSFER_WRITE = 0x1000, ACCESS_HOST_READ = 0x2000;
+    static final int ACCESS_SHADER_READ = 0x20, ACCESS_SHADER_WRITE = 0x40, ACCESS_TRANSFER_READ = 0x800, ACCESS_TRANSFER_WRITE = 0x1000,
+            ACCESS_HOST_READ = 0x2000;
     static final long WHOLE_SIZE = -1L;
     static final int DEVICE_TYPE_OTHER = 0, DEVICE_TYPE_INTEGRATED = 1, DEVICE_TYPE_DISCRETE = 2, DEVICE_TYPE_VIRTUAL = 3, DEVICE_TYPE_CPU = 4;
 
@@ -120,7 +121,82 @@ final class Vk {
         return Map.copyOf(t);
     }
 
-    private Vk(Map<String, MethodHandle> h) { this.h = h; }
+    /** The commands every product records and submits, bound once for exact (unboxed) invocation. */
+    private final MethodHandle resetCommandBuffer, beginCommandBuffer, endCommandBuffer, cmdBindPipeline, cmdBindDescriptorSets,
+            cmdPushConstants, cmdDispatch, cmdPipelineBarrier, cmdCopyBuffer, queueSubmit, waitForFences, resetFences;
+
+    private Vk(Map<String, MethodHandle> h) {
+        this.h = h;
+        resetCommandBuffer = h.get("vkResetCommandBuffer"); beginCommandBuffer = h.get("vkBeginCommandBuffer");
+        endCommandBuffer = h.get("vkEndCommandBuffer"); cmdBindPipeline = h.get("vkCmdBindPipeline");
+        cmdBindDescriptorSets = h.get("vkCmdBindDescriptorSets"); cmdPushConstants = h.get("vkCmdPushConstants");
+        cmdDispatch = h.get("vkCmdDispatch"); cmdPipelineBarrier = h.get("vkCmdPipelineBarrier"); cmdCopyBuffer = h.get("vkCmdCopyBuffer");
+        queueSubmit = h.get("vkQueueSubmit"); waitForFences = h.get("vkWaitForFences"); resetFences = h.get("vkResetFences");
+    }
+
+    private static RuntimeException rethrow(Throwable t) {
+        if (t instanceof RuntimeException r) return r;
+        if (t instanceof Error e) throw e;
+        return new VulkanException(t.toString(), t);
+    }
+
+    private static void ok(int r, String call) {
+        if (r != 0) throw new VulkanException(call + " failed: " + resultName(r));
+    }
+
+    void resetCommandBuffer(MemorySegment cb) {
+        try { ok((int) resetCommandBuffer.invokeExact(cb, 0), "vkResetCommandBuffer"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void beginCommandBuffer(MemorySegment cb, MemorySegment info) {
+        try { ok((int) beginCommandBuffer.invokeExact(cb, info), "vkBeginCommandBuffer"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void endCommandBuffer(MemorySegment cb) {
+        try { ok((int) endCommandBuffer.invokeExact(cb), "vkEndCommandBuffer"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void cmdBindPipeline(MemorySegment cb, long pipeline) {
+        try { cmdBindPipeline.invokeExact(cb, BIND_POINT_COMPUTE, pipeline); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void cmdBindDescriptorSet(MemorySegment cb, long layout, MemorySegment oneSet) {
+        try {
+            cmdBindDescriptorSets.invokeExact(cb, BIND_POINT_COMPUTE, layout, 0, 1, oneSet, 0, MemorySegment.NULL);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void cmdPushConstants(MemorySegment cb, long layout, int bytes, MemorySegment values) {
+        try { cmdPushConstants.invokeExact(cb, layout, STAGE_COMPUTE, 0, bytes, values); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void cmdDispatch(MemorySegment cb, int x, int y, int z) {
+        try { cmdDispatch.invokeExact(cb, x, y, z); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** A global memory barrier ({@code barrier}: a VkMemoryBarrier) from {@code src} stages to {@code dst} stages. */
+    void cmdBarrier(MemorySegment cb, int src, int dst, MemorySegment barrier) {
+        try {
+            cmdPipelineBarrier.invokeExact(cb, src, dst, 0, 1, barrier, 0, MemorySegment.NULL, 0, MemorySegment.NULL);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** One region ({@code region}: a VkBufferCopy) from {@code src} to {@code dst}. */
+    void cmdCopyBuffer(MemorySegment cb, long src, long dst, MemorySegment region) {
+        try { cmdCopyBuffer.invokeExact(cb, src, dst, 1, region); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    void queueSubmit(MemorySegment queue, MemorySegment submitInfo, long fence) {
+        try { ok((int) queueSubmit.invokeExact(queue, 1, submitInfo, fence), "vkQueueSubmit"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Waits without a timeout for the one fence in {@code fences}, then resets it. */
+    void waitAndReset(MemorySegment device, MemorySegment fences) {
+        try {
+            ok((int) waitForFences.invokeExact(device, 1, fences, 1, -1L), "vkWaitForFences");
+            ok((int) resetFences.invokeExact(device, 1, fences), "vkResetFences");
+        } catch (Throwable t) { throw rethrow(t); }
+    }
 
     private static Vk loaded;
     private static String loadFailure;

@@ -400,17 +400,10 @@ public final class VulkanContext implements AutoCloseable {
         vk.call("vkFreeMemory", device, b.memory(), MemorySegment.NULL);   // unmaps it
     }
 
-    /** Submits {@code commandBuffer} to the queue, signalling {@code fence} (the queue is shared by every model). */
-    synchronized void submit(MemorySegment commandBuffer, long fence) {
+    /** Submits the one command buffer of {@code submitInfo} (a VkSubmitInfo) to the queue, which every model shares. */
+    synchronized void submit(MemorySegment submitInfo, long fence) {
         if (closed) throw new IllegalStateException("Vulkan context closed");
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment cbs = a.allocate(PTR);
-            cbs.set(PTR, 0, commandBuffer);
-            MemorySegment si = Vk.struct(a, 72, Vk.ST_SUBMIT_INFO);
-            si.set(U32, 40, 1);
-            si.set(PTR, 48, cbs);
-            vk.check("vkQueueSubmit", queue, 1, si, fence);
-        }
+        vk.queueSubmit(queue, submitInfo, fence);
     }
 
     /** One line for people. */

@@ -52,7 +52,19 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     private final MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), fenceArray = arena.allocate(U64),
             barrier = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER), beginInfo = Vk.struct(arena, 32, Vk.ST_COMMAND_BUFFER_BEGIN_INFO),
             setArray = arena.allocate(U64);
-    private VulkanContext.Buffer stageX, stageY;
+    private final MemorySegment submitInfo = Vk.struct(arena, 72, Vk.ST_SUBMIT_INFO), commandBuffers = arena.allocate(PTR),
+            region = Vk.plain(arena, 24), toCompute = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER),
+            toTransfer = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER), toHost = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER);
+    /** x and y as the host writes and reads them (host-visible), and, where that memory is not device-local, their device twins. */
+    private VulkanContext.Buffer stageX, stageY, deviceX, deviceY;
+    /**
+     * Whether x and y go through device-local twins (copied in and out by the same submission): where host-visible
+     * memory is not device-local (a discrete GPU without resizable BAR), so the shader never reads the activations or
+     * writes its outputs across the bus once per workgroup. Tests force it on lavapipe.
+     */
+    private final boolean copyActivations;
+    /** Whether weights go up through a staging buffer and a copy (device-local memory the host cannot map); tests force it. */
+    private final boolean stagedUploads;
     /** Bumped whenever the staging buffers are replaced: each part's descriptor set is rewritten before its next use. */
     private int stagingGeneration;
     private long deviceBytes;
@@ -75,10 +87,14 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     /** A tensor resident on the device: its parts by stored rows, the shader kind and scale flags. */
     record Resident(MemorySegment source, int kind, int flags, List<Part> parts, long bytes) {}
 
-    public VulkanMatMul(VulkanContext ctx, MatMul fallback) { this(ctx, fallback, PART_CAP); }
+    public VulkanMatMul(VulkanContext ctx, MatMul fallback) { this(ctx, fallback, PART_CAP, false); }
 
-    /** Tests: weight buffers of at most {@code partCap} bytes, so a small tensor is split by rows as a large one is. */
-    VulkanMatMul(VulkanContext ctx, MatMul fallback, long partCap) {
+    /**
+     * Tests: weight buffers of at most {@code partCap} bytes, so a small tensor is split by rows as a large one is;
+     * {@code copies}: the discrete GPU's paths (activations through device-local twins, weights through staging) even
+     * where every buffer is host-visible.
+     */
+    VulkanMatMul(VulkanContext ctx, MatMul fallback, long partCap, boolean copies) {
         this.ctx = Objects.requireNonNull(ctx, "ctx");
         this.vk = ctx.vk;
         this.fallback = Objects.requireNonNull(fallback, "fallback");
@@ -107,6 +123,17 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             fence = out.get(U64, 0);
         }
         fenceArray.set(U64, 0, fence);
+        copyActivations = copies || (ctx.memoryFlags(ctx.stagingType) & Vk.MEMORY_DEVICE_LOCAL) == 0;
+        stagedUploads = copies || !ctx.weightsMappable;
+        commandBuffers.set(PTR, 0, commandBuffer);
+        submitInfo.set(U32, 40, 1);
+        submitInfo.set(PTR, 48, commandBuffers);
+        toCompute.set(U32, 16, Vk.ACCESS_TRANSFER_WRITE);
+        toCompute.set(U32, 20, Vk.ACCESS_SHADER_READ);
+        toTransfer.set(U32, 16, Vk.ACCESS_SHADER_WRITE);
+        toTransfer.set(U32, 20, Vk.ACCESS_TRANSFER_READ);
+        toHost.set(U32, 16, Vk.ACCESS_TRANSFER_WRITE);
+        toHost.set(U32, 20, Vk.ACCESS_HOST_READ);
         barrier.set(U32, 16, Vk.ACCESS_SHADER_WRITE);
         barrier.set(U32, 20, Vk.ACCESS_HOST_READ);
         beginInfo.set(U32, 16, 1);   // ONE_TIME_SUBMIT
@@ -171,8 +198,13 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         for (int i = 0; i < ws.length; i++) if (supports(ws[i])) rs[i] = resident(ws[i]);
         ensureStaging(4L * tokens * in, 4L * tokens * yPerToken);
         MemorySegment.copy(x, t0 * in, stageX.mapped(), ValueLayout.JAVA_FLOAT, 0, tokens * in);
-        vk.check("vkResetCommandBuffer", commandBuffer, 0);
-        vk.check("vkBeginCommandBuffer", commandBuffer, beginInfo);
+        vk.resetCommandBuffer(commandBuffer);
+        vk.beginCommandBuffer(commandBuffer, beginInfo);
+        if (copyActivations) {
+            region.set(U64, 16, 4L * tokens * in);
+            vk.cmdCopyBuffer(commandBuffer, stageX.buffer(), deviceX.buffer(), region);
+            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, toCompute);
+        }
         long yOff = 0;
         int bound = -1;
         int[] groups = ctx.info().maxGroupCount();
@@ -181,7 +213,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             Matrix w = ws[i];
             Resident r = rs[i];
             if (bound != r.kind()) {
-                vk.call("vkCmdBindPipeline", commandBuffer, Vk.BIND_POINT_COMPUTE, ctx.matvec[r.kind()]);
+                vk.cmdBindPipeline(commandBuffer, ctx.matvec[r.kind()]);
                 bound = r.kind();
             }
             long first = w.firstRow(), end = first + w.rows();
@@ -191,17 +223,23 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
                 bindSet(p);
                 MatvecPush.write(push, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, yOff + (lo - first), w.outDim(),
                         p.rsOff, p.cfOff, r.flags());
-                vk.call("vkCmdPushConstants", commandBuffer, ctx.pipelineLayout, Vk.STAGE_COMPUTE, 0, MatvecPush.BYTES, push);
+                vk.cmdPushConstants(commandBuffer, ctx.pipelineLayout, MatvecPush.BYTES, push);
                 int gx = (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0]));
                 int gy = (int) Math.min((tokens + TOKEN_TILE - 1) / TOKEN_TILE, Integer.toUnsignedLong(groups[1]));
-                vk.call("vkCmdDispatch", commandBuffer, gx, gy, 1);
+                vk.cmdDispatch(commandBuffer, gx, gy, 1);
             }
             yOff += (long) tokens * w.outDim();
         }
-        // the shader's writes made visible to the host's reads after the fence
-        vk.call("vkCmdPipelineBarrier", commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_HOST, 0, 1, barrier,
-                0, MemorySegment.NULL, 0, MemorySegment.NULL);
-        vk.check("vkEndCommandBuffer", commandBuffer);
+        if (copyActivations) {
+            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, toTransfer);
+            region.set(U64, 16, 4 * yOff);
+            vk.cmdCopyBuffer(commandBuffer, deviceY.buffer(), stageY.buffer(), region);
+            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, toHost);
+        } else {
+            // the shader's writes made visible to the host's reads after the fence
+            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_HOST, barrier);
+        }
+        vk.endCommandBuffer(commandBuffer);
         submitAndWait();
         yOff = 0;
         for (int i = 0; i < ws.length; i++) {
@@ -213,21 +251,19 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     private void submitAndWait() {
-        ctx.submit(commandBuffer, fence);
-        int r = vk.result("vkWaitForFences", ctx.device, 1, fenceArray, 1, -1L);
-        if (r != 0) throw new VulkanException("vkWaitForFences failed: " + Vk.resultName(r));
-        vk.check("vkResetFences", ctx.device, 1, fenceArray);
+        ctx.submit(submitInfo, fence);
+        vk.waitAndReset(ctx.device, fenceArray);
     }
 
     /** Binds {@code p}'s descriptor set, (re)written first when the staging buffers changed since. */
     private void bindSet(Part p) {
         if (p.set == 0) p.set = allocateSet();
         if (p.generation != stagingGeneration) {
-            writeSet(p.set, p.buffer.buffer(), stageX.buffer(), stageY.buffer());
+            writeSet(p.set, p.buffer.buffer(), (copyActivations ? deviceX : stageX).buffer(), (copyActivations ? deviceY : stageY).buffer());
             p.generation = stagingGeneration;
         }
         setArray.set(U64, 0, p.set);
-        vk.call("vkCmdBindDescriptorSets", commandBuffer, Vk.BIND_POINT_COMPUTE, ctx.pipelineLayout, 0, 1, setArray, 0, MemorySegment.NULL);
+        vk.cmdBindDescriptorSet(commandBuffer, ctx.pipelineLayout, setArray);
     }
 
     private long allocateSet() {
@@ -285,13 +321,23 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         if (xb < xBytes || yb < yBytes)
             throw new IllegalArgumentException("one token's product of " + xBytes + " input / " + yBytes + " output bytes exceeds the device's "
                     + stagingLimit + "-byte buffer range");
-        ctx.free(stageX);
-        ctx.free(stageY);
-        stageX = stageY = null;
+        freeStaging();
         int want = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
         stageX = ctx.buffer(xb, want, "activations");
         stageY = ctx.buffer(yb, want, "outputs");
+        if (copyActivations) {
+            deviceX = ctx.buffer(xb, Vk.MEMORY_DEVICE_LOCAL, "activations (device)");
+            deviceY = ctx.buffer(yb, Vk.MEMORY_DEVICE_LOCAL, "outputs (device)");
+        }
         stagingGeneration++;
+    }
+
+    private void freeStaging() {
+        ctx.free(stageX);
+        ctx.free(stageY);
+        ctx.free(deviceX);
+        ctx.free(deviceY);
+        stageX = stageY = deviceX = deviceY = null;
     }
 
     /** The device copy of {@code w}'s tensor, uploaded on first use. */
@@ -356,7 +402,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
      */
     private VulkanContext.Buffer bufferFilled(long bytes, java.util.function.Consumer<MemorySegment> fill) {
         int coherent = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
-        if (ctx.weightsMappable) {
+        if (!stagedUploads) {
             VulkanContext.Buffer b = ctx.buffer(bytes, ctx.weightType >= 0 ? Vk.MEMORY_DEVICE_LOCAL | coherent : coherent, "weights");
             fill.accept(b.mapped());
             return b;
@@ -366,17 +412,13 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             fill.accept(staging.mapped());
             VulkanContext.Buffer b = ctx.buffer(bytes, Vk.MEMORY_DEVICE_LOCAL, "weights");
             try (Arena a = Arena.ofConfined()) {
-                MemorySegment region = Vk.plain(a, 24);
-                region.set(U64, 16, bytes);
-                vk.check("vkResetCommandBuffer", commandBuffer, 0);
-                vk.check("vkBeginCommandBuffer", commandBuffer, beginInfo);
-                vk.call("vkCmdCopyBuffer", commandBuffer, staging.buffer(), b.buffer(), 1, region);
-                MemorySegment mb = Vk.struct(a, 24, Vk.ST_MEMORY_BARRIER);
-                mb.set(U32, 16, Vk.ACCESS_TRANSFER_WRITE);
-                mb.set(U32, 20, Vk.ACCESS_SHADER_READ);
-                vk.call("vkCmdPipelineBarrier", commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, 0, 1, mb,
-                        0, MemorySegment.NULL, 0, MemorySegment.NULL);
-                vk.check("vkEndCommandBuffer", commandBuffer);
+                MemorySegment copy = Vk.plain(a, 24);
+                copy.set(U64, 16, bytes);
+                vk.resetCommandBuffer(commandBuffer);
+                vk.beginCommandBuffer(commandBuffer, beginInfo);
+                vk.cmdCopyBuffer(commandBuffer, staging.buffer(), b.buffer(), copy);
+                vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, toCompute);
+                vk.endCommandBuffer(commandBuffer);
                 submitAndWait();
             } catch (RuntimeException e) {
                 ctx.free(b);
@@ -399,8 +441,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         closed = true;
         for (Resident d : uploaded.values()) free(d);
         uploaded.clear();
-        ctx.free(stageX);
-        ctx.free(stageY);
+        freeStaging();
         for (long p : descriptorPools) vk.call("vkDestroyDescriptorPool", ctx.device, p, MemorySegment.NULL);
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
         vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);
