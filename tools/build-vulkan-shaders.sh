@@ -15,7 +15,7 @@ GLSLC=${GLSLC:-glslc}
 OPTIONS=(--target-env=vulkan1.1 -O)
 
 command -v "$GLSLC" >/dev/null || { echo "build-vulkan-shaders: glslc not found (apt-get install glslc, or set GLSLC=/path/to/glslc)" >&2; exit 1; }
-GLSLC_VERSION=$("$GLSLC" --version | head -1)
+GLSLC_VERSION=$("$GLSLC" --version | sed -n 1p)   # sed reads it all: head would end the pipe early (SIGPIPE)
 
 # the hash the engine's test compares: the source bytes with carriage returns dropped (a CRLF checkout stays fresh)
 sha() { tr -d '\r' < "$1" | sha256sum | cut -d' ' -f1; }

@@ -1,6 +1,9 @@
 package dev.cmf4j.backend.vulkan;
 
 import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.OpResult;
 import dev.cmf4j.backend.cpu.CpuBackend;
@@ -11,9 +14,9 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * A Vulkan device (AMD, Intel, NVIDIA, Apple through MoltenVK, or Mesa's lavapipe on the CPU): the host graph with its
- * weight products on the device ({@link VulkanMatMul}, weights resident) and every other operator on the CPU's pool.
- * No model runs whole on it yet ({@link #runsWholeModels} is false): docs/VULKAN.md says what is still to come.
+ * A Vulkan device (AMD, Intel, NVIDIA, Apple through MoltenVK, or Mesa's lavapipe on the CPU): a dense decoder runs
+ * whole on it ({@link VulkanResidentForward}); any other model runs the host graph with its weight products on the
+ * device ({@link VulkanMatMul}, weights resident) and every other operator on the CPU's pool (docs/VULKAN.md).
  */
 public final class VulkanBackend implements Backend {
     private final VulkanMatMul matmul;
@@ -25,7 +28,6 @@ public final class VulkanBackend implements Backend {
     /** Over products already set up; closing this closes them. */
     public VulkanBackend(VulkanMatMul matmul) {
         this.matmul = Objects.requireNonNull(matmul, "matmul");
-        notes.add("vulkan: " + matmul.context().info().name() + ": hybrid path (weight products on the device, every other operator on the CPU)");
         if (matmul.context().info().software())
             notes.add("vulkan: " + matmul.context().info().name() + " is a software device (CPU rasterizer): correct, slower than --device cpu");
     }
@@ -37,6 +39,17 @@ public final class VulkanBackend implements Backend {
     @Override public MatMul matmul() { return matmul; }
 
     @Override public WorkerPool hostPool() { return CpuBackend.pool(); }
+
+    @Override public boolean runsWholeModels() { return true; }
+
+    @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv) { return matmul.denseForward(plan, kv, VulkanBackend::note); }
+
+    @Override public void hostGraph(String label, String why) {
+        note("vulkan: " + label + ": hybrid path (weight products on the device, every other operator on the CPU): " + why);
+    }
+
+    /** A model's path, on standard error as it opens (as the CUDA backend's notes). */
+    private static void note(String line) { System.err.println("cmf: " + line); }
 
     @Override public List<OpResult> checkOperators(boolean quick) { return VulkanOpCheck.run(matmul, quick); }
 

@@ -33,7 +33,11 @@ public final class VulkanContext implements AutoCloseable {
     final long descriptorSetLayout, pipelineLayout;
     /** One matvec pipeline per weight kind (see matvec.comp's KIND). */
     final long[] matvec;
-    private final long shaderModule;
+    /** ops.comp: four storage buffers, 64 bytes of push constants, one pipeline per OP. */
+    final long opsSetLayout, opsPipelineLayout;
+    final long[] ops;
+    static final int OPS = 6, OPS_PUSH_BYTES = 64;
+    private final long shaderModule, opsModule;
     private boolean closed;
 
     private static VulkanContext shared;
@@ -111,11 +115,16 @@ public final class VulkanContext implements AutoCloseable {
                 weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
                         == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
                 // pipelines
-                descriptorSetLayout = createSetLayout(a);
-                pipelineLayout = createPipelineLayout(a);
+                descriptorSetLayout = createSetLayout(a, 3);
+                pipelineLayout = createPipelineLayout(a, descriptorSetLayout, MatvecPush.BYTES);
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
-                for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, k);
+                for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
+                opsSetLayout = createSetLayout(a, 4);
+                opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
+                opsModule = createShaderModule(a, Shaders.load("ops"));
+                ops = new long[OPS];
+                for (int k = 0; k < OPS; k++) ops[k] = createPipeline(a, opsModule, opsPipelineLayout, k);
             } catch (RuntimeException e) {
                 if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);
                 vk.call("vkDestroyInstance", instance, MemorySegment.NULL);
@@ -285,29 +294,29 @@ public final class VulkanContext implements AutoCloseable {
 
     // ---- pipelines ----
 
-    /** Three storage buffers: the weights (binding 0), the activations (1), the outputs (2). */
-    private long createSetLayout(Arena a) {
-        MemorySegment b = Vk.plain(a, 24 * 3);
-        for (int i = 0; i < 3; i++) {
+    /** {@code n} storage buffers (matvec: the weights, the activations, the outputs). */
+    private long createSetLayout(Arena a, int n) {
+        MemorySegment b = Vk.plain(a, 24L * n);
+        for (int i = 0; i < n; i++) {
             b.set(U32, 24L * i, i);
             b.set(U32, 24L * i + 4, Vk.DESCRIPTOR_STORAGE_BUFFER);
             b.set(U32, 24L * i + 8, 1);
             b.set(U32, 24L * i + 12, Vk.STAGE_COMPUTE);
         }
         MemorySegment ci = Vk.struct(a, 32, Vk.ST_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
-        ci.set(U32, 20, 3);
+        ci.set(U32, 20, n);
         ci.set(PTR, 24, b);
         MemorySegment out = Vk.out(a);
         vk.check("vkCreateDescriptorSetLayout", device, ci, MemorySegment.NULL, out);
         return out.get(U64, 0);
     }
 
-    private long createPipelineLayout(Arena a) {
+    private long createPipelineLayout(Arena a, long setLayout, int pushBytes) {
         MemorySegment range = Vk.plain(a, 12);
         range.set(U32, 0, Vk.STAGE_COMPUTE);
-        range.set(U32, 8, MatvecPush.BYTES);
+        range.set(U32, 8, pushBytes);
         MemorySegment layouts = a.allocate(U64);
-        layouts.set(U64, 0, descriptorSetLayout);
+        layouts.set(U64, 0, setLayout);
         MemorySegment ci = Vk.struct(a, 48, Vk.ST_PIPELINE_LAYOUT_CREATE_INFO);
         ci.set(U32, 20, 1);
         ci.set(PTR, 24, layouts);
@@ -329,8 +338,8 @@ public final class VulkanContext implements AutoCloseable {
         return out.get(U64, 0);
     }
 
-    /** The shader's {@code main} with specialization constant 0 (the weight kind) set to {@code kind}. */
-    private long createPipeline(Arena a, long module, int kind) {
+    /** The shader's {@code main} with specialization constant 0 (matvec's weight kind, ops' OP) set to {@code kind}. */
+    private long createPipeline(Arena a, long module, long layout, int kind) {
         MemorySegment entry = Vk.plain(a, 16);
         entry.set(U32, 0, 0);
         entry.set(U32, 4, 0);
@@ -349,7 +358,7 @@ public final class VulkanContext implements AutoCloseable {
         stage.set(U64, 24, module);
         stage.set(PTR, 32, a.allocateFrom("main"));
         stage.set(PTR, 40, spec);
-        ci.set(U64, 72, pipelineLayout);
+        ci.set(U64, 72, layout);
         ci.set(U32, 88, -1);
         MemorySegment out = Vk.out(a);
         vk.check("vkCreateComputePipelines", device, 0L, 1, ci, MemorySegment.NULL, out);
@@ -414,7 +423,11 @@ public final class VulkanContext implements AutoCloseable {
         closed = true;
         vk.result("vkDeviceWaitIdle", device);
         for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
+        vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
+        vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, pipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, descriptorSetLayout, MemorySegment.NULL);
         vk.call("vkDestroyDevice", device, MemorySegment.NULL);

@@ -69,6 +69,10 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     private int stagingGeneration;
     private long deviceBytes;
     private boolean closed;
+    /** {@code -Dcmf.vulkan.resident=false}: dense models too run the hybrid path (device products, CPU graph). */
+    static final boolean RESIDENT = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.resident"));
+    private boolean resident = RESIDENT;
+    private final List<VulkanResidentForward> forwards = new ArrayList<>();
 
     /** A run of stored rows in one device buffer: weights, then (q8) f32 row scales, then (q8_2f) f32 column scales. */
     static final class Part {
@@ -156,6 +160,26 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     public VulkanContext context() { return ctx; }
+
+    /** Tests: whether models opened from now on may run whole on the device (default {@code cmf.vulkan.resident}, on). */
+    public void useResident(boolean on) { this.resident = on; }
+
+    /**
+     * The whole-model forward for {@code plan} when this device runs it ({@link VulkanResidentForward#unsupported} names
+     * none of its parts), else null with {@code notes} told why: the host graph with these products.
+     */
+    synchronized dev.cmf4j.backend.DeviceForward denseForward(dev.cmf4j.backend.DecoderPlan plan, dev.cmf4j.backend.KvType kv,
+                                                            java.util.function.Consumer<String> notes) {
+        String hybrid = "vulkan: " + plan.label() + ": hybrid path (weight products on the device, every other operator on the CPU): ";
+        if (!resident) { notes.accept(hybrid + "-Dcmf.vulkan.resident=false"); return null; }
+        String why = VulkanResidentForward.unsupported(plan, kv);
+        if (why != null) { notes.accept(hybrid + why); return null; }
+        if (closed) throw new IllegalStateException("VulkanMatMul closed");
+        VulkanResidentForward f = new VulkanResidentForward(this, plan);
+        forwards.add(f);
+        notes.accept("vulkan: " + plan.label() + ": device-resident forward (every operator on the device, one submission per step)");
+        return f;
+    }
 
     /** Bytes of device memory this instance holds for weights. */
     public synchronized long deviceBytes() { return deviceBytes; }
@@ -257,7 +281,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
 
     /** Binds {@code p}'s descriptor set, (re)written first when the staging buffers changed since. */
     private void bindSet(Part p) {
-        if (p.set == 0) p.set = allocateSet();
+        if (p.set == 0) p.set = allocateSet(ctx.descriptorSetLayout);
         if (p.generation != stagingGeneration) {
             writeSet(p.set, p.buffer.buffer(), (copyActivations ? deviceX : stageX).buffer(), (copyActivations ? deviceY : stageY).buffer());
             p.generation = stagingGeneration;
@@ -266,12 +290,13 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         vk.cmdBindDescriptorSet(commandBuffer, ctx.pipelineLayout, setArray);
     }
 
-    private long allocateSet() {
+    /** A descriptor set of {@code layout} (three or four storage buffers) from this instance's pools. */
+    long allocateSet(long layout) {
         try (Arena a = Arena.ofConfined()) {
             if (setsLeft == 0) {
                 MemorySegment size = Vk.plain(a, 8);
                 size.set(U32, 0, Vk.DESCRIPTOR_STORAGE_BUFFER);
-                size.set(U32, 4, 3 * SETS_PER_POOL);
+                size.set(U32, 4, 4 * SETS_PER_POOL);
                 MemorySegment ci = Vk.struct(a, 40, Vk.ST_DESCRIPTOR_POOL_CREATE_INFO);
                 ci.set(U32, 20, SETS_PER_POOL);
                 ci.set(U32, 24, 1);
@@ -282,7 +307,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
                 setsLeft = SETS_PER_POOL;
             }
             MemorySegment layouts = a.allocate(U64);
-            layouts.set(U64, 0, ctx.descriptorSetLayout);
+            layouts.set(U64, 0, layout);
             MemorySegment ai = Vk.struct(a, 40, Vk.ST_DESCRIPTOR_SET_ALLOCATE_INFO);
             ai.set(U64, 16, descriptorPools.getLast());
             ai.set(U32, 24, 1);
@@ -294,7 +319,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         }
     }
 
-    private void writeSet(long set, long... buffers) {
+    void writeSet(long set, long... buffers) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment infos = Vk.plain(a, 24L * buffers.length);
             MemorySegment writes = Vk.plain(a, 64L * buffers.length);
@@ -341,7 +366,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     /** The device copy of {@code w}'s tensor, uploaded on first use. */
-    private Resident resident(Matrix w) {
+    Resident resident(Matrix w) {
         Resident d = uploaded.get(w.data());
         if (d != null && !d.source().scope().isAlive()) {
             // the mapping this copy came from was closed and a new one reuses its address: the copy is stale
@@ -439,6 +464,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     @Override public synchronized void close() {
         if (closed) return;
         closed = true;
+        for (VulkanResidentForward f : forwards) f.closeOnOwner();
+        forwards.clear();
         for (Resident d : uploaded.values()) free(d);
         uploaded.clear();
         freeStaging();

@@ -21,6 +21,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * (the goldens are no quantized reference).
  */
 class VulkanGoldenTest {
+    /** The fixture models the device-resident forward takes; the others run the hybrid path. */
+    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3");
+
     @TempDir static Path tmp;
     static VulkanContext ctx;
 
@@ -37,32 +40,63 @@ class VulkanGoldenTest {
         double tol = model.equals("qwen3_next") ? 2e-3 : 1e-3;
         Golden.Result r;
         long device;
+        boolean whole;
         try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            whole = m.graph().device() != null;
             r = Golden.load(dir).check(m.graph(), 64, tol);
             device = ((VulkanMatMul) b.matmul()).deviceBytes();
         }
-        System.out.println("vulkan " + model + " f32: " + r + " (" + device + " bytes of weights on the device)");
+        System.out.println("vulkan " + model + " f32 (" + (whole ? "device-resident" : "hybrid") + "): " + r + " (" + device
+                + " bytes of weights on the device)");
         assertThat(device).as("the products ran on the device").isPositive();
+        assertThat(whole).as("runs whole on the device").isEqualTo(RESIDENT.contains(model));
         assertThat(r.logitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(tol);
         assertThat(r.stepLogitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(tol);
         assertThat(r.greedyMatches()).as(r.toString()).isTrue();
     }
 
+    /** q8_2f files against the CPU engine on the same file: whole on the device, and (llama) on the hybrid path too. */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3"})
-    void q8_2fMatchesTheCpuEngine(String model) throws Exception {
+    @ValueSource(strings = {"llama", "qwen3", "llama hybrid"})
+    void q8_2fMatchesTheCpuEngine(String run) throws Exception {
+        String model = run.split(" ")[0];
+        boolean hybrid = run.endsWith("hybrid");
         Path cmf = Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf");
         int[] ids = Golden.load(Fixtures.require("models/" + model)).inputIds();
         float[] want, got;
-        try (Model m = Model.open(cmf)) { want = logits(m, ids); }
-        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+        float[][] wantSteps, gotSteps;
+        try (Model m = Model.open(cmf)) { want = logits(m, ids); wantSteps = steps(m, ids); }
+        VulkanMatMul mm = new VulkanMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
+        mm.useResident(!hybrid);
+        try (VulkanBackend b = new VulkanBackend(mm); Model m = Model.open(cmf, null, b)) {
+            assertThat(m.graph().device() != null).as("runs whole on the device").isEqualTo(!hybrid);
             got = logits(m, ids);
-            assertThat(((VulkanMatMul) b.matmul()).deviceBytes()).isPositive();
+            gotSteps = steps(m, ids);
+            assertThat(mm.deviceBytes()).isPositive();
         }
-        double d = 0;
+        double d = 0, ds = 0;
         for (int i = 0; i < want.length; i++) d = Math.max(d, Math.abs(got[i] - want[i]));
-        System.out.println("vulkan " + model + " q8_2f vs cpu: logits max|Δ| " + d);
+        for (int s = 0; s < wantSteps.length; s++)
+            for (int i = 0; i < wantSteps[s].length; i++) ds = Math.max(ds, Math.abs(gotSteps[s][i] - wantSteps[s][i]));
+        System.out.println("vulkan " + run + " q8_2f vs cpu: logits max|Δ| " + d + ", decode steps max|Δ| " + ds);
         assertThat(d).isLessThanOrEqualTo(1e-3);
+        assertThat(ds).isLessThanOrEqualTo(1e-3);
+    }
+
+    /** The last logits after a prefill of all but the last 3 ids in chunks of 5, then after each of those 3 decoded alone. */
+    private static float[][] steps(Model m, int[] ids) {
+        var g = m.graph();
+        var st = g.newState(5, ids.length + 1);
+        int n = ids.length - 3;
+        float[] last = new float[g.vocab()];
+        for (int p = 0; p < n; p += 5) g.forward(st, ids, p, Math.min(5, n - p), last, false, null);
+        float[][] out = new float[4][];
+        out[0] = last.clone();
+        for (int i = 0; i < 3; i++) {
+            g.forward(st, ids, n + i, 1, last, false, null);
+            out[i + 1] = last.clone();
+        }
+        return out;
     }
 
     /** Every position's logits of one forward over {@code ids}. */

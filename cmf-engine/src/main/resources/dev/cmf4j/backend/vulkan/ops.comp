@@ -1,0 +1,129 @@
+#version 450
+// cmf4j Vulkan element-wise and attention operators of the resident forward (VulkanResidentForward), one pipeline
+// per OP (specialization constant 0). Buffers A..D and the push constants u[] mean what each OP below says; offsets
+// and strides are in floats. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint OP = 0u;
+const uint WG = 64u;
+const uint MAX_HEAD_DIM = 256u;
+
+layout(std430, set = 0, binding = 0) buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) buffer C { float c[]; };
+layout(std430, set = 0, binding = 3) buffer D { float d[]; };
+
+layout(push_constant) uniform Push { uint u[16]; } p;
+
+shared float red[WG];
+shared float qs[MAX_HEAD_DIM];
+
+// the workgroup's sum (op 0) or max (op 1) of v; every invocation gets it
+float reduce(float v, bool isMax) {
+    uint t = gl_LocalInvocationID.x;
+    red[t] = v;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (t < s) red[t] = isMax ? max(red[t], red[t + s]) : red[t] + red[t + s];
+        barrier();
+    }
+    float r = red[0];
+    barrier();
+    return r;
+}
+
+// Numerical Recipes' erfc fit, as the CPU's Activation.GELU
+float erf1(float x) {
+    float z = abs(x);
+    float t = 1.0 / (1.0 + 0.5 * z);
+    float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+            + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+    return x >= 0.0 ? 1.0 - r : r - 1.0;
+}
+
+float act(float x, uint kind) {
+    if (kind == 0u) return x / (1.0 + exp(-x));                                                        // SiLU
+    if (kind == 1u) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));   // GELU tanh
+    return 0.5 * x * (1.0 + erf1(x * 0.7071067811865476));                                              // GELU
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    if (OP == 0u) {
+        // RMSNorm of rows: b[u3 + r*u8 + i] = a[u2 + r*u7 + i] / sqrt(mean + eps) * s_i, s = c[u4 + i] (u5 bit 0),
+        // 1 + c[u4 + i] (bit 1 too) or 1; rows u0, width u1, eps bits u6
+        uint rows = p.u[0], n = p.u[1];
+        float eps = uintBitsToFloat(p.u[6]);
+        bool weight = (p.u[5] & 1u) != 0u, offset = (p.u[5] & 2u) != 0u;
+        for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
+            uint src = p.u[2] + r * p.u[7], dst = p.u[3] + r * p.u[8];
+            float ss = 0.0;
+            for (uint i = tid; i < n; i += WG) { float v = a[src + i]; ss += v * v; }
+            float inv = 1.0 / sqrt(reduce(ss, false) / float(n) + eps);
+            for (uint i = tid; i < n; i += WG) {
+                float v = a[src + i] * inv;
+                if (weight) v = offset ? v * (1.0 + c[p.u[4] + i]) : c[p.u[4] + i] * v;
+                b[dst + i] = v;
+            }
+            barrier();
+        }
+    } else if (OP == 1u) {
+        // rotary (rotate-hl) in place on a: row r = t*heads + h at a[u6 + r*u2], dims i < u3/2 paired with i + u3/2 (hl = u3/2);
+        // cos at c[u4 + t*hl + i], sin at c[u4 + u5*hl + t*hl + i] (u5 = tokens); rows u0, heads u1, head dim u2
+        uint rows = p.u[0], heads = p.u[1], hd = p.u[2], hl = p.u[3] / 2u, tokens = p.u[5];
+        for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
+            uint t = r / heads, base = p.u[6] + r * hd;
+            for (uint i = tid; i < hl; i += WG) {
+                float co = c[p.u[4] + t * hl + i], si = c[p.u[4] + tokens * hl + t * hl + i];
+                float x1 = a[base + i], x2 = a[base + i + hl];
+                a[base + i] = x1 * co - x2 * si;
+                a[base + i + hl] = x2 * co + x1 * si;
+            }
+        }
+    } else if (OP == 2u) {
+        // causal GQA attention of query row r = t*heads + h (a[t*u9 + h*hd]) over cached keys b and values c
+        // [position, u7 floats]; position pos = u4 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
+        // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6
+        uint tokens = p.u[0], heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7];
+        float scale = uintBitsToFloat(p.u[6]);
+        for (uint r = gl_WorkGroupID.x; r < tokens * heads; r += gl_NumWorkGroups.x) {
+            uint t = r / heads, h = r % heads, g = h / (heads / kvHeads);
+            uint pos = p.u[4] + t, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
+            uint q0 = t * p.u[9] + h * hd, k0 = g * hd, s0 = p.u[10] + r * p.u[8];
+            for (uint i = tid; i < hd; i += WG) qs[i] = a[q0 + i];
+            barrier();
+            float m = -3.4e38;
+            for (uint j = lo + tid; j <= pos; j += WG) {
+                float s = 0.0;
+                for (uint i = 0u; i < hd; i++) s += qs[i] * b[j * kvStride + k0 + i];
+                s *= scale;
+                d[s0 + j] = s;
+                m = max(m, s);
+            }
+            m = reduce(m, true);
+            float l = 0.0;
+            for (uint j = lo + tid; j <= pos; j += WG) {
+                float e = exp(d[s0 + j] - m);
+                d[s0 + j] = e;
+                l += e;
+            }
+            l = reduce(l, false);
+            memoryBarrierBuffer();
+            barrier();
+            for (uint i = tid; i < hd; i += WG) {
+                float acc = 0.0;
+                for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * c[j * kvStride + k0 + i];
+                d[q0 + i] = acc / l;
+            }
+            barrier();
+        }
+    } else {
+        // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b; 4 b[u2 + i] = a[u1 + i]; 5 a += b
+        uint n = p.u[0];
+        for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
+            if (OP == 3u) a[i] = act(a[i], p.u[1]) * b[i];
+            else if (OP == 4u) b[p.u[2] + i] = a[p.u[1] + i];
+            else a[i] += b[i];
+        }
+    }
+}
