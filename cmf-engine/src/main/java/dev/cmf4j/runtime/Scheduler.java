@@ -509,6 +509,8 @@ public final class Scheduler implements AutoCloseable {
         int decoding = 0;
         for (Sequence s : running) if (s.next >= 0) decoding++;
         int budget = cfg.stepRows() - decoding;   // rows the drafts may add to the model's step
+        // a draft of fewer positions than the server's context stops drafting for sequences past it, not for the step
+        int draftContext = Math.min(cfg.maxContext(), draft.graph().spec().maxPositions());
         List<Sequence> ds = new ArrayList<>();
         for (Sequence s : running) {
             s.k = 0;
@@ -516,7 +518,7 @@ public final class Scheduler implements AutoCloseable {
             if (s.monitor.paused()) continue;
             int p0 = s.session.position();
             int k = Math.min(draft.max(), Math.min(s.request.maxTokens() - s.generation.tokens() - 1, cfg.maxContext() - p0 - 2));
-            k = Math.min(k, budget);
+            k = Math.min(k, Math.min(budget, draftContext - p0 - 1));
             if (k < 1) continue;
             s.k = k;
             budget -= k;

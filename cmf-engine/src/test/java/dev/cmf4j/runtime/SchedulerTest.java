@@ -165,6 +165,32 @@ class SchedulerTest {
         }
     }
 
+    /** A draft of fewer positions than the server's context drafts for the sequences that fit it, beside one that does not. */
+    @Test void aDraftWithAShorterContextStillDraftsForTheSequencesThatFitIt() throws Exception {
+        int n = 24;
+        int[] shortPrompt = codec.encode(TEXTS[1]);
+        int[] longPrompt = new int[40];
+        for (int i = 0; i < longPrompt.length; i++) longPrompt[i] = shortPrompt[i % shortPrompt.length];
+        int[] wantShort = alone(shortPrompt, n), wantLong = alone(longPrompt, n);
+        var shortDraft = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode().put("max_position_embeddings", 36);
+        try (Model draftModel = Model.open(bundled(), shortDraft, new dev.cmf4j.backend.cpu.CpuBackend());
+             Scheduler s = new Scheduler(model.graph(), codec, new Scheduler.Config(4, 256, 8, 64, 16, 4),
+                     new Scheduler.Draft(draftModel.graph(), 4))) {
+            assertThat(draftModel.graph().spec().maxPositions()).isEqualTo(36);
+            Collect longSink = new Collect(), shortSink = new Collect();
+            s.submitAll(List.of(GenerationRequest.of(longPrompt, n, SamplingParams.GREEDY, Set.of(), longSink),
+                    GenerationRequest.of(shortPrompt, n, SamplingParams.GREEDY, Set.of(), shortSink)));
+            assertThat(longSink.await().tokens()).containsExactly(wantLong);
+            assertThat(shortSink.await().tokens()).containsExactly(wantShort);
+            Scheduler.Stats st = s.stats();
+            System.out.printf("short draft: %d drafted, %d accepted%n", st.draftedTokens(), st.acceptedTokens());
+            // the long sequence (40 positions and more) never fits the draft's 36; the short one (at most 30) drafts at
+            // every step, and the draft is the model itself, so most of its 24 tokens come from accepted drafts (a step
+            // that failed the long sequence's catch-up dropped every sequence's drafts: 8 of 24 were seen then)
+            assertThat(st.acceptedTokens()).isEqualTo(st.draftedTokens()).isGreaterThanOrEqualTo(n / 2);
+        }
+    }
+
     @Test void cancelEndsTheSequenceBeforeTheNextStepAndOthersGoOn() throws Exception {
         int[] p = codec.encode(TEXTS[1]);
         int[] want = alone(p, 16);
