@@ -274,6 +274,17 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         }
     }
 
+    /** Records what {@code record} writes into this instance's command buffer, submits it and waits (the op checks). */
+    synchronized void submitRecorded(java.util.function.Consumer<MemorySegment> record) {
+        if (closed) throw new IllegalStateException("VulkanMatMul closed");
+        vk.resetCommandBuffer(commandBuffer);
+        vk.beginCommandBuffer(commandBuffer, beginInfo);
+        record.accept(commandBuffer);
+        vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_HOST, barrier);
+        vk.endCommandBuffer(commandBuffer);
+        submitAndWait();
+    }
+
     private void submitAndWait() {
         ctx.submit(submitInfo, fence);
         vk.waitAndReset(ctx.device, fenceArray);

@@ -41,7 +41,140 @@ final class VulkanOpCheck {
         if (!quick) shapes.addAll(List.of(FULL));
         for (DType dt : DTYPES)
             for (int[] s : shapes) out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
+        out.addAll(operators(device, r));
         return out;
+    }
+
+    /**
+     * ops.comp's operators of the resident forward, each against the CPU's operator ({@code RmsNorm}, {@code Rotary},
+     * {@code Activation}) or, for attention, a float64 softmax over the cache; error over the reference's largest
+     * magnitude.
+     */
+    static List<OpResult> operators(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        // RMSNorm {rows, width}: plain weight, offset (gemma) weight, none
+        for (int[] sh : new int[][] {{3, 7}, {2, 256}, {5, 1000}})
+            for (int variant = 0; variant < 3; variant++) {
+                int rows = sh[0], n = sh[1];
+                float[] x = gauss(r, rows * n, 2), y = new float[rows * n], w = gauss(r, n, 1), want = new float[rows * n];
+                float eps = 1e-6f;
+                for (int i = 0; i < rows; i++)
+                    dev.cmf4j.backend.cpu.RmsNorm.apply(x, i * n, want, i * n, n, variant == 2 ? null : w, variant == 1, eps);
+                run(mm, 0, rows, new int[] {rows, n, 0, 0, 0, variant == 2 ? 0 : variant == 1 ? 3 : 1, Float.floatToRawIntBits(eps), n, n}, x, y, w, x);
+                out.add(new OpResult("rmsnorm" + (variant == 0 ? "" : variant == 1 ? " offset" : " no weight"), rows + "x" + n, error(y, want), 1e-5));
+            }
+        // rotary {tokens, heads, head dim, rotary dims}
+        for (int[] sh : new int[][] {{3, 4, 64, 64}, {2, 2, 128, 32}, {5, 3, 40, 40}}) {
+            int T = sh[0], heads = sh[1], hd = sh[2], rd = sh[3], half = rd / 2, pos0 = 7;
+            float[] inv = new float[half];
+            for (int i = 0; i < half; i++) inv[i] = (float) Math.pow(10000, -2.0 * i / rd);
+            float[] x = gauss(r, T * heads * hd, 1), want = x.clone(), table = new float[2 * T * half], cos = new float[half], sin = new float[half];
+            for (int t = 0; t < T; t++) {
+                dev.cmf4j.backend.cpu.Rotary.table(pos0 + t, inv, 1.1f, cos, sin);
+                System.arraycopy(cos, 0, table, t * half, half);
+                System.arraycopy(sin, 0, table, T * half + t * half, half);
+                dev.cmf4j.backend.cpu.Rotary.apply(want, t * heads * hd, heads, hd, rd, cos, sin);
+            }
+            run(mm, 1, T * heads, new int[] {T * heads, heads, hd, rd, 0, T, 0}, x, x, table, x);
+            out.add(new OpResult("rope", T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary", error(x, want), 1e-6));
+        }
+        // attention {tokens, heads, kv heads, head dim, first position, window, context}
+        for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
+                {70, 2, 1, 16, 0, 0, 80}}) {
+            int T = sh[0], heads = sh[1], kvh = sh[2], hd = sh[3], pos0 = sh[4], window = sh[5], context = sh[6];
+            int qd = heads * hd, kvd = kvh * hd;
+            float scale = (float) (1 / Math.sqrt(hd));
+            float[] q = gauss(r, T * qd, 1), k = gauss(r, context * kvd, 1), v = gauss(r, context * kvd, 1);
+            float[] d = new float[T * qd + heads * T * context];
+            double[] want = new double[T * qd];
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < heads; h++) {
+                    int g = h / (heads / kvh), pos = pos0 + t, lo = window > 0 ? Math.max(0, pos - window + 1) : 0;
+                    double[] sc = new double[pos + 1];
+                    double m = Double.NEGATIVE_INFINITY, l = 0;
+                    for (int j = lo; j <= pos; j++) {
+                        double sum = 0;
+                        for (int i = 0; i < hd; i++) sum += (double) q[t * qd + h * hd + i] * k[j * kvd + g * hd + i];
+                        sc[j] = sum * scale;
+                        m = Math.max(m, sc[j]);
+                    }
+                    for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+                    for (int i = 0; i < hd; i++) {
+                        double acc = 0;
+                        for (int j = lo; j <= pos; j++) acc += sc[j] * v[j * kvd + g * hd + i];
+                        want[t * qd + h * hd + i] = acc / l;
+                    }
+                }
+            run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, pos0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, q, k, v, d);
+            out.add(new OpResult("attention" + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
+                    + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
+        }
+        // GLU act(gate)·up, residual add, copy
+        int n = 1000;
+        for (dev.cmf4j.backend.Activation act : dev.cmf4j.backend.Activation.values()) {
+            float[] g = gauss(r, n, 3), u = gauss(r, n, 1), want = new float[n];
+            for (int i = 0; i < n; i++) want[i] = act.apply(g[i]) * u[i];
+            run(mm, 3, (n + 63) / 64, new int[] {n, act.ordinal()}, g, u, g, g);
+            out.add(new OpResult("glu " + act.name().toLowerCase(java.util.Locale.ROOT), n + " values", error(g, want), 1e-5));
+        }
+        float[] a = gauss(r, n, 1), b = gauss(r, n, 1), sum = new float[n];
+        for (int i = 0; i < n; i++) sum[i] = a[i] + b[i];
+        run(mm, 5, 3, new int[] {n}, a, b, a, a);
+        out.add(new OpResult("add", n + " values", error(a, sum), 0));
+        float[] src = gauss(r, n, 1), dst = new float[n + 50], moved = new float[n + 50];
+        System.arraycopy(src, 10, moved, 50, n - 10);
+        run(mm, 4, 2, new int[] {n - 10, 10, 50}, src, dst, src, src);
+        out.add(new OpResult("copy", (n - 10) + " values", error(dst, moved), 0));
+        return out;
+    }
+
+    /**
+     * One ops.comp dispatch of {@code groups} workgroups over host-visible buffers holding {@code a..d} (the same array
+     * twice: the same buffer), push constants {@code u}; the arrays are overwritten with the buffers' contents after.
+     */
+    private static void run(VulkanMatMul mm, int op, int groups, int[] u, float[] a, float[] b, float[] c, float[] d) {
+        VulkanContext ctx = mm.context();
+        java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            long[] handles = new long[4];
+            float[][] arrays = {a, b, c, d};
+            for (int i = 0; i < 4; i++) {
+                float[] arr = arrays[i];
+                VulkanContext.Buffer buf = made.computeIfAbsent(arr, x -> {
+                    VulkanContext.Buffer nb = ctx.buffer(4L * Math.max(1, x.length), Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check");
+                    MemorySegment.copy(x, 0, nb.mapped(), ValueLayout.JAVA_FLOAT, 0, x.length);
+                    return nb;
+                });
+                handles[i] = buf.buffer();
+            }
+            long set = mm.allocateSet(ctx.opsSetLayout);
+            mm.writeSet(set, handles);
+            MemorySegment push = arena.allocate(VulkanContext.OPS_PUSH_BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
+            for (int i = 0; i < u.length; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, u[i]);
+            sets.set(ValueLayout.JAVA_LONG, 0, set);
+            mm.submitRecorded(cb -> {
+                ctx.vk.cmdBindPipeline(cb, ctx.ops[op]);
+                ctx.vk.cmdBindDescriptorSet(cb, ctx.opsPipelineLayout, sets);
+                ctx.vk.cmdPushConstants(cb, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
+                ctx.vk.cmdDispatch(cb, groups, 1, 1);
+            });
+            made.forEach((arr, buf) -> MemorySegment.copy(buf.mapped(), ValueLayout.JAVA_FLOAT, 0, arr, 0, arr.length));
+        } finally {
+            made.values().forEach(ctx::free);
+        }
+    }
+
+    static float[] gauss(SplittableRandom r, int n, double sd) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = (float) (sd * r.nextGaussian());
+        return v;
+    }
+
+    /** max |got − want| / max |want|, want in float. */
+    static double error(float[] got, float[] want) {
+        double[] w = new double[want.length];
+        for (int i = 0; i < w.length; i++) w[i] = want[i];
+        return error(got, w);
     }
 
     /** One product of {@code dt} [rows, cols] over {@code tokens} rows, against the CPU kernels and the float64 sum. */

@@ -50,7 +50,8 @@ class VulkanOpsTest {
             results = VulkanOpCheck.run(m, true);
         }
         results.forEach(r -> System.out.printf("%-28s %-22s error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound()));
-        assertThat(results).hasSize(VulkanOpCheck.DTYPES.length * VulkanOpCheck.QUICK.length * 2);
+        assertThat(results).hasSizeGreaterThan(VulkanOpCheck.DTYPES.length * VulkanOpCheck.QUICK.length * 2);
+        assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
 
