@@ -17,9 +17,9 @@ import java.util.Map;
 final class Shaders {
     private Shaders() {}
 
-    /** matvec.comp's weight kinds (specialization constant 0): f32, bf16, f16, int8. */
-    static final int MATVEC_KINDS = 4;
-    static final int KIND_F32 = 0, KIND_BF16 = 1, KIND_F16 = 2, KIND_I8 = 3;
+    /** matvec.comp's weight kinds (specialization constant 0): f32, bf16, f16, int8, q4_block, q4tp. */
+    static final int MATVEC_KINDS = 6;
+    static final int KIND_F32 = 0, KIND_BF16 = 1, KIND_F16 = 2, KIND_I8 = 3, KIND_Q4_BLOCK = 4, KIND_Q4TP = 5;
 
     /** SPIR-V's magic word, little-endian. */
     static final int SPIRV_MAGIC = 0x07230203;

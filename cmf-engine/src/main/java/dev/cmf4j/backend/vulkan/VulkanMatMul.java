@@ -20,11 +20,11 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 
 /**
  * The engine's {@link MatMul} on a Vulkan device: every [out, in] weight matrix of a supported dtype (f32, bf16, f16,
- * q8_row, q8_2f) is uploaded once, on first use, into device-local memory in its stored dtype (q8 scale planes widened
+ * q8_row, q8_2f, q4_block, q4tp) is uploaded once, on first use, into device-local memory in its stored dtype (q8 scale planes widened
  * to f32 and appended to the same buffer), keyed by the tensor's mapped memory as {@code CudaMatMul} keys it; a tensor
  * larger than the device's storage-buffer range is split by rows into several buffers. Each product then copies the
  * activations into a host-visible staging buffer, records one matvec dispatch per weight buffer (matvec.comp), submits,
- * waits on a fence and copies the outputs back. Input-major matrices and other dtypes (q4_block, q4tp, …) go to
+ * waits on a fence and copies the outputs back. Input-major matrices and other dtypes go to
  * {@code fallback}, the CPU kernels.
  *
  * <p>One instance per open model (its buffers are keyed by the model's mapped memory); calls are serialised on it.
@@ -145,7 +145,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
 
     /** Whether the device path takes {@code w} (else the fallback does). */
     public static boolean supports(Matrix w) {
-        return !w.inputMajor() && w.rows() > 0 && w.cols() > 0 && kind(w.dtype()) >= 0;
+        // q4tp's rows are whole groups of 32 (the format requires it; the shader indexes nibbles by row·cols)
+        return !w.inputMajor() && w.rows() > 0 && w.cols() > 0 && kind(w.dtype()) >= 0 && (w.dtype() != DType.Q4TP || w.cols() % 32 == 0);
     }
 
     /** matvec.comp's kind for {@code dt}, -1 when the shader does not read it. */
@@ -155,6 +156,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             case BF16 -> Shaders.KIND_BF16;
             case F16 -> Shaders.KIND_F16;
             case Q8_ROW, Q8_2F -> Shaders.KIND_I8;
+            case Q4_BLOCK -> Shaders.KIND_Q4_BLOCK;
+            case Q4TP -> Shaders.KIND_Q4TP;
             default -> -1;
         };
     }
@@ -391,6 +394,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
 
     private Resident upload(Matrix w) {
         DType dt = w.dtype();
+        if (dt == DType.Q4_BLOCK || dt == DType.Q4TP) return uploadQ4(w);
         long rows = w.storedRows();
         int cols = w.cols();
         MemorySegment data = w.data();
@@ -430,6 +434,72 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         deviceBytes += bytes;
         int flags = (q8 ? MatvecPush.ROW_SCALES : 0) | (colScales ? MatvecPush.COL_SCALES : 0);
         return new Resident(data, kind(dt), flags, List.copyOf(parts), bytes);
+    }
+
+    /**
+     * q4_block and q4tp (CMF_FORMAT.md §2), split by rows like the others: q4_block's nibbles as stored with its f16 group
+     * scales widened to f32 (groups run over the flattened tensor, so a split needs whole groups per row: cols a
+     * multiple of 32, else the tensor must fit one buffer); q4tp's nibbles and codes as stored, with each row's
+     * {exp2(lo), exp2(step)} as f32 (correctly rounded on the host, as CMF defines the ladder) between them.
+     */
+    private Resident uploadQ4(Matrix w) {
+        DType dt = w.dtype();
+        long rows = w.storedRows();
+        int cols = w.cols();
+        MemorySegment data = w.data();
+        boolean block = dt == DType.Q4_BLOCK;
+        long gpr = (cols + 31) / 32, codeStride = dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
+        long groups = (rows * cols + 31) / 32, plane = block ? groups * 16 : rows * gpr * 16;
+        long need = block ? groups * 18 : plane + 4 * rows + rows * codeStride;
+        if (data.byteSize() != need)
+            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
+                    + " bytes, payload has " + data.byteSize());
+        long perRow = block ? cols / 2 + 4L * (cols / 32) : gpr * 16 + 8 + codeStride;
+        long partRows = block && cols % 32 != 0 ? rows : Math.min(rows, (budget - 8) / perRow);
+        if (partRows < 1 || (block && cols % 32 != 0 && groups * 16 + 4 * groups > budget))
+            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] does not fit the device's buffer range");
+        List<Part> parts = new ArrayList<>();
+        long bytes = 0;
+        try {
+            for (long start = 0; start < rows; start += partRows) {
+                long r0 = start;
+                int n = (int) Math.min(partRows, rows - r0);
+                long total, rsOff, cfOff;
+                VulkanContext.Buffer buf;
+                if (block) {
+                    long g0 = r0 * cols / 32, ng = n == rows ? groups : (long) n * cols / 32;
+                    rsOff = ng * 16 / 4;
+                    cfOff = 0;
+                    total = ng * 16 + 4 * ng;
+                    buf = bufferFilled(total, dst -> {
+                        MemorySegment.copy(data, g0 * 16, dst, 0, ng * 16);
+                        for (long g = 0; g < ng; g++)
+                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + g), Float.float16ToFloat(data.get(U16_LE, plane + 2 * (g0 + g))));
+                    });
+                } else {
+                    long nib = n * gpr * 16, codes = n * codeStride;
+                    rsOff = nib / 4;
+                    cfOff = rsOff + 2L * n;
+                    total = 4 * cfOff + ((codes + 3) & ~3L);
+                    buf = bufferFilled(total, dst -> {
+                        MemorySegment.copy(data, r0 * gpr * 16, dst, 0, nib);
+                        for (int i = 0; i < n; i++) {
+                            long at = plane + 4 * (r0 + i);
+                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at))));
+                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i + 1), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at + 2))));
+                        }
+                        MemorySegment.copy(data, plane + 4 * rows + r0 * codeStride, dst, 4 * cfOff, codes);
+                    });
+                }
+                parts.add(new Part(r0, n, buf, rsOff, cfOff));
+                bytes += total;
+            }
+        } catch (RuntimeException e) {
+            for (Part p : parts) ctx.free(p.buffer);
+            throw e;
+        }
+        deviceBytes += bytes;
+        return new Resident(data, kind(dt), 0, List.copyOf(parts), bytes);
     }
 
     /**

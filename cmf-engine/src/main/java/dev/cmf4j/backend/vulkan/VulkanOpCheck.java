@@ -22,7 +22,7 @@ import java.util.SplittableRandom;
 final class VulkanOpCheck {
     private VulkanOpCheck() {}
 
-    static final DType[] DTYPES = {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F};
+    static final DType[] DTYPES = {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F, DType.Q4_BLOCK, DType.Q4TP};
     private static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
@@ -40,7 +40,8 @@ final class VulkanOpCheck {
         List<int[]> shapes = new ArrayList<>(List.of(QUICK));
         if (!quick) shapes.addAll(List.of(FULL));
         for (DType dt : DTYPES)
-            for (int[] s : shapes) out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
+            for (int[] s : shapes)
+                if (dt != DType.Q4TP || s[1] % 32 == 0) out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));   // q4tp: whole groups
         out.addAll(operators(device, r));
         return out;
     }
@@ -251,6 +252,24 @@ final class VulkanOpCheck {
                 for (long i = 0; i < n; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) (r.nextInt(255) - 127));
                 for (int i = 0; i < rows; i++) s.set(U16, n + 2L * i, Float.floatToFloat16((float) (0.001 + 0.01 * r.nextDouble())));
                 if (cf) for (int c = 0; c < cols; c++) s.set(U16, n + 2L * rows + 2L * c, Float.floatToFloat16((float) (0.5 + r.nextDouble())));
+                yield s;
+            }
+            case Q4_BLOCK -> {
+                long groups = (n + 31) / 32;
+                MemorySegment s = MemorySegment.ofArray(new byte[(int) (groups * 18)]);
+                for (long i = 0; i < groups * 16; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt(256));
+                for (long g = 0; g < groups; g++) s.set(U16, groups * 16 + 2 * g, Float.floatToFloat16((float) (0.01 + 0.1 * r.nextDouble())));
+                yield s;
+            }
+            case Q4TP -> {
+                long gpr = (cols + 31) / 32, stride = dev.cmf4j.format.quant.TpLadder.codeStride(gpr), plane = rows * gpr * 16;
+                MemorySegment s = MemorySegment.ofArray(new byte[(int) (plane + 4L * rows + rows * stride)]);
+                for (long i = 0; i < plane; i++) s.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt(256));
+                for (int i = 0; i < rows; i++) {
+                    s.set(U16, plane + 4L * i, Float.floatToFloat16((float) (-9 + 2 * r.nextDouble())));
+                    s.set(U16, plane + 4L * i + 2, Float.floatToFloat16((float) (0.05 + 0.15 * r.nextDouble())));
+                }
+                for (long i = 0; i < rows * stride; i++) s.set(ValueLayout.JAVA_BYTE, plane + 4L * rows + i, (byte) r.nextInt(256));
                 yield s;
             }
             default -> throw new IllegalArgumentException(dt.label + ": no Vulkan product");

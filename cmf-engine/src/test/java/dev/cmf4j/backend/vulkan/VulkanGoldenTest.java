@@ -55,13 +55,19 @@ class VulkanGoldenTest {
         assertThat(r.greedyMatches()).as(r.toString()).isTrue();
     }
 
-    /** q8_2f files against the CPU engine on the same file: whole on the device, and (llama) on the hybrid path too. */
+    /**
+     * Quantized files against the CPU engine on the same file (the goldens are no quantized reference): the reference
+     * converter's q8_2f, and our converter's q4_block and q4tp; whole on the device, and (llama q8_2f) on the hybrid
+     * path too.
+     */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "llama hybrid"})
-    void q8_2fMatchesTheCpuEngine(String run) throws Exception {
-        String model = run.split(" ")[0];
+    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q8_2f hybrid", "llama q4_block", "qwen3 q4tp"})
+    void quantizedMatchesTheCpuEngine(String run) throws Exception {
+        String[] w = run.split(" ");
+        String model = w[0];
         boolean hybrid = run.endsWith("hybrid");
-        Path cmf = Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf");
+        Path cmf = w[1].equals("q8_2f") ? Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf")
+                : ConvertedGoldenTest.convert(Fixtures.require("models/" + model), tmp.resolve(model + "-" + w[1] + ".cmf"), TensorPolicy.Mode.parse(w[1]));
         int[] ids = Golden.load(Fixtures.require("models/" + model)).inputIds();
         float[] want, got;
         float[][] wantSteps, gotSteps;
@@ -78,7 +84,7 @@ class VulkanGoldenTest {
         for (int i = 0; i < want.length; i++) d = Math.max(d, Math.abs(got[i] - want[i]));
         for (int s = 0; s < wantSteps.length; s++)
             for (int i = 0; i < wantSteps[s].length; i++) ds = Math.max(ds, Math.abs(gotSteps[s][i] - wantSteps[s][i]));
-        System.out.println("vulkan " + run + " q8_2f vs cpu: logits max|Δ| " + d + ", decode steps max|Δ| " + ds);
+        System.out.println("vulkan " + run + " vs cpu: logits max|Δ| " + d + ", decode steps max|Δ| " + ds);
         assertThat(d).isLessThanOrEqualTo(1e-3);
         assertThat(ds).isLessThanOrEqualTo(1e-3);
     }

@@ -50,7 +50,8 @@ class VulkanOpsTest {
             results = VulkanOpCheck.run(m, true);
         }
         results.forEach(r -> System.out.printf("%-28s %-22s error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound()));
-        assertThat(results).hasSizeGreaterThan(VulkanOpCheck.DTYPES.length * VulkanOpCheck.QUICK.length * 2);
+        assertThat(results).hasSizeGreaterThan((VulkanOpCheck.DTYPES.length - 1) * VulkanOpCheck.QUICK.length * 2);
+        assertThat(results.stream().map(OpResult::op).toList()).contains("matvec_q4_block vs cpu", "matvec_q4tp vs float64");
         assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
@@ -61,11 +62,11 @@ class VulkanOpsTest {
         SplittableRandom r = new SplittableRandom(5);
         MatMul cpu = CpuBackend.newMatMul();
         for (DType dt : VulkanOpCheck.DTYPES) {
-            int rows = 37, cols = 24, tokens = 3;
+            int rows = 37, cols = dt == DType.Q4_BLOCK || dt == DType.Q4TP ? 64 : 24, tokens = 3;
             Matrix w = Matrix.of("w", dt, VulkanOpCheck.randomPayload(r, dt, rows, cols), rows, cols);
             float[] x = gauss(r, tokens * cols);
             // parts of at most 5 rows (q8_2f: 5·24 + 5·4 + 24·4 + 4 bytes), so every product crosses several buffers
-            long cap = 5L * cols * 4 + 5 * 4 + 4L * cols + 4 + 15;
+            long cap = dt == DType.Q4_BLOCK || dt == DType.Q4TP ? 5L * 64 + 8 + 40 + 15 : 5L * cols * 4 + 5 * 4 + 4L * cols + 4 + 15;
             try (VulkanMatMul m = new VulkanMatMul(ctx, cpu, cap, copies)) {
                 for (Matrix v : List.of(w, w.slice(0, 4, false), w.slice(3, 20, false), w.slice(36, 1, false))) {
                     float[] got = new float[tokens * v.outDim()], want = new float[got.length];
@@ -73,7 +74,7 @@ class VulkanOpsTest {
                     cpu.apply(v, x, tokens, want);
                     assertThat(maxDiff(got, want)).as(dt.label + " rows " + v.firstRow() + "+" + v.rows()).isLessThan(1e-4);
                 }
-                assertThat(m.deviceBytes()).as("uploaded once for every view").isLessThan(2L * (rows * cols * 4L + 4L * rows + 4L * cols));
+                assertThat(m.deviceBytes()).as("uploaded once for every view").isLessThan(2L * (rows * cols * 4L + 8L * rows + 4L * cols));
             }
         }
     }
