@@ -506,7 +506,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
      * A device-local buffer of {@code bytes} filled by {@code fill}: written in place where device-local memory is
      * host-visible (lavapipe, integrated GPUs, resizable BAR), else through a host-visible staging buffer and a copy.
      */
-    private VulkanContext.Buffer bufferFilled(long bytes, java.util.function.Consumer<MemorySegment> fill) {
+    synchronized VulkanContext.Buffer bufferFilled(long bytes, java.util.function.Consumer<MemorySegment> fill) {
         int coherent = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
         if (!stagedUploads) {
             VulkanContext.Buffer b = ctx.buffer(bytes, ctx.weightType >= 0 ? Vk.MEMORY_DEVICE_LOCAL | coherent : coherent, "weights");

@@ -109,12 +109,14 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
         qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half;
-        params = ctx.buffer(4L * Math.max(1, size[0]), Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "norm weights");
-        int off = 0;
-        for (float[] w : weights) {
-            MemorySegment.copy(w, 0, params.mapped(), ValueLayout.JAVA_FLOAT, 4L * off, w.length);
-            off += w.length;
-        }
+        // device-local: every norm's workgroups read them each step
+        params = mm.bufferFilled(4L * Math.max(1, size[0]), dst -> {
+            int off = 0;
+            for (float[] w : weights) {
+                MemorySegment.copy(w, 0, dst, ValueLayout.JAVA_FLOAT, 4L * off, w.length);
+                off += w.length;
+            }
+        });
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ci = Vk.struct(a, 24, Vk.ST_COMMAND_POOL_CREATE_INFO);
             ci.set(U32, 16, 2);
@@ -189,7 +191,14 @@ final class VulkanResidentForward implements DeviceForward {
             }
         }
 
-        private VulkanContext.Buffer dev(long bytes, String what) { return add(ctx.buffer(bytes, Vk.MEMORY_DEVICE_LOCAL, what)); }
+        private VulkanContext.Buffer dev(long bytes, String what) {
+            // one binding covers each buffer whole: past the device's range it would be undefined, so say so instead
+            if (bytes > ctx.info().maxStorageBufferRange())
+                throw new IllegalArgumentException("the Vulkan forward's " + what + " for chunks of " + chunk + " and a context of "
+                        + context + " take " + bytes + " bytes, more than this device's storage-buffer range ("
+                        + ctx.info().maxStorageBufferRange() + "): use a shorter context or -Dcmf.vulkan.resident=false");
+            return add(ctx.buffer(bytes, Vk.MEMORY_DEVICE_LOCAL, what));
+        }
 
         private VulkanContext.Buffer host(long bytes, String what) {
             return add(ctx.buffer(bytes, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, what));
