@@ -104,6 +104,7 @@ final class Vk {
         t.put("vkCreateCommandPool", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
         t.put("vkDestroyCommandPool", FunctionDescriptor.ofVoid(PTR, U64, PTR));
         t.put("vkAllocateCommandBuffers", FunctionDescriptor.of(U32, PTR, PTR, PTR));
+        t.put("vkFreeCommandBuffers", FunctionDescriptor.ofVoid(PTR, U64, U32, PTR));
         t.put("vkBeginCommandBuffer", FunctionDescriptor.of(U32, PTR, PTR));
         t.put("vkEndCommandBuffer", FunctionDescriptor.of(U32, PTR));
         t.put("vkResetCommandBuffer", FunctionDescriptor.of(U32, PTR, U32));

@@ -33,7 +33,7 @@ public final class VulkanContext implements AutoCloseable {
     final long descriptorSetLayout, pipelineLayout;
     /** One matvec pipeline per weight kind (see matvec.comp's KIND). */
     final long[] matvec;
-    /** ops.comp: four storage buffers, 64 bytes of push constants, one pipeline per OP. */
+    /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 6, OPS_PUSH_BYTES = 64;
@@ -120,7 +120,7 @@ public final class VulkanContext implements AutoCloseable {
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
                 for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
-                opsSetLayout = createSetLayout(a, 4);
+                opsSetLayout = createSetLayout(a, 5);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
                 ops = new long[OPS];

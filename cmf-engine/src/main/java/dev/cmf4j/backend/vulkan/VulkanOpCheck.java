@@ -106,7 +106,7 @@ final class VulkanOpCheck {
                         want[t * qd + h * hd + i] = acc / l;
                     }
                 }
-            run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, pos0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, q, k, v, d);
+            run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, pos0, q, k, v, d);
             out.add(new OpResult("attention" + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
                     + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
         }
@@ -122,9 +122,10 @@ final class VulkanOpCheck {
         for (int i = 0; i < n; i++) sum[i] = a[i] + b[i];
         run(mm, 5, 3, new int[] {n}, a, b, a, a);
         out.add(new OpResult("add", n + " values", error(a, sum), 0));
+        // into the cache at position 3 of rows of 11: offset 50 - 33 + 3·11
         float[] src = gauss(r, n, 1), dst = new float[n + 50], moved = new float[n + 50];
         System.arraycopy(src, 10, moved, 50, n - 10);
-        run(mm, 4, 2, new int[] {n - 10, 10, 50}, src, dst, src, src);
+        run(mm, 4, 2, new int[] {n - 10, 10, 50 - 33, 11}, 3, src, dst, src, src);
         out.add(new OpResult("copy", (n - 10) + " values", error(dst, moved), 0));
         return out;
     }
@@ -134,10 +135,18 @@ final class VulkanOpCheck {
      * twice: the same buffer), push constants {@code u}; the arrays are overwritten with the buffers' contents after.
      */
     private static void run(VulkanMatMul mm, int op, int groups, int[] u, float[] a, float[] b, float[] c, float[] d) {
+        run(mm, op, groups, u, 0, a, b, c, d);
+    }
+
+    /** As above with the step buffer's first position {@code pos0} (attention, the cache copy). */
+    private static void run(VulkanMatMul mm, int op, int groups, int[] u, int pos0, float[] a, float[] b, float[] c, float[] d) {
         VulkanContext ctx = mm.context();
         java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
+        VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
+        step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
-            long[] handles = new long[4];
+            long[] handles = new long[5];
+            handles[4] = step.buffer();
             float[][] arrays = {a, b, c, d};
             for (int i = 0; i < 4; i++) {
                 float[] arr = arrays[i];
@@ -162,6 +171,7 @@ final class VulkanOpCheck {
             made.forEach((arr, buf) -> MemorySegment.copy(buf.mapped(), ValueLayout.JAVA_FLOAT, 0, arr, 0, arr.length));
         } finally {
             made.values().forEach(ctx::free);
+            ctx.free(step);
         }
     }
 

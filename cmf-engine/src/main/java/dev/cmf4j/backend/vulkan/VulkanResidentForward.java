@@ -53,6 +53,10 @@ final class VulkanResidentForward implements DeviceForward {
             transferToHost = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER);
     private final List<State> states = new ArrayList<>();
     private boolean closed;
+    /** The command buffer being recorded (the shared one, or a state's decode buffer). */
+    private MemorySegment rec;
+    /** Begin info for a command buffer recorded once and submitted many times (no one-time flag). */
+    private final MemorySegment beginReusable = Vk.struct(arena, 32, Vk.ST_COMMAND_BUFFER_BEGIN_INFO);
 
     /** Why {@code plan} with a {@code kv} cache cannot run here, or null when it can. */
     static String unsupported(DecoderPlan plan, KvType kv) {
@@ -152,7 +156,9 @@ final class VulkanResidentForward implements DeviceForward {
     /** One sequence's device buffers: activations for a chunk, its KV caches, the attention scores. */
     final class State {
         final int chunk, context;
-        final VulkanContext.Buffer input, out, x, xn, q, k, v, att, tmp, g, u, logits;
+        final VulkanContext.Buffer input, out, step, x, xn, q, k, v, att, tmp, g, u, logits;
+        /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
+        MemorySegment decode;
         final VulkanContext.Buffer[] kCache, vCache;
         final List<VulkanContext.Buffer> all = new ArrayList<>();
         final Map<List<Long>, Long> sets = new HashMap<>();
@@ -166,6 +172,7 @@ final class VulkanResidentForward implements DeviceForward {
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
                 out = host(4L * chunk * plan.vocab(), "logits (host)");
+                step = host(16, "step");
                 x = dev(4L * chunk * hidden, "hidden");
                 xn = dev(4L * chunk * hidden, "normed hidden");
                 q = dev(4L * chunk * qDimMax, "q");
@@ -210,6 +217,14 @@ final class VulkanResidentForward implements DeviceForward {
         }
 
         void free() {
+            if (decode != null) {
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment one = a.allocate(PTR);
+                    one.set(PTR, 0, decode);
+                    vk.call("vkFreeCommandBuffers", ctx.device, commandPool, 1, one);
+                }
+                decode = null;
+            }
             for (VulkanContext.Buffer b : all) ctx.free(b);
             all.clear();
             released = true;
@@ -266,13 +281,50 @@ final class VulkanResidentForward implements DeviceForward {
                 MemorySegment.copy(sin, 0, in, ValueLayout.JAVA_FLOAT, 4 * (ropeOff[r] + (long) T * half + (long) t * half), half);
             }
         }
-        vk.resetCommandBuffer(commandBuffer);
-        vk.beginCommandBuffer(commandBuffer, beginInfo);
+        s.step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
+        int rows = logits == null ? 0 : allLogits ? T : 1;
+        MemorySegment cb;
+        if (T == 1 && rows == 1) {
+            // a decode step: the same commands every time (its position is in the step buffer): recorded once
+            if (s.decode == null) {
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
+                    ai.set(U64, 16, commandPool);
+                    ai.set(U32, 28, 1);
+                    MemorySegment one = a.allocate(PTR);
+                    vk.check("vkAllocateCommandBuffers", ctx.device, ai, one);
+                    s.decode = one.get(PTR, 0);
+                }
+                record(s, s.decode, beginReusable, 1, 1);
+            }
+            cb = s.decode;
+        } else {
+            vk.resetCommandBuffer(commandBuffer);
+            record(s, commandBuffer, beginInfo, T, rows);
+            cb = commandBuffer;
+        }
+        commandBuffers.set(PTR, 0, cb);
+        ctx.submit(submitInfo, fence);
+        vk.waitAndReset(ctx.device, fenceArray);
+        if (rows > 0) {
+            MemorySegment.copy(s.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
+            float c = plan.finalSoftcap();
+            if (c != 0f) for (int i = 0; i < rows * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
+        }
+    }
+
+    /** Records a forward of {@code T} tokens whose last {@code rows} want logits into {@code cb} (positions: the step buffer). */
+    private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows) {
+        int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
+        rec = cb;
+        vk.beginCommandBuffer(cb, begin);
         region.set(U64, 0, 0L);
         region.set(U64, 8, 0L);
         region.set(U64, 16, 4L * T * hidden);
-        vk.cmdCopyBuffer(commandBuffer, s.input.buffer(), s.x.buffer(), region);
-        vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        vk.cmdCopyBuffer(rec, s.input.buffer(), s.x.buffer(), region);
+        vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        long[] ropeOff = new long[ropes.size()];
+        for (int r = 0; r < ropes.size(); r++) ropeOff[r] = (long) s.chunk * hidden + (long) r * 2 * s.chunk * maxHalf;
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
             int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
@@ -292,10 +344,10 @@ final class VulkanResidentForward implements DeviceForward {
                 sync();
             }
             // the chunk's keys and values into the cache at their positions
-            op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, pos0 * kvd);
-            op(s, 4, s.v, s.vCache[li], s.v, s.v, groups(T * kvd), T * kvd, 0, pos0 * kvd);
+            op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, 0, kvd);
+            op(s, 4, s.v, s.vCache[li], s.v, s.v, groups(T * kvd), T * kvd, 0, 0, kvd);
             sync();
-            op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, pos0, l.window(),
+            op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(),
                     Float.floatToRawIntBits(l.scale()), kvd, s.context, qd, T * qd);
             sync();
             matvec(s, l.o(), s.att, s.tmp, T);
@@ -316,29 +368,21 @@ final class VulkanResidentForward implements DeviceForward {
             op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
             sync();
         }
-        int rows = logits == null ? 0 : allLogits ? T : 1;
         if (rows > 0) {
             norm(s, plan.finalNorm(), s.x, s.xn, rows, hidden, (T - rows) * hidden, 0);
             sync();
             matvec(s, plan.head(), s.xn, s.logits, rows);
-            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             region.set(U64, 16, 4L * rows * vocab);
-            vk.cmdCopyBuffer(commandBuffer, s.logits.buffer(), s.out.buffer(), region);
-            vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
+            vk.cmdCopyBuffer(rec, s.logits.buffer(), s.out.buffer(), region);
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
-        vk.endCommandBuffer(commandBuffer);
-        ctx.submit(submitInfo, fence);
-        vk.waitAndReset(ctx.device, fenceArray);
-        if (rows > 0) {
-            MemorySegment.copy(s.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
-            float c = plan.finalSoftcap();
-            if (c != 0f) for (int i = 0; i < rows * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
-        }
+        vk.endCommandBuffer(rec);
     }
 
     private int groups(long n) { return (int) Math.max(1, Math.min((n + 63) / 64, Integer.toUnsignedLong(ctx.info().maxGroupCount()[0]))); }
 
-    private void sync() { vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute); }
+    private void sync() { vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute); }
 
     /** RMSNorm of {@code rows} rows of width {@code dim} from {@code src} (from float {@code srcOff}) into {@code dst}. */
     private void norm(State s, NormOp n, VulkanContext.Buffer src, VulkanContext.Buffer dst, int rows, int dim, int srcOff, int dstOff) {
@@ -355,21 +399,21 @@ final class VulkanResidentForward implements DeviceForward {
         Long set = s.sets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, a.buffer(), b.buffer(), c.buffer(), d.buffer());
+            mm.writeSet(set, a.buffer(), b.buffer(), c.buffer(), d.buffer(), s.step.buffer());
             s.sets.put(key, set);
         }
         for (int i = 0; i < 16; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, i < u.length ? u[i] : 0);
-        vk.cmdBindPipeline(commandBuffer, ctx.ops[op]);
+        vk.cmdBindPipeline(rec, ctx.ops[op]);
         setArray.set(U64, 0, set);
-        vk.cmdBindDescriptorSet(commandBuffer, ctx.opsPipelineLayout, setArray);
-        vk.cmdPushConstants(commandBuffer, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
-        vk.cmdDispatch(commandBuffer, Math.max(1, Math.min(groups, ctx.info().maxGroupCount()[0])), 1, 1);
+        vk.cmdBindDescriptorSet(rec, ctx.opsPipelineLayout, setArray);
+        vk.cmdPushConstants(rec, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
+        vk.cmdDispatch(rec, Math.max(1, Math.min(groups, ctx.info().maxGroupCount()[0])), 1, 1);
     }
 
     /** y = W·x for {@code tokens} rows: one matvec.comp dispatch per weight buffer of W. */
     private void matvec(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int tokens) {
         VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(commandBuffer, ctx.matvec[r.kind()]);
+        vk.cmdBindPipeline(rec, ctx.matvec[r.kind()]);
         long first = w.firstRow(), end = first + w.rows();
         int[] groups = ctx.info().maxGroupCount();
         for (VulkanMatMul.Part p : r.parts()) {
@@ -383,10 +427,10 @@ final class VulkanResidentForward implements DeviceForward {
                 s.matvecSets.put(key, set);
             }
             setArray.set(U64, 0, set);
-            vk.cmdBindDescriptorSet(commandBuffer, ctx.pipelineLayout, setArray);
+            vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, lo - first, w.outDim(), p.rsOff, p.cfOff, r.flags());
-            vk.cmdPushConstants(commandBuffer, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(commandBuffer, (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0])),
+            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
+            vk.cmdDispatch(rec, (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0])),
                     (int) Math.min((tokens + VulkanMatMul.TOKEN_TILE - 1) / VulkanMatMul.TOKEN_TILE, Integer.toUnsignedLong(groups[1])), 1);
         }
     }

@@ -1,7 +1,8 @@
 #version 450
 // cmf4j Vulkan element-wise and attention operators of the resident forward (VulkanResidentForward), one pipeline
 // per OP (specialization constant 0). Buffers A..D and the push constants u[] mean what each OP below says; offsets
-// and strides are in floats. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
+// and strides are in floats. The step's first position is read from buffer S (written by the host before each
+// submission), not pushed, so a decode step's command buffer is recorded once and replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0u;
@@ -12,6 +13,7 @@ layout(std430, set = 0, binding = 0) buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) buffer C { float c[]; };
 layout(std430, set = 0, binding = 3) buffer D { float d[]; };
+layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
 
 layout(push_constant) uniform Push { uint u[16]; } p;
 
@@ -82,13 +84,13 @@ void main() {
         }
     } else if (OP == 2u) {
         // causal GQA attention of query row r = t*heads + h (a[t*u9 + h*hd]) over cached keys b and values c
-        // [position, u7 floats]; position pos = u4 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
+        // [position, u7 floats]; position pos = S.pos0 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
         // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6
         uint tokens = p.u[0], heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7];
         float scale = uintBitsToFloat(p.u[6]);
         for (uint r = gl_WorkGroupID.x; r < tokens * heads; r += gl_NumWorkGroups.x) {
             uint t = r / heads, h = r % heads, g = h / (heads / kvHeads);
-            uint pos = p.u[4] + t, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
+            uint pos = st.pos0 + t, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
             uint q0 = t * p.u[9] + h * hd, k0 = g * hd, s0 = p.u[10] + r * p.u[8];
             for (uint i = tid; i < hd; i += WG) qs[i] = a[q0 + i];
             barrier();
@@ -118,11 +120,11 @@ void main() {
             barrier();
         }
     } else {
-        // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b; 4 b[u2 + i] = a[u1 + i]; 5 a += b
+        // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b; 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b
         uint n = p.u[0];
         for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
             if (OP == 3u) a[i] = act(a[i], p.u[1]) * b[i];
-            else if (OP == 4u) b[p.u[2] + i] = a[p.u[1] + i];
+            else if (OP == 4u) b[p.u[2] + st.pos0 * p.u[3] + i] = a[p.u[1] + i];
             else a[i] += b[i];
         }
     }

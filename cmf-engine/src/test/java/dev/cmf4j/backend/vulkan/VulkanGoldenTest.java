@@ -32,8 +32,14 @@ class VulkanGoldenTest {
         Fixtures.require("models");
     }
 
+    /**
+     * The three fixture models the resident forward takes, and two of the hybrid path's (experts; gpt-oss's sinks and
+     * biases on the CPU). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a thread-pool round), so gemma4,
+     * gemma4_moe and qwen3_next, whose device part is the same products, are left to {@code cmf selftest --device vulkan}
+     * (they passed it on lavapipe, docs/VULKAN.md).
+     */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "qwen3_moe", "gemma3", "gemma4", "gemma4_moe", "gpt_oss", "qwen3_next"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss"})
     void f32MatchesTransformers(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-f32.cmf"), TensorPolicy.Mode.F32);
@@ -57,11 +63,11 @@ class VulkanGoldenTest {
 
     /**
      * Quantized files against the CPU engine on the same file (the goldens are no quantized reference): the reference
-     * converter's q8_2f, and our converter's q4_block and q4tp; whole on the device, and (llama q8_2f) on the hybrid
-     * path too.
+     * converter's q8_2f, and our converter's q4_block and q4tp; whole on the device, and (llama q4_block) on the hybrid
+     * path.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q8_2f hybrid", "llama q4_block", "qwen3 q4tp"})
+    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];
