@@ -123,11 +123,12 @@ void main() {
                         if (t < nt) acc[t] += wv * x[(t0 + t) * p.cols + c];
                 }
             }
-            for (uint t = 0u; t < TT; t++) red[t * WG + tid] = acc[t];
+            // only the tile's nt tokens are added up (a decode step: one, not TT)
+            for (uint t = 0u; t < TT; t++) if (t < nt) red[t * WG + tid] = acc[t];
             barrier();
             for (uint s = WG / 2u; s > 0u; s >>= 1) {
                 if (tid < s)
-                    for (uint t = 0u; t < TT; t++) red[t * WG + tid] += red[t * WG + tid + s];
+                    for (uint t = 0u; t < TT; t++) if (t < nt) red[t * WG + tid] += red[t * WG + tid + s];
                 barrier();
             }
             if (tid < nt) {
