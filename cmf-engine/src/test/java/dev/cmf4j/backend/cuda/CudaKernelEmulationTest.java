@@ -1282,7 +1282,10 @@ class CudaKernelEmulationTest {
         assertThat(max).isLessThanOrEqualTo(1e-3);
     }
 
-    /** Five sequences (backbone, skill a, adapter skill_b, task cut, all three): their prompts in one step, then two decode steps. */
+    /**
+     * Five sequences (backbone, skill a, adapter skill_b, task cut, all three): their prompts (2–3 tokens) in one step,
+     * then one decode step in a scrambled order (kept this small: every emulated row costs seconds in CI).
+     */
     private static float[] overlaySteps(dev.cmf4j.model.graph.Graph g) throws Exception {
         var B = dev.cmf4j.model.graph.Batch.Logits.LAST;
         dev.cmf4j.model.graph.Overlay none = dev.cmf4j.model.graph.Overlay.NONE;
@@ -1294,15 +1297,15 @@ class CudaKernelEmulationTest {
         for (int i = 0; i < os.length; i++) {
             st[i] = g.newState(8, 16);
             st[i].useOverlay(os[i]);
-            step.add(st[i], ids, i, 4 + i % 3, B);
+            step.add(st[i], ids, i, 2 + i % 2, B);
         }
         var ws = g.newWorkspace(32, 16);
         int v = g.vocab();
-        float[] out = new float[3 * os.length * v], buf = new float[os.length * v];
+        float[] out = new float[2 * os.length * v], buf = new float[os.length * v];
         g.forward(step, ws, buf, null);
         System.arraycopy(buf, 0, out, 0, os.length * v);
-        int[][] orders = {{4, 2, 0, 3, 1}, {1, 3, 4, 0, 2}};
-        for (int k = 0; k < 2; k++) {
+        int[][] orders = {{4, 2, 0, 3, 1}};
+        for (int k = 0; k < orders.length; k++) {
             var b = new dev.cmf4j.model.graph.Batch();
             for (int i : orders[k]) b.add(st[i], ids, 20 + k, 1, B);
             g.forward(b, ws, buf, null);
