@@ -437,6 +437,14 @@ final class VulkanResidentForward implements DeviceForward {
 
     @Override public int preferredChunk() { return 64; }
 
+    /** The state's device buffers: KV caches, activations, scores, staging. */
+    @Override public long heldBytes(Object state) {
+        synchronized (mm) {
+            State s = (State) state;
+            return s.released ? 0 : s.all.stream().mapToLong(VulkanContext.Buffer::bytes).sum();
+        }
+    }
+
     /** Frees every state's buffers and this forward's own (the matmul's weights stay). Called with the matmul's lock. */
     void closeOnOwner() {
         if (closed) return;

@@ -108,6 +108,8 @@ class VulkanGoldenTest {
             g.forward(st, ids, n + i, 1, last, false, null);
             out[i + 1] = last.clone();
         }
+        assertThat(st.heldBytes()).as("the state's memory (on a device: its buffers)").isPositive();
+        st.close();
         return out;
     }
 
