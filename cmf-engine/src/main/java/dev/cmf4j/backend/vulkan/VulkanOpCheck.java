@@ -118,6 +118,10 @@ final class VulkanOpCheck {
             run(mm, 3, (n + 63) / 64, new int[] {n, act.ordinal()}, g, u, g, g);
             out.add(new OpResult("glu " + act.name().toLowerCase(java.util.Locale.ROOT), n + " values", error(g, want), 1e-5));
         }
+        float[] rowsIn = gauss(r, 3 * 70, 1), bias = gauss(r, 5 + 70, 1), biased = rowsIn.clone();
+        for (int i = 0; i < biased.length; i++) biased[i] += bias[5 + i % 70];
+        run(mm, 6, 4, new int[] {3 * 70, 5, 70}, rowsIn, rowsIn, bias, rowsIn);
+        out.add(new OpResult("bias", "3x70", error(rowsIn, biased), 0));
         float[] a = gauss(r, n, 1), b = gauss(r, n, 1), sum = new float[n];
         for (int i = 0; i < n; i++) sum[i] = a[i] + b[i];
         run(mm, 5, 3, new int[] {n}, a, b, a, a);

@@ -24,7 +24,7 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 /**
  * A dense decoder run whole on a Vulkan device: the hidden state, every operator of a layer (RMSNorm, the products,
  * per-head q/k norms, rotary, the KV cache append, causal GQA attention with an optional sliding window, the gated MLP,
- * the residual adds, sandwich norms) and the head stay on the device, one submission per forward call; the host gathers
+ * the residual adds, sandwich norms, projection biases) and the head stay on the device, one submission per forward call; the host gathers
  * the embedding rows and computes the rotary tables (as the CPU graph does, so both paths rotate by the same cos and
  * sin), and takes back the logits. Supports the plan shapes {@link #unsupported} does not name (llama, qwen3, gemma3 and
  * alike with an f32 KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the
@@ -38,6 +38,8 @@ final class VulkanResidentForward implements DeviceForward {
     private final int qDimMax, kvDimMax, interMax, maxHalf;
     /** Every norm weight the plan has, uploaded once, by the norm's identity: its float offset in {@link #params}. */
     private final Map<NormOp, Integer> normAt = new IdentityHashMap<>();
+    /** Every projection bias, likewise by identity: its float offset in {@link #params}. */
+    private final Map<float[], Integer> biasAt = new IdentityHashMap<>();
     /** The plan's distinct rotary tables (index per layer). */
     private final List<RopeTable> ropes = new ArrayList<>();
     private final int[] ropeOf;
@@ -73,7 +75,6 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.outputGate()) return at + "a gated attention output";
             if (l.sharesKv()) return at + "a shared KV cache";
             if (l.sinks() != null) return at + "attention sinks";
-            if (l.qBias() != null || l.kBias() != null || l.vBias() != null || l.oBias() != null) return at + "projection biases";
             if (l.layerScalar() != 1f) return at + "a layer scalar";
             if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
             if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
@@ -106,6 +107,12 @@ final class VulkanResidentForward implements DeviceForward {
             kvd = Math.max(kvd, l.kvHeads() * l.headDim());
             in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm()}) norm.accept(n);
+            for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
+                if (b != null && !biasAt.containsKey(b)) {
+                    biasAt.put(b, size[0]);
+                    weights.add(b);
+                    size[0] += b.length;
+                }
             int r = -1;
             for (int j = 0; j < ropes.size() && l.rope() != null; j++) if (ropes.get(j) == l.rope()) r = j;
             if (r < 0 && l.rope() != null && l.rope().rotaryDim() > 0) { ropes.add(l.rope()); r = ropes.size() - 1; }
@@ -334,6 +341,12 @@ final class VulkanResidentForward implements DeviceForward {
             matvec(s, l.k(), s.xn, s.k, T);
             matvec(s, l.v(), s.xn, s.v, T);
             sync();
+            if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
+                bias(s, l.qBias(), s.q, T, qd);
+                bias(s, l.kBias(), s.k, T, kvd);
+                bias(s, l.vBias(), s.v, T, kvd);
+                sync();
+            }
             if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
             if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
             if (l.qNorm() != null || l.kNorm() != null) sync();
@@ -352,6 +365,7 @@ final class VulkanResidentForward implements DeviceForward {
             sync();
             matvec(s, l.o(), s.att, s.tmp, T);
             sync();
+            if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync(); }
             if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
             op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
             sync();
@@ -390,6 +404,11 @@ final class VulkanResidentForward implements DeviceForward {
         int flags = (w != null ? 1 : 0) | (w != null && n.offset() ? 2 : 0);
         op(s, 0, src, dst, params, src, Math.min(rows, ctx.info().maxGroupCount()[0]), rows, dim, srcOff, dstOff, w == null ? 0 : w, flags,
                 Float.floatToRawIntBits(n.eps()), dim, dim);
+    }
+
+    /** x[t, i] += b[i] for {@code T} rows of {@code width} (nothing when b is null). */
+    private void bias(State s, float[] b, VulkanContext.Buffer x, int T, int width) {
+        if (b != null) op(s, 6, x, x, params, x, groups((long) T * width), T * width, biasAt.get(b), width);
     }
 
     /** One ops.comp dispatch of {@code groups} workgroups over buffers a..d with push constants {@code u}. */

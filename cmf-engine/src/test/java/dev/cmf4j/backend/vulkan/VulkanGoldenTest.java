@@ -95,6 +95,84 @@ class VulkanGoldenTest {
         assertThat(ds).isLessThanOrEqualTo(1e-3);
     }
 
+    /**
+     * Projection biases (qwen2's q/k/v, gpt-oss's o too) on the resident forward: models/llama with random q, k, v and o
+     * biases added ({@code attention_bias}), converted at f32, against the CPU engine on the same file — no golden has
+     * them — and against the file without them, which must differ (the biases were applied).
+     */
+    @org.junit.jupiter.api.Test
+    void projectionBiasesMatchTheCpuEngine() throws Exception {
+        Path src = Fixtures.require("models/llama"), dir = tmp.resolve("llama-biased");
+        java.nio.file.Files.createDirectories(dir);
+        var om = new com.fasterxml.jackson.databind.ObjectMapper();
+        var config = (com.fasterxml.jackson.databind.node.ObjectNode) om.readTree(src.resolve("config.json").toFile());
+        config.put("attention_bias", true);
+        om.writeValue(dir.resolve("config.json").toFile(), config);
+        int layers = config.get("num_hidden_layers").asInt(), hd = config.get("head_dim").asInt(), hidden = config.get("hidden_size").asInt();
+        int q = config.get("num_attention_heads").asInt() * hd, kv = config.get("num_key_value_heads").asInt() * hd;
+        java.util.Map<String, float[]> biases = new java.util.LinkedHashMap<>();
+        java.util.SplittableRandom r = new java.util.SplittableRandom(2);
+        for (int l = 0; l < layers; l++)
+            for (var e : java.util.Map.of("q", q, "k", kv, "v", kv, "o", hidden).entrySet()) {
+                float[] b = new float[e.getValue()];
+                for (int i = 0; i < b.length; i++) b[i] = (float) (0.2 * r.nextGaussian());
+                biases.put("model.layers." + l + ".self_attn." + e.getKey() + "_proj.bias", b);
+            }
+        appendTensors(src.resolve("model.safetensors"), dir.resolve("model.safetensors"), biases);
+        Path biased = ConvertedGoldenTest.convert(dir, tmp.resolve("llama-biased.cmf"), TensorPolicy.Mode.F32);
+        Path plain = ConvertedGoldenTest.convert(src, tmp.resolve("llama-plain.cmf"), TensorPolicy.Mode.F32);
+        int[] ids = Golden.load(src).inputIds();
+        float[] want, got, without;
+        float[][] wantSteps, gotSteps;
+        try (Model m = Model.open(biased)) { want = logits(m, ids); wantSteps = steps(m, ids); }
+        try (Model m = Model.open(plain)) { without = logits(m, ids); }
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(biased, null, b)) {
+            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
+            got = logits(m, ids);
+            gotSteps = steps(m, ids);
+        }
+        double d = 0, ds = 0, moved = 0;
+        for (int i = 0; i < want.length; i++) {
+            d = Math.max(d, Math.abs(got[i] - want[i]));
+            moved = Math.max(moved, Math.abs(want[i] - without[i]));
+        }
+        for (int st = 0; st < wantSteps.length; st++)
+            for (int i = 0; i < wantSteps[st].length; i++) ds = Math.max(ds, Math.abs(gotSteps[st][i] - wantSteps[st][i]));
+        System.out.println("vulkan llama with biases vs cpu: logits max|Δ| " + d + ", decode steps " + ds + " (the biases move logits by " + moved + ")");
+        assertThat(moved).as("the biases change the model").isGreaterThan(1e-2);
+        assertThat(d).isLessThanOrEqualTo(1e-3);
+        assertThat(ds).isLessThanOrEqualTo(1e-3);
+    }
+
+    /** {@code src} (safetensors) with {@code extra} f32 tensors appended, written to {@code dst}. */
+    private static void appendTensors(Path src, Path dst, java.util.Map<String, float[]> extra) throws java.io.IOException {
+        byte[] all = java.nio.file.Files.readAllBytes(src);
+        var bb = java.nio.ByteBuffer.wrap(all).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int n = (int) bb.getLong(0);
+        var om = new com.fasterxml.jackson.databind.ObjectMapper();
+        var header = (com.fasterxml.jackson.databind.node.ObjectNode) om.readTree(new String(all, 8, n, java.nio.charset.StandardCharsets.UTF_8));
+        int dataStart = 8 + n;
+        var data = new java.io.ByteArrayOutputStream();
+        data.write(all, dataStart, all.length - dataStart);
+        for (var e : extra.entrySet()) {
+            long start = data.size();
+            var b = java.nio.ByteBuffer.allocate(4 * e.getValue().length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            for (float v : e.getValue()) b.putFloat(v);
+            data.write(b.array());
+            var t = header.putObject(e.getKey());
+            t.put("dtype", "F32");
+            t.putArray("shape").add(e.getValue().length);
+            t.putArray("data_offsets").add(start).add((long) data.size());
+        }
+        byte[] h = om.writeValueAsBytes(header);
+        int padded = (h.length + 7) / 8 * 8;
+        var out = java.nio.ByteBuffer.allocate(8 + padded + data.size()).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        out.putLong(padded).put(h);
+        for (int i = h.length; i < padded; i++) out.put((byte) ' ');
+        out.put(data.toByteArray());
+        java.nio.file.Files.write(dst, out.array());
+    }
+
     /** The last logits after a prefill of all but the last 3 ids in chunks of 5, then after each of those 3 decoded alone. */
     private static float[][] steps(Model m, int[] ids) {
         var g = m.graph();
