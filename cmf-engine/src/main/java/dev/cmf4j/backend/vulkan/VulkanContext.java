@@ -22,6 +22,8 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 public final class VulkanContext implements AutoCloseable {
     /** {@code -Dcmf.vulkan.device=N}: the physical device to use (index of {@code cmf devices}); default the best one. */
     static final String DEVICE_PROPERTY = "cmf.vulkan.device";
+    /** VK_SUBGROUP_FEATURE_ARITHMETIC_BIT. */
+    static final int SUBGROUP_ARITHMETIC = 4;
 
     final Vk vk;
     private final MemorySegment instance;
@@ -89,11 +91,13 @@ public final class VulkanContext implements AutoCloseable {
                         throw new VulkanUnavailableException("-D" + DEVICE_PROPERTY + "=" + wanted + ": only " + infos.size() + " Vulkan device(s)");
                     chosen = infos.get(wanted);
                 } else {
-                    chosen = infos.stream().filter(i -> i.computeQueueFamily() >= 0)
+                    chosen = infos.stream().filter(i -> i.computeQueueFamily() >= 0 && i.subgroupArithmetic())
                             .min(Comparator.comparingInt(VulkanContext::preference)).orElse(null);
                 }
                 if (chosen == null || chosen.computeQueueFamily() < 0)
-                    throw new VulkanUnavailableException("no Vulkan device has a compute queue: " + infos.stream().map(VulkanDeviceInfo::name).toList());
+                    throw new VulkanUnavailableException("no Vulkan device has a compute queue with subgroup adds: " + infos.stream().map(VulkanDeviceInfo::name).toList());
+                if (!chosen.subgroupArithmetic())
+                    throw new VulkanUnavailableException(chosen.name() + " cannot add across a subgroup in compute shaders, which the shaders need");
                 info = chosen;
                 MemorySegment pd = pds.get(chosen.index());
                 dev = createDevice(vk, pd, chosen, a);
@@ -270,7 +274,8 @@ public final class VulkanContext implements AutoCloseable {
         List<String> exts = deviceExtensions(vk, pd, a);
         return new VulkanDeviceInfo(index, name, VulkanDeviceInfo.typeName(type), props.get(U32, 8), props.get(U32, 12),
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
-                sub.get(U32, 16), f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
+                sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & SUBGROUP_ARITHMETIC) != 0,
+                f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
                 compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"));
     }
 

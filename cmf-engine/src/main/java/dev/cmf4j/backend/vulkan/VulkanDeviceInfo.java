@@ -10,6 +10,7 @@ import java.util.Locale;
  * @param type                discrete, integrated, virtual, cpu (a software rasterizer such as lavapipe) or other
  * @param heaps               each memory heap: bytes and whether it is device-local
  * @param subgroupSize        the default subgroup (warp, wave) width
+ * @param subgroupArithmetic  whether compute shaders may add across a subgroup (the shaders need it)
  * @param computeQueueFamily  the first queue family with compute, -1 when none has
  * @param maxStorageBufferRange the largest storage-buffer binding in bytes (a weight larger than this is split by rows)
  * @param maxAllocationSize   the largest single allocation (maintenance3)
@@ -18,7 +19,7 @@ import java.util.Locale;
  * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
  */
 public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
-                               String driverName, String driverInfo, List<Heap> heaps, int subgroupSize,
+                               String driverName, String driverInfo, List<Heap> heaps, int subgroupSize, boolean subgroupArithmetic,
                                boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, int computeQueueFamily,
                                long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
                                boolean portabilitySubset) {

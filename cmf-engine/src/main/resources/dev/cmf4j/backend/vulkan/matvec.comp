@@ -4,13 +4,18 @@
 // carry their scales themselves (q4_block: an f32 per flat group of 32 at rsOff; q4tp: per row {exp2(lo), exp2(step)}
 // as f32 at rsOff and the row's 5-bit group codes as stored at word cfOff).
 // Built into matvec.spv by tools/build-vulkan-shaders.sh (rerun it after every edit and commit the .spv and
-// .spv.stamp with this file). Core GLSL 450 only: no 8/16-bit storage or float16 features needed, so any
-// Vulkan 1.1 device runs it; narrow weights are unpacked from 32-bit words. Every sum is in f32.
+// .spv.stamp with this file). GLSL 450 and subgroup arithmetic only: no 8/16-bit storage or float16 features
+// needed, so any Vulkan 1.1 device with subgroup adds in compute shaders (desktop GPUs, MoltenVK, lavapipe) runs it;
+// narrow weights are unpacked from 32-bit words. Every sum is in f32.
 //
 // One workgroup per (row, tile of TT tokens): its invocations stride over the row's columns, each keeping TT
-// sums, so a weight is read once per TT tokens; a shared-memory tree adds the invocations' sums. Rows and token
+// sums, so a weight is read once per TT tokens; a subgroup add and one shared-memory step across the subgroups
+// add the invocations' sums. Rows and token
 // tiles beyond the dispatch's workgroup counts are taken in grid-stride loops (the dispatch stays within
 // maxComputeWorkGroupCount).
+
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
 
 layout(local_size_x = 64) in;
 // 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f), 4 q4_block, 5 q4tp: set per pipeline
@@ -123,16 +128,17 @@ void main() {
                         if (t < nt) acc[t] += wv * x[(t0 + t) * p.cols + c];
                 }
             }
-            // only the tile's nt tokens are added up (a decode step: one, not TT)
-            for (uint t = 0u; t < TT; t++) if (t < nt) red[t * WG + tid] = acc[t];
-            barrier();
-            for (uint s = WG / 2u; s > 0u; s >>= 1) {
-                if (tid < s)
-                    for (uint t = 0u; t < TT; t++) if (t < nt) red[t * WG + tid] += red[t * WG + tid + s];
-                barrier();
+            // only the tile's nt tokens are added up (a decode step: one, not TT): each subgroup's sum, then theirs
+            for (uint t = 0u; t < TT; t++) {
+                if (t < nt) {
+                    float v = subgroupAdd(acc[t]);
+                    if (subgroupElect()) red[t * WG + gl_SubgroupID] = v;
+                }
             }
+            barrier();
             if (tid < nt) {
-                float v = red[tid * WG];
+                float v = 0.0;
+                for (uint g = 0u; g < gl_NumSubgroups; g++) v += red[tid * WG + g];
                 if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
                 y[p.yOff + (t0 + tid) * p.yStride + r] = v;
             }

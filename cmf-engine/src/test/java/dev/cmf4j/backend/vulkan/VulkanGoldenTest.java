@@ -11,6 +11,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.nio.file.Path;
+import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -113,7 +114,7 @@ class VulkanGoldenTest {
         java.util.Map<String, float[]> biases = new java.util.LinkedHashMap<>();
         java.util.SplittableRandom r = new java.util.SplittableRandom(2);
         for (int l = 0; l < layers; l++)
-            for (var e : java.util.Map.of("q", q, "k", kv, "v", kv, "o", hidden).entrySet()) {
+            for (var e : List.of(java.util.Map.entry("q", q), java.util.Map.entry("k", kv), java.util.Map.entry("v", kv), java.util.Map.entry("o", hidden))) {
                 float[] b = new float[e.getValue()];
                 for (int i = 0; i < b.length; i++) b[i] = (float) (0.2 * r.nextGaussian());
                 biases.put("model.layers." + l + ".self_attn." + e.getKey() + "_proj.bias", b);

@@ -32,6 +32,7 @@ class VulkanOpsTest {
         assertThat(all.get(d.index()).name()).isEqualTo(d.name());
         assertThat(d.computeQueueFamily()).isGreaterThanOrEqualTo(0);
         assertThat(d.subgroupSize()).isPositive();
+        assertThat(d.subgroupArithmetic()).as("the shaders add across subgroups").isTrue();
         assertThat(d.maxStorageBufferRange()).isGreaterThanOrEqualTo(1 << 27);   // the spec's minimum
         assertThat(d.maxGroupCount()[0]).isGreaterThanOrEqualTo(65535);
         assertThat(d.heaps()).isNotEmpty();
