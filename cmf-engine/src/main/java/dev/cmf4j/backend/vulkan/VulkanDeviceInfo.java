@@ -47,9 +47,10 @@ public record VulkanDeviceInfo(int index, String name, String type, int vendorId
 
     /** One line for people. */
     public String describe() {
-        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d, f16 %s, int8 %s, cooperative matrix %s)",
+        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, cooperative matrix %s)",
                 name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
-                apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, yes(shaderFloat16), yes(shaderInt8),
+                apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute adds: unusable",
+                yes(shaderFloat16), yes(shaderInt8),
                 yes(cooperativeMatrix));
     }
 
