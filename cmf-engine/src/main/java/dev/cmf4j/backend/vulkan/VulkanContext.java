@@ -33,8 +33,10 @@ public final class VulkanContext implements AutoCloseable {
     final int weightType, stagingType;
     final boolean weightsMappable;
     final long descriptorSetLayout, pipelineLayout;
-    /** One matvec pipeline per weight kind (see matvec.comp's KIND). */
-    final long[] matvec;
+    /** One matvec pipeline per weight kind (see matvec.comp's KIND), and the one-token ones (kinds 0-3, R rows a workgroup). */
+    final long[] matvec, matvecDecode;
+    /** Rows per workgroup of the one-token pipelines. */
+    static final int DECODE_ROWS = 4;
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
@@ -124,6 +126,8 @@ public final class VulkanContext implements AutoCloseable {
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
                 for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
+                matvecDecode = new long[Shaders.KIND_I8 + 1];
+                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, shaderModule, pipelineLayout, k, DECODE_ROWS);
                 opsSetLayout = createSetLayout(a, 5);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
@@ -167,6 +171,16 @@ public final class VulkanContext implements AutoCloseable {
     int memoryFlags(int type) { return memoryFlags[type]; }
 
     public VulkanDeviceInfo info() { return info; }
+
+    /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes R rows a workgroup. */
+    long matvecPipeline(int kind, int tokens) { return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind]; }
+
+    /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows and {@code tokens} tokens: x and y counts. */
+    int[] matvecGroups(int kind, int rows, int tokens, int tokenTile) {
+        long gx = tokens == 1 && kind < matvecDecode.length ? (rows + DECODE_ROWS - 1) / DECODE_ROWS : rows;
+        return new int[] {(int) Math.min(gx, Integer.toUnsignedLong(info.maxGroupCount()[0])),
+                (int) Math.min((tokens + tokenTile - 1) / tokenTile, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
+    }
 
     // ---- instance and device ----
 
@@ -343,18 +357,23 @@ public final class VulkanContext implements AutoCloseable {
         return out.get(U64, 0);
     }
 
-    /** The shader's {@code main} with specialization constant 0 (matvec's weight kind, ops' OP) set to {@code kind}. */
-    private long createPipeline(Arena a, long module, long layout, int kind) {
-        MemorySegment entry = Vk.plain(a, 16);
-        entry.set(U32, 0, 0);
-        entry.set(U32, 4, 0);
-        entry.set(U64, 8, 4);
-        MemorySegment data = a.allocate(U32);
-        data.set(U32, 0, kind);
+    /**
+     * The shader's {@code main} with specialization constants 0, 1, … set to {@code values} (constant 0: matvec's weight
+     * kind, ops' OP; matvec's constant 1: rows per workgroup).
+     */
+    private long createPipeline(Arena a, long module, long layout, int... values) {
+        MemorySegment entries = Vk.plain(a, 16L * values.length);
+        MemorySegment data = a.allocate(4L * values.length, 4);
+        for (int i = 0; i < values.length; i++) {
+            entries.set(U32, 16L * i, i);
+            entries.set(U32, 16L * i + 4, 4 * i);
+            entries.set(U64, 16L * i + 8, 4);
+            data.set(U32, 4L * i, values[i]);
+        }
         MemorySegment spec = Vk.plain(a, 32);
-        spec.set(U32, 0, 1);
-        spec.set(PTR, 8, entry);
-        spec.set(U64, 16, 4);
+        spec.set(U32, 0, values.length);
+        spec.set(PTR, 8, entries);
+        spec.set(U64, 16, 4L * values.length);
         spec.set(PTR, 24, data);
         MemorySegment ci = Vk.struct(a, 96, Vk.ST_COMPUTE_PIPELINE_CREATE_INFO);
         MemorySegment stage = ci.asSlice(24, 48);
@@ -428,6 +447,7 @@ public final class VulkanContext implements AutoCloseable {
         closed = true;
         vk.result("vkDeviceWaitIdle", device);
         for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);

@@ -234,13 +234,12 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         }
         long yOff = 0;
         int bound = -1;
-        int[] groups = ctx.info().maxGroupCount();
         for (int i = 0; i < ws.length; i++) {
             if (rs[i] == null) continue;
             Matrix w = ws[i];
             Resident r = rs[i];
             if (bound != r.kind()) {
-                vk.cmdBindPipeline(commandBuffer, ctx.matvec[r.kind()]);
+                vk.cmdBindPipeline(commandBuffer, ctx.matvecPipeline(r.kind(), tokens));
                 bound = r.kind();
             }
             long first = w.firstRow(), end = first + w.rows();
@@ -251,9 +250,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
                 MatvecPush.write(push, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, yOff + (lo - first), w.outDim(),
                         p.rsOff, p.cfOff, r.flags());
                 vk.cmdPushConstants(commandBuffer, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                int gx = (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0]));
-                int gy = (int) Math.min((tokens + TOKEN_TILE - 1) / TOKEN_TILE, Integer.toUnsignedLong(groups[1]));
-                vk.cmdDispatch(commandBuffer, gx, gy, 1);
+                int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), tokens, TOKEN_TILE);
+                vk.cmdDispatch(commandBuffer, g[0], g[1], 1);
             }
             yOff += (long) tokens * w.outDim();
         }

@@ -432,9 +432,8 @@ final class VulkanResidentForward implements DeviceForward {
     /** y = W·x for {@code tokens} rows: one matvec.comp dispatch per weight buffer of W. */
     private void matvec(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int tokens) {
         VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(rec, ctx.matvec[r.kind()]);
+        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), tokens));
         long first = w.firstRow(), end = first + w.rows();
-        int[] groups = ctx.info().maxGroupCount();
         for (VulkanMatMul.Part p : r.parts()) {
             long lo = Math.max(first, p.firstRow), hi = Math.min(end, p.firstRow + p.rows);
             if (lo >= hi) continue;
@@ -449,8 +448,8 @@ final class VulkanResidentForward implements DeviceForward {
             vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, lo - first, w.outDim(), p.rsOff, p.cfOff, r.flags());
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(rec, (int) Math.min(hi - lo, Integer.toUnsignedLong(groups[0])),
-                    (int) Math.min((tokens + VulkanMatMul.TOKEN_TILE - 1) / VulkanMatMul.TOKEN_TILE, Integer.toUnsignedLong(groups[1])), 1);
+            int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), tokens, VulkanMatMul.TOKEN_TILE);
+            vk.cmdDispatch(rec, g[0], g[1], 1);
         }
     }
 

@@ -69,12 +69,13 @@ class VulkanOpsTest {
             // parts of at most 5 rows (q8_2f: 5·24 + 5·4 + 24·4 + 4 bytes), so every product crosses several buffers
             long cap = dt == DType.Q4_BLOCK || dt == DType.Q4TP ? 5L * 64 + 8 + 40 + 15 : 5L * cols * 4 + 5 * 4 + 4L * cols + 4 + 15;
             try (VulkanMatMul m = new VulkanMatMul(ctx, cpu, cap, copies)) {
-                for (Matrix v : List.of(w, w.slice(0, 4, false), w.slice(3, 20, false), w.slice(36, 1, false))) {
-                    float[] got = new float[tokens * v.outDim()], want = new float[got.length];
-                    m.apply(v, x, tokens, got);
-                    cpu.apply(v, x, tokens, want);
-                    assertThat(maxDiff(got, want)).as(dt.label + " rows " + v.firstRow() + "+" + v.rows()).isLessThan(1e-4);
-                }
+                for (Matrix v : List.of(w, w.slice(0, 4, false), w.slice(3, 20, false), w.slice(36, 1, false)))
+                    for (int n : new int[] {tokens, 1}) {   // a chunk, and one token (the decode pipelines)
+                        float[] got = new float[n * v.outDim()], want = new float[got.length];
+                        m.apply(v, x, n, got);
+                        cpu.apply(v, x, n, want);
+                        assertThat(maxDiff(got, want)).as(dt.label + " rows " + v.firstRow() + "+" + v.rows() + ", " + n + " tokens").isLessThan(1e-4);
+                    }
                 assertThat(m.deviceBytes()).as("uploaded once for every view").isLessThan(2L * (rows * cols * 4L + 8L * rows + 4L * cols));
             }
         }
