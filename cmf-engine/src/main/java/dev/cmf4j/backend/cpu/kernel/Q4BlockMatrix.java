@@ -58,7 +58,7 @@ final class Q4BlockMatrix extends WeightMatrix {
 
     @Override int preparedShorts() { return packed != null ? Q4Int8.preparedShorts(gpr) : 0; }
 
-    @Override int rowAlignment() { return packed != null ? Q4Int8.TILE : 1; }
+    @Override int rowAlignment() { return packed != null ? Q4Int8.TILE * Q4Int8.BLOCK_TILES : 1; }
 
     @Override
     void prepare(float[] x, int xOff, float[] dst, int dOff) {
@@ -73,7 +73,7 @@ final class Q4BlockMatrix extends WeightMatrix {
 
     @Override
     void dotRows(float[] xp, int xo, short[] xs, int xso, int r0, int r1, float[] y, int yo, boolean add) {
-        if (packed != null) Q4Int8.dotRows(packed, gpr, row0 + r0, row0 + r1, xp, xo, xs, xso, y, yo + r0, add);
+        if (packed != null) Q4Int8.dotRows(packed, (storedRows + Q4Int8.TILE - 1) / Q4Int8.TILE, gpr, row0 + r0, row0 + r1, xp, xo, xs, xso, y, yo + r0, add);
         else dotRows(xp, xo, r0, r1, y, yo, add);
     }
 

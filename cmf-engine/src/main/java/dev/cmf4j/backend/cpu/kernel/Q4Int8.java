@@ -56,6 +56,8 @@ final class Q4Int8 {
     static final int XS_PER_GROUP = 16 + 32 * 16;
     /** Groups per panel: 16 groups = 512 columns = 16.5 KB of broadcast activation, L1-resident. */
     static final int PANEL = 16;
+    /** Tiles per block: the repacked copy is contiguous per block of 128 rows, which decode chunks are multiples of. */
+    static final int BLOCK_TILES = 8;
 
     /** Tile row held by short lane l: 0, 8, 1, 9, … 7, 15. */
     static int laneRow(int l) {
@@ -73,7 +75,7 @@ final class Q4Int8 {
             for (int l = 0; l < TILE; l++) {
                 long row = t * TILE + laneRow(l);
                 for (int g = 0; g < gpr; g++) {
-                    long o = (t * gpr + g) * TG_BYTES;
+                    long o = offset(tiles, gpr, t, g);
                     long src = (row * gpr + g) * 16;
                     for (int j = 0; j < 8; j++)
                         p.set(sh, o + 32L * j + 2L * l, row < storedRows ? data.get(sh, src + 2L * j) : (short) 0x8888);
@@ -83,6 +85,17 @@ final class Q4Int8 {
             }
         }
         return p;
+    }
+
+    /**
+     * Byte offset of tile t, group g in the repacked copy: blocks of {@value #BLOCK_TILES} tiles, each
+     * block panel by panel, each panel tile by tile; so a block (a decode chunk's unit) is one run.
+     */
+    static long offset(long tiles, int gpr, long t, int g) {
+        long b = t / BLOCK_TILES;
+        long tb = Math.min(BLOCK_TILES, tiles - b * BLOCK_TILES);
+        int p0 = g - g % PANEL, pw = Math.min(PANEL, gpr - p0);
+        return (b * BLOCK_TILES * gpr + p0 * tb + (t - b * BLOCK_TILES) * pw + (g - p0)) * TG_BYTES;
     }
 
     /** Shorts {@link #prepare} writes for {@code gpr} groups. */
@@ -121,17 +134,27 @@ final class Q4Int8 {
      * y[yo + r − r0] = (add ? y : 0) + stored row r · x for stored rows r in [r0, r1), from the
      * repacked copy {@code p}; d/xs as {@link #prepare} wrote them.
      */
-    static void dotRows(MemorySegment p, int gpr, long r0, long r1, float[] d, int dOff, short[] xs, int xsOff,
+    static void dotRows(MemorySegment p, long tiles, int gpr, long r0, long r1, float[] d, int dOff, short[] xs, int xsOff,
                         float[] y, int yo, boolean add) {
         float[] part = new float[TILE];
+        long t1 = (r1 + TILE - 1) / TILE;
+        for (long b0 = r0 / TILE; b0 < t1; ) {
+            long b1 = Math.min(t1, (b0 / BLOCK_TILES + 1) * BLOCK_TILES);
+            blockRows(p, tiles, gpr, b0, b1, r0, r1, d, dOff, xs, xsOff, y, yo, add, part);
+            b0 = b1;
+        }
+    }
+
+    /** Tiles [t0, t1) of one block, panel by panel. */
+    private static void blockRows(MemorySegment p, long tiles, int gpr, long t0, long t1, long r0, long r1, float[] d, int dOff,
+                                  short[] xs, int xsOff, float[] y, int yo, boolean add, float[] part) {
         ShortVector m15 = ShortVector.broadcast(S16, (short) 15);
-        long t0 = r0 / TILE, t1 = (r1 + TILE - 1) / TILE;
         for (int p0 = 0; p0 < gpr; p0 += PANEL) {
             int p1 = Math.min(gpr, p0 + PANEL);
             boolean first = p0 == 0;
             for (long t = t0; t < t1; t++) {
                 FloatVector lo = FloatVector.zero(F8), hi = lo;
-                long o = (t * gpr + p0) * TG_BYTES;
+                long o = offset(tiles, gpr, t, p0);
                 int xi = xsOff + p0 * XS_PER_GROUP;
                 for (int g = p0; g < p1; g++, o += TG_BYTES, xi += XS_PER_GROUP) {
                     ShortVector acc = ShortVector.fromArray(S16, xs, xi);

@@ -24,7 +24,7 @@ class Q4Int8Test {
     @BeforeAll static void start() { pool = new WorkerPool(3); }
     @AfterAll static void stop() { pool.close(); }
 
-    static final int[][] SHAPES = {{1, 32}, {5, 64}, {16, 96}, {17, 512}, {33, 544}, {100, 2048}, {130, 1024}, {48, 8192}};
+    static final int[][] SHAPES = {{1, 32}, {5, 64}, {16, 96}, {17, 512}, {33, 544}, {100, 2048}, {130, 1024}, {300, 576}, {48, 8192}};
 
     @Test
     void vectorKernelEqualsScalarTwinAndStaysWithinTheActivationBound() {
