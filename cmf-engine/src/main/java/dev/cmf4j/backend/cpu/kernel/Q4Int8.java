@@ -15,17 +15,19 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
 /**
  * q4_block decode with int8 activations and products in 16-bit lanes, over a row-interleaved copy
  * of the weights made once at load (llama.cpp's Q4_0x8 repack is the same idea; its dots use
- * {@code vpmaddubsw}, which the Vector API does not expose, so ours multiply 16 shorts at a time).
+ * {@code vpmaddubsw}, which the Vector API does not expose, so ours multiply a vector of shorts at a
+ * time). T = {@link #TILE} = the short lanes of the preferred vector: 16 (AVX2), 32 (AVX-512).
  *
- * <p><b>Repacked layout</b> ({@link #repack}): rows in tiles of 16; per tile and 32-column group
- * {@value #TG_BYTES} bytes: 8 vectors of 16 shorts, vector j lane l = bytes 2j, 2j+1 of the group
- * of tile row {@link #laneRow}(l) (its nibbles are elements 4j..4j+3), then the 16 rows' scales as
- * f32 (rows 0..7, then 8..15). Lanes are ordered 0, 8, 1, 9, … so that the int32 halves of a short
- * vector are rows 0..7 (low shorts) and rows 8..15 (high shorts). Rows past the tensor: scale 0.
+ * <p><b>Repacked layout</b> ({@link #repack}): rows in tiles of T; per tile and 32-column group
+ * 20·T bytes: 8 vectors of T shorts, vector j lane l = bytes 2j, 2j+1 of the group of tile row
+ * {@link #laneRow}(l) (its nibbles are elements 4j..4j+3), then the T rows' scales as f32 (rows
+ * 0..T/2−1, then T/2..T−1). Lanes are ordered 0, T/2, 1, T/2+1, … so that the int32 halves of a
+ * short vector are the first half of the rows (low shorts) and the second (high shorts). Rows past
+ * the tensor: scale 0. Tiles are stored in blocks of 128 rows, each block panel by panel.
  *
  * <p><b>Activation</b> ({@link #prepare}), per 32-column group g: {@code d_g = absmax/127} (f32),
  * {@code qx_c = round(x_c / d_g)} (Math.round of {@code x_c · (1/d_g)}, clamped to ±127; 0 when the
- * group is all zero), as Q8_0 quantizes activations. Each qx_c is stored broadcast over 16 shorts
+ * group is all zero), as Q8_0 quantizes activations. Each qx_c is stored broadcast over T shorts
  * so the products read it as a memory operand; before them, −8·Σ_c qx_c broadcast.
  *
  * <p><b>Dot</b>: per row and group, the exact integer {@code Σ (q − 8)·qx} is accumulated in
@@ -43,25 +45,27 @@ import static dev.cmf4j.backend.cpu.kernel.Simd.LE;
 final class Q4Int8 {
     private Q4Int8() {}
 
-    static final VectorSpecies<Short> S16 = ShortVector.SPECIES_256;
-    static final VectorSpecies<Integer> I8 = IntVector.SPECIES_256;
-    static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
-    /** True when this kernel can run: 256-bit vectors (AVX2 and up) and not forced scalar. */
-    static final boolean USABLE = Simd.VECTOR && FloatVector.SPECIES_PREFERRED.vectorBitSize() >= 256;
+    /** True when this kernel can run: 256- or 512-bit vectors and not forced scalar. */
+    static final boolean USABLE = Simd.VECTOR && (Simd.L == 8 || Simd.L == 16);
+    static final VectorSpecies<Short> SHORTS = VectorSpecies.of(short.class, Simd.F.vectorShape());
+    static final VectorSpecies<Integer> INTS = Simd.I;
+    static final VectorSpecies<Float> FLOATS = Simd.F;
 
-    static final int TILE = 16;
-    /** Bytes per tile and group: 8 × 32 bytes of nibbles, 16 f32 scales. */
-    static final int TG_BYTES = 8 * 32 + 16 * 4;
-    /** Shorts of prepared activation per group: the −8·Σqx vector, then 32 columns × 16 lanes. */
-    static final int XS_PER_GROUP = 16 + 32 * 16;
-    /** Groups per panel: 16 groups = 512 columns = 16.5 KB of broadcast activation, L1-resident. */
-    static final int PANEL = 16;
+    /** Rows per tile: the short lanes of a vector (16 on AVX2, 32 on AVX-512). */
+    static final int TILE = 2 * Simd.L;
+    private static final int HALF = TILE / 2;
+    /** Bytes per tile and group: 8 vectors of nibbles (2·TILE bytes each), TILE f32 scales. */
+    static final int TG_BYTES = 8 * 2 * TILE + 4 * TILE;
+    /** Shorts of prepared activation per group: the −8·Σqx vector, then 32 columns × TILE lanes. */
+    static final int XS_PER_GROUP = TILE + 32 * TILE;
+    /** Groups per panel: 512 columns (AVX2) or 256 (AVX-512), about 17 KB of broadcast activation, L1-resident. */
+    static final int PANEL = 256 / TILE;
     /** Tiles per block: the repacked copy is contiguous per block of 128 rows, which decode chunks are multiples of. */
-    static final int BLOCK_TILES = 8;
+    static final int BLOCK_TILES = 128 / TILE;
 
-    /** Tile row held by short lane l: 0, 8, 1, 9, … 7, 15. */
+    /** Tile row held by short lane l: 0, T/2, 1, T/2 + 1, … */
     static int laneRow(int l) {
-        return (l & 1) == 0 ? l >> 1 : 8 + (l >> 1);
+        return (l & 1) == 0 ? l >> 1 : HALF + (l >> 1);
     }
 
     /** The row-interleaved copy of a stored [storedRows, cols] q4_block tensor (cols % 32 == 0), off-heap, 64-byte aligned. */
@@ -78,9 +82,9 @@ final class Q4Int8 {
                     long o = offset(tiles, gpr, t, g);
                     long src = (row * gpr + g) * 16;
                     for (int j = 0; j < 8; j++)
-                        p.set(sh, o + 32L * j + 2L * l, row < storedRows ? data.get(sh, src + 2L * j) : (short) 0x8888);
+                        p.set(sh, o + 2L * TILE * j + 2L * l, row < storedRows ? data.get(sh, src + 2L * j) : (short) 0x8888);
                     float s = row < storedRows ? Simd.f16(data, scalesOff + 2 * (row * gpr + g)) : 0f;
-                    p.set(Simd.F32, o + 256 + 4L * laneRow(l), s);
+                    p.set(Simd.F32, o + 16L * TILE + 4L * laneRow(l), s);
                 }
             }
         }
@@ -121,11 +125,11 @@ final class Q4Int8 {
             d[dOff + g] = dg;
             int o = xsOff + g * XS_PER_GROUP;
             if (USABLE) {
-                ShortVector.broadcast(S16, (short) (-8 * sum)).intoArray(xs, o);
-                for (int k = 0; k < 32; k++) ShortVector.broadcast(S16, q[k]).intoArray(xs, o + 16 + 16 * k);
+                ShortVector.broadcast(SHORTS, (short) (-8 * sum)).intoArray(xs, o);
+                for (int k = 0; k < 32; k++) ShortVector.broadcast(SHORTS, q[k]).intoArray(xs, o + TILE + TILE * k);
             } else {
-                java.util.Arrays.fill(xs, o, o + 16, (short) (-8 * sum));
-                for (int k = 0; k < 32; k++) java.util.Arrays.fill(xs, o + 16 + 16 * k, o + 32 + 16 * k, q[k]);
+                java.util.Arrays.fill(xs, o, o + TILE, (short) (-8 * sum));
+                for (int k = 0; k < 32; k++) java.util.Arrays.fill(xs, o + TILE + TILE * k, o + 2 * TILE + TILE * k, q[k]);
             }
         }
     }
@@ -148,46 +152,46 @@ final class Q4Int8 {
     /** Tiles [t0, t1) of one block, panel by panel. */
     private static void blockRows(MemorySegment p, long tiles, int gpr, long t0, long t1, long r0, long r1, float[] d, int dOff,
                                   short[] xs, int xsOff, float[] y, int yo, boolean add, float[] part) {
-        ShortVector m15 = ShortVector.broadcast(S16, (short) 15);
+        ShortVector m15 = ShortVector.broadcast(SHORTS, (short) 15);
         for (int p0 = 0; p0 < gpr; p0 += PANEL) {
             int p1 = Math.min(gpr, p0 + PANEL);
             boolean first = p0 == 0;
             for (long t = t0; t < t1; t++) {
-                FloatVector lo = FloatVector.zero(F8), hi = lo;
+                FloatVector lo = FloatVector.zero(FLOATS), hi = lo;
                 long o = offset(tiles, gpr, t, p0);
                 int xi = xsOff + p0 * XS_PER_GROUP;
                 for (int g = p0; g < p1; g++, o += TG_BYTES, xi += XS_PER_GROUP) {
-                    ShortVector acc = ShortVector.fromArray(S16, xs, xi);
+                    ShortVector acc = ShortVector.fromArray(SHORTS, xs, xi);
                     for (int j = 0; j < 8; j++) {
-                        ShortVector v = ShortVector.fromMemorySegment(S16, p, o + 32L * j, LE);
-                        int xj = xi + 16 + 64 * j;
-                        ShortVector m0 = v.and(m15).mul(ShortVector.fromArray(S16, xs, xj));
-                        ShortVector m1 = v.lanewise(VectorOperators.LSHR, 4).and(m15).mul(ShortVector.fromArray(S16, xs, xj + 16));
-                        ShortVector m2 = v.lanewise(VectorOperators.LSHR, 8).and(m15).mul(ShortVector.fromArray(S16, xs, xj + 32));
-                        ShortVector m3 = v.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(S16, xs, xj + 48));
+                        ShortVector v = ShortVector.fromMemorySegment(SHORTS, p, o + 2L * TILE * j, LE);
+                        int xj = xi + TILE + 4 * TILE * j;
+                        ShortVector m0 = v.and(m15).mul(ShortVector.fromArray(SHORTS, xs, xj));
+                        ShortVector m1 = v.lanewise(VectorOperators.LSHR, 4).and(m15).mul(ShortVector.fromArray(SHORTS, xs, xj + TILE));
+                        ShortVector m2 = v.lanewise(VectorOperators.LSHR, 8).and(m15).mul(ShortVector.fromArray(SHORTS, xs, xj + 2 * TILE));
+                        ShortVector m3 = v.lanewise(VectorOperators.LSHR, 12).mul(ShortVector.fromArray(SHORTS, xs, xj + 3 * TILE));
                         acc = acc.add(m0.add(m1).add(m2.add(m3)));
                     }
                     IntVector iv = acc.reinterpretAsInts();
                     FloatVector fl = (FloatVector) iv.lanewise(VectorOperators.LSHL, 16).lanewise(VectorOperators.ASHR, 16)
                             .convert(VectorOperators.I2F, 0);
                     FloatVector fh = (FloatVector) iv.lanewise(VectorOperators.ASHR, 16).convert(VectorOperators.I2F, 0);
-                    FloatVector dg = FloatVector.broadcast(F8, d[dOff + g]);
-                    lo = fl.fma(FloatVector.fromMemorySegment(F8, p, o + 256, LE).mul(dg), lo);
-                    hi = fh.fma(FloatVector.fromMemorySegment(F8, p, o + 288, LE).mul(dg), hi);
+                    FloatVector dg = FloatVector.broadcast(FLOATS, d[dOff + g]);
+                    lo = fl.fma(FloatVector.fromMemorySegment(FLOATS, p, o + 16L * TILE, LE).mul(dg), lo);
+                    hi = fh.fma(FloatVector.fromMemorySegment(FLOATS, p, o + 18L * TILE, LE).mul(dg), hi);
                 }
                 long tr = t * TILE;
                 if (tr >= r0 && tr + TILE <= r1) {
                     int yr = yo + (int) (tr - r0);
                     if (first && !add) {
                         lo.intoArray(y, yr);
-                        hi.intoArray(y, yr + 8);
+                        hi.intoArray(y, yr + HALF);
                     } else {
-                        FloatVector.fromArray(F8, y, yr).add(lo).intoArray(y, yr);
-                        FloatVector.fromArray(F8, y, yr + 8).add(hi).intoArray(y, yr + 8);
+                        FloatVector.fromArray(FLOATS, y, yr).add(lo).intoArray(y, yr);
+                        FloatVector.fromArray(FLOATS, y, yr + HALF).add(hi).intoArray(y, yr + HALF);
                     }
                 } else {                                     // a tile cut by [r0, r1): only its rows inside
                     lo.intoArray(part, 0);
-                    hi.intoArray(part, 8);
+                    hi.intoArray(part, HALF);
                     for (int i = 0; i < TILE; i++) {
                         long r = tr + i;
                         if (r < r0 || r >= r1) continue;
@@ -218,7 +222,7 @@ final class Q4Int8 {
                     for (int k = 0; k < 32; k++) {
                         int b = data.get(ValueLayout.JAVA_BYTE, nib + k / 2) & 0xFF;
                         int q = (k & 1) == 0 ? b & 15 : b >>> 4;
-                        sum += (short) (q * xs[x0 + 16 + 16 * k]);
+                        sum += (short) (q * xs[x0 + TILE + TILE * k]);
                     }
                     float s = Simd.f16(data, scalesOff + 2 * (r * gpr + g)) * d[dOff + g];
                     acc = Math.fma((float) sum, s, acc);
