@@ -24,7 +24,7 @@ final class Q4BlockMatrix extends WeightMatrix {
     private final int gpr;
     private final long scalesOff;
     /** The {@link Q4Int8} copy of the whole stored tensor, or null for the float-activation path. */
-    private final MemorySegment packed;
+    private final Q4Int8.Packed packed;
 
     Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows) {
         this(data, storedRows, cols, row0, rows, INT8_DEFAULT);
@@ -36,7 +36,7 @@ final class Q4BlockMatrix extends WeightMatrix {
                 int8 && cols % 32 == 0 && Q4Int8.USABLE ? Q4Int8.repack(data, storedRows, cols) : null, true);
     }
 
-    private Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows, MemorySegment packed, boolean unused) {
+    private Q4BlockMatrix(MemorySegment data, long storedRows, int cols, long row0, int rows, Q4Int8.Packed packed, boolean unused) {
         super(data, storedRows, cols, row0, rows, DType.Q4_BLOCK);
         this.aligned = cols % 32 == 0;
         this.gpr = cols / 32;
@@ -73,7 +73,7 @@ final class Q4BlockMatrix extends WeightMatrix {
 
     @Override
     void dotRows(float[] xp, int xo, short[] xs, int xso, int r0, int r1, float[] y, int yo, boolean add) {
-        if (packed != null) Q4Int8.dotRows(packed, (storedRows + Q4Int8.TILE - 1) / Q4Int8.TILE, gpr, row0 + r0, row0 + r1, xp, xo, xs, xso, y, yo + r0, add);
+        if (packed != null) Q4Int8.dotRows(packed, row0 + r0, row0 + r1, xp, xo, xs, xso, y, yo + r0, add);
         else dotRows(xp, xo, r0, r1, y, yo, add);
     }
 

@@ -6,7 +6,6 @@ import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
@@ -68,38 +67,49 @@ final class Q4Int8 {
         return (l & 1) == 0 ? l >> 1 : HALF + (l >> 1);
     }
 
-    /** The row-interleaved copy of a stored [storedRows, cols] q4_block tensor (cols % 32 == 0), off-heap, 64-byte aligned. */
-    static MemorySegment repack(MemorySegment data, long storedRows, int cols) {
+    /**
+     * The repacked copy of one stored tensor, on the heap (int indices let C2 hoist the bounds checks
+     * out of the loop, which it did not do for long offsets into a memory segment): the nibble
+     * vectors of tile-group i at {@code nibbles[8·TILE·i ..]}, its scales at {@code scales[TILE·i ..]}.
+     */
+    record Packed(short[] nibbles, float[] scales, int tiles, int gpr) {}
+
+    /**
+     * The row-interleaved copy of a stored [storedRows, cols] q4_block tensor (cols % 32 == 0), or
+     * null when it would not fit Java arrays.
+     */
+    static Packed repack(MemorySegment data, long storedRows, int cols) {
         int gpr = cols / 32;
         long tiles = (storedRows + TILE - 1) / TILE;
+        if (tiles * gpr * 8 * TILE > Integer.MAX_VALUE - 64) return null;
         long scalesOff = storedRows * gpr * 16;
-        MemorySegment p = Arena.ofAuto().allocate(tiles * gpr * TG_BYTES, 64);
+        short[] q = new short[(int) (tiles * gpr * 8 * TILE)];
+        float[] sc = new float[(int) (tiles * gpr * TILE)];
         ValueLayout.OfShort sh = Simd.HALF;
-        for (long t = 0; t < tiles; t++) {
+        for (int t = 0; t < tiles; t++) {
             for (int l = 0; l < TILE; l++) {
-                long row = t * TILE + laneRow(l);
+                long row = (long) t * TILE + laneRow(l);
+                boolean real = row < storedRows;
                 for (int g = 0; g < gpr; g++) {
-                    long o = offset(tiles, gpr, t, g);
+                    int i = index((int) tiles, gpr, t, g);
                     long src = (row * gpr + g) * 16;
-                    for (int j = 0; j < 8; j++)
-                        p.set(sh, o + 2L * TILE * j + 2L * l, row < storedRows ? data.get(sh, src + 2L * j) : (short) 0x8888);
-                    float s = row < storedRows ? Simd.f16(data, scalesOff + 2 * (row * gpr + g)) : 0f;
-                    p.set(Simd.F32, o + 16L * TILE + 4L * laneRow(l), s);
+                    for (int j = 0; j < 8; j++) q[(8 * i + j) * TILE + l] = real ? data.get(sh, src + 2L * j) : (short) 0x8888;
+                    sc[i * TILE + laneRow(l)] = real ? Simd.f16(data, scalesOff + 2 * (row * gpr + g)) : 0f;
                 }
             }
         }
-        return p;
+        return new Packed(q, sc, (int) tiles, gpr);
     }
 
     /**
-     * Byte offset of tile t, group g in the repacked copy: blocks of {@value #BLOCK_TILES} tiles, each
+     * Index of tile t, group g in the repacked copy: blocks of {@value #BLOCK_TILES} tiles, each
      * block panel by panel, each panel tile by tile; so a block (a decode chunk's unit) is one run.
      */
-    static long offset(long tiles, int gpr, long t, int g) {
-        long b = t / BLOCK_TILES;
-        long tb = Math.min(BLOCK_TILES, tiles - b * BLOCK_TILES);
+    static int index(int tiles, int gpr, int t, int g) {
+        int b = t / BLOCK_TILES;
+        int tb = Math.min(BLOCK_TILES, tiles - b * BLOCK_TILES);
         int p0 = g - g % PANEL, pw = Math.min(PANEL, gpr - p0);
-        return (b * BLOCK_TILES * gpr + p0 * tb + (t - b * BLOCK_TILES) * pw + (g - p0)) * TG_BYTES;
+        return b * BLOCK_TILES * gpr + p0 * tb + (t - b * BLOCK_TILES) * pw + (g - p0);
     }
 
     /** Shorts {@link #prepare} writes for {@code gpr} groups. */
@@ -138,32 +148,36 @@ final class Q4Int8 {
      * y[yo + r − r0] = (add ? y : 0) + stored row r · x for stored rows r in [r0, r1), from the
      * repacked copy {@code p}; d/xs as {@link #prepare} wrote them.
      */
-    static void dotRows(MemorySegment p, long tiles, int gpr, long r0, long r1, float[] d, int dOff, short[] xs, int xsOff,
+    static void dotRows(Packed p, long r0, long r1, float[] d, int dOff, short[] xs, int xsOff,
                         float[] y, int yo, boolean add) {
         float[] part = new float[TILE];
-        long t1 = (r1 + TILE - 1) / TILE;
-        for (long b0 = r0 / TILE; b0 < t1; ) {
-            long b1 = Math.min(t1, (b0 / BLOCK_TILES + 1) * BLOCK_TILES);
-            blockRows(p, tiles, gpr, b0, b1, r0, r1, d, dOff, xs, xsOff, y, yo, add, part);
+        int t1 = (int) ((r1 + TILE - 1) / TILE);
+        for (int b0 = (int) (r0 / TILE); b0 < t1; ) {
+            int b1 = Math.min(t1, (b0 / BLOCK_TILES + 1) * BLOCK_TILES);
+            blockRows(p, b0, b1, r0, r1, d, dOff, xs, xsOff, y, yo, add, part);
             b0 = b1;
         }
     }
 
     /** Tiles [t0, t1) of one block, panel by panel. */
-    private static void blockRows(MemorySegment p, long tiles, int gpr, long t0, long t1, long r0, long r1, float[] d, int dOff,
+    private static void blockRows(Packed p, int t0, int t1, long r0, long r1, float[] d, int dOff,
                                   short[] xs, int xsOff, float[] y, int yo, boolean add, float[] part) {
         ShortVector m15 = ShortVector.broadcast(SHORTS, (short) 15);
+        short[] q = p.nibbles;
+        float[] sc = p.scales;
+        int gpr = p.gpr;
         for (int p0 = 0; p0 < gpr; p0 += PANEL) {
             int p1 = Math.min(gpr, p0 + PANEL);
             boolean first = p0 == 0;
-            for (long t = t0; t < t1; t++) {
+            for (int t = t0; t < t1; t++) {
                 FloatVector lo = FloatVector.zero(FLOATS), hi = lo;
-                long o = offset(tiles, gpr, t, p0);
+                int i0 = index(p.tiles, gpr, t, p0);
+                int qi = 8 * TILE * i0, si = TILE * i0;
                 int xi = xsOff + p0 * XS_PER_GROUP;
-                for (int g = p0; g < p1; g++, o += TG_BYTES, xi += XS_PER_GROUP) {
+                for (int g = p0; g < p1; g++, qi += 8 * TILE, si += TILE, xi += XS_PER_GROUP) {
                     ShortVector acc = ShortVector.fromArray(SHORTS, xs, xi);
                     for (int j = 0; j < 8; j++) {
-                        ShortVector v = ShortVector.fromMemorySegment(SHORTS, p, o + 2L * TILE * j, LE);
+                        ShortVector v = ShortVector.fromArray(SHORTS, q, qi + TILE * j);
                         int xj = xi + TILE + 4 * TILE * j;
                         ShortVector m0 = v.and(m15).mul(ShortVector.fromArray(SHORTS, xs, xj));
                         ShortVector m1 = v.lanewise(VectorOperators.LSHR, 4).and(m15).mul(ShortVector.fromArray(SHORTS, xs, xj + TILE));
@@ -176,10 +190,10 @@ final class Q4Int8 {
                             .convert(VectorOperators.I2F, 0);
                     FloatVector fh = (FloatVector) iv.lanewise(VectorOperators.ASHR, 16).convert(VectorOperators.I2F, 0);
                     FloatVector dg = FloatVector.broadcast(FLOATS, d[dOff + g]);
-                    lo = fl.fma(FloatVector.fromMemorySegment(FLOATS, p, o + 16L * TILE, LE).mul(dg), lo);
-                    hi = fh.fma(FloatVector.fromMemorySegment(FLOATS, p, o + 18L * TILE, LE).mul(dg), hi);
+                    lo = fl.fma(FloatVector.fromArray(FLOATS, sc, si).mul(dg), lo);
+                    hi = fh.fma(FloatVector.fromArray(FLOATS, sc, si + HALF).mul(dg), hi);
                 }
-                long tr = t * TILE;
+                long tr = (long) t * TILE;
                 if (tr >= r0 && tr + TILE <= r1) {
                     int yr = yo + (int) (tr - r0);
                     if (first && !add) {
