@@ -18,7 +18,7 @@ import java.lang.foreign.ValueLayout;
  */
 final class Q4BlockMatrix extends WeightMatrix {
     /** Decode with int8 activations over a row-interleaved copy ({@link Q4Int8}); {@code -Dcmf.q4.int8=false} keeps float activations. */
-    static final boolean INT8_DEFAULT = Boolean.parseBoolean(System.getProperty("cmf.q4.int8", "false"));
+    static final boolean INT8_DEFAULT = Boolean.parseBoolean(System.getProperty("cmf.q4.int8", "true"));
 
     private final boolean aligned;
     private final int gpr;

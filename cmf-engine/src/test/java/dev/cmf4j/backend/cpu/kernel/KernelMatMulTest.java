@@ -13,6 +13,33 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** The engine-facing adapter: same results as the engine's scalar reference, windows and fallbacks included. */
 class KernelMatMulTest {
 
+    /**
+     * Allowed error per output beyond 1e-4·(1 + |ref|): q4_block's decode products (fewer tokens than a GEMM tile) run
+     * on int8 activations ({@link Q4Int8}), which add at most ½·Σ_c |w|·absmax_g(c)/127.
+     */
+    static float[] slack(Matrix w, float[] x, int tokens) {
+        float[] s = new float[tokens * w.outDim()];
+        if (w.dtype() != DType.Q4_BLOCK || w.inputMajor() || w.cols() % 32 != 0 || tokens >= Simd.L || !Q4BlockMatrix.INT8_DEFAULT) return s;
+        int stored = (int) w.storedRows(), cols = w.cols();
+        float[] row = new float[cols];
+        for (int r = 0; r < w.rows(); r++) {
+            ReferenceKernels.dequantRow(w.dtype(), w.data(), stored, cols, (int) w.firstRow() + r, row);
+            for (int t = 0; t < tokens; t++) {
+                double a = 0;
+                for (int g = 0; g < cols; g += 32) {
+                    double m = 0, sw = 0;
+                    for (int c = g; c < g + 32; c++) {
+                        m = Math.max(m, Math.abs(x[t * cols + c]));
+                        sw += Math.abs(row[c]);
+                    }
+                    a += sw * m / 127;
+                }
+                s[t * w.outDim() + r] = (float) (0.5 * (1 + 1e-4) * a);
+            }
+        }
+        return s;
+    }
+
     /** Dense reference from the scalar dequantizer, either orientation. */
     static void reference(Matrix w, float[] x, int tokens, float[] y) {
         int stored = (int) w.storedRows(), cols = w.cols();
@@ -47,9 +74,10 @@ class KernelMatMulTest {
                         float[] y = new float[tokens * w.outDim()], ref = new float[tokens * w.outDim()];
                         mm.apply(w, x, tokens, y);
                         reference(w, x, tokens, ref);
+                        float[] slack = slack(w, x, tokens);
                         for (int i = 0; i < y.length; i++)
                             assertThat((double) y[i]).as("%s %s tokens=%d [%d]", d, w.inputMajor() ? "input-major" : w.rows() + " rows", tokens, i)
-                                    .isCloseTo(ref[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(ref[i]))));
+                                    .isCloseTo(ref[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(ref[i])) + slack[i]));
                         float[] acc = y.clone();
                         mm.applyAdd(w, x, tokens, acc);
                         for (int i = 0; i < y.length; i++) assertThat((double) acc[i]).isCloseTo(2.0 * y[i], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(y[i]))));
@@ -66,10 +94,12 @@ class KernelMatMulTest {
                         reference(ws[i], x, tokens, refs[i]);
                     }
                     mm.applyShared(ws, x, tokens, ys);
-                    for (int i = 0; i < ws.length; i++)
+                    for (int i = 0; i < ws.length; i++) {
+                        float[] slack = slack(ws[i], x, tokens);
                         for (int j = 0; j < ys[i].length; j++)
                             assertThat((double) ys[i][j]).as("%s shared %d tokens=%d [%d]", d, i, tokens, j)
-                                    .isCloseTo(refs[i][j], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(refs[i][j]))));
+                                    .isCloseTo(refs[i][j], org.assertj.core.data.Offset.offset(1e-4 * (1 + Math.abs(refs[i][j])) + slack[j]));
+                    }
                 }
                 assertThat(mm.kernel(inputMajor)).isNull();
                 assertThat(mm.kernel(expert).rows()).isEqualTo(16);

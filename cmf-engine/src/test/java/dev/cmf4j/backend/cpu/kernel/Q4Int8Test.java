@@ -106,6 +106,40 @@ class Q4Int8Test {
         }
     }
 
+    /**
+     * In one job with other dtypes (q4_block matrices sharing one prepared activation, a float layout beside them),
+     * and as the few-token fallback of matmul: each output is the matrix's own single-token product, bit for bit.
+     */
+    @Test
+    void sharedPreparationAndSmallChunksGiveTheSingleProducts() {
+        Assumptions.assumeTrue(Q4Int8.USABLE, "needs 256-bit vectors");
+        Random rnd = new Random(11);
+        int cols = 320;
+        DType[] types = {DType.Q4_BLOCK, DType.BF16, DType.Q4_BLOCK, DType.Q8_2F};
+        int[] rows = {70, 9, 33, 40};
+        WeightMatrix[] ws = new WeightMatrix[types.length];
+        for (int i = 0; i < ws.length; i++)
+            ws[i] = WeightMatrix.of(types[i], TestWeights.encode(types[i], TestWeights.randomMatrix(rnd, rows[i], cols), rows[i], cols), rows[i], cols);
+        assertThat(((Q4BlockMatrix) ws[0]).int8()).as("int8 is the default").isTrue();
+        float[] x = TestWeights.randomVector(rnd, cols);
+        float[][] ys = new float[ws.length][];
+        for (int i = 0; i < ws.length; i++) ys[i] = new float[rows[i]];
+        WeightMatrix.matvecAll(x, ws, ys, pool);
+        for (int i = 0; i < ws.length; i++) {
+            float[] one = new float[rows[i]];
+            ws[i].matvec(x, one, pool);
+            assertThat(ys[i]).as("matvecAll %d (%s)", i, types[i]).isEqualTo(one);
+        }
+        int tokens = 3;                                                 // fewer than a GEMM tile: one matvec per token
+        float[] xs = TestWeights.randomVector(rnd, tokens * cols), yt = new float[tokens * rows[0]];
+        ws[0].matmul(xs, tokens, yt, pool);
+        for (int t = 0; t < tokens; t++) {
+            float[] one = new float[rows[0]];
+            ws[0].matvec(xs, t * cols, one, 0, false, pool);
+            assertThat(java.util.Arrays.copyOfRange(yt, t * rows[0], (t + 1) * rows[0])).as("matmul token %d", t).isEqualTo(one);
+        }
+    }
+
     /** The scalar twin over stored rows [r0, r1), optionally added to {@code base}. */
     private static float[] twin(MemorySegment data, int rows, int gpr, float[] x, int r0, int r1, float[] base) {
         float[] d = new float[gpr];

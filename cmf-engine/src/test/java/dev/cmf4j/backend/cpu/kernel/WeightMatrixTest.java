@@ -19,7 +19,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * activations, on random shapes including ragged ones (cols not a multiple of the vector width or of
  * the 32-weight group, rows not a multiple of the register tile or of the chunking), for decode,
  * fused residual add, several matrices at once and prefill chunks of ragged token counts.
- * Error bound, normalised per output: |y − y_ref| ≤ 2e-5 · Σ_c |W[r][c]·x[c]| (+1e-30).
+ * Error bound, normalised per output: |y − y_ref| ≤ 2e-5 · Σ_c |W[r][c]·x[c]| (+1e-30). q4_block is built with its
+ * float-activation kernel here ({@code -Dcmf.q4.int8=false}); its default int8-activation decode has its own bound
+ * and tests in {@link Q4Int8Test}.
  */
 class WeightMatrixTest {
     static final double TOL = 2e-5;
@@ -187,7 +189,7 @@ class WeightMatrixTest {
             int stored = 50, first = 7, n = 20;
             float[] wf = TestWeights.randomMatrix(rnd, stored, cols);
             MemorySegment m = TestWeights.encode(dtype, wf, stored, cols);
-            WeightMatrix w = WeightMatrix.of(dtype, m, stored, cols, first, n);
+            WeightMatrix w = of(dtype, m, stored, cols, first, n);
             float[] x = TestWeights.randomVector(rnd, cols);
             float[] all = new float[stored], scale = new float[stored];
             ReferenceKernels.matvec(dtype, m, stored, cols, x, all);
@@ -197,7 +199,7 @@ class WeightMatrixTest {
             float[] y = new float[n];
             w.matvec(x, y, pool);
             assertClose(y, 0, want, sc, dtype + " window matvec cols=" + cols);
-            WeightMatrix whole = WeightMatrix.of(dtype, m, stored, cols);
+            WeightMatrix whole = of(dtype, m, stored, cols, 0, stored);
             float[] y2 = new float[n - 3];
             whole.rowWindow(first, n).rowWindow(3, n - 3).matvec(x, y2, pool);   // windows share the tables
             assertClose(y2, 0, java.util.Arrays.copyOfRange(want, 3, n), java.util.Arrays.copyOfRange(sc, 3, n),
@@ -302,7 +304,12 @@ class WeightMatrixTest {
 
     static WeightMatrix matrix(Random rnd, DType dtype, int rows, int cols) {
         float[] w = TestWeights.randomMatrix(rnd, rows, cols);
-        return WeightMatrix.of(dtype, TestWeights.encode(dtype, w, rows, cols), rows, cols);
+        return of(dtype, TestWeights.encode(dtype, w, rows, cols), rows, cols, 0, rows);
+    }
+
+    /** {@link WeightMatrix#of}, q4_block with its float-activation kernel. */
+    static WeightMatrix of(DType dtype, MemorySegment m, int stored, int cols, int first, int n) {
+        return dtype == DType.Q4_BLOCK ? new Q4BlockMatrix(m, stored, cols, first, n, false) : WeightMatrix.of(dtype, m, stored, cols, first, n);
     }
 
     static void assertClose(float[] y, int yOff, float[] ref, float[] scale, String what) {
