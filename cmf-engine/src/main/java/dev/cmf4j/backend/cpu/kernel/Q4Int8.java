@@ -76,15 +76,21 @@ final class Q4Int8 {
 
     /**
      * The row-interleaved copy of a stored [storedRows, cols] q4_block tensor (cols % 32 == 0), or
-     * null when it would not fit Java arrays.
+     * null when it would not fit Java arrays or the heap (the matrix then decodes with float activations).
      */
     static Packed repack(MemorySegment data, long storedRows, int cols) {
         int gpr = cols / 32;
         long tiles = (storedRows + TILE - 1) / TILE;
         if (tiles * gpr * 8 * TILE > Integer.MAX_VALUE - 64) return null;
         long scalesOff = storedRows * gpr * 16;
-        short[] q = new short[(int) (tiles * gpr * 8 * TILE)];
-        float[] sc = new float[(int) (tiles * gpr * TILE)];
+        short[] q;
+        float[] sc;
+        try {
+            q = new short[(int) (tiles * gpr * 8 * TILE)];
+            sc = new float[(int) (tiles * gpr * TILE)];
+        } catch (OutOfMemoryError e) {
+            return null;
+        }
         ValueLayout.OfShort sh = Simd.HALF;
         for (int t = 0; t < tiles; t++) {
             for (int l = 0; l < TILE; l++) {
