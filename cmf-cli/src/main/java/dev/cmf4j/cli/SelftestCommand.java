@@ -150,7 +150,11 @@ public final class SelftestCommand implements Callable<Integer> {
                         t0 = System.nanoTime();
                         Path qf = convert(dir, tmp.resolve(name + "-" + q.label + ".cmf"), q);
                         Run cpu, gpu;
-                        try (Model m = Model.open(qf, null, new CpuBackend())) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        // q4_block: the CPU kernels decode on int8 activations, the devices on float ones, so the device is
+                        // held to the CPU's float-activation reference products there
+                        CpuBackend reference = q == TensorPolicy.Mode.Q4_BLOCK
+                                ? new CpuBackend(new dev.cmf4j.backend.cpu.CpuMatMul(), CpuBackend.pool(), null) : new CpuBackend();
+                        try (reference; Model m = Model.open(qf, null, reference)) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         try (Backend dev = device.open(err); Model m = Model.open(qf, null, dev)) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
                         checks.add(report(out, new Check(name, q.label + " vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
