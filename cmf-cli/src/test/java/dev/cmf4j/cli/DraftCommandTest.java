@@ -54,6 +54,8 @@ class DraftCommandTest {
         assertThat(s.get("tokens_per_step").asDouble()).isGreaterThan(3.0);   // 4 drafts + the target's own per step
         assertThat(s.get("draft_tokens_per_s").asDouble()).isPositive();
         assertThat(s.get("plain_tokens_per_s").asDouble()).isPositive();
+        assertThat(s.get("speedup").asDouble()).as("generation with the draft over plain generation")
+                .isCloseTo(s.get("draft_tokens_per_s").asDouble() / s.get("plain_tokens_per_s").asDouble(), org.assertj.core.data.Offset.offset(1e-3));
     }
 
     @Test void draftsOfAnotherVocabularyOrNoFileAreRefused() {
