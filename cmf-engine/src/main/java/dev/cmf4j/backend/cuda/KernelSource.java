@@ -1,12 +1,10 @@
 package dev.cmf4j.backend.cuda;
 
+import dev.cmf4j.backend.BuildStamp;
+
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.Map;
 
 /**
@@ -30,37 +28,12 @@ record KernelSource(String name, String source, byte[] fatbin, Map<String, Strin
         String base = fatbinName(cuName);
         byte[] stamp = read(base + ".stamp");
         return new KernelSource(cuName, new String(src, StandardCharsets.UTF_8), read(base),
-                stamp == null ? Map.of() : parseStamp(new String(stamp, StandardCharsets.UTF_8)));
+                stamp == null ? Map.of() : BuildStamp.parse(new String(stamp, StandardCharsets.UTF_8)));
     }
 
     /** {@code NAME.fatbin} for {@code NAME.cu}. */
     static String fatbinName(String cuName) {
         return (cuName.endsWith(".cu") ? cuName.substring(0, cuName.length() - 3) : cuName) + ".fatbin";
-    }
-
-    /** A stamp's {@code key value} lines ({@code #} comments skipped). */
-    static Map<String, String> parseStamp(String text) {
-        Map<String, String> m = new HashMap<>();
-        for (String line : text.split("\n")) {
-            line = line.strip();
-            if (line.isEmpty() || line.startsWith("#")) continue;
-            int sp = line.indexOf(' ');
-            if (sp > 0) m.put(line.substring(0, sp), line.substring(sp + 1).strip());
-        }
-        return Map.copyOf(m);
-    }
-
-    /** The SHA-256 the build script records for a source: of its bytes with carriage returns dropped. */
-    static String sourceSha256(String source) {
-        return sha256(source.replace("\r", "").getBytes(StandardCharsets.UTF_8));
-    }
-
-    static String sha256(byte[] bytes) {
-        try {
-            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(bytes));
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
     }
 
     /** Why the shipped fatbin must not be used for this source (one clause), or null when it was built from it. */
@@ -69,11 +42,11 @@ record KernelSource(String name, String source, byte[] fatbin, Map<String, Strin
         if (fatbin == null) return "no " + fb + " is shipped";
         String built = stamp.get("source-sha256");
         if (built == null) return fb + " has no " + fb + ".stamp";
-        String now = sourceSha256(source);
+        String now = BuildStamp.sourceSha256(source);
         if (!built.equals(now))
             return fb + " is stale (built from " + name + " sha256 " + built.substring(0, Math.min(12, built.length()))
                     + "…, the current " + name + " is " + now.substring(0, 12) + "…)";
-        if (!sha256(fatbin).equals(stamp.get("fatbin-sha256"))) return fb + " does not match the hash its stamp records (damaged)";
+        if (!BuildStamp.sha256(fatbin).equals(stamp.get("fatbin-sha256"))) return fb + " does not match the hash its stamp records (damaged)";
         return null;
     }
 

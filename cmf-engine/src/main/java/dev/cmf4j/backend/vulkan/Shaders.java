@@ -1,12 +1,9 @@
 package dev.cmf4j.backend.vulkan;
 
+import dev.cmf4j.backend.BuildStamp;
+
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.Map;
 
 /**
@@ -33,35 +30,12 @@ final class Shaders {
         return spv;
     }
 
-    /** A stamp file's {@code key value} lines ({@code #} comments skipped). */
-    static Map<String, String> parseStamp(String text) {
-        Map<String, String> m = new HashMap<>();
-        for (String line : text.split("\n")) {
-            line = line.strip();
-            if (line.isEmpty() || line.startsWith("#")) continue;
-            int sp = line.indexOf(' ');
-            if (sp > 0) m.put(line.substring(0, sp), line.substring(sp + 1).strip());
-        }
-        return m;
-    }
-
-    /** The hash the stamp records: SHA-256 of the source with carriage returns dropped. */
-    static String sourceSha256(String source) { return sha256(source.replace("\r", "").getBytes(StandardCharsets.UTF_8)); }
-
-    static String sha256(byte[] b) {
-        try {
-            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(b));
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
     /** Why {@code name}'s shipped SPIR-V does not match its source (null when it does); {@code spv} or {@code stamp} null when absent. */
     static String problem(String name, String source, byte[] spv, Map<String, String> stamp) {
         if (spv == null) return name + ".spv is missing";
         if (stamp == null || stamp.isEmpty()) return name + ".spv.stamp is missing";
-        if (!sourceSha256(source).equals(stamp.get("source-sha256"))) return name + ".spv was built from another " + name + ".comp";
-        if (!sha256(spv).equals(stamp.get("spv-sha256"))) return name + ".spv is not the file its stamp records";
+        if (!BuildStamp.sourceSha256(source).equals(stamp.get("source-sha256"))) return name + ".spv was built from another " + name + ".comp";
+        if (!BuildStamp.sha256(spv).equals(stamp.get("spv-sha256"))) return name + ".spv is not the file its stamp records";
         return null;
     }
 }

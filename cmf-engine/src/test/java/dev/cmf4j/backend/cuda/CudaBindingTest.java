@@ -170,12 +170,12 @@ class CudaBindingTest {
     @Test void aShippedFatbinIsUsedOnlyForTheSourceItWasBuiltFrom() {
         byte[] fb = fakeFatbin("sm_90");
         String src = "extern \"C\" __global__ void k() {}\n";
-        Map<String, String> stamp = KernelSource.parseStamp("# comment\nsource k.cu\nsource-sha256 " + KernelSource.sourceSha256(src)
-                + "\nfatbin-sha256 " + KernelSource.sha256(fb) + "\nnvcc 13.0.88\n");
+        Map<String, String> stamp = dev.cmf4j.backend.BuildStamp.parse("# comment\nsource k.cu\nsource-sha256 " + dev.cmf4j.backend.BuildStamp.sourceSha256(src)
+                + "\nfatbin-sha256 " + dev.cmf4j.backend.BuildStamp.sha256(fb) + "\nnvcc 13.0.88\n");
         assertThat(new KernelSource("k.cu", src, fb, stamp).fatbinProblem()).isNull();
         assertThat(new KernelSource("k.cu", src.replace("\n", "\r\n"), fb, stamp).fatbinProblem()).as("CRLF checkout").isNull();
         assertThat(new KernelSource("k.cu", src + "// edit\n", fb, stamp).fatbinProblem())
-                .startsWith("k.fatbin is stale (built from k.cu sha256 " + KernelSource.sourceSha256(src).substring(0, 12) + "…");
+                .startsWith("k.fatbin is stale (built from k.cu sha256 " + dev.cmf4j.backend.BuildStamp.sourceSha256(src).substring(0, 12) + "…");
         assertThat(new KernelSource("k.cu", src, null, Map.of()).fatbinProblem()).isEqualTo("no k.fatbin is shipped");
         assertThat(new KernelSource("k.cu", src, fb, Map.of()).fatbinProblem()).isEqualTo("k.fatbin has no k.fatbin.stamp");
         assertThat(new KernelSource("k.cu", src, fakeFatbin("sm_80"), stamp).fatbinProblem()).contains("damaged");

@@ -68,8 +68,8 @@ class CudaMockTest {
 
     /** The stamp the build script would write for the real kernels.cu and {@code fatbin}. */
     static Map<String, String> stampFor(byte[] fatbin) {
-        return Map.of("source-sha256", KernelSource.sourceSha256(CudaContext.kernelSource()),
-                "fatbin-sha256", KernelSource.sha256(fatbin), "nvcc", "13.0.88");
+        return Map.of("source-sha256", dev.cmf4j.backend.BuildStamp.sourceSha256(CudaContext.kernelSource()),
+                "fatbin-sha256", dev.cmf4j.backend.BuildStamp.sha256(fatbin), "nvcc", "13.0.88");
     }
 
     static List<String> cached(Path dir) throws Exception {

@@ -38,7 +38,7 @@ class ShippedKernelsTest {
             Path fatbin = DIR.resolve(fb), stamp = DIR.resolve(fb + ".stamp");
             KernelSource k = new KernelSource(name, Files.readString(cu, StandardCharsets.UTF_8),
                     Files.exists(fatbin) ? Files.readAllBytes(fatbin) : null,
-                    Files.exists(stamp) ? KernelSource.parseStamp(Files.readString(stamp)) : Map.of());
+                    Files.exists(stamp) ? dev.cmf4j.backend.BuildStamp.parse(Files.readString(stamp)) : Map.of());
             String problem = k.fatbinProblem();
             if (problem != null) problems.add(problem);
         }

@@ -31,7 +31,7 @@ class ShippedShadersTest {
             String name = src.getFileName().toString().replace(".comp", "");
             Path spv = DIR.resolve(name + ".spv"), stamp = DIR.resolve(name + ".spv.stamp");
             String p = Shaders.problem(name, Files.readString(src, StandardCharsets.UTF_8), Files.exists(spv) ? Files.readAllBytes(spv) : null,
-                    Files.exists(stamp) ? Shaders.parseStamp(Files.readString(stamp)) : null);
+                    Files.exists(stamp) ? dev.cmf4j.backend.BuildStamp.parse(Files.readString(stamp)) : null);
             if (p != null) problems.add(p);
         }
         assertThat(problems).as("""
@@ -48,7 +48,7 @@ class ShippedShadersTest {
     @Test void aStaleOrAlteredSpirvIsNamed() {
         String src = "#version 450\nvoid main() {}\n";
         byte[] spv = {3, 2, 35, 7, 0, 0, 0, 0};
-        var stamp = Shaders.parseStamp("# c\nsource x.comp\nsource-sha256 " + Shaders.sourceSha256(src) + "\nspv-sha256 " + Shaders.sha256(spv) + "\n");
+        var stamp = dev.cmf4j.backend.BuildStamp.parse("# c\nsource x.comp\nsource-sha256 " + dev.cmf4j.backend.BuildStamp.sourceSha256(src) + "\nspv-sha256 " + dev.cmf4j.backend.BuildStamp.sha256(spv) + "\n");
         assertThat(Shaders.problem("x", src, spv, stamp)).isNull();
         assertThat(Shaders.problem("x", src.replace("\n", "\r\n"), spv, stamp)).as("a CRLF checkout stays fresh").isNull();
         assertThat(Shaders.problem("x", src + "// edit\n", spv, stamp)).isEqualTo("x.spv was built from another x.comp");
