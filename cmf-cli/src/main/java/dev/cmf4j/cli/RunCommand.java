@@ -93,10 +93,12 @@ public final class RunCommand implements Callable<Integer> {
             if (stateIn != null) StateFile.load(stateIn, s::importState);
             PrintWriter out = spec.commandLine().getOut();
             long t0 = System.nanoTime();
-            long[] firstToken = {0};
+            long[] firstToken = {0, 0};   // nanoTime, and wall clock ms for the time since the JVM started
             Generator gen = new Generator(s, new Sampler(p), codec.eosIds(), stops);
             Generator.Listener listener = new Generator.Listener() {
-                @Override public void token(int id) { if (firstToken[0] == 0) firstToken[0] = System.nanoTime(); }
+                @Override public void token(int id) {
+                    if (firstToken[0] == 0) { firstToken[0] = System.nanoTime(); firstToken[1] = System.currentTimeMillis(); }
+                }
 
                 @Override public void text(String piece) { out.print(piece); out.flush(); }
             };
@@ -113,6 +115,8 @@ public final class RunCommand implements Callable<Integer> {
                         ids.length, prefill, ids.length / prefill, r.tokens().length, decode,
                         Math.max(0, r.tokens().length - 1) / Math.max(decode, 1e-9), r.reason().name().toLowerCase(java.util.Locale.ROOT));
                 if (sp != null) spec.commandLine().getErr().println(DraftOptions.describe(sp.stats(r.tokens().length)));
+                long started = java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime();
+                spec.commandLine().getErr().printf("[first token %.2fs after the JVM started]%n", (firstToken[1] - started) / 1e3);
             }
         }
         return 0;
