@@ -21,7 +21,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * A GGUF file opened for conversion (architectures llama, qwen2, qwen3, gemma3). The metadata is
+ * A GGUF file opened for conversion (architectures llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss). The metadata is
  * turned into an HF-style config and mapped by {@link HfArch}, so the arch block has the same fields
  * as for a Hugging Face folder; tensors get their HF names and {@code [out, in]} shapes; llama's Q/K
  * rows, which llama.cpp's converter permuted into GGML's interleaved-RoPE order, are put back in HF
@@ -36,6 +36,7 @@ import java.util.regex.Pattern;
 public final class GgufSource implements ModelSource {
     private static final JsonNodeFactory F = JsonNodeFactory.instance;
     private static final Pattern BLK = Pattern.compile("^blk\\.(\\d+)\\.(.+)$");
+    private static final List<String> SUPPORTED = List.of("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss");
 
     private final GgufReader r;
     private final String arch;
@@ -49,8 +50,8 @@ public final class GgufSource implements ModelSource {
         this.r = r;
         this.arch = r.string("general.architecture");
         if (arch == null) throw new ConvertException(r.file() + ": general.architecture is missing");
-        if (!List.of("llama", "qwen2", "qwen3", "gemma3").contains(arch))
-            throw new ConvertException(r.file() + ": GGUF architecture \"" + arch + "\" is not supported (llama, qwen2, qwen3, gemma3)");
+        if (!SUPPORTED.contains(arch))
+            throw new ConvertException(r.file() + ": GGUF architecture \"" + arch + "\" is not supported (" + String.join(", ", SUPPORTED) + ")");
         provenance.put("source_format", "gguf");
         provenance.put("gguf_version", r.version());
         ObjectNode meta = provenance.putObject("gguf_metadata");
@@ -111,7 +112,12 @@ public final class GgufSource implements ModelSource {
 
     private ObjectNode hfConfig() {
         ObjectNode c = F.objectNode();
-        c.put("model_type", arch.equals("gemma3") ? "gemma3_text" : arch);
+        c.put("model_type", switch (arch) {
+            case "gemma3" -> "gemma3_text";
+            case "qwen3moe" -> "qwen3_moe";
+            case "gpt-oss" -> "gpt_oss";
+            default -> arch;
+        });
         c.putArray("architectures").add("gguf:" + arch);
         long hidden = req("embedding_length"), layers = req("block_count"), heads = req("attention.head_count");
         c.put("hidden_size", hidden);
@@ -149,13 +155,15 @@ public final class GgufSource implements ModelSource {
                 case "yarn" -> {
                     rope.put("rope_type", "yarn").put("factor", factor);
                     Long orig = r.integer(arch + ".rope.scaling.original_context_length");
-                    if (orig != null) rope.put("original_max_position_embeddings", orig);
+                    if (orig != null) rope.put("original_max_position_embeddings", Math.toIntExact(orig));
                     Double bf = r.number(arch + ".rope.scaling.yarn_beta_fast"), bs = r.number(arch + ".rope.scaling.yarn_beta_slow");
                     if (bf != null) rope.put("beta_fast", bf);
                     if (bs != null) rope.put("beta_slow", bs);
                 }
                 default -> throw new ConvertException(r.file() + ": rope scaling type \"" + st + "\" is not supported");
             }
+            // gpt-oss is trained with transformers' untruncated YaRN ramp; GGUF has no key for it
+            if (arch.equals("gpt-oss") && st.equals("yarn")) rope.put("truncate", false);
         } else {
             rope.put("rope_type", "default");
         }
@@ -174,7 +182,49 @@ public final class GgufSource implements ModelSource {
         } else {
             c.set("rope_parameters", rope);
         }
+        if (arch.equals("qwen3moe") || arch.equals("gpt-oss")) moeConfig(c, layers);
         return c;
+    }
+
+    /**
+     * The MoE part of the config. GGUF does not store what llama.cpp hard-codes: qwen3moe always renormalizes the
+     * top-k weights; gpt-oss's clamped SwiGLU (alpha 1.702, limit 7) and its sliding layers every other layer from
+     * layer 0 (unless {@code sliding_window_pattern} says otherwise).
+     */
+    private void moeConfig(ObjectNode c, long layers) {
+        long experts = req("expert_count");
+        c.put("num_local_experts", experts);
+        c.put("num_experts_per_tok", req("expert_used_count"));
+        long expertFf = req("expert_feed_forward_length");
+        if (arch.equals("qwen3moe")) {
+            c.put("moe_intermediate_size", expertFf);
+            c.put("norm_topk_prob", true);
+            c.put("decoder_sparse_step", 1);
+            c.putArray("mlp_only_layers");
+            provenance.put("moe_note", "norm_topk_prob is not in GGUF metadata; llama.cpp's qwen3moe always normalizes (true)");
+            return;
+        }
+        c.put("intermediate_size", expertFf);
+        c.put("swiglu_limit", 7.0);
+        Long window = r.integer(arch + ".attention.sliding_window");
+        if (window == null) throw new ConvertException(r.file() + ": metadata " + arch + ".attention.sliding_window is missing");
+        c.put("sliding_window", window);
+        ArrayNode types = c.putArray("layer_types");
+        Object pat = r.metadata().get(arch + ".attention.sliding_window_pattern");
+        List<?> given = pat instanceof List<?> l ? l : null;
+        Long period = pat instanceof Long p ? p : null;
+        for (int i = 0; i < layers; i++) {
+            boolean sliding;
+            if (given != null) {
+                if (given.size() != layers) throw new ConvertException(r.file() + ": " + arch + ".attention.sliding_window_pattern has " + given.size() + " entries for " + layers + " layers");
+                sliding = Boolean.TRUE.equals(given.get(i));
+            } else {
+                long p = period == null ? 2 : period;       // llama.cpp: layer i slides when i % p < p - 1
+                sliding = p == 0 || i % p < p - 1;
+            }
+            types.add(sliding ? "sliding_attention" : "full_attention");
+        }
+        provenance.put("moe_note", "swiglu_limit (7), swiglu_alpha (1.702) and the sliding-layer pattern are not in GGUF metadata; llama.cpp's values were used");
     }
 
     // ---- tensors -------------------------------------------------------------------------------
@@ -189,6 +239,12 @@ public final class GgufSource implements ModelSource {
                 float[] f = r.readFloats(t);
                 ArrayNode a = archBlock.putArray("rope_freq_factors");
                 for (float v : f) a.add(v);
+                continue;
+            }
+            String experts = expertName(n);
+            if (experts != null) {
+                r.requireDecodable(t);
+                splitExperts(t, experts, names, out);
                 continue;
             }
             String hf = hfName(n);
@@ -209,6 +265,33 @@ public final class GgufSource implements ModelSource {
         return List.copyOf(out);
     }
 
+    private static final Pattern EXPS = Pattern.compile("^blk\\.(\\d+)\\.ffn_(gate|up|down)_exps\\.(weight|bias)$");
+
+    /** For a merged expert tensor {@code blk.N.ffn_X_exps.S}: the per-expert HF name with {@code %d} for the expert. */
+    private static String expertName(String n) {
+        Matcher m = EXPS.matcher(n);
+        return m.matches() ? "model.layers." + m.group(1) + ".mlp.experts.%d." + m.group(2) + "_proj." + m.group(3) : null;
+    }
+
+    /**
+     * llama.cpp stores a layer's experts as one tensor, {@code [n_expert, out, in]} (biases {@code [n_expert, out]});
+     * each expert's slice is already an HF {@code [out, in]} matrix, so splitting is reading at an offset.
+     */
+    private void splitExperts(GgufReader.Tensor t, String pattern, Set<String> names, List<SourceTensor> out) {
+        long[] s = t.shape();
+        if (s.length < 2) throw new ConvertException(r.file() + ": tensor " + t.name() + " should have an expert dimension, has shape " + java.util.Arrays.toString(s));
+        long[] one = java.util.Arrays.copyOfRange(s, 1, s.length);
+        long per = 1;
+        for (long d : one) per *= d;
+        for (int x = 0; x < s[0]; x++) {
+            String hf = String.format(pattern, x);
+            if (!names.add(hf)) throw new ConvertException(r.file() + ": two tensors map to " + hf);
+            long base = x * per;
+            TensorData data = (off, dst, dOff, len) -> r.readFloats(t, base + off, dst, dOff, len);
+            out.add(new SourceTensor(hf, one, t.typeName(), "llama.cpp merged experts split", data));
+        }
+    }
+
     /** The HF name for a llama.cpp tensor name, or null. */
     String hfName(String n) {
         switch (n) {
@@ -224,7 +307,7 @@ public final class GgufSource implements ModelSource {
         int dot = rest.lastIndexOf('.');
         if (dot < 0) return null;
         String base = rest.substring(0, dot), suffix = rest.substring(dot);
-        boolean gemma = arch.equals("gemma3");
+        boolean gemma = arch.equals("gemma3"), gptOss = arch.equals("gpt-oss");
         String local = switch (base) {
             case "attn_norm" -> "input_layernorm";
             case "ffn_norm" -> gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
@@ -239,9 +322,12 @@ public final class GgufSource implements ModelSource {
             case "ffn_gate" -> "mlp.gate_proj";
             case "ffn_up" -> "mlp.up_proj";
             case "ffn_down" -> "mlp.down_proj";
+            case "ffn_gate_inp" -> gptOss ? "mlp.router" : "mlp.gate";
+            case "attn_sinks" -> gptOss && suffix.equals(".weight") ? "self_attn.sinks" : null;
             default -> null;
         };
-        return local == null ? null : p + local + suffix;
+        if (local == null) return null;
+        return local.equals("self_attn.sinks") ? p + local : p + local + suffix;
     }
 
     /**

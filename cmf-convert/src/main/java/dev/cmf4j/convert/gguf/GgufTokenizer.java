@@ -15,8 +15,8 @@ import java.util.Map;
  * Rebuilds a Hugging Face {@code tokenizer.json} from a GGUF file's {@code tokenizer.ggml.*} section:
  * <ul>
  *   <li>{@code gpt2} (byte-level BPE: Llama 3, Qwen2/3, GPT-2): vocab and merges as stored, the split
- *       regex chosen by {@code tokenizer.ggml.pre} (llama-bpe, qwen2 (+ NFC normalizer), gpt-2
- *       otherwise), ByteLevel pre-tokenizer/decoder;</li>
+ *       regex chosen by {@code tokenizer.ggml.pre} (llama-bpe, qwen2 (+ NFC normalizer), gpt-4o (o200k),
+ *       gpt-2 otherwise), ByteLevel pre-tokenizer/decoder;</li>
  *   <li>{@code llama} (SentencePiece BPE: Llama 2, Gemma): all pieces in the vocab, merges derived from
  *       the piece scores the way transformers' SentencePiece converter does, byte fallback,
  *       "▁" for spaces (with a prepended one when {@code add_space_prefix}).</li>
@@ -31,6 +31,11 @@ public final class GgufTokenizer {
     static final String GPT2_REGEX = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
     static final String LLAMA3_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     static final String QWEN2_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+    /** OpenAI's o200k split (gpt-4o, gpt-oss), as in their tokenizer.json. */
+    static final String O200K_REGEX = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            + "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            + "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
     private static final int TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4;
 
@@ -124,6 +129,7 @@ public final class GgufTokenizer {
         switch (pre == null ? "default" : pre) {
             case "llama-bpe", "llama3", "llama-v3" -> { regex = LLAMA3_REGEX; ignoreMerges = true; }
             case "qwen2", "qwen3", "deepseek-r1-qwen" -> { regex = QWEN2_REGEX; nfc = true; }
+            case "gpt-4o", "llama4" -> regex = O200K_REGEX;
             case "gpt-2", "gpt2", "default" -> regex = GPT2_REGEX;
             default -> {
                 regex = GPT2_REGEX;
