@@ -115,12 +115,12 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             return null;
         }
         for (Matrix w : model.matrices())
-            if (!ResidentForward.supports(w)) {
+            if (!ResidentWeights.supports(w)) {
                 notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + w.name() + " is "
                         + w.dtype().label + ", which the resident kernels do not read");
                 return null;
             }
-        String experts = ResidentForward.unsupportedExperts(model);
+        String experts = ResidentWeights.unsupportedExperts(model);
         if (experts != null) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + experts);
             return null;

@@ -17,7 +17,7 @@ final class Kernels {
 
     static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu",
             MMVQ_CU = "resident_mmvq.cu", O1_CU = "resident_o1.cu";
-    /** The weight dtypes of the per-dtype families, in the order {@code ResidentForward.kind} numbers them. */
+    /** The weight dtypes of the per-dtype families, in the order {@code ResidentWeights.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
 
     private static final String MATVEC = "const void* w, const float* rs, const float* cf, const float* bias, const float* x,"

@@ -3,7 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.DeviceSkills;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
-import dev.cmf4j.backend.cuda.ResidentForward.W;
+import dev.cmf4j.backend.cuda.ResidentWeights.W;
 
 import java.util.ArrayList;
 import java.util.Collections;
@@ -115,7 +115,7 @@ final class OverlayWeights {
                 else if (r.dtype() != base.dtype())
                     why = "'" + r.name() + "' is " + r.dtype().label + ", the backbone's '" + base.name() + "' " + base.dtype().label
                             + ": the GPU-resident forward switches replacements of the backbone's dtype only";
-                else if (!ResidentForward.supports(r)) why = "the resident kernels do not read '" + r.name() + "'";
+                else if (!ResidentWeights.supports(r)) why = "the resident kernels do not read '" + r.name() + "'";
                 if (why != null) break;
             }
             for (float[] b : skills.biases().get(i).keySet())
@@ -276,7 +276,7 @@ final class OverlayWeights {
                 c.sourceOf.put(w, r);
                 if (fresh) c.bytes += mm.resident(r).bytes();
                 c.bytes += 4L * w.cols() * (c.vectors.size() - before);   // a folded norm's column scales
-                if (ResidentForward.kind(w.dtype()) == 3) c.widestInt8 = Math.max(c.widestInt8, (long) w.rows() * w.cols());
+                if (ResidentWeights.kind(w.dtype()) == 3) c.widestInt8 = Math.max(c.widestInt8, (long) w.rows() * w.cols());
             }
             for (var e : skills.biases().get(slot - 1).entrySet()) {
                 long at = vectors.upload(e.getValue(), c.vectors);

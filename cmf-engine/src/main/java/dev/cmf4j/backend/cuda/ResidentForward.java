@@ -5,9 +5,14 @@ import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.Glu;
 import dev.cmf4j.backend.KvType;
-import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
+import dev.cmf4j.backend.cuda.ResidentWeights.W;
+import dev.cmf4j.backend.cuda.ResidentWeights.LayerWeights;
+import dev.cmf4j.backend.cuda.ResidentWeights.DeltaNetWeights;
+import dev.cmf4j.backend.cuda.ResidentWeights.SharedWeights;
+import dev.cmf4j.backend.cuda.ResidentWeights.MoeWeights;
+import dev.cmf4j.backend.cuda.ResidentWeights.Table;
 import dev.cmf4j.format.DType;
 
 import java.lang.foreign.Arena;
@@ -64,7 +69,6 @@ final class ResidentForward implements DeviceForward {
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
     /** The device allocations holding the copies (a layer's gate and up copies share one, so do k and v: {@link #pairGemm}). */
     private final List<Long> widenedBlocks = new ArrayList<>();
-    private final java.util.Map<NormOp, Long> normScales = new java.util.IdentityHashMap<>();   // a folded norm's weight on the device
     private boolean widenDecided;
     /** The element type of every KV cache (f32, or f16 / q8 with {@code --kv}); the cache kernels are this type's instances. */
     private final KvType kv;
@@ -98,47 +102,9 @@ final class ResidentForward implements DeviceForward {
     private final W clusters;
     /** The sealed ({@code --o1}) layers' launches and per-sequence state, or null. */
     private final SealedSteps o1;
-    private final List<Long> vectors = new ArrayList<>();
     private final List<SessionState> states = new ArrayList<>();
     private boolean closed;
 
-    /** A resident [rows, cols] matrix: its device planes (weights, f32 row scales, f32 column field; 0 = none). */
-    record W(DType dtype, int rows, int cols, long weights, long rowScales, long colField) {}
-
-    /**
-     * One layer's device pointers (0 = absent; gate/up/down null on an MoE layer; k and v null on a layer that reads
-     * another's keys and values, whose kNorm is then that layer's; pliGate/pliProj null without a per-layer input).
-     */
-    private record LayerWeights(W q, W k, W v, W o, W gate, W up, W down, boolean attnFolded, boolean ffnFolded, long attnNorm, long ffnNorm, long qNorm, long kNorm,
-                                long qBias, long kBias, long vBias, long oBias, long invFreq,
-                                long sinks, long postAttnNorm, long postFfnNorm, MoeWeights moe, long vNorm,
-                                W pliGate, W pliProj, long pliNorm, long postMlpNorm, long preMoeNorm, long postMoeNorm,
-                                DeltaNetWeights dn) {
-        /** The layer's products; null where absent. */
-        List<W> products() {
-            List<W> all = new ArrayList<>(java.util.Arrays.asList(q, k, v, o, gate, up, down, pliGate, pliProj));
-            if (dn != null) all.addAll(java.util.Arrays.asList(dn.qkvz(), dn.ba(), dn.qkv(), dn.z(), dn.b(), dn.a()));
-            if (moe != null && moe.shared() != null) all.addAll(java.util.Arrays.asList(moe.shared().gate(), moe.shared().up(),
-                    moe.shared().down(), moe.shared().gateProj()));
-            return all;
-        }
-    }
-
-    /** A gated delta net's device pointers (its output projection is the layer's o; input projections null where absent). */
-    private record DeltaNetWeights(W qkvz, W ba, W qkv, W z, W b, W a, long conv, long convBias, long negA, long dtBias, long norm) {}
-
-    /** A shared expert's products (gateProj null without its gate). */
-    private record SharedWeights(W gate, W up, W down, W gateProj) {}
-
-    /**
-     * An MoE layer on the device: the router, and per projection a table of every expert's three device addresses
-     * (weights, f32 row scales, f32 column scales; 0 = none) which the expert kernels index by the routed ids.
-     */
-    private record MoeWeights(W router, long routerBias, int gateKind, int downKind, Table gate, Table up, Table down,
-                              long gateBias, long upBias, long downBias, long routerNorm, long expertScale, SharedWeights shared) {}
-
-    /** Every expert's {weights, row scales, column scales} device addresses, the stored outputs, the layout. */
-    private record Table(long w, long rs, long cf, int outs, boolean inputMajor) {}
 
     /** One step of a chunk's forward on the session stream: a kernel launch or a cuBLAS GEMM. */
     sealed interface Step permits Launch, Gemm, Gemms {
@@ -204,14 +170,6 @@ final class ResidentForward implements DeviceForward {
      */
     private final java.util.Set<Long> waits = new java.util.HashSet<>();
 
-    /** Whether the resident kernels take {@code w}: a whole, output-major matrix of a dtype they read. */
-    static boolean supports(Matrix w) {
-        return !w.inputMajor() && w.firstRow() == 0 && w.rows() == w.storedRows() && w.rows() > 0 && switch (w.dtype()) {
-            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
-            default -> false;
-        };
-    }
-
     /** {@code mode} if it is a {@code -Dcmf.cuda.prefillCache} value (auto, true, false), else a clear error. */
     static String prefillCacheMode(String mode) {
         if (!List.of("auto", "true", "false").contains(mode))
@@ -258,77 +216,34 @@ final class ResidentForward implements DeviceForward {
         for (Kernel[] ks : List.of(kernels.fnMatvec, kernels.fnMatvec3, kernels.fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
         waits.add(kernels.fnAttn.fn().address());
         waits.add(kernels.fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
-        embed = upload(model.embedding(), null);
-        headFolded = model.headClusters() == null && foldsNorm(model.head());   // a clustered head's products share the normed rows
-        head = upload(model.head(), headFolded ? model.finalNorm() : null);
-        finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
-        var ple = model.perLayerEmbedding();
-        pleTable = ple == null ? null : upload(ple.table(), null);
-        pleProj = ple == null ? null : upload(ple.projection(), null);
-        pleNorm = ple == null ? NULL : vector(ple.projectionNorm().w());
-        layers = new LayerWeights[model.layers().size()];
-        boolean recurrent = false;
-        for (int i = 0; i < layers.length; i++) {
-            DecoderPlan.Layer l = model.layers().get(i);
-            NormOp qn = l.qNorm(), kn = l.kNorm();
-            boolean dense = l.gate() != null;
-            boolean shared = l.sharesKv();
-            if (shared) kn = model.layers().get(l.kvSource()).kNorm();   // the keys it reads were normed by their layer
-            var dn = l.deltaNet();
-            boolean af = dn == null && l.anchor() == null && foldsNorm(l.q()) && (shared || foldsNorm(l.k()) && foldsNorm(l.v()));
-            var pi = l.perLayerInput();
-            boolean ff = dense && foldsNorm(l.gate()) && foldsNorm(l.up());
-            NormOp an = af ? l.attnNorm() : null, fn = ff ? l.ffnNorm() : null;
-            layers[i] = new LayerWeights(upload(l.q(), an), shared ? null : upload(l.k(), an), shared ? null : upload(l.v(), an),
-                    upload(dn != null ? dn.outProj() : l.o(), null),
-                    dense ? upload(l.gate(), fn) : null, dense ? upload(l.up(), fn) : null, dense ? upload(l.down(), null) : null,
-                    af, ff, af ? NULL : vector(l.attnNorm().w()), ff ? NULL : vector(l.ffnNorm().w()),
-                    qn == null ? NULL : vector(qn.w()),
-                    kn == null ? NULL : shared ? layers[l.kvSource()].kNorm() : vector(kn.w()), vector(l.qBias()), vector(l.kBias()), vector(l.vBias()),
-                    vector(l.oBias()), l.rope() == null ? NULL : vector(l.rope().rotaryDim() == 0 ? new float[1] : l.rope().invFreq()),
-                    vector(l.sinks()), l.postAttnNorm() == null ? NULL : vector(l.postAttnNorm().w()),
-                    l.postFfnNorm() == null ? NULL : vector(l.postFfnNorm().w()), l.moe() == null ? null : uploadMoe(l.moe()),
-                    l.vNorm() == null ? NULL : vector(l.vNorm().w()),
-                    pi == null ? null : upload(pi.gate(), null), pi == null ? null : upload(pi.projection(), null),
-                    pi == null ? NULL : vector(pi.postNorm().w()), l.postMlpNorm() == null ? NULL : vector(l.postMlpNorm().w()),
-                    l.preMoeNorm() == null ? NULL : vector(l.preMoeNorm().w()), l.postMoeNorm() == null ? NULL : vector(l.postMoeNorm().w()),
-                    dn == null ? null : new DeltaNetWeights(upload(dn.qkvz(), null), upload(dn.ba(), null), upload(dn.qkv(), null),
-                            upload(dn.z(), null), upload(dn.b(), null), upload(dn.a(), null), vector(dn.conv()), vector(dn.convBias()),
-                            vector(dn.negA()), vector(dn.dtBias()), dn.norm() == null ? NULL : vector(dn.norm().w())));
-            recurrent |= dn != null || l.anchor() != null;   // (an anchor's ring is per sequence, as a delta net's state)
-        }
-        embryo = EmbryoSteps.needed(model) ? new EmbryoSteps(ctx, model, this::vector) : null;
+        weights = new ResidentWeights(mm, model);
+        embed = weights.embed;
+        head = weights.head;
+        headFolded = weights.headFolded;
+        finalNorm = weights.finalNorm;
+        pleTable = weights.pleTable;
+        pleProj = weights.pleProj;
+        pleNorm = weights.pleNorm;
+        layers = weights.layers;
+        clusters = weights.clusters;
+        products = weights.products;
+        widestProductRows = weights.widestProductRows;
+        widestProductCols = weights.widestProductCols;
+        int8Products = weights.int8Products;
+        boolean recurrent = false;   // (an anchor's ring is per sequence, as a delta net's state)
+        for (DecoderPlan.Layer l : model.layers()) recurrent |= l.deltaNet() != null || l.anchor() != null;
+        embryo = EmbryoSteps.needed(model) ? new EmbryoSteps(ctx, model, weights::vector) : null;
         o1 = sealed == null ? null : new SealedSteps(ctx, model, sealed);
         recurrent |= o1 != null;   // (a sealed layer's ring and far sums are per sequence)
-        clusters = model.headClusters() == null ? null : upload(model.headClusters().clusters(), null);
         fusedSplitUnits = widestFusedSplit();
         this.recurrent = recurrent;
-        List<W> all = new ArrayList<>();
-        for (LayerWeights l : layers) for (W w : l.products()) if (w != null) all.add(w);   // (a delta net's o is its out_proj)
-        if (pleProj != null) all.add(pleProj);
-        if (clusters != null) all.add(clusters);
-        this.products = List.copyOf(all);
-        long rows = 0, cols = 0;
-        for (W w : products) { rows = Math.max(rows, w.rows()); cols = Math.max(cols, w.cols()); }
-        this.widestProductRows = rows;
-        this.widestProductCols = cols;
-        boolean int8 = smallBatch(head);
-        for (W w : products) int8 &= smallBatch(w);
-        this.int8Products = int8;
     }
 
-    /** Whether the small-batch kernels (resident_mmvq.cu) can take {@code w}'s products of several rows: int8, cols % 4 = 0. */
-    private static boolean smallBatch(W w) { return kind(w.dtype()) == 3 && w.cols() % 4 == 0; }
-
-    /**
-     * Whether the head and every layer product are int8 ({@link #smallBatch(W)}): then a batched step of at most
-     * {@link #smallBatchRows} rows takes the small-batch kernels, which read each weight once as int8, not the GEMMs.
-     */
+    /** The model's weights on the device, and (below) those of its parts the launches name most. */
+    private final ResidentWeights weights;
+    /** Whether every product is int8 (ResidentWeights#int8Products): small-batch kernels may take batched steps. */
     private final boolean int8Products;
-
-    /** Every product the GEMMs may take besides the head: the layers' and the per-layer embedding's projection. */
     private final List<W> products;
-    /** The most rows and columns of any of them (a gated q, a delta net's fused projections: wider than the plan's dims). */
     private final long widestProductRows, widestProductCols;
 
     /**
@@ -349,147 +264,8 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    /**
-     * Whether the expert kernels take {@code w}: of a dtype they read, output- or input-major (ra_expert_row /
-     * ra_expert_col in resident_arch.cu; gate and up of one layer in one layout, checked below); a row window of
-     * a fused tensor is fine.
-     */
-    static boolean supportsExpert(Matrix w) {
-        return w.rows() > 0 && switch (w.dtype()) {
-            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
-            default -> false;
-        };
-    }
-
-    /** Why the experts of {@code model} cannot run resident, or null: gate and up of one kernel kind, down of one. */
-    static String unsupportedExperts(DecoderPlan model) {
-        for (DecoderPlan.Layer l : model.layers()) {
-            if (l.moe() == null) continue;
-            List<Matrix> gateUp = new ArrayList<>(l.moe().gate());
-            if (l.moe().up() != null) gateUp.addAll(l.moe().up());
-            for (List<Matrix> group : List.of(gateUp, l.moe().down()))
-                for (Matrix m : group) {
-                    if (!supportsExpert(m)) return m.name() + " is " + m.dtype().label + ", which the expert kernels do not read";
-                    if (kind(m.dtype()) != kind(group.get(0).dtype()) || m.inputMajor() != group.get(0).inputMajor())
-                        return m.name() + ": experts of mixed dtypes or layouts";
-                }
-        }
-        return null;
-    }
-
-    /** Uploads an MoE layer: the router like any matrix, the experts (each resident once) as address tables. */
-    private MoeWeights uploadMoe(DecoderPlan.Moe moe) {
-        Table g = expertTable(moe.gate()), d = expertTable(moe.down());
-        Table u = moe.up() == null ? g : expertTable(moe.up());   // fused gate/up: the kernel reads both from one table
-        long gb = vector(moe.gateBias());
-        return new MoeWeights(upload(moe.router(), null), vector(moe.routerBias()), kind(moe.gate().get(0).dtype()),
-                kind(moe.down().get(0).dtype()), g, u, d, gb, moe.up() == null ? gb : vector(moe.upBias()), vector(moe.downBias()),
-                moe.routerNorm() == null ? NULL : vector(moe.routerNorm().w()), vector(moe.expertScale()),
-                moe.shared() == null ? null : new SharedWeights(upload(moe.shared().gate(), null), upload(moe.shared().up(), null),
-                        upload(moe.shared().down(), null), upload(moe.shared().gateProj(), null)));
-    }
-
-    /** The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major). */
-    private Table expertTable(List<Matrix> experts) {
-        long[][] t = new long[3][experts.size()];
-        for (int e = 0; e < experts.size(); e++) {
-            Matrix m = experts.get(e);
-            CudaMatMul.DeviceMatrix d = mm.resident(m);
-            long row0 = m.firstRow();
-            long elem = switch (m.dtype()) { case F32 -> 4; case BF16, F16 -> 2; default -> 1; };
-            t[0][e] = d.weights() + row0 * m.cols() * elem;
-            t[1][e] = d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0;   // widened to f32 at upload
-            t[2][e] = d.colField();
-        }
-        Matrix m0 = experts.get(0);
-        return new Table(table(t[0]), table(t[1]), table(t[2]), m0.outDim(), m0.inputMajor());
-    }
-
-    private long table(long[] addresses) {
-        long d = mm.toDevice(MemorySegment.ofArray(addresses));
-        vectors.add(d);
-        return d;
-    }
-
-    /**
-     * Whether the RMSNorm before a product of {@code m} is folded into it: q8_2f (its per-column scales are read
-     * anyway) and bf16/f16, whose decode kernels stage x' = column scales ⊙ x once per block in shared memory, so
-     * a column-scale vector (the norm's weight) costs them nothing per weight and saves the norm's launch (bf16
-     * llama-8b: 64 RMSNorm launches, ~13% of a profiled token). int8 q8_row and f32 keep the norm as its own kernel.
-     */
-    private static boolean foldsNorm(Matrix m) {
-        return m.dtype() == DType.Q8_2F || m.dtype() == DType.BF16 || m.dtype() == DType.F16;
-    }
-
-    /**
-     * The matmul's resident copy of {@code m} (shared with its products: a tied head is uploaded once). When the
-     * product reads the output of {@code norm}, the norm's weight (w or 1+w) is folded into the column scales
-     * — W·(w ⊙ x̂) = (W·diag(w))·x̂ — so the kernel applies only the norm's 1/rms (r_inv_rms).
-     */
-    private W upload(Matrix m, NormOp norm) {
-        W w = upload(m, norm, vectors);
-        if (w != null) sources.put(w, new OverlayWeights.Source(m, norm));
-        return w;
-    }
-
-    /** As above; a vector made for it (folded q8_2f column scales) goes into {@code owned}. */
-    private W upload(Matrix m, NormOp norm, List<Long> owned) {
-        if (m == null) return null;
-        boolean fold = norm != null && norm.w() != null;
-        if (fold && norm.w().length != m.inDim())
-            throw new IllegalStateException(m.name() + ": the norm folded into it has " + norm.w().length + " weights for its "
-                    + m.inDim() + " columns");
-        CudaMatMul.DeviceMatrix d = mm.resident(m);
-        long cf = d.colField();
-        if (fold && m.dtype() != DType.Q8_2F) {
-            // no column scales of its own: the norm's weight alone, one vector for all its products (q, k and v then
-            // share their prefill parts: r_split3 sees one column-scale vector)
-            cf = normScales.computeIfAbsent(norm, n -> vector(normWeight(n)));
-        } else if (fold) {
-            float[] f = columnScales(m), w = normWeight(norm);
-            for (int c = 0; c < f.length; c++) f[c] *= w[c];
-            cf = vector(f, owned);
-        }
-        return new W(m.dtype(), m.outDim(), m.inDim(), d.weights(), d.rowScales(), cf);
-    }
-
-    /** The weight a norm multiplies x̂ by: w, or 1 + w (gemma's offset norm). */
-    private static float[] normWeight(NormOp norm) {
-        float[] w = norm.w(), f = new float[w.length];
-        for (int c = 0; c < f.length; c++) f[c] = norm.offset() ? 1f + w[c] : w[c];
-        return f;
-    }
-
-    /** A matrix's per-column scales as stored (q8_2f's f16 plane), or ones. */
-    private static float[] columnScales(Matrix m) {
-        float[] f = new float[m.inDim()];
-        if (m.dtype() == DType.Q8_2F) {
-            long off = m.storedRows() * m.cols() + 2 * m.storedRows();
-            for (int c = 0; c < f.length; c++) f[c] = Float.float16ToFloat(m.data().get(ArgPack.U16_LE, off + 2L * c));
-        } else {
-            java.util.Arrays.fill(f, 1f);
-        }
-        return f;
-    }
-
-    private long vector(float[] v) {
-        long d = vector(v, vectors);
-        if (d != NULL) vectorAt.put(v, d);
-        return d;
-    }
-
-    private long vector(float[] v, List<Long> owned) {
-        if (v == null) return NULL;
-        long d = mm.toDevice(MemorySegment.ofArray(v));
-        owned.add(d);
-        return d;
-    }
-
     // ---- skills, adapters and task masks per row (OverlayWeights) ----
 
-    /** Every resident product and how it was made; every vector's device address by its array: what skills replace. */
-    private final java.util.Map<W, OverlayWeights.Source> sources = new java.util.HashMap<>();
-    private final java.util.Map<float[], Long> vectorAt = new java.util.IdentityHashMap<>();
     /** The skills', adapters' and task masks' device weights (null: the file has none and no adapter was loaded). */
     private OverlayWeights overlays;
     /**
@@ -501,7 +277,7 @@ final class ResidentForward implements DeviceForward {
     @Override public java.util.Map<String, String> skills(dev.cmf4j.backend.DeviceSkills table) {
         return mm.context().call(() -> {
             if (overlays != null) throw new IllegalStateException("the skills are installed before the adapters, once");
-            overlays = new OverlayWeights(mm, cu, table, sources, vectorAt, this::upload, this::vector,
+            overlays = new OverlayWeights(mm, cu, table, weights.sources, weights.vectorAt, weights::upload, weights::vector,
                     OverlayWeights.budget(deviceMemory));
             return overlays.problems();
         });
@@ -510,8 +286,8 @@ final class ResidentForward implements DeviceForward {
     @Override public String adapters(dev.cmf4j.backend.DeviceAdapters table) {
         return mm.context().call(() -> {
             if (overlays == null)
-                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
-            overlays.installAdapters(table, ResidentForward::normWeight);
+                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, weights.sources, weights.vectorAt, weights::upload, weights::vector, 0);
+            overlays.installAdapters(table, ResidentWeights::normWeight);
             return null;
         });
     }
@@ -519,7 +295,7 @@ final class ResidentForward implements DeviceForward {
     @Override public java.util.Map<String, String> tasks(dev.cmf4j.backend.DeviceTasks table) {
         return mm.context().call(() -> {
             if (overlays == null)
-                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, sources, vectorAt, this::upload, this::vector, 0);
+                overlays = new OverlayWeights(mm, cu, dev.cmf4j.backend.DeviceSkills.NONE, weights.sources, weights.vectorAt, weights::upload, weights::vector, 0);
             var problems = new java.util.LinkedHashMap<String, String>();
             List<java.util.Map<W, OverlayWeights.TaskPart>> parts = new ArrayList<>();
             for (int i = 0; i < table.names().size(); i++) {
@@ -1188,7 +964,7 @@ final class ResidentForward implements DeviceForward {
                 for (OverlayWeights.Run r : stepRuns) if (r.skill() != 0) slots.add(r.skill());
                 if (overlays.ensure(slots)) scratchEpoch++;
                 if (overlays.growLowRank(t)) scratchEpoch++;   // (an adapter's A·x rows)
-                overlays.prepareTasks(stepRuns, ResidentForward::columnScales);
+                overlays.prepareTasks(stepRuns, ResidentWeights::columnScales);
             }
             try {
                 runs = stepRuns;
@@ -1970,15 +1746,7 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    static int kind(DType d) {
-        return switch (d) {
-            case F32 -> 0;
-            case BF16 -> 1;
-            case F16 -> 2;
-            case Q8_ROW, Q8_2F -> 3;
-            default -> throw new IllegalArgumentException("no resident kernel for " + d.label);
-        };
-    }
+    static int kind(DType d) { return ResidentWeights.kind(d); }
 
     /**
      * The launches of one step of {@code t} token rows (ids and positions already on the device) in {@code s}'s
@@ -2375,11 +2143,11 @@ final class ResidentForward implements DeviceForward {
     /**
      * The small-batch launch (resident_mmvq.cu) of a product of {@code t} rows of x that the matvec kernels would take
      * with {@code args}, over matrices of {@code rows} weight rows each (q, k, v: three), or null for the matvec kernels:
-     * the small-batch kernels are off, one row, or weights they do not read ({@link #smallBatch(W)}). Their numbers are
+     * the small-batch kernels are off, one row, or weights they do not read ({@link ResidentWeights#smallBatch(W)}). Their numbers are
      * the matvec kernels' row for row, so any t from 2 takes them: the weights read once per 4 or 8 rows, not per row.
      */
     private Launch smallBatch(String name, Kernel[][] family, W w, int t, Arena a, Object[] args, int... rows) {
-        if (smallBatchRows == 0 || t < 2 || !smallBatch(w)) return null;
+        if (smallBatchRows == 0 || t < 2 || !ResidentWeights.smallBatch(w)) return null;
         int nt = t <= Kernels.SMALL_BATCH_ROWS[0] ? 0 : 1, per = Kernels.SMALL_BATCH_ROWS[nt], rb = Kernels.SMALL_BATCH_BLOCK_ROWS[smallBatchShape];
         int blocks = 0;
         for (int r : rows) blocks += (r + rb - 1) / rb;
@@ -2408,8 +2176,7 @@ final class ResidentForward implements DeviceForward {
         argmaxIds = NULL;
         argmaxHost = null;
         if (overlays != null) overlays.close();
-        for (long d : vectors) cu.memFree(d);
-        vectors.clear();
+        weights.free(cu);
         for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)
         for (long d : widenedBlocks) cu.memFree(d);
         widenedBlocks.clear();

@@ -9,7 +9,7 @@ import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_TC_BUCKETS;
 
 /**
  * The kernels a resident forward launches, loaded once from {@link Kernels}' signatures (owner thread): the per-dtype
- * families indexed by {@link ResidentForward#kind}, the KV-cache kernels of one cache type, the prefill attention per
+ * families indexed by {@link ResidentWeights#kind}, the KV-cache kernels of one cache type, the prefill attention per
  * head-dimension bucket (tensor-core ones only from sm_80), and the architecture kernels.
  */
 final class ResidentKernels {
