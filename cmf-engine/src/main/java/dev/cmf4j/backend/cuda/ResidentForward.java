@@ -66,10 +66,6 @@ final class ResidentForward implements DeviceForward {
      * and the SwiGLU epilogue writing the down product's parts directly (r_glu_split_N).
      */
     private final boolean fusePrefill;
-    private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
-    /** The device allocations holding the copies (a layer's gate and up copies share one, so do k and v: {@link #pairGemm}). */
-    private final List<Long> widenedBlocks = new ArrayList<>();
-    private boolean widenDecided;
     /** The element type of every KV cache (f32, or f16 / q8 with {@code --kv}); the cache kernels are this type's instances. */
     private final KvType kv;
     /** Every kernel the resident steps launch, loaded once. */
@@ -82,11 +78,10 @@ final class ResidentForward implements DeviceForward {
     /** cuBLAS for prefill chunks of at least {@link #gemmMinTokens} tokens, or null (matvec kernels with a token dimension). */
     private final Cublas cublas;
     private final int gemmMinTokens;
-    private MemorySegment cublasHandle;
     private final Arena own = Arena.ofShared();
     private final MemorySegment one = own.allocateFrom(ValueLayout.JAVA_FLOAT, 1f), zero = own.allocateFrom(ValueLayout.JAVA_FLOAT, 0f);
-    /** Prefill scratch, grown on demand: 16-bit activation halves, 16-bit weights (int8 widened), two GEMM outputs. */
-    private long sB, sW, sC1, sC2, sS1, sS2, capB, capW, capC, capS;
+    /** The prefill GEMMs' scratch, the kept f16 copies of int8 weights and the cuBLAS handle. */
+    private final PrefillWorkspace ws;
     /** 16-bit elements per token of the widest fused split (r_split3) of this model; 0 without fusion. */
     private final long fusedSplitUnits;
     private final W embed, head;
@@ -236,6 +231,8 @@ final class ResidentForward implements DeviceForward {
         o1 = sealed == null ? null : new SealedSteps(ctx, model, sealed);
         recurrent |= o1 != null;   // (a sealed layer's ring and far sums are per sequence)
         fusedSplitUnits = widestFusedSplit();
+        ws = new PrefillWorkspace(cu, cublas, kernels, model, weights, this.prefillCache, deviceMemory, fusedSplitUnits,
+                () -> overlays == null ? 0 : overlays.widestInt8(), () -> scratchEpoch++);
         this.recurrent = recurrent;
     }
 
@@ -687,7 +684,7 @@ final class ResidentForward implements DeviceForward {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             if (maxChunk > MAX_CHUNK)   // chunk tokens are a grid dimension of ≤ 65,535 blocks in several kernels
                 throw new IllegalArgumentException("chunks of " + maxChunk + " tokens: the GPU takes at most " + MAX_CHUNK);
-            SessionState s = orDroppingCopies(() -> new SessionState(maxChunk, maxContext));
+            SessionState s = ws.orDroppingCopies(() -> new SessionState(maxChunk, maxContext));
             states.add(s);
             return s;
         });
@@ -810,7 +807,7 @@ final class ResidentForward implements DeviceForward {
                 out = many ? s.all : s.last;
                 host = many ? s.hostAll : s.hostLast;
                 boolean gemm = cublas != null && tokens >= gemmMinTokens;
-                if (gemm) preparePrefill(s, tokens, many);
+                if (gemm) ws.prepare(s.stream, tokens, many);
                 try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
                     int headRows = rows == 0 ? -1 : many ? 0 : 1;
@@ -1016,7 +1013,7 @@ final class ResidentForward implements DeviceForward {
             }
             boolean gemm = cublas != null && t >= batchGemmMinRows && !(int8Products && t <= smallBatchRows);
             boolean headGemm = gemm && logitRows > 1;
-            if (gemm) preparePrefill(w, t, headGemm);
+            if (gemm) ws.prepare(w.stream, t, headGemm);
             if (logitRows > 1) w.ensureAll(logitRows);
             long out = logitRows > 1 ? w.all : w.last;
             MemorySegment host = logitRows > 1 ? w.hostAll : w.hostLast;
@@ -1140,7 +1137,7 @@ final class ResidentForward implements DeviceForward {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
             scratchEpoch++;
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
-            batchRows = orDroppingCopies(() -> new SessionState(cap, 1, cap, false));
+            batchRows = ws.orDroppingCopies(() -> new SessionState(cap, 1, cap, false));
             states.add(batchRows);
         }
         if (batchSpans < spans) {
@@ -1234,190 +1231,13 @@ final class ResidentForward implements DeviceForward {
         }
     }
 
-    /** Owner thread: the cuBLAS handle on this session's stream and prefill scratch for a chunk of t tokens. */
-    private void preparePrefill(SessionState s, int t, boolean headGemm) {
-        if (cublasHandle == null) cublasHandle = cublas.create();
-        cublas.setStream(cublasHandle, s.stream);
-        boolean first = !widenDecided;
-        scratchOrDropCopies(t, headGemm);   // on the first prefill without the widening scratch: copies may come
-        if (first) {   // after the rest of the scratch, so the copies only take what is left
-            widenDecided = true;
-            widenOnce(s, headGemm);
-            scratchOrDropCopies(t, headGemm);   // the widening scratch for whatever has no copy
-        } else if (headGemm) {
-            widenHeadOnce(s);
-        }
-    }
-
-    /**
-     * Owner thread: once the layers' f16 copies are kept, the head's too when a later step first runs it as a GEMM (a
-     * batch of decode rows every step: widening a llama-8b head per step took 457 µs of a 64-row step's ~12 ms on the
-     * H200); skipped when it does not fit or would pass auto's quarter of device memory.
-     */
-    private void widenHeadOnce(SessionState s) {
-        if (widened.isEmpty() || kind(head.dtype()) != 3 || widened.containsKey(head.weights())) return;
-        long n = (long) head.rows() * head.cols();
-        long kept = 0;
-        for (LayerWeights l : layers)
-            for (W w : l.products()) if (w != null && widened.containsKey(w.weights())) kept += 2L * w.rows() * w.cols();
-        if ("auto".equals(prefillCache) && kept + 2 * n > deviceMemory / 4) return;
-        long copy;
-        try {
-            copy = cu.memAlloc(2 * n);
-        } catch (CudaException e) {
-            return;   // no room: the head keeps being widened per step
-        }
-        try (Arena a = Arena.ofConfined()) {
-            launch(widen(a, "widen", head.weights(), copy, n), s.stream);
-            cu.streamSynchronize(s.stream);
-        } catch (RuntimeException e) {
-            cu.memFree(copy);
-            throw e;
-        }
-        widenedBlocks.add(copy);
-        widened.put(head.weights(), copy);
-        scratchEpoch++;
-    }
-
-    private void scratchOrDropCopies(int t, boolean headGemm) {
-        orDroppingCopies(() -> { allocateScratch(t, headGemm); return null; });
-    }
-
-    /**
-     * Owner thread: {@code alloc}, and when it runs out of device memory while the prefill's f16 copies are kept,
-     * the copies give way (per-chunk widening from then on) and it runs once more.
-     */
-    private <T> T orDroppingCopies(java.util.function.Supplier<T> alloc) {
-        try {
-            return alloc.get();
-        } catch (CudaException e) {
-            if (widened.isEmpty()) throw e;
-            dropWidened();
-            return alloc.get();
-        }
-    }
-
-    /** Grows the prefill scratch to a chunk of t tokens (16-bit activation parts, widened weights, GEMM outputs, scales). */
-    private void allocateScratch(int t, boolean headGemm) {
-        long b0 = sB, w0 = sW, c0 = sC1, s0 = sS1;
-        try {
-            growScratch(t, headGemm);
-        } finally {
-            if (sB != b0 || sW != w0 || sC1 != c0 || sS1 != s0) scratchEpoch++;   // captured batch steps point at the old ones
-        }
-    }
-
-    private void growScratch(int t, boolean headGemm) {
-        long maxCols = Math.max(model.hidden(), Math.max(model.qDim(), model.intermediate()));
-        long maxRows = Math.max(Math.max(model.qDim(), model.kvDim()), Math.max(model.hidden(), model.intermediate()));
-        maxRows = Math.max(maxRows, widestProductRows);
-        maxCols = Math.max(maxCols, widestProductCols);
-        long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
-        for (W w : products)
-            if (kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
-        if (headGemm) {
-            maxRows = Math.max(maxRows, head.rows());
-            if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
-        }
-        if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
-        if (overlays != null) maxW = Math.max(maxW, overlays.widestInt8());   // skills' int8 copies widen per use
-        for (LayerWeights l : layers)
-            if (l.k() != null) maxRows = Math.max(maxRows, (long) l.k().rows() + l.v().rows());   // k and v's outputs in sC2
-        if (pleProj != null) maxRows = Math.max(maxRows, pleProj.rows());
-        // ≤ 3 parts of the widest input; r_split3's regions side by side; k's GEMM output rounded up to 256 bytes (v's after it)
-        long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = gemmOutputBytes(maxRows, t);
-        if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
-        if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
-        if (needC > capC) {   // sC2 right after sC1 in one allocation: gate's and up's outputs capC bytes apart (pairGemm)
-            if (sC1 != NULL) { cu.memFree(sC1); sC1 = sC2 = NULL; capC = 0; }
-            sC1 = cu.memAlloc(2 * needC);
-            sC2 = sC1 + needC;
-            capC = needC;
-        }
-        if (4L * t > capS) {   // sS1: three scale slots (q, k and v's; the down product's in the second), sS2 one
-            if (sS1 != NULL) { cu.memFree(sS1); cu.memFree(sS2); sS1 = sS2 = NULL; capS = 0; }
-            long s1 = cu.memAlloc(3 * 4L * t);
-            try { sS2 = cu.memAlloc(4L * t); } catch (CudaException e) { cu.memFree(s1); throw e; }
-            sS1 = s1; capS = 4L * t;
-        }
-    }
-
-    /**
-     * Bytes of each of the two GEMM output buffers for a chunk of t tokens: ≤ 3 parts of the most rows, and k's output
-     * rounded up to 256 before v's; the whole rounded up to 256 too, since sC2 = sC1 + this within one allocation
-     * must stay as aligned as an allocation (float4 epilogues, cuBLAS).
-     */
-    static long gemmOutputBytes(long maxRows, int t) {
-        return (4L * maxRows * 3 * t + 256 + 255) & ~255L;
-    }
-
-    /** Owner thread: frees the prefill's f16 copies (after the work queued on them) and keeps none from now on. */
-    private void dropWidened() {
-        scratchEpoch++;
-        try {
-            cu.synchronize();
-        } finally {
-            for (long d : widenedBlocks) cu.memFree(d);
-            widenedBlocks.clear();
-            widened.clear();
-            widenDecided = true;
-        }
-    }
-
-    /**
-     * Owner thread, first prefill: the f16 copies of the int8 matrices the GEMMs read (and the head's when this
-     * prefill needs all logits), if {@link #prefillCache} allows; on an allocation failure none are kept.
-     */
-    private void widenOnce(SessionState s, boolean headGemm) {
-        if ("false".equals(prefillCache)) return;
-        scratchEpoch++;
-        java.util.LinkedHashMap<Long, Long> int8 = new java.util.LinkedHashMap<>();   // weights -> weight count
-        for (W w : products)
-            if (kind(w.dtype()) == 3) int8.put(w.weights(), (long) w.rows() * w.cols());
-        if (headGemm && kind(head.dtype()) == 3) int8.put(head.weights(), (long) head.rows() * head.cols());
-        long bytes = 2 * int8.values().stream().mapToLong(Long::longValue).sum();
-        if (bytes == 0 || "auto".equals(prefillCache) && bytes > deviceMemory / 4) return;
-        // gate -> up, k -> v: one allocation each (pairGemm); only matrices no other product shares (a shared one
-        // would be copied twice, once beside each partner)
-        java.util.Map<Long, Integer> uses = new java.util.HashMap<>();
-        for (W w : products) uses.merge(w.weights(), 1, Integer::sum);
-        if (headGemm) uses.merge(head.weights(), 1, Integer::sum);
-        java.util.Map<Long, Long> secondOf = new java.util.HashMap<>();
-        for (LayerWeights l : layers)
-            for (W[] pair : new W[][] {{l.gate(), l.up()}, {l.k(), l.v()}})
-                if (pairable(pair[0], pair[1]) && uses.get(pair[0].weights()) == 1 && uses.get(pair[1].weights()) == 1)
-                    secondOf.put(pair[0].weights(), pair[1].weights());
-        boolean kept = false;
-        try (Arena a = Arena.ofConfined()) {
-            for (var e : int8.entrySet()) {
-                if (widened.containsKey(e.getKey())) continue;   // an up (a v), copied right after its gate (its k)
-                Long second = secondOf.get(e.getKey());
-                long n = e.getValue(), copy = cu.memAlloc(2 * n * (second != null ? 2 : 1));
-                widenedBlocks.add(copy);   // (freed by dropWidened if anything below fails)
-                launch(widen(a, "widen", e.getKey(), copy, n), s.stream);
-                widened.put(e.getKey(), copy);
-                if (second != null) {
-                    launch(widen(a, "widen", second, copy + 2 * n, n), s.stream);
-                    widened.put(second, copy + 2 * n);
-                }
-            }
-            cu.streamSynchronize(s.stream);   // written before any session's GEMM reads them (other streams too)
-            kept = true;
-        } catch (CudaException e) {   // out of device memory (or a refused launch): widen per chunk instead
-            if ("true".equals(prefillCache))
-                System.err.println("cmf: cuda: no room for the f16 prefill copies of the int8 weights (" + bytes / (1 << 20)
-                        + " MiB): " + e.getMessage() + "; widening per chunk instead");
-        } finally {
-            if (!kept) dropWidened();
-        }
-    }
 
     private void run(Step st, MemorySegment stream) {
         switch (st) {
             case Launch l -> launch(l, stream);
-            case Gemm g -> cublas.gemm(cublasHandle, Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(), g.aType(), g.k(),
+            case Gemm g -> cublas.gemm(ws.cublasHandle(), Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(), g.aType(), g.k(),
                     g.b(), g.bType(), g.k(), zero, g.c(), Cublas.R_32F, g.m());
-            case Gemms g -> cublas.gemmStridedBatched(cublasHandle, Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(),
+            case Gemms g -> cublas.gemmStridedBatched(ws.cublasHandle(), Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(),
                     g.aType(), g.k(), g.strideA(), g.b(), g.bType(), g.k(), g.strideB(), zero, g.c(), Cublas.R_32F, g.m(),
                     g.strideC(), g.count());
         }
@@ -1452,8 +1272,8 @@ final class ResidentForward implements DeviceForward {
         if (w.dtype() == DType.F32) throw new IllegalStateException(name + ": f32 weights with a folded norm");
         int parts = parts(w.dtype());
         L.add(launch(name + "_split", kernels.fnSplit, t, 1, 1, 256, a, x, w.colField(), normed ? 1 : 0,
-                normed ? normEps : 0f, sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts));
-        return gemmParts(L, a, name, w, sB, t, c);
+                normed ? normEps : 0f, ws.sB, t, w.cols(), f16Parts(w.dtype()) ? 1 : 0, parts, ts));
+        return gemmParts(L, a, name, w, ws.sB, t, c);
     }
 
     /**
@@ -1465,21 +1285,17 @@ final class ResidentForward implements DeviceForward {
         int type = f16 ? Cublas.R_16F : Cublas.R_16BF;
         int parts = parts(w.dtype());
         long weights = w.weights();
-        Long copy = widened.get(weights);
+        Long copy = ws.copyOf(weights);
         if (copy != null) {
             weights = copy;
         } else if (kind(w.dtype()) == 3) {
-            L.add(widen(a, name + "_widen", weights, sW, (long) w.rows() * w.cols()));
-            weights = sW;
+            L.add(ws.widen(a, name + "_widen", weights, ws.sW, (long) w.rows() * w.cols()));
+            weights = ws.sW;
         }
         L.add(new Gemm(name, weights, type, b, type, c, w.rows(), parts * t, w.cols()));
         return parts;
     }
 
-    /** r_i8_widen of n int8 weights at {@code src} into f16 at {@code dst} (exact: |q| ≤ 127), grid-stride blocks. */
-    private Launch widen(Arena a, String name, long src, long dst, long n) {
-        return launch(name, kernels.fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
-    }
 
     /** A prefill product with its epilogue: y = W·x·rs (+ bias) (+ y when accumulating). */
     private void gemm(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
@@ -1498,8 +1314,8 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void gemmRows(Steps L, Arena a, String name, W w, long bias, long x, long y, int t, boolean accumulate, float normEps) {
-        int parts = product(L, a, name, w, x, normEps, t, sC1, sS1);
-        out(L, a, name, w, bias, y, t, accumulate, parts, sC1, sS1);
+        int parts = product(L, a, name, w, x, normEps, t, ws.sC1, ws.sS1);
+        out(L, a, name, w, bias, y, t, accumulate, parts, ws.sC1, ws.sS1);
     }
 
     /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
@@ -1537,7 +1353,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * One r_split3 launch for up to 3 products of x: x read once, each distinct column-scale vector's parts at its
-     * own place in sB (the j-th at j·parts·t·cols) with its token scale in {@code ts[i]} of its first matrix; a
+     * own place in ws.sB (the j-th at j·parts·t·cols) with its token scale in {@code ts[i]} of its first matrix; a
      * matrix whose column scales are an earlier one's (f16/bf16 weights share the folded norm's vector, or have none)
      * shares that one's parts and scale. Returns {parts, scale} per matrix.
      */
@@ -1551,7 +1367,7 @@ final class ResidentForward implements DeviceForward {
         for (int i = 0; i < m.length; i++) {
             int j = 0;
             while (j < n && cf[j] != m[i].colField()) j++;
-            if (j == n) { cf[n] = m[i].colField(); out[n] = sB + n * region; scale[n] = ts[i]; n++; }
+            if (j == n) { cf[n] = m[i].colField(); out[n] = ws.sB + n * region; scale[n] = ts[i]; n++; }
             at[i] = new long[] {out[j], scale[j]};
         }
         L.add(launch(name + "_split", kernels.fnSplit3, t, 1, 1, 256, a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
@@ -1563,9 +1379,9 @@ final class ResidentForward implements DeviceForward {
     private void qkvGemm(Steps L, Arena a, LayerWeights w, SessionState s, long q, long k, long v, long x, float normEps, int t) {
         W[] m = {w.q(), w.k(), w.v()};
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {q, k, v};
-        long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {sS1, sS1 + 4L * t, sS1 + 8L * t});
+        long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {ws.sS1, ws.sS1 + 4L * t, ws.sS1 + 8L * t});
         int parts = parts(m[0].dtype());
-        long[] c = {sC1, sC2, sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (sC2 is: float4 epilogue, cuBLAS)
+        long[] c = {ws.sC1, ws.sC2, ws.sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (ws.sC2 is: float4 epilogue, cuBLAS)
         gemmParts(L, a, "q", m[0], at[0][0], t, c[0]);
         gemmPair(L, a, "k", "v", m[1], m[2], at[1][0], at[2][0], c[1], c[2], t, KV_PAIR_MAX_COLUMNS);
         int blocks = 0;
@@ -1584,12 +1400,6 @@ final class ResidentForward implements DeviceForward {
      * 20,629 → 20,028). Wider chunks were not measured: two calls there.
      */
     static final int PAIR_GEMM_MAX_COLUMNS = 512, KV_PAIR_MAX_COLUMNS = 1024;
-
-    /** Whether widenOnce copies {@code first} and {@code second} into one allocation, second right after first. */
-    private static boolean pairable(W first, W second) {
-        return first != null && second != null && kind(first.dtype()) == 3 && kind(second.dtype()) == 3
-                && first.rows() == second.rows() && first.cols() == second.cols();
-    }
 
     /**
      * The GEMMs of two products of one input's parts (gate and up; k and v) into c1 and c2: one strided-batched call
@@ -1610,15 +1420,15 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Two products of one shape (gate and up; k and v) as one cuBLAS strided-batched call, or null for two calls: when
-     * both are int8 matrices whose f16 copies lie one matrix apart (widenOnce copies them so), the second's parts
+     * both are int8 matrices whose f16 copies lie one matrix apart (PrefillWorkspace copies them so), the second's parts
      * follow the first's (or are the same parts: stride 0) and so does its output, the chunk's parts·t columns are at
      * most {@code maxColumns}, and the library has the call.
      */
     private Gemms pairGemm(String name, W first, W second, long b1, long b2, long c1, long c2, int t, int maxColumns) {
         int parts = parts(first.dtype());
-        if (!cublas.hasStridedBatched() || (long) parts * t > maxColumns || !pairable(first, second)
+        if (!cublas.hasStridedBatched() || (long) parts * t > maxColumns || !PrefillWorkspace.pairable(first, second)
                 || parts(second.dtype()) != parts || b2 < b1 || c2 < c1) return null;
-        Long w1 = widened.get(first.weights()), w2 = widened.get(second.weights());
+        Long w1 = ws.copyOf(first.weights()), w2 = ws.copyOf(second.weights());
         long n = (long) first.rows() * first.cols();
         if (w1 == null || w2 == null || w2 - w1 != 2 * n) return null;
         return new Gemms(name, w1, n, Cublas.R_16F, b1, (b2 - b1) / 2, Cublas.R_16F, c1, (c2 - c1) / 4,
@@ -1894,28 +1704,28 @@ final class ResidentForward implements DeviceForward {
             boolean fuse = !touched(w);   // a skill's rows: gate, up and down as products of their own
             if (gemm && spec.act() == Activation.SILU && fuse) {
                 int sg, su;
-                long tsg = sS1, tsu = sS2;
+                long tsg = ws.sS1, tsu = ws.sS2;
                 if (splitTogether(w.gate(), w.up())) {
-                    long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {sS1, sS2});
-                    sg = su = gemmPair(L, a, "gate", "up", w.gate(), w.up(), at[0][0], at[1][0], sC1, sC2, t, PAIR_GEMM_MAX_COLUMNS);
+                    long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {ws.sS1, ws.sS2});
+                    sg = su = gemmPair(L, a, "gate", "up", w.gate(), w.up(), at[0][0], at[1][0], ws.sC1, ws.sC2, t, PAIR_GEMM_MAX_COLUMNS);
                     tsg = at[0][1];
                     tsu = at[1][1];
                 } else {
-                    sg = product(L, a, "gate", w.gate(), fin, fe, t, sC1, sS1);
-                    su = product(L, a, "up", w.up(), fin, fe, t, sC2, sS2);
+                    sg = product(L, a, "gate", w.gate(), fin, fe, t, ws.sC1, ws.sS1);
+                    su = product(L, a, "up", w.up(), fin, fe, t, ws.sC2, ws.sS2);
                 }
                 if (sg != su || f16Parts(w.gate().dtype()) != f16Parts(w.up().dtype()))
                     throw new IllegalStateException("gate and up of different precisions");
                 boolean scaled = f16Parts(w.gate().dtype());
                 int gs = gluSplit(w.down(), inter);
-                if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in sS1's second slot)
+                if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in ws.sS1's second slot)
                     W d = w.down();
-                    L.add(launch("swiglu_down_split", kernels.fnGluSplit[gs], t, 1, 1, 512, a, sC1, sC2, w.gate().rowScales(),
+                    L.add(launch("swiglu_down_split", kernels.fnGluSplit[gs], t, 1, 1, 512, a, ws.sC1, ws.sC2, w.gate().rowScales(),
                             w.up().rowScales(), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
-                            d.colField(), sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), sS1 + 4L * t));
+                            d.colField(), ws.sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), ws.sS1 + 4L * t));
                     downSplit = true;
                 } else {
-                    L.add(launch("swiglu_out", kernels.fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, sC1, sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                    L.add(launch("swiglu_out", kernels.fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, ws.sC1, ws.sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
                                     scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype())));
                 }
             } else if (gemm) {
@@ -1936,7 +1746,7 @@ final class ResidentForward implements DeviceForward {
             boolean residual = !intoM && spec.postFfnNorm() == null;
             String name = residual ? "down_residual" : "down";
             long y = residual ? s.x : s.m;
-            if (downSplit) out(L, a, name, w.down(), NULL, y, t, residual, gemmParts(L, a, name, w.down(), sB, t, sC1), sC1, sS1 + 4L * t);
+            if (downSplit) out(L, a, name, w.down(), NULL, y, t, residual, gemmParts(L, a, name, w.down(), ws.sB, t, ws.sC1), ws.sC1, ws.sS1 + 4L * t);
             else if (gemm) gemm(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             if (!residual && !intoM) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
@@ -2177,13 +1987,7 @@ final class ResidentForward implements DeviceForward {
         argmaxHost = null;
         if (overlays != null) overlays.close();
         weights.free(cu);
-        for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)
-        for (long d : widenedBlocks) cu.memFree(d);
-        widenedBlocks.clear();
-        widened.clear();
-        sB = sW = sC1 = sC2 = sS1 = sS2 = NULL;
-        if (cublasHandle != null) cublas.destroy(cublasHandle);
-        cublasHandle = null;
+        ws.free();
         own.close();
     }
 }

@@ -792,8 +792,8 @@ class CudaMockTest {
         // sC2 = sC1 + gemmOutputBytes: a vocabulary of 32,002 rows (an all-logits head) and 7 tokens gave 8 mod 16
         for (long rows : new long[] {32002, 32001, 151936, 1024, 3})
             for (int t : new int[] {1, 2, 7, 64, 511})
-                assertThat(ResidentForward.gemmOutputBytes(rows, t) % 256).as(rows + " rows, " + t + " tokens").isZero();
-        assertThat(ResidentForward.gemmOutputBytes(32002, 7)).isGreaterThanOrEqualTo(4L * 32002 * 3 * 7 + 256);
+                assertThat(PrefillWorkspace.gemmOutputBytes(rows, t) % 256).as(rows + " rows, " + t + " tokens").isZero();
+        assertThat(PrefillWorkspace.gemmOutputBytes(32002, 7)).isGreaterThanOrEqualTo(4L * 32002 * 3 * 7 + 256);
     }
 
     @Test void prefillPrecisionRejectsUnknownModes() {
