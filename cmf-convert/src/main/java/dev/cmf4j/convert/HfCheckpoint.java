@@ -28,6 +28,7 @@ public final class HfCheckpoint implements ModelSource {
     private final Path dir;
     private final HfConfig config;
     private final SafetensorsReader weights;
+    private final BlockScaledWeights blocks;
     private final ObjectNode arch;
     private final List<SourceTensor> tensors;
     private final byte[] tokenizerJson;
@@ -38,6 +39,7 @@ public final class HfCheckpoint implements ModelSource {
         this.dir = dir;
         this.config = config;
         this.weights = weights;
+        this.blocks = new BlockScaledWeights(weights, config);
         this.arch = HfArch.fromConfig(config);
         this.provenance = F.objectNode();
         this.tensors = plan();
@@ -88,7 +90,11 @@ public final class HfCheckpoint implements ModelSource {
         List<SourceTensor> out = new ArrayList<>();
         List<String> dropped = new ArrayList<>();
         Map<String, SafetensorsReader.Tensor> byOut = new LinkedHashMap<>();
-        for (SafetensorsReader.Tensor t : weights.tensors()) {
+        List<SafetensorsReader.Tensor> sourceTensors = new ArrayList<>();
+        for (SafetensorsReader.Tensor t : weights.tensors())
+            if (!blocks.isPart(t.name()) && !blocks.decoded().containsKey(t.name())) sourceTensors.add(t);
+        blocks.decoded().values().forEach(d -> sourceTensors.add(d.tensor()));
+        for (SafetensorsReader.Tensor t : sourceTensors) {
             String name = t.name();
             if (name.startsWith("model.language_model.")) name = "model." + name.substring("model.language_model.".length());
             else if (name.startsWith("language_model.model.")) name = "model." + name.substring("language_model.model.".length());
@@ -107,7 +113,7 @@ public final class HfCheckpoint implements ModelSource {
         for (var e : byOut.entrySet()) {
             String name = e.getKey();
             SafetensorsReader.Tensor t = e.getValue();
-            requireFloat(t);
+            if (!blocks.decoded().containsKey(t.name())) requireFloat(t);
             int before = out.size();
             if (!expand(family, name, t, out)) out.add(new SourceTensor(name, t.shape(), t.dtypeName(), "", direct(t, 0)));
             if (out.size() - before != 1 || !out.getLast().transform().isEmpty()) {
@@ -119,6 +125,10 @@ public final class HfCheckpoint implements ModelSource {
             ArrayNode d = provenance.putArray("dropped_tensors");
             dropped.forEach(d::add);
         }
+        if (!blocks.decoded().isEmpty()) {
+            ObjectNode dec = provenance.putObject("decoded_tensors");
+            blocks.decoded().values().forEach(d -> dec.put(d.encoding(), dec.path(d.encoding()).asInt(0) + 1));
+        }
         if (!transformCounts.isEmpty()) {
             ObjectNode tr = provenance.putObject("tensor_transforms");
             transformCounts.forEach(tr::put);
@@ -129,7 +139,8 @@ public final class HfCheckpoint implements ModelSource {
     private void requireFloat(SafetensorsReader.Tensor t) {
         if (t.dtype() == null || !t.dtype().isFloat())
             throw new ConvertException(t.file() + ": tensor " + t.name() + " has dtype " + t.dtypeName()
-                    + "; cmf convert reads F32, F16 and BF16 weights (quantized checkpoints such as MXFP4/FP8/GPTQ are not supported)");
+                    + "; cmf convert reads F32, F16 and BF16 weights, F8_E4M3 with weight_scale_inv block scales and MXFP4 "
+                    + "_blocks/_scales pairs (other quantized checkpoints, e.g. GPTQ/AWQ, are not supported)");
     }
 
     /** Emits the split form of a fused tensor; false when {@code t} is copied as is. */
@@ -257,10 +268,17 @@ public final class HfCheckpoint implements ModelSource {
 
     // ---- views ---------------------------------------------------------------------------------
 
+    /** Elements {@code [first, first + len)} of source tensor {@code n}, decoded when it is block-quantized. */
+    private void read(String n, long first, float[] dst, int off, int len) {
+        BlockScaledWeights.Decoded d = blocks.decoded().get(n);
+        if (d != null) d.data().read(first, dst, off, len);
+        else weights.readFloats(n, first, dst, off, len);
+    }
+
     /** Elements of {@code t} starting at flat element {@code base}. */
     private TensorData direct(SafetensorsReader.Tensor t, long base) {
         String n = t.name();
-        return (offset, dst, dstOff, len) -> weights.readFloats(n, base + offset, dst, dstOff, len);
+        return (offset, dst, dstOff, len) -> read(n, base + offset, dst, dstOff, len);
     }
 
     /** Rows {@code rows[i]} of the 2-D tensor {@code t} (row length {@code cols}), in that order. */
@@ -270,7 +288,7 @@ public final class HfCheckpoint implements ModelSource {
             while (len > 0) {
                 long r = offset / cols, c = offset % cols;
                 int take = (int) Math.min(len, cols - c);
-                weights.readFloats(n, rows[(int) r] * cols + c, dst, dstOff, take);
+                read(n, rows[(int) r] * cols + c, dst, dstOff, take);
                 offset += take;
                 dstOff += take;
                 len -= take;
@@ -293,7 +311,7 @@ public final class HfCheckpoint implements ModelSource {
             float[] out = new float[(int) (outRows * inRows)];
             float[] row = new float[(int) width];
             for (long i = 0; i < inRows; i++) {
-                weights.readFloats(n, base + i * width, row, 0, (int) width);
+                read(n, base + i * width, row, 0, (int) width);
                 for (long o = 0; o < outRows; o++) out[(int) (o * inRows + i)] = row[(int) (start + o * step)];
             }
             return out;
