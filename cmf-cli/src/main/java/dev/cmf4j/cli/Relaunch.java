@@ -14,6 +14,12 @@ import java.util.List;
  */
 final class Relaunch {
     static final String VECTOR = "jdk.incubator.vector";
+    /**
+     * The CPU kernels compile after 1/50 of the JIT's usual call counts, as {@code ./cmf} asks: a fresh JVM otherwise
+     * runs the first tokens' Vector API loops interpreted (docs/CPU_KERNELS.md, "Time to first token").
+     */
+    static final List<String> EARLY_KERNELS = List.of("-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.*::*,0.02");
 
     private Relaunch() {}
 
@@ -34,6 +40,7 @@ final class Relaunch {
         if (jar == null || !Files.isRegularFile(jar) || !Files.isExecutable(java))
             return fail("the Vector API module is not enabled; run java --add-modules " + VECTOR + " --enable-native-access=ALL-UNNAMED ...");
         List<String> cmd = new ArrayList<>(List.of(java.toString(), "--add-modules", VECTOR, "--enable-native-access=ALL-UNNAMED", "-Xss8m"));
+        cmd.addAll(EARLY_KERNELS);
         cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());   // the caller's -Xmx, -D..., later wins
         cmd.addAll(List.of("-Dcmf.relaunched=true", "-jar", jar.toString()));
         cmd.addAll(List.of(args));
