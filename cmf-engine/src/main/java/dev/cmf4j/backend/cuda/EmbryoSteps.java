@@ -2,8 +2,7 @@ package dev.cmf4j.backend.cuda;
 
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
-import dev.cmf4j.backend.cuda.ResidentForward.Launch;
-import dev.cmf4j.backend.cuda.ResidentForward.Steps;
+import dev.cmf4j.backend.cuda.Step.Launch;
 
 import java.lang.foreign.Arena;
 import java.util.IdentityHashMap;
@@ -67,22 +66,22 @@ final class EmbryoSteps {
         DecoderPlan.Anchor an = l.anchor();
         long[] d = anchors[li];
         int heads = model.heads(), kvHeads = l.kvHeads(), hd = l.headDim();
-        L.add(ResidentForward.launch("anchor_attend", attend, heads, tokens, 1, 128, a, q, k, v, ringK, ringV, d[0], d[1], d[2], d[3],
+        L.add(Launch.of("anchor_attend", attend, heads, tokens, 1, 128, a, q, k, v, ringK, ringV, d[0], d[1], d[2], d[3],
                 out, heads, kvHeads, hd, an.window(), an.sinks(), an.rotaryDim() / 2, l.scale(), pos));
-        L.add(ResidentForward.launch("anchor_commit", commit, Math.min(tokens, an.window()), 1, 1, 256, a, k, v, ringK, ringV, tokens,
+        L.add(Launch.of("anchor_commit", commit, Math.min(tokens, an.window()), 1, 1, 256, a, k, v, ringK, ringV, tokens,
                 an.window(), kvHeads * hd, pos));
     }
 
     /** The resonance router of {@code moe} over {@code t} rows of its input y: the winner into idx, weight 1 into wts. */
     void route(Steps L, Arena a, DecoderPlan.Moe moe, long y, long idx, long wts, int t) {
         long[] d = descriptors.get(moe);
-        L.add(ResidentForward.launch("resonance_route", route, t, 1, 1, 256, a, y, d[0], d[1], d[2], idx, wts, moe.experts(),
+        L.add(Launch.of("resonance_route", route, t, 1, 1, 256, a, y, d[0], d[1], d[2], idx, wts, moe.experts(),
                 moe.resonance().rank(), model.hidden()));
     }
 
     /** lc [rows, clusters] (the cluster matrix's product) into cluster log-probabilities, in place. */
     void clusterLogSoftmax(Steps L, Arena a, long lc, int rows) {
-        L.add(ResidentForward.launch("head_cluster_logsoftmax", clusterLogSoftmax, rows, 1, 1, 256, a, lc, model.headClusters().count()));
+        L.add(Launch.of("head_cluster_logsoftmax", clusterLogSoftmax, rows, 1, 1, 256, a, lc, model.headClusters().count()));
     }
 
     /**
@@ -91,14 +90,14 @@ final class EmbryoSteps {
      */
     void headRows(Steps L, Arena a, int kind, long w, long rs, long cf, long x, long lc, long gates, boolean perRow, long out, int rows) {
         int vocab = model.vocab(), c = model.headClusters().count();
-        L.add(ResidentForward.launch("head_rows", headRows[kind], (vocab + 7) / 8, rows, 1, 256, a, w, rs, cf, x, lc, gates, perRow ? 1 : 0,
+        L.add(Launch.of("head_rows", headRows[kind], (vocab + 7) / 8, rows, 1, 256, a, w, rs, cf, x, lc, gates, perRow ? 1 : 0,
                 out, vocab, model.hidden(), c, vocab / c));
     }
 
     /** log p of every token from the kept clusters' head rows in {@code out}; dropped clusters get their spread mass. */
     void headFinish(Steps L, Arena a, long out, long lc, long gates, boolean perRow, int rows) {
         int vocab = model.vocab(), c = model.headClusters().count(), size = vocab / c;
-        L.add(ResidentForward.launch("head_finish", finish, c, rows, 1, 256, a, out, lc, gates, perRow ? 1 : 0, vocab, c, size,
+        L.add(Launch.of("head_finish", finish, c, rows, 1, 256, a, out, lc, gates, perRow ? 1 : 0, vocab, c, size,
                 (float) Math.log(size)));
     }
 }

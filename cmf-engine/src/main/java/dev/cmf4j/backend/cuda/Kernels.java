@@ -99,7 +99,7 @@ final class Kernels {
      * The head-dimension buckets with a tensor-core prefill kernel for this cache type: 32, 64, 128 (q8: 32, 64; its
      * 128 spills registers, so q8 caches of head dim 65..128 take the f32 tiles).
      */
-    static int prefillTensorCoreBuckets(KvType kv) { return kv == KvType.Q8 ? 2 : ResidentForward.PREFILL_TC_BUCKETS; }
+    static int prefillTensorCoreBuckets(KvType kv) { return kv == KvType.Q8 ? 2 : ResidentLowering.PREFILL_TC_BUCKETS; }
 
     static KernelSignature prefillTensorCores(int headDim, KvType kv) {
         String e = kvElement(kv);
@@ -236,10 +236,10 @@ final class Kernels {
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
-            for (int d : ResidentForward.PREFILL_DIMS) all.add(prefill(d, kv));
-            for (int i = 0; i < prefillTensorCoreBuckets(kv); i++) all.add(prefillTensorCores(ResidentForward.PREFILL_DIMS[i], kv));
+            for (int d : ResidentLowering.PREFILL_DIMS) all.add(prefill(d, kv));
+            for (int i = 0; i < prefillTensorCoreBuckets(kv); i++) all.add(prefillTensorCores(ResidentLowering.PREFILL_DIMS[i], kv));
         }
-        for (int n : ResidentForward.GLU_SPLIT_N) all.add(gluSplit(n));
+        for (int n : ResidentLowering.GLU_SPLIT_N) all.add(gluSplit(n));
         for (int rb : SMALL_BATCH_BLOCK_ROWS)
             for (int n : SMALL_BATCH_ROWS) all.addAll(List.of(smallMatvec(n, rb), smallMatvec3(n, rb), smallGlu(n, rb)));
         return all;

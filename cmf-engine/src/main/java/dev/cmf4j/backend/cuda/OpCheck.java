@@ -45,11 +45,11 @@ final class OpCheck {
                     for (int v = 0; v < 3; v++) out.add(route(ctx, d, a, r, s[0], s[1], s[2], v == 1, v == 2));
                 // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks}
                 int[][] attn = {{64, 4, 2, 5, 3, 0, 0}, {128, 2, 1, 17, 10, 8, 1}, {256, 2, 2, 3, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1}};
-                boolean tensorCores = ResidentForward.tensorCoreAttention(ctx.info().ccMajor());
+                boolean tensorCores = ResidentLowering.tensorCoreAttention(ctx.info().ccMajor());
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : attn)
                         for (boolean tc : new boolean[] {false, true})
-                            if (!tc || (tensorCores && ResidentForward.prefillBucket(s[0]) < Kernels.prefillTensorCoreBuckets(kv)))
+                            if (!tc || (tensorCores && ResidentLowering.prefillBucket(s[0]) < Kernels.prefillTensorCoreBuckets(kv)))
                                 out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc, kv));
                 // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits}
                 int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
@@ -228,9 +228,9 @@ final class OpCheck {
         }
         long dout = d.put(MemorySegment.ofArray(new float[t * heads * hd])), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
         long dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
-        int dim = ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
+        int dim = ResidentLowering.PREFILL_DIMS[ResidentLowering.prefillBucket(hd)];
         KernelSignature k = tc ? Kernels.prefillTensorCores(dim, kv) : Kernels.prefill(dim, kv);
-        int[] grid = ResidentForward.prefillGrid(t, heads, kvHeads, hd, tc);
+        int[] grid = ResidentLowering.prefillGrid(t, heads, kvHeads, hd, tc);
         d.cu.launch(k.load(ctx).fn(), grid[0], grid[1], 1, 128, 1, 1, 0,
                 k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks, dkch, dvch));
         double[] want = new double[t * heads * hd];

@@ -1,7 +1,7 @@
 package dev.cmf4j.backend.cuda;
 
 import dev.cmf4j.backend.DecoderPlan;
-import dev.cmf4j.backend.cuda.ResidentForward.Launch;
+import dev.cmf4j.backend.cuda.Step.Launch;
 import dev.cmf4j.backend.cuda.ResidentWeights.LayerWeights;
 import dev.cmf4j.backend.cuda.ResidentWeights.W;
 
@@ -257,7 +257,7 @@ final class PrefillWorkspace {
 
     /** r_i8_widen of n int8 weights at {@code src} into f16 at {@code dst} (exact: |q| ≤ 127), grid-stride blocks. */
     Launch widen(Arena a, String name, long src, long dst, long n) {
-        return ResidentForward.launch(name, kernels.fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
+        return Launch.of(name, kernels.fnI8Widen, (int) Math.min(4096, (n / 4 + 255) / 256 + 1), 1, 1, 256, a, src, dst, n, 1);
     }
 
     /** Whether widenOnce copies {@code first} and {@code second} into one allocation, second right after first. */

@@ -3,9 +3,9 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.KvType;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
 
-import static dev.cmf4j.backend.cuda.ResidentForward.GLU_SPLIT_N;
-import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_DIMS;
-import static dev.cmf4j.backend.cuda.ResidentForward.PREFILL_TC_BUCKETS;
+import static dev.cmf4j.backend.cuda.ResidentLowering.GLU_SPLIT_N;
+import static dev.cmf4j.backend.cuda.ResidentLowering.PREFILL_DIMS;
+import static dev.cmf4j.backend.cuda.ResidentLowering.PREFILL_TC_BUCKETS;
 
 /**
  * The kernels a resident forward launches, loaded once from {@link Kernels}' signatures (owner thread): the per-dtype
@@ -53,7 +53,7 @@ final class ResidentKernels {
         fnAttn = Kernels.attnPartial(kv).load(ctx);
         fnAttnRows = Kernels.attnRows(kv).load(ctx);
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
-        if (ResidentForward.tensorCoreAttention(ctx.info().ccMajor()))
+        if (ResidentLowering.tensorCoreAttention(ctx.info().ccMajor()))
             for (int i = 0; i < Kernels.prefillTensorCoreBuckets(kv); i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);
         fnSplit = Kernels.SPLIT.load(ctx);
         fnI8Widen = Kernels.I8_WIDEN.load(ctx);

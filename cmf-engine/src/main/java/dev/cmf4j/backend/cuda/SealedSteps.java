@@ -4,7 +4,7 @@ import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.SealedLayers;
 import dev.cmf4j.backend.cpu.NystromHead;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
-import dev.cmf4j.backend.cuda.ResidentForward.Steps;
+import dev.cmf4j.backend.cuda.Step.Launch;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -290,18 +290,18 @@ final class SealedSteps {
     void attention(Steps L, Arena a, int li, Sequence o, Rope r, long q, long k, long v, long out, long headSinks, int tokens, long pos) {
         DecoderPlan.Layer l = model.layers().get(li);
         int heads = model.heads(), kvh = l.kvHeads(), hd = l.headDim(), w = sealed.window();
-        L.add(ResidentForward.launch("o1_rope", rope, (heads + kvh + 3) / 4, tokens, 1, 128, a, q, k, r.qNorm(), r.kNorm(), r.qn(), r.kn(),
+        L.add(Launch.of("o1_rope", rope, (heads + kvh + 3) / 4, tokens, 1, 128, a, q, k, r.qNorm(), r.kNorm(), r.qn(), r.kn(),
                 r.eps(), r.offset(), r.invFreq(), r.rotaryDim(), r.scaling(), heads, kvh, hd, pos));
-        L.add(ResidentForward.launch("o1_attend", attend, heads, 1, 1, 128, a, q, k, v, o.ringK[li], o.ringV[li], o.sinkK[li], o.sinkV[li],
+        L.add(Launch.of("o1_attend", attend, heads, 1, 1, 128, a, q, k, v, o.ringK[li], o.ringV[li], o.sinkK[li], o.sinkV[li],
                 o.far[li], headSinks, out, heads, kvh, hd, hd, w, sealed.sinks(), o.landmarks(), l.scale(), tokens, pos));
-        L.add(ResidentForward.launch("o1_commit", commit, Math.min(tokens, w), 1, 1, 256, a, k, v, o.ringK[li], o.ringV[li], tokens, w,
+        L.add(Launch.of("o1_commit", commit, Math.min(tokens, w), 1, 1, 256, a, k, v, o.ringK[li], o.ringV[li], tokens, w,
                 kvh * hd, kvh * hd, pos));
     }
 
     /** An exact step's rotated query rows [tokens, qDim] (at {@code q}) into layer {@code li}'s store at their positions. */
     void keepQueries(Steps L, Arena a, int li, Sequence o, long q, int tokens, long pos) {
         int qDim = model.heads() * model.layers().get(li).headDim();
-        L.add(ResidentForward.launch("o1_keep_queries", keep, (qDim + 255) / 256, tokens, 1, 256, a, q, o.queries[li], qDim, pos));
+        L.add(Launch.of("o1_keep_queries", keep, (qDim + 255) / 256, tokens, 1, 256, a, q, o.queries[li], qDim, pos));
     }
 
     private void launch(Kernel k, int gx, int gy, int block, MemorySegment stream, Arena a, Object... args) {

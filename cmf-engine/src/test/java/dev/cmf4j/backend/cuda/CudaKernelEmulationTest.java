@@ -689,8 +689,8 @@ class CudaKernelEmulationTest {
         float scale = (float) (1.5 / Math.sqrt(hd));
         float[] out0 = new float[(T + 1) * heads * hd];
         java.util.Arrays.fill(out0, 7f);
-        int bucket = ResidentForward.prefillBucket(hd);
-        for (boolean tc : bucket < ResidentForward.PREFILL_TC_BUCKETS ? new boolean[] {false, true} : new boolean[] {false})
+        int bucket = ResidentLowering.prefillBucket(hd);
+        for (boolean tc : bucket < ResidentLowering.PREFILL_TC_BUCKETS ? new boolean[] {false, true} : new boolean[] {false})
             prefillAttention(shape, tc, q, kc, vc, sinks, withSinks, out0, scale);
     }
 
@@ -760,8 +760,8 @@ class CudaKernelEmulationTest {
         int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
         int pos0 = Integer.parseInt(f[4]), window = Integer.parseInt(f[5]);
         int kvDim = kvHeads * hd, group = heads / kvHeads;
-        int[] grid = ResidentForward.prefillGrid(T, heads, kvHeads, hd, tc);
-        String fn = "r_attn_prefill_" + (tc ? "tc_" : "") + ResidentForward.PREFILL_DIMS[ResidentForward.prefillBucket(hd)];
+        int[] grid = ResidentLowering.prefillGrid(T, heads, kvHeads, hd, tc);
+        String fn = "r_attn_prefill_" + (tc ? "tc_" : "") + ResidentLowering.PREFILL_DIMS[ResidentLowering.prefillBucket(hd)];
         float[] got = new float[out0.length];
         long before = launches();
         emulateProducts(1);

@@ -1,0 +1,250 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.KvType;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One sequence's device memory for the resident forward (or the batch scratch: row buffers with no KV cache), its
+ * stream and its captured decode step: the activations of a chunk's rows, the attention's split partials, the KV caches
+ * (f32, f16 or q8; an anchor's ring; a sealed layer's through {@link SealedSteps.Sequence}), a delta net's conv inputs
+ * and rule state, the MoE and per-layer-input scratch, the logits. Owner thread only.
+ */
+final class ResidentSession {
+    final int maxChunk, maxContext;
+    final Arena arena = Arena.ofShared();
+    final MemorySegment stream;
+    final MemorySegment hostIn, hostLast;
+    MemorySegment hostAll;
+    final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, done, last;
+    /** --kv q8: a chunk's roped key rows as f32 [t, kvDim], which its attention reads (as the values from v); else 0. */
+    final long kq;
+    /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
+    final long m, moeIn, moeLogits, moeIdx, moeWts, moeH, moeOut;
+    final long[] kc, vc;
+    /**
+     * Per layer whose keys and values a later layer reads, the step's raw k and v rows (the later layer appends
+     * them again: the same bytes); 0 for the others, which write s.k and s.v.
+     */
+    final long[] kRaw, vRaw;
+    /** Gemma4's per-layer inputs of the step's rows [t, layers·dim] and the table rows they start from (0 = none). */
+    final long pli, pliTab;
+    /** Per delta-net layer, this sequence's conv inputs [convDim, kernel−1] and rule state [nv, dk, dv] (0 elsewhere). */
+    final long[] conv, dnS;
+    /** A delta net's step scratch (0 = none): projections, conv input, z, b, a, normed q and k, g, β, the rule's output. */
+    final long dnProj, dnBa, dnMixed, dnZ, dnB, dnA, dnQ, dnK, dnG, dnBeta, dnCore;
+    /** The attention output gate's q projection [t, 2·qDim] and gate [t, qDim]; the shared expert's output and gate logits. */
+    final long qg, gate, sharedOut, sharedGate;
+    /**
+     * A hierarchical head's cluster log-probabilities [maxChunk, clusters] and head gates (doubles: one for a session's
+     * rows, one per logit row of the batch scratch) with their pinned host copy; 0 / null without clusters.
+     */
+    final long lc, gates;
+    final MemorySegment hostGates;
+    /** A session's (keeps sequence state; its rows share one head gate), not the batch scratch. */
+    final boolean sequence;
+    /** The session's head gate (set by {@link ResidentForward#gateHead}) and the value its device copy holds (NaN: none yet). */
+    double headGate = Double.NEGATIVE_INFINITY, gateOnDevice = Double.NaN;
+    long all;
+    int allRows;
+    List<Step> decode;
+    MemorySegment graph, exec;
+    final List<Long> owned = new ArrayList<>();
+    /** A session's sealed layers (their exact caches fill kc and vc while exact), or null. */
+    final SealedSteps.Sequence sealed;
+
+    private static final long NULL = 0L;
+    private final CudaDriver cu;
+    private final DecoderPlan model;
+    /** Called when a buffer captured steps may point at moves (the all-logits rows). */
+    private final Runnable stale;
+
+    /** A session's own state ({@code splits}: the attention's key splits for a chunk of t rows). */
+    ResidentSession(CudaDriver cu, DecoderPlan model, KvType kv, SealedSteps o1, java.util.function.IntUnaryOperator splits,
+                    Runnable stale, int maxChunk, int maxContext) {
+        this(cu, model, kv, o1, splits, stale, maxChunk, maxContext, 1, true);
+    }
+
+    /**
+     * {@code decodeRows}: the most one-token rows a decode attention launch takes (r_attn_rows; 1 for a session);
+     * {@code sequence}: a session's (it keeps recurrent state), not the batch scratch (its rows use their sessions').
+     */
+    ResidentSession(CudaDriver cu, DecoderPlan model, KvType kv, SealedSteps o1, java.util.function.IntUnaryOperator splits,
+                    Runnable stale, int maxChunk, int maxContext, int decodeRows, boolean sequence) {
+        this.cu = cu;
+        this.model = model;
+        this.stale = stale;
+        int layerCount = model.layers().size();
+        this.maxChunk = maxChunk;
+        this.maxContext = maxContext;
+        this.sequence = sequence;
+        int hidden = model.hidden(), vocab = model.vocab();
+        // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
+        MemorySegment st = null, hi = null, hl = null, hg = null;
+        SealedSteps.Sequence so = null;
+        try {
+            st = cu.streamCreate(CudaDriver.STREAM_NON_BLOCKING);
+            hi = cu.memAllocHost(4L * (1 + maxChunk));
+            hl = cu.memAllocHost(4L * vocab);
+            in = alloc(4L * (1 + maxChunk));
+            x = alloc(4L * maxChunk * hidden);
+            h = alloc(4L * maxChunk * hidden);
+            q = alloc(4L * maxChunk * model.qDim());
+            k = alloc(4L * maxChunk * model.kvDim());
+            v = alloc(4L * maxChunk * model.kvDim());
+            kq = kv == KvType.Q8 ? alloc(4L * maxChunk * model.kvDim()) : NULL;
+            att = alloc(4L * maxChunk * model.qDim());
+            var ple = model.perLayerEmbedding();
+            int pleDim = ple == null ? 0 : ple.dim(), width = pleDim * layerCount;
+            g = alloc(4L * maxChunk * Math.max(model.intermediate(), pleDim));
+            u = alloc(4L * maxChunk * model.intermediate());
+            pli = ple == null ? NULL : alloc(4L * maxChunk * width);
+            pliTab = ple == null ? NULL : alloc(4L * maxChunk * width);
+            long partials = 0;   // decode only: prefill chunks run r_attn_prefill
+            for (int r = 1; r <= decodeRows; r++) partials = Math.max(partials, (long) splits.applyAsInt(r) * model.heads() * r);
+            pm = alloc(4L * partials);
+            pl = alloc(4L * partials);
+            pacc = alloc(4L * partials * model.headDim());
+            // per row and head: splits finished this step (the last one resets it)
+            done = alloc(4L * model.heads() * decodeRows);
+            cu.memsetD8(done, (byte) 0, 4L * model.heads() * decodeRows);
+            cu.synchronize();   // the memset runs on the legacy stream, which the session's non-blocking stream does not wait for
+            last = alloc(4L * vocab);
+            boolean sandwich = false, beside = false;
+            int experts = 0, topK = 0, expertInter = 0;
+            for (DecoderPlan.Layer l : model.layers()) {
+                sandwich |= l.postAttnNorm() != null || l.postFfnNorm() != null;
+                beside |= l.moe() != null && l.gate() != null;
+                if (l.moe() != null) {
+                    experts = Math.max(experts, l.moe().experts());
+                    topK = Math.max(topK, l.moe().topK());
+                    expertInter = Math.max(expertInter, l.moe().intermediate());
+                }
+            }
+            m = sandwich || ple != null ? alloc(4L * maxChunk * hidden) : NULL;
+            int proj = 0, ba = 0, convDim = 0, vd = 0, nvdk = 0, nv = 0;
+            boolean outGate = false, sharedExpert = false;
+            conv = new long[layerCount];
+            dnS = new long[layerCount];
+            for (int l = 0; l < layerCount; l++) {
+                DecoderPlan.Layer spec = model.layers().get(l);
+                outGate |= spec.outputGate();
+                sharedExpert |= spec.moe() != null && spec.moe().shared() != null;
+                var dn = spec.deltaNet();
+                if (dn == null) continue;
+                proj = Math.max(proj, 2 * dn.qkDim() + 2 * dn.vDim());
+                ba = Math.max(ba, 2 * dn.valueHeads());
+                convDim = Math.max(convDim, dn.convDim());
+                vd = Math.max(vd, dn.vDim());
+                nvdk = Math.max(nvdk, dn.valueHeads() * dn.keyDim());
+                nv = Math.max(nv, dn.valueHeads());
+                if (!sequence) continue;
+                conv[l] = alloc(4L * dn.convDim() * (dn.convKernel() - 1));
+                dnS[l] = alloc(4L * dn.valueHeads() * dn.keyDim() * dn.valueDim());
+            }
+            boolean gdn = convDim > 0;
+            dnProj = gdn ? alloc(4L * maxChunk * proj) : NULL;
+            dnBa = gdn ? alloc(4L * maxChunk * ba) : NULL;
+            dnMixed = gdn ? alloc(4L * maxChunk * convDim) : NULL;
+            dnZ = gdn ? alloc(4L * maxChunk * vd) : NULL;
+            dnB = gdn ? alloc(4L * maxChunk * nv) : NULL;
+            dnA = gdn ? alloc(4L * maxChunk * nv) : NULL;
+            dnQ = gdn ? alloc(4L * maxChunk * nvdk) : NULL;
+            dnK = gdn ? alloc(4L * maxChunk * nvdk) : NULL;
+            dnG = gdn ? alloc(4L * maxChunk * nv) : NULL;
+            dnBeta = gdn ? alloc(4L * maxChunk * nv) : NULL;
+            dnCore = gdn ? alloc(4L * maxChunk * vd) : NULL;
+            qg = outGate ? alloc(4L * maxChunk * 2 * model.qDim()) : NULL;
+            gate = outGate ? alloc(4L * maxChunk * model.qDim()) : NULL;
+            sharedOut = sharedExpert ? alloc(4L * maxChunk * hidden) : NULL;
+            sharedGate = sharedExpert ? alloc(4L * maxChunk) : NULL;
+            moeIn = experts > 0 ? alloc(4L * maxChunk * hidden) : NULL;
+            moeLogits = experts > 0 ? alloc(4L * maxChunk * experts) : NULL;
+            moeIdx = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+            moeWts = experts > 0 ? alloc(4L * maxChunk * topK) : NULL;
+            moeH = experts > 0 ? alloc(4L * maxChunk * topK * expertInter) : NULL;
+            moeOut = beside ? alloc(4L * maxChunk * hidden) : NULL;
+            var hc = model.headClusters();
+            lc = hc == null ? NULL : alloc(4L * maxChunk * hc.count());
+            gates = hc == null ? NULL : alloc(8L * maxChunk);
+            if (hc != null) hg = cu.memAllocHost(8L * maxChunk);
+            kc = new long[layerCount];
+            vc = new long[layerCount];
+            kRaw = new long[layerCount];
+            vRaw = new long[layerCount];
+            for (int l = 0; l < layerCount; l++) {
+                DecoderPlan.Layer spec = model.layers().get(l);
+                long kvDim = (long) spec.kvHeads() * spec.headDim();
+                if (spec.sharesKv()) {   // an earlier layer's caches (allocated: sources come first)
+                    kc[l] = kc[spec.kvSource()];
+                    vc[l] = vc[spec.kvSource()];
+                    if (kRaw[spec.kvSource()] == NULL) {
+                        kRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
+                        vRaw[spec.kvSource()] = alloc(4L * maxChunk * kvDim);
+                    }
+                } else if (o1 != null && o1.seals(l)) {   // SealedSteps.Sequence's, below
+                    continue;
+                } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length
+                    long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim
+                            : KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim()) * maxContext;
+                    kc[l] = alloc(bytes);
+                    vc[l] = alloc(bytes);
+                }
+            }
+            if (o1 != null && sequence) so = o1.new Sequence(kc, vc, maxContext);
+        } catch (RuntimeException | Error e) {
+            for (long d : owned) cu.memFree(d);
+            owned.clear();
+            if (hi != null) cu.memFreeHost(hi);
+            if (hl != null) cu.memFreeHost(hl);
+            if (hg != null) cu.memFreeHost(hg);
+            if (st != null) cu.streamDestroy(st);
+            arena.close();
+            throw e;
+        }
+        stream = st;
+        sealed = so;
+        hostIn = hi;
+        hostLast = hl;
+        hostGates = hg;
+    }
+
+    private long alloc(long bytes) {
+        long d = cu.memAlloc(Math.max(bytes, 16));
+        owned.add(d);
+        allocated += Math.max(bytes, 16);
+        return d;
+    }
+
+    /** Device bytes of {@link #owned}. */
+    long allocated;
+
+    /** Device and host room for {@code rows} rows of logits (all-logits chunks). */
+    void ensureAll(int rows) {
+        if (rows <= allRows) return;
+        if (all != NULL) { cu.memFree(all); owned.remove(all); allocated -= 4L * allRows * model.vocab(); cu.memFreeHost(hostAll); stale.run(); }
+        all = alloc(4L * rows * model.vocab());
+        hostAll = cu.memAllocHost(4L * rows * model.vocab());
+        allRows = rows;
+    }
+
+    void free() {
+        if (exec != null) cu.graphExecDestroy(exec);
+        if (graph != null) cu.graphDestroy(graph);
+        exec = graph = null;
+        for (long d : owned) cu.memFree(d);
+        owned.clear();
+        if (sealed != null) sealed.free();
+        cu.memFreeHost(hostIn);
+        cu.memFreeHost(hostLast);
+        if (hostAll != null) cu.memFreeHost(hostAll);
+        if (hostGates != null) cu.memFreeHost(hostGates);
+        cu.streamDestroy(stream);
+        arena.close();
+    }
+}
+
