@@ -39,7 +39,7 @@ public final class ConvertCommand implements Callable<Integer> {
     boolean dryRun;
 
     @Option(names = {"-q", "--quant"}, paramLabel = "MODE", defaultValue = "auto",
-            description = "auto (keep the source float type), f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp (default: ${DEFAULT-VALUE})")
+            description = "auto (keep the source float type; the closest CMF dtype per quantized source type), f32, f16, bf16, q8_row, q8_2f, q4_block, q4tp (default: ${DEFAULT-VALUE})")
     String quant;
 
     @Option(names = "--keep", paramLabel = "GLOB=DTYPE",

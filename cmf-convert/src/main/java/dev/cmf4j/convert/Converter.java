@@ -183,7 +183,7 @@ public final class Converter {
         }
         SourceTensor t = j.tensor();
         FloatSource fs = t.data()::read;
-        Quantizer q = Quantizer.of(j.dtype());
+        Quantizer q = Quantizer.forSource(j.dtype(), t.sourceDtype());
         CompletableFuture<Void> done = CompletableFuture
                 .supplyAsync(() -> q.begin(fs, t.shape()), pool)
                 .thenCompose(enc -> encodeParallel(enc, payload, pool, o.threads()));
@@ -294,7 +294,8 @@ public final class Converter {
     }
 
     private static String autoType(Map<String, Integer> counts) {
-        for (String d : List.of("bf16", "f16")) if (counts.containsKey(d)) return d.toUpperCase(java.util.Locale.ROOT);
+        // a float source keeps naming its float type; auto on a quantized source names the lowest-bit dtype it made
+        for (String d : List.of("bf16", "f16", "q4_block", "q8_row")) if (counts.containsKey(d)) return d.toUpperCase(java.util.Locale.ROOT);
         return "F32";
     }
 

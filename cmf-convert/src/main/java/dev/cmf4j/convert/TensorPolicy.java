@@ -120,19 +120,28 @@ public final class TensorPolicy {
             }
         }
         if (shape.length != 2) return DType.F32;
-        if (mode == Mode.AUTO) {
-            return switch (t.sourceDtype()) {
-                case "F16" -> DType.F16;
-                case "BF16" -> DType.BF16;
-                default -> DType.F32;
-            };
-        }
-        if (!mode.quantizing()) return mode.dtype();
+        DType mode = this.mode == Mode.AUTO ? auto(t.sourceDtype()) : this.mode.dtype();
+        if (mode == DType.F32 || mode == DType.F16 || mode == DType.BF16) return mode;
         if (ROUTERS.matcher(t.name()).matches()) return DType.F16;
         boolean embed = EMBEDDINGS.matcher(t.name()).matches();
-        DType want = embed && (mode == Mode.Q4_BLOCK || mode == Mode.Q4TP) ? DType.Q8_ROW : mode.dtype();
+        DType want = embed && (mode == DType.Q4_BLOCK || mode == DType.Q4TP) ? DType.Q8_ROW : mode;
         if (Quantizer.of(want).supports(shape)) return want;
         return embed ? DType.Q8_ROW : DType.F16;
+    }
+
+    /**
+     * {@code --quant auto}: the CMF dtype closest to a source dtype. Float types are kept; 5- to 8-bit types
+     * (GGUF Q8_0, Q6_K, Q5_*, safetensors FP8) become q8_row, 2- to 4-bit ones (Q4_*, IQ4_*, MXFP4, Q3_K, Q2_K)
+     * q4_block, which holds a Q4_0 tensor exactly ({@link dev.cmf4j.convert.quant.Q4BlockQuantizer#ggmlQ4_0()}).
+     */
+    public static DType auto(String sourceDtype) {
+        return switch (sourceDtype) {
+            case "F16" -> DType.F16;
+            case "BF16" -> DType.BF16;
+            case "Q8_0", "Q8_1", "Q8_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "F8_E4M3" -> DType.Q8_ROW;
+            case "Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "MXFP4" -> DType.Q4_BLOCK;
+            default -> DType.F32;
+        };
     }
 
     /** The policy as provenance: mode, rules in words, overrides. */
@@ -140,7 +149,8 @@ public final class TensorPolicy {
         ObjectNode o = JsonNodeFactory.instance.objectNode();
         o.put("mode", mode.label);
         o.put("rules", "non-2-D tensors f32; " + switch (mode) {
-            case AUTO -> "matrices keep the source float type";
+            case AUTO -> "matrices keep the source float type; quantized sources: 5-8 bit types q8_row, 2-4 bit types q4_block "
+                    + "(embeddings and lm_head q8_row), routers/gates f16";
             case F32, F16, BF16 -> "matrices " + mode.label;
             case Q8_ROW, Q8_2F -> "routers/gates f16; matrices incl. embeddings and lm_head " + mode.label + "; unsupported shapes f16";
             case Q4_BLOCK, Q4TP -> "routers/gates f16; embeddings and lm_head q8_row; other matrices " + mode.label + "; unsupported shapes f16";

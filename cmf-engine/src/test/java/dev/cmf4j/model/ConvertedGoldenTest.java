@@ -82,4 +82,37 @@ public class ConvertedGoldenTest {
             assertThat(r.logitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(0.25);
         }
     }
+
+    /**
+     * {@code --quant auto} keeps llama3rope-q4_0's Q4_0 matrices as q4_block with ggml's (signed) scales, the same
+     * values: run, its prompt logits are the f32 import's within float noise (8.1e-6), so the kernels read the signed
+     * scales right.
+     */
+    @org.junit.jupiter.api.Test
+    void q4_0GgufAtAutoRunsTheFilesValues() throws Exception {
+        Path src = Fixtures.require("gguf/llama3rope-q4_0.gguf");
+        // the reference: the file's values in f32, except embeddings and lm_head, which auto stores q8_row as well
+        Path exact = tmp.resolve("q4_0-exact.cmf");
+        try (ModelSource s = Sources.open(src)) {
+            Converter.convert(s, exact, Converter.Options.of(new TensorPolicy(TensorPolicy.Mode.F32, List.of(
+                    TensorPolicy.Keep.parse("model.embed_tokens.weight=q8_row"), TensorPolicy.Keep.parse("lm_head.weight=q8_row")))).withThreads(2));
+        }
+        Path auto = convert(src, tmp.resolve("q4_0-auto.cmf"), TensorPolicy.Mode.AUTO);
+        int[] ids = Golden.load(Fixtures.require("models/llama")).inputIds();
+        float[] a, b;
+        try (Model m = Model.open(exact)) { a = logits(m.graph(), ids); }
+        try (Model m = Model.open(auto)) { b = logits(m.graph(), ids); }
+        double d = Golden.maxDiff(a, 0, b, 0, a.length);
+        System.out.println("llama3rope q4_0 at auto (q4_block) vs f32 import: prompt logits max|Δ| " + d);
+        assertThat(d).isLessThanOrEqualTo(Q4_AUTO_BOUND);
+    }
+
+    private static final double Q4_AUTO_BOUND = 1e-4;
+
+    private static float[] logits(dev.cmf4j.model.graph.Graph g, int[] ids) {
+        int V = g.vocab();
+        float[] out = new float[ids.length * V];
+        g.forward(g.newState(64, ids.length + 1), ids, 0, ids.length, out, true, null);
+        return out;
+    }
 }

@@ -58,6 +58,11 @@ public interface Quantizer {
     }
 
     /** The quantizer producing {@code dtype}; f32, f16, bf16, q8_row, q8_2f, q4_block and q4tp have one. */
+    /** The encoder for {@code dtype} given the source's dtype: a GGUF Q4_0 tensor keeps its own grid in q4_block. */
+    static Quantizer forSource(DType dtype, String sourceDtype) {
+        return dtype == DType.Q4_BLOCK && "Q4_0".equals(sourceDtype) ? Q4BlockQuantizer.ggmlQ4_0() : of(dtype);
+    }
+
     static Quantizer of(DType dtype) {
         return switch (dtype) {
             case F32 -> new F32Quantizer();

@@ -118,6 +118,61 @@ class GgufTest {
         }
     }
 
+    /** {@code --quant auto} maps each GGUF type to the closest CMF dtype. */
+    @Test void autoPicksTheClosestDtypePerType() {
+        Map<String, DType> want = new java.util.LinkedHashMap<>();
+        for (String t : List.of("F32")) want.put(t, DType.F32);
+        want.put("F16", DType.F16);
+        want.put("BF16", DType.BF16);
+        for (String t : List.of("Q8_0", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "F8_E4M3")) want.put(t, DType.Q8_ROW);
+        for (String t : List.of("Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "MXFP4")) want.put(t, DType.Q4_BLOCK);
+        for (GgmlType g : GgmlType.values())
+            if (g.decodable()) assertThat(want).as("auto covers %s", g).containsKey(g.name());
+        TensorPolicy auto = new TensorPolicy(TensorPolicy.Mode.AUTO, List.of());
+        want.forEach((type, d) -> {
+            assertThat(TensorPolicy.auto(type)).as(type).isEqualTo(d);
+            var m = new dev.cmf4j.convert.SourceTensor("model.layers.0.mlp.up_proj.weight", new long[] {64, 64}, type, "", (o, dst, off, len) -> {});
+            var e = new dev.cmf4j.convert.SourceTensor("model.embed_tokens.weight", new long[] {64, 64}, type, "", (o, dst, off, len) -> {});
+            var n = new dev.cmf4j.convert.SourceTensor("model.norm.weight", new long[] {64}, type, "", (o, dst, off, len) -> {});
+            assertThat(auto.choose(m)).as(type).isEqualTo(d);
+            assertThat(auto.choose(e)).as(type + " embeddings").isEqualTo(d == DType.Q4_BLOCK ? DType.Q8_ROW : d);
+            assertThat(auto.choose(n)).as(type + " 1-D").isEqualTo(DType.F32);
+        });
+    }
+
+    /**
+     * {@code --quant auto} on the llama Q4_0 file: every Q4_0 matrix becomes q4_block holding exactly the file's values
+     * (ggml's scale rule, negative scales included), the embeddings q8_row; on the Q8_0 file q8_row, within 8-bit
+     * rounding of the file's values.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"q4_0", "q8_0"})
+    void autoKeepsTheFilesGrid(String q) {
+        Path gguf = Fixtures.require("gguf/llama3rope-" + q + ".gguf");
+        Path exact = convert(gguf, tmp.resolve(q + "-f32.cmf"));
+        Path auto = tmp.resolve(q + "-auto.cmf");
+        try (var s = Sources.open(gguf)) {
+            Converter.convert(s, auto, Converter.Options.of(new TensorPolicy(TensorPolicy.Mode.AUTO, List.of())).withThreads(2));
+        }
+        double worst = 0;
+        try (CmfFile a = CmfFile.open(auto); CmfFile f = CmfFile.open(exact)) {
+            for (TensorEntry e : a.tensors()) {
+                float[] got = values(e), want = values(f.tensor(e.name()));
+                boolean embed = e.name().equals("model.embed_tokens.weight") || e.name().equals("lm_head.weight");
+                if (e.shape().length == 1) assertThat(e.dtype()).isEqualTo(DType.F32);
+                else if (q.equals("q4_0") && !embed) {
+                    assertThat(e.dtype()).as(e.name()).isEqualTo(DType.Q4_BLOCK);
+                    assertBitsEqual(e.name(), got, want);
+                } else {
+                    assertThat(e.dtype()).as(e.name()).isEqualTo(DType.Q8_ROW);
+                    worst = Math.max(worst, relRmse(got, want));
+                }
+            }
+        }
+        assertThat(worst).as("q8_row re-encoding of the file's values, relative RMSE").isLessThanOrEqualTo(0.01);
+        System.out.println("auto " + q + ": worst q8_row relative RMSE against the file's values " + worst);
+    }
+
     /** HF row h·hd + j·hd/2 + i comes from GGUF row h·hd + 2i + j. */
     private static float[] unpermute(float[] g, int heads, int cols) {
         int rows = g.length / cols, hd = rows / heads;
