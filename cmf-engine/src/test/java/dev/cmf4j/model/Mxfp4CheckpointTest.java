@@ -121,14 +121,14 @@ class Mxfp4CheckpointTest {
      */
     private static final double MXFP4_LOGIT_BOUND = 8;
 
-    private static byte[] f32(float[] v) {
+    static byte[] f32(float[] v) {
         ByteBuffer b = ByteBuffer.allocate(v.length * 4).order(ByteOrder.LITTLE_ENDIAN);
         for (float x : v) b.putFloat(x);
         return b.array();
     }
 
     /** A safetensors file: the JSON header, then each tensor's bytes back to back. */
-    private static void write(Path file, Map<String, Object[]> tensors) throws IOException {
+    static void write(Path file, Map<String, Object[]> tensors) throws IOException {
         ObjectNode h = new ObjectMapper().createObjectNode();
         long off = 0;
         for (var e : tensors.entrySet()) {
