@@ -21,7 +21,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * A GGUF file opened for conversion (architectures llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss). The metadata is
+ * A GGUF file opened for conversion (architectures llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, gpt-oss). The metadata is
  * turned into an HF-style config and mapped by {@link HfArch}, so the arch block has the same fields
  * as for a Hugging Face folder; tensors get their HF names and {@code [out, in]} shapes; llama's Q/K
  * rows, which llama.cpp's converter permuted into GGML's interleaved-RoPE order, are put back in HF
@@ -36,7 +36,7 @@ import java.util.regex.Pattern;
 public final class GgufSource implements ModelSource {
     private static final JsonNodeFactory F = JsonNodeFactory.instance;
     private static final Pattern BLK = Pattern.compile("^blk\\.(\\d+)\\.(.+)$");
-    private static final List<String> SUPPORTED = List.of("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss");
+    private static final List<String> SUPPORTED = List.of("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gemma4", "gpt-oss");
 
     private final GgufReader r;
     private final String arch;
@@ -111,6 +111,7 @@ public final class GgufSource implements ModelSource {
     }
 
     private ObjectNode hfConfig() {
+        if (arch.equals("gemma4")) return gemma4Config();
         ObjectNode c = F.objectNode();
         c.put("model_type", switch (arch) {
             case "gemma3" -> "gemma3_text";
@@ -227,6 +228,101 @@ public final class GgufSource implements ModelSource {
         provenance.put("moe_note", "swiglu_limit (7), swiglu_alpha (1.702) and the sliding-layer pattern are not in GGUF metadata; llama.cpp's values were used");
     }
 
+    /**
+     * Gemma 4 as llama.cpp's converter writes it: per-layer arrays where layers differ (feed_forward_length for the
+     * double-wide KV-shared layers, head_count_kv when global layers have their own), key_length for the global layers
+     * and key_length_swa for the sliding ones, the layer pattern as a bool array, and the global layers' proportional
+     * partial rope as {@code rope_freqs.weight}: 1 for each rotated frequency, 1e30 (no rotation) for the rest.
+     */
+    private ObjectNode gemma4Config() {
+        ObjectNode c = F.objectNode();
+        c.put("model_type", "gemma4_text");
+        c.putArray("architectures").add("gguf:gemma4");
+        long hidden = req("embedding_length"), layers = req("block_count"), heads = req("attention.head_count");
+        c.put("hidden_size", hidden);
+        c.put("num_hidden_layers", layers);
+        c.put("num_attention_heads", heads);
+        long fullDim = req("attention.key_length");
+        Long swaDim = r.integer(arch + ".attention.key_length_swa");
+        long headDim = swaDim == null ? fullDim : swaDim;
+        c.put("head_dim", headDim);
+        Object types = r.metadata().get(arch + ".attention.sliding_window_pattern");
+        if (!(types instanceof List<?> tl) || tl.size() != layers)
+            throw new ConvertException(r.file() + ": metadata gemma4.attention.sliding_window_pattern should list " + layers + " layers");
+        ArrayNode lt = c.putArray("layer_types");
+        for (Object o : tl) lt.add(Boolean.TRUE.equals(o) ? "sliding_attention" : "full_attention");
+        long[] kv = perLayer("attention.head_count_kv", layers);
+        long[] ff = perLayer("feed_forward_length", layers);
+        long swaKv = -1, fullKv = -1;
+        for (int i = 0; i < layers; i++) if (Boolean.TRUE.equals(tl.get(i))) swaKv = kv[i]; else fullKv = kv[i];
+        c.put("num_key_value_heads", swaKv > 0 ? swaKv : fullKv);
+        ObjectNode plc = c.putObject("per_layer_config");
+        for (int i = 0; i < layers; i++) {
+            if (Boolean.TRUE.equals(tl.get(i))) continue;
+            ObjectNode o = plc.putObject(Integer.toString(i));
+            if (fullDim != headDim) o.put("head_dim", fullDim);
+            if (swaKv > 0 && kv[i] != swaKv) o.put("num_key_value_heads", kv[i]);
+            if (o.isEmpty()) plc.remove(Integer.toString(i));
+        }
+        c.put("intermediate_size", ff[0]);
+        boolean doubleWide = false;
+        for (long f : ff) if (f == 2 * ff[0]) doubleWide = true; else if (f != ff[0])
+            throw new ConvertException(r.file() + ": gemma4.feed_forward_length " + java.util.Arrays.toString(ff) + " is neither one width nor double-wide layers");
+        c.put("use_double_wide_mlp", doubleWide);
+        Long shared = r.integer(arch + ".attention.shared_kv_layers");
+        c.put("num_kv_shared_layers", shared == null ? 0 : shared);
+        Long ple = r.integer(arch + ".embedding_length_per_layer_input");
+        c.put("hidden_size_per_layer_input", ple == null ? 0 : ple);
+        if (r.has("per_layer_token_embd.weight")) c.put("vocab_size_per_layer_input", r.tensor("per_layer_token_embd.weight").shape()[0]);
+        c.put("vocab_size", r.tensor("token_embd.weight").shape()[0]);
+        Double eps = r.number(arch + ".attention.layer_norm_rms_epsilon");
+        c.put("rms_norm_eps", eps == null ? 1e-6 : Double.parseDouble(Float.toString((float) (double) eps)));
+        Long ctx = r.integer(arch + ".context_length");
+        if (ctx != null) c.put("max_position_embeddings", ctx);
+        Long window = r.integer(arch + ".attention.sliding_window");
+        if (window != null) c.put("sliding_window", window);
+        Double cap = r.number(arch + ".final_logit_softcapping");
+        if (cap != null) c.put("final_logit_softcapping", cap);
+        c.put("tie_word_embeddings", !r.has("output.weight"));
+        c.put("hidden_activation", "gelu_pytorch_tanh");
+        // attention_k_eq_v: full layers that own K but no V (the 26B/31B style)
+        boolean kEqV = false;
+        for (int i = 0; i < layers; i++)
+            if (!Boolean.TRUE.equals(tl.get(i)) && r.has("blk." + i + ".attn_k.weight") && !r.has("blk." + i + ".attn_v.weight")) kEqV = true;
+        c.put("attention_k_eq_v", kEqV);
+        ObjectNode rp = c.putObject("rope_parameters");
+        Double theta = r.number(arch + ".rope.freq_base"), thetaSwa = r.number(arch + ".rope.freq_base_swa");
+        ObjectNode full = rp.putObject("full_attention");
+        if (r.has("rope_freqs.weight")) {
+            float[] f = r.readFloats(r.tensor("rope_freqs.weight"));
+            int rotated = 0;
+            for (float v : f) if (v == 1f) rotated++; else if (!(v >= 1e29f)) throw new ConvertException(r.file()
+                    + ": rope_freqs.weight holds " + v + "; gemma4's are 1 (rotated) or 1e30 (not rotated)");
+            full.put("rope_type", "proportional").put("partial_rotary_factor", 2.0 * rotated / fullDim);
+        } else {
+            full.put("rope_type", "default");
+        }
+        full.put("rope_theta", theta == null ? 1e6 : theta);
+        ObjectNode swa = rp.putObject("sliding_attention");
+        swa.put("rope_type", "default").put("rope_theta", thetaSwa == null ? 1e4 : thetaSwa);
+        Long rotSwa = r.integer(arch + ".rope.dimension_count_swa");
+        if (rotSwa != null && rotSwa != headDim) swa.put("partial_rotary_factor", (double) rotSwa / headDim);
+        if (r.has("blk.0.ffn_gate_inp.weight") || r.has("blk.0.ffn_gate_exps.weight"))
+            throw new ConvertException(r.file() + ": gemma4 MoE GGUF files are not converted yet (the dense model is)");
+        provenance.put("gemma4_note", "the proportional rope's partial factor comes from rope_freqs.weight (1 = rotated, 1e30 = not)");
+        return c;
+    }
+
+    /** A per-layer metadata value given either once or as an array of {@code layers}. */
+    private long[] perLayer(String key, long layers) {
+        Object v = r.metadata().get(arch + "." + key);
+        long[] out = new long[(int) layers];
+        if (v instanceof Long l) java.util.Arrays.fill(out, l);
+        else if (v instanceof List<?> list && list.size() == layers) for (int i = 0; i < layers; i++) out[i] = ((Number) list.get(i)).longValue();
+        else throw new ConvertException(r.file() + ": metadata " + arch + "." + key + " should be a number or " + layers + " numbers");
+        return out;
+    }
+
     // ---- tensors -------------------------------------------------------------------------------
 
     private List<SourceTensor> plan() {
@@ -235,6 +331,7 @@ public final class GgufSource implements ModelSource {
         int heads = archBlock.get("num_attention_heads").asInt(), kvHeads = archBlock.get("num_kv_heads").asInt();
         for (GgufReader.Tensor t : r.tensors()) {
             String n = t.name();
+            if (n.equals("rope_freqs.weight") && arch.equals("gemma4")) continue;   // the partial rope, read into the config
             if (n.equals("rope_freqs.weight")) {
                 float[] f = r.readFloats(t);
                 ArrayNode a = archBlock.putArray("rope_freq_factors");
@@ -296,6 +393,9 @@ public final class GgufSource implements ModelSource {
     String hfName(String n) {
         switch (n) {
             case "token_embd.weight": return "model.embed_tokens.weight";
+            case "per_layer_token_embd.weight": return "model.embed_tokens_per_layer.weight";
+            case "per_layer_model_proj.weight": return "model.per_layer_model_projection.weight";
+            case "per_layer_proj_norm.weight": return "model.per_layer_projection_norm.weight";
             case "output_norm.weight": return "model.norm.weight";
             case "output.weight": return "lm_head.weight";
             default: break;
@@ -307,7 +407,7 @@ public final class GgufSource implements ModelSource {
         int dot = rest.lastIndexOf('.');
         if (dot < 0) return null;
         String base = rest.substring(0, dot), suffix = rest.substring(dot);
-        boolean gemma = arch.equals("gemma3"), gptOss = arch.equals("gpt-oss");
+        boolean gemma = arch.startsWith("gemma"), gptOss = arch.equals("gpt-oss");
         String local = switch (base) {
             case "attn_norm" -> "input_layernorm";
             case "ffn_norm" -> gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm";
@@ -324,10 +424,14 @@ public final class GgufSource implements ModelSource {
             case "ffn_down" -> "mlp.down_proj";
             case "ffn_gate_inp" -> gptOss ? "mlp.router" : "mlp.gate";
             case "attn_sinks" -> gptOss && suffix.equals(".weight") ? "self_attn.sinks" : null;
+            case "layer_output_scale" -> arch.equals("gemma4") && suffix.equals(".weight") ? "layer_scalar" : null;
+            case "inp_gate" -> arch.equals("gemma4") ? "per_layer_input_gate" : null;
+            case "proj" -> arch.equals("gemma4") ? "per_layer_projection" : null;
+            case "post_norm" -> arch.equals("gemma4") ? "post_per_layer_input_norm" : null;
             default -> null;
         };
         if (local == null) return null;
-        return local.equals("self_attn.sinks") ? p + local : p + local + suffix;
+        return local.equals("self_attn.sinks") || local.equals("layer_scalar") ? p + local : p + local + suffix;
     }
 
     /**

@@ -19,7 +19,8 @@ import java.util.Map;
  *       gpt-2 otherwise), ByteLevel pre-tokenizer/decoder;</li>
  *   <li>{@code llama} (SentencePiece BPE: Llama 2, Gemma): all pieces in the vocab, merges derived from
  *       the piece scores the way transformers' SentencePiece converter does, byte fallback,
- *       "▁" for spaces (with a prepended one when {@code add_space_prefix}).</li>
+ *       "▁" for spaces (with a prepended one when {@code add_space_prefix});</li>
+ *   <li>{@code gemma4} (Gemma's BPE): the stored merges, byte fallback, "▁" for spaces.</li>
  * </ul>
  * Control and user-defined tokens (token types 3 and 4) become {@code added_tokens} (special = control).
  * A BOS post-processor is added when {@code tokenizer.ggml.add_bos_token} is true.
@@ -68,6 +69,7 @@ public final class GgufTokenizer {
         switch (model) {
             case "gpt2" -> byteLevel(r, root, toks, types, notes);
             case "llama" -> sentencePiece(r, root, toks, types);
+            case "gemma4" -> gemma(r, root, toks);
             default -> {
                 notes.put("tokenizer", "GGUF tokenizer model \"" + model + "\" is not converted; the file has no vocab section");
                 return null;
@@ -160,6 +162,47 @@ public final class GgufTokenizer {
                 int sp = s.indexOf(' ');
                 merges.addArray().add(s.substring(0, sp)).add(s.substring(sp + 1));
             }
+        }
+    }
+
+    /**
+     * Gemma's tokenizer.json (Gemma 3 and 4): spaces become "▁" and split before each, BPE with the stored merges and
+     * byte fallback, every piece in the vocab.
+     */
+    private static void gemma(GgufReader r, ObjectNode root, List<String> toks) {
+        ObjectNode norm = root.putObject("normalizer");
+        norm.put("type", "Replace");
+        norm.putObject("pattern").put("String", " ");
+        norm.put("content", "\u2581");
+        ObjectNode pt = root.putObject("pre_tokenizer");
+        pt.put("type", "Split");
+        pt.putObject("pattern").put("String", " ");
+        pt.put("behavior", "MergedWithPrevious").put("invert", false);
+        root.putNull("post_processor");
+        ObjectNode dec = root.putObject("decoder");
+        dec.put("type", "Sequence");
+        ArrayNode ds = dec.putArray("decoders");
+        ObjectNode d1 = ds.addObject();
+        d1.put("type", "Replace");
+        d1.putObject("pattern").put("String", "\u2581");
+        d1.put("content", " ");
+        ds.addObject().put("type", "ByteFallback");
+        ds.addObject().put("type", "Fuse");
+        Long unk = r.integer("tokenizer.ggml.unknown_token_id");
+        ObjectNode m = root.putObject("model");
+        m.put("type", "BPE").putNull("dropout");
+        if (unk != null && unk >= 0 && unk < toks.size()) m.put("unk_token", toks.get((int) (long) unk)); else m.putNull("unk_token");
+        m.putNull("continuing_subword_prefix").putNull("end_of_word_suffix").put("fuse_unk", true).put("byte_fallback", true)
+                .put("ignore_merges", false);
+        ObjectNode vocab = m.putObject("vocab");
+        for (int i = 0; i < toks.size(); i++) vocab.put(toks.get(i), i);
+        ArrayNode merges = m.putArray("merges");
+        List<Object> ms = r.array("tokenizer.ggml.merges");
+        if (ms == null) throw new ConvertException(r.file() + ": tokenizer.ggml.merges is missing (gemma4 tokenizers are BPE)");
+        for (Object o : ms) {
+            if (!(o instanceof String st) || st.indexOf(' ') < 0) throw new ConvertException(r.file() + ": tokenizer.ggml.merges entry " + o + " is not \"a b\"");
+            int sp = st.indexOf(' ');
+            merges.addArray().add(st.substring(0, sp)).add(st.substring(sp + 1));
         }
     }
 

@@ -27,34 +27,43 @@ import java.util.zip.GZIPInputStream;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The fixture models qwen3_moe and gpt_oss as llama.cpp's own {@code convert_hf_to_gguf.py} writes them (merged
- * expert tensors, gpt-oss's split gate/up, sinks, router and expert biases), at f16 and q8_0, imported and run.
- * The files (resources {@code gguf/*.gguf.gz}) were made outside the repo by llama.cpp's converter from
- * {@code models/<name>} with the synthetic tokenizer given the family's pre-tokenizer; docs/CONVERT.md says how.
+ * The fixture models qwen3_moe, gpt_oss and gemma4 as llama.cpp's own {@code convert_hf_to_gguf.py} writes them (merged
+ * expert tensors, gpt-oss's split gate/up, sinks, router and expert biases; Gemma 4's per-layer arrays, per-layer
+ * embeddings and partial rope as {@code rope_freqs}), imported and run. The qwen3moe and gpt-oss f16 and q8_0 files are
+ * resources ({@code gguf/*.gguf.gz}); the f32 files and gemma4's, too large for the repository, are read from the
+ * fixtures' {@code gguf/} when present. All were made outside the repo by llama.cpp's converter from
+ * {@code models/<name>}; docs/CONVERT.md says how.
  */
-class LlamaCppMoeGgufTest {
+class LlamaCppGgufTest {
     @TempDir static Path tmp;
 
     @BeforeAll static void fixtures() { Fixtures.require("models"); }
 
     static Path gguf(String file) throws IOException {
         Path out = tmp.resolve(file);
+        if (LlamaCppGgufTest.class.getResource("gguf/" + file + ".gz") == null) return Fixtures.require("gguf/" + file);
         if (!Files.exists(out)) {
-            try (InputStream in = new GZIPInputStream(LlamaCppMoeGgufTest.class.getResourceAsStream("gguf/" + file + ".gz"))) {
+            try (InputStream in = new GZIPInputStream(LlamaCppGgufTest.class.getResourceAsStream("gguf/" + file + ".gz"))) {
                 Files.write(out, in.readAllBytes());
             }
         }
         return out;
     }
 
-    private static String family(String gguf) { return gguf.equals("qwen3moe") ? "qwen3_moe" : "gpt_oss"; }
+    private static String family(String gguf) {
+        return switch (gguf) {
+            case "qwen3moe" -> "qwen3_moe";
+            case "gpt-oss" -> "gpt_oss";
+            default -> gguf;
+        };
+    }
 
     /** The arch block of the import is the HF conversion's, field for field (only the recorded source names differ). */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3moe", "gpt-oss"})
-    void archEqualsTheHfConversion(String arch) throws IOException {
+    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "gemma4,f32"})
+    void archEqualsTheHfConversion(String arch, String q) throws IOException {
         ObjectNode fromGguf, fromHf;
-        try (ModelSource g = Sources.open(gguf(arch + "-f16.gguf")); ModelSource h = Sources.open(Fixtures.require("models/" + family(arch)))) {
+        try (ModelSource g = Sources.open(gguf(arch + "-" + q + ".gguf")); ModelSource h = Sources.open(Fixtures.require("models/" + family(arch)))) {
             fromGguf = g.arch().deepCopy();
             fromHf = h.arch().deepCopy();
         }
@@ -69,7 +78,7 @@ class LlamaCppMoeGgufTest {
      * llama.cpp keeps in f32 (1-D tensors, the routers), which is bit exact; q8_0: within Q8_0's error per tensor.
      */
     @ParameterizedTest
-    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "qwen3moe,q8_0", "gpt-oss,q8_0"})
+    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32"})
     void weightsAreTheHfWeights(String arch, String q) throws IOException {
         Path cmf = ConvertedGoldenTest.convert(gguf(arch + "-" + q + ".gguf"), tmp.resolve(arch + "-" + q + "-w.cmf"), TensorPolicy.Mode.F32);
         try (CmfFile f = CmfFile.open(cmf); SafetensorsReader st = SafetensorsReader.open(Fixtures.require("models/" + family(arch)));
@@ -83,7 +92,11 @@ class LlamaCppMoeGgufTest {
                 float[] ref = new float[(int) want.numel()];
                 want.data().read(0, ref, 0, ref.length);
                 boolean keptF32 = want.rank() == 1 || e.name().endsWith("mlp.gate.weight") || e.name().endsWith("mlp.router.weight");
-                if (q.equals("f16")) {
+                if (q.equals("f32")) {
+                    for (int i = 0; i < ref.length; i++)
+                        if (Float.floatToRawIntBits(got[i]) != Float.floatToRawIntBits(ref[i]))
+                            throw new AssertionError(e.name() + "[" + i + "] = " + got[i] + ", expected " + ref[i]);
+                } else if (q.equals("f16")) {
                     for (int i = 0; i < ref.length; i++) {
                         float w = keptF32 ? ref[i] : Float.float16ToFloat(Float.floatToFloat16(ref[i]));
                         if (Float.floatToRawIntBits(got[i]) != Float.floatToRawIntBits(w))
@@ -129,7 +142,7 @@ class LlamaCppMoeGgufTest {
      * docs/CONVERT.md says how to make them; skipped when absent) give transformers' logits within the model tolerance.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3moe", "gpt-oss"})
+    @ValueSource(strings = {"qwen3moe", "gpt-oss", "gemma4"})
     void f32FilesMatchTransformers(String arch) throws Exception {
         Path src = Fixtures.require("gguf/" + arch + "-f32.gguf");
         Path cmf = ConvertedGoldenTest.convert(src, tmp.resolve(arch + "-f32.cmf"), TensorPolicy.Mode.F32);
@@ -149,11 +162,12 @@ class LlamaCppMoeGgufTest {
      * o200k split (gpt-oss's tokenizer.json).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3moe", "gpt-oss"})
-    void tokenizerIsRebuilt(String arch) throws IOException {
+    @CsvSource({"qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32"})
+    void tokenizerIsRebuilt(String arch, String q) throws IOException {
         ObjectMapper json = new ObjectMapper();
         ObjectNode ref = (ObjectNode) json.readTree(Fixtures.require("gguf/synthetic-tokenizer.json").toFile());
-        if (arch.equals("qwen3moe")) {
+        if (arch.equals("gemma4")) ref = gemmaTokenizer(json);
+        else if (arch.equals("qwen3moe")) {
             ObjectNode qwen;
             try (InputStream in = new GZIPInputStream(Files.newInputStream(Fixtures.require("tokenizers/qwen3/tokenizer.json.gz")))) {
                 qwen = (ObjectNode) json.readTree(in);
@@ -170,10 +184,10 @@ class LlamaCppMoeGgufTest {
         }
         Tokenizer want = Tokenizer.fromJson(json.writeValueAsBytes(ref));
         Tokenizer got;
-        try (ModelSource s = Sources.open(gguf(arch + "-q8_0.gguf"))) {
+        try (ModelSource s = Sources.open(gguf(arch + "-" + q + ".gguf"))) {
             got = Tokenizer.fromJson(s.tokenizerJson());
         }
-        List<String> texts = List.of("Hello world", "  spaces   and\ttabs\n\nnew lines", "numbers 1234567 3.14159",
+        List<String> texts = List.of("Hello world", "the rain in spain  stays mainly\n\tin the plain", "café ☕ 3.14", "  spaces   and\ttabs\n\nnew lines", "numbers 1234567 3.14159",
                 "don't WON'T you'll HeLLo CamelCaseWord", "unicode: héllo wörld ñ 中文 日本語 😀", "<|begin_of_text|>special<|end_of_text|>",
                 "", " ", "x".repeat(300), "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "path/to/file\r\n\r\nA1b22c333d4444");
         for (String t : texts) {
@@ -181,5 +195,30 @@ class LlamaCppMoeGgufTest {
             assertThat(b).as("%s ids of %s", arch, t).containsExactly(a);
             assertThat(got.decode(b, false)).as("decode of %s", t).isEqualTo(want.decode(a, false));
         }
+    }
+
+    /**
+     * The tokenizer gemma4's GGUF was made with: the real Gemma 3 tokenizer (fixtures' tokenizers/gemma3) cut to the
+     * model's 1024 ids, keeping the merges whose parts and result survive.
+     */
+    private static ObjectNode gemmaTokenizer(ObjectMapper json) throws IOException {
+        ObjectNode t;
+        try (InputStream in = new GZIPInputStream(Files.newInputStream(Fixtures.require("tokenizers/gemma3/tokenizer.json.gz")))) {
+            t = (ObjectNode) json.readTree(in);
+        }
+        ObjectNode model = (ObjectNode) t.get("model");
+        ObjectNode vocab = json.createObjectNode();
+        model.get("vocab").fields().forEachRemaining(e -> { if (e.getValue().asInt() < 1024) vocab.set(e.getKey(), e.getValue()); });
+        var merges = json.createArrayNode();
+        for (var m : model.get("merges")) {
+            String a = m.get(0).asText(), b = m.get(1).asText();
+            if (vocab.has(a) && vocab.has(b) && vocab.has(a + b)) merges.add(m);
+        }
+        model.set("vocab", vocab);
+        model.set("merges", merges);
+        var added = json.createArrayNode();
+        for (var a : t.get("added_tokens")) if (a.get("id").asInt() < 1024) added.add(a);
+        t.set("added_tokens", added);
+        return t;
     }
 }
