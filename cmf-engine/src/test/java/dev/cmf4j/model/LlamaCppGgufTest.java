@@ -54,21 +54,23 @@ class LlamaCppGgufTest {
         return switch (gguf) {
             case "qwen3moe" -> "qwen3_moe";
             case "gpt-oss" -> "gpt_oss";
+            case "gemma4moe" -> "gemma4_moe";
             default -> gguf;
         };
     }
 
     /** The arch block of the import is the HF conversion's, field for field (only the recorded source names differ). */
     @ParameterizedTest
-    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "gemma4,f32"})
+    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "gemma4,f32", "gemma4moe,f32"})
     void archEqualsTheHfConversion(String arch, String q) throws IOException {
         ObjectNode fromGguf, fromHf;
         try (ModelSource g = Sources.open(gguf(arch + "-" + q + ".gguf")); ModelSource h = Sources.open(Fixtures.require("models/" + family(arch)))) {
             fromGguf = g.arch().deepCopy();
             fromHf = h.arch().deepCopy();
         }
-        assertThat(fromGguf.remove("gguf_architecture").asText()).isEqualTo(arch);
-        assertThat(fromGguf.remove("hf_architecture").asText()).isEqualTo("gguf:" + arch);
+        String general = arch.equals("gemma4moe") ? "gemma4" : arch;      // general.architecture of both Gemma 4 files
+        assertThat(fromGguf.remove("gguf_architecture").asText()).isEqualTo(general);
+        assertThat(fromGguf.remove("hf_architecture").asText()).isEqualTo("gguf:" + general);
         fromHf.remove("hf_architecture");
         assertThat(fromGguf).isEqualTo(fromHf);
     }
@@ -78,7 +80,7 @@ class LlamaCppGgufTest {
      * llama.cpp keeps in f32 (1-D tensors, the routers), which is bit exact; q8_0: within Q8_0's error per tensor.
      */
     @ParameterizedTest
-    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32"})
+    @CsvSource({"qwen3moe,f16", "gpt-oss,f16", "qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32", "gemma4moe,f32"})
     void weightsAreTheHfWeights(String arch, String q) throws IOException {
         Path cmf = ConvertedGoldenTest.convert(gguf(arch + "-" + q + ".gguf"), tmp.resolve(arch + "-" + q + "-w.cmf"), TensorPolicy.Mode.F32);
         try (CmfFile f = CmfFile.open(cmf); SafetensorsReader st = SafetensorsReader.open(Fixtures.require("models/" + family(arch)));
@@ -142,7 +144,7 @@ class LlamaCppGgufTest {
      * docs/CONVERT.md says how to make them; skipped when absent) give transformers' logits within the model tolerance.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3moe", "gpt-oss", "gemma4"})
+    @ValueSource(strings = {"qwen3moe", "gpt-oss", "gemma4", "gemma4moe"})
     void f32FilesMatchTransformers(String arch) throws Exception {
         Path src = Fixtures.require("gguf/" + arch + "-f32.gguf");
         Path cmf = ConvertedGoldenTest.convert(src, tmp.resolve(arch + "-f32.cmf"), TensorPolicy.Mode.F32);
@@ -162,11 +164,11 @@ class LlamaCppGgufTest {
      * o200k split (gpt-oss's tokenizer.json).
      */
     @ParameterizedTest
-    @CsvSource({"qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32"})
+    @CsvSource({"qwen3moe,q8_0", "gpt-oss,q8_0", "gemma4,f32", "gemma4moe,f32"})
     void tokenizerIsRebuilt(String arch, String q) throws IOException {
         ObjectMapper json = new ObjectMapper();
         ObjectNode ref = (ObjectNode) json.readTree(Fixtures.require("gguf/synthetic-tokenizer.json").toFile());
-        if (arch.equals("gemma4")) ref = gemmaTokenizer(json);
+        if (arch.startsWith("gemma4")) ref = gemmaTokenizer(json);
         else if (arch.equals("qwen3moe")) {
             ObjectNode qwen;
             try (InputStream in = new GZIPInputStream(Files.newInputStream(Fixtures.require("tokenizers/qwen3/tokenizer.json.gz")))) {

@@ -307,8 +307,12 @@ public final class GgufSource implements ModelSource {
         swa.put("rope_type", "default").put("rope_theta", thetaSwa == null ? 1e4 : thetaSwa);
         Long rotSwa = r.integer(arch + ".rope.dimension_count_swa");
         if (rotSwa != null && rotSwa != headDim) swa.put("partial_rotary_factor", (double) rotSwa / headDim);
-        if (r.has("blk.0.ffn_gate_inp.weight") || r.has("blk.0.ffn_gate_exps.weight"))
-            throw new ConvertException(r.file() + ": gemma4 MoE GGUF files are not converted yet (the dense model is)");
+        if (r.has("blk.0.ffn_gate_inp.weight")) {          // the MoE block beside the dense MLP (26B-A4B style)
+            c.put("enable_moe_block", true);
+            c.put("num_experts", req("expert_count"));
+            c.put("top_k_experts", req("expert_used_count"));
+            c.put("moe_intermediate_size", req("expert_feed_forward_length"));
+        }
         provenance.put("gemma4_note", "the proportional rope's partial factor comes from rope_freqs.weight (1 = rotated, 1e30 = not)");
         return c;
     }
@@ -338,8 +342,14 @@ public final class GgufSource implements ModelSource {
                 for (float v : f) a.add(v);
                 continue;
             }
+            if (arch.equals("gemma4") && n.matches("blk\\.\\d+\\.ffn_gate_up_exps\\.weight")) {
+                r.requireDecodable(t);
+                splitGateUp(t, "model.layers." + n.split("\\.")[1] + ".experts.%d.", names, out);
+                continue;
+            }
             String experts = expertName(n);
             if (experts != null) {
+                if (arch.equals("gemma4")) experts = experts.replace(".mlp.experts.", ".experts.");
                 r.requireDecodable(t);
                 splitExperts(t, experts, names, out);
                 continue;
@@ -389,6 +399,22 @@ public final class GgufSource implements ModelSource {
         }
     }
 
+    /** Gemma 4's merged {@code [n_expert, 2·I, hidden]} gate/up experts: rows 0..I are the gate, I..2I the up projection. */
+    private void splitGateUp(GgufReader.Tensor t, String prefix, Set<String> names, List<SourceTensor> out) {
+        long[] s = t.shape();
+        if (s.length != 3 || s[1] % 2 != 0) throw new ConvertException(r.file() + ": tensor " + t.name() + " should be [n_expert, 2·I, hidden], is " + java.util.Arrays.toString(s));
+        long half = s[1] / 2 * s[2];
+        for (int x = 0; x < s[0]; x++) {
+            for (int part = 0; part < 2; part++) {
+                String hf = String.format(prefix, x) + (part == 0 ? "gate_proj.weight" : "up_proj.weight");
+                if (!names.add(hf)) throw new ConvertException(r.file() + ": two tensors map to " + hf);
+                long base = x * 2 * half + part * half;
+                TensorData data = (off, dst, dOff, len) -> r.readFloats(t, base + off, dst, dOff, len);
+                out.add(new SourceTensor(hf, new long[] {s[1] / 2, s[2]}, t.typeName(), "llama.cpp merged gate/up experts split", data));
+            }
+        }
+    }
+
     /** The HF name for a llama.cpp tensor name, or null. */
     String hfName(String n) {
         switch (n) {
@@ -422,15 +448,20 @@ public final class GgufSource implements ModelSource {
             case "ffn_gate" -> "mlp.gate_proj";
             case "ffn_up" -> "mlp.up_proj";
             case "ffn_down" -> "mlp.down_proj";
-            case "ffn_gate_inp" -> gptOss ? "mlp.router" : "mlp.gate";
+            case "ffn_gate_inp" -> gptOss ? "mlp.router" : arch.equals("gemma4") ? (suffix.equals(".scale") ? "router.scale" : "router.proj") : "mlp.gate";
             case "attn_sinks" -> gptOss && suffix.equals(".weight") ? "self_attn.sinks" : null;
             case "layer_output_scale" -> arch.equals("gemma4") && suffix.equals(".weight") ? "layer_scalar" : null;
             case "inp_gate" -> arch.equals("gemma4") ? "per_layer_input_gate" : null;
             case "proj" -> arch.equals("gemma4") ? "per_layer_projection" : null;
             case "post_norm" -> arch.equals("gemma4") ? "post_per_layer_input_norm" : null;
+            case "post_ffw_norm_1" -> arch.equals("gemma4") ? "post_feedforward_layernorm_1" : null;
+            case "post_ffw_norm_2" -> arch.equals("gemma4") ? "post_feedforward_layernorm_2" : null;
+            case "pre_ffw_norm_2" -> arch.equals("gemma4") ? "pre_feedforward_layernorm_2" : null;
+            case "ffn_down_exps" -> arch.equals("gemma4") && suffix.equals(".scale") ? "router.per_expert_scale" : null;
             default -> null;
         };
         if (local == null) return null;
+        if (local.equals("router.scale") || local.equals("router.per_expert_scale")) return p + local;
         return local.equals("self_attn.sinks") || local.equals("layer_scalar") ? p + local : p + local + suffix;
     }
 
