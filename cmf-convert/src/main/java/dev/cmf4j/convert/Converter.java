@@ -322,7 +322,8 @@ public final class Converter {
         double per = switch (t.sourceDtype()) {
             case "F16", "BF16" -> 2;
             case "F32" -> 4;
-            default -> {   // a GGUF block type: its block's bytes over its elements
+            case "F8_E4M3" -> 1;   // block-scaled FP8 safetensors (the scales, one float per 128×128 block, not counted)
+            default -> {   // a GGUF block type, or safetensors MXFP4 (the same 17 bytes per 32): block bytes over elements
                 dev.cmf4j.convert.gguf.GgmlType g = java.util.Arrays.stream(dev.cmf4j.convert.gguf.GgmlType.values())
                         .filter(x -> x.name().equals(t.sourceDtype())).findFirst().orElse(null);
                 yield g == null ? 4 : (double) g.blockBytes / g.blockSize;
