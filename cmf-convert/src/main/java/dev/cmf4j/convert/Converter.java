@@ -296,7 +296,7 @@ public final class Converter {
     private static String autoType(Map<String, Integer> counts) {
         // the dtype most tensors besides the f32 vectors took (a quantized GGUF mixes q8_row/q4_block with f16 fallbacks)
         String best = "f32";
-        for (String d : List.of("bf16", "f16", "q4_block", "q8_row"))
+        for (String d : List.of("bf16", "f16", "q4_block", "q8_2f", "q8_row"))
             if (counts.getOrDefault(d, 0) > counts.getOrDefault(best, 0) || best.equals("f32") && counts.containsKey(d)) best = d;
         return best.toUpperCase(java.util.Locale.ROOT);
     }

@@ -131,14 +131,15 @@ public final class TensorPolicy {
 
     /**
      * {@code --quant auto}: the CMF dtype closest to a source dtype. Float types are kept; 5- to 8-bit types
-     * (GGUF Q8_0, Q6_K, Q5_*, safetensors FP8) become q8_row, 2- to 4-bit ones (Q4_*, IQ4_*, MXFP4, Q3_K, Q2_K)
+     * (GGUF Q8_0, Q6_K, Q5_*, safetensors FP8) become q8_2f (whose column field follows the outliers that per-block
+     * scales absorbed; one scale a row would add ten times the error), 2- to 4-bit ones (Q4_*, IQ4_*, MXFP4, Q3_K, Q2_K)
      * q4_block, which holds a Q4_0 tensor exactly ({@link dev.cmf4j.convert.quant.Q4BlockQuantizer#ggmlQ4_0()}).
      */
     public static DType auto(String sourceDtype) {
         return switch (sourceDtype) {
             case "F16" -> DType.F16;
             case "BF16" -> DType.BF16;
-            case "Q8_0", "Q8_1", "Q8_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "F8_E4M3" -> DType.Q8_ROW;
+            case "Q8_0", "Q8_1", "Q8_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "F8_E4M3" -> DType.Q8_2F;
             case "Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "MXFP4" -> DType.Q4_BLOCK;
             default -> DType.F32;
         };
@@ -149,7 +150,7 @@ public final class TensorPolicy {
         ObjectNode o = JsonNodeFactory.instance.objectNode();
         o.put("mode", mode.label);
         o.put("rules", "non-2-D tensors f32; " + switch (mode) {
-            case AUTO -> "matrices keep the source float type; quantized sources: 5-8 bit types q8_row, 2-4 bit types q4_block "
+            case AUTO -> "matrices keep the source float type; quantized sources: 5-8 bit types q8_2f, 2-4 bit types q4_block "
                     + "(embeddings and lm_head q8_row), routers/gates f16";
             case F32, F16, BF16 -> "matrices " + mode.label;
             case Q8_ROW, Q8_2F -> "routers/gates f16; matrices incl. embeddings and lm_head " + mode.label + "; unsupported shapes f16";

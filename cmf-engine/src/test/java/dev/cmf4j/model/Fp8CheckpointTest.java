@@ -23,7 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * A checkpoint laid out as Qwen3-FP8 ships: the qwen3 fixture's projection matrices in F8_E4M3 with
  * {@code weight_scale_inv} block scales ({@code quantization_config.weight_block_size} [32, 32] here, so the fixture's
  * small matrices hold several blocks), everything else as it was. Converted, it gives the dequantized checkpoint's
- * bytes; {@code --quant auto} stores the FP8 matrices as q8_row; it runs within FP8's error of transformers.
+ * bytes; {@code --quant auto} stores the FP8 matrices as q8_2f; it runs within FP8's error of transformers.
  */
 class Fp8CheckpointTest {
     @TempDir Path tmp;
@@ -106,7 +106,7 @@ class Fp8CheckpointTest {
                 assertThat(fa.tensor(t.name()).data().mismatch(t.data())).as(t.name() + " bytes").isEqualTo(-1);
             assertThat(fa.header().provenance().path("decoded_tensors").path("F8_E4M3").asInt()).isEqualTo(14);
             for (TensorEntry t : fc.tensors())
-                if (t.name().endsWith("_proj.weight")) assertThat(t.dtype()).as(t.name()).isEqualTo(DType.Q8_ROW);
+                if (t.name().endsWith("_proj.weight")) assertThat(t.dtype()).as(t.name()).isEqualTo(DType.Q8_2F);
         }
         Golden.Result r;
         try (Model m = Model.open(a)) { r = Golden.load(src).check(m.graph(), 64, 1.0); }
