@@ -63,7 +63,7 @@ final class OpCheck {
                 // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits}
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3}, {64, 4, 2, 9, 12, 1, 2, 2}, {40, 6, 2, 4, 0, 0, 0, 1},
-                            {64, 16, 2, 3, 0, 1, 1, 2}, {32, 4, 4, 6, 7, 0, 0, 1}})   // groups of 4, 2, 3, 8 (two blocks a kv head), 1
+                            {64, 16, 2, 3, 0, 1, 1, 2}, {32, 4, 4, 6, 7, 0, 0, 1}})   // groups of 4, 2, 3, 8, 1
                         out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], kv));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
@@ -385,7 +385,7 @@ final class OpCheck {
         long dacc = d.put(MemorySegment.ofArray(new float[rows * heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[rows * heads]));
         long dout = d.put(MemorySegment.ofArray(new float[rows * heads * hd]));
         KernelSignature kern = Kernels.attnRows(kv);
-        d.cu.launch(kern.load(ctx).fn(), heads / ResidentLowering.rowsGroupHeads(group), rows, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkcs, dvcs, dqw, dkw, norm > 0 ? 1 : 0,
+        d.cu.launch(kern.load(ctx).fn(), heads, rows, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkcs, dvcs, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, hd, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
                 window, dout, ddone, dsinks));
         float[] got = d.get(dout, rows * heads * hd);

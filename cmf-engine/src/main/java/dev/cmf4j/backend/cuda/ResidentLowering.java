@@ -145,14 +145,6 @@ final class ResidentLowering {
         return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
     }
 
-    /**
-     * Query heads per block of r_attn_rows (resident.cu's r_attn_group_heads): the largest of 4, 3, 2, 1 dividing the
-     * group ({@code heads / kvHeads}), whose K and V rows the block loads once for all of them.
-     */
-    static int rowsGroupHeads(int group) {
-        return group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
-    }
-
     /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */
     static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
@@ -527,8 +519,7 @@ final class ResidentLowering {
                     int n = rowCaches == NULL ? 0 : oneTokenSeqs;
                     if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
                         int rowSplits = splits(n);
-                        L.add(launch("attention_rows", kernels.fnAttnRows, heads / rowsGroupHeads(heads / kvHeads), n, rowSplits,
-                                128, a, s.q, kBuf, vBuf,
+                        L.add(launch("attention_rows", kernels.fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
                                 rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
                                 w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
                                 s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));

@@ -1021,177 +1021,11 @@ R_ATTN_PARTIAL(r_attn_partial, float)
 R_ATTN_PARTIAL(r_attn_partial_h, r_u16)
 R_ATTN_PARTIAL(r_attn_partial_q, r_i8)
 
-// Query heads per block of r_attn_rows: the largest of 4, 3, 2, 1 dividing the group (heads / kvHeads); the host's
-// grid x is heads / r_attn_group_heads (ResidentLowering.rowsGroupHeads).
-#define R_ATT_GROUP 4
-__device__ __forceinline__ int r_attn_group_heads(int group) {
-    return group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
-}
-
-// Block (head group, row, split) of a batched decode step: row t = blockIdx.y is one token of its own sequence, at
-// position pos[t], over that sequence's caches kcs[t] / vcs[t] (this layer's); q, k and v hold every row's raw product
-// outputs, out, the partials and the done counters every row's. The block takes gh = r_attn_group_heads(group) query
-// heads of one kv head (blockIdx.x = kvh · (group / gh) + chunk): each K and V row it loads serves all gh heads, so a
-// step's blocks read each sequence's cache group / gh times, not group times, and there are gh times fewer of them
-// (a batched step has one split per row: its blocks walk every key, latency-bound; H200 llama-8b at 64 rows: 75 µs a
-// layer with a block per head). Per head the same operations as r_attn_decode_row: its q row normed and roped alike,
-// key p from shared memory, the online softmax over groups of keys per warp, r_attn_split_end per head (its partials,
-// and the merge by the head's last split). The block of a kv head's last chunk appends key p to the caches.
-template <typename KV>
-__device__ __forceinline__ void r_attn_decode_rows_group(
-        const float* q, const float* k, const float* v, KV* kc, KV* vc,
-        const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
-        const float* invFreq, int rotaryDim, float ropeScale,
-        float* pm, float* pl, float* pacc,
-        int heads, int kvHeads, int hd, float scale, const int p, int splits, int window,
-        float* out, int* done, const float* sinks, int t) {
-    __shared__ float sq[R_ATT_GROUP][256], sk[256];   // the raw rows, normed in place
-    __shared__ float rq[R_ATT_GROUP][256], rk[256];   // the roped q rows, and the k row of key p
-    __shared__ float cs[128], sn[128];
-    const int half = rotaryDim / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) r_rope_cs(i, p, invFreq, half, ropeScale, cs[i], sn[i]);
-    r_pdl_wait();
-    const int s = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int group = heads / kvHeads, gh = r_attn_group_heads(group), chunks = group / gh;
-    const int kvh = blockIdx.x / chunks, h0 = kvh * group + (blockIdx.x % chunks) * gh;
-    const bool withKey = s == splits - 1;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        for (int j = 0; j < gh; j++) sq[j][i] = q[(long long) (h0 + j) * hd + i];
-        if (withKey) sk[i] = k[(long long) kvh * hd + i];
-    }
-    __syncthreads();
-    if (qNorm) for (int j = 0; j < gh; j++) r_head_norm(sq[j], qw, eps, offset, hd);
-    if (withKey && kNorm) r_head_norm(sk, kw, eps, offset, hd);
-    const bool append = withKey && blockIdx.x % chunks == chunks - 1;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        int jj = i < half ? i : i - half;
-        float c = i < rotaryDim ? cs[jj] : 0.f, n = i < rotaryDim ? sn[jj] : 0.f;
-        for (int j = 0; j < gh; j++) rq[j][i] = r_rope_at(sq[j], i, half, rotaryDim, c, n);
-        if (withKey) rk[i] = r_rope_at(sk, i, half, rotaryDim, c, n);
-    }
-    __syncthreads();
-    if (append) {
-        const long long row = (long long) p * kvHeads * hd + (long long) kvh * hd;
-        if constexpr (r_kv_is_q8<KV>::v) {
-            const long long at = (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
-            if (warp == 0) r_q8_store_head(kc + at, rk, hd, lane);
-            else if (warp == 1) r_q8_store_head(vc + at, v + (long long) kvh * hd, hd, lane);
-        } else {
-            for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-                r_kv_st(kc, row + i, rk[i]);
-                r_kv_st(vc, row + i, v[(long long) kvh * hd + i]);
-            }
-        }
-    }
-    // the split's keys, as r_attn_split_begin takes them
-    const int first = window > 0 && p >= window ? p - window + 1 : 0, nk = p + 1 - first;
-    const int lo = first + (int) ((long long) s * nk / splits);
-    const int hi = first + (int) ((long long) (s + 1) * nk / splits) - (withKey ? 1 : 0);   // the walk: rows below p
-    const long long rowStride = r_kv_row<KV>(kvHeads, hd), headAt = (long long) kvh * r_kv_head<KV>(hd);
-    float m[R_ATT_GROUP], l[R_ATT_GROUP], acc[R_ATT_GROUP][R_ATT_MAXI];
-#pragma unroll
-    for (int j = 0; j < R_ATT_GROUP; j++) {
-        m[j] = R_NEG_INF;
-        l[j] = 0.f;
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) acc[j][i] = 0.f;
-    }
-    for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
-        KV kraw[R_ATT_KEYS][R_ATT_MAXI], vraw[R_ATT_KEYS][R_ATT_MAXI];
-        float ksc[R_ATT_KEYS], vsc[R_ATT_KEYS];
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            bool live = j0 + u < hi;
-            const KV* kp = kc + (long long) (j0 + u) * rowStride + headAt;
-            const KV* vp = vc + (long long) (j0 + u) * rowStride + headAt;
-            if constexpr (r_kv_is_q8<KV>::v) {
-                ksc[u] = live ? r_q8_scale(kp, hd) : 0.f;
-                vsc[u] = live ? r_q8_scale(vp, hd) : 0.f;
-            }
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                int c = lane + 32 * i;
-                bool ok = live && c < hd;
-                kraw[u][i] = ok ? kp[c] : KV(0);
-                vraw[u][i] = ok ? vp[c] : KV(0);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < R_ATT_GROUP; j++) {
-            if (j >= gh) break;
-            float d[R_ATT_KEYS];
-#pragma unroll
-            for (int u = 0; u < R_ATT_KEYS; u++) {
-                d[u] = 0.f;
-#pragma unroll
-                for (int i = 0; i < R_ATT_MAXI; i++) {
-                    int c = lane + 32 * i;
-                    d[u] += (c < hd ? rq[j][c] : 0.f) * r_kv_f32(kraw[u][i]);
-                }
-                if constexpr (r_kv_is_q8<KV>::v) d[u] *= ksc[u];
-            }
-            for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-                for (int u = 0; u < R_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
-            float mn = m[j];
-#pragma unroll
-            for (int u = 0; u < R_ATT_KEYS; u++) {
-                d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;
-                mn = fmaxf(mn, d[u]);
-            }
-            float corr = expf(m[j] - mn);
-            l[j] *= corr;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[j][i] *= corr;
-#pragma unroll
-            for (int u = 0; u < R_ATT_KEYS; u++) {
-                float e = expf(d[u] - mn);
-                l[j] += e;
-                float ev = e;
-                if constexpr (r_kv_is_q8<KV>::v) ev *= vsc[u];
-#pragma unroll
-                for (int i = 0; i < R_ATT_MAXI; i++) acc[j][i] += ev * r_kv_f32(vraw[u][i]);
-            }
-            m[j] = mn;
-        }
-    }
-    if (withKey && warp == ((hi - lo) / R_ATT_KEYS) % R_ATT_WARPS) {   // key p joins the warp that would take the next group
-        const float* vp = v + (long long) kvh * hd;
-        float vr[R_ATT_MAXI];
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            vr[i] = c < hd ? vp[c] : 0.f;
-        }
-#pragma unroll
-        for (int j = 0; j < R_ATT_GROUP; j++) {
-            if (j >= gh) break;
-            float d = 0.f;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                int c = lane + 32 * i;
-                d += (c < hd ? rq[j][c] : 0.f) * (c < hd ? rk[c] : 0.f);
-            }
-            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-            d *= scale;
-            float mn = fmaxf(m[j], d);
-            float corr = expf(m[j] - mn), e = expf(d - mn);
-            l[j] = l[j] * corr + e;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[j][i] = acc[j][i] * corr + e * vr[i];
-            m[j] = mn;
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < R_ATT_GROUP; j++) {
-        if (j >= gh) break;
-        r_attn_split_end(m[j], l[j], acc[j], pm, pl, pacc, out, done, sinks, heads, hd, splits, h0 + j, t, s);
-    }
-}
-
+// Block (head, row, split) of a batched decode step: row t = blockIdx.y is one token of its own sequence, at position
+// pos[t], over that sequence's caches kcs[t] / vcs[t] (this layer's); q, k and v hold every row's raw product
+// outputs, out, the partials and the done counters every row's. Otherwise r_attn_partial.
 #define R_ATTN_ROWS(NAME, KV) \
-extern "C" __global__ void __launch_bounds__(128, 3) NAME( \
+extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         const float* q, const float* k, const float* v, KV* const* kcs, KV* const* vcs, \
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
         const float* invFreq, int rotaryDim, float ropeScale, \
@@ -1200,7 +1034,7 @@ extern "C" __global__ void __launch_bounds__(128, 3) NAME( \
         float* out, int* done, const float* sinks) { \
     r_pdl_trigger(); \
     const int t = blockIdx.y; \
-    r_attn_decode_rows_group<KV>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
+    r_attn_decode_row<KV>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
             v + (long long) t * kvHeads * hd, kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, \
             ropeScale, pm, pl, pacc, heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t); \
 }

@@ -591,13 +591,12 @@ static float inv_rms(int normed, const float* x, int cols, float eps) {
     for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
     return 1.f / sqrtf((float) (ss / cols) + eps);
 }
-/* r_attn_partial's launch shape: 128 threads, heads × 1 × splits, hd ≤ 256; r_attn_rows's: head groups × rows × splits; 1 if wrong */
+/* r_attn_partial's launch shape: 128 threads, heads × 1 × splits, hd ≤ 256; r_attn_rows's: heads × rows × splits; 1 if wrong */
 static int attn_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     return bx != 128 || gx != (unsigned) INT(17) || gy != 1 || gz != (unsigned) INT(22) || INT(19) > 256;
 }
 static int attn_rows_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
-    int group = INT(17) / INT(18), gh = group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;   /* heads a block */
-    return bx != 128 || gx != (unsigned) (INT(17) / gh) || gy < 1 || gy > 65535 || gz != (unsigned) INT(22) || INT(19) > 256;
+    return bx != 128 || gx != (unsigned) INT(17) || gy < 1 || gy > 65535 || gz != (unsigned) INT(22) || INT(19) > 256;
 }
 /* r_qk_rope_append's: 128 threads, a warp per head row (4 per block) × T, hd ≤ 256; 1 if wrong */
 static int rope_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
