@@ -32,8 +32,8 @@ import java.util.stream.Stream;
  *   <li>at f32 against transformers' goldens: logits and greedy-step logits max |Δ| within the fixtures
  *       README bound (1e-3; 2e-3 for qwen3_next), greedy ids exact;</li>
  *   <li>at q8_2f (or each dtype of {@code --quant}, e.g. {@code q8_2f,q4_block,q4tp}) against the CPU engine on
- *       the same file (the goldens are not a quantized reference): logits max |Δ| within 1e-3 and greedy ids
- *       identical.</li>
+ *       the same file with its reference products ({@link CpuBackend#reference}; the goldens are not a quantized
+ *       reference): logits max |Δ| within 1e-3 and greedy ids identical.</li>
  *   <li>each Embryo fixture ({@code DIR/embryo/NAME/model.cmf}, a CMF file with a float64 reference) as it is:
  *       log-probabilities and greedy ids against its golden (1e-3), and the batch check.</li>
  * </ul>
@@ -150,11 +150,9 @@ public final class SelftestCommand implements Callable<Integer> {
                         t0 = System.nanoTime();
                         Path qf = convert(dir, tmp.resolve(name + "-" + q.label + ".cmf"), q);
                         Run cpu, gpu;
-                        // q4_block: the CPU kernels decode on int8 activations, the devices on float ones, so the device is
-                        // held to the CPU's float-activation reference products there
-                        CpuBackend reference = q == TensorPolicy.Mode.Q4_BLOCK
-                                ? new CpuBackend(new dev.cmf4j.backend.cpu.CpuMatMul(), CpuBackend.pool(), null) : new CpuBackend();
-                        try (reference; Model m = Model.open(qf, null, reference)) { cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (CpuBackend reference = CpuBackend.reference(); Model m = Model.open(qf, null, reference)) {
+                            cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length);
+                        }
                         try (Backend dev = device.open(err); Model m = Model.open(qf, null, dev)) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
                         checks.add(report(out, new Check(name, q.label + " vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),

@@ -57,6 +57,14 @@ public final class CpuBackend implements Backend {
      */
     public static MatMul newMatMul() { return new KernelMatMul(pool(), new CpuMatMul(pool())); }
 
+    /**
+     * The CPU reference products every device check compares against (the Vulkan and CUDA product checks, their goldens
+     * on quantized files, {@code selftest}): for every dtype, each weight row decoded to floats and dotted with the float
+     * activations ({@link CpuMatMul}), as the device kernels compute them. The default kernels ({@link #newMatMul}) may
+     * round more than that (q4_block decode on int8 activations), so no device is held to them.
+     */
+    public static CpuBackend reference() { return new CpuBackend(new CpuMatMul(pool()), pool(), null); }
+
     @Override public String device() { return "cpu"; }
 
     @Override public String description() {

@@ -15,9 +15,10 @@ import java.util.SplittableRandom;
 
 /**
  * The device's products one dtype and shape at a time against the CPU's on random inputs (llama.cpp's test-backend-ops):
- * each weight is written in its CMF layout (f32, bf16, f16, q8_row, q8_2f), and the device's y = W·x is compared with the
- * CPU engine's kernels on the same {@link Matrix} and with a float64 sum over the dtype's own row decoder. The error is the
- * largest difference over the float64 reference's largest magnitude; the bound is 2e-6·√cols (f32 sums in another order).
+ * each weight is written in its CMF layout (f32, bf16, f16, q8_row, q8_2f, q4_block, q4tp), and the device's y = W·x is
+ * compared with the CPU's reference products ({@link CpuBackend#reference}) on the same {@link Matrix} and with a float64
+ * sum over the dtype's own row decoder. The error is the largest difference over the float64 reference's largest
+ * magnitude; the bound is 2e-6·√cols (f32 sums in another order).
  */
 final class VulkanOpCheck {
     private VulkanOpCheck() {}
@@ -36,16 +37,14 @@ final class VulkanOpCheck {
 
     static List<OpResult> run(VulkanMatMul device, boolean quick) {
         List<OpResult> out = new ArrayList<>();
-        // the CPU engine's kernels, except q4_block: its decode takes int8 activations there (Q4Int8), which the shader
-        // does not, so the shader is held to the CPU's float-activation reference products instead
-        MatMul kernels = CpuBackend.newMatMul(), floatActivations = new dev.cmf4j.backend.cpu.CpuMatMul();
+        MatMul cpu = CpuBackend.reference().matmul();
         SplittableRandom r = new SplittableRandom(24);
         List<int[]> shapes = new ArrayList<>(List.of(QUICK));
         if (!quick) shapes.addAll(List.of(FULL));
         for (DType dt : DTYPES)
             for (int[] s : shapes)
                 if (dt != DType.Q4TP || s[1] % 32 == 0)   // q4tp: whole groups
-                    out.addAll(product(device, dt == DType.Q4_BLOCK ? floatActivations : kernels, r, dt, s[0], s[1], s[2]));
+                    out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         return out;
     }
@@ -196,7 +195,7 @@ final class VulkanOpCheck {
         return error(got, w);
     }
 
-    /** One product of {@code dt} [rows, cols] over {@code tokens} rows, against the CPU kernels and the float64 sum. */
+    /** One product of {@code dt} [rows, cols] over {@code tokens} rows, against the CPU's products and the float64 sum. */
     static List<OpResult> product(MatMul device, MatMul cpu, SplittableRandom r, DType dt, int rows, int cols, int tokens) {
         Matrix w = Matrix.of("w", dt, randomPayload(r, dt, rows, cols), rows, cols);
         float[] x = new float[tokens * cols];

@@ -203,11 +203,11 @@ class CudaMockTest {
     @Test void q4MatmulsMatchTheCpuOnRaggedShapes() { q4MatmulsMatchTheCpu(ctx); }
 
     /**
-     * q4_block and q4tp products on {@code c} against the CPU's reference products (the CPU kernels decode q4_block
-     * with int8 activations, which the GPU does not), on ragged shapes, windows and 1 or 3 tokens.
+     * q4_block and q4tp products on {@code c} against the CPU's reference products ({@link CpuBackend#reference}), on
+     * ragged shapes, windows and 1 or 3 tokens.
      */
     static void q4MatmulsMatchTheCpu(CudaContext c) {
-        MatMul cpu = new dev.cmf4j.backend.cpu.CpuMatMul();
+        MatMul cpu = CpuBackend.reference().matmul();
         try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(c, cpu)) {
             // q4_block groups run over the flattened tensor: cols not a multiple of 32 straddle rows (q4tp needs cols % 32 == 0)
             for (DType dt : List.of(DType.Q4_BLOCK, DType.Q4TP))
@@ -230,7 +230,7 @@ class CudaMockTest {
     }
 
     @Test void matmulMatchesTheCpuForEveryDtypeWindowAndChunk() {
-        MatMul cpu = CpuBackend.newMatMul();
+        MatMul cpu = CpuBackend.reference().matmul();
         try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, cpu)) {
             for (DType dt : List.of(DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F))
                 for (int cols : new int[] {12, 13, 256}) {

@@ -63,7 +63,8 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Quantized files against the CPU engine on the same file (the goldens are no quantized reference): the reference
+     * Quantized files against the CPU engine with its reference products ({@code CpuBackend.reference()}) on the same file
+     * (the goldens are no quantized reference): the reference
      * converter's q8_2f, and our converter's q4_block and q4tp; whole on the device, and (llama q4_block) on the hybrid
      * path.
      */
@@ -78,11 +79,7 @@ class VulkanGoldenTest {
         int[] ids = Golden.load(Fixtures.require("models/" + model)).inputIds();
         float[] want, got;
         float[][] wantSteps, gotSteps;
-        // q4_block: the CPU's kernels decode on int8 activations (Q4Int8), which Vulkan does not, so the CPU engine runs
-        // its float-activation reference products for that file
-        boolean q4 = w[1].equals("q4_block");
-        try (var cpu = q4 ? new dev.cmf4j.backend.cpu.CpuBackend(new dev.cmf4j.backend.cpu.CpuMatMul(), dev.cmf4j.backend.cpu.CpuBackend.pool(), null)
-                : new dev.cmf4j.backend.cpu.CpuBackend(); Model m = Model.open(cmf, null, cpu)) {
+        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) {
             want = logits(m, ids);
             wantSteps = steps(m, ids);
         }

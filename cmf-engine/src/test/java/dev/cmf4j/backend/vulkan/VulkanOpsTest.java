@@ -62,8 +62,7 @@ class VulkanOpsTest {
     void rowSplitBuffersAndRowViewsGiveTheSameProducts(boolean copies) {
         SplittableRandom r = new SplittableRandom(5);
         MatMul cpu = CpuBackend.newMatMul();
-        // the CPU's reference products: its kernels take int8 activations for q4_block decode, the shader does not
-        MatMul reference = new dev.cmf4j.backend.cpu.CpuMatMul();
+        MatMul reference = CpuBackend.reference().matmul();
         for (DType dt : VulkanOpCheck.DTYPES) {
             int rows = 37, cols = dt == DType.Q4_BLOCK || dt == DType.Q4TP ? 64 : 24, tokens = 3;
             Matrix w = Matrix.of("w", dt, VulkanOpCheck.randomPayload(r, dt, rows, cols), rows, cols);
@@ -101,9 +100,10 @@ class VulkanOpsTest {
             m.applyShared(ws, x, tokens, got);
             assertThat(m.deviceBytes()).as("weights stay resident").isEqualTo(bytes);
         }
+        MatMul reference = CpuBackend.reference().matmul();
         for (int i = 0; i < ws.length; i++) {
             float[] want = new float[got[i].length];
-            cpu.apply(ws[i], x, tokens, want);
+            reference.apply(ws[i], x, tokens, want);
             assertThat(maxDiff(got[i], want)).as(ws[i].name()).isLessThan(1e-4);
         }
     }
