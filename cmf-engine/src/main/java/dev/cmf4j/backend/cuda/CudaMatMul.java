@@ -3,6 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.KvType;
+import dev.cmf4j.backend.DeviceCopies;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
@@ -11,9 +12,7 @@ import dev.cmf4j.format.quant.TpLadder;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -26,7 +25,7 @@ import java.util.Objects;
  *
  * <p>All CUDA work happens on the context's owner thread; the graph's other operators (norms, rope,
  * attention, activations) stay on the CPU. One instance per open model: its device copies are keyed by
- * the tensor's mapped memory, so {@link #close} it with the model.
+ * the tensor's mapped memory ({@link DeviceCopies}), so {@link #close} it with the model.
  */
 public final class CudaMatMul implements MatMul, AutoCloseable {
     /** {@code -Dcmf.cuda.resident=false}: dense models too run on the hybrid path (GPU products, CPU graph). */
@@ -37,7 +36,7 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     private final CudaContext ctx;
     private final CudaDriver cu;
     private final MatMul fallback;
-    private final Map<MemorySegment, DeviceMatrix> uploaded = new HashMap<>();
+    private final DeviceCopies<DeviceMatrix> uploaded = new DeviceCopies<>(this::free);
     private final MemorySegment fnF32, fnBf16, fnF16, fnQ8, fnQ4Block, fnQ4tp;
     private final Arena arena = Arena.ofShared();
     /** The kernel's 8 argument slots (56 bytes) and the void** array pointing at them, rewritten per launch. */
@@ -72,7 +71,8 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
      * A tensor resident on the GPU: the kernel's three data arguments (see kernels.cu and matvec_q4.cu for what
      * {@code rowScales} and {@code colField} point at per dtype; 0 = none), the allocations to free, their bytes.
      */
-    record DeviceMatrix(MemorySegment source, DType dtype, long weights, long rowScales, long colField, long[] owned, long bytes) {}
+    record DeviceMatrix(MemorySegment source, DType dtype, long weights, long rowScales, long colField, long[] owned, long bytes)
+            implements DeviceCopies.Copy {}
 
     /** The kernel file of the q4 matvecs, loaded beside kernels.cu. */
     static final String Q4_KERNELS = "matvec_q4.cu";
@@ -249,22 +249,11 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     /** Owner thread: the device copy of {@code w}, uploaded on first use. */
     DeviceMatrix resident(Matrix w) {
         if (closed) throw new IllegalStateException("CudaMatMul closed");
-        DeviceMatrix d = uploaded.get(w.data());
-        if (d != null && !d.source().scope().isAlive()) {
-            // the mapping this copy came from was closed and a new one reuses its address: the copy is stale
-            free(d);
-            uploaded.remove(w.data());
-            d = null;
-        }
-        if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
-        return d;
+        return uploaded.get(w, this::upload);
     }
 
     /** Owner thread: frees the device copy of {@code w} (a skill's replacement given back), if it has one. */
-    void release(Matrix w) {
-        DeviceMatrix d = uploaded.remove(w.data());
-        if (d != null) free(d);
-    }
+    void release(Matrix w) { uploaded.release(w); }
 
     /** Owner thread: the matvec launches of one product, reading stageX.dev, writing {@code tokens × out} floats at {@code yDev}. */
     private void launch(DeviceMatrix d, Matrix w, int tokens, long yDev) {
@@ -405,7 +394,6 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             closed = true;
             for (ResidentForward r : residents) r.closeOnOwner();
             residents.clear();
-            for (DeviceMatrix d : uploaded.values()) free(d);
             uploaded.clear();
             stageX.free();
             stageY.free();

@@ -1,5 +1,6 @@
 package dev.cmf4j.backend.vulkan;
 
+import dev.cmf4j.backend.DeviceCopies;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.format.DType;
@@ -9,9 +10,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 import static dev.cmf4j.backend.vulkan.Vk.PTR;
@@ -21,7 +20,7 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 /**
  * The engine's {@link MatMul} on a Vulkan device: every [out, in] weight matrix of a supported dtype (f32, bf16, f16,
  * q8_row, q8_2f, q4_block, q4tp) is uploaded once, on first use, into device-local memory in its stored dtype (q8 scale planes widened
- * to f32 and appended to the same buffer), keyed by the tensor's mapped memory as {@code CudaMatMul} keys it; a tensor
+ * to f32 and appended to the same buffer), keyed by the tensor's mapped memory ({@link DeviceCopies}); a tensor
  * larger than the device's storage-buffer range is split by rows into several buffers. Each product then copies the
  * activations into a host-visible staging buffer, records one matvec dispatch per weight buffer (matvec.comp), submits,
  * waits on a fence and copies the outputs back. Input-major matrices and other dtypes go to
@@ -43,7 +42,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     private final long budget;
     /** The most bytes one staging buffer (activations or outputs) may have: the chunk is sliced by tokens to fit. */
     private final long stagingLimit;
-    private final Map<MemorySegment, Resident> uploaded = new HashMap<>();
+    private final DeviceCopies<Resident> uploaded = new DeviceCopies<>(this::free);
     private final long commandPool, fence;
     private final MemorySegment commandBuffer;
     private final List<Long> descriptorPools = new ArrayList<>();
@@ -89,7 +88,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     /** A tensor resident on the device: its parts by stored rows, the shader kind and scale flags. */
-    record Resident(MemorySegment source, int kind, int flags, List<Part> parts, long bytes) {}
+    record Resident(MemorySegment source, int kind, int flags, List<Part> parts, long bytes) implements DeviceCopies.Copy {}
 
     public VulkanMatMul(VulkanContext ctx, MatMul fallback) { this(ctx, fallback, PART_CAP, false); }
 
@@ -378,17 +377,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     /** The device copy of {@code w}'s tensor, uploaded on first use. */
-    Resident resident(Matrix w) {
-        Resident d = uploaded.get(w.data());
-        if (d != null && !d.source().scope().isAlive()) {
-            // the mapping this copy came from was closed and a new one reuses its address: the copy is stale
-            free(d);
-            uploaded.remove(w.data());
-            d = null;
-        }
-        if (d == null) { d = upload(w); uploaded.put(w.data(), d); }
-        return d;
-    }
+    Resident resident(Matrix w) { return uploaded.get(w, this::upload); }
 
     private Resident upload(Matrix w) {
         DType dt = w.dtype();
@@ -399,39 +388,23 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F, colScales = dt == DType.Q8_2F;
         int elem = q8 ? 1 : dt == DType.F32 ? 4 : 2;
         long wBytes = rows * cols * elem;
-        long need = wBytes + (q8 ? 2 * rows : 0) + (colScales ? 2L * cols : 0);
-        if (data.byteSize() != need)
-            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
-                    + " bytes, payload has " + data.byteSize());
+        checkPayload(w, wBytes + (q8 ? 2 * rows : 0) + (colScales ? 2L * cols : 0));
         long rowBytes = (long) cols * elem, perRow = rowBytes + (q8 ? 4 : 0), fixed = (colScales ? 4L * cols : 0) + 4;
         long partRows = Math.min(rows, (budget - fixed) / perRow);
         if (partRows < 1) throw new IllegalArgumentException(w.name() + ": one row does not fit the device's buffer range");
-        List<Part> parts = new ArrayList<>();
-        long bytes = 0;
-        try {
-            for (long start = 0; start < rows; start += partRows) {
-                long r0 = start;
-                int n = (int) Math.min(partRows, rows - r0);
-                long wb = n * rowBytes, wb4 = (wb + 3) & ~3L;
-                long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? n : 0);
-                long total = 4 * cfOff + (colScales ? 4L * cols : 0);
-                VulkanContext.Buffer buf = bufferFilled(total, dst -> {
-                    MemorySegment.copy(data, r0 * rowBytes, dst, 0, wb);
-                    if (q8) for (int i = 0; i < n; i++)
-                        dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + i), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * (r0 + i))));
-                    if (colScales) for (int c = 0; c < cols; c++)
-                        dst.set(ValueLayout.JAVA_FLOAT, 4 * (cfOff + c), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * rows + 2L * c)));
-                });
-                parts.add(new Part(r0, n, buf, rsOff, cfOff));
-                bytes += total;
-            }
-        } catch (RuntimeException e) {
-            for (Part p : parts) ctx.free(p.buffer);
-            throw e;
-        }
-        deviceBytes += bytes;
         int flags = (q8 ? MatvecPush.ROW_SCALES : 0) | (colScales ? MatvecPush.COL_SCALES : 0);
-        return new Resident(data, kind(dt), flags, List.copyOf(parts), bytes);
+        return inParts(w, flags, partRows, (r0, n) -> {
+            long wb = n * rowBytes, wb4 = (wb + 3) & ~3L;
+            long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? n : 0);
+            VulkanContext.Buffer buf = bufferFilled(4 * cfOff + (colScales ? 4L * cols : 0), dst -> {
+                MemorySegment.copy(data, r0 * rowBytes, dst, 0, wb);
+                if (q8) for (int i = 0; i < n; i++)
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + i), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * (r0 + i))));
+                if (colScales) for (int c = 0; c < cols; c++)
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (cfOff + c), Float.float16ToFloat(data.get(U16_LE, wBytes + 2 * rows + 2L * c)));
+            });
+            return new Part(r0, n, buf, rsOff, cfOff);
+        });
     }
 
     /**
@@ -448,56 +421,63 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         boolean block = dt == DType.Q4_BLOCK;
         long gpr = (cols + 31) / 32, codeStride = dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
         long groups = (rows * cols + 31) / 32, plane = block ? groups * 16 : rows * gpr * 16;
-        long need = block ? groups * 18 : plane + 4 * rows + rows * codeStride;
-        if (data.byteSize() != need)
-            throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] needs " + need
-                    + " bytes, payload has " + data.byteSize());
+        checkPayload(w, block ? groups * 18 : plane + 4 * rows + rows * codeStride);
         long perRow = block ? cols / 2 + 4L * (cols / 32) : gpr * 16 + 8 + codeStride;
         long partRows = block && cols % 32 != 0 ? rows : Math.min(rows, (budget - 8) / perRow);
         if (partRows < 1 || (block && cols % 32 != 0 && groups * 16 + 4 * groups > budget))
             throw new IllegalArgumentException(w.name() + ": " + dt.label + " [" + rows + ", " + cols + "] does not fit the device's buffer range");
-        List<Part> parts = new ArrayList<>();
-        long bytes = 0;
-        try {
-            for (long start = 0; start < rows; start += partRows) {
-                long r0 = start;
-                int n = (int) Math.min(partRows, rows - r0);
-                long total, rsOff, cfOff;
-                VulkanContext.Buffer buf;
-                if (block) {
-                    long g0 = r0 * cols / 32, ng = n == rows ? groups : (long) n * cols / 32;
-                    rsOff = ng * 16 / 4;
-                    cfOff = 0;
-                    total = ng * 16 + 4 * ng;
-                    buf = bufferFilled(total, dst -> {
-                        MemorySegment.copy(data, g0 * 16, dst, 0, ng * 16);
-                        for (long g = 0; g < ng; g++)
-                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + g), Float.float16ToFloat(data.get(U16_LE, plane + 2 * (g0 + g))));
-                    });
-                } else {
-                    long nib = n * gpr * 16, codes = n * codeStride;
-                    rsOff = nib / 4;
-                    cfOff = rsOff + 2L * n;
-                    total = 4 * cfOff + ((codes + 3) & ~3L);
-                    buf = bufferFilled(total, dst -> {
-                        MemorySegment.copy(data, r0 * gpr * 16, dst, 0, nib);
-                        for (int i = 0; i < n; i++) {
-                            long at = plane + 4 * (r0 + i);
-                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at))));
-                            dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i + 1), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at + 2))));
-                        }
-                        MemorySegment.copy(data, plane + 4 * rows + r0 * codeStride, dst, 4 * cfOff, codes);
-                    });
+        return inParts(w, 0, partRows, (r0, n) -> {
+            if (block) {
+                long g0 = r0 * cols / 32, ng = n == rows ? groups : (long) n * cols / 32;
+                long rsOff = ng * 16 / 4;
+                VulkanContext.Buffer buf = bufferFilled(ng * 16 + 4 * ng, dst -> {
+                    MemorySegment.copy(data, g0 * 16, dst, 0, ng * 16);
+                    for (long g = 0; g < ng; g++)
+                        dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + g), Float.float16ToFloat(data.get(U16_LE, plane + 2 * (g0 + g))));
+                });
+                return new Part(r0, n, buf, rsOff, 0);
+            }
+            long nib = n * gpr * 16, codes = n * codeStride;
+            long rsOff = nib / 4, cfOff = rsOff + 2L * n;
+            VulkanContext.Buffer buf = bufferFilled(4 * cfOff + ((codes + 3) & ~3L), dst -> {
+                MemorySegment.copy(data, r0 * gpr * 16, dst, 0, nib);
+                for (int i = 0; i < n; i++) {
+                    long at = plane + 4 * (r0 + i);
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at))));
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2L * i + 1), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(data.get(U16_LE, at + 2))));
                 }
-                parts.add(new Part(r0, n, buf, rsOff, cfOff));
-                bytes += total;
+                MemorySegment.copy(data, plane + 4 * rows + r0 * codeStride, dst, 4 * cfOff, codes);
+            });
+            return new Part(r0, n, buf, rsOff, cfOff);
+        });
+    }
+
+    /** Throws unless {@code w}'s payload has the {@code need} bytes its dtype and shape call for. */
+    private static void checkPayload(Matrix w, long need) {
+        if (w.data().byteSize() != need)
+            throw new IllegalArgumentException(w.name() + ": " + w.dtype().label + " [" + w.storedRows() + ", " + w.cols() + "] needs "
+                    + need + " bytes, payload has " + w.data().byteSize());
+    }
+
+    /** One part's upload: stored rows [r0, r0 + n) into a buffer of their own. */
+    private interface PartUpload { Part upload(long r0, int n); }
+
+    /** {@code w}'s tensor in parts of {@code partRows} stored rows (the last shorter); if one fails, those made are freed. */
+    private Resident inParts(Matrix w, int flags, long partRows, PartUpload part) {
+        long rows = w.storedRows(), bytes = 0;
+        List<Part> parts = new ArrayList<>();
+        try {
+            for (long r0 = 0; r0 < rows; r0 += partRows) {
+                Part p = part.upload(r0, (int) Math.min(partRows, rows - r0));
+                parts.add(p);
+                bytes += p.buffer.bytes();
             }
         } catch (RuntimeException e) {
             for (Part p : parts) ctx.free(p.buffer);
             throw e;
         }
         deviceBytes += bytes;
-        return new Resident(data, kind(dt), 0, List.copyOf(parts), bytes);
+        return new Resident(w.data(), kind(w.dtype()), flags, List.copyOf(parts), bytes);
     }
 
     /**
@@ -545,7 +525,6 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         closed = true;
         for (VulkanResidentForward f : forwards) f.closeOnOwner();
         forwards.clear();
-        for (Resident d : uploaded.values()) free(d);
         uploaded.clear();
         freeStaging();
         for (long p : descriptorPools) vk.call("vkDestroyDescriptorPool", ctx.device, p, MemorySegment.NULL);
