@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds every CUDA kernel file of the engine, cmf-engine/src/main/resources/dev/cmf4j/backend/cuda/NAME.cu,
 # into NAME.fatbin next to it (committed, shipped in the jar, loaded with cuModuleLoadData), and writes
-# NAME.fatbin.stamp recording the SHA-256 of the exact source it was built from. At run time the engine uses
-# the fatbin only when that hash equals the jar's NAME.cu (else it compiles NAME.cu with NVRTC, if present);
-# the CI test ShippedKernelsTest fails when a stamp does not match its source.
+# NAME.fatbin.stamp recording the SHA-256 of the exact source it was built from (with the headers it includes,
+# `#include "X.cuh"` beside it, inlined: resident_common.cuh is shared by the resident_* files). At run time the
+# engine uses the fatbin only when that hash equals the jar's NAME.cu (else it compiles NAME.cu with NVRTC, if
+# present); the CI test ShippedKernelsTest fails when a stamp does not match its source.
 #
-# Run it after every edit of a .cu file, then commit the .cu, .fatbin and .fatbin.stamp together:
+# Run it after every edit of a .cu or .cuh file, then commit the sources, .fatbin and .fatbin.stamp together:
 #     tools/build-cuda-kernels.sh            (needs nvcc from CUDA 13: NVCC=/path/to/nvcc to pick one)
 #
 # The fatbin holds SASS for sm_80 (A100), sm_86 (RTX 30xx, A10/A40), sm_89 (RTX 40xx, L4/L40), sm_90 (H100/H200),
@@ -63,8 +64,16 @@ TARGETS=()
 for a in "${SASS[@]}"; do GENCODE+=(-gencode "arch=compute_$a,code=sm_$a"); TARGETS+=("sm_$a"); done
 GENCODE+=(-gencode "arch=compute_$PTX,code=compute_$PTX"); TARGETS+=("compute_$PTX")
 
-# the hash the engine compares: the source bytes with carriage returns dropped (a CRLF checkout stays fresh)
-sha() { tr -d '\r' < "$1" | sha256sum | cut -d' ' -f1; }
+# a kernel file as the engine reads it (KernelSource.text): each `#include "X.cuh"` line replaced by X.cuh (one level)
+expand() {
+    awk -v dir="$DIR" '/^#include "[A-Za-z0-9_.]+\.cuh"[ \t\r]*$/ {
+        f = $0; sub(/^#include "/, "", f); sub(/".*$/, "", f)
+        if (!(f in seen)) { seen[f] = 1; while ((getline l < (dir "/" f)) > 0) print l; close(dir "/" f) }
+        next
+    } { print }' "$1"
+}
+# the hash the engine compares: the source (its headers inlined) with carriage returns dropped (a CRLF checkout stays fresh)
+sha() { if grep -q '^#include "' "$1"; then expand "$1"; else cat "$1"; fi | tr -d '\r' | sha256sum | cut -d' ' -f1; }
 
 shopt -s nullglob
 built=0

@@ -21,14 +21,41 @@ record KernelSource(String name, String source, byte[] fatbin, Map<String, Strin
     static final String BUILD_SCRIPT = "tools/build-cuda-kernels.sh";
     static final String RESOURCE_DIR = "cmf-engine/src/main/resources/dev/cmf4j/backend/cuda";
 
-    /** {@code NAME.cu} and, when present, its fatbin and stamp, read from this package's resources. */
+    /**
+     * {@code NAME.cu} with its {@code #include "X.cuh"} lines replaced by those headers (so NVRTC needs no include
+     * path and the stamp covers the headers too) and, when present, its fatbin and stamp, read from this package's
+     * resources.
+     */
     static KernelSource resource(String cuName) {
-        byte[] src = read(cuName);
-        if (src == null) throw new IllegalStateException("resource dev/cmf4j/backend/cuda/" + cuName + " missing from the jar");
         String base = fatbinName(cuName);
         byte[] stamp = read(base + ".stamp");
-        return new KernelSource(cuName, new String(src, StandardCharsets.UTF_8), read(base),
+        return new KernelSource(cuName, text(cuName, new java.util.HashSet<>()), read(base),
                 stamp == null ? Map.of() : BuildStamp.parse(new String(stamp, StandardCharsets.UTF_8)));
+    }
+
+    private static final java.util.regex.Pattern INCLUDE = java.util.regex.Pattern.compile("#include \"([A-Za-z0-9_.]+\\.cuh)\"\\s*");
+
+    /**
+     * A kernel file's text with each {@code #include "X.cuh"} line (alone on its line) replaced by that resource's text,
+     * recursively, each header once (its own guard does that for nvcc): line for line what the build script hashes.
+     * A file without such lines is returned as read.
+     */
+    static String text(String resource, java.util.Set<String> included) {
+        byte[] src = read(resource);
+        if (src == null) throw new IllegalStateException("resource dev/cmf4j/backend/cuda/" + resource + " missing from the jar");
+        String s = new String(src, StandardCharsets.UTF_8);
+        if (!s.contains("#include \"")) return s;
+        StringBuilder out = new StringBuilder(s.length() * 2);
+        for (String line : s.split("\n", -1)) {
+            var m = INCLUDE.matcher(line);
+            if (m.matches()) {
+                if (included.add(m.group(1))) out.append(text(m.group(1), included));
+            } else {
+                out.append(line).append('\n');
+            }
+        }
+        out.setLength(out.length() - 1);   // split's last piece (after the final newline) got one too many
+        return out.toString();
     }
 
     /** {@code NAME.fatbin} for {@code NAME.cu}. */

@@ -1,35 +1,10 @@
 // cmf4j resident-forward kernels (dev.cmf4j.backend.cuda.ResidentForward): the whole dense decoder step
 // on the GPU. Its own module (built into resident.fatbin by tools/build-cuda-kernels.sh, NVRTC as the
-// fallback), self-contained: plain CUDA C, no headers. Every kernel computes in f32; activations are
+// fallback): plain CUDA C over resident_common.cuh. Every kernel computes in f32; activations are
 // [T, width] row-major f32. Positions and token ids are read from device memory (`pos` = the chunk's first
 // position, `ids` = its T token ids) so one captured CUDA graph replays for every decode step.
 
-typedef unsigned short r_u16;
-
-__device__ __forceinline__ float r_bf16(r_u16 h) { return __uint_as_float(((unsigned) h) << 16); }
-
-__device__ __forceinline__ float r_f16(r_u16 h) {
-#ifdef __CUDA_ARCH__
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-#else
-    return emulated_f16_to_f32(h);   // compiled for the CPU by the tests' warp emulator (kernel_emulator.cpp)
-#endif
-}
-
-__device__ __forceinline__ r_u16 r_to_f16(float v) {   // round to nearest even
-#ifdef __CUDA_ARCH__
-    r_u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-#else
-    _Float16 h = (_Float16) v;
-    r_u16 b;
-    memcpy(&b, &h, 2);
-    return b;
-#endif
-}
+#include "resident_common.cuh"
 
 // KV cache elements: f32, or f16 (--kv f16: half the bytes every attention step reads). The kernels that read or
 // write the caches are templates over the element type KV, one extern name per type (the f16 ones end in _h).
@@ -46,7 +21,6 @@ __device__ __forceinline__ void r_kv_st(r_u16* p, long long i, float v) { p[i] =
 // compute alike is stored alike. Position p's cache row is kvHeads blocks of r_kv_head(hd) bytes: the head's hd codes
 // padded to 4 bytes, then its scale. A chunk's own keys and values are read as f32 (kch, vch: the step's rows, as the
 // CPU's pending chunk) by the q8 prefill attention, never back from the cache; f32 and f16 caches read them back.
-typedef signed char r_i8;
 template <typename KV> struct r_kv_is_q8 { static constexpr bool v = false; };
 template <> struct r_kv_is_q8<r_i8> { static constexpr bool v = true; };
 // what a loop holds a loaded element in until it widens them all (r_kv_f32's comment): q8 ones are widened and scaled
@@ -725,7 +699,6 @@ R_QK_ROPE_APPEND(r_qk_rope_append_q, r_i8)
 
 // ---- attention over the KV cache (split over the keys, then combined) ----
 
-#define R_NEG_INF __int_as_float(0xff800000)   // -inf (NVRTC has no math.h)
 #define R_ATT_WARPS 4
 #define R_ATT_KEYS 4    // keys a warp loads at once in r_attn_partial
 #define R_ATT_MAXI 8   // headDim ≤ 32·8

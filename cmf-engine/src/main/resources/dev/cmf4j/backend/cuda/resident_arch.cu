@@ -2,28 +2,18 @@
 // standalone RMSNorm (gemma's sandwich norms, the MoE input), gated-MLP activations other than the fused SwiGLU
 // (GeLU-tanh, GeLU), the mixture of experts — routing and the chosen experts' products with the expert ids
 // kept in device memory, so a decode step replays as one CUDA graph — and greedy picks (each logit row's argmax). Its own module beside resident.cu (built
-// into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C, no headers,
-// no inline PTX (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
+// into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over
+// resident_common.cuh (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
 // takes a token dimension T (prefill chunks run the same kernels as decode steps).
 
-typedef unsigned short ra_u16;
-
-__device__ __forceinline__ float ra_bf16(ra_u16 h) { return __uint_as_float(((unsigned) h) << 16); }
-
-// f16 → f32 by bits (subnormals, inf, NaN included), so no intrinsic is needed.
-__device__ __forceinline__ float ra_f16(ra_u16 h) {
-    unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
-    if (e == 0) { float f = (float) m * 5.9604644775390625e-8f; return s ? -f : f; }   // m·2^-24
-    unsigned u = e == 31 ? (s << 31) | 0x7f800000u | (m << 13) : (s << 31) | ((e + 112u) << 23) | (m << 13);
-    return __uint_as_float(u);
-}
+#include "resident_common.cuh"
 
 // Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes).
 template <int K>
 __device__ __forceinline__ float ra_load(const void* __restrict__ w, long long i) {
     if (K == 0) return static_cast<const float*>(w)[i];
-    if (K == 1) return ra_bf16(static_cast<const ra_u16*>(w)[i]);
-    if (K == 2) return ra_f16(static_cast<const ra_u16*>(w)[i]);
+    if (K == 1) return r_bf16(static_cast<const r_u16*>(w)[i]);
+    if (K == 2) return r_f16(static_cast<const r_u16*>(w)[i]);
     return (float) static_cast<const signed char*>(w)[i];
 }
 
@@ -34,23 +24,13 @@ __device__ __forceinline__ void ra_load4(const void* __restrict__ w, long long i
         float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
         o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
     } else if (K == 1 || K == 2) {
-        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const ra_u16*>(w) + i);
-        ra_u16 h[4] = {(ra_u16) (v.x & 0xffff), (ra_u16) (v.x >> 16), (ra_u16) (v.y & 0xffff), (ra_u16) (v.y >> 16)};
-        for (int j = 0; j < 4; j++) o[j] = K == 1 ? ra_bf16(h[j]) : ra_f16(h[j]);
+        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const r_u16*>(w) + i);
+        r_u16 h[4] = {(r_u16) (v.x & 0xffff), (r_u16) (v.x >> 16), (r_u16) (v.y & 0xffff), (r_u16) (v.y >> 16)};
+        for (int j = 0; j < 4; j++) o[j] = K == 1 ? r_bf16(h[j]) : r_f16(h[j]);
     } else {
         char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
         o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
     }
-}
-
-__device__ __forceinline__ float ra_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float ra_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
 }
 
 // Σ_c W[row, c]·cf[c]·x[c] of one row by one warp (lane c mod 32); rs[row] applied by the caller.
@@ -63,14 +43,14 @@ __device__ __forceinline__ float ra_dot(const void* __restrict__ w, const float*
         if (cf != nullptr) xv *= cf[c];
         acc += ra_load<K>(w, base + c) * xv;
     }
-    return ra_warp_sum(acc);
+    return r_warp_sum(acc);
 }
 
 // ---- norms ----
 
 // Block sum (blockDim a multiple of 32, ≤ 1024); every thread gets the total. red: 32 floats of shared memory.
 __device__ __forceinline__ float ra_block_sum(float v, float* red) {
-    v = ra_warp_sum(v);
+    v = r_warp_sum(v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     __syncthreads();   // red may still be read by a previous call
     if (lane == 0) red[warp] = v;
@@ -159,7 +139,6 @@ extern "C" __global__ void __launch_bounds__(256) ra_pli_gate(float* g, const fl
 
 // ---- mixture of experts ----
 
-#define RA_NEG_INF __int_as_float(0xff800000)
 #define RA_MAX_TOPK 32
 #define RA_MAX_EXPERTS 1024
 
@@ -173,15 +152,15 @@ extern "C" __global__ void __launch_bounds__(32) ra_moe_route(const float* logit
     __shared__ float pw[RA_MAX_TOPK];
     int t = blockIdx.x, lane = threadIdx.x & 31;
     const float* l = logits + (long long) t * experts;
-    float m = RA_NEG_INF;
+    float m = R_NEG_INF;
     for (int e = lane; e < experts; e += 32) m = fmaxf(m, l[e]);
-    m = ra_warp_max(m);
+    m = r_warp_max(m);
     float s = 0.f;
     for (int e = lane; e < experts; e += 32) s += expf(l[e] - m);
-    s = ra_warp_sum(s);
+    s = r_warp_sum(s);
     for (int j = 0; j < topK; j++) {
         // this lane's best not yet picked, then the warp's: larger probability, else lower index
-        float bv = RA_NEG_INF;
+        float bv = R_NEG_INF;
         int bi = 0x7fffffff;
         for (int e = lane; e < experts; e += 32) {
             bool taken = false;
@@ -270,8 +249,8 @@ extern "C" __global__ void __launch_bounds__(32) ra_gdn_gates(const float* mixed
     const float* xk = xq + qk;
     float sq = 0.f, sk = 0.f;
     for (int i = lane; i < dk; i += 32) { sq += xq[i] * xq[i]; sk += xk[i] * xk[i]; }
-    sq = ra_warp_sum(sq);
-    sk = ra_warp_sum(sk);
+    sq = r_warp_sum(sq);
+    sk = r_warp_sum(sk);
     float iq = 1.f / sqrtf(sq + 1e-6f) * (1.f / sqrtf((float) dk)), ik = 1.f / sqrtf(sk + 1e-6f);
     long long o = ((long long) t * nv + h) * dk;
     for (int i = lane; i < dk; i += 32) { q[o + i] = xq[i] * iq; k[o + i] = xk[i] * ik; }
@@ -391,7 +370,7 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
             acc += ra_load<K>(w, i) * xv;
         }
     }
-    acc = ra_warp_sum(acc);
+    acc = r_warp_sum(acc);
     return outScale != nullptr ? acc * outScale[r] : acc;
 }
 
@@ -492,7 +471,7 @@ extern "C" __global__ void __launch_bounds__(256) ra_argmax_rows(const float* lo
     __shared__ int wi[8];
     int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float* l = logits + (long long) r * vocab;
-    float bv = RA_NEG_INF;
+    float bv = R_NEG_INF;
     int bi = 0x7fffffff;
     for (int c = threadIdx.x; c < vocab; c += 256) {
         float v = l[c];
@@ -506,7 +485,7 @@ extern "C" __global__ void __launch_bounds__(256) ra_argmax_rows(const float* lo
     if (lane == 0) { wv[warp] = bv; wi[warp] = bi; }
     __syncthreads();
     if (warp == 0) {
-        bv = lane < 8 ? wv[lane] : RA_NEG_INF;
+        bv = lane < 8 ? wv[lane] : R_NEG_INF;
         bi = lane < 8 ? wi[lane] : 0x7fffffff;
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, bv, o);

@@ -2,36 +2,25 @@
 // swa_sink_v1 (the ring attend and the ring commit), the resonance router, and the hierarchical head (the cluster
 // log-softmax, a head product that reads only kept clusters' rows, the per-cluster log-softmax). The gated delta net
 // and the experts run resident_arch.cu's kernels. Its own module beside resident.cu (built into
-// resident_embryo.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C, no headers, no inline
-// PTX (CudaKernelEmulationTest compiles this file for the CPU, so its helpers carry their own re_ prefix). Every
+// resident_embryo.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over resident_common.cuh
+// (CudaKernelEmulationTest compiles every kernel file in one unit, so its own helpers carry an re_ prefix). Every
 // kernel reads the sequence's position from device memory, so a decode step replays as one captured graph.
 
-typedef unsigned short re_u16;
+#include "resident_common.cuh"
 
-#define RE_NEG_INF __int_as_float(0xff800000)
 // sinks + window of one anchor (the format's bound, checked at open): one block holds a query head's scores
 #define RE_MAX_SCORES 160
 #define RE_MAX_HEAD_DIM 256
 #define RE_MAX_EXPERTS 1024
-
-__device__ __forceinline__ float re_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __device__ __forceinline__ double re_warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-__device__ __forceinline__ float re_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 // Block reductions (blockDim a multiple of 32, ≤ 1024); every thread gets the result. red: 32 floats of shared memory.
 __device__ __forceinline__ float re_block_sum(float v, float* red) {
-    v = re_warp_sum(v);
+    v = r_warp_sum(v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     __syncthreads();   // red may still be read by a previous call
     if (lane == 0) red[warp] = v;
@@ -42,12 +31,12 @@ __device__ __forceinline__ float re_block_sum(float v, float* red) {
 }
 
 __device__ __forceinline__ float re_block_max(float v, float* red) {
-    v = re_warp_max(v);
+    v = r_warp_max(v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     __syncthreads();
     if (lane == 0) red[warp] = v;
     __syncthreads();
-    float m = RE_NEG_INF;
+    float m = R_NEG_INF;
     for (int i = 0; i < warps; i++) m = fmaxf(m, red[i]);
     return m;
 }
@@ -90,11 +79,11 @@ extern "C" __global__ void __launch_bounds__(128) re_anchor_attend(const float* 
             }
             for (int i = 2 * half + lane; i < hd; i += 32) acc += qs[i] * kk[i];
         }
-        acc = re_warp_sum(acc);
+        acc = r_warp_sum(acc);
         if (lane == 0) sc[s] = acc * scale;
     }
     __syncthreads();
-    float m = RE_NEG_INF;
+    float m = R_NEG_INF;
     for (int s = threadIdx.x; s < n; s += blockDim.x) m = fmaxf(m, sc[s]);
     m = re_block_max(m, red);
     float sum = 0.f;
@@ -163,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(256) re_resonance_route(const float
 // logsumexp of x[0, n) by the whole block (the max in float, the sum of exponentials in double, as the CPU's
 // HierarchicalHead); every thread gets it. red: 32 floats and dred 32 doubles of shared memory.
 __device__ __forceinline__ float re_block_lse(const float* x, int n, float* red, double* dred) {
-    float m = RE_NEG_INF;
+    float m = R_NEG_INF;
     for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, x[i]);
     m = re_block_max(m, red);
     double s = 0;
@@ -187,22 +176,12 @@ extern "C" __global__ void __launch_bounds__(256) re_cluster_logsoftmax(float* l
     for (int c = threadIdx.x; c < clusters; c += blockDim.x) l[c] -= lse;
 }
 
-__device__ __forceinline__ float re_bf16(re_u16 h) { return __uint_as_float(((unsigned) h) << 16); }
-
-// f16 → f32 by bits (subnormals, inf, NaN included), so no intrinsic is needed.
-__device__ __forceinline__ float re_f16(re_u16 h) {
-    unsigned s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
-    if (e == 0) { float f = (float) m * 5.9604644775390625e-8f; return s ? -f : f; }   // m·2^-24
-    unsigned u = e == 31 ? (s << 31) | 0x7f800000u | (m << 13) : (s << 31) | ((e + 112u) << 23) | (m << 13);
-    return __uint_as_float(u);
-}
-
 // Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes).
 template <int K>
 __device__ __forceinline__ float re_load(const void* __restrict__ w, long long i) {
     if (K == 0) return static_cast<const float*>(w)[i];
-    if (K == 1) return re_bf16(static_cast<const re_u16*>(w)[i]);
-    if (K == 2) return re_f16(static_cast<const re_u16*>(w)[i]);
+    if (K == 1) return r_bf16(static_cast<const r_u16*>(w)[i]);
+    if (K == 2) return r_f16(static_cast<const r_u16*>(w)[i]);
     return (float) static_cast<const signed char*>(w)[i];
 }
 
@@ -213,9 +192,9 @@ __device__ __forceinline__ void re_load4(const void* __restrict__ w, long long i
         float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
         o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
     } else if (K == 1 || K == 2) {
-        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const re_u16*>(w) + i);
-        re_u16 h[4] = {(re_u16) (v.x & 0xffff), (re_u16) (v.x >> 16), (re_u16) (v.y & 0xffff), (re_u16) (v.y >> 16)};
-        for (int j = 0; j < 4; j++) o[j] = K == 1 ? re_bf16(h[j]) : re_f16(h[j]);
+        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const r_u16*>(w) + i);
+        r_u16 h[4] = {(r_u16) (v.x & 0xffff), (r_u16) (v.x >> 16), (r_u16) (v.y & 0xffff), (r_u16) (v.y >> 16)};
+        for (int j = 0; j < 4; j++) o[j] = K == 1 ? r_bf16(h[j]) : r_f16(h[j]);
     } else {
         char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
         o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
@@ -254,7 +233,7 @@ __device__ __forceinline__ void re_head_rows(const void* __restrict__ w, const f
             acc += re_load<K>(w, base + c) * xv;
         }
     }
-    acc = re_warp_sum(acc);
+    acc = r_warp_sum(acc);
     if (lane == 0) out[(long long) r * vocab + v] = rs != nullptr ? acc * rs[v] : acc;
 }
 

@@ -4,36 +4,27 @@
 // ro_absorb_prompt folds the prompt's far keys into the per-landmark sums and ro_seal_copy fills the ring and the sinks.
 // Sealed steps: ro_rope (q/k norm and rope in place, no cache), ro_attend (per query head, the rows in position order:
 // the key leaving the window into the far sums, then one softmax over sinks, window and far field), ro_commit (the
-// step's rows into the ring). Its own module; plain CUDA C, no headers, no inline PTX (CudaKernelEmulationTest
-// compiles this file for the CPU, so its helpers carry their own ro_ prefix). Positions are read from device memory,
+// step's rows into the ring). Its own module; plain CUDA C over resident_common.cuh (CudaKernelEmulationTest
+// compiles every kernel file in one unit, so its own helpers carry an ro_ prefix). Positions are read from device memory,
 // so a decode step replays as one captured graph.
 //
 // A head's far state, at far + h·(2·m·hd + m·m + m·dv + 2·m): Q̃ [m, hd], K̃ [m, hd], M [m, m], T̂ [m, dv], Ẑ [m],
 // running max [m] (m: the sequence's landmark count).
 
-#define RO_NEG_INF __int_as_float(0xff800000)
+#include "resident_common.cuh"
+
 #define RO_MAX_HEAD_DIM 256
 // sinks + window (SealedSteps checks it) and landmarks a block keeps in shared memory
 #define RO_MAX_NEAR 2048
 #define RO_MAX_M 256
 
-__device__ __forceinline__ float ro_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float ro_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 __device__ __forceinline__ float ro_block_max(float v, float* red) {
-    v = ro_warp_max(v);
+    v = r_warp_max(v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     __syncthreads();   // red may still be read by a previous call
     if (lane == 0) red[warp] = v;
     __syncthreads();
-    float m = RO_NEG_INF;
+    float m = R_NEG_INF;
     for (int i = 0; i < warps; i++) m = fmaxf(m, red[i]);
     return m;
 }
@@ -78,12 +69,12 @@ extern "C" __global__ void __launch_bounds__(128) ro_absorb_prompt(const float* 
     float* zh = th + (long long) m * dv;
     float* mx = zh + m;
     long long kvDim = (long long) kvHeads * hd, vDim = (long long) kvHeads * dv;
-    float best = RO_NEG_INF;
+    float best = R_NEG_INF;
     for (int j = from + warp; j < to; j += warps) {
         const float* kk = kc + j * kvDim + g * hd;
         float d = 0.f;
         for (int c = lane; c < hd; c += 32) d += qt[c] * kk[c];
-        best = fmaxf(best, ro_warp_sum(d) * scale);
+        best = fmaxf(best, r_warp_sum(d) * scale);
     }
     float top = ro_block_max(best, red);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, z = 0.f;
@@ -92,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(128) ro_absorb_prompt(const float* 
         const float* vv = vc + j * vDim + g * dv;
         float d = 0.f;
         for (int c = lane; c < hd; c += 32) d += qt[c] * kk[c];
-        float e = expf(ro_warp_sum(d) * scale - top);
+        float e = expf(r_warp_sum(d) * scale - top);
         z += e;
         for (int r = 0; r < 8 && lane + 32 * r < dv; r++) acc[r] += e * vv[lane + 32 * r];
     }
@@ -218,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) ro_attend(const float* q, c
     float* th = st + 2LL * m * hd + (long long) m * m;
     float* zh = th + (long long) m * dv;
     float* mx = zh + m;
-    float sinkLogit = headSinks == nullptr ? RO_NEG_INF : headSinks[h];
+    float sinkLogit = headSinks == nullptr ? R_NEG_INF : headSinks[h];
     int p0 = pos[0];
     for (int t = 0; t < tokens; t++) {
         int p = p0 + t, ev = p - window;
@@ -230,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) ro_attend(const float* q, c
             for (int i = warp; i < m; i += warps) {
                 float d = 0.f;
                 for (int c = lane; c < hd; c += 32) d += qt[(long long) i * hd + c] * kk[c];
-                float l = ro_warp_sum(d) * scale, old = mx[i];
+                float l = r_warp_sum(d) * scale, old = mx[i];
                 float r = l > old ? expf(old - l) : 1.f;   // 0 on the first key (old −∞)
                 float top = l > old ? l : old;
                 float e = expf(l - top);
@@ -250,20 +241,20 @@ extern "C" __global__ void __launch_bounds__(128, 1) ro_attend(const float* q, c
             }
             float d = 0.f;
             for (int c = lane; c < hd; c += 32) d += qs[c] * kk[c];
-            d = ro_warp_sum(d);
+            d = r_warp_sum(d);
             if (lane == 0) sc[s] = d * scale;
         }
         for (int a = warp; a < m; a += warps) {   // the landmark row's logits
             float d = 0.f;
             for (int c = lane; c < hd; c += 32) d += qs[c] * kt[(long long) a * hd + c];
-            d = ro_warp_sum(d);
+            d = r_warp_sum(d);
             if (lane == 0) fh[a] = d * scale;
         }
         __syncthreads();
-        float nm = RO_NEG_INF;
+        float nm = R_NEG_INF;
         for (int s = threadIdx.x; s < n; s += blockDim.x) nm = fmaxf(nm, sc[s]);
         float nearMax = fmaxf(ro_block_max(nm, red), sinkLogit);   // (its barriers also publish sc and fh)
-        float f = RO_NEG_INF, shift = nearMax;
+        float f = R_NEG_INF, shift = nearMax;
         for (int a = 0; a < m; a++) f = fmaxf(f, fh[a]);
         for (int b = 0; b < m; b++) shift = fmaxf(shift, f + mx[b]);
         __syncthreads();   // every thread has read fh
