@@ -2,7 +2,7 @@
 # Builds every CUDA kernel file of the engine, cmf-engine/src/main/resources/dev/cmf4j/backend/cuda/NAME.cu,
 # into NAME.fatbin next to it (committed, shipped in the jar, loaded with cuModuleLoadData), and writes
 # NAME.fatbin.stamp recording the SHA-256 of the exact source it was built from (with the headers it includes,
-# `#include "X.cuh"` beside it, inlined: resident_common.cuh is shared by the resident_* files). At run time the
+# `#include "X.cuh"` beside it, inlined: common.cuh is shared by the kernel files). At run time the
 # engine uses the fatbin only when that hash equals the jar's NAME.cu (else it compiles NAME.cu with NVRTC, if
 # present); the CI test ShippedKernelsTest fails when a stamp does not match its source.
 #

@@ -1,17 +1,9 @@
 // cmf4j CUDA kernels. Built into kernels.fatbin by tools/build-cuda-kernels.sh (rerun it after every
 // edit and commit the .fatbin and .fatbin.stamp with this file); NVRTC compiles this source at run time
-// only when that fatbin is stale. Plain CUDA C: no headers, so NVRTC needs no include path.
+// only when that fatbin is stale. Plain CUDA C over common.cuh (inlined for NVRTC by KernelSource).
 // Every kernel computes in f32.
 
-typedef unsigned short u16;
-
-__device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((unsigned) h) << 16); }
-
-__device__ __forceinline__ float f16_to_f32(u16 h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
+#include "common.cuh"
 
 // Weight element kinds: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f; scales come separately).
 template <int K>
@@ -20,10 +12,10 @@ __device__ __forceinline__ void load4(const void* __restrict__ w, long long i, f
         float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
         o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
     } else if (K == 1 || K == 2) {
-        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const u16*>(w) + i);
-        u16 h0 = v.x & 0xffff, h1 = v.x >> 16, h2 = v.y & 0xffff, h3 = v.y >> 16;
-        if (K == 1) { o[0] = bf16_to_f32(h0); o[1] = bf16_to_f32(h1); o[2] = bf16_to_f32(h2); o[3] = bf16_to_f32(h3); }
-        else { o[0] = f16_to_f32(h0); o[1] = f16_to_f32(h1); o[2] = f16_to_f32(h2); o[3] = f16_to_f32(h3); }
+        uint2 v = *reinterpret_cast<const uint2*>(static_cast<const r_u16*>(w) + i);
+        r_u16 h0 = v.x & 0xffff, h1 = v.x >> 16, h2 = v.y & 0xffff, h3 = v.y >> 16;
+        if (K == 1) { o[0] = r_bf16(h0); o[1] = r_bf16(h1); o[2] = r_bf16(h2); o[3] = r_bf16(h3); }
+        else { o[0] = r_f16(h0); o[1] = r_f16(h1); o[2] = r_f16(h2); o[3] = r_f16(h3); }
     } else {
         char4 v = *reinterpret_cast<const char4*>(static_cast<const signed char*>(w) + i);
         o[0] = (float) v.x; o[1] = (float) v.y; o[2] = (float) v.z; o[3] = (float) v.w;
@@ -33,8 +25,8 @@ __device__ __forceinline__ void load4(const void* __restrict__ w, long long i, f
 template <int K>
 __device__ __forceinline__ float load1(const void* __restrict__ w, long long i) {
     if (K == 0) return static_cast<const float*>(w)[i];
-    if (K == 1) return bf16_to_f32(static_cast<const u16*>(w)[i]);
-    if (K == 2) return f16_to_f32(static_cast<const u16*>(w)[i]);
+    if (K == 1) return r_bf16(static_cast<const r_u16*>(w)[i]);
+    if (K == 2) return r_f16(static_cast<const r_u16*>(w)[i]);
     return (float) static_cast<const signed char*>(w)[i];
 }
 

@@ -1,24 +1,15 @@
 // cmf4j CUDA kernels for the 4-bit CMF dtypes (q4_block, q4tp), reading the payload as the file stores it
 // (CMF_FORMAT.md §2). Built into matvec_q4.fatbin by tools/build-cuda-kernels.sh (rerun it after every edit
 // and commit the .fatbin and .fatbin.stamp with this file); NVRTC compiles this source at run time only when
-// that fatbin is stale. Plain CUDA C, no headers. Every kernel computes in f32.
+// that fatbin is stale. Plain CUDA C over common.cuh. Every kernel computes in f32.
 //
 // Same signature and launch shape as kernels.cu's matvec_* (ArgPack): one warp per (row, token), block =
 // 8 warps = 8 rows, grid = (ceil(rows/8), tokens); y[t*rows + r] = sum_c W[row0+r, c] * x[t*cols + c].
 // Lanes read 4 bytes of nibbles (8 weights) each, 128 bytes per warp step, so weight reads are coalesced.
 
-typedef unsigned short u16;
-typedef unsigned char u8;
+#include "common.cuh"
 
-__device__ __forceinline__ float f16_to_f32(u16 h) {
-#ifdef __CUDA_ARCH__
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-#else
-    return emulated_f16_to_f32(h);   // compiled for the CPU by the tests' warp emulator (kernel_emulator.cpp)
-#endif
-}
+typedef unsigned char u8;
 
 // q - 8 as a float for a nibble q in 0..15, exactly: the bits of 2^23 + q minus (2^23 + 8) (no I2F).
 __device__ __forceinline__ float centred(unsigned q) { return __int_as_float(0x4B000000 | q) - 8388616.f; }
@@ -46,7 +37,7 @@ __device__ __forceinline__ void matvec_q4_block_body(const void* __restrict__ w,
     if (r >= rows) return;
     int t = blockIdx.y;
     const u8* __restrict__ nib = static_cast<const u8*>(w);
-    const u16* __restrict__ scales = reinterpret_cast<const u16*>(rs);
+    const r_u16* __restrict__ scales = reinterpret_cast<const r_u16*>(rs);
     const float* __restrict__ xt = x + (long long) t * cols;
     long long first = (row0 + r) * (long long) cols;   // flat index of the row's first weight
     float acc = 0.f;
@@ -56,13 +47,13 @@ __device__ __forceinline__ void matvec_q4_block_body(const void* __restrict__ w,
         // lane L of a step reads word L: group L/4 of the step's 8, weights (L%4)*8 .. +8 of it
         for (int c = lane * 8; c < cols; c += 256) {
             unsigned v = words[c >> 3];
-            float s = f16_to_f32(scales[g0 + (c >> 5)]);
+            float s = r_f16(scales[g0 + (c >> 5)]);
             acc += s * dot8(v, xt + c);
         }
     } else {
         for (int c = lane; c < cols; c += 32) {
             long long i = first + c;
-            acc += centred(nibble(nib, (i >> 5) * 16 + ((i & 31) >> 1), (int) (i & 1))) * f16_to_f32(scales[i >> 5]) * xt[c];
+            acc += centred(nibble(nib, (i >> 5) * 16 + ((i & 31) >> 1), (int) (i & 1))) * r_f16(scales[i >> 5]) * xt[c];
         }
     }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);

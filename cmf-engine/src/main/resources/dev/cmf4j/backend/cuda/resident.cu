@@ -1,10 +1,10 @@
 // cmf4j resident-forward kernels (dev.cmf4j.backend.cuda.ResidentForward): the whole dense decoder step
 // on the GPU. Its own module (built into resident.fatbin by tools/build-cuda-kernels.sh, NVRTC as the
-// fallback): plain CUDA C over resident_common.cuh. Every kernel computes in f32; activations are
+// fallback): plain CUDA C over common.cuh. Every kernel computes in f32; activations are
 // [T, width] row-major f32. Positions and token ids are read from device memory (`pos` = the chunk's first
 // position, `ids` = its T token ids) so one captured CUDA graph replays for every decode step.
 
-#include "resident_common.cuh"
+#include "common.cuh"
 
 // KV cache elements: f32, or f16 (--kv f16: half the bytes every attention step reads). The kernels that read or
 // write the caches are templates over the element type KV, one extern name per type (the f16 ones end in _h).

@@ -3,10 +3,10 @@
 // (GeLU-tanh, GeLU), the mixture of experts — routing and the chosen experts' products with the expert ids
 // kept in device memory, so a decode step replays as one CUDA graph — and greedy picks (each logit row's argmax). Its own module beside resident.cu (built
 // into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over
-// resident_common.cuh (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
+// common.cuh (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
 // takes a token dimension T (prefill chunks run the same kernels as decode steps).
 
-#include "resident_common.cuh"
+#include "common.cuh"
 
 // Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes).
 template <int K>

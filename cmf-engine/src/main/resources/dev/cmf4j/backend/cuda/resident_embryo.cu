@@ -2,11 +2,11 @@
 // swa_sink_v1 (the ring attend and the ring commit), the resonance router, and the hierarchical head (the cluster
 // log-softmax, a head product that reads only kept clusters' rows, the per-cluster log-softmax). The gated delta net
 // and the experts run resident_arch.cu's kernels. Its own module beside resident.cu (built into
-// resident_embryo.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over resident_common.cuh
+// resident_embryo.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over common.cuh
 // (CudaKernelEmulationTest compiles every kernel file in one unit, so its own helpers carry an re_ prefix). Every
 // kernel reads the sequence's position from device memory, so a decode step replays as one captured graph.
 
-#include "resident_common.cuh"
+#include "common.cuh"
 
 // sinks + window of one anchor (the format's bound, checked at open): one block holds a query head's scores
 #define RE_MAX_SCORES 160

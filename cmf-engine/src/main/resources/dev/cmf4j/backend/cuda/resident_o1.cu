@@ -4,14 +4,14 @@
 // ro_absorb_prompt folds the prompt's far keys into the per-landmark sums and ro_seal_copy fills the ring and the sinks.
 // Sealed steps: ro_rope (q/k norm and rope in place, no cache), ro_attend (per query head, the rows in position order:
 // the key leaving the window into the far sums, then one softmax over sinks, window and far field), ro_commit (the
-// step's rows into the ring). Its own module; plain CUDA C over resident_common.cuh (CudaKernelEmulationTest
+// step's rows into the ring). Its own module; plain CUDA C over common.cuh (CudaKernelEmulationTest
 // compiles every kernel file in one unit, so its own helpers carry an ro_ prefix). Positions are read from device memory,
 // so a decode step replays as one captured graph.
 //
 // A head's far state, at far + h·(2·m·hd + m·m + m·dv + 2·m): Q̃ [m, hd], K̃ [m, hd], M [m, m], T̂ [m, dv], Ẑ [m],
 // running max [m] (m: the sequence's landmark count).
 
-#include "resident_common.cuh"
+#include "common.cuh"
 
 #define RO_MAX_HEAD_DIM 256
 // sinks + window (SealedSteps checks it) and landmarks a block keeps in shared memory

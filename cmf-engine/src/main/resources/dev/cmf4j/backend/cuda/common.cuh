@@ -1,9 +1,10 @@
-// The helpers every resident kernel file shares (resident.cu, resident_arch.cu, resident_embryo.cu, resident_o1.cu):
-// 16-bit element types and their conversions, -inf, the warp reductions. Included as `#include "resident_common.cuh"`:
+// The helpers the engine's kernel files share (kernels.cu, matvec_q4.cu, resident.cu, resident_arch.cu,
+// resident_embryo.cu, resident_o1.cu): 16-bit element types and their conversions, -inf, the warp reductions. Included
+// as `#include "common.cuh"`:
 // nvcc finds it beside the .cu, the engine's NVRTC fallback and the stamps take the .cu with it inlined
 // (KernelSource), and the tests' warp emulator, which compiles every kernel file in one unit, includes it once.
-#ifndef CMF4J_RESIDENT_COMMON_CUH
-#define CMF4J_RESIDENT_COMMON_CUH
+#ifndef CMF4J_COMMON_CUH
+#define CMF4J_COMMON_CUH
 
 typedef unsigned short r_u16;
 typedef signed char r_i8;
