@@ -7,7 +7,7 @@
 # present); the CI test ShippedKernelsTest fails when a stamp does not match its source.
 #
 # Run it after every edit of a .cu or .cuh file, then commit the sources, .fatbin and .fatbin.stamp together:
-#     tools/build-cuda-kernels.sh            (needs nvcc from CUDA 13: NVCC=/path/to/nvcc to pick one)
+#     tools/build-cuda-kernels.sh            (needs nvcc from CUDA 13: NVCC=/path/to/nvcc to pick one; ONLY=NAME builds NAME.cu alone)
 #
 # The fatbin holds SASS for sm_80 (A100), sm_86 (RTX 30xx, A10/A40), sm_89 (RTX 40xx, L4/L40), sm_90 (H100/H200),
 # sm_100 (B200) and sm_120 (RTX 50xx) — a GPU of the same major and a higher minor runs the nearest lower
@@ -77,7 +77,7 @@ sha() { if grep -q '^#include "' "$1"; then expand "$1"; else cat "$1"; fi | tr 
 
 shopt -s nullglob
 built=0
-for cu in "$DIR"/*.cu; do
+for cu in "$DIR"/${ONLY:-*}.cu; do   # ONLY=NAME: that file alone
     name=$(basename "$cu" .cu)
     out="$DIR/$name.fatbin"
     tmp=$(mktemp "$DIR/.$name.XXXXXX")

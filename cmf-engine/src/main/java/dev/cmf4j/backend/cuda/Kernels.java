@@ -34,7 +34,7 @@ final class Kernels {
             + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks";
     // kch, vch: a chunk's own keys and values as f32, which the q8 instances read instead of the cache (resident.cu)
     private static final String PREFILL_TAIL = " float* out, int T, int heads, int kvHeads, int hd, float scale,"
-            + " const int* pos, int window, const float* sinks, const float* kch, const float* vch";
+            + " const int* pos, int window, const float* sinks, const float* kch, const float* vch, int chunk";
     private static final String MOE_GLU = "const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,"
             + " int gouts, int gim, const unsigned long long* uw, const unsigned long long* urs, const unsigned long long* ucf,"
             + " int uouts, int uim, const float* gb, const float* ub, const int* idx, const float* x, float* h, int rows, int cols,"
@@ -112,19 +112,20 @@ final class Kernels {
         return KernelSignature.of(RESIDENT_CU, "r_qk_rope_append" + kvSuffix(kv),
                 "float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, const float* qw, const float* kw, int qNorm,"
                         + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
-                        + " int kvHeads, int hd, const int* pos, float* kch");
+                        + " int kvHeads, int hd, const int* pos, float* kch, int window, int chunk");
     }
 
     static KernelSignature attnPartial(KvType kv) {
         String e = kvElement(kv);
         return KernelSignature.of(RESIDENT_CU, "r_attn_partial" + kvSuffix(kv),
-                "const float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, " + ATTN_DECODE_TAIL);
+                "const float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, " + ATTN_DECODE_TAIL + ", int chunk");
     }
 
     static KernelSignature attnRows(KvType kv) {
         String e = kvElement(kv);
         return KernelSignature.of(RESIDENT_CU, "r_attn_rows" + kvSuffix(kv),
-                "const float* q, const float* k, const float* v, " + e + "* const* kcs, " + e + "* const* vcs, " + ATTN_DECODE_TAIL);
+                "const float* q, const float* k, const float* v, " + e + "* const* kcs, " + e + "* const* vcs, " + ATTN_DECODE_TAIL
+                        + ", const int* chunks");
     }
 
     static KernelSignature gluSplit(int n) {

@@ -43,28 +43,32 @@ final class OpCheck {
                 for (int[] s : quick ? new int[][] {{3, 7}, {2, 1000}} : new int[][] {{3, 7}, {2, 1000}, {64, 128256}}) out.add(argmax(ctx, d, a, r, s[0], s[1]));
                 for (int[] s : new int[][] {{2, 8, 2}, {3, 128, 4}, {1, 32, 32}})
                     for (int v = 0; v < 3; v++) out.add(route(ctx, d, a, r, s[0], s[1], s[2], v == 1, v == 2));
-                // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks}
-                int[][] attn = {{64, 4, 2, 5, 3, 0, 0}, {128, 2, 1, 17, 10, 8, 1}, {256, 2, 2, 3, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1}};
+                // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks, ring chunk}
+                // (a ring chunk c > 0 with a window w: the caches are rings of w + c rows, resident.cu's r_kv_ring)
+                int[][] attn = {{64, 4, 2, 5, 3, 0, 0, 0}, {128, 2, 1, 17, 10, 8, 1, 0}, {256, 2, 2, 3, 0, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1, 0},
+                        {128, 2, 1, 17, 10, 8, 1, 17}, {64, 4, 2, 6, 40, 8, 0, 6}};
                 boolean tensorCores = ResidentLowering.tensorCoreAttention(ctx.info().ccMajor());
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : attn)
                         for (boolean tc : new boolean[] {false, true})
                             if (!tc || (tensorCores && ResidentLowering.prefillBucket(s[0]) < Kernels.prefillTensorCoreBuckets(kv)))
-                                out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, tc, kv));
-                // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits}
-                int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4}, {64, 4, 4, 70, 16, 1, 2, 32, 7}, {256, 2, 1, 9, 4, 0, 0, 256, 2},
-                        {40, 6, 3, 100, 0, 1, 0, 40, 32}};
-                // a prompt chunk's q/k norm, rope and KV append: {head dim, heads, kv heads, tokens, first position, norm, rotary dims}
+                                out.add(prefillAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6] == 1, s[7], tc, kv));
+                // decode attention: {head dim, heads, kv heads, key position, window, sinks, norm, rotary dims, splits, ring chunk}
+                int[][] decode = {{128, 8, 2, 37, 0, 0, 1, 128, 4, 0}, {64, 4, 4, 70, 16, 1, 2, 32, 7, 0}, {256, 2, 1, 9, 4, 0, 0, 256, 2, 0},
+                        {40, 6, 3, 100, 0, 1, 0, 40, 32, 0}, {64, 4, 4, 70, 16, 1, 2, 32, 7, 1}, {128, 8, 2, 37, 8, 0, 1, 128, 4, 5}};
+                // a prompt chunk's q/k norm, rope and KV append: {head dim, heads, kv heads, tokens, first position, norm, rotary dims,
+                // window, ring chunk}
                 for (KvType kv : Kernels.KV_TYPES)
-                    for (int[] s : new int[][] {{128, 8, 2, 5, 3, 1, 128}, {38, 4, 2, 3, 10, 2, 20}})
-                        out.add(ropeAppend(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6], kv));
+                    for (int[] s : new int[][] {{128, 8, 2, 5, 3, 1, 128, 0, 0}, {38, 4, 2, 3, 10, 2, 20, 0, 0}, {64, 4, 2, 5, 9, 1, 64, 4, 5}})
+                        out.add(ropeAppend(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], kv));
                 for (KvType kv : Kernels.KV_TYPES)
-                    for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8], kv));
-                // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits}
+                    for (int[] s : decode) out.add(decodeAttention(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8], s[9], kv));
+                // batched decode attention: {head dim, heads, kv heads, rows, window, sinks, norm, splits, rings} (rings 1: row i's
+                // caches are rings for a chunk of 1 + i % 3 tokens)
                 for (KvType kv : Kernels.KV_TYPES)
-                    for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3}, {64, 4, 2, 9, 12, 1, 2, 2}, {40, 6, 2, 4, 0, 0, 0, 1},
-                            {64, 16, 2, 3, 0, 1, 1, 2}, {32, 4, 4, 6, 7, 0, 0, 1}})   // groups of 4, 2, 3, 8, 1
-                        out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], kv));
+                    for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3, 0}, {64, 4, 2, 9, 12, 1, 2, 2, 0}, {40, 6, 2, 4, 0, 0, 0, 1, 0},
+                            {64, 16, 2, 3, 0, 1, 1, 2, 0}, {32, 4, 4, 6, 7, 0, 0, 1, 0}, {64, 4, 2, 9, 12, 1, 2, 2, 1}})   // groups of 4, 2, 3, 8, 1
+                        out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8] == 1, kv));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }
             return out;
@@ -215,12 +219,13 @@ final class OpCheck {
      * joining the softmax's denominator), against the same in double precision.
      */
     private static OpResult prefillAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                             int t, int pos0, int window, boolean sinks, boolean tc, KvType kv) {
-        int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads;
+                                             int t, int pos0, int window, boolean sinks, int chunk, boolean tc, KvType kv) {
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads, ring = ring(window, chunk);
         float scale = (float) (1 / Math.sqrt(hd));
         float[] q = gauss(r, t * heads * hd, 1f), kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
         float[] sink = gauss(r, heads, 1f), kExact = kc.clone(), vExact = vc.clone();
-        long dq = d.put(MemorySegment.ofArray(q)), dk = d.putKv(kc, kv, hd), dv = d.putKv(vc, kv, hd), dkch = 0, dvch = 0;
+        long dq = d.put(MemorySegment.ofArray(q)), dk = d.putKv(kc, kvDim, ctxLen, ring, kv, hd),
+                dv = d.putKv(vc, kvDim, ctxLen, ring, kv, hd), dkch = 0, dvch = 0;
         if (kv == KvType.Q8) {   // the chunk's own rows: read as f32 from kch/vch, never from the (rounded) cache
             System.arraycopy(kExact, pos0 * kvDim, kc, pos0 * kvDim, t * kvDim);
             System.arraycopy(vExact, pos0 * kvDim, vc, pos0 * kvDim, t * kvDim);
@@ -233,7 +238,7 @@ final class OpCheck {
         KernelSignature k = tc ? Kernels.prefillTensorCores(dim, kv) : Kernels.prefill(dim, kv);
         int[] grid = ResidentLowering.prefillGrid(t, heads, kvHeads, hd, tc);
         d.cu.launch(k.load(ctx).fn(), grid[0], grid[1], 1, 128, 1, 1, 0,
-                k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks, dkch, dvch));
+                k.pack(a, dq, dk, dv, dout, t, heads, kvHeads, hd, scale, dpos, window, dsinks, dkch, dvch, chunk));
         double[] want = new double[t * heads * hd];
         for (int tt = 0; tt < t; tt++)
             for (int h = 0; h < heads; h++) {
@@ -241,7 +246,8 @@ final class OpCheck {
                 attend(q, (tt * heads + h) * hd, kc, vc, kvDim, g * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN,
                         want, (tt * heads + h) * hd);
             }
-        return result("attn_prefill" + (tc ? "_tc" : "") + kvLabel(kv) + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
+        return result("attn_prefill" + (tc ? "_tc" : "") + kvLabel(kv) + (window > 0 ? " window" : "") + (sinks ? " sinks" : "")
+                        + (ring > 0 ? " ring" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, error(d.get(dout, t * heads * hd), want), 1e-5);
     }
 
@@ -252,21 +258,21 @@ final class OpCheck {
      * what {@link KvType#quantizeQ8} makes of those rows and of v: any other code or scale fails.
      */
     private static OpResult ropeAppend(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                       int t, int pos0, int norm, int rot, KvType kv) {
-        int ctxLen = pos0 + t, kvDim = kvHeads * hd, qDim = heads * hd;
+                                       int t, int pos0, int norm, int rot, int window, int chunk, KvType kv) {
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, qDim = heads * hd, ring = ring(window, chunk), rows = ring > 0 ? ring : ctxLen;
         float ropeScale = 1.125f, eps = 1e-5f;
         float[] q = gauss(r, t * qDim, 1.5f), k = gauss(r, t * kvDim, 1.5f), v = gauss(r, t * kvDim, 1f);
         float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), invFreq = new float[rot / 2];
         for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
-        long dkc = d.putKv(new float[ctxLen * kvDim], kv, hd), dvc = d.putKv(new float[ctxLen * kvDim], kv, hd);
+        long dkc = d.putKv(new float[rows * kvDim], kv, hd), dvc = d.putKv(new float[rows * kvDim], kv, hd);
         long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
         long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {pos0}));
         long dkch = kv == KvType.Q8 ? d.put(MemorySegment.ofArray(new float[t * kvDim])) : 0;
         KernelSignature kern = Kernels.qkRopeAppend(kv);
         d.cu.launch(kern.load(ctx).fn(), (heads + kvHeads + 3) / 4, t, 1, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw,
-                norm > 0 ? 1 : 0, norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, heads, kvHeads, hd, dpos, dkch));
-        float[] qGot = d.get(dq, t * qDim), kcGot = d.getKv(dkc, ctxLen * kvDim, kv, hd), vcGot = d.getKv(dvc, ctxLen * kvDim, kv, hd);
+                norm > 0 ? 1 : 0, norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, heads, kvHeads, hd, dpos, dkch, window, chunk));
+        float[] qGot = d.get(dq, t * qDim), kcGot = d.getKv(dkc, rows * kvDim, kv, hd), vcGot = d.getKv(dvc, rows * kvDim, kv, hd);
         float[] kch = kv == KvType.Q8 ? d.get(dkch, t * kvDim) : null;
         double[] want = new double[t * qDim];
         double err = 0, mag = 0;
@@ -277,7 +283,7 @@ final class OpCheck {
                 System.arraycopy(normRope(q, (tt * heads + h) * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p), 0, want, (tt * heads + h) * hd, hd);
             for (int g = 0; g < kvHeads; g++) {
                 double[] kr = normRope(k, (tt * kvHeads + g) * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
-                int at = p * kvDim + g * hd, raw = (tt * kvHeads + g) * hd;
+                int at = slot(p, ring) * kvDim + g * hd, raw = (tt * kvHeads + g) * hd;
                 double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, raw, hd, kv);
                 for (int c = 0; c < hd; c++) {
                     err = Math.max(err, Math.max(Math.max(0, Math.abs(kcGot[at + c] - kr[c]) - kvStep(kr[c], kv) - kq),
@@ -296,7 +302,8 @@ final class OpCheck {
         }
         double e = exact ? Math.max(error(qGot, want), err / Math.max(1e-30, mag)) : Double.POSITIVE_INFINITY;
         return result("qk_rope_append" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "")
-                + (rot < hd ? " partial rope" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + t + " tokens at " + pos0, e, 1e-5);
+                + (rot < hd ? " partial rope" : "") + (ring > 0 ? " ring" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, "
+                + t + " tokens at " + pos0, e, 1e-5);
     }
 
     /**
@@ -305,8 +312,8 @@ final class OpCheck {
      * appended rows against the same in double precision.
      */
     private static OpResult decodeAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                            int p, int window, boolean sinks, int norm, int rot, int splits, KvType kv) {
-        int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads;
+                                            int p, int window, boolean sinks, int norm, int rot, int splits, int chunk, KvType kv) {
+        int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads, ring = ring(window, chunk), rows = ring > 0 ? ring : ctxLen;
         float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1.125f, eps = 1e-5f;
         float[] kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
         float[] q = gauss(r, heads * hd, 1.5f), k = gauss(r, kvDim, 1.5f), v = gauss(r, kvDim, 1f);
@@ -314,7 +321,7 @@ final class OpCheck {
         float[] invFreq = new float[Math.max(1, rot / 2)];
         for (int i = 0; i < rot / 2; i++) invFreq[i] = (float) Math.pow(10000, -2.0 * i / rot);
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
-        long dkc = d.putKv(kc, kv, hd), dvc = d.putKv(vc, kv, hd);
+        long dkc = d.putKv(kc, kvDim, ctxLen, ring, kv, hd), dvc = d.putKv(vc, kvDim, ctxLen, ring, kv, hd);
         long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
         long dinv = d.put(MemorySegment.ofArray(invFreq)), dpos = d.put(MemorySegment.ofArray(new int[] {p}));
         long dpm = d.put(MemorySegment.ofArray(new float[heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[heads * splits]));
@@ -323,18 +330,18 @@ final class OpCheck {
         KernelSignature kern = Kernels.attnPartial(kv);
         d.cu.launch(kern.load(ctx).fn(), heads, 1, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkc, dvc, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
-                window, dout, ddone, dsinks));
-        float[] got = d.get(dout, heads * hd), kcGot = d.getKv(dkc, ctxLen * kvDim, kv, hd), vcGot = d.getKv(dvc, ctxLen * kvDim, kv, hd);
+                window, dout, ddone, dsinks, chunk));
+        float[] got = d.get(dout, heads * hd), kcGot = d.getKv(dkc, rows * kvDim, kv, hd), vcGot = d.getKv(dvc, rows * kvDim, kv, hd);
         double appended = 0, appendedMag = 0;
         for (int g = 0; g < kvHeads; g++) {
             double[] kr = normRope(k, g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
             double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, g * hd, hd, kv);
             for (int c = 0; c < hd; c++) {
-                int i = p * kvDim + g * hd + c;
+                int i = p * kvDim + g * hd + c, at = slot(p, ring) * kvDim + g * hd + c;
                 // the appended rows as the cache stores them (f16 / q8: within one step of the exact row, whose f32
                 // rounding on the GPU may sit on the other side of a rounding boundary)
-                appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[i] - kr[c]) - kvStep(kr[c], kv) - kq),
-                        Math.max(0, Math.abs(vcGot[i] - v[g * hd + c]) - kvStep(v[g * hd + c], kv) - vq)));
+                appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[at] - kr[c]) - kvStep(kr[c], kv) - kq),
+                        Math.max(0, Math.abs(vcGot[at] - v[g * hd + c]) - kvStep(v[g * hd + c], kv) - vq)));
                 appendedMag = Math.max(appendedMag, Math.abs(kr[c]));
                 kc[i] = (float) kr[c];
                 vc[i] = v[g * hd + c];
@@ -351,7 +358,7 @@ final class OpCheck {
             attend(qr, h * hd, kc, vc, kvDim, (h / group) * hd, hd, first, p, scale, sinks ? sink[h] : Double.NaN, want, h * hd);
         double err = Math.max(error(got, want), appended / Math.max(1e-30, appendedMag));
         return result("attn_decode" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (rot < hd ? " partial rope" : "")
-                + (window > 0 ? " window" : "") + (sinks ? " sinks" : ""),
+                + (window > 0 ? " window" : "") + (sinks ? " sinks" : "") + (ring > 0 ? " ring" : ""),
                 "hd " + hd + ", " + heads + "/" + kvHeads + " heads, key " + p + ", " + splits + " splits", err, 1e-5);
     }
 
@@ -360,34 +367,37 @@ final class OpCheck {
      * its own caches (found through per-row address tables), normed, roped and appended as in {@link #decodeAttention}.
      */
     private static OpResult decodeRows(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
-                                       int rows, int window, boolean sinks, int norm, int splits, KvType kv) {
+                                       int rows, int window, boolean sinks, int norm, int splits, boolean rings, KvType kv) {
         int kvDim = kvHeads * hd, group = heads / kvHeads;
         float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1f, eps = 1e-6f;
         float[] q = gauss(r, rows * heads * hd, 1.5f), k = gauss(r, rows * kvDim, 1.5f), v = gauss(r, rows * kvDim, 1f);
         float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), sink = gauss(r, heads, 1f);
         float[] invFreq = new float[hd / 2];
         for (int i = 0; i < hd / 2; i++) invFreq[i] = (float) Math.pow(500000, -2.0 * i / hd);
-        int[] pos = new int[rows];
+        int[] pos = new int[rows], chunks = new int[rows];
         float[][] kc = new float[rows][], vc = new float[rows][];
         long[] dkc = new long[rows], dvc = new long[rows];
         for (int i = 0; i < rows; i++) {
             pos[i] = 3 + 7 * i;
+            chunks[i] = rings ? 1 + i % 3 : 0;
             kc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
             vc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
-            dkc[i] = d.putKv(kc[i], kv, hd);
-            dvc[i] = d.putKv(vc[i], kv, hd);
+            int ring = ring(window, chunks[i]);
+            dkc[i] = d.putKv(kc[i], kvDim, pos[i] + 1, ring, kv, hd);
+            dvc[i] = d.putKv(vc[i], kvDim, pos[i] + 1, ring, kv, hd);
         }
         long dq = d.put(MemorySegment.ofArray(q)), dk = d.put(MemorySegment.ofArray(k)), dv = d.put(MemorySegment.ofArray(v));
         long dkcs = d.put(MemorySegment.ofArray(dkc)), dvcs = d.put(MemorySegment.ofArray(dvc)), dpos = d.put(MemorySegment.ofArray(pos));
         long dqw = norm > 0 ? d.put(MemorySegment.ofArray(qw)) : 0, dkw = norm > 0 ? d.put(MemorySegment.ofArray(kw)) : 0;
         long dinv = d.put(MemorySegment.ofArray(invFreq)), dsinks = sinks ? d.put(MemorySegment.ofArray(sink)) : 0;
+        long dchunks = d.put(MemorySegment.ofArray(chunks));
         long dpm = d.put(MemorySegment.ofArray(new float[rows * heads * splits])), dpl = d.put(MemorySegment.ofArray(new float[rows * heads * splits]));
         long dacc = d.put(MemorySegment.ofArray(new float[rows * heads * splits * hd])), ddone = d.put(MemorySegment.ofArray(new int[rows * heads]));
         long dout = d.put(MemorySegment.ofArray(new float[rows * heads * hd]));
         KernelSignature kern = Kernels.attnRows(kv);
         d.cu.launch(kern.load(ctx).fn(), heads, rows, splits, 128, 1, 1, 0, kern.pack(a, dq, dk, dv, dkcs, dvcs, dqw, dkw, norm > 0 ? 1 : 0,
                 norm > 0 ? 1 : 0, eps, norm == 2 ? 1 : 0, dinv, hd, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos, splits,
-                window, dout, ddone, dsinks));
+                window, dout, ddone, dsinks, dchunks));
         float[] got = d.get(dout, rows * heads * hd);
         double[] want = new double[rows * heads * hd];
         for (int i = 0; i < rows; i++) {
@@ -409,8 +419,22 @@ final class OpCheck {
             }
         }
         return result("attn_rows" + kvLabel(kv) + (norm == 1 ? " qk-norm" : norm == 2 ? " qk-norm offset" : "") + (window > 0 ? " window" : "")
-                + (sinks ? " sinks" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + rows + " rows, " + splits + " splits",
+                + (sinks ? " sinks" : "") + (rings ? " rings" : ""), "hd " + hd + ", " + heads + "/" + kvHeads + " heads, " + rows + " rows, " + splits + " splits",
                 error(got, want), 1e-5);
+    }
+
+    /** Rows of a sliding layer's ring for chunks of {@code chunk} tokens (resident.cu's r_kv_ring), or 0: one row per position. */
+    static int ring(int window, int chunk) { return window > 0 && chunk > 0 ? window + chunk : 0; }
+
+    /** Key j's row: j mod ring in a ring, else j. */
+    static int slot(int j, int ring) { return ring > 0 ? j % ring : j; }
+
+    /** A cache of {@code keys} position rows as a ring of {@code ring} rows (later keys over earlier ones), or as is (ring 0). */
+    static float[] asRing(float[] byPosition, int kvDim, int keys, int ring) {
+        if (ring == 0) return byPosition;
+        float[] out = new float[ring * kvDim];
+        for (int j = 0; j < keys; j++) System.arraycopy(byPosition, j * kvDim, out, slot(j, ring) * kvDim, kvDim);
+        return out;
     }
 
     /** Row x[off, off + hd) normed (0 none, 1 w·x, 2 (1 + w)·x; RMS with eps) then rotate_half-roped at p, in double. */
@@ -525,6 +549,14 @@ final class OpCheck {
 
         /** A KV cache's rows in its type's layout (their values rounded in place first: what the kernels read). */
         long putKv(float[] x, KvType kv, int hd) { return put(KvLayout.encode(arena, x, kv, hd)); }
+
+        /** {@link #putKv} of {@code keys} position rows laid out as a ring of {@code ring} rows ({@link #asRing}; 0: as is). */
+        long putKv(float[] x, int kvDim, int keys, int ring, KvType kv, int hd) {
+            if (ring == 0) return putKv(x, kv, hd);
+            long p = put(KvLayout.encode(arena, asRing(x, kvDim, keys, ring), kv, hd));   // the rows encoded as putKv would
+            KvLayout.encode(arena, x, kv, hd);   // x then holds what the cache holds, as after putKv
+            return p;
+        }
 
         float[] getKv(long p, int n, KvType kv, int hd) {
             cu.synchronize();

@@ -355,7 +355,7 @@ final class ResidentForward implements DeviceForward {
         return ((ResidentSession) state).sealed == null || ((ResidentSession) state).sealed.isSealed();
     }
 
-    /** Sealed layers once sealed, anchor rings and delta-rule states; -1 while a layer keeps a KV cache (full or sliding). */
+    /** Sealed layers once sealed, anchor rings, sliding layers' rings and delta-rule states; -1 while a layer keeps a full KV cache. */
     @Override public long stateBytes(Object state) {
         ResidentSession s = (ResidentSession) state;
         long sum = s.sealed == null ? 0 : s.sealed.sealedBytes();
@@ -367,7 +367,11 @@ final class ResidentForward implements DeviceForward {
             else if (l.deltaNet() != null) {
                 var dn = l.deltaNet();
                 sum += 4L * ((long) dn.convDim() * (dn.convKernel() - 1) + (long) dn.valueHeads() * dn.keyDim() * dn.valueDim());
-            } else if (!l.sharesKv()) return -1;
+            } else if (l.sharesKv()) {
+                // the source layer's cache
+            } else if (l.window() > 0 && s.kvChunk > 0) {
+                sum += 2L * KvLayout.rowBytes(kv, l.kvHeads(), l.headDim()) * s.cacheRows(l.window());
+            } else return -1;
         }
         return sum;
     }
@@ -602,11 +606,12 @@ final class ResidentForward implements DeviceForward {
                 batchHostPos.setAtIndex(ValueLayout.JAVA_INT, i, sp.pos0());
                 for (int k = 0; k < sp.tokens(); k++) w.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + r + k, sp.ids()[sp.off() + k]);
                 if (st.sealed != null && st.sealed.prepare(st.stream, sp.pos0(), sp.tokens())) dropDecode(st);
-                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc, st.conv, st.dnS, st.sealed);
+                batchHostPos.setAtIndex(ValueLayout.JAVA_INT, batchSpans + i, st.kvChunk);   // the rows' ring chunks, after the positions
+                seqs[i] = new Seq(r, sp.tokens(), batchPos + 4L * i, st.kc, st.vc, st.conv, st.dnS, st.sealed, st.kvChunk);
                 r += sp.tokens();
             }
             cu.copyToDeviceAsync(w.in, w.hostIn, 4L * (1 + t), w.stream);
-            cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * seqs.length, w.stream);
+            cu.copyToDeviceAsync(batchPos, batchHostPos, 4L * (batchSpans + seqs.length), w.stream);
             if (w.gates != NULL && logitRows > 0) {   // each logit row's head gate, in span order
                 for (int i = 0, g = 0; i < seqs.length; i++)
                     for (int k = 0; k < spans.get(i).logitRows(); k++)
@@ -650,7 +655,7 @@ final class ResidentForward implements DeviceForward {
             try (Arena a = Arena.ofConfined()) {
                 List<Step> profiledSteps = PROFILE ? new ArrayList<>() : null;
                 Steps L = PROFILE ? profiledSteps::add : st -> run(st, w.stream);
-                lower.steps(w, w.in + 4, seqs, oneToken > 0 ? batchKv : NULL, oneToken, t, allRows ? 0 : -1, out, a, gemm, L);
+                lower.steps(w, w.in + 4, seqs, oneToken > 0 ? batchKv : NULL, batchPos + 4L * batchSpans, oneToken, t, allRows ? 0 : -1, out, a, gemm, L);
                 if (!allRows && logitRows > 0) {   // the rows asked for, gathered in span order, then the head
                     int hidden = model.hidden(), g = 0;
                     for (int i = 0; i < seqs.length; i++) {
@@ -733,7 +738,7 @@ final class ResidentForward implements DeviceForward {
         Arena args = Arena.ofShared();
         try {
             List<Step> made = new ArrayList<>();
-            lower.steps(w, w.in + 4, seqs, batchKv, t, t, 0, out, args, gemm, made::add);
+            lower.steps(w, w.in + 4, seqs, batchKv, batchPos + 4L * batchSpans, t, t, 0, out, args, gemm, made::add);
             Captured c = capture(w.stream, made);
             BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
             batchGraphs.put(key, bg);
@@ -761,8 +766,8 @@ final class ResidentForward implements DeviceForward {
             int cap = Math.max(spans, 64);
             long kvBytes = 2L * 8 * layers.length * cap;   // per layer, the rows' key then value cache addresses
             try {
-                batchPos = cu.memAlloc(4L * cap);
-                batchHostPos = cu.memAllocHost(4L * cap);
+                batchPos = cu.memAlloc(8L * cap);   // the spans' positions, then their ring chunks
+                batchHostPos = cu.memAllocHost(8L * cap);
                 batchKv = cu.memAlloc(kvBytes);
                 batchHostKv = cu.memAllocHost(kvBytes);
             } catch (CudaException e) {

@@ -131,10 +131,11 @@ final class ResidentLowering {
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
      * layer) and the device address of its first row's position.
      */
-    record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS, SealedSteps.Sequence sealed) {}
+    /** {@code kvChunk}: the chunk bound its sliding layers' caches are rings for (resident.cu's r_kv_ring; 0: none). */
+    record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS, SealedSteps.Sequence sealed, int kvChunk) {}
 
     /** A session's own chunk: every row is its, the position at {@code s.in}. */
-    static Seq[] alone(ResidentSession s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc, s.conv, s.dnS, s.sealed)}; }
+    static Seq[] alone(ResidentSession s, int t) { return new Seq[] {new Seq(0, t, s.in, s.kc, s.vc, s.conv, s.dnS, s.sealed, s.kvChunk)}; }
 
     /**
      * Key splits of the attention for a chunk of t tokens: enough blocks to fill the GPU on a decode step, in one wave
@@ -395,13 +396,13 @@ final class ResidentLowering {
         long kqo = s.kq == NULL ? NULL : s.kq + ko, vqo = s.kq == NULL ? NULL : vBuf + ko;   // q8: the chunk's own rows
         // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
         L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
-                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo));
+                w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo, spec.window(), sq.kvChunk()));
         int b = prefillBucket(hd);
         boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
         int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);
         L.add(launch("attn_prefill", tc ? kernels.fnPrefillTc[b] : kernels.fnPrefill[b], grid[0], grid[1], 1, 128, a, s.q + qo,
                 sq.kc()[li], sq.vc()[li], s.att + qo, sq.tokens(), heads, kvHeads, hd, spec.scale(), sq.pos(), spec.window(), w.sinks(),
-                kqo, vqo));
+                kqo, vqo, sq.kvChunk()));
     }
 
     /**
@@ -435,16 +436,17 @@ final class ResidentLowering {
      * @param L        where each step goes as it is made, in launch order
      */
     void steps(ResidentSession s, long ids, Seq[] seqs, int t, int headRows, long out, Arena a, boolean gemm, Steps L) {
-        steps(s, ids, seqs, NULL, 0, t, headRows, out, a, gemm, L);
+        steps(s, ids, seqs, NULL, NULL, 0, t, headRows, out, a, gemm, L);
     }
 
     /**
      * As above; the first {@code oneTokenSeqs} sequences are one token each (rows 0..n-1), and {@code rowCaches} (not 0)
      * holds every layer's table of their key caches and then of their value caches (layer l's at
-     * {@code rowCaches + 8·l·n} and {@code + 8·(layers + l)·n}), each row's position at {@code seqs[r].pos()}: one
-     * r_attn_rows launch a layer for those rows; the sequences after them (prompt chunks) each run their own.
+     * {@code rowCaches + 8·l·n} and {@code + 8·(layers + l)·n}), each row's position at {@code seqs[r].pos()} and its
+     * {@link Seq#kvChunk} at {@code rowChunks + 4·r}: one r_attn_rows launch a layer for those rows; the sequences after
+     * them (prompt chunks) each run their own.
      */
-    void steps(ResidentSession s, long ids, Seq[] seqs, long rowCaches, int oneTokenSeqs, int t, int headRows, long out,
+    void steps(ResidentSession s, long ids, Seq[] seqs, long rowCaches, long rowChunks, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads();
         embed(L, a, ids, s.x, t);
@@ -514,7 +516,8 @@ final class ResidentLowering {
                     Seq sq = seqs[0];
                     L.add(launch("attention", kernels.fnAttn, heads, t, splits, 128, a, s.q, kBuf, vBuf, sq.kc()[li], sq.vc()[li],
                             w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                            s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks()));
+                            s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att, s.done, w.sinks(),
+                            sq.kvChunk()));
                 } else {
                     int n = rowCaches == NULL ? 0 : oneTokenSeqs;
                     if (n > 0) {   // one token of each of n sequences: the same per row, each over its own caches
@@ -522,7 +525,8 @@ final class ResidentLowering {
                         L.add(launch("attention_rows", kernels.fnAttnRows, heads, n, rowSplits, 128, a, s.q, kBuf, vBuf,
                                 rowCaches + 8L * li * n, rowCaches + 8L * (layers.length + li) * n,
                                 w.qNorm(), w.kNorm(), qn, kn, eps, off, w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(),
-                                s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks()));
+                                s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), seqs[0].pos(), rowSplits, spec.window(), s.att, s.done, w.sinks(),
+                                rowChunks));
                     }
                     for (int si = n; si < seqs.length; si++)   // a prompt chunk, or each longer span of a batch
                         prefillAttention(L, a, s, w, spec, li, seqs[si], kBuf, vBuf, qn, kn, eps, off);

@@ -16,6 +16,13 @@ import java.util.List;
  */
 final class ResidentSession {
     final int maxChunk, maxContext;
+    /**
+     * The chunk bound this session's sliding-window layers keep rings for (window + kvChunk rows: resident.cu's
+     * r_kv_ring), or 0 when they keep a row per position (the batch scratch; {@code -Dcmf.cuda.kvRings=false}).
+     */
+    final int kvChunk;
+    /** Whether sliding-window layers keep only their window on the device (default), not a row per position. */
+    static final boolean KV_RINGS = !"false".equals(System.getProperty("cmf.cuda.kvRings"));
     final Arena arena = Arena.ofShared();
     final MemorySegment stream;
     final MemorySegment hostIn, hostLast;
@@ -63,6 +70,12 @@ final class ResidentSession {
     /** Called when a buffer captured steps may point at moves (the all-logits rows). */
     private final Runnable stale;
 
+    /** Rows of a layer's KV cache with sliding window {@code window} (0: a full layer): a ring, or one per position. */
+    int cacheRows(int window) {
+        long ring = window > 0 && kvChunk > 0 ? (long) window + kvChunk : Long.MAX_VALUE;
+        return (int) Math.min(ring, maxContext);
+    }
+
     /** A session's own state ({@code splits}: the attention's key splits for a chunk of t rows). */
     ResidentSession(CudaDriver cu, DecoderPlan model, KvType kv, SealedSteps o1, java.util.function.IntUnaryOperator splits,
                     Runnable stale, int maxChunk, int maxContext) {
@@ -82,6 +95,7 @@ final class ResidentSession {
         this.maxChunk = maxChunk;
         this.maxContext = maxContext;
         this.sequence = sequence;
+        this.kvChunk = sequence && KV_RINGS ? maxChunk : 0;
         int hidden = model.hidden(), vocab = model.vocab();
         // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
         MemorySegment st = null, hi = null, hl = null, hg = null;
@@ -188,9 +202,10 @@ final class ResidentSession {
                     }
                 } else if (o1 != null && o1.seals(l)) {   // SealedSteps.Sequence's, below
                     continue;
-                } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length
+                } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length;
+                           // a sliding layer's, its window and a chunk
                     long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim
-                            : KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim()) * maxContext;
+                            : KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim()) * cacheRows(spec.window());
                     kc[l] = alloc(bytes);
                     vc[l] = alloc(bytes);
                 }

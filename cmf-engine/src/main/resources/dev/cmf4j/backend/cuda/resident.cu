@@ -30,6 +30,12 @@ template <> struct r_kv_ld<r_i8> { typedef float t; };
 // one head's stride within a cache row, and one row's, in elements (q8: bytes, the scales included)
 template <typename KV> __device__ __forceinline__ int r_kv_head(int hd) { return r_kv_is_q8<KV>::v ? ((hd + 3) & ~3) + 4 : hd; }
 template <typename KV> __device__ __forceinline__ long long r_kv_row(int kvHeads, int hd) { return (long long) kvHeads * r_kv_head<KV>(hd); }
+// A sliding layer's cache rows (window > 0) of a session with chunks of at most `chunk` tokens (> 0) are a ring of
+// window + chunk rows, key j in row j mod (window + chunk): a chunk's first query still finds every key of its window
+// after the chunk's own keys are written. Else (a full layer, or chunk 0) key j is row j. r_kv_ring gives the ring's
+// rows (0: none), r_kv_slot key j's row.
+__device__ __forceinline__ int r_kv_ring(int window, int chunk) { return window > 0 && chunk > 0 ? window + chunk : 0; }
+__device__ __forceinline__ long long r_kv_slot(int j, int ring) { return ring > 0 ? j % ring : j; }
 __device__ __forceinline__ float r_q8_scale(const r_i8* head, int hd) { return *reinterpret_cast<const float*>(head + ((hd + 3) & ~3)); }
 __device__ __forceinline__ float r_kv_f32(r_i8 v) { return (float) v; }
 // x·inv rounded half up, as Java's Math.round (y − floor(y) is exact here; __fmul_rn: never fused into an FMA)
@@ -635,7 +641,7 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
         float* q, const float* k, const float* v, KV* kc, KV* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
         const float* invFreq, int rotaryDim, float ropeScale,
-        int heads, int kvHeads, int hd, const int* pos, float* kch) {
+        int heads, int kvHeads, int hd, const int* pos, float* kch, int window, int chunk) {
     __shared__ float rows[R_ROPE_WARPS][256];
     r_pdl_trigger();
     r_pdl_wait();
@@ -648,7 +654,8 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
     int kvh = h - heads;
     const float* src = isQ ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvHeads + kvh) * hd;
     float* qd = q + ((long long) t * heads + h) * hd;   // a q row: in place
-    KV* kd = kc + (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) (isQ ? 0 : kvh) * r_kv_head<KV>(hd);   // a k row: the cache's row p
+    const long long slot = r_kv_slot(p, r_kv_ring(window, chunk));
+    KV* kd = kc + slot * r_kv_row<KV>(kvHeads, hd) + (long long) (isQ ? 0 : kvh) * r_kv_head<KV>(hd);   // a k row: key p's cache row
     for (int i = lane; i < hd; i += 32) buf[i] = src[i];
     __syncwarp();
     if (isQ ? qNorm : kNorm) {
@@ -672,7 +679,7 @@ __device__ __forceinline__ void r_qk_rope_append_warp(
     }
     if (!isQ) {
         const float* vs = v + ((long long) t * kvHeads + kvh) * hd;
-        KV* vd = vc + (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
+        KV* vd = vc + slot * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
         if constexpr (r_kv_is_q8<KV>::v) {   // the roped k row (in buf) as f32 for the chunk's attention, then both quantized
             __syncwarp();
             float* kr = kch + ((long long) t * kvHeads + kvh) * hd;
@@ -689,9 +696,9 @@ extern "C" __global__ void __launch_bounds__(32 * R_ROPE_WARPS) NAME( \
         float* q, const float* k, const float* v, KV* kc, KV* vc, \
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset, \
         const float* invFreq, int rotaryDim, float ropeScale, \
-        int heads, int kvHeads, int hd, const int* pos, float* kch) { \
+        int heads, int kvHeads, int hd, const int* pos, float* kch, int window, int chunk) { \
     r_qk_rope_append_warp<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, \
-            heads, kvHeads, hd, pos, kch); \
+            heads, kvHeads, hd, pos, kch, window, chunk); \
 }
 R_QK_ROPE_APPEND(r_qk_rope_append, float)
 R_QK_ROPE_APPEND(r_qk_rope_append_h, r_u16)
@@ -834,7 +841,8 @@ __device__ __forceinline__ void r_attn_decode_row(
         const float* invFreq, int rotaryDim, float ropeScale,
         float* pm, float* pl, float* pacc,
         int heads, int kvHeads, int hd, float scale, const int p, int splits, int window,
-        float* out, int* done, const float* sinks, int t) {
+        float* out, int* done, const float* sinks, int t, int chunk) {
+    const int ring = r_kv_ring(window, chunk);
     __shared__ float sq[256], sk[256];   // the raw rows, normed in place
     __shared__ float rq[256], rk[256];   // the roped q row, and k row of key p
     __shared__ float cs[128], sn[128];   // the rope's cos and sin (· ropeScale) at p
@@ -861,7 +869,7 @@ __device__ __forceinline__ void r_attn_decode_row(
         // one block per kv head appends key p to the caches: the last q head of the group (the CPU emulator runs the
         // blocks in order, so the group's other heads run before the row is written: reading it would read NaN there)
         const bool append = withKey && h == kvh * group + group - 1;
-        const long long row = (long long) p * kvHeads * hd + (long long) kvh * hd;
+        const long long row = r_kv_slot(p, ring) * kvHeads * hd + (long long) kvh * hd;
         for (int i = threadIdx.x; i < hd; i += blockDim.x) {
             int j = i < half ? i : i - half;
             float c = i < rotaryDim ? cs[j] : 0.f, n = i < rotaryDim ? sn[j] : 0.f;
@@ -871,7 +879,7 @@ __device__ __forceinline__ void r_attn_decode_row(
         __syncthreads();
         if (append) {
             if constexpr (r_kv_is_q8<KV>::v) {   // a warp each for the k and the v row (the scale needs the row's max)
-                const long long at = (long long) p * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
+                const long long at = r_kv_slot(p, ring) * r_kv_row<KV>(kvHeads, hd) + (long long) kvh * r_kv_head<KV>(hd);
                 if (warp == 0) r_q8_store_head(kc + at, rk, hd, lane);
                 else if (warp == 1) r_q8_store_head(vc + at, v + (long long) kvh * hd, hd, lane);
             } else {
@@ -896,8 +904,9 @@ __device__ __forceinline__ void r_attn_decode_row(
 #pragma unroll
         for (int u = 0; u < R_ATT_KEYS; u++) {
             bool live = j0 + u < hi;
-            const KV* kp = kc + (long long) (j0 + u) * rowStride + headAt;
-            const KV* vp = vc + (long long) (j0 + u) * rowStride + headAt;
+            const long long at = r_kv_slot(j0 + u, ring) * rowStride + headAt;
+            const KV* kp = kc + at;
+            const KV* vp = vc + at;
             if constexpr (r_kv_is_q8<KV>::v) {
                 ksc[u] = live ? r_q8_scale(kp, hd) : 0.f;
                 vsc[u] = live ? r_q8_scale(vp, hd) : 0.f;
@@ -979,11 +988,11 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         const float* invFreq, int rotaryDim, float ropeScale, \
         float* pm, float* pl, float* pacc, \
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window, \
-        float* out, int* done, const float* sinks) { \
+        float* out, int* done, const float* sinks, int chunk) { \
     r_pdl_trigger(); \
     R_TRAP_UNLESS_ONE_ROW(); \
     r_attn_decode_row<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, \
-            pacc, heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0); \
+            pacc, heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0, chunk); \
 }
 #ifdef __CUDA_ARCH__
 #define R_TRAP_UNLESS_ONE_ROW() if (gridDim.y != 1) __trap()   // one decode token (T = 1): a chunk's queries go through r_attn_prefill*
@@ -1004,12 +1013,12 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         const float* invFreq, int rotaryDim, float ropeScale, \
         float* pm, float* pl, float* pacc, \
         int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window, \
-        float* out, int* done, const float* sinks) { \
+        float* out, int* done, const float* sinks, const int* chunks) { \
     r_pdl_trigger(); \
     const int t = blockIdx.y; \
     r_attn_decode_row<KV>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
             v + (long long) t * kvHeads * hd, kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, \
-            ropeScale, pm, pl, pacc, heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t); \
+            ropeScale, pm, pl, pacc, heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t, chunks[t]); \
 }
 R_ATTN_ROWS(r_attn_rows, float)
 R_ATTN_ROWS(r_attn_rows_h, r_u16)
@@ -1045,17 +1054,17 @@ __device__ __forceinline__ void r_pf_at(int tid, int u, int& j, int& c) {
 template <int D, int LT, typename KV>
 __device__ __forceinline__ void r_pf_load(typename r_kv_ld<KV>::t* ld, const KV* __restrict__ base,
                                           const float* __restrict__ chunk, int p0, int k0, int pLast, int hd,
-                                          long long rowStride, long long kvDim, int tid) {
+                                          long long rowStride, long long kvDim, int tid, int ring) {
 #pragma unroll
     for (int u = 0; u < LT; u++) {
         int j, c;
         r_pf_at<D>(tid, u, j, c);
         int key = k0 + j;
         if constexpr (r_kv_is_q8<KV>::v) {
-            const r_i8* row = base + key * rowStride;
+            const r_i8* row = base + r_kv_slot(key, ring) * rowStride;
             ld[u] = key > pLast || c >= hd ? 0.f : key >= p0 ? chunk[(key - p0) * kvDim + c] : (float) row[c] * r_q8_scale(row, hd);
         } else {
-            ld[u] = key <= pLast && c < hd ? base[key * rowStride + c] : KV(0);
+            ld[u] = key <= pLast && c < hd ? base[r_kv_slot(key, ring) * rowStride + c] : KV(0);
         }
     }
 }
@@ -1106,8 +1115,9 @@ template <int D, int R, int BK, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tile(
         const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        const float* __restrict__ kch, const float* __restrict__ vch, float* qs, float* kvs, float* ps) {
+        const float* __restrict__ kch, const float* __restrict__ vch, float* qs, float* kvs, float* ps, int chunk) {
     constexpr int RT = R / 16;     // rows per thread
+    const int ring = r_kv_ring(window, chunk);
     constexpr int KT = BK / 8;     // keys per thread in S
     constexpr int CT = D / 32;     // float4 column chunks per thread in O
     constexpr int KS = D + 4;      // K/V row stride: rows 8 apart start 4 banks apart, so float4 reads are conflict-free
@@ -1151,12 +1161,12 @@ __device__ __forceinline__ void r_attn_prefill_tile(
     // while the block computes: V(tile) during S, K(tile + 1) during P·V
     constexpr int LT = BK * D / R_PF_THREADS;
     typename r_kv_ld<KV>::t ld[LT];
-    r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, lo, pLast, hd, rowStride, kvDim, tid);
+    r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, lo, pLast, hd, rowStride, kvDim, tid, ring);
     for (int k0 = lo; k0 <= pLast; k0 += BK) {
         __syncthreads();   // the previous tile's V (and, the first time, nothing) is no longer read
         r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
-        r_pf_load<D, LT, KV>(ld, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, tid);
+        r_pf_load<D, LT, KV>(ld, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, tid, ring);
         // S = Q·Kᵀ for this thread's RT rows × KT keys
         float s[RT][KT];
 #pragma unroll
@@ -1208,7 +1218,7 @@ __device__ __forceinline__ void r_attn_prefill_tile(
         __syncthreads();   // K is no longer read: V replaces it
         r_pf_store<D, LT, KV>(ld, kvs, tid);
         __syncthreads();
-        if (k0 + BK <= pLast) r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, k0 + BK, pLast, hd, rowStride, kvDim, tid);
+        if (k0 + BK <= pLast) r_pf_load<D, LT, KV>(ld, kbase, kcb, p0, k0 + BK, pLast, hd, rowStride, kvDim, tid, ring);
         // O = O·corr + P·V
 #pragma unroll
         for (int i = 0; i < RT; i++)
@@ -1259,11 +1269,12 @@ __device__ __forceinline__ void r_attn_prefill_tile(
 #define R_ATTN_PREFILL_KV(NAME, D, R, BK, KV, MINB) \
 extern "C" __global__ void __launch_bounds__(R_PF_THREADS, MINB) NAME( \
         const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
-        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch) { \
+        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch, int chunk) { \
     __shared__ __align__(16) float qs[R * D]; \
     __shared__ __align__(16) float kvs[BK * (D + 4)]; \
     __shared__ __align__(16) float ps[BK * R]; \
-    r_attn_prefill_tile<D, R, BK, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kch, vch, qs, kvs, ps); \
+    r_attn_prefill_tile<D, R, BK, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kch, vch, qs, kvs, ps, \
+            chunk); \
 }
 R_ATTN_PREFILL_KV(r_attn_prefill_32, 32, 64, 32, float, 3)
 R_ATTN_PREFILL_KV(r_attn_prefill_64, 64, 64, 32, float, 3)
@@ -1700,13 +1711,13 @@ __device__ __forceinline__ float r_tc_up(int e) { return __uint_as_float((unsign
 __device__ __forceinline__ float r_tc_down(int e) { return __uint_as_float((unsigned) (e - 13) << 23); }
 
 
-// Columns c..c+3 of cache row `key` (zero past pLast and past hd); float4 when hd % 4 == 0. (chunk and p0: the q8
-// cache's, below)
+// Columns c..c+3 of key `key`, cache row `row` (zero past pLast and past hd); float4 when hd % 4 == 0. (chunk and p0:
+// the q8 cache's, below)
 __device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, const float* chunk, int p0, int key, int pLast,
-                                           int c, int hd, long long rowStride, long long kvDim) {
+                                           int c, int hd, long long rowStride, long long kvDim, int row) {
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (key <= pLast && c < hd) {
-        const float* p = base + key * rowStride + c;
+        const float* p = base + row * rowStride + c;
         if ((hd & 3) == 0) v = *reinterpret_cast<const float4*>(p);
         else {
             v.x = p[0];
@@ -1720,10 +1731,10 @@ __device__ __forceinline__ float4 r_tc_ld4(const float* __restrict__ base, const
 
 // The same of an f16 cache (--kv f16): 8 bytes when hd % 4 == 0.
 __device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, const float* chunk, int p0, int key, int pLast,
-                                           int c, int hd, long long rowStride, long long kvDim) {
+                                           int c, int hd, long long rowStride, long long kvDim, int row) {
     uint2 u = make_uint2(0u, 0u);   // the stored halves (0 where masked), widened after the loads (r_kv_f32's comment)
     if (key <= pLast && c < hd) {
-        const r_u16* p = base + key * rowStride + c;
+        const r_u16* p = base + row * rowStride + c;
         if ((hd & 3) == 0) u = *reinterpret_cast<const uint2*>(p);
         else {
             u.x = p[0];
@@ -1739,45 +1750,54 @@ __device__ __forceinline__ float4 r_tc_ld4(const r_u16* __restrict__ base, const
 // The same of a q8 cache (--kv q8): 4 codes (one 4-byte load when hd % 4 == 0) times the row's scale below position
 // p0, the chunk's own f32 rows (chunk, [T, kvDim]) from p0 on.
 __device__ __forceinline__ float4 r_tc_ld4(const r_i8* __restrict__ base, const float* chunk, int p0, int key, int pLast,
-                                           int c, int hd, long long rowStride, long long kvDim) {
-    if (key >= p0) return r_tc_ld4(chunk, nullptr, 0, key - p0, pLast - p0, c, hd, kvDim, kvDim);
+                                           int c, int hd, long long rowStride, long long kvDim, int row) {
+    if (key >= p0) return r_tc_ld4(chunk, nullptr, 0, key - p0, pLast - p0, c, hd, kvDim, kvDim, key - p0);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (c < hd) {
-        const r_i8* row = base + key * rowStride;
+        const r_i8* rp = base + row * rowStride;
         char4 u;
-        if ((hd & 3) == 0) u = *reinterpret_cast<const char4*>(row + c);
+        if ((hd & 3) == 0) u = *reinterpret_cast<const char4*>(rp + c);
         else {
-            u.x = row[c];
-            u.y = c + 1 < hd ? row[c + 1] : 0;
-            u.z = c + 2 < hd ? row[c + 2] : 0;
-            u.w = c + 3 < hd ? row[c + 3] : 0;
+            u.x = rp[c];
+            u.y = c + 1 < hd ? rp[c + 1] : 0;
+            u.z = c + 2 < hd ? rp[c + 2] : 0;
+            u.w = c + 3 < hd ? rp[c + 3] : 0;
         }
-        float s = r_q8_scale(row, hd);
+        float s = r_q8_scale(rp, hd);
         v = make_float4(u.x * s, u.y * s, u.z * s, u.w * s);
     }
     return v;
 }
 
+// Key k0 + i's cache row, from the tile's first row s0 = r_kv_slot(k0, ring) and wrap = the ring's rows (a huge number
+// without a ring): one division a tile instead of one a load (the keys a tile loads, lo..pLast at most, span fewer rows
+// than the ring holds, so one wrap is enough; the rows of masked keys past pLast are never read).
+__device__ __forceinline__ int r_tc_row(int s0, int i, int wrap) { int r = s0 + i; return r >= wrap ? r - wrap : r; }
+
 // K tile: chunk e = (warp·LK + u)·32 + lane is key e / (D/4), columns 4·(e % (D/4)).. (a warp's loads contiguous)
 template <int D, int LK, typename KV>
 __device__ __forceinline__ void r_tc_loadk(float4* ld, const KV* __restrict__ base, const float* chunk, int p0, int k0,
-                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane) {
+                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane,
+                                           int s0, int wrap) {
 #pragma unroll
     for (int u = 0; u < LK; u++) {
         int e = (warp * LK + u) * 32 + lane;
-        ld[u] = r_tc_ld4(base, chunk, p0, k0 + e / (D / 4), pLast, 4 * (e % (D / 4)), hd, rowStride, kvDim);
+        ld[u] = r_tc_ld4(base, chunk, p0, k0 + e / (D / 4), pLast, 4 * (e % (D / 4)), hd, rowStride, kvDim,
+                         r_tc_row(s0, e / (D / 4), wrap));
     }
 }
 
 // V tile: lane (p = lane / 2, h = lane % 2) takes keys 2p and 2p + 1, columns warp·D/W + 8i + 4h.. (i < CV)
 template <int D, int CV, typename KV>
 __device__ __forceinline__ void r_tc_loadv(float4* ld, const KV* __restrict__ base, const float* chunk, int p0, int k0,
-                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane) {
+                                           int pLast, int hd, long long rowStride, long long kvDim, int warp, int lane,
+                                           int s0, int wrap) {
+    const int r0 = r_tc_row(s0, 2 * (lane >> 1), wrap), r1 = r_tc_row(s0, 2 * (lane >> 1) + 1, wrap);
 #pragma unroll
     for (int i = 0; i < CV; i++) {
         int c = warp * (D / R_TC_WARPS) + 8 * i + 4 * (lane & 1), key = k0 + 2 * (lane >> 1);
-        ld[2 * i] = r_tc_ld4(base, chunk, p0, key, pLast, c, hd, rowStride, kvDim);
-        ld[2 * i + 1] = r_tc_ld4(base, chunk, p0, key + 1, pLast, c, hd, rowStride, kvDim);
+        ld[2 * i] = r_tc_ld4(base, chunk, p0, key, pLast, c, hd, rowStride, kvDim, r0);
+        ld[2 * i + 1] = r_tc_ld4(base, chunk, p0, key + 1, pLast, c, hd, rowStride, kvDim, r1);
     }
 }
 
@@ -1785,7 +1805,9 @@ template <int D, typename KV>
 __device__ __forceinline__ void r_attn_prefill_tc_tile(
         const float* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float* __restrict__ out,
         int T, int heads, int kvHeads, int hd, float scale, const int* pos, int window, const float* sinks,
-        const float* __restrict__ kch, const float* __restrict__ vch, unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv) {
+        const float* __restrict__ kch, const float* __restrict__ vch, unsigned* kw, unsigned* vw, float* ksc, float* vkm, float* vlv,
+        int chunk) {
+    const int ring = r_kv_ring(window, chunk);
     constexpr int W = R_TC_WARPS, BK = R_TC_BK, R = 16 * W;
     constexpr int KS = D / 16;                  // k16 steps over the head dimension (S = Q·Kᵀ)
     constexpr int NT = BK / 8;                  // n8 tiles of keys in S
@@ -1849,8 +1871,9 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
         // of its row combine their max), parts to shared memory. The previous tile's S is done by every warp (the
         // barrier before its P·V).
         float4 ldk[LK], ldv[2 * CV];
-        r_tc_loadk<D, LK, KV>(ldk, kbase, kcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane);
-        r_tc_loadv<D, CV, KV>(ldv, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane);
+        const int s0 = (int) r_kv_slot(k0, ring), wrap = ring > 0 ? ring : 0x7fffffff;
+        r_tc_loadk<D, LK, KV>(ldk, kbase, kcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane, s0, wrap);
+        r_tc_loadv<D, CV, KV>(ldv, vbase, vcb, p0, k0, pLast, hd, rowStride, kvDim, warp, lane, s0, wrap);
 #pragma unroll
         for (int u = 0; u < LK; u++) {
             int e = (warp * LK + u) * 32 + lane, key = e / (D / 4), ch = e % (D / 4);
@@ -2006,13 +2029,13 @@ __device__ __forceinline__ void r_attn_prefill_tc_tile(
 #define R_ATTN_PREFILL_TC_KV(NAME, D, KV) \
 extern "C" __global__ void __launch_bounds__(32 * R_TC_WARPS, 2) NAME( \
         const float* q, const KV* kc, const KV* vc, float* out, int T, int heads, int kvHeads, int hd, \
-        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch) { \
+        float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch, int chunk) { \
     __shared__ __align__(16) unsigned kw[2 * R_TC_BK * (D / 2 + 4)]; \
     __shared__ __align__(16) unsigned vw[2 * D * (R_TC_BK / 2 + 4)]; \
     __shared__ float ksc[R_TC_BK], vkm[R_TC_WARPS * R_TC_BK]; \
     __shared__ float vlv[R_TC_BK]; \
     r_attn_prefill_tc_tile<D, KV>(q, kc, vc, out, T, heads, kvHeads, hd, scale, pos, window, sinks, kch, vch, kw, vw, ksc, \
-            vkm, vlv); \
+            vkm, vlv, chunk); \
 }
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_32, 32, float)
 R_ATTN_PREFILL_TC_KV(r_attn_prefill_tc_64, 64, float)

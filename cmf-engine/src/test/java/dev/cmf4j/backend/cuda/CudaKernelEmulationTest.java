@@ -772,7 +772,7 @@ class CudaKernelEmulationTest {
                 long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
                 long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
                 cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
-                        Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks, 0L, 0L));
+                        Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks, 0L, 0L, 0));
                 cu.synchronize();
                 MemorySegment host = a.allocate(4L * got.length, 4);
                 cu.copyToHost(host, dout, host.byteSize());
@@ -879,7 +879,7 @@ class CudaKernelEmulationTest {
                         cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
                                 Kernels.named("r_attn_partial").pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, qNorm > 0 ? 1 : 0, kNorm > 0 ? 1 : 0, eps,
                                         norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos,
-                                        splits, window, dout, ddone, dsinks));
+                                        splits, window, dout, ddone, dsinks, 0));
                         cu.synchronize();
                         cu.copyToHost(host, dout, 4L * heads * hd);
                         MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got[st][run], 0, heads * hd);

@@ -899,6 +899,48 @@ class CudaMockTest {
         }
     }
 
+    /**
+     * Sliding-window layers keep rings on the device (window + chunk rows, resident.cu's r_kv_ring): gemma3 and gpt-oss
+     * (window 8) at f32 match their transformers goldens with prompt chunks of 3 (rings of 11 rows, which the 40-token
+     * prompt and the 24 greedy steps wrap several times), and a session's device memory grows with its context only by
+     * the full layers' caches (the sliding layers' stay at their rings).
+     */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"gemma3", "gpt_oss"})
+    void slidingLayersKeepRingsAndMatchTheGoldens(String name) throws Exception {
+        Path src = dev.cmf4j.testkit.Fixtures.require("models/" + name);
+        Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(src, tmp.resolve(name + "-rings.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
+        var golden = dev.cmf4j.model.Golden.load(src);
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
+                var g = m.graph();
+                assertThat(g.device()).as(name + " resident").isNotNull();
+                var r = golden.check(g, 3);
+                assertThat(r.logitsMaxDiff()).as(name + ": " + r).isLessThanOrEqualTo(1e-3);
+                assertThat(r.stepLogitsMaxDiff()).as(name + ": " + r).isLessThanOrEqualTo(1e-3);
+                assertThat(r.greedyMatches()).as(name + ": " + r).isTrue();
+                long fullRowBytes = 0;
+                int sliding = 0;
+                for (var l : g.spec().layers())
+                    if (l.mixer() instanceof dev.cmf4j.model.Mixer.Attention a && !a.sharesKv()) {
+                        if (a.window() > 0) sliding++;
+                        else fullRowBytes += 2L * Float.BYTES * a.kvDim();   // a key and a value row, f32
+                    }
+                assertThat(sliding).as(name + " has sliding layers").isPositive();
+                var small = g.newState(3, 1024);
+                var large = g.newState(3, 2048);
+                try {
+                    assertThat(large.heldBytes() - small.heldBytes()).as(name + ": 1,024 more positions cost the full layers' rows only")
+                            .isEqualTo(1024 * fullRowBytes);
+                } finally {
+                    small.close();
+                    large.close();
+                }
+            }
+        }
+    }
+
     @Test void closingASessionGivesItsDeviceMemoryBackAtOnce() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {

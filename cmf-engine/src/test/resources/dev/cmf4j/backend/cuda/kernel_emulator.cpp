@@ -307,10 +307,10 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
         M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, int)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)
 #define PFT(N, Fn) case 70 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, int)); }; break;
         PFT(0, r_attn_prefill_tc_32) PFT(1, r_attn_prefill_tc_64) PFT(2, r_attn_prefill_tc_128)
         case 60: k = [p] { r_split(P(0, F), P(1, F), P(2, int), P(3, float), P(4, r_u16*), P(5, int), P(6, int), P(7, int), P(8, int),
                        P(9, float*)); }; break;
@@ -330,47 +330,47 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         GS(66, r_glu_split_1) GS(67, r_glu_split_2) GS(68, r_glu_split_4) GS(69, r_glu_split_8)
         case 42: k = [p] { r_qk_rope_append(P(0, float*), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int), P(16, int),
-                       P(17, const int*), P(18, float*)); }; break;
+                       P(17, const int*), P(18, float*), P(19, int), P(20, int)); }; break;
         case 43: k = [p] { r_attn_partial(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, int)); }; break;
         case 44: k = [p] { r_attn_rows(P(0, F), P(1, F), P(2, F), P(3, float* const*), P(4, float* const*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, const int*)); }; break;
         // the f16-KV-cache instances (--kv f16): the f32 instance's kind + 128
         typedef const r_u16* H;
         case 128 + 42: k = [p] { r_qk_rope_append_h(P(0, float*), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
-                       P(16, int), P(17, const int*), P(18, float*)); }; break;
+                       P(16, int), P(17, const int*), P(18, float*), P(19, int), P(20, int)); }; break;
         case 128 + 43: k = [p] { r_attn_partial_h(P(0, F), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, int)); }; break;
         case 128 + 44: k = [p] { r_attn_rows_h(P(0, F), P(1, F), P(2, F), P(3, r_u16* const*), P(4, r_u16* const*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, const int*)); }; break;
 #define PFH(N, Fn) case 128 + N: k = [p] { Fn(P(0, F), P(1, H), P(2, H), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, int)); }; break;
         PFH(45, r_attn_prefill_h_32) PFH(46, r_attn_prefill_h_64) PFH(47, r_attn_prefill_h_128) PFH(48, r_attn_prefill_h_256)
         PFH(70, r_attn_prefill_tc_h_32) PFH(71, r_attn_prefill_tc_h_64) PFH(72, r_attn_prefill_tc_h_128)
         // the q8-KV-cache instances (--kv q8): the f32 instance's kind + 384
         typedef const r_i8* Q;
         case 384 + 42: k = [p] { r_qk_rope_append_q(P(0, float*), P(1, F), P(2, F), P(3, r_i8*), P(4, r_i8*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
-                       P(16, int), P(17, const int*), P(18, float*)); }; break;
+                       P(16, int), P(17, const int*), P(18, float*), P(19, int), P(20, int)); }; break;
         case 384 + 43: k = [p] { r_attn_partial_q(P(0, F), P(1, F), P(2, F), P(3, r_i8*), P(4, r_i8*), P(5, F), P(6, F), P(7, int),
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, int)); }; break;
         case 384 + 44: k = [p] { r_attn_rows_q(P(0, F), P(1, F), P(2, F), P(3, r_i8* const*), P(4, r_i8* const*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
-                       P(24, float*), P(25, int*), P(26, F)); }; break;
+                       P(24, float*), P(25, int*), P(26, F), P(27, const int*)); }; break;
 #define PFQ(N, Fn) case 384 + N: k = [p] { Fn(P(0, F), P(1, Q), P(2, Q), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
-                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F)); }; break;
+                  P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, int)); }; break;
         PFQ(45, r_attn_prefill_q_32) PFQ(46, r_attn_prefill_q_64) PFQ(47, r_attn_prefill_q_128) PFQ(48, r_attn_prefill_q_256)
         PFQ(70, r_attn_prefill_tc_q_32) PFQ(71, r_attn_prefill_tc_q_64)
         default: return 500;

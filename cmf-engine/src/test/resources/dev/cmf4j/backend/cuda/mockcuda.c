@@ -714,6 +714,9 @@ static void twin_rope(const float* src, float* dst, const float* w, int norm, fl
    instances: per position and head the codes padded to 4 bytes, then the scale absmax/127, codes rounded half up:
    KvType.quantizeQ8's rule). A head's block and element i of head g at position j: */
 static long long kv_head_bytes(int hd, int kvt) { return kvt == 2 ? ((hd + 3) & ~3) + 4 : (long long) hd * (kvt ? 2 : 4); }
+/* key j's cache row: a sliding layer's (window > 0) caches of a session with chunks of at most `chunk` tokens (> 0) are a
+   ring of window + chunk rows (resident.cu's r_kv_ring and r_kv_slot) */
+static long long kv_slot(long long j, int window, int chunk) { return window > 0 && chunk > 0 ? j % (window + chunk) : j; }
 static float kv_at(const void* c, long long j, int g, int i, int kvh, int hd, int kvt) {
     const char* b = (const char*) c + (j * kvh + g) * kv_head_bytes(hd, kvt);
     if (kvt == 2) { float s; memcpy(&s, b + ((hd + 3) & ~3), 4); return ((const signed char*) b)[i] * s; }
@@ -891,6 +894,7 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
             float eps = FLT(9), scale = FLT(13);
             const int* pos = PTR(17);
             float* kch = PTR(18);   /* q8: the roped k rows as f32, [T, kvDim] */
+            int window = INT(19), chunk = INT(20);
             if (rope_shape(gx, gy, gz, bx, p) || (kvt == 2 && !kch)) return 1;
             for (unsigned t = 0; t < gy; t++)
                 for (int h = 0; h < heads + kvh; h++) {
@@ -898,15 +902,15 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
                     float* src = isq ? q + ((long long) t * heads + h) * hd : k + ((long long) t * kvh + j) * hd;
                     twin_rope(src, isq ? src : row, isq ? qw : kw, isq ? qn : kn, eps, off, inv, rot, scale, pp, hd);
                     if (isq) continue;
-                    kv_store(kc, pp, j, kvh, hd, row, kvt);
-                    kv_store(vc, pp, j, kvh, hd, v + ((long long) t * kvh + j) * hd, kvt);
+                    kv_store(kc, kv_slot(pp, window, chunk), j, kvh, hd, row, kvt);
+                    kv_store(vc, kv_slot(pp, window, chunk), j, kvh, hd, v + ((long long) t * kvh + j) * hd, kvt);
                     if (kvt == 2) memcpy(kch + ((long long) t * kvh + j) * hd, row, sizeof(float) * hd);
                 }
             return 0;
         }
         case R_ATTN: case R_ATTN_ROWS: {
-#define DEC_K(j, c) ((j) == p0 ? kp[g * hd + (c)] : kv_at(kc, j, g, c, kvh, hd, kvt))
-#define DEC_V(j, c) ((j) == p0 ? vt[g * hd + (c)] : kv_at(vc, j, g, c, kvh, hd, kvt))
+#define DEC_K(j, c) ((j) == p0 ? kp[g * hd + (c)] : kv_at(kc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt))
+#define DEC_V(j, c) ((j) == p0 ? vt[g * hd + (c)] : kv_at(vc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt))
             /* a decode step (one query per row at its position) over the raw q, k, v: each q row normed and roped, key
                p's k row too, appended with its v row to the row's caches, then the attention over the cache rows;
                r_attn_partial: one row at pos[0] over kc/vc; r_attn_rows: row t at pos[t] over kcs[t]/vcs[t] */
@@ -923,15 +927,15 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
             float* q = malloc(sizeof(float) * heads * hd);
             for (unsigned t = 0; t < gy; t++) {
                 void *kc = rows_kind ? ((void**) PTR(3))[t] : PTR(3), *vc = rows_kind ? ((void**) PTR(4))[t] : PTR(4);
-                int p0 = pos[rows_kind ? t : 0];
+                int p0 = pos[rows_kind ? t : 0], chunk = rows_kind ? ((const int*) PTR(27))[t] : INT(27);
                 const float *qt = qraw + (long long) t * heads * hd, *kt = k + (long long) t * kvh * hd, *vt = v + (long long) t * kvh * hd;
                 for (int h = 0; h < heads; h++) twin_rope(qt + (long long) h * hd, q + (long long) h * hd, qw, qn, eps, off, inv, rot, rscale, p0, hd);
                 /* key p's rows as computed (f32) for this step's own attention, stored in the caches' type for later steps */
                 float* kp = malloc(sizeof(float) * kvh * hd);
                 for (int j = 0; j < kvh; j++) {
                     twin_rope(kt + (long long) j * hd, kp + (long long) j * hd, kw, kn, eps, off, inv, rot, rscale, p0, hd);
-                    kv_store(kc, p0, j, kvh, hd, kp + (long long) j * hd, kvt);
-                    kv_store(vc, p0, j, kvh, hd, vt + (long long) j * hd, kvt);
+                    kv_store(kc, kv_slot(p0, window, chunk), j, kvh, hd, kp + (long long) j * hd, kvt);
+                    kv_store(vc, kv_slot(p0, window, chunk), j, kvh, hd, vt + (long long) j * hd, kvt);
                 }
                 for (int h = 0; h < heads; h++)
                     for (int s = 0; s < splits; s++) {
@@ -983,13 +987,14 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
             const float* q = PTR(0);
             const void *kc = PTR(1), *vc = PTR(2);
             float* out = PTR(3);
-            int T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7), window = INT(10);
+            int T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7), window = INT(10), chunk = INT(14);
             float scale = FLT(8);
             const int* pos = PTR(9);
             const float* sinks = PTR(11);
             const float *kch = PTR(12), *vch = PTR(13);   /* q8: the chunk's own rows (positions pos[0]..) as f32 */
             if (prefill_shape(kind, gx, gy, gz, bx, p) || (kvt == 2 && (!kch || !vch))) return 1;
-#define PF_KV(c8, ch, j, c) (kvt == 2 && (j) >= pos[0] ? ch[((long long) ((j) - pos[0]) * kvh + g) * hd + (c)] : kv_at(c8, j, g, c, kvh, hd, kvt))
+#define PF_KV(c8, ch, j, c) (kvt == 2 && (j) >= pos[0] ? ch[((long long) ((j) - pos[0]) * kvh + g) * hd + (c)] \
+        : kv_at(c8, kv_slot(j, window, chunk), g, c, kvh, hd, kvt))
             float* sc = malloc(sizeof(float) * (pos[0] + T));
             for (int t = 0; t < T; t++)
                 for (int h = 0; h < heads; h++) {
