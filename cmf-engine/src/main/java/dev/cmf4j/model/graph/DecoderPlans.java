@@ -205,9 +205,7 @@ final class DecoderPlans {
         DecoderPlan.PerLayerEmbedding pe = null;
         if (ple != null) {
             int width = spec.numLayers() * ple.dim();
-            Matrix table = l.whole(l.tensor(ple.table()));
-            if (table.cols() != width)
-                throw new ModelException("per-layer table '" + ple.table() + "' has width " + table.cols() + ", expected " + width);
+            Matrix table = l.perLayerTable(ple, spec.numLayers());
             pe = new DecoderPlan.PerLayerEmbedding(table, ple.tableScale(), ple.dim(), l.matrix(ple.modelProjection(), width, hidden),
                     ple.projectionScale(), l.normOp(ple.projectionNorm()), ple.combineScale());
         }

@@ -1,38 +1,35 @@
 package dev.cmf4j.model.graph;
 
-import dev.cmf4j.backend.Activation;
 import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
-import dev.cmf4j.backend.KvType;
-import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
-import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.model.AttentionMemory;
-import dev.cmf4j.model.Ffn;
 import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.LowRankAdapter;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.ModelSpec;
+import dev.cmf4j.model.Plan;
 import dev.cmf4j.model.Tensor;
 import dev.cmf4j.model.Weights;
 
 /**
- * The one forward pass of every architecture. It executes a {@link ModelSpec}: the same short list of
- * steps for every model, each step skipped when the spec has no such part.
+ * The one forward pass of every architecture. It runs a {@link ModelSpec}'s {@link Plan}, the op list read top to
+ * bottom, each op absent when the spec has no such part:
  *
  * <pre>
  *   x = embed(ids) · embedScale                      (+ per-layer inputs, Gemma4)
  *   for each layer:
- *       x += postMixer(mixer(preMixer(x)))           attention or gated delta net
+ *       x += postMixer(mixer(preMixer(x)))           attention, gated delta net or bounded anchor
  *       x += postFfn(ffn(preFfn(x), x))              dense MLP, MoE, or both
  *       x += postPli(proj(act(gate(x)) · pli[l]))    Gemma4 per-layer input
  *       x *= layerScalar                             Gemma4
  *   logits = softcap(head(finalNorm(x)))
  * </pre>
  *
- * A Graph holds only immutable resolved weights and may be shared by many sessions; each session owns a
+ * On the CPU the plan's ops run as {@link CpuPlan}'s implementations; a device that runs whole models gets the same
+ * plan lowered to a {@link DecoderPlan}. A Graph holds only immutable resolved weights and may be shared by many sessions; each session owns a
  * {@link State}. Built once per model file (cheap: nothing is copied but small vectors).
  */
 public final class Graph {
@@ -42,34 +39,18 @@ public final class Graph {
     public interface HiddenObserver { void accept(int index, float[] x, int tokens, int hidden); }
 
     private final ModelSpec spec;
-    private final Backend backend;
-    private final MatMul mm;
+    /** The op list every executor runs. */
+    private final Plan plan;
     private final int hidden, vocab, layers;
     private final Tensor embedding;
-    private final Matrix embedRows;
-    private final MixerStep[] mixers;
-    private final FfnStep[] ffns;
-    private final NormOp[] preMixer, postMixer, preFfn, postFfn;
-    private final float[] layerScalar;
-    private final Linear[] pliGate, pliProj;
-    private final NormOp[] pliNorm;
-    private final dev.cmf4j.backend.Activation[] pliAct;
-    private final NormOp finalNorm;
-    private final Matrix head;
-    /** Embryo's hierarchical head over {@link #head}, or null for a flat head. */
+    /** Embryo's hierarchical head, or null for a flat head. */
     private final HierarchicalHead clusterHead;
-    // per-layer embeddings (Gemma4)
-    private final Tensor pleTable;
-    private final Matrix pleRows;
-    private final Linear pleProjection;
-    private final NormOp pleNorm;
+    /** Gemma4's per-layer input width, 0 when none. */
     private final int pleDim;
-    /** The device's whole-forward replacement of the steps above, or null (the CPU steps run). */
+    /** The device's whole-forward replacement of the CPU plan, or null (the CPU plan runs). */
     private final DeviceForward device;
-    /** The head as a product that skills may replace (a flat head), or null (a clustered head, a device forward). */
-    private final Linear headProduct;
-    /** By skill slot: the skill's embedding table, or null where it keeps the backbone's (null when no skill has one). */
-    private final Matrix[] skillEmbed;
+    /** The plan's CPU implementation, or null when the device runs the model whole. */
+    private final CpuPlan cpu;
     /** The file's skills and the un-merged adapters, by slot − 1; skill id → why it cannot run here. */
     private final java.util.List<String> skills, adapters;
     private final java.util.Map<String, String> skillProblems;
@@ -104,43 +85,29 @@ public final class Graph {
                  AttentionMemory memory) {
         this.spec = spec;
         this.memory = memory;
-        boolean[] sealedLayers = sealedLayers(spec, memory);
+        this.plan = Plan.of(spec, memory);   // checks that the spec's parts fit together and the memory applies
         this.weights = weights;
-        this.backend = backend;
-        this.mm = backend.matmul();
         this.hidden = spec.hidden();
         this.vocab = spec.vocab();
         this.layers = spec.numLayers();
         Loader l = new Loader(weights, adapters);
-        this.embedding = l.tensor(spec.embedding());
-        if (embedding.rank() != 2 || embedding.cols() != hidden)
-            throw new ModelException("embedding '" + spec.embedding() + "' has shape "
-                    + java.util.Arrays.toString(embedding.shape()) + ", expected [vocab, " + hidden + "]");
-        this.embedRows = l.whole(embedding);
-        this.finalNorm = l.normOp(spec.finalNorm());
-        this.head = l.matrix(spec.head(), vocab, hidden);
+        this.embedding = l.embedding(spec.embedding(), hidden);
+        Matrix embedRows = l.whole(embedding);
+        Matrix head = l.matrix(spec.head(), vocab, hidden);
         var hc = spec.headClusters();
         this.clusterHead = hc == null ? null
                 : new HierarchicalHead(head, l.matrix(hc.weight(), hc.count(), hidden), hc.count(), vocab, hidden);
-        for (int i = 0; i < layers; i++)
-            if (spec.layer(i).mixer() instanceof Mixer.Attention a && a.sharesKv()) {
-                int src = a.kvSource();
-                if (src >= i || !(spec.layer(src).mixer() instanceof Mixer.Attention sa) || sa.sharesKv()
-                        || sa.kvDim() != a.kvDim() || sa.window() != a.window())
-                    throw new ModelException("layer " + i + " shares the K/V of layer " + src + ", which is not an earlier"
-                            + " attention layer of the same shape and window");
-            }
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
             String why = DecoderPlans.unsupported(spec);
             var o1 = memory.sealed();
-            var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(sealedLayers, o1.landmarks(), o1.window(), o1.sinks());
+            var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(plan.sealedLayers(), o1.landmarks(), o1.window(), o1.sinks());
             if (why == null) {
-                DecoderPlan plan = DecoderPlans.of(spec, l, embedRows, head, finalNorm);
-                dev = backend.deviceForward(plan, memory.kv(), sealing);
+                DecoderPlan dp = DecoderPlans.of(spec, l, embedRows, head, l.normOp(spec.finalNorm()));
+                dev = backend.deviceForward(dp, memory.kv(), sealing);
                 // the device switches skills per row over the plan's own matrices and biases; it says which it cannot run
-                if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, plan)));
-                String noAdapters = dev == null || adapters.isEmpty() ? null : dev.adapters(DecoderPlans.adapters(l, plan));
+                if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, dp)));
+                String noAdapters = dev == null || adapters.isEmpty() ? null : dev.adapters(DecoderPlans.adapters(l, dp));
                 if (noAdapters != null)
                     throw new ModelException("un-merged LoRA adapters: " + noAdapters + " (merge the adapter as a skill with"
                             + " `cmf skill add --lora`, or use --device cpu)");
@@ -149,56 +116,14 @@ public final class Graph {
             }
         }
         this.device = dev;
-        mixers = new MixerStep[layers];
-        ffns = new FfnStep[layers];
-        preMixer = new NormOp[layers]; postMixer = new NormOp[layers];
-        preFfn = new NormOp[layers]; postFfn = new NormOp[layers];
-        layerScalar = new float[layers];
-        pliGate = new Linear[layers]; pliProj = new Linear[layers]; pliNorm = new NormOp[layers];
-        pliAct = new dev.cmf4j.backend.Activation[layers];
-        var ple = spec.perLayerEmbedding();
-        this.pleDim = ple == null ? 0 : ple.dim();
-        // a device forward runs the whole model: the CPU steps (their decoded biases and norms, a second copy of
-        // every expert bias on an MoE) would never run, so they are not built (the arrays stay empty)
-        for (int i = 0; dev == null && i < layers; i++) {
-            LayerSpec ls = spec.layer(i);
-            mixers[i] = mixerStep(ls.mixer(), l, sealedLayers[i] ? memory.sealed() : null);
-            ffns[i] = ffnStep(ls.ffn(), l, i);
-            preMixer[i] = l.normOp(ls.preMixer());
-            postMixer[i] = l.normOp(ls.postMixer());
-            preFfn[i] = l.normOp(ls.preFfn());
-            postFfn[i] = l.normOp(ls.postFfn());
-            layerScalar[i] = ls.layerScalar() == null ? 1f : l.vector(ls.layerScalar(), 1)[0];
-            if (ls.perLayerInput() != null) {
-                if (ple == null) throw new ModelException("layer " + i + " has per-layer inputs but the model has no per-layer embedding");
-                pliGate[i] = l.linear(ls.perLayerInput().gate(), null, pleDim, hidden);
-                pliProj[i] = l.linear(ls.perLayerInput().projection(), null, hidden, pleDim);
-                pliNorm[i] = l.normOp(ls.perLayerInput().postNorm());
-                pliAct[i] = ls.perLayerInput().act();
-            }
-        }
-        if (ple != null && dev == null) {   // a device forward has its own (DecoderPlans.of)
-            this.pleTable = l.tensor(ple.table());
-            if (pleTable.cols() != (long) layers * pleDim)
-                throw new ModelException("per-layer table '" + ple.table() + "' has width " + pleTable.cols()
-                        + ", expected " + layers + "×" + pleDim);
-            this.pleRows = l.whole(pleTable);
-            this.pleProjection = l.linear(ple.modelProjection(), null, layers * pleDim, hidden);
-            this.pleNorm = l.normOp(ple.projectionNorm());
-        } else {
-            this.pleTable = null; this.pleRows = null; this.pleProjection = null; this.pleNorm = null;
-        }
-        // skills: the embedding and a flat head switch per row too; anything a skill replaces that no step took up
-        // makes that skill refuse to run rather than run half-applied
+        this.pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
+        // a device forward runs the whole model: the CPU ops (their decoded biases and norms, a second copy of every
+        // expert bias on an MoE) would never run, so they are not built
+        this.cpu = dev == null ? new CpuPlan(plan, l, backend, embedRows, head, clusterHead) : null;
+        // skills: the embedding and a flat head switch per row too (CpuPlan's ops); anything a skill replaces that no
+        // op took up makes that skill refuse to run rather than run half-applied
         this.skills = l.skills;
         this.adapters = adapters.stream().map(LowRankAdapter::name).toList();
-        if (dev == null) {
-            this.skillEmbed = l.skillMatrices(spec.embedding());
-            this.headProduct = clusterHead == null ? l.overlaid(spec.head(), head, null, null) : null;
-        } else {
-            this.skillEmbed = null;
-            this.headProduct = null;
-        }
         l.checkOverlaysUsed();
         this.skillProblems = java.util.Map.copyOf(l.skillProblems);
         // task masks: resolved once; an all-ones mask resolves to nothing and costs nothing
@@ -234,16 +159,17 @@ public final class Graph {
     private String fits(TaskMask t, dev.cmf4j.format.Masks.Geometry g) {
         if (t == null) return null;
         for (int l = 0; l < layers; l++) {
+            FfnStep ffn = cpu.ffns[l];
             if (t.ffnOff[l] != null) {
-                MlpStep mlp = ffns[l] instanceof MlpStep m ? m : ffns[l] instanceof DenseAndMoeStep d ? d.mlp : null;
+                MlpStep mlp = ffn instanceof MlpStep m ? m : ffn instanceof DenseAndMoeStep d ? d.mlp : null;
                 if (mlp == null || mlp.intermediate != g.ffnWidth())
                     return "layer " + l + "'s FFN bits (" + g.ffnWidth() + " neurons) do not fit its feed-forward"
                             + (mlp == null ? " (no dense MLP)" : " of " + mlp.intermediate + " neurons");
             }
-            if (t.headsOff[l] != null && !(mixers[l] instanceof AttentionStep a && a.spec().heads() == g.heads()))
+            if (t.headsOff[l] != null && !(cpu.mixers[l] instanceof AttentionStep a && a.spec().heads() == g.heads()))
                 return "layer " + l + "'s head bits (" + g.heads() + " heads) do not fit its mixer";
             if (t.expertOff[l] != null) {
-                MoeStep moe = ffns[l] instanceof MoeStep m ? m : ffns[l] instanceof DenseAndMoeStep d ? d.moe : null;
+                MoeStep moe = ffn instanceof MoeStep m ? m : ffn instanceof DenseAndMoeStep d ? d.moe : null;
                 if (moe == null || moe.experts() != g.experts() || !moe.routesByLogits())
                     return "layer " + l + "'s expert bits do not fit its feed-forward (no logit-routed MoE of " + g.experts() + " experts)";
             }
@@ -320,44 +246,6 @@ public final class Graph {
     /** The device forward this graph routes through, or null when its own CPU steps run. */
     public DeviceForward device() { return device; }
 
-    /**
-     * Which layers the memory seals: the selected full-attention layers (sliding layers keep their own ring, linear
-     * ones their own state). Refused: a natively bounded file, a soft-capped or KV-sharing layer, an explicit index
-     * that is not a full-attention layer.
-     */
-    private static boolean[] sealedLayers(ModelSpec spec, AttentionMemory memory) {
-        int n = spec.numLayers();
-        boolean[] out = new boolean[n];
-        AttentionMemory.Sealed o1 = memory.sealed();
-        if (o1 == null) return out;
-        boolean[] asked = o1.flags(n);
-        boolean explicit = !o1.layers().trim().equalsIgnoreCase("all") && !o1.layers().trim().toLowerCase(java.util.Locale.ROOT).startsWith("deep");
-        for (int i = 0; i < n; i++) {
-            Mixer m = spec.layer(i).mixer();
-            if (m instanceof Mixer.BoundedAttention)
-                throw new ModelException("--o1 does not apply: this file's attention is natively bounded (swa_sink_v1, layer " + i + ")");
-            if (!asked[i]) continue;
-            if (!(m instanceof Mixer.Attention a) || a.sliding()) {
-                if (explicit) throw new ModelException("--o1 names layer " + i + ", which is not a full-attention layer");
-                continue;
-            }
-            if (a.softcap() > 0f) throw new ModelException("--o1 cannot seal soft-capped attention (layer " + i + ", cap " + a.softcap() + ")");
-            boolean source = false;
-            for (int j = 0; j < n; j++)
-                source |= spec.layer(j).mixer() instanceof Mixer.Attention b && b.kvSource() == i;
-            if (a.sharesKv() || source)
-                throw new ModelException("--o1 cannot seal layer " + i + ": it shares its K/V with another layer");
-            out[i] = true;
-        }
-        return out;
-    }
-
-    private static String describe(AttentionMemory m) {
-        String o1 = m.sealed() == null ? "" : "--o1 " + m.sealed().layers();
-        String kv = m.kv() == KvType.F32 ? "" : "--kv " + m.kv().label();
-        return o1.isEmpty() ? kv : kv.isEmpty() ? o1 : o1 + " with " + kv;
-    }
-
     /** Sealed layers and the KV cache type this graph runs with. */
     public AttentionMemory memory() { return memory; }
 
@@ -382,7 +270,7 @@ public final class Graph {
                 case Mixer.GatedDeltaNet g -> b.append("gdn ").append(g.keyHeads()).append('/').append(g.valueHeads()).append('/')
                         .append(g.keyDim()).append('/').append(g.valueDim()).append(" k").append(g.convKernel());
             }
-            if (mixers[i] instanceof AttentionStep st && st.sealed() != null) b.append(" sealed ").append(st.sealed());
+            if (cpu != null && cpu.mixers[i] instanceof AttentionStep st && st.sealed() != null) b.append(" sealed ").append(st.sealed());
         }
         b.append("|kv ").append(memory.kv().label());
         if (!weights.variant().isEmpty()) b.append('|').append(weights.variant());
@@ -394,23 +282,10 @@ public final class Graph {
         return operatorHash = h == 0 ? 1 : h;
     }
 
-    private MixerStep mixerStep(Mixer m, Loader l, AttentionMemory.Sealed sealed) {
-        return switch (m) {
-            case Mixer.Attention a -> new AttentionStep(a, hidden, l, mm, backend.hostPool(), sealed, memory.kv());
-            case Mixer.GatedDeltaNet g -> new DeltaNetStep(g, hidden, l, mm);
-            case Mixer.BoundedAttention b -> new BoundedAnchorStep(b, hidden, l, mm);
-        };
-    }
-
-    private FfnStep ffnStep(Ffn f, Loader l, int layer) {
-        return switch (f) {
-            case Ffn.GatedMlp m -> new MlpStep(m, hidden, l, mm, layer);
-            case Ffn.Moe m -> new MoeStep(m, hidden, l, mm, layer);
-            case Ffn.DenseAndMoe d -> new DenseAndMoeStep(d, hidden, l, mm, layer);
-        };
-    }
-
     public ModelSpec spec() { return spec; }
+
+    /** The op list this graph runs. */
+    public Plan plan() { return plan; }
 
     public int hidden() { return hidden; }
 
@@ -418,9 +293,10 @@ public final class Graph {
 
     public int numLayers() { return layers; }
 
-    MixerStep mixer(int l) { return mixers[l]; }
+    /** Layer l's CPU mixer and FFN steps; null when a device runs the model whole. */
+    MixerStep mixer(int l) { return cpu == null ? null : cpu.mixers[l]; }
 
-    FfnStep ffn(int l) { return ffns[l]; }
+    FfnStep ffn(int l) { return cpu == null ? null : cpu.ffns[l]; }
 
     int perLayerDim() { return pleDim; }
 
@@ -478,50 +354,22 @@ public final class Graph {
             deviceForward(batch, logits);
             return;
         }
-        int rows = batch.rows();
-        float[] x = ws.x, h = ws.h, m = ws.m;
-        for (int i = 0, r = 0; i < batch.size(); i++) {
-            Batch.Span s = batch.span(i);
-            System.arraycopy(s.ids(), s.off(), ws.ids, r, s.tokens());
-            r += s.tokens();
-        }
+        ws.begin(batch, logits, observer);
         try {
-            embed(ws.ids, rows, x, batch.overlay);
-            if (pleTable != null) perLayerInputs(ws.ids, rows, x, ws, batch.overlay);
-            if (observer != null) observer.accept(0, x, rows, hidden);
-            int n = rows * hidden;
-            for (int l = 0; l < layers; l++) {
-                int kept = batch.overlay.anyTask ? keepRowsOfSkippedLayer(batch.overlay, l, x, rows) : 0;
-                // mixer
-                preMixer[l].rows(x, h, rows);
-                mixers[l].forward(h, m, batch, ws.mixerScratch[l], l);
-                if (postMixer[l] != null) postMixer[l].rows(m, rows);
-                for (int i = 0; i < n; i++) x[i] += m[i];
-                // feed-forward
-                preFfn[l].rows(x, h, rows);
-                ffns[l].forward(h, x, m, rows, ws.ffnScratch[l], batch.overlay);
-                if (postFfn[l] != null) postFfn[l].rows(m, rows);
-                for (int i = 0; i < n; i++) x[i] += m[i];
-                // per-layer input, layer scalar
-                if (pliGate[l] != null) perLayerInput(l, rows, x, ws, batch.overlay);
-                if (layerScalar[l] != 1f) for (int i = 0; i < n; i++) x[i] *= layerScalar[l];
-                if (kept > 0) restoreRowsOfSkippedLayer(batch.overlay, kept, x);
-                if (observer != null) observer.accept(l + 1, x, rows, hidden);
-            }
-            finalNorm.rows(x, rows);
-            if (observer != null) observer.accept(layers + 1, x, rows, hidden);
-            if (batch.logitRows() > 0) head(batch, x, logits, h, ws);
+            cpu.run(ws);
         } catch (RuntimeException | Error e) {
             for (int i = 0; i < batch.size(); i++) {
                 State st = batch.state(i);
-                for (int l = 0; l < layers; l++) if (!mixers[l].abandon(st.mixerState[l])) st.broken = true;
+                for (int l = 0; l < layers; l++) if (!cpu.mixers[l].abandon(st.mixerState[l])) st.broken = true;
             }
             if (e instanceof InternalError fault) throw weightsFault(fault);
             throw e;
+        } finally {
+            ws.end();
         }
         for (int i = 0; i < batch.size(); i++) {
             State st = batch.state(i);
-            for (int l = 0; l < layers; l++) mixers[l].commit(st.mixerState[l]);
+            for (int l = 0; l < layers; l++) cpu.mixers[l].commit(st.mixerState[l]);
             st.position += batch.tokens(i);
         }
     }
@@ -533,26 +381,6 @@ public final class Graph {
     private RuntimeException weightsFault(InternalError fault) {
         weights.checkIntact();   // throws the file's own error, naming it, when it was truncated
         return new ModelException("a memory fault while reading the weights: " + fault.getMessage(), fault);
-    }
-
-    /**
-     * Saves the residual rows whose task turns layer {@code l} off (they pass through it unchanged, as if its o and down
-     * projections were 0); returns how many.
-     */
-    private int keepRowsOfSkippedLayer(RowOverlay ro, int l, float[] x, int rows) {
-        int n = 0;
-        for (int r = 0; r < rows; r++) {
-            TaskMask tm = ro.mask(r);
-            if (tm != null && tm.layerOff[l]) ro.skipRows[n++] = r;
-        }
-        if (n == 0) return 0;
-        if (ro.skipped.length < n * hidden) ro.skipped = new float[n * hidden];
-        for (int i = 0; i < n; i++) System.arraycopy(x, ro.skipRows[i] * hidden, ro.skipped, i * hidden, hidden);
-        return n;
-    }
-
-    private void restoreRowsOfSkippedLayer(RowOverlay ro, int n, float[] x) {
-        for (int i = 0; i < n; i++) System.arraycopy(ro.skipped, i * hidden, x, ro.skipRows[i] * hidden, hidden);
     }
 
     private void check(Batch batch, Workspace ws, float[] logits) {
@@ -658,72 +486,5 @@ public final class Graph {
         boolean recurrent = memory.sealed() != null;   // a sealed step moves keys into the far sums: it cannot roll back either
         for (LayerSpec ls : spec.layers()) recurrent |= ls.mixer() instanceof Mixer.GatedDeltaNet || ls.mixer() instanceof Mixer.BoundedAttention;
         if (recurrent) for (int i = 0; i < batch.size(); i++) batch.state(i).broken = true;
-    }
-
-    private void embed(int[] ids, int tokens, float[] x, RowOverlay ro) {
-        float scale = spec.embedScale();
-        for (int t = 0; t < tokens; t++) {
-            Matrix table = skillEmbed != null && ro.skill[t] != 0 && skillEmbed[ro.skill[t]] != null ? skillEmbed[ro.skill[t]] : embedRows;
-            table.decodeRow(ids[t], x, t * hidden);
-            if (scale != 1f) for (int i = 0; i < hidden; i++) x[t * hidden + i] *= scale;
-        }
-    }
-
-    /** pli = (norm(W·x_emb · projScale) + table[id] · tableScale) · combineScale, per layer slice. */
-    private void perLayerInputs(int[] ids, int tokens, float[] x, Workspace st, RowOverlay ro) {
-        var ple = spec.perLayerEmbedding();
-        int width = layers * pleDim;
-        pleProjection.apply(mm, x, tokens, st.pli, ro);
-        for (int i = 0; i < tokens * width; i++) st.pli[i] *= ple.projectionScale();
-        pleNorm.rows(st.pli, tokens * layers);
-        for (int t = 0; t < tokens; t++) {
-            int id = ids[t];
-            if (id >= pleTable.rows())
-                throw new IllegalArgumentException("token id " + id + " outside the per-layer table [0, " + pleTable.rows() + ")");
-            pleRows.decodeRow(id, st.pliTmp, t * width);
-        }
-        for (int i = 0; i < tokens * width; i++)
-            st.pli[i] = (st.pli[i] + st.pliTmp[i] * ple.tableScale()) * ple.combineScale();
-    }
-
-    /** x += norm(proj(act(gate(x)) · pli[l])). */
-    private void perLayerInput(int l, int tokens, float[] x, Workspace st, RowOverlay ro) {
-        float[] g = st.pliTmp2, p = st.m;
-        pliGate[l].apply(mm, x, tokens, g, ro);
-        int width = layers * pleDim;
-        for (int t = 0; t < tokens; t++)
-            for (int i = 0; i < pleDim; i++) {
-                int gi = t * pleDim + i;
-                g[gi] = pliAct[l].apply(g[gi]) * st.pli[t * width + l * pleDim + i];
-            }
-        pliProj[l].apply(mm, g, tokens, p, ro);
-        if (pliNorm[l] != null) pliNorm[l].rows(p, tokens);
-        for (int i = 0; i < tokens * hidden; i++) x[i] += p[i];
-    }
-
-    /**
-     * The logits rows the spans ask for, in span order; {@code free} is a rows-sized scratch the layers are done
-     * with. When the rows wanted are all of x (one span asking for all) the head reads x in place.
-     */
-    private void head(Batch batch, float[] x, float[] logits, float[] free, Workspace ws) {
-        int want = batch.logitRows();
-        float[] in = x;
-        if (want != batch.rows()) {
-            in = free;
-            for (int i = 0, r = 0, o = 0; i < batch.size(); i++) {
-                Batch.Span s = batch.span(i);
-                int n = s.logitRows();
-                System.arraycopy(x, (r + s.tokens() - n) * hidden, free, o * hidden, n * hidden);
-                r += s.tokens();
-                o += n;
-            }
-        }
-        if (clusterHead != null) clusterHead.apply(mm, batch, in, logits, ws.headScratch);
-        else headProduct.apply(mm, in, want, logits, batch.logitOverlay);
-        float cap = spec.finalSoftcap();
-        if (cap > 0f) {
-            int n = want * vocab;
-            for (int i = 0; i < n; i++) logits[i] = (float) Math.tanh(logits[i] / cap) * cap;
-        }
     }
 }

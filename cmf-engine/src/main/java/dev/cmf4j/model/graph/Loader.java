@@ -53,6 +53,24 @@ final class Loader {
         }
     }
 
+    /** The token embedding table [vocab, hidden]; checks its shape. */
+    Tensor embedding(String name, int hidden) {
+        Tensor t = tensor(name);
+        if (t.rank() != 2 || t.cols() != hidden)
+            throw new ModelException("embedding '" + name + "' has shape " + java.util.Arrays.toString(t.shape())
+                    + ", expected [vocab, " + hidden + "]");
+        return t;
+    }
+
+    /** Gemma4's per-layer token table [vocab, layers·dim]; checks its width. */
+    Matrix perLayerTable(dev.cmf4j.model.ModelSpec.PerLayerEmbedding ple, int layers) {
+        Tensor t = tensor(ple.table());
+        if (t.cols() != (long) layers * ple.dim())
+            throw new ModelException("per-layer table '" + ple.table() + "' has width " + t.cols() + ", expected "
+                    + layers + "×" + ple.dim());
+        return whole(t);
+    }
+
     /** A [out, in] matrix; checks its shape. */
     Matrix matrix(String name, int out, int in) {
         Tensor t = tensor(name);

@@ -15,6 +15,17 @@ public final class Workspace {
     final HierarchicalHead.Scratch headScratch;
     /** Every row's token id (the batch's spans flattened). */
     final int[] ids;
+    /** x, h and m by {@link dev.cmf4j.model.Plan.Slot} ordinal. */
+    final float[][] slots;
+
+    // the step being run, set by begin: what the CPU plan's ops read besides the buffers
+    Batch batch;
+    int rows;
+    /** Receives the logit rows the batch asks for. */
+    float[] logitsOut;
+    Graph.HiddenObserver observer;
+    /** Rows of x the current layer's task masks keep out of it (RowOverlay.skipRows). */
+    int kept;
 
     Workspace(Graph graph, int maxRows, int maxContext) {
         this.graph = graph;
@@ -33,11 +44,33 @@ public final class Workspace {
         x = cpu ? new float[maxRows * hidden] : null;
         h = cpu ? new float[maxRows * hidden] : null;
         m = cpu ? new float[maxRows * hidden] : null;
+        slots = new float[][] {x, h, m};
         int pliWidth = graph.perLayerWidth();
         pli = pliWidth == 0 || !cpu ? null : new float[maxRows * pliWidth];
         pliTmp = pliWidth == 0 || !cpu ? null : new float[maxRows * pliWidth];
         int pliDim = graph.perLayerDim();
         pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxRows * Math.max(pliDim, hidden)];
+    }
+
+    /** Sets up a CPU step of {@code batch}'s rows (their ids flattened into {@link #ids}). */
+    void begin(Batch batch, float[] logits, Graph.HiddenObserver observer) {
+        this.batch = batch;
+        this.rows = batch.rows();
+        this.logitsOut = logits;
+        this.observer = observer;
+        this.kept = 0;
+        for (int i = 0, r = 0; i < batch.size(); i++) {
+            Batch.Span s = batch.span(i);
+            System.arraycopy(s.ids(), s.off(), ids, r, s.tokens());
+            r += s.tokens();
+        }
+    }
+
+    /** Lets go of the step's batch, logits and observer. */
+    void end() {
+        batch = null;
+        logitsOut = null;
+        observer = null;
     }
 
     private float[] logits = new float[0];
