@@ -13,6 +13,8 @@ import dev.cmf4j.model.LayerSpec;
 import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.ModelSpec;
+import dev.cmf4j.model.Norm;
+import dev.cmf4j.model.Plan;
 import dev.cmf4j.model.Rope;
 
 import java.util.ArrayList;
@@ -22,15 +24,71 @@ import static dev.cmf4j.backend.DecoderPlan.MAX_EXPERTS;
 import static dev.cmf4j.backend.DecoderPlan.MAX_HEAD_DIM;
 import static dev.cmf4j.backend.DecoderPlan.MAX_TOP_K;
 
-/** Which specs a {@link DecoderPlan} describes, and the plan of one, resolved through the graph's loader. */
+/**
+ * Which {@link Plan}s a {@link DecoderPlan} describes, and the lowering of one: the plan's ops walked in order, each
+ * layer's ops gathered into the device's one layer form, weights resolved through the graph's loader.
+ */
 final class DecoderPlans {
     private DecoderPlans() {}
 
-    /** Why {@code spec} is not a dense decoder this form describes, or null when it is. */
-    static String unsupported(ModelSpec spec) {
-        if (spec.finalNorm() == null) return "no final norm";
+    /**
+     * A layer's ops gathered by place: the norm before the mixer, after it, before the FFN and after it (absent ones
+     * null), the mixer and FFN, the per-layer input and the layer scalar.
+     */
+    record LayerOps(int index, Mixer mixer, Ffn ffn, Norm preMixer, Norm postMixer, Norm preFfn, Norm postFfn,
+                    LayerSpec.PerLayerInput perLayerInput, String layerScalar) {}
+
+    /** The plan's layers, each from its {@link Plan.BeginLayer} to its {@link Plan.EndLayer}. */
+    static List<LayerOps> layers(Plan plan) {
+        List<LayerOps> out = new ArrayList<>();
+        int index = -1;
+        Mixer mixer = null;
+        Ffn ffn = null;
+        Norm preMixer = null, postMixer = null, preFfn = null, postFfn = null;
+        LayerSpec.PerLayerInput pli = null;
+        String scalar = null;
+        for (Plan.Op op : plan.ops()) {
+            switch (op) {
+                case Plan.BeginLayer b -> {
+                    index = b.layer();
+                    mixer = null; ffn = null; preMixer = null; postMixer = null; preFfn = null; postFfn = null; pli = null; scalar = null;
+                }
+                case Plan.Normalize n when n.from() == Plan.Slot.X && n.to() == Plan.Slot.H -> {
+                    if (mixer == null) preMixer = n.norm(); else preFfn = n.norm();
+                }
+                case Plan.Normalize n when n.from() == Plan.Slot.M && n.to() == Plan.Slot.M -> {
+                    if (ffn == null) postMixer = n.norm(); else postFfn = n.norm();
+                }
+                case Plan.Mix m -> mixer = m.mixer();
+                case Plan.FeedForward f -> ffn = f.ffn();
+                case Plan.AddResidual a -> {
+                    if (a.from() != Plan.Slot.M) throw new IllegalStateException("the device layer adds only a stage's output: " + Plan.line(op));
+                }
+                case Plan.PerLayerInput p -> pli = p.input();
+                case Plan.ScaleLayer sc -> scalar = sc.scalar();
+                case Plan.EndLayer e -> out.add(new LayerOps(index, mixer, ffn, preMixer, postMixer, preFfn, postFfn, pli, scalar));
+                case Plan.Normalize n -> throw new IllegalStateException("the device layer has no norm " + Plan.line(op));
+                case Plan.Embed e -> { }
+                case Plan.PerLayerTable p -> { }
+                case Plan.FinalNorm f -> { }
+                case Plan.Head h -> { }
+            }
+        }
+        return out;
+    }
+
+    /** The plan's op of type {@code type} outside the layers (its embedding, per-layer table, final norm, head), or null. */
+    static <T extends Plan.Op> T op(Plan plan, Class<T> type) {
+        for (Plan.Op op : plan.ops()) if (type.isInstance(op)) return type.cast(op);
+        return null;
+    }
+
+    /** Why {@code plan} is not a decoder this form describes, or null when it is. */
+    static String unsupported(Plan plan) {
+        List<LayerOps> layers = layers(plan);
+        boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;
-        for (LayerSpec l : spec.layers()) {
+        for (LayerOps l : layers) {
             String where = "layer " + l.index() + ": ";
             String ffn = unsupportedFfn(l.ffn());
             if (ffn != null) return where + ffn;
@@ -38,12 +96,10 @@ final class DecoderPlans {
                 if (g.convKernel() < 1 || g.convKernel() > MAX_CONV_KERNEL) return where + "gated delta net conv of " + g.convKernel() + " taps";
                 if (g.valueDim() > 256) return where + "gated delta net value dim " + g.valueDim() + " > 256";
                 if (g.valueHeads() % g.keyHeads() != 0) return where + "gated delta net value heads not a multiple of key heads";
-                if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
                 if (l.perLayerInput() != null) return where + "per-layer input beside a gated delta net";
                 continue;
             }
             if (l.mixer() instanceof Mixer.BoundedAttention b) {
-                if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
                 if (b.headDim() > MAX_HEAD_DIM) return where + "head dim " + b.headDim() + " > " + MAX_HEAD_DIM;
                 if (b.sinks() + b.window() > MAX_ANCHOR_SCORES) return where + "anchor of " + b.sinks() + " sinks and a window of "
                         + b.window() + " (at most " + MAX_ANCHOR_SCORES + " together)";
@@ -59,12 +115,11 @@ final class DecoderPlans {
             Mixer.Attention a = (Mixer.Attention) l.mixer();
             if (ffn != null) return where + ffn;
             if (l.ffn() instanceof Ffn.DenseAndMoe && l.postFfn() == null) return where + "dense MLP beside the MoE without a post norm";
-            if (l.perLayerInput() != null && spec.perLayerEmbedding() == null) return where + "per-layer input without a per-layer embedding";
+            if (l.perLayerInput() != null && !perLayerTable) return where + "per-layer input without a per-layer embedding";
             if (l.perLayerInput() != null && l.perLayerInput().postNorm() == null) return where + "per-layer input without its post norm";
-            if (l.preMixer() == null || l.preFfn() == null) return where + "no pre-norm";
             if (a.sharesKv()) {
                 // the source's raw k and v rows are kept for the step and appended again (the same bytes) by this layer
-                if (!(spec.layer(a.kvSource()).mixer() instanceof Mixer.Attention src) || src.sharesKv() || a.kvSource() >= l.index())
+                if (!(layers.get(a.kvSource()).mixer() instanceof Mixer.Attention src) || src.sharesKv() || a.kvSource() >= l.index())
                     return where + "shares the KV of a layer that computes none";
                 if (src.headDim() != a.headDim() || src.window() != a.window() || !sameRope(src.rope(), a.rope()))
                     return where + "shares the KV of a layer of another shape, window or rope";
@@ -117,15 +172,20 @@ final class DecoderPlans {
         }
     }
 
-    /** Resolves {@code spec} (which {@link #unsupported} accepted) through the graph's loader. */
-    static DecoderPlan of(ModelSpec spec, Loader l, Matrix embedding, Matrix head, NormOp finalNorm) {
+    /**
+     * Lowers {@code plan} (which {@link #unsupported} accepted), resolving its weights through the graph's loader; the
+     * embedding table and the head come resolved.
+     */
+    static DecoderPlan of(Plan plan, Loader l, Matrix embedding, Matrix head) {
+        ModelSpec spec = plan.spec();
+        List<LayerOps> planLayers = layers(plan);
         List<Layer> layers = new ArrayList<>();
         int hidden = spec.hidden(), inter = 0, headDim = 0, kvHeads = 0, heads = 0;
-        for (LayerSpec ls : spec.layers()) {
+        for (LayerOps ls : planLayers) {
             if (heads == 0 && ls.mixer() instanceof Mixer.Attention at) heads = at.heads();
             if (heads == 0 && ls.mixer() instanceof Mixer.BoundedAttention b) heads = b.heads();
         }
-        for (LayerSpec ls : spec.layers()) {
+        for (LayerOps ls : planLayers) {
             Matrix gate = null, up = null, down = null;
             Moe moe = null;
             NormOp postMlp = null, preMoe = null, postMoe = null;
@@ -182,7 +242,8 @@ final class DecoderPlans {
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
             boolean shared = a.sharesKv();
             LayerSpec.PerLayerInput pi = ls.perLayerInput();
-            int pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
+            Plan.PerLayerTable table = op(plan, Plan.PerLayerTable.class);
+            int pleDim = table == null ? 0 : table.embedding().dim();
             // V as the raw K projection (attention_k_eq_v): the k product a second time
             String vProj = a.vProj() != null ? a.vProj() : a.kProj(), vBias = a.vProj() != null ? a.vBias() : a.kBias();
             layers.add(new Layer(l.normOp(ls.preMixer()),
@@ -201,17 +262,20 @@ final class DecoderPlans {
             headDim = Math.max(headDim, a.headDim());
             kvHeads = Math.max(kvHeads, a.kvHeads());
         }
-        var ple = spec.perLayerEmbedding();
+        Plan.PerLayerTable plt = op(plan, Plan.PerLayerTable.class);
         DecoderPlan.PerLayerEmbedding pe = null;
-        if (ple != null) {
-            int width = spec.numLayers() * ple.dim();
-            Matrix table = l.perLayerTable(ple, spec.numLayers());
+        if (plt != null) {
+            var ple = plt.embedding();
+            int width = plt.layers() * ple.dim();
+            Matrix table = l.perLayerTable(ple, plt.layers());
             pe = new DecoderPlan.PerLayerEmbedding(table, ple.tableScale(), ple.dim(), l.matrix(ple.modelProjection(), width, hidden),
                     ple.projectionScale(), l.normOp(ple.projectionNorm()), ple.combineScale());
         }
-        var hc = spec.headClusters();
-        return new DecoderPlan(spec.archName(), hidden, spec.vocab(), heads, kvHeads, headDim, inter,
-                embedding, spec.embedScale(), layers, finalNorm, head, spec.finalSoftcap(), pe,
+        Plan.Head out = op(plan, Plan.Head.class);
+        var hc = out.clusters();
+        return new DecoderPlan(spec.archName(), hidden, out.vocab(), heads, kvHeads, headDim, inter,
+                embedding, op(plan, Plan.Embed.class).scale(), layers, l.normOp(op(plan, Plan.FinalNorm.class).norm()), head,
+                out.softcap(), pe,
                 hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()));
     }
 
@@ -221,7 +285,7 @@ final class DecoderPlans {
      * and the attention and router biases. The loader marks what it found, so its {@link Loader#checkOverlaysUsed} then
      * names what a skill replaces that no entry took up.
      */
-    static dev.cmf4j.backend.DeviceSkills skills(ModelSpec spec, Loader l, DecoderPlan plan) {
+    static dev.cmf4j.backend.DeviceSkills skills(Plan source, Loader l, DecoderPlan plan) {
         int n = l.skills.size();
         if (n == 0) return dev.cmf4j.backend.DeviceSkills.NONE;
         List<java.util.Map<Matrix, Matrix>> ms = new ArrayList<>();
@@ -231,9 +295,10 @@ final class DecoderPlans {
             Matrix[] sw = l.skillMatrices(m.name());
             if (sw != null) for (int i = 1; i <= n; i++) if (sw[i] != null) ms.get(i - 1).put(m, sw[i]);
         }
+        List<LayerOps> sourceLayers = layers(source);
         for (int li = 0; li < plan.layers().size(); li++) {
             Layer pl = plan.layers().get(li);
-            LayerSpec ls = spec.layer(li);
+            LayerOps ls = sourceLayers.get(li);
             if (ls.mixer() instanceof Mixer.Attention a) {
                 String vBias = a.vProj() != null ? a.vBias() : a.kBias();
                 String[] names = {a.qBias(), a.kBias(), vBias, a.oBias()};

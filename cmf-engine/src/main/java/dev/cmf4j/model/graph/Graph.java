@@ -99,14 +99,14 @@ public final class Graph {
                 : new HierarchicalHead(head, l.matrix(hc.weight(), hc.count(), hidden), hc.count(), vocab, hidden);
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
-            String why = DecoderPlans.unsupported(spec);
+            String why = DecoderPlans.unsupported(plan);
             var o1 = memory.sealed();
             var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(plan.sealedLayers(), o1.landmarks(), o1.window(), o1.sinks());
             if (why == null) {
-                DecoderPlan dp = DecoderPlans.of(spec, l, embedRows, head, l.normOp(spec.finalNorm()));
+                DecoderPlan dp = DecoderPlans.of(plan, l, embedRows, head);
                 dev = backend.deviceForward(dp, memory.kv(), sealing);
                 // the device switches skills per row over the plan's own matrices and biases; it says which it cannot run
-                if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(spec, l, dp)));
+                if (dev != null && !l.skills.isEmpty()) l.skillProblems.putAll(dev.skills(DecoderPlans.skills(plan, l, dp)));
                 String noAdapters = dev == null || adapters.isEmpty() ? null : dev.adapters(DecoderPlans.adapters(l, dp));
                 if (noAdapters != null)
                     throw new ModelException("un-merged LoRA adapters: " + noAdapters + " (merge the adapter as a skill with"

@@ -156,4 +156,66 @@ class DeviceGraphTest {
             assertThat(got).containsExactly(want, org.assertj.core.data.Offset.offset(1e-5f));
         }
     }
+
+    /** Takes the device plan it is handed and declines it (the CPU steps then run). */
+    record Capturing(List<DecoderPlan> plans) implements Backend {
+        @Override public String device() { return "test"; }
+
+        @Override public String description() { return "capturing device"; }
+
+        @Override public MatMul matmul() { return new CpuMatMul(); }
+
+        @Override public WorkerPool hostPool() { return CpuBackend.pool(); }
+
+        @Override public boolean runsWholeModels() { return true; }
+
+        @Override public DeviceForward deviceForward(DecoderPlan model, dev.cmf4j.backend.KvType kv) { plans.add(model); return null; }
+
+        @Override public void hostGraph(String label, String why) { throw new AssertionError("refused: " + why); }
+    }
+
+    /**
+     * The device plan is the graph's op list lowered, layer by layer: gemma4's sandwich norms, per-layer inputs, layer
+     * scalars, K/V sources and softcap where its ops have them, the tensors the ops name.
+     */
+    @Test void theDevicePlanIsTheOpListLowered() {
+        for (String name : List.of("gemma4", "qwen3_next", "llama")) {
+            try (HfFixture hf = HfFixture.open(name)) {
+                var plans = new ArrayList<DecoderPlan>();
+                Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new Capturing(plans));
+                assertThat(plans).as(name).hasSize(1);
+                DecoderPlan dp = plans.getFirst();
+                dev.cmf4j.model.Plan plan = g.plan();
+                Loader loader = new Loader(TestFiles.weights(hf.reader()));
+                assertThat(dp.layers()).as(name).hasSize(g.numLayers());
+                assertThat(dp.perLayerEmbedding() != null).as(name).isEqualTo(plan.ops().get(1) instanceof dev.cmf4j.model.Plan.PerLayerTable);
+                for (int l = 0; l < g.numLayers(); l++) {
+                    var ops = plan.layer(l);
+                    DecoderPlan.Layer layer = dp.layers().get(l);
+                    String where = name + " layer " + l;
+                    var norms = new java.util.HashMap<String, float[]>();
+                    for (var o : ops)
+                        if (o instanceof dev.cmf4j.model.Plan.Normalize n) norms.put(n.role(), loader.normOp(n.norm()).w());
+                    assertThat(layer.attnNorm().w()).as(where).containsExactly(norms.get("pre-mixer"));
+                    assertThat(layer.ffnNorm().w()).as(where).containsExactly(norms.get("pre-ffn"));
+                    assertThat(layer.postAttnNorm() == null ? null : layer.postAttnNorm().w()).as(where).isEqualTo(norms.get("post-mixer"));
+                    assertThat(layer.postFfnNorm() == null ? null : layer.postFfnNorm().w()).as(where).isEqualTo(norms.get("post-ffn"));
+                    assertThat(layer.perLayerInput() != null).as(where)
+                            .isEqualTo(ops.stream().anyMatch(dev.cmf4j.model.Plan.PerLayerInput.class::isInstance));
+                    boolean scaled = ops.stream().anyMatch(dev.cmf4j.model.Plan.ScaleLayer.class::isInstance);
+                    assertThat(layer.layerScalar() != 1f || !scaled).as(where).isTrue();
+                    var mix = (dev.cmf4j.model.Plan.Mix) ops.get(2);
+                    assertThat(layer.deltaNet() != null).as(where).isEqualTo(mix.mixer() instanceof dev.cmf4j.model.Mixer.GatedDeltaNet);
+                    if (mix.mixer() instanceof dev.cmf4j.model.Mixer.Attention a) {
+                        assertThat(layer.kvSource()).as(where).isEqualTo(a.kvSource());
+                        assertThat(layer.q().name()).as(where).isEqualTo(a.qProj());
+                    }
+                }
+                var head = (dev.cmf4j.model.Plan.Head) plan.ops().getLast();
+                assertThat(dp.finalSoftcap()).as(name).isEqualTo(head.softcap());
+                assertThat(dp.head().name()).as(name).isEqualTo(head.weight());
+                assertThat(dp.embedScale()).as(name).isEqualTo(((dev.cmf4j.model.Plan.Embed) plan.ops().getFirst()).scale());
+            }
+        }
+    }
 }
