@@ -3,15 +3,27 @@ package dev.cmf4j.backend.vulkan;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-/** matvec.comp's push constants, nine uint32 in the order the shader declares them. */
+/** The products' push constants, twelve uint32 in the order matvec.comp and matvec_decode.comp declare them. */
 final class MatvecPush {
     private MatvecPush() {}
 
-    static final int BYTES = 36;
+    static final int BYTES = 48;
     static final int ROW_SCALES = 1, COL_SCALES = 2;
+    /**
+     * matvec_decode.comp's folded operators: the RMSNorm of x (its 1/rms, with a weight in P, or 1 + weight), a bias in
+     * P, the GLU act(x)·P (the activation in the eps word), the result added to y.
+     */
+    static final int NORM = 4, NORM_WEIGHT = 8, NORM_OFFSET = 16, BIAS = 32, GLU = 64, ADD = 128;
 
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags) {
-        int[] v = {rows, cols, tokens, Math.toIntExact(row0), Math.toIntExact(yOff), yStride, Math.toIntExact(rsOff), Math.toIntExact(cfOff), flags};
+        write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, 0, 0, 0);
+    }
+
+    /** With the folded operators' words: P's first float of the norm weight or up values, eps bits or activation, bias. */
+    static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
+                      int pOff, int epsOrAct, int biasOff) {
+        int[] v = {rows, cols, tokens, Math.toIntExact(row0), Math.toIntExact(yOff), yStride, Math.toIntExact(rsOff), Math.toIntExact(cfOff), flags,
+                pOff, epsOrAct, biasOff};
         for (int i = 0; i < v.length; i++) s.setAtIndex(ValueLayout.JAVA_INT, i, v[i]);
     }
 }

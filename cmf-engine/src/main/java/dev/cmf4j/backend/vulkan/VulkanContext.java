@@ -32,16 +32,17 @@ public final class VulkanContext implements AutoCloseable {
     /** Memory type for weights (device-local), and for staging (host-visible and coherent); whether weights map directly. */
     final int weightType, stagingType;
     final boolean weightsMappable;
+    /** The products' layout: four storage buffers (weights, x, y, and matvec_decode.comp's P), {@link MatvecPush}'s constants. */
     final long descriptorSetLayout, pipelineLayout;
-    /** One matvec pipeline per weight kind (see matvec.comp's KIND), and the one-token ones (kinds 0-3, R rows a workgroup). */
+    /** One matvec pipeline per weight kind (see matvec.comp's KIND), and the one-token ones of kinds 0-3 (matvec_decode.comp). */
     final long[] matvec, matvecDecode;
     /** Rows per workgroup of the one-token pipelines. */
-    static final int DECODE_ROWS = 4;
+    static final int DECODE_ROWS = 8;
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 7, OPS_PUSH_BYTES = 64;
-    private final long shaderModule, opsModule;
+    private final long shaderModule, decodeModule, opsModule;
     private boolean closed;
 
     private static VulkanContext shared;
@@ -121,13 +122,14 @@ public final class VulkanContext implements AutoCloseable {
                 weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
                         == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
                 // pipelines
-                descriptorSetLayout = createSetLayout(a, 3);
+                descriptorSetLayout = createSetLayout(a, 4);
                 pipelineLayout = createPipelineLayout(a, descriptorSetLayout, MatvecPush.BYTES);
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
                 for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
                 matvecDecode = new long[Shaders.KIND_I8 + 1];
-                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, shaderModule, pipelineLayout, k, DECODE_ROWS);
+                decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
+                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k);
                 opsSetLayout = createSetLayout(a, 5);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
@@ -172,7 +174,7 @@ public final class VulkanContext implements AutoCloseable {
 
     public VulkanDeviceInfo info() { return info; }
 
-    /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes R rows a workgroup. */
+    /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes matvec_decode.comp's. */
     long matvecPipeline(int kind, int tokens) { return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind]; }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows and {@code tokens} tokens: x and y counts. */
@@ -313,7 +315,7 @@ public final class VulkanContext implements AutoCloseable {
 
     // ---- pipelines ----
 
-    /** {@code n} storage buffers (matvec: the weights, the activations, the outputs). */
+    /** {@code n} storage buffers (the products: the weights, the activations, the outputs, the folded operators' P). */
     private long createSetLayout(Arena a, int n) {
         MemorySegment b = Vk.plain(a, 24L * n);
         for (int i = 0; i < n; i++) {
@@ -450,6 +452,7 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, decodeModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);

@@ -294,14 +294,16 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     private void bindSet(Part p) {
         if (p.set == 0) p.set = allocateSet(ctx.descriptorSetLayout);
         if (p.generation != stagingGeneration) {
-            writeSet(p.set, p.buffer.buffer(), (copyActivations ? deviceX : stageX).buffer(), (copyActivations ? deviceY : stageY).buffer());
+            long xb = (copyActivations ? deviceX : stageX).buffer();
+            // P (binding 3) is matvec_decode.comp's folded operators' and unused here: x stands in
+            writeSet(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
             p.generation = stagingGeneration;
         }
         setArray.set(U64, 0, p.set);
         vk.cmdBindDescriptorSet(commandBuffer, ctx.pipelineLayout, setArray);
     }
 
-    /** A descriptor set of {@code layout} (three or five storage buffers) from this instance's pools. */
+    /** A descriptor set of {@code layout} (four or five storage buffers) from this instance's pools. */
     long allocateSet(long layout) {
         try (Arena a = Arena.ofConfined()) {
             if (setsLeft == 0) {

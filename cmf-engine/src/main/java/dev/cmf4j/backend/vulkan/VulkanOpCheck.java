@@ -28,11 +28,11 @@ final class VulkanOpCheck {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /**
-     * {rows, cols, tokens}: one token (the decode pipelines, R rows a workgroup; a width of 4s and an odd one), odd widths
-     * (the shader's one-element path), a tile of 8 tokens and one more, a row count over the 64-invocation workgroup and a
-     * wide one; not quick: larger products.
+     * {rows, cols, tokens}: one token (matvec_decode.comp, 8 rows a workgroup; a width of 4s and an odd one, and both past
+     * its 4096-column tile), odd widths (the shader's one-element path), a tile of 8 tokens and one more, a row count over
+     * the 64-invocation workgroup and a wide one; not quick: larger products.
      */
-    static final int[][] QUICK = {{13, 64, 1}, {11, 30, 1}, {9, 30, 3}, {70, 256, 9}, {5, 7, 17}};
+    static final int[][] QUICK = {{13, 64, 1}, {11, 30, 1}, {19, 4500, 1}, {6, 4099, 1}, {9, 30, 3}, {70, 256, 9}, {5, 7, 17}};
     static final int[][] FULL = {{1000, 2048, 8}, {4096, 4096, 1}, {300, 1000, 33}};
 
     static List<OpResult> run(VulkanMatMul device, boolean quick) {

@@ -441,7 +441,7 @@ final class VulkanResidentForward implements DeviceForward {
             Long set = s.matvecSets.get(key);
             if (set == null) {
                 set = mm.allocateSet(ctx.descriptorSetLayout);
-                mm.writeSet(set, p.buffer.buffer(), x.buffer(), y.buffer());
+                mm.writeSet(set, p.buffer.buffer(), x.buffer(), y.buffer(), x.buffer());   // P: unused here
                 s.matvecSets.put(key, set);
             }
             setArray.set(U64, 0, set);

@@ -12,7 +12,7 @@
 // sums, so a weight is read once per TT tokens; a subgroup add and one shared-memory step across the subgroups
 // add the invocations' sums. Rows and token
 // tiles beyond the dispatch's workgroup counts are taken in grid-stride loops (the dispatch stays within
-// maxComputeWorkGroupCount).
+// maxComputeWorkGroupCount). One-token products of kinds 0-3 take matvec_decode.comp instead.
 
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -20,8 +20,6 @@
 layout(local_size_x = 64) in;
 // 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f), 4 q4_block, 5 q4tp: set per pipeline
 layout(constant_id = 0) const uint KIND = 0u;
-// rows per workgroup: 1, or (the decode pipelines: one token, kinds 0-3) up to 8, each activation load serving them all
-layout(constant_id = 1) const uint R = 1u;
 const uint WG = 64u;
 const uint TT = 8u;
 
@@ -39,6 +37,7 @@ layout(push_constant) uniform Push {
     uint rsOff;    // word offset of the f32 row scales (indexed by row0 + r)
     uint cfOff;    // word offset of the f32 column scales
     uint flags;    // bit 0: row scales, bit 1: column scales
+    uint pOff, eps, biasOff;   // matvec_decode.comp's (the pipelines share one layout); unused here
 } p;
 
 shared float red[TT * WG];
@@ -92,48 +91,7 @@ vec4 w4(uint e, uint sr, uint c) {
     return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
 }
 
-shared float redR[8u * WG];
-
-// one token, R rows per workgroup: x[c..c+3] (times the column scales) loaded once for the R rows' weights
-void decodeRows() {
-    uint tid = gl_LocalInvocationID.x;
-    bool colScales = (p.flags & 2u) != 0u;
-    for (uint r0 = gl_WorkGroupID.x * R; r0 < p.rows; r0 += gl_NumWorkGroups.x * R) {
-        float acc[8];
-        for (uint k = 0u; k < 8u; k++) acc[k] = 0.0;
-        if ((p.cols & 3u) == 0u) {
-            for (uint c = tid * 4u; c < p.cols; c += WG * 4u) {
-                vec4 xv = vec4(x[c], x[c + 1u], x[c + 2u], x[c + 3u]);
-                if (colScales) xv *= vec4(uintBitsToFloat(w[p.cfOff + c]), uintBitsToFloat(w[p.cfOff + c + 1u]),
-                                          uintBitsToFloat(w[p.cfOff + c + 2u]), uintBitsToFloat(w[p.cfOff + c + 3u]));
-                for (uint k = 0u; k < R; k++)
-                    if (r0 + k < p.rows) acc[k] += dot(w4((p.row0 + r0 + k) * p.cols + c, 0u, c), xv);
-            }
-        } else {
-            for (uint c = tid; c < p.cols; c += WG) {
-                float xv = x[c];
-                if (colScales) xv *= uintBitsToFloat(w[p.cfOff + c]);
-                for (uint k = 0u; k < R; k++)
-                    if (r0 + k < p.rows) acc[k] += w1((p.row0 + r0 + k) * p.cols + c, 0u, c) * xv;
-            }
-        }
-        for (uint k = 0u; k < R; k++) {
-            float v = subgroupAdd(acc[k]);
-            if (subgroupElect()) redR[k * WG + gl_SubgroupID] = v;
-        }
-        barrier();
-        if (tid < R && r0 + tid < p.rows) {
-            float v = 0.0;
-            for (uint g = 0u; g < gl_NumSubgroups; g++) v += redR[tid * WG + g];
-            if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r0 + tid]);
-            y[p.yOff + r0 + tid] = v;
-        }
-        barrier();
-    }
-}
-
 void main() {
-    if (R > 1u) { decodeRows(); return; }
     uint tid = gl_LocalInvocationID.x;
     bool colScales = (p.flags & 2u) != 0u;
     for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {

@@ -1,0 +1,202 @@
+#version 450
+// cmf4j Vulkan one-token product of f32, bf16, f16 and int8 (q8_row / q8_2f) weights, the decode step's:
+//   y[yOff + r] (+)= rs[row0+r] · inv · Σ_c W[row0+r, c] · cf[c] · x'[c] (+ bias[r])   for r < rows
+// where x' = x, or act(x)·P[...] (flags 64: the GLU folded in), times the norm weight (flags 8, 16: 1 + weight), and
+// inv = 1 / sqrt(mean(x²) + eps) (flags 4: the RMSNorm folded in) or 1. rs with flags bit 0, cf with bit 1 (f32 words
+// in the weight buffer), bias (flags 32) and norm weight in P, += with flags 128. Built into matvec_decode.spv by
+// tools/build-vulkan-shaders.sh. Every sum is in f32.
+//
+// The pattern of the CUDA resident kernels' r_rows8 (resident.cu): a workgroup of 256 invocations takes 8 rows; it
+// stages x' of a tile of up to TILE columns in shared memory once (so each activation is read from memory once per
+// 8 rows, not per row), as 8 groups of 32 invocations: group g takes rows 4(g/4) .. +3 over the quarter g%4 of every
+// 512 columns, invocation l the 4 weights at 4l + 128(g%4) + 512j, so a group's weight loads are contiguous (128
+// bytes of int8, 256 of 16-bit, 512 of f32 per row) and one vec4 read of x' from shared memory (conflict-free) serves
+// 4 rows; U such loads per row are in flight before any is used. The groups need not be subgroups: the sums are taken
+// with one subgroup add per row of the 8 (each invocation adding 0 to the rows it does not take) and one fixed-order
+// sum over the subgroups, whatever the device's subgroup size and however it maps invocations to subgroups.
+
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+
+layout(local_size_x = 256) in;
+// 0 f32, 1 bf16, 2 f16, 3 int8: set per pipeline (matvec.comp's numbering)
+layout(constant_id = 0) const uint KIND = 0u;
+const uint WG = 256u;
+const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
+const uint U = 4u;         // loads per row in flight
+
+layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
+layout(std430, set = 0, binding = 0) readonly buffer Weights2 { uvec2 w2[]; };
+layout(std430, set = 0, binding = 0) readonly buffer Weights4 { uvec4 w4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(std430, set = 0, binding = 2) buffer Y { float y[]; };
+layout(std430, set = 0, binding = 3) readonly buffer P { float prm[]; };
+layout(std430, set = 0, binding = 3) readonly buffer P4 { vec4 prm4[]; };
+
+// matvec.comp's nine words, then the folded operators'
+layout(push_constant) uniform Push {
+    uint rows;     // rows of this product (in this buffer)
+    uint cols;
+    uint tokens;   // 1
+    uint row0;     // first row of the product within the buffer's rows
+    uint yOff;     // floats: where this product's output starts
+    uint yStride;  // (unused: one token)
+    uint rsOff;    // word offset of the f32 row scales (indexed by row0 + r)
+    uint cfOff;    // word offset of the f32 column scales
+    uint flags;    // 1 row scales, 2 column scales, 4 RMSNorm, 8 norm weight, 16 offset norm weight, 32 bias, 64 GLU, 128 add
+    uint pOff;     // P: the norm weight's first float (flags 8), or the GLU's up values' (flags 64)
+    uint eps;      // the RMSNorm's epsilon, f32 bits; the GLU's activation (0 SiLU, 1 GELU tanh, 2 GELU)
+    uint biasOff;  // P: the bias's first float (flags 32)
+} p;
+
+shared vec4 xs[TILE / 4u];
+shared float part[WG * 9u];   // per subgroup: the 8 rows' sums and the sum of squares
+
+// Numerical Recipes' erfc fit, as the CPU's Activation.GELU (ops.comp's)
+float erf1(float v) {
+    float z = abs(v);
+    float t = 1.0 / (1.0 + 0.5 * z);
+    float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+            + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+    return v >= 0.0 ? 1.0 - r : r - 1.0;
+}
+
+float act(float v, uint kind) {
+    if (kind == 0u) return v / (1.0 + exp(-v));
+    if (kind == 1u) return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    return 0.5 * v * (1.0 + erf1(v * 0.7071067811865476));
+}
+
+// x'[c] and x[c] (for the sum of squares) of column c, one element
+vec2 stage1(uint c) {
+    float v = x[c], s = v;
+    if ((p.flags & 64u) != 0u) s = v = act(v, p.eps) * prm[p.pOff + c];
+    if ((p.flags & 8u) != 0u) { float nw = prm[p.pOff + c]; s *= (p.flags & 16u) != 0u ? 1.0 + nw : nw; }
+    if ((p.flags & 2u) != 0u) s *= uintBitsToFloat(w[p.cfOff + c]);
+    return vec2(s, v);
+}
+
+// element e of the weight plane
+float w1(uint e) {
+    if (KIND == 0u) return uintBitsToFloat(w[e]);
+    if (KIND == 1u) { uint v = w[e >> 1]; return uintBitsToFloat((e & 1u) == 0u ? v << 16 : v & 0xffff0000u); }
+    if (KIND == 2u) { vec2 h = unpackHalf2x16(w[e >> 1]); return (e & 1u) == 0u ? h.x : h.y; }
+    return float(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
+}
+
+// the 4 weights at element e (a multiple of 4) as loaded: 4 bytes of int8, 8 of 16-bit, 16 of f32
+uvec4 load4(uint e) {
+    if (KIND == 0u) return w4[e >> 2];
+    if (KIND == 3u) return uvec4(w[e >> 2], 0u, 0u, 0u);
+    return uvec4(w2[e >> 2], 0u, 0u);
+}
+
+// acc + Σ widen(v)·xv by an fma chain; int8 widened exactly without integer-to-float conversion: each byte, made
+// offset binary, under the exponent of 2^23, less 2^23 + 128
+float fma4(uvec4 v, vec4 xv, float acc) {
+    vec4 f;
+    if (KIND == 0u) f = uintBitsToFloat(v);
+    else if (KIND == 1u) f = vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xffff0000u), uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xffff0000u));
+    else if (KIND == 2u) f = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+    else {
+        uint u = v.x ^ 0x80808080u;
+        f = uintBitsToFloat(uvec4(u & 0xffu, (u >> 8) & 0xffu, (u >> 16) & 0xffu, u >> 24) | 0x4B000000u) - 8388736.0;
+    }
+    acc = fma(f.x, xv.x, acc);
+    acc = fma(f.y, xv.y, acc);
+    acc = fma(f.z, xv.z, acc);
+    return fma(f.w, xv.w, acc);
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x, grp = tid >> 5, lane = tid & 31u;
+    uint rb = (grp >> 2) * 4u, kq = grp & 3u;
+    bool wide = (p.cols & 3u) == 0u;
+    // x' staged 4 columns at a time where every source of it is 16-byte aligned
+    bool vectors = wide && ((p.flags & 2u) == 0u || (p.cfOff & 3u) == 0u) && ((p.flags & 72u) == 0u || (p.pOff & 3u) == 0u);
+    for (uint r0 = gl_WorkGroupID.x * 8u; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u) {
+        uint base[4];
+        float acc[4];
+        for (uint i = 0u; i < 4u; i++) {
+            base[i] = (p.row0 + min(r0 + rb + i, p.rows - 1u)) * p.cols;   // rows past the end reread the last
+            acc[i] = 0.0;
+        }
+        float ss = 0.0;
+        for (uint k0 = 0u; k0 < p.cols; k0 += TILE) {
+            uint tc = min(TILE, p.cols - k0);
+            uint c = kq * 128u + lane * 4u;
+            uvec4 v[4][U];
+            // the first weights go out before x' is staged, so their latency overlaps the staging's
+            if (wide)
+                for (uint u = 0u; u < U; u++)
+                    if (c + u * 512u < tc)
+                        for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+            barrier();   // the previous tile has been read
+            if (vectors) {
+                for (uint j = tid * 4u; j < tc; j += WG * 4u) {
+                    uint cc = k0 + j;
+                    vec4 xv = x4[cc >> 2];
+                    if ((p.flags & 64u) != 0u)
+                        xv = vec4(act(xv.x, p.eps), act(xv.y, p.eps), act(xv.z, p.eps), act(xv.w, p.eps)) * prm4[(p.pOff + cc) >> 2];
+                    ss += dot(xv, xv);
+                    if ((p.flags & 8u) != 0u) { vec4 nw = prm4[(p.pOff + cc) >> 2]; xv *= (p.flags & 16u) != 0u ? 1.0 + nw : nw; }
+                    if ((p.flags & 2u) != 0u) xv *= uintBitsToFloat(w4[(p.cfOff + cc) >> 2]);
+                    xs[j >> 2] = xv;
+                }
+            } else {
+                for (uint j = tid; j < tc; j += WG) {
+                    vec2 sv = stage1(k0 + j);
+                    ss += sv.y * sv.y;
+                    xs[j >> 2][j & 3u] = sv.x;
+                }
+            }
+            barrier();
+            if (wide) {
+                for (;;) {
+                    for (uint u = 0u; u < U; u++)
+                        if (c + u * 512u < tc) {
+                            vec4 xv = xs[(c + u * 512u) >> 2];
+                            for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
+                        }
+                    c += U * 512u;
+                    if (c >= tc) break;
+                    for (uint u = 0u; u < U; u++)
+                        if (c + u * 512u < tc)
+                            for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+                }
+            } else {
+                for (uint cc = kq * 32u + lane; cc < tc; cc += 128u) {
+                    float xv = xs[cc >> 2][cc & 3u];
+                    for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
+                }
+            }
+        }
+        // the 8 rows' sums: one subgroup add per row (0 from invocations on the other 4), then the subgroups' in order
+        for (uint row = 0u; row < 8u; row++) {
+            uint i = row - rb;
+            float s = subgroupAdd(row >= rb && row < rb + 4u ? acc[i & 3u] : 0.0);
+            if (subgroupElect()) part[gl_SubgroupID * 9u + row] = s;
+        }
+        if ((p.flags & 4u) != 0u) {
+            float s = subgroupAdd(ss);
+            if (subgroupElect()) part[gl_SubgroupID * 9u + 8u] = s;
+        }
+        barrier();
+        uint r = r0 + tid;
+        if (tid < 8u && r < p.rows) {
+            float v = 0.0;
+            for (uint g = 0u; g < gl_NumSubgroups; g++) v += part[g * 9u + tid];
+            if ((p.flags & 4u) != 0u) {
+                float sq = 0.0;
+                for (uint g = 0u; g < gl_NumSubgroups; g++) sq += part[g * 9u + 8u];
+                v *= 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+            }
+            if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+            if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
+            if ((p.flags & 128u) != 0u) v += y[p.yOff + r];
+            y[p.yOff + r] = v;
+        }
+        barrier();
+    }
+}
