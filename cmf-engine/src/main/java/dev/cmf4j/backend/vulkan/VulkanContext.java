@@ -41,7 +41,7 @@ public final class VulkanContext implements AutoCloseable {
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 7, OPS_PUSH_BYTES = 64;
+    static final int OPS = 9, OPS_PUSH_BYTES = 64;
     private final long shaderModule, decodeModule, opsModule;
     private boolean closed;
 

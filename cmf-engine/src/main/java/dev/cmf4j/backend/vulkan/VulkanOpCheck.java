@@ -81,10 +81,23 @@ final class VulkanOpCheck {
             }
             run(mm, 1, T * heads, new int[] {T * heads, heads, hd, rd, 0, T, 0}, x, x, table, x);
             out.add(new OpResult("rope", T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary", error(x, want), 1e-6));
+            // as keys: T tokens of `heads` kv heads rotated into a cache at position 2 + t (the step buffer's), rows of
+            // heads*hd + 3 floats (dims past the rotary ones copied); no q rows
+            int stride = heads * hd + 3, cachePos = 2;
+            float[] keys = gauss(r, T * heads * hd, 1), cache = new float[(cachePos + T) * stride], wantCache = new float[cache.length];
+            float[] rotated = keys.clone();
+            for (int t = 0; t < T; t++) {
+                dev.cmf4j.backend.cpu.Rotary.table(pos0 + t, inv, 1.1f, cos, sin);
+                dev.cmf4j.backend.cpu.Rotary.apply(rotated, t * heads * hd, heads, hd, rd, cos, sin);
+                System.arraycopy(rotated, t * heads * hd, wantCache, (cachePos + t) * stride, heads * hd);
+            }
+            run(mm, 1, T * heads, new int[] {0, heads, hd, rd, 0, T, 0, T * heads, heads, stride}, cachePos, keys, keys, table, cache);
+            out.add(new OpResult("rope into cache", T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary", error(cache, wantCache), 1e-6));
         }
         // attention {tokens, heads, kv heads, head dim, first position, window, context}
+        // (one token: also the split decode attention, over one split and over several, with a window past the first)
         for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
-                {70, 2, 1, 16, 0, 0, 80}}) {
+                {70, 2, 1, 16, 0, 0, 80}, {1, 4, 1, 128, 200, 0, 256}, {1, 2, 2, 256, 190, 70, 300}, {1, 3, 3, 40, 127, 0, 128}}) {
             int T = sh[0], heads = sh[1], kvh = sh[2], hd = sh[3], pos0 = sh[4], window = sh[5], context = sh[6];
             int qd = heads * hd, kvd = kvh * hd;
             float scale = (float) (1 / Math.sqrt(hd));
@@ -112,6 +125,15 @@ final class VulkanOpCheck {
             run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, pos0, q, k, v, d);
             out.add(new OpResult("attention" + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
                     + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
+            if (T == 1) {
+                // a decode step's split attention: OP 7 over splits of the context, OP 8 combining them
+                int splits = (context + VulkanResidentForward.ATTENTION_SPLIT - 1) / VulkanResidentForward.ATTENTION_SPLIT;
+                float[] ds = new float[qd + heads * splits * (hd + 2)];
+                int[] u = {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, 0, 0, qd, splits};
+                run(mm, new int[] {7, 8}, new int[] {heads * splits, heads}, u, pos0, q, k, v, ds);
+                out.add(new OpResult("split attention" + (window > 0 ? " window " + window : ""), "1 token at " + pos0 + ", " + heads + "/" + kvh
+                        + " heads x" + hd + ", " + splits + " splits", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
+            }
         }
         // GLU act(gate)·up, residual add, copy
         int n = 1000;
@@ -147,6 +169,11 @@ final class VulkanOpCheck {
 
     /** As above with the step buffer's first position {@code pos0} (attention, the cache copy). */
     private static void run(VulkanMatMul mm, int op, int groups, int[] u, int pos0, float[] a, float[] b, float[] c, float[] d) {
+        run(mm, new int[] {op}, new int[] {groups}, u, pos0, a, b, c, d);
+    }
+
+    /** Dispatches of {@code ops} (each of its {@code groups}) one after the other with the same buffers and push constants. */
+    private static void run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, float[] a, float[] b, float[] c, float[] d) {
         VulkanContext ctx = mm.context();
         java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
         VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
@@ -169,11 +196,17 @@ final class VulkanOpCheck {
             MemorySegment push = arena.allocate(VulkanContext.OPS_PUSH_BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
             for (int i = 0; i < u.length; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, u[i]);
             sets.set(ValueLayout.JAVA_LONG, 0, set);
+            MemorySegment between = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER);
+            between.set(ValueLayout.JAVA_INT, 16, Vk.ACCESS_SHADER_WRITE);
+            between.set(ValueLayout.JAVA_INT, 20, Vk.ACCESS_SHADER_READ | Vk.ACCESS_SHADER_WRITE);
             mm.submitRecorded(cb -> {
-                ctx.vk.cmdBindPipeline(cb, ctx.ops[op]);
-                ctx.vk.cmdBindDescriptorSet(cb, ctx.opsPipelineLayout, sets);
-                ctx.vk.cmdPushConstants(cb, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
-                ctx.vk.cmdDispatch(cb, groups, 1, 1);
+                for (int i = 0; i < ops.length; i++) {
+                    if (i > 0) ctx.vk.cmdBarrier(cb, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, between);
+                    ctx.vk.cmdBindPipeline(cb, ctx.ops[ops[i]]);
+                    ctx.vk.cmdBindDescriptorSet(cb, ctx.opsPipelineLayout, sets);
+                    ctx.vk.cmdPushConstants(cb, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
+                    ctx.vk.cmdDispatch(cb, groups[i], 1, 1);
+                }
             });
             made.forEach((arr, buf) -> MemorySegment.copy(buf.mapped(), ValueLayout.JAVA_FLOAT, 0, arr, 0, arr.length));
         } finally {

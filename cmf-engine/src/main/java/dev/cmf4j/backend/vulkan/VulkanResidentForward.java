@@ -35,7 +35,9 @@ final class VulkanResidentForward implements DeviceForward {
     private final VulkanContext ctx;
     private final Vk vk;
     private final DecoderPlan plan;
-    private final int qDimMax, kvDimMax, interMax, maxHalf;
+    private final int qDimMax, kvDimMax, interMax, maxHalf, headDimMax;
+    /** Keys per workgroup of the split decode attention (ops.comp OP 7's SPLIT). */
+    static final int ATTENTION_SPLIT = 64;
     /** Every norm weight the plan has, uploaded once, by the norm's identity: its float offset in {@link #params}. */
     private final Map<NormOp, Integer> normAt = new IdentityHashMap<>();
     /** Every projection bias, likewise by identity: its float offset in {@link #params}. */
@@ -90,28 +92,34 @@ final class VulkanResidentForward implements DeviceForward {
         this.ctx = mm.context();
         this.vk = ctx.vk;
         this.plan = plan;
-        int q = 0, kvd = 0, in = 0, half = 0;
+        int q = 0, kvd = 0, in = 0, half = 0, hdm = 0;
         ropeOf = new int[plan.layers().size()];
         List<float[]> weights = new ArrayList<>();
+        List<Integer> offsets = new ArrayList<>();
         int[] size = {0};
+        // each starts on 4 floats, so matvec_decode.comp stages a folded norm's weight 16 bytes at a time
+        java.util.function.Consumer<float[]> place = w -> {
+            offsets.add(size[0]);
+            weights.add(w);
+            size[0] += (w.length + 3) & ~3;
+        };
         java.util.function.Consumer<NormOp> norm = n -> {
             if (n == null || n.w() == null || normAt.containsKey(n)) return;
             normAt.put(n, size[0]);
-            weights.add(n.w());
-            size[0] += n.w().length;
+            place.accept(n.w());
         };
         norm.accept(plan.finalNorm());
         for (int i = 0; i < plan.layers().size(); i++) {
             DecoderPlan.Layer l = plan.layers().get(i);
             q = Math.max(q, plan.heads() * l.headDim());
+            hdm = Math.max(hdm, l.headDim());
             kvd = Math.max(kvd, l.kvHeads() * l.headDim());
             in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm()}) norm.accept(n);
             for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
                 if (b != null && !biasAt.containsKey(b)) {
                     biasAt.put(b, size[0]);
-                    weights.add(b);
-                    size[0] += b.length;
+                    place.accept(b);
                 }
             int r = -1;
             for (int j = 0; j < ropes.size() && l.rope() != null; j++) if (ropes.get(j) == l.rope()) r = j;
@@ -119,14 +127,11 @@ final class VulkanResidentForward implements DeviceForward {
             ropeOf[i] = l.rope() == null || l.rope().rotaryDim() == 0 ? -1 : r;
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
-        qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half;
+        qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half; headDimMax = hdm;
         // device-local: every norm's workgroups read them each step
         params = mm.bufferFilled(4L * Math.max(1, size[0]), dst -> {
-            int off = 0;
-            for (float[] w : weights) {
-                MemorySegment.copy(w, 0, dst, ValueLayout.JAVA_FLOAT, 4L * off, w.length);
-                off += w.length;
-            }
+            for (int i = 0; i < weights.size(); i++)
+                MemorySegment.copy(weights.get(i), 0, dst, ValueLayout.JAVA_FLOAT, 4L * offsets.get(i), weights.get(i).length);
         });
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ci = Vk.struct(a, 24, Vk.ST_COMMAND_POOL_CREATE_INFO);
@@ -163,7 +168,7 @@ final class VulkanResidentForward implements DeviceForward {
     /** One sequence's device buffers: activations for a chunk, its KV caches, the attention scores. */
     final class State {
         final int chunk, context;
-        final VulkanContext.Buffer input, out, step, x, xn, q, k, v, att, tmp, g, u, logits;
+        final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
         final VulkanContext.Buffer[] kCache, vCache;
@@ -180,12 +185,19 @@ final class VulkanResidentForward implements DeviceForward {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
                 out = host(4L * chunk * plan.vocab(), "logits (host)");
                 step = host(16, "step");
+                // device-local twins of the rotary tables and the step's position, copied in by each submission:
+                // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
+                tables = dev(input.bytes(), "rotary tables");
+                stepDev = dev(16, "step (device)");
                 x = dev(4L * chunk * hidden, "hidden");
                 xn = dev(4L * chunk * hidden, "normed hidden");
                 q = dev(4L * chunk * qDimMax, "q");
                 k = dev(4L * chunk * kvDimMax, "k");
                 v = dev(4L * chunk * kvDimMax, "v");
-                att = dev(4L * chunk * qDimMax + 4L * heads * chunk * context, "attention and its scores");
+                // the scores of a chunk, or the split decode attention's partial sums (OP 7: hd + 2 floats per split)
+                long splits = (context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT;
+                att = dev(4L * chunk * qDimMax + 4L * Math.max((long) heads * chunk * context, heads * splits * (headDimMax + 2)),
+                        "attention and its scores");
                 tmp = dev(4L * chunk * hidden, "projection");
                 g = dev(4L * chunk * interMax, "gate");
                 u = dev(4L * chunk * interMax, "up");
@@ -320,78 +332,134 @@ final class VulkanResidentForward implements DeviceForward {
         }
     }
 
-    /** Records a forward of {@code T} tokens whose last {@code rows} want logits into {@code cb} (positions: the step buffer). */
+    /**
+     * Records a forward of {@code T} tokens whose last {@code rows} want logits into {@code cb} (positions: the step
+     * buffer). Between dependent dispatches one compute-to-compute memory barrier; dispatches that read the same inputs
+     * (q, k and v; gate and up; the rotary and the value copy) go without one between them. A decode step folds what
+     * matvec_decode.comp can into its products (the RMSNorms before q/k/v, gate/up and the head, the biases, the GLU
+     * before down, the residual adds after o and down) and attends over splits of the context (OP 7, OP 8).
+     */
     private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows) {
         int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
+        boolean step = T == 1;
         rec = cb;
         vk.beginCommandBuffer(cb, begin);
-        region.set(U64, 0, 0L);
-        region.set(U64, 8, 0L);
-        region.set(U64, 16, 4L * T * hidden);
-        vk.cmdCopyBuffer(rec, s.input.buffer(), s.x.buffer(), region);
+        long ropeBytes = 4L * ropes.size() * 2 * s.chunk * maxHalf;
+        copy(s.input, 0, s.x, 0, 4L * T * hidden);
+        if (ropeBytes > 0) copy(s.input, 4L * s.chunk * hidden, s.tables, 4L * s.chunk * hidden, ropeBytes);
+        copy(s.step, 0, s.stepDev, 0, 4);
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         long[] ropeOff = new long[ropes.size()];
         for (int r = 0; r < ropes.size(); r++) ropeOff[r] = (long) s.chunk * hidden + (long) r * 2 * s.chunk * maxHalf;
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
             int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
-            norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
-            sync();
-            matvec(s, l.q(), s.xn, s.q, T);
-            matvec(s, l.k(), s.xn, s.k, T);
-            matvec(s, l.v(), s.xn, s.v, T);
-            sync();
-            if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
-                bias(s, l.qBias(), s.q, T, qd);
-                bias(s, l.kBias(), s.k, T, kvd);
-                bias(s, l.vBias(), s.v, T, kvd);
+            if (step && folds(l.q(), l.k(), l.v())) {
+                folded(s, l.q(), s.x, s.q, l.attnNorm(), l.qBias(), 0, null);
+                folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null);
+                folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null);
                 sync();
+            } else {
+                norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
+                sync();
+                matvec(s, l.q(), s.xn, s.q, T);
+                matvec(s, l.k(), s.xn, s.k, T);
+                matvec(s, l.v(), s.xn, s.v, T);
+                sync();
+                if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
+                    bias(s, l.qBias(), s.q, T, qd);
+                    bias(s, l.kBias(), s.k, T, kvd);
+                    bias(s, l.vBias(), s.v, T, kvd);
+                    sync();
+                }
             }
             if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
             if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
             if (l.qNorm() != null || l.kNorm() != null) sync();
+            // the chunk's keys (rotated on the way) and values into the cache at their positions
             if (ropeOf[li] >= 0) {
                 int rd = l.rope().rotaryDim();
-                op(s, 1, s.q, s.q, s.input, s.q, T * heads, T * heads, heads, hd, rd, (int) ropeOff[ropeOf[li]], T, 0);
-                op(s, 1, s.k, s.k, s.input, s.k, T * kvh, T * kvh, kvh, hd, rd, (int) ropeOff[ropeOf[li]], T, 0);
-                sync();
+                op(s, 1, s.q, s.k, s.tables, s.kCache[li], T * (heads + kvh), T * heads, heads, hd, rd, (int) ropeOff[ropeOf[li]], T, 0,
+                        T * kvh, kvh, kvd);
+            } else {
+                op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, 0, kvd);
             }
-            // the chunk's keys and values into the cache at their positions
-            op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, 0, kvd);
             op(s, 4, s.v, s.vCache[li], s.v, s.v, groups(T * kvd), T * kvd, 0, 0, kvd);
             sync();
-            op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(),
-                    Float.floatToRawIntBits(l.scale()), kvd, s.context, qd, T * qd);
+            int scale = Float.floatToRawIntBits(l.scale());
+            if (step) {
+                int splits = (s.context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT;
+                op(s, 7, s.q, s.kCache[li], s.vCache[li], s.att, heads * splits, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, splits);
+                sync();
+                op(s, 8, s.q, s.kCache[li], s.vCache[li], s.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, splits);
+            } else {
+                op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(), scale, kvd, s.context, qd, T * qd);
+            }
             sync();
-            matvec(s, l.o(), s.att, s.tmp, T);
+            if (step && l.postAttnNorm() == null && folds(l.o())) {
+                folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null);
+                sync();
+            } else {
+                matvec(s, l.o(), s.att, s.tmp, T);
+                sync();
+                if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync(); }
+                if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
+                op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
+                sync();
+            }
+            if (step && folds(l.gate(), l.up())) {
+                folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null);
+                folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null);
+            } else {
+                norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
+                sync();
+                matvec(s, l.gate(), s.xn, s.g, T);
+                matvec(s, l.up(), s.xn, s.u, T);
+            }
             sync();
-            if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync(); }
-            if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
-            op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
-            sync();
-            norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
-            sync();
-            matvec(s, l.gate(), s.xn, s.g, T);
-            matvec(s, l.up(), s.xn, s.u, T);
-            sync();
-            op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
-            sync();
-            matvec(s, l.down(), s.g, s.tmp, T);
-            sync();
-            if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
-            op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
-            sync();
+            if (step && folds(l.down())) {
+                // act(gate)·up staged by the product itself; the residual added by it too unless a norm comes between
+                boolean add = l.postFfnNorm() == null;
+                folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
+                sync();
+            } else {
+                op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
+                sync();
+                matvec(s, l.down(), s.g, s.tmp, T);
+                sync();
+            }
+            if (!step || l.postFfnNorm() != null || !folds(l.down())) {
+                if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
+                op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
+                sync();
+            }
         }
         if (rows > 0) {
-            norm(s, plan.finalNorm(), s.x, s.xn, rows, hidden, (T - rows) * hidden, 0);
-            sync();
-            matvec(s, plan.head(), s.xn, s.logits, rows);
+            if (step && folds(plan.head())) {
+                folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null);
+            } else {
+                norm(s, plan.finalNorm(), s.x, s.xn, rows, hidden, (T - rows) * hidden, 0);
+                sync();
+                matvec(s, plan.head(), s.xn, s.logits, rows);
+            }
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
-            region.set(U64, 16, 4L * rows * vocab);
-            vk.cmdCopyBuffer(rec, s.logits.buffer(), s.out.buffer(), region);
+            copy(s.logits, 0, s.out, 0, 4L * rows * vocab);
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         vk.endCommandBuffer(rec);
+    }
+
+    private void copy(VulkanContext.Buffer src, long srcOff, VulkanContext.Buffer dst, long dstOff, long bytes) {
+        region.set(U64, 0, srcOff);
+        region.set(U64, 8, dstOff);
+        region.set(U64, 16, bytes);
+        vk.cmdCopyBuffer(rec, src.buffer(), dst.buffer(), region);
+    }
+
+    /** Whether matvec_decode.comp takes every one of {@code ms} (f32, bf16, f16, int8 weights), so an operator can fold into it. */
+    private boolean folds(Matrix... ms) {
+        for (Matrix m : ms) if (mm.resident(m).kind() > Shaders.KIND_I8) return false;
+        return true;
     }
 
     private int groups(long n) { return (int) Math.max(1, Math.min((n + 63) / 64, Integer.toUnsignedLong(ctx.info().maxGroupCount()[0]))); }
@@ -418,7 +486,7 @@ final class VulkanResidentForward implements DeviceForward {
         Long set = s.sets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, a.buffer(), b.buffer(), c.buffer(), d.buffer(), s.step.buffer());
+            mm.writeSet(set, a.buffer(), b.buffer(), c.buffer(), d.buffer(), s.stepDev.buffer());
             s.sets.put(key, set);
         }
         for (int i = 0; i < 16; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, i < u.length ? u[i] : 0);
@@ -437,20 +505,55 @@ final class VulkanResidentForward implements DeviceForward {
         for (VulkanMatMul.Part p : r.parts()) {
             long lo = Math.max(first, p.firstRow), hi = Math.min(end, p.firstRow + p.rows);
             if (lo >= hi) continue;
-            List<Object> key = List.of(p, x.buffer(), y.buffer());
-            Long set = s.matvecSets.get(key);
-            if (set == null) {
-                set = mm.allocateSet(ctx.descriptorSetLayout);
-                mm.writeSet(set, p.buffer.buffer(), x.buffer(), y.buffer(), x.buffer());   // P: unused here
-                s.matvecSets.put(key, set);
-            }
-            setArray.set(U64, 0, set);
-            vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
+            bindMatvecSet(s, p, x, y, x);
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, lo - first, w.outDim(), p.rsOff, p.cfOff, r.flags());
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
             int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), tokens, VulkanMatMul.TOKEN_TILE);
             vk.cmdDispatch(rec, g[0], g[1], 1);
         }
+    }
+
+    /**
+     * A decode step's product y = W·x' by matvec_decode.comp (one token) with what folds into it: x' the RMSNorm of x by
+     * {@code norm} (null: x), or act(x)·up for {@code glu}'s layer (x the gate); {@code bias} added; {@code extra} flags
+     * (ADD: y += the product).
+     */
+    private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra, DecoderPlan.Layer glu) {
+        int flags = extra, pOff = 0, word = 0, biasOff = 0;
+        VulkanContext.Buffer p = params;
+        if (norm != null) {
+            Integer nw = normAt.get(norm);
+            flags |= MatvecPush.NORM | (nw != null ? MatvecPush.NORM_WEIGHT : 0) | (nw != null && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
+            pOff = nw == null ? 0 : nw;
+            word = Float.floatToRawIntBits(norm.eps());
+        }
+        if (bias != null) { flags |= MatvecPush.BIAS; biasOff = biasAt.get(bias); }
+        if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
+        VulkanMatMul.Resident r = mm.resident(w);
+        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), 1));
+        long first = w.firstRow(), end = first + w.rows();
+        for (VulkanMatMul.Part part : r.parts()) {
+            long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);
+            if (lo >= hi) continue;
+            bindMatvecSet(s, part, x, y, p);
+            // a bias is indexed by the product's row: its part starts lo - first rows in
+            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
+                    r.flags() | flags, pOff, word, biasOff + (int) (lo - first));
+            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
+            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
+        }
+    }
+
+    private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p) {
+        List<Object> key = List.of(part, x.buffer(), y.buffer(), p.buffer());
+        Long set = s.matvecSets.get(key);
+        if (set == null) {
+            set = mm.allocateSet(ctx.descriptorSetLayout);
+            mm.writeSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer());
+            s.matvecSets.put(key, set);
+        }
+        setArray.set(U64, 0, set);
+        vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
     }
 
     @Override public int preferredChunk() { return 64; }

@@ -2,7 +2,8 @@
 // cmf4j Vulkan element-wise and attention operators of the resident forward (VulkanResidentForward), one pipeline
 // per OP (specialization constant 0). Buffers A..D and the push constants u[] mean what each OP below says; offsets
 // and strides are in floats. The step's first position is read from buffer S (written by the host before each
-// submission), not pushed, so a decode step's command buffer is recorded once and replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
+// submission and copied to device memory by it), not pushed, so a decode step's command buffer is recorded once and
+// replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0u;
@@ -18,7 +19,9 @@ layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
 layout(push_constant) uniform Push { uint u[16]; } p;
 
 shared float red[WG];
+const uint SPLIT = WG;   // keys per workgroup of the split decode attention (OP 7): one an invocation
 shared float qs[MAX_HEAD_DIM];
+shared float ps[SPLIT];
 
 // the workgroup's sum (op 0) or max (op 1) of v; every invocation gets it
 float reduce(float v, bool isMax) {
@@ -70,17 +73,24 @@ void main() {
             barrier();
         }
     } else if (OP == 1u) {
-        // rotary (rotate-hl) in place on a: row r = t*heads + h at a[u6 + r*u2], dims i < u3/2 paired with i + u3/2 (hl = u3/2);
-        // cos at c[u4 + t*hl + i], sin at c[u4 + u5*hl + t*hl + i] (u5 = tokens); rows u0, heads u1, head dim u2
-        uint rows = p.u[0], heads = p.u[1], hd = p.u[2], hl = p.u[3] / 2u, tokens = p.u[5];
-        for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
-            uint t = r / heads, base = p.u[6] + r * hd;
+        // rotary (rotate-hl): q rows r = t*heads + h in place on a[u6 + r*u2] (r < u0), dims i < u3/2 paired with
+        // i + u3/2 (hl = u3/2); then u7 k rows rk = t*u8 + h of b[rk*u2] rotated into the cache d at position
+        // S.pos0 + t (rows of u9 floats, head h at h*u2; dims past u3 copied); cos at c[u4 + t*hl + i], sin at
+        // c[u4 + u5*hl + t*hl + i] (u5 = tokens); heads u1, head dim u2, kv heads u8
+        uint rows = p.u[0], heads = p.u[1], hd = p.u[2], hl = p.u[3] / 2u, tokens = p.u[5], kRows = p.u[7], kvHeads = p.u[8];
+        for (uint r = gl_WorkGroupID.x; r < rows + kRows; r += gl_NumWorkGroups.x) {
+            bool isQ = r < rows;
+            uint rk = r - rows, t = isQ ? r / heads : rk / kvHeads;
+            uint src = isQ ? p.u[6] + r * hd : rk * hd;
+            uint dst = isQ ? src : (st.pos0 + t) * p.u[9] + (rk % kvHeads) * hd;
             for (uint i = tid; i < hl; i += WG) {
                 float co = c[p.u[4] + t * hl + i], si = c[p.u[4] + tokens * hl + t * hl + i];
-                float x1 = a[base + i], x2 = a[base + i + hl];
-                a[base + i] = x1 * co - x2 * si;
-                a[base + i + hl] = x2 * co + x1 * si;
+                float x1 = isQ ? a[src + i] : b[src + i], x2 = isQ ? a[src + i + hl] : b[src + i + hl];
+                float y1 = x1 * co - x2 * si, y2 = x2 * co + x1 * si;
+                if (isQ) { a[dst + i] = y1; a[dst + i + hl] = y2; }
+                else { d[dst + i] = y1; d[dst + i + hl] = y2; }
             }
+            if (!isQ) for (uint i = 2u * hl + tid; i < hd; i += WG) d[dst + i] = b[src + i];
         }
     } else if (OP == 2u) {
         // causal GQA attention of query row r = t*heads + h (a[t*u9 + h*hd]) over cached keys b and values c
@@ -118,6 +128,58 @@ void main() {
                 d[q0 + i] = acc / l;
             }
             barrier();
+        }
+    } else if (OP == 7u) {
+        // one query row's attention (a decode step: position S.pos0, query a[h*hd]) over a split of SPLIT keys, the
+        // split s of workgroup h*u11 + s: keys lo + s*SPLIT .. (lo as OP 2); its max score, its sum of exp(score - max)
+        // and its sum of exp(score - max)·v written to d[u10 + (h*u11 + s)*(hd + 2)]: hd sums, then max and sum.
+        // heads u1, kv heads u2, head dim u3, window u5, scale u6, cache row u7, splits per head u11 (of the context)
+        uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], splits = p.u[11];
+        float scale = uintBitsToFloat(p.u[6]);
+        uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
+        for (uint wg = gl_WorkGroupID.x; wg < heads * splits; wg += gl_NumWorkGroups.x) {
+            uint h = wg / splits, sp = wg % splits, j0 = lo + sp * SPLIT;
+            if (j0 > pos) continue;   // past the step's keys (the dispatch covers the whole context)
+            uint n = min(SPLIT, pos + 1u - j0), k0 = (h / (heads / kvHeads)) * hd;
+            for (uint i = tid; i < hd; i += WG) qs[i] = a[h * hd + i];
+            barrier();
+            float sc = -3.4e38;
+            if (tid < n) {
+                uint kb = (j0 + tid) * kvStride + k0;
+                float acc = 0.0;
+                for (uint i = 0u; i < hd; i++) acc += qs[i] * b[kb + i];
+                sc = acc * scale;
+            }
+            float m = reduce(sc, true);
+            float e = tid < n ? exp(sc - m) : 0.0;
+            ps[tid] = e;
+            float l = reduce(e, false);   // its barriers publish ps
+            uint o = p.u[10] + wg * (hd + 2u);
+            for (uint i = tid; i < hd; i += WG) {
+                float acc = 0.0;
+                for (uint j = 0u; j < n; j++) acc += ps[j] * c[(j0 + j) * kvStride + k0 + i];
+                d[o + i] = acc;
+            }
+            if (tid == 0u) { d[o + hd] = m; d[o + hd + 1u] = l; }
+            barrier();
+        }
+    } else if (OP == 8u) {
+        // OP 7's splits of head h (workgroup h) combined into the output d[h*hd + i]: each split's sums scaled by
+        // exp(its max - the max over splits), divided by the scaled sum. heads u1, head dim u3, window u5, u10, u11 as OP 7
+        uint heads = p.u[1], hd = p.u[3], window = p.u[5], splits = p.u[11];
+        uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
+        uint used = (pos - lo) / SPLIT + 1u;
+        for (uint h = gl_WorkGroupID.x; h < heads; h += gl_NumWorkGroups.x) {
+            uint o = p.u[10] + h * splits * (hd + 2u);
+            float m = -3.4e38;
+            for (uint sp = 0u; sp < used; sp++) m = max(m, d[o + sp * (hd + 2u) + hd]);
+            float l = 0.0;
+            for (uint sp = 0u; sp < used; sp++) l += d[o + sp * (hd + 2u) + hd + 1u] * exp(d[o + sp * (hd + 2u) + hd] - m);
+            for (uint i = tid; i < hd; i += WG) {
+                float acc = 0.0;
+                for (uint sp = 0u; sp < used; sp++) acc += d[o + sp * (hd + 2u) + i] * exp(d[o + sp * (hd + 2u) + hd] - m);
+                d[h * hd + i] = acc / l;
+            }
         }
     } else {
         // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b; 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;
