@@ -125,14 +125,16 @@ final class VulkanOpCheck {
             run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, pos0, q, k, v, d);
             out.add(new OpResult("attention" + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
                     + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
-            if (T == 1) {
-                // a decode step's split attention: OP 7 over splits of the context, OP 8 combining them
-                int splits = (context + VulkanResidentForward.ATTENTION_SPLIT - 1) / VulkanResidentForward.ATTENTION_SPLIT;
-                float[] ds = new float[qd + heads * splits * (hd + 2)];
-                int[] u = {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, 0, 0, qd, splits};
-                run(mm, new int[] {7, 8}, new int[] {heads * splits, heads}, u, pos0, q, k, v, ds);
+            // a decode step's split attention: OP 7 by workgroups of chunks of the context, OP 8 combining them; one
+            // workgroup per chunk, and 2 per head taking several chunks each
+            int chunks = (context + VulkanResidentForward.ATTENTION_SPLIT - 1) / VulkanResidentForward.ATTENTION_SPLIT;
+            for (int per : chunks > 2 ? new int[] {chunks, 2} : new int[] {chunks}) {
+                if (T != 1) break;
+                float[] ds = new float[qd + heads * per * (hd + 2)];
+                int[] u = {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, 0, 0, qd, per};
+                run(mm, new int[] {7, 8}, new int[] {heads * per, heads}, u, pos0, q, k, v, ds);
                 out.add(new OpResult("split attention" + (window > 0 ? " window " + window : ""), "1 token at " + pos0 + ", " + heads + "/" + kvh
-                        + " heads x" + hd + ", " + splits + " splits", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
+                        + " heads x" + hd + ", " + per + " groups a head", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
             }
         }
         // GLU act(gate)·up, residual add, copy

@@ -36,8 +36,8 @@ final class VulkanResidentForward implements DeviceForward {
     private final Vk vk;
     private final DecoderPlan plan;
     private final int qDimMax, kvDimMax, interMax, maxHalf, headDimMax;
-    /** Keys per workgroup of the split decode attention (ops.comp OP 7's SPLIT). */
-    static final int ATTENTION_SPLIT = 64;
+    /** Keys per chunk of the split decode attention (ops.comp OP 7's SPLIT), and its most workgroups per head. */
+    static final int ATTENTION_SPLIT = 64, ATTENTION_PER_HEAD = 32;
     /** Every norm weight the plan has, uploaded once, by the norm's identity: its float offset in {@link #params}. */
     private final Map<NormOp, Integer> normAt = new IdentityHashMap<>();
     /** Every projection bias, likewise by identity: its float offset in {@link #params}. */
@@ -194,9 +194,8 @@ final class VulkanResidentForward implements DeviceForward {
                 q = dev(4L * chunk * qDimMax, "q");
                 k = dev(4L * chunk * kvDimMax, "k");
                 v = dev(4L * chunk * kvDimMax, "v");
-                // the scores of a chunk, or the split decode attention's partial sums (OP 7: hd + 2 floats per split)
-                long splits = (context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT;
-                att = dev(4L * chunk * qDimMax + 4L * Math.max((long) heads * chunk * context, heads * splits * (headDimMax + 2)),
+                // the scores of a chunk, or the split decode attention's partial sums (OP 7: hd + 2 floats per workgroup)
+                att = dev(4L * chunk * qDimMax + 4L * Math.max((long) heads * chunk * context, (long) heads * attentionPerHead(context) * (headDimMax + 2)),
                         "attention and its scores");
                 tmp = dev(4L * chunk * hidden, "projection");
                 g = dev(4L * chunk * interMax, "gate");
@@ -388,10 +387,10 @@ final class VulkanResidentForward implements DeviceForward {
             sync();
             int scale = Float.floatToRawIntBits(l.scale());
             if (step) {
-                int splits = (s.context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT;
-                op(s, 7, s.q, s.kCache[li], s.vCache[li], s.att, heads * splits, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, splits);
+                int per = attentionPerHead(s.context);
+                op(s, 7, s.q, s.kCache[li], s.vCache[li], s.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
                 sync();
-                op(s, 8, s.q, s.kCache[li], s.vCache[li], s.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, splits);
+                op(s, 8, s.q, s.kCache[li], s.vCache[li], s.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
             } else {
                 op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(), scale, kvd, s.context, qd, T * qd);
             }
@@ -448,6 +447,9 @@ final class VulkanResidentForward implements DeviceForward {
         }
         vk.endCommandBuffer(rec);
     }
+
+    /** The split decode attention's workgroups per head for a context: one per chunk of keys, at most ATTENTION_PER_HEAD. */
+    static int attentionPerHead(int context) { return Math.min(ATTENTION_PER_HEAD, (context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT); }
 
     private void copy(VulkanContext.Buffer src, long srcOff, VulkanContext.Buffer dst, long dstOff, long bytes) {
         region.set(U64, 0, srcOff);

@@ -130,54 +130,68 @@ void main() {
             barrier();
         }
     } else if (OP == 7u) {
-        // one query row's attention (a decode step: position S.pos0, query a[h*hd]) over a split of SPLIT keys, the
-        // split s of workgroup h*u11 + s: keys lo + s*SPLIT .. (lo as OP 2); its max score, its sum of exp(score - max)
-        // and its sum of exp(score - max)·v written to d[u10 + (h*u11 + s)*(hd + 2)]: hd sums, then max and sum.
-        // heads u1, kv heads u2, head dim u3, window u5, scale u6, cache row u7, splits per head u11 (of the context)
-        uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], splits = p.u[11];
+        // one query row's attention (a decode step: position S.pos0, query a[h*hd]) by u11 workgroups per head: the
+        // keys lo .. pos (lo as OP 2) in chunks of SPLIT, workgroup h*u11 + w taking chunks w, w + u11, ... with an
+        // online softmax; its max score, its sum of exp(score - max) and its sum of exp(score - max)·v written to
+        // d[u10 + (h*u11 + w)*(hd + 2)]: hd sums, then max and sum. heads u1, kv heads u2, head dim u3, window u5,
+        // scale u6, cache row u7
+        uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], per = p.u[11];
         float scale = uintBitsToFloat(p.u[6]);
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
-        for (uint wg = gl_WorkGroupID.x; wg < heads * splits; wg += gl_NumWorkGroups.x) {
-            uint h = wg / splits, sp = wg % splits, j0 = lo + sp * SPLIT;
-            if (j0 > pos) continue;   // past the step's keys (the dispatch covers the whole context)
-            uint n = min(SPLIT, pos + 1u - j0), k0 = (h / (heads / kvHeads)) * hd;
+        uint chunks = (pos - lo) / SPLIT + 1u;
+        for (uint wg = gl_WorkGroupID.x; wg < heads * per; wg += gl_NumWorkGroups.x) {
+            uint h = wg / per, w0 = wg % per;
+            if (w0 >= chunks) continue;   // no keys for it at this position (the dispatch covers the whole context)
+            uint k0 = (h / (heads / kvHeads)) * hd;
             for (uint i = tid; i < hd; i += WG) qs[i] = a[h * hd + i];
             barrier();
-            float sc = -3.4e38;
-            if (tid < n) {
-                uint kb = (j0 + tid) * kvStride + k0;
-                float acc = 0.0;
-                for (uint i = 0u; i < hd; i++) acc += qs[i] * b[kb + i];
-                sc = acc * scale;
+            float m = -3.4e38, l = 0.0;
+            float acc[MAX_HEAD_DIM / WG];
+            for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) acc[k] = 0.0;
+            for (uint ch = w0; ch < chunks; ch += per) {
+                uint j0 = lo + ch * SPLIT, n = min(SPLIT, pos + 1u - j0);
+                float sc = -3.4e38;
+                if (tid < n) {
+                    uint kb = (j0 + tid) * kvStride + k0;
+                    float dt = 0.0;
+                    for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
+                    sc = dt * scale;
+                }
+                float mn = max(m, reduce(sc, true));
+                float e = tid < n ? exp(sc - mn) : 0.0;
+                ps[tid] = e;
+                float corr = exp(m - mn);   // 0 before the first chunk
+                l = l * corr + reduce(e, false);   // its barriers publish ps
+                for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) {
+                    uint i = tid + k * WG;
+                    if (i < hd) {
+                        float sv = 0.0;
+                        for (uint j = 0u; j < n; j++) sv += ps[j] * c[(j0 + j) * kvStride + k0 + i];
+                        acc[k] = acc[k] * corr + sv;
+                    }
+                }
+                m = mn;
+                barrier();   // ps is read before the next chunk writes it
             }
-            float m = reduce(sc, true);
-            float e = tid < n ? exp(sc - m) : 0.0;
-            ps[tid] = e;
-            float l = reduce(e, false);   // its barriers publish ps
             uint o = p.u[10] + wg * (hd + 2u);
-            for (uint i = tid; i < hd; i += WG) {
-                float acc = 0.0;
-                for (uint j = 0u; j < n; j++) acc += ps[j] * c[(j0 + j) * kvStride + k0 + i];
-                d[o + i] = acc;
-            }
+            for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) if (tid + k * WG < hd) d[o + tid + k * WG] = acc[k];
             if (tid == 0u) { d[o + hd] = m; d[o + hd + 1u] = l; }
-            barrier();
         }
     } else if (OP == 8u) {
-        // OP 7's splits of head h (workgroup h) combined into the output d[h*hd + i]: each split's sums scaled by
-        // exp(its max - the max over splits), divided by the scaled sum. heads u1, head dim u3, window u5, u10, u11 as OP 7
-        uint heads = p.u[1], hd = p.u[3], window = p.u[5], splits = p.u[11];
+        // OP 7's partial sums of head h (workgroup h) combined into the output d[h*hd + i]: each one's sums scaled by
+        // exp(its max - the max over them all), divided by the scaled sum. heads u1, head dim u3, window u5, u10, u11 as OP 7
+        uint heads = p.u[1], hd = p.u[3], window = p.u[5], per = p.u[11];
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
-        uint used = (pos - lo) / SPLIT + 1u;
+        uint used = min(per, (pos - lo) / SPLIT + 1u);
         for (uint h = gl_WorkGroupID.x; h < heads; h += gl_NumWorkGroups.x) {
-            uint o = p.u[10] + h * splits * (hd + 2u);
+            uint o = p.u[10] + h * per * (hd + 2u);
             float m = -3.4e38;
-            for (uint sp = 0u; sp < used; sp++) m = max(m, d[o + sp * (hd + 2u) + hd]);
+            for (uint w0 = 0u; w0 < used; w0++) m = max(m, d[o + w0 * (hd + 2u) + hd]);
             float l = 0.0;
-            for (uint sp = 0u; sp < used; sp++) l += d[o + sp * (hd + 2u) + hd + 1u] * exp(d[o + sp * (hd + 2u) + hd] - m);
+            for (uint w0 = 0u; w0 < used; w0++) l += d[o + w0 * (hd + 2u) + hd + 1u] * exp(d[o + w0 * (hd + 2u) + hd] - m);
             for (uint i = tid; i < hd; i += WG) {
                 float acc = 0.0;
-                for (uint sp = 0u; sp < used; sp++) acc += d[o + sp * (hd + 2u) + i] * exp(d[o + sp * (hd + 2u) + hd] - m);
+                for (uint w0 = 0u; w0 < used; w0++) acc += d[o + w0 * (hd + 2u) + i] * exp(d[o + w0 * (hd + 2u) + hd] - m);
                 d[h * hd + i] = acc / l;
             }
         }
