@@ -41,7 +41,7 @@ final class Vk {
             ST_COMPUTE_PIPELINE_CREATE_INFO = 29, ST_PIPELINE_LAYOUT_CREATE_INFO = 30,
             ST_DESCRIPTOR_SET_LAYOUT_CREATE_INFO = 32, ST_DESCRIPTOR_POOL_CREATE_INFO = 33,
             ST_DESCRIPTOR_SET_ALLOCATE_INFO = 34, ST_WRITE_DESCRIPTOR_SET = 35, ST_COMMAND_POOL_CREATE_INFO = 39,
-            ST_COMMAND_BUFFER_ALLOCATE_INFO = 40, ST_COMMAND_BUFFER_BEGIN_INFO = 42, ST_MEMORY_BARRIER = 46,
+            ST_QUERY_POOL_CREATE_INFO = 11, ST_COMMAND_BUFFER_ALLOCATE_INFO = 40, ST_COMMAND_BUFFER_BEGIN_INFO = 42, ST_MEMORY_BARRIER = 46,
             ST_PHYSICAL_DEVICE_FEATURES_2 = 1000059000, ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001,
             ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES = 1000082000, ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000,
             ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES = 1000168000, ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000;
@@ -50,7 +50,8 @@ final class Vk {
     static final int QUEUE_COMPUTE = 2;
     static final int BUFFER_TRANSFER_SRC = 1, BUFFER_TRANSFER_DST = 2, BUFFER_STORAGE = 0x20;
     static final int DESCRIPTOR_STORAGE_BUFFER = 7, STAGE_COMPUTE = 0x20, BIND_POINT_COMPUTE = 1;
-    static final int PIPELINE_STAGE_COMPUTE = 0x800, PIPELINE_STAGE_TRANSFER = 0x1000, PIPELINE_STAGE_HOST = 0x4000;
+    static final int PIPELINE_STAGE_COMPUTE = 0x800, PIPELINE_STAGE_TRANSFER = 0x1000, PIPELINE_STAGE_BOTTOM = 0x2000, PIPELINE_STAGE_HOST = 0x4000;
+    static final int QUERY_TYPE_TIMESTAMP = 2, QUERY_RESULT_64 = 1, QUERY_RESULT_WAIT = 2;
     static final int ACCESS_SHADER_READ = 0x20, ACCESS_SHADER_WRITE = 0x40, ACCESS_TRANSFER_READ = 0x800, ACCESS_TRANSFER_WRITE = 0x1000,
             ACCESS_HOST_READ = 0x2000;
     static final long WHOLE_SIZE = -1L;
@@ -119,6 +120,12 @@ final class Vk {
         t.put("vkDestroyFence", FunctionDescriptor.ofVoid(PTR, U64, PTR));
         t.put("vkWaitForFences", FunctionDescriptor.of(U32, PTR, U32, PTR, U32, U64));
         t.put("vkResetFences", FunctionDescriptor.of(U32, PTR, U32, PTR));
+        // timestamps (-Dcmf.vulkan.profile=true)
+        t.put("vkCreateQueryPool", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
+        t.put("vkDestroyQueryPool", FunctionDescriptor.ofVoid(PTR, U64, PTR));
+        t.put("vkCmdResetQueryPool", FunctionDescriptor.ofVoid(PTR, U64, U32, U32));
+        t.put("vkCmdWriteTimestamp", FunctionDescriptor.ofVoid(PTR, U32, U64, U32));
+        t.put("vkGetQueryPoolResults", FunctionDescriptor.of(U32, PTR, U64, U32, U32, U64, PTR, U64, U32));
         return Map.copyOf(t);
     }
 

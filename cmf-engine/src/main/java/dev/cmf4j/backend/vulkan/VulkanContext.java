@@ -281,6 +281,8 @@ public final class VulkanContext implements AutoCloseable {
         int compute = -1;
         for (int i = 0; i < n.get(U32, 0) && compute < 0; i++)
             if ((qf.get(U32, 24L * i) & Vk.QUEUE_COMPUTE) != 0) compute = i;
+        // VkPhysicalDeviceLimits.timestampPeriod, if the family's timestampValidBits say it writes them
+        float tick = compute >= 0 && qf.get(U32, 24L * compute + 8) != 0 ? props.get(ValueLayout.JAVA_FLOAT, limits + 424) : 0f;
         // heaps
         MemorySegment mp = Vk.plain(a, 520);
         vk.call("vkGetPhysicalDeviceMemoryProperties", pd, mp);
@@ -292,7 +294,7 @@ public final class VulkanContext implements AutoCloseable {
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
                 sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & SUBGROUP_ARITHMETIC) != 0,
                 f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
-                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"));
+                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
     }
 
     private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a) {

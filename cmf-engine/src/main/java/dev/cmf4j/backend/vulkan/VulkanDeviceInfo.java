@@ -17,12 +17,13 @@ import java.util.Locale;
  * @param maxGroupCount       the most workgroups a dispatch may have in x, y, z
  * @param cooperativeMatrix   whether it has VK_KHR_cooperative_matrix (not used yet)
  * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
+ * @param timestampPeriod     nanoseconds per timestamp tick, 0 when the compute queue family writes no timestamps
  */
 public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
                                String driverName, String driverInfo, List<Heap> heaps, int subgroupSize, boolean subgroupArithmetic,
                                boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, int computeQueueFamily,
                                long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
-                               boolean portabilitySubset) {
+                               boolean portabilitySubset, float timestampPeriod) {
 
     /** One memory heap. */
     public record Heap(long bytes, boolean deviceLocal) {}

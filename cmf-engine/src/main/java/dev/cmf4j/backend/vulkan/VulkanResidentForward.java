@@ -57,6 +57,16 @@ final class VulkanResidentForward implements DeviceForward {
             transferToHost = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER);
     private final List<State> states = new ArrayList<>();
     private boolean closed;
+    /** -Dcmf.vulkan.profile=true: decode steps timed phase by phase (timestamps between their dispatches), printed per state. */
+    static final boolean PROFILE = Boolean.getBoolean("cmf.vulkan.profile");
+    private static final int PROFILE_QUERIES = 1024;
+    private long queryPool;
+    /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
+    private boolean profiling;
+    private final List<String> phases = new ArrayList<>();
+    /** Per phase: nanoseconds summed over the steps, and timestamps per step. */
+    private final Map<String, double[]> profile = new java.util.LinkedHashMap<>();
+    private int profiledSteps;
     /** The command buffer being recorded (the shared one, or a state's decode buffer). */
     private MemorySegment rec;
     /** Begin info for a command buffer recorded once and submitted many times (no one-time flag). */
@@ -148,6 +158,13 @@ final class VulkanResidentForward implements DeviceForward {
             commandBuffer = cb.get(PTR, 0);
             vk.check("vkCreateFence", ctx.device, Vk.struct(a, 24, Vk.ST_FENCE_CREATE_INFO), MemorySegment.NULL, out);
             fence = out.get(U64, 0);
+            if (PROFILE && ctx.info().timestampPeriod() > 0) {
+                MemorySegment qi = Vk.struct(a, 32, Vk.ST_QUERY_POOL_CREATE_INFO);
+                qi.set(U32, 20, Vk.QUERY_TYPE_TIMESTAMP);
+                qi.set(U32, 24, PROFILE_QUERIES);
+                vk.check("vkCreateQueryPool", ctx.device, qi, MemorySegment.NULL, out);
+                queryPool = out.get(U64, 0);
+            }
         }
         fenceArray.set(U64, 0, fence);
         commandBuffers.set(PTR, 0, commandBuffer);
@@ -263,6 +280,7 @@ final class VulkanResidentForward implements DeviceForward {
             State s = (State) state;
             if (!s.released && !closed) s.free();
             states.remove(s);
+            printProfile();
         }
     }
 
@@ -324,6 +342,7 @@ final class VulkanResidentForward implements DeviceForward {
         commandBuffers.set(PTR, 0, cb);
         ctx.submit(submitInfo, fence);
         vk.waitAndReset(ctx.device, fenceArray);
+        if (cb == s.decode && queryPool != 0) collectProfile();
         if (rows > 0) {
             MemorySegment.copy(s.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
             float c = plan.finalSoftcap();
@@ -343,10 +362,17 @@ final class VulkanResidentForward implements DeviceForward {
         boolean step = T == 1;
         rec = cb;
         vk.beginCommandBuffer(cb, begin);
+        profiling = queryPool != 0 && cb == s.decode;
+        if (profiling) {
+            phases.clear();
+            vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
+            vk.call("vkCmdWriteTimestamp", cb, Vk.PIPELINE_STAGE_BOTTOM, queryPool, 0);
+        }
         long ropeBytes = 4L * ropes.size() * 2 * s.chunk * maxHalf;
         copy(s.input, 0, s.x, 0, 4L * T * hidden);
         if (ropeBytes > 0) copy(s.input, 4L * s.chunk * hidden, s.tables, 4L * s.chunk * hidden, ropeBytes);
         copy(s.step, 0, s.stepDev, 0, 4);
+        mark("copy in");
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         long[] ropeOff = new long[ropes.size()];
         for (int r = 0; r < ropes.size(); r++) ropeOff[r] = (long) s.chunk * hidden + (long) r * 2 * s.chunk * maxHalf;
@@ -357,24 +383,24 @@ final class VulkanResidentForward implements DeviceForward {
                 folded(s, l.q(), s.x, s.q, l.attnNorm(), l.qBias(), 0, null);
                 folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null);
                 folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null);
-                sync();
+                sync("q/k/v");
             } else {
                 norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
-                sync();
+                sync("norm");
                 matvec(s, l.q(), s.xn, s.q, T);
                 matvec(s, l.k(), s.xn, s.k, T);
                 matvec(s, l.v(), s.xn, s.v, T);
-                sync();
+                sync("q/k/v");
                 if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
                     bias(s, l.qBias(), s.q, T, qd);
                     bias(s, l.kBias(), s.k, T, kvd);
                     bias(s, l.vBias(), s.v, T, kvd);
-                    sync();
+                    sync("bias");
                 }
             }
             if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
             if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
-            if (l.qNorm() != null || l.kNorm() != null) sync();
+            if (l.qNorm() != null || l.kNorm() != null) sync("q/k norm");
             // the chunk's keys (rotated on the way) and values into the cache at their positions
             if (ropeOf[li] >= 0) {
                 int rd = l.rope().rotaryDim();
@@ -384,53 +410,53 @@ final class VulkanResidentForward implements DeviceForward {
                 op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, 0, kvd);
             }
             op(s, 4, s.v, s.vCache[li], s.v, s.v, groups(T * kvd), T * kvd, 0, 0, kvd);
-            sync();
+            sync("rotary, cache");
             int scale = Float.floatToRawIntBits(l.scale());
             if (step) {
                 int per = attentionPerHead(s.context);
                 op(s, 7, s.q, s.kCache[li], s.vCache[li], s.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
-                sync();
+                sync("attention");
                 op(s, 8, s.q, s.kCache[li], s.vCache[li], s.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
             } else {
                 op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(), scale, kvd, s.context, qd, T * qd);
             }
-            sync();
+            sync("attention combine");
             if (step && l.postAttnNorm() == null && folds(l.o())) {
                 folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null);
-                sync();
+                sync("o");
             } else {
                 matvec(s, l.o(), s.att, s.tmp, T);
-                sync();
-                if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync(); }
-                if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
+                sync("o");
+                if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync("bias"); }
+                if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
-                sync();
+                sync("add");
             }
             if (step && folds(l.gate(), l.up())) {
                 folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null);
                 folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null);
             } else {
                 norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
-                sync();
+                sync("norm");
                 matvec(s, l.gate(), s.xn, s.g, T);
                 matvec(s, l.up(), s.xn, s.u, T);
             }
-            sync();
+            sync("gate/up");
             if (step && folds(l.down())) {
                 // act(gate)·up staged by the product itself; the residual added by it too unless a norm comes between
                 boolean add = l.postFfnNorm() == null;
                 folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
-                sync();
+                sync("down");
             } else {
                 op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
-                sync();
+                sync("glu");
                 matvec(s, l.down(), s.g, s.tmp, T);
-                sync();
+                sync("down");
             }
             if (!step || l.postFfnNorm() != null || !folds(l.down())) {
-                if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync(); }
+                if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
-                sync();
+                sync("add");
             }
         }
         if (rows > 0) {
@@ -438,14 +464,17 @@ final class VulkanResidentForward implements DeviceForward {
                 folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null);
             } else {
                 norm(s, plan.finalNorm(), s.x, s.xn, rows, hidden, (T - rows) * hidden, 0);
-                sync();
+                sync("norm");
                 matvec(s, plan.head(), s.xn, s.logits, rows);
             }
+            mark("head");
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             copy(s.logits, 0, s.out, 0, 4L * rows * vocab);
+            mark("copy out");
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         vk.endCommandBuffer(rec);
+        profiling = false;
     }
 
     /** The split decode attention's workgroups per head for a context: one per chunk of keys, at most ATTENTION_PER_HEAD. */
@@ -466,7 +495,45 @@ final class VulkanResidentForward implements DeviceForward {
 
     private int groups(long n) { return (int) Math.max(1, Math.min((n + 63) / 64, Integer.toUnsignedLong(ctx.info().maxGroupCount()[0]))); }
 
-    private void sync() { vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute); }
+    /** The barrier after the dispatches of {@code phase} (with the profile, a timestamp first). */
+    private void sync(String phase) {
+        mark(phase);
+        vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute);
+    }
+
+    /** With the profile, while a decode step is recorded: a timestamp once the commands before it are done, ending {@code phase}. */
+    private void mark(String phase) {
+        if (!profiling) return;
+        if (phases.size() + 1 >= PROFILE_QUERIES) throw new IllegalStateException("more than " + PROFILE_QUERIES + " timestamps a step");
+        vk.call("vkCmdWriteTimestamp", rec, Vk.PIPELINE_STAGE_BOTTOM, queryPool, phases.size() + 1);
+        phases.add(phase);
+    }
+
+    /** Adds the last decode step's phase times (its timestamps) to the profile. */
+    private void collectProfile() {
+        int n = phases.size() + 1;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment ticks = a.allocate(8L * n, 8);
+            vk.check("vkGetQueryPoolResults", ctx.device, queryPool, 0, n, 8L * n, ticks, 8L, Vk.QUERY_RESULT_64 | Vk.QUERY_RESULT_WAIT);
+            double ns = ctx.info().timestampPeriod();
+            for (int i = 1; i < n; i++)
+                profile.computeIfAbsent(phases.get(i - 1), k -> new double[2])[0] += ns * (ticks.get(U64, 8L * i) - ticks.get(U64, 8L * (i - 1)));
+            if (profiledSteps == 0) for (String p : phases) profile.get(p)[1]++;
+            profiledSteps++;
+        }
+    }
+
+    /** The profile so far on standard error (µs per decode step by phase, summed over layers), then cleared. */
+    private void printProfile() {
+        if (profiledSteps == 0) return;
+        double total = profile.values().stream().mapToDouble(v -> v[0]).sum() / profiledSteps / 1e3;
+        StringBuilder b = new StringBuilder(String.format(java.util.Locale.ROOT, "vulkan profile: %d decode steps, %.1f us a step on the device:",
+                profiledSteps, total));
+        profile.forEach((k, v) -> b.append(String.format(java.util.Locale.ROOT, " %s %.1f (%d)", k, v[0] / profiledSteps / 1e3, (long) v[1])));
+        System.err.println(b);
+        profile.clear();
+        profiledSteps = 0;
+    }
 
     /** RMSNorm of {@code rows} rows of width {@code dim} from {@code src} (from float {@code srcOff}) into {@code dst}. */
     private void norm(State s, NormOp n, VulkanContext.Buffer src, VulkanContext.Buffer dst, int rows, int dim, int srcOff, int dstOff) {
@@ -572,8 +639,10 @@ final class VulkanResidentForward implements DeviceForward {
     void closeOnOwner() {
         if (closed) return;
         closed = true;
+        printProfile();
         for (State s : states) if (!s.released) s.free();
         states.clear();
+        if (queryPool != 0) vk.call("vkDestroyQueryPool", ctx.device, queryPool, MemorySegment.NULL);
         ctx.free(params);
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
         vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);

@@ -17,6 +17,7 @@
 
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_EXT_control_flow_attributes : enable   // [[unroll]]: the weights in flight stay in registers
 
 layout(local_size_x = 256) in;
 // 0 f32, 1 bf16, 2 f16, 3 int8: set per pipeline (matvec.comp's numbering)
@@ -118,7 +119,7 @@ void main() {
     for (uint r0 = gl_WorkGroupID.x * 8u; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u) {
         uint base[4];
         float acc[4];
-        for (uint i = 0u; i < 4u; i++) {
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
             base[i] = (p.row0 + min(r0 + rb + i, p.rows - 1u)) * p.cols;   // rows past the end reread the last
             acc[i] = 0.0;
         }
@@ -129,9 +130,9 @@ void main() {
             uvec4 v[4][U];
             // the first weights go out before x' is staged, so their latency overlaps the staging's
             if (wide)
-                for (uint u = 0u; u < U; u++)
+                [[unroll]] for (uint u = 0u; u < U; u++)
                     if (c + u * 512u < tc)
-                        for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+                        [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
             barrier();   // the previous tile has been read
             if (vectors) {
                 for (uint j = tid * 4u; j < tc; j += WG * 4u) {
@@ -154,28 +155,28 @@ void main() {
             barrier();
             if (wide) {
                 for (;;) {
-                    for (uint u = 0u; u < U; u++)
+                    [[unroll]] for (uint u = 0u; u < U; u++)
                         if (c + u * 512u < tc) {
                             vec4 xv = xs[(c + u * 512u) >> 2];
-                            for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
+                            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
                         }
                     c += U * 512u;
                     if (c >= tc) break;
-                    for (uint u = 0u; u < U; u++)
+                    [[unroll]] for (uint u = 0u; u < U; u++)
                         if (c + u * 512u < tc)
-                            for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+                            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
                 }
             } else {
                 for (uint cc = kq * 32u + lane; cc < tc; cc += 128u) {
                     float xv = xs[cc >> 2][cc & 3u];
-                    for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
+                    [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
                 }
             }
         }
         // the 8 rows' sums: one subgroup add per row (0 from invocations on the other 4), then the subgroups' in order
-        for (uint row = 0u; row < 8u; row++) {
-            uint i = row - rb;
-            float s = subgroupAdd(row >= rb && row < rb + 4u ? acc[i & 3u] : 0.0);
+        [[unroll]] for (uint row = 0u; row < 8u; row++) {
+            uint i = row - rb;   // (wraps past 3 for rows below rb)
+            float s = subgroupAdd(i == 0u ? acc[0] : i == 1u ? acc[1] : i == 2u ? acc[2] : i == 3u ? acc[3] : 0.0);
             if (subgroupElect()) part[gl_SubgroupID * 9u + row] = s;
         }
         if ((p.flags & 4u) != 0u) {
