@@ -391,13 +391,14 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         int elem = q8 ? 1 : dt == DType.F32 ? 4 : 2;
         long wBytes = rows * cols * elem;
         checkPayload(w, wBytes + (q8 ? 2 * rows : 0) + (colScales ? 2L * cols : 0));
-        long rowBytes = (long) cols * elem, perRow = rowBytes + (q8 ? 4 : 0), fixed = (colScales ? 4L * cols : 0) + 4;
+        long rowBytes = (long) cols * elem, perRow = rowBytes + (q8 ? 4 : 0), fixed = (colScales ? 4L * cols : 0) + 16;
         long partRows = Math.min(rows, (budget - fixed) / perRow);
         if (partRows < 1) throw new IllegalArgumentException(w.name() + ": one row does not fit the device's buffer range");
         int flags = (q8 ? MatvecPush.ROW_SCALES : 0) | (colScales ? MatvecPush.COL_SCALES : 0);
         return inParts(w, flags, partRows, (r0, n) -> {
             long wb = n * rowBytes, wb4 = (wb + 3) & ~3L;
-            long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? n : 0);
+            // the column scales start on 16 bytes: matvec_decode.comp stages them with x 4 at a time
+            long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? (n + 3) & ~3L : 0);
             VulkanContext.Buffer buf = bufferFilled(4 * cfOff + (colScales ? 4L * cols : 0), dst -> {
                 MemorySegment.copy(data, r0 * rowBytes, dst, 0, wb);
                 if (q8) for (int i = 0; i < n; i++)

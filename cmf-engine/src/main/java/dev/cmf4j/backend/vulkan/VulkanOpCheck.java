@@ -95,9 +95,11 @@ final class VulkanOpCheck {
             out.add(new OpResult("rope into cache", T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary", error(cache, wantCache), 1e-6));
         }
         // attention {tokens, heads, kv heads, head dim, first position, window, context}
-        // (one token: also the split decode attention, over one split and over several, with a window past the first)
+        // (one token: also the split decode attention, over one split and over several, with a window past the first,
+        // and a head dim that is not a multiple of 4: its one-float loads)
         for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
-                {70, 2, 1, 16, 0, 0, 80}, {1, 4, 1, 128, 200, 0, 256}, {1, 2, 2, 256, 190, 70, 300}, {1, 3, 3, 40, 127, 0, 128}}) {
+                {70, 2, 1, 16, 0, 0, 80}, {1, 4, 1, 128, 200, 0, 256}, {1, 2, 2, 256, 190, 70, 300}, {1, 3, 3, 40, 127, 0, 128},
+                {1, 2, 1, 18, 70, 0, 80}}) {
             int T = sh[0], heads = sh[1], kvh = sh[2], hd = sh[3], pos0 = sh[4], window = sh[5], context = sh[6];
             int qd = heads * hd, kvd = kvh * hd;
             float scale = (float) (1 / Math.sqrt(hd));

@@ -25,6 +25,7 @@ layout(constant_id = 0) const uint KIND = 0u;
 const uint WG = 256u;
 const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
 const uint U = 4u;         // loads per row in flight
+const uint SV = TILE / (4u * WG);   // staging steps of 4 columns per invocation
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, set = 0, binding = 0) readonly buffer Weights2 { uvec2 w2[]; };
@@ -135,15 +136,27 @@ void main() {
                         [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
             barrier();   // the previous tile has been read
             if (vectors) {
-                for (uint j = tid * 4u; j < tc; j += WG * 4u) {
-                    uint cc = k0 + j;
-                    vec4 xv = x4[cc >> 2];
-                    if ((p.flags & 64u) != 0u)
-                        xv = vec4(act(xv.x, p.eps), act(xv.y, p.eps), act(xv.z, p.eps), act(xv.w, p.eps)) * prm4[(p.pOff + cc) >> 2];
-                    ss += dot(xv, xv);
-                    if ((p.flags & 8u) != 0u) { vec4 nw = prm4[(p.pOff + cc) >> 2]; xv *= (p.flags & 16u) != 0u ? 1.0 + nw : nw; }
-                    if ((p.flags & 2u) != 0u) xv *= uintBitsToFloat(w4[(p.cfOff + cc) >> 2]);
-                    xs[j >> 2] = xv;
+                // the tile's TILE / (4 WG) steps unrolled, every load issued before any is used: one memory latency
+                // for the staging, not one per step
+                vec4 xv[SV], nw[SV], cf[SV];
+                [[unroll]] for (uint q = 0u; q < SV; q++) {
+                    uint j = tid * 4u + q * WG * 4u, cc = (k0 + j) >> 2;
+                    if (j < tc) {
+                        xv[q] = x4[cc];
+                        if ((p.flags & (8u | 64u)) != 0u) nw[q] = prm4[(p.pOff >> 2) + cc];
+                        if ((p.flags & 2u) != 0u) cf[q] = uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
+                    }
+                }
+                [[unroll]] for (uint q = 0u; q < SV; q++) {
+                    uint j = tid * 4u + q * WG * 4u;
+                    if (j < tc) {
+                        vec4 v = xv[q];
+                        if ((p.flags & 64u) != 0u) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps)) * nw[q];
+                        ss += dot(v, v);
+                        if ((p.flags & 8u) != 0u) v *= (p.flags & 16u) != 0u ? 1.0 + nw[q] : nw[q];
+                        if ((p.flags & 2u) != 0u) v *= cf[q];
+                        xs[j >> 2] = v;
+                    }
                 }
             } else {
                 for (uint j = tid; j < tc; j += WG) {

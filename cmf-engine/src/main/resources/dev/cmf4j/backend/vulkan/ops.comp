@@ -5,6 +5,8 @@
 // submission and copied to device memory by it), not pushed, so a decode step's command buffer is recorded once and
 // replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32.
 
+#extension GL_EXT_control_flow_attributes : enable   // [[unroll]]: OP 7's loads in flight together
+
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0u;
 const uint WG = 64u;
@@ -15,6 +17,9 @@ layout(std430, set = 0, binding = 1) buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) buffer C { float c[]; };
 layout(std430, set = 0, binding = 3) buffer D { float d[]; };
 layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
+// B and C 16 bytes at a time (OP 7's keys and values, where the head dim and the cache row are multiples of 4)
+layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
 
 layout(push_constant) uniform Push { uint u[16]; } p;
 
@@ -139,6 +144,7 @@ void main() {
         float scale = uintBitsToFloat(p.u[6]);
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
         uint chunks = (pos - lo) / SPLIT + 1u;
+        bool vec = (hd & 3u) == 0u && (kvStride & 3u) == 0u;
         for (uint wg = gl_WorkGroupID.x; wg < heads * per; wg += gl_NumWorkGroups.x) {
             uint h = wg / per, w0 = wg % per;
             if (w0 >= chunks) continue;   // no keys for it at this position (the dispatch covers the whole context)
@@ -152,9 +158,21 @@ void main() {
                 uint j0 = lo + ch * SPLIT, n = min(SPLIT, pos + 1u - j0);
                 float sc = -3.4e38;
                 if (tid < n) {
+                    // the key's row: 8 loads of 16 bytes in flight at a time where it is 16-byte aligned
                     uint kb = (j0 + tid) * kvStride + k0;
                     float dt = 0.0;
-                    for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
+                    if (vec) {
+                        for (uint i = 0u; i < hd; i += 32u) {
+                            vec4 kv[8];
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) {
+                                uint e = min(i + 4u * u, hd - 4u);
+                                dt += dot(vec4(qs[e], qs[e + 1u], qs[e + 2u], qs[e + 3u]), kv[u]);
+                            }
+                        }
+                    } else {
+                        for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
+                    }
                     sc = dt * scale;
                 }
                 float mn = max(m, reduce(sc, true));
@@ -165,8 +183,13 @@ void main() {
                 for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) {
                     uint i = tid + k * WG;
                     if (i < hd) {
+                        // 8 values in flight at a time (ps is 0 past the chunk's n keys)
                         float sv = 0.0;
-                        for (uint j = 0u; j < n; j++) sv += ps[j] * c[(j0 + j) * kvStride + k0 + i];
+                        for (uint j = 0u; j < n; j += 8u) {
+                            float cv[8];
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < n ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) sv += ps[j + u] * cv[u];
+                        }
                         acc[k] = acc[k] * corr + sv;
                     }
                 }
