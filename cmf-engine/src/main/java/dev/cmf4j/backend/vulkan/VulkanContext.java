@@ -172,6 +172,15 @@ public final class VulkanContext implements AutoCloseable {
 
     int memoryFlags(int type) { return memoryFlags[type]; }
 
+    /**
+     * Memory flags for a buffer the host reads back (logits, products' outputs): host-cached where a type has it, since
+     * the host's reads of uncached (write-combined) memory are slow, else host-visible and coherent.
+     */
+    int readbackFlags() {
+        int cached = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT | Vk.MEMORY_HOST_CACHED;
+        return firstType(memoryFlags, cached, -1) >= 0 ? cached : Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
+    }
+
     public VulkanDeviceInfo info() { return info; }
 
     /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes matvec_decode.comp's. */

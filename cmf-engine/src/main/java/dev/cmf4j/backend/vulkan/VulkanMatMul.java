@@ -362,7 +362,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         freeStaging();
         int want = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
         stageX = ctx.buffer(xb, want, "activations");
-        stageY = ctx.buffer(yb, want, "outputs");
+        stageY = ctx.buffer(yb, ctx.readbackFlags(), "outputs");
         if (copyActivations) {
             deviceX = ctx.buffer(xb, Vk.MEMORY_DEVICE_LOCAL, "activations (device)");
             deviceY = ctx.buffer(yb, Vk.MEMORY_DEVICE_LOCAL, "outputs (device)");

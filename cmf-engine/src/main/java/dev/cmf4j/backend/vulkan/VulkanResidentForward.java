@@ -200,7 +200,7 @@ final class VulkanResidentForward implements DeviceForward {
             int hidden = plan.hidden(), heads = plan.heads();
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
-                out = host(4L * chunk * plan.vocab(), "logits (host)");
+                out = add(ctx.buffer(4L * chunk * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
                 step = host(16, "step");
                 // device-local twins of the rotary tables and the step's position, copied in by each submission:
                 // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
