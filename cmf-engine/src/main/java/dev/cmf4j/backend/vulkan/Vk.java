@@ -41,7 +41,9 @@ final class Vk {
             ST_COMPUTE_PIPELINE_CREATE_INFO = 29, ST_PIPELINE_LAYOUT_CREATE_INFO = 30,
             ST_DESCRIPTOR_SET_LAYOUT_CREATE_INFO = 32, ST_DESCRIPTOR_POOL_CREATE_INFO = 33,
             ST_DESCRIPTOR_SET_ALLOCATE_INFO = 34, ST_WRITE_DESCRIPTOR_SET = 35, ST_COMMAND_POOL_CREATE_INFO = 39,
-            ST_QUERY_POOL_CREATE_INFO = 11, ST_COMMAND_BUFFER_ALLOCATE_INFO = 40, ST_COMMAND_BUFFER_BEGIN_INFO = 42, ST_MEMORY_BARRIER = 46,
+            ST_QUERY_POOL_CREATE_INFO = 11, ST_COMMAND_BUFFER_ALLOCATE_INFO = 40,
+            ST_PIPELINE_EXECUTABLE_FEATURES = 1000269000, ST_PIPELINE_INFO = 1000269001, ST_PIPELINE_EXECUTABLE_INFO = 1000269003,
+            ST_PIPELINE_EXECUTABLE_STATISTIC = 1000269004, ST_COMMAND_BUFFER_BEGIN_INFO = 42, ST_MEMORY_BARRIER = 46,
             ST_PHYSICAL_DEVICE_FEATURES_2 = 1000059000, ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001,
             ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES = 1000082000, ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000,
             ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES = 1000168000, ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000;
@@ -120,6 +122,7 @@ final class Vk {
         t.put("vkDestroyFence", FunctionDescriptor.ofVoid(PTR, U64, PTR));
         t.put("vkWaitForFences", FunctionDescriptor.of(U32, PTR, U32, PTR, U32, U64));
         t.put("vkResetFences", FunctionDescriptor.of(U32, PTR, U32, PTR));
+        t.put("vkGetDeviceProcAddr", FunctionDescriptor.of(PTR, PTR, PTR));
         // timestamps (-Dcmf.vulkan.profile=true)
         t.put("vkCreateQueryPool", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
         t.put("vkDestroyQueryPool", FunctionDescriptor.ofVoid(PTR, U64, PTR));
@@ -244,6 +247,19 @@ final class Vk {
             }
         }
         return null;
+    }
+
+    /** A device command the loader does not export (an extension's), bound through vkGetDeviceProcAddr. */
+    MethodHandle deviceCommand(MemorySegment device, String name, FunctionDescriptor fd) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = (MemorySegment) h.get("vkGetDeviceProcAddr").invokeWithArguments(device, a.allocateFrom(name));
+            if (p.equals(MemorySegment.NULL)) throw new VulkanException(name + ": the device does not have it");
+            return LINKER.downcallHandle(p, fd);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new VulkanException(name + ": " + t, t);
+        }
     }
 
     /** Calls {@code name} and returns its VkResult without checking it. */

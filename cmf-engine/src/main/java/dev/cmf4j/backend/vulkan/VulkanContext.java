@@ -43,6 +43,11 @@ public final class VulkanContext implements AutoCloseable {
     final long[] ops;
     static final int OPS = 9, OPS_PUSH_BYTES = 64;
     private final long shaderModule, decodeModule, opsModule;
+    /**
+     * -Dcmf.vulkan.profile=true, where the device has VK_KHR_pipeline_executable_properties: the pipelines keep the
+     * driver's statistics (registers, shared memory, …), printed for the decode step's hot pipelines when the device opens.
+     */
+    private final boolean statistics;
     private boolean closed;
 
     private static VulkanContext shared;
@@ -103,7 +108,9 @@ public final class VulkanContext implements AutoCloseable {
                     throw new VulkanUnavailableException(chosen.name() + " cannot add across a subgroup in compute shaders, which the shaders need");
                 info = chosen;
                 MemorySegment pd = pds.get(chosen.index());
-                dev = createDevice(vk, pd, chosen, a);
+                statistics = Boolean.getBoolean("cmf.vulkan.profile")
+                        && deviceExtensions(vk, pd, a).contains("VK_KHR_pipeline_executable_properties");
+                dev = createDevice(vk, pd, chosen, a, statistics);
                 device = dev;
                 MemorySegment q = a.allocate(PTR);
                 vk.call("vkGetDeviceQueue", device, chosen.computeQueueFamily(), 0, q);
@@ -135,6 +142,12 @@ public final class VulkanContext implements AutoCloseable {
                 opsModule = createShaderModule(a, Shaders.load("ops"));
                 ops = new long[OPS];
                 for (int k = 0; k < OPS; k++) ops[k] = createPipeline(a, opsModule, opsPipelineLayout, k);
+                if (statistics) {
+                    System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
+                    System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
+                    System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
+                    System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
+                }
             } catch (RuntimeException e) {
                 if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);
                 vk.call("vkDestroyInstance", instance, MemorySegment.NULL);
@@ -306,15 +319,22 @@ public final class VulkanContext implements AutoCloseable {
                 compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
     }
 
-    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a) {
+    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics) {
         MemorySegment prio = a.allocate(ValueLayout.JAVA_FLOAT);
         prio.set(ValueLayout.JAVA_FLOAT, 0, 1f);
         MemorySegment q = Vk.struct(a, 40, Vk.ST_DEVICE_QUEUE_CREATE_INFO);
         q.set(U32, 20, info.computeQueueFamily());
         q.set(U32, 24, 1);
         q.set(PTR, 32, prio);
-        List<String> exts = info.portabilitySubset() ? List.of("VK_KHR_portability_subset") : List.of();
+        List<String> exts = new ArrayList<>();
+        if (info.portabilitySubset()) exts.add("VK_KHR_portability_subset");
         MemorySegment ci = Vk.struct(a, 72, Vk.ST_DEVICE_CREATE_INFO);
+        if (statistics) {
+            exts.add("VK_KHR_pipeline_executable_properties");
+            MemorySegment feature = Vk.struct(a, 24, Vk.ST_PIPELINE_EXECUTABLE_FEATURES);
+            feature.set(U32, 16, 1);
+            ci.set(PTR, 8, feature);
+        }
         ci.set(U32, 20, 1);
         ci.set(PTR, 24, q);
         ci.set(U32, 48, exts.size());
@@ -397,9 +417,51 @@ public final class VulkanContext implements AutoCloseable {
         stage.set(PTR, 40, spec);
         ci.set(U64, 72, layout);
         ci.set(U32, 88, -1);
+        if (statistics) ci.set(U32, 16, 0x40);   // VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
         MemorySegment out = Vk.out(a);
         vk.check("vkCreateComputePipelines", device, 0L, 1, ci, MemorySegment.NULL, out);
         return out.get(U64, 0);
+    }
+
+    /** The driver's statistics of {@code pipeline}'s executables, "name value" each (with the profile; see {@link #statistics}). */
+    String pipelineStatistics(long pipeline) {
+        try (Arena a = Arena.ofConfined()) {
+            java.lang.foreign.FunctionDescriptor fd = java.lang.foreign.FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR);
+            java.lang.invoke.MethodHandle executables = vk.deviceCommand(device, "vkGetPipelineExecutablePropertiesKHR", fd);
+            java.lang.invoke.MethodHandle stats = vk.deviceCommand(device, "vkGetPipelineExecutableStatisticsKHR", fd);
+            MemorySegment pi = Vk.struct(a, 24, Vk.ST_PIPELINE_INFO);
+            pi.set(U64, 16, pipeline);
+            MemorySegment n = a.allocate(U32);
+            executables.invokeWithArguments(device, pi, n, MemorySegment.NULL);
+            StringBuilder b = new StringBuilder();
+            for (int e = 0; e < n.get(U32, 0); e++) {
+                MemorySegment ei = Vk.struct(a, 32, Vk.ST_PIPELINE_EXECUTABLE_INFO);
+                ei.set(U64, 16, pipeline);
+                ei.set(U32, 24, e);
+                MemorySegment m = a.allocate(U32);
+                stats.invokeWithArguments(device, ei, m, MemorySegment.NULL);
+                int count = m.get(U32, 0);
+                // VkPipelineExecutableStatisticKHR: sType, pNext, name[256] at 16, description[256], format at 528, value at 536
+                MemorySegment out = a.allocate(544L * Math.max(1, count), 8);
+                for (int i = 0; i < count; i++) out.set(U32, 544L * i, Vk.ST_PIPELINE_EXECUTABLE_STATISTIC);
+                stats.invokeWithArguments(device, ei, m, out);
+                for (int i = 0; i < m.get(U32, 0); i++) {
+                    long at = 544L * i;
+                    int format = out.get(U32, at + 528);
+                    String value = switch (format) {
+                        case 0 -> out.get(U32, at + 536) != 0 ? "yes" : "no";
+                        case 3 -> String.valueOf(out.get(ValueLayout.JAVA_DOUBLE, at + 536));
+                        default -> String.valueOf(out.get(U64, at + 536));
+                    };
+                    b.append(b.isEmpty() ? "" : ", ").append(Vk.chars(out, at + 16, 256)).append(' ').append(value);
+                }
+            }
+            return b.toString();
+        } catch (RuntimeException e) {
+            return "(none: " + e.getMessage() + ")";
+        } catch (Throwable t) {
+            return "(none: " + t + ")";
+        }
     }
 
     // ---- buffers ----
