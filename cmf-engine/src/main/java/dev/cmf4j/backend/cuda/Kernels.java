@@ -6,8 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The signatures of the resident forward's kernels ({@code resident.cu}, {@code resident_arch.cu},
- * {@code resident_embryo.cu}, {@code resident_mmvq.cu}, {@code resident_o1.cu}), one per kernel:
+ * The signatures of the resident forward's kernels ({@link #FILES}: the weight products, attention, the cuBLAS
+ * prefill's splits and epilogues, the architecture kernels, Embryo's, small-batch int8 products, sealed layers), one per kernel:
  * the parameter lists are copied from the C declarations and checked against them by {@code KernelSignatureTest}.
  * Families instantiated per weight dtype ({@code _f32}, {@code _bf16}, {@code _f16}, {@code _q8}) or per size share
  * one parameter list.
@@ -15,8 +15,10 @@ import java.util.List;
 final class Kernels {
     private Kernels() {}
 
-    static final String RESIDENT_CU = "resident.cu", ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu",
-            MMVQ_CU = "resident_mmvq.cu", O1_CU = "resident_o1.cu";
+    static final String RESIDENT_CU = "resident.cu", ATTN_CU = "resident_attn.cu", GEMM_CU = "resident_gemm.cu",
+            ARCH_CU = "resident_arch.cu", EMBRYO_CU = "resident_embryo.cu", MMVQ_CU = "resident_mmvq.cu", O1_CU = "resident_o1.cu";
+    /** Every kernel file of the resident forward, one module each, over common.cuh and resident.cuh. */
+    static final List<String> FILES = List.of(RESIDENT_CU, ATTN_CU, GEMM_CU, ARCH_CU, EMBRYO_CU, MMVQ_CU, O1_CU);
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentWeights.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
 
@@ -32,7 +34,7 @@ final class Kernels {
     private static final String ATTN_DECODE_TAIL = "const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,"
             + " const float* invFreq, int rotaryDim, float ropeScale, float* pm, float* pl, float* pacc, int heads, int kvHeads,"
             + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks";
-    // kch, vch: a chunk's own keys and values as f32, which the q8 instances read instead of the cache (resident.cu)
+    // kch, vch: a chunk's own keys and values as f32, which the q8 instances read instead of the cache (resident_attn.cu)
     private static final String PREFILL_TAIL = " float* out, int T, int heads, int kvHeads, int hd, float scale,"
             + " const int* pos, int window, const float* sinks, const float* kch, const float* vch, int chunk";
     private static final String MOE_GLU = "const unsigned long long* gw, const unsigned long long* grs, const unsigned long long* gcf,"
@@ -91,7 +93,7 @@ final class Kernels {
 
     static KernelSignature prefill(int headDim, KvType kv) {
         String e = kvElement(kv);
-        return KernelSignature.of(RESIDENT_CU, "r_attn_prefill" + kvSuffix(kv) + "_" + headDim,
+        return KernelSignature.of(ATTN_CU, "r_attn_prefill" + kvSuffix(kv) + "_" + headDim,
                 "const float* q, const " + e + "* kc, const " + e + "* vc," + PREFILL_TAIL);
     }
 
@@ -103,13 +105,13 @@ final class Kernels {
 
     static KernelSignature prefillTensorCores(int headDim, KvType kv) {
         String e = kvElement(kv);
-        return KernelSignature.of(RESIDENT_CU, "r_attn_prefill_tc" + kvSuffix(kv) + "_" + headDim,
+        return KernelSignature.of(ATTN_CU, "r_attn_prefill_tc" + kvSuffix(kv) + "_" + headDim,
                 "const float* q, const " + e + "* kc, const " + e + "* vc," + PREFILL_TAIL);
     }
 
     static KernelSignature qkRopeAppend(KvType kv) {
         String e = kvElement(kv);
-        return KernelSignature.of(RESIDENT_CU, "r_qk_rope_append" + kvSuffix(kv),
+        return KernelSignature.of(ATTN_CU, "r_qk_rope_append" + kvSuffix(kv),
                 "float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, const float* qw, const float* kw, int qNorm,"
                         + " int kNorm, float eps, int offset, const float* invFreq, int rotaryDim, float ropeScale, int heads,"
                         + " int kvHeads, int hd, const int* pos, float* kch, int window, int chunk");
@@ -117,40 +119,40 @@ final class Kernels {
 
     static KernelSignature attnPartial(KvType kv) {
         String e = kvElement(kv);
-        return KernelSignature.of(RESIDENT_CU, "r_attn_partial" + kvSuffix(kv),
+        return KernelSignature.of(ATTN_CU, "r_attn_partial" + kvSuffix(kv),
                 "const float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, " + ATTN_DECODE_TAIL + ", int chunk");
     }
 
     static KernelSignature attnRows(KvType kv) {
         String e = kvElement(kv);
-        return KernelSignature.of(RESIDENT_CU, "r_attn_rows" + kvSuffix(kv),
+        return KernelSignature.of(ATTN_CU, "r_attn_rows" + kvSuffix(kv),
                 "const float* q, const float* k, const float* v, " + e + "* const* kcs, " + e + "* const* vcs, " + ATTN_DECODE_TAIL
                         + ", const int* chunks");
     }
 
     static KernelSignature gluSplit(int n) {
-        return KernelSignature.of(RESIDENT_CU, "r_glu_split_" + n, "const float* Cg, const float* Cu, const float* rsg,"
+        return KernelSignature.of(GEMM_CU, "r_glu_split_" + n, "const float* Cg, const float* Cu, const float* rsg,"
                 + " const float* rsu, const float* tsg, const float* tsu, float step, int partsIn, int rows, int T, const float* cf,"
                 + " r_u16* out, int f16, int parts, float* ts");
     }
 
     /** The KV cache element types the resident kernels keep (each cache-touching kernel has one instance per type). */
     static final List<KvType> KV_TYPES = List.of(KvType.F32, KvType.F16, KvType.Q8);
-    static final KernelSignature SPLIT = KernelSignature.of(RESIDENT_CU, "r_split",
+    static final KernelSignature SPLIT = KernelSignature.of(GEMM_CU, "r_split",
             "const float* x, const float* cf, int normed, float eps, r_u16* out, int T, int cols, int f16, int parts, float* ts");
-    static final KernelSignature SPLIT3 = KernelSignature.of(RESIDENT_CU, "r_split3",
+    static final KernelSignature SPLIT3 = KernelSignature.of(GEMM_CU, "r_split3",
             "const float* x, int normed, float eps, int T, int cols, int f16, int parts, int n, const float* cf0, r_u16* out0,"
                     + " float* ts0, const float* cf1, r_u16* out1, float* ts1, const float* cf2, r_u16* out2, float* ts2");
-    static final KernelSignature I8_WIDEN = KernelSignature.of(RESIDENT_CU, "r_i8_widen",
+    static final KernelSignature I8_WIDEN = KernelSignature.of(GEMM_CU, "r_i8_widen",
             "const signed char* w, r_u16* out, long long n, int f16");
-    static final KernelSignature GEMM_OUT = KernelSignature.of(RESIDENT_CU, "r_gemm_out",
+    static final KernelSignature GEMM_OUT = KernelSignature.of(GEMM_CU, "r_gemm_out",
             "const float* C, const float* rs, const float* bias, float* y, int rows, int T, int parts, int accumulate,"
                     + " const float* ts, float step");
-    static final KernelSignature GEMM_OUT3 = KernelSignature.of(RESIDENT_CU, "r_gemm_out3",
+    static final KernelSignature GEMM_OUT3 = KernelSignature.of(GEMM_CU, "r_gemm_out3",
             "const float* C0, const float* rs0, const float* b0, float* y0, int rows0, const float* ts0, const float* C1,"
                     + " const float* rs1, const float* b1, float* y1, int rows1, const float* ts1, const float* C2, const float* rs2,"
                     + " const float* b2, float* y2, int rows2, const float* ts2, int T, int parts, float step");
-    static final KernelSignature GLU_OUT = KernelSignature.of(RESIDENT_CU, "r_glu_out",
+    static final KernelSignature GLU_OUT = KernelSignature.of(GEMM_CU, "r_glu_out",
             "const float* Cg, const float* Cu, const float* rsg, const float* rsu, float* y, int rows, int T, int parts,"
                     + " const float* tsg, const float* tsu, float step");
     static final KernelSignature RMSNORM = KernelSignature.of(ARCH_CU, "ra_rmsnorm",

@@ -7,7 +7,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * A KV cache's rows as the resident kernels store them (resident.cu's r_kv_head): f32, f16, or q8, where each head of
+ * A KV cache's rows as the resident kernels store them (resident.cuh's r_kv_head): f32, f16, or q8, where each head of
  * a position keeps its codes padded to 4 bytes, then its float scale ({@link KvType#quantizeQ8}'s rule). Sizes the
  * device caches and builds and reads host images of them for the operator checks.
  */

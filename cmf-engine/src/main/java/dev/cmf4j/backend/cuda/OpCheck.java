@@ -44,7 +44,7 @@ final class OpCheck {
                 for (int[] s : new int[][] {{2, 8, 2}, {3, 128, 4}, {1, 32, 32}})
                     for (int v = 0; v < 3; v++) out.add(route(ctx, d, a, r, s[0], s[1], s[2], v == 1, v == 2));
                 // prefill attention: {head dim, heads, kv heads, tokens, position of the first, window, sinks, ring chunk}
-                // (a ring chunk c > 0 with a window w: the caches are rings of w + c rows, resident.cu's r_kv_ring)
+                // (a ring chunk c > 0 with a window w: the caches are rings of w + c rows, resident.cuh's r_kv_ring)
                 int[][] attn = {{64, 4, 2, 5, 3, 0, 0, 0}, {128, 2, 1, 17, 10, 8, 1, 0}, {256, 2, 2, 3, 0, 0, 0, 0}, {32, 3, 1, 9, 40, 0, 1, 0},
                         {128, 2, 1, 17, 10, 8, 1, 17}, {64, 4, 2, 6, 40, 8, 0, 6}};
                 boolean tensorCores = ResidentLowering.tensorCoreAttention(ctx.info().ccMajor());
@@ -423,7 +423,7 @@ final class OpCheck {
                 error(got, want), 1e-5);
     }
 
-    /** Rows of a sliding layer's ring for chunks of {@code chunk} tokens (resident.cu's r_kv_ring), or 0: one row per position. */
+    /** Rows of a sliding layer's ring for chunks of {@code chunk} tokens (resident.cuh's r_kv_ring), or 0: one row per position. */
     static int ring(int window, int chunk) { return window > 0 && chunk > 0 ? window + chunk : 0; }
 
     /** Key j's row: j mod ring in a ring, else j. */

@@ -18,7 +18,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The dense decoder's whole forward pass on the GPU ({@code resident.cu}): weights resident in their CMF
+ * The dense decoder's whole forward pass on the GPU ({@link Kernels#FILES}): weights resident in their CMF
  * dtype (uploaded once through {@link CudaMatMul}), activations and the KV cache (f32) in device memory,
  * every operator a kernel on the session's own stream. Per call the host copies the position and the ids in,
  * enqueues the step, and copies the logits back: one hand-off to the owner thread and one stream wait.
@@ -94,7 +94,7 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Whether decode steps launch by programmatic dependent launch: asked for ({@code -Dcmf.cuda.pdl}, on by default),
-     * resident.cu's loaded code compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}.
+     * the attention module's loaded code compiled for compute_90 or newer and the driver has {@code cuLaunchKernelEx}.
      */
     private final boolean pdl;
     /** The programmatic launches' CUlaunchConfig (owner thread only), or null without {@link #pdl}. */
@@ -103,7 +103,7 @@ final class ResidentForward implements DeviceForward {
     /** Whether decode steps launch by programmatic dependent launch (said in the model's note, so a run shows it). */
     boolean programmaticLaunch() { return pdl; }
     /**
-     * The kernels that call r_pdl_wait in every block before touching another kernel's data (resident.cu): only
+     * The kernels that call r_pdl_wait in every block before touching another kernel's data (resident.cu, resident_attn.cu): only
      * they may be launched programmatically. The others (the embedding, resident_arch.cu's) launch plainly.
      */
     private final java.util.Set<Long> waits = new java.util.HashSet<>();

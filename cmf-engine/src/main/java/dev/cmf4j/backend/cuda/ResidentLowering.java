@@ -30,7 +30,7 @@ import java.util.List;
  */
 final class ResidentLowering {
     private static final long NULL = 0L;
-    /** Head rows per block of r_qk_rope_append (a warp each): resident.cu's R_ROPE_WARPS. */
+    /** Head rows per block of r_qk_rope_append (a warp each): resident_attn.cu's R_ROPE_WARPS. */
     private static final int ROPE_WARPS = 4;
     /** r_glu_split_N: the SwiGLU epilogue fused with the down product's split, rows ≤ N·2048 (blocks of 512). */
     static final int[] GLU_SPLIT_N = {1, 2, 4, 8};
@@ -131,7 +131,7 @@ final class ResidentLowering {
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
      * layer) and the device address of its first row's position.
      */
-    /** {@code kvChunk}: the chunk bound its sliding layers' caches are rings for (resident.cu's r_kv_ring; 0: none). */
+    /** {@code kvChunk}: the chunk bound its sliding layers' caches are rings for (resident_attn.cu's r_kv_ring; 0: none). */
     record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS, SealedSteps.Sequence sealed, int kvChunk) {}
 
     /** A session's own chunk: every row is its, the position at {@code s.in}. */
@@ -146,7 +146,7 @@ final class ResidentLowering {
         return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
     }
 
-    /** Head-dimension buckets of r_attn_prefill_D (resident.cu) and the query rows per block of each. */
+    /** Head-dimension buckets of r_attn_prefill_D (resident_attn.cu) and the query rows per block of each. */
     static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
     /** The buckets of {@link #PREFILL_DIMS} (the first ones: head dims up to 128) with a tensor-core kernel; its rows per block. */
@@ -394,7 +394,7 @@ final class ResidentLowering {
         int heads = model.heads(), hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
         long qo = 4L * sq.start() * qDim, ko = 4L * sq.start() * kvDim;
         long kqo = s.kq == NULL ? NULL : s.kq + ko, vqo = s.kq == NULL ? NULL : vBuf + ko;   // q8: the chunk's own rows
-        // a warp per head row, 4 per block (ROPE_WARPS, resident.cu's R_ROPE_WARPS)
+        // a warp per head row, 4 per block (ROPE_WARPS, resident_attn.cu's R_ROPE_WARPS)
         L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
                 w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo, spec.window(), sq.kvChunk()));
         int b = prefillBucket(hd);

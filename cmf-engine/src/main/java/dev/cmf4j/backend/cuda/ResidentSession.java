@@ -17,7 +17,7 @@ import java.util.List;
 final class ResidentSession {
     final int maxChunk, maxContext;
     /**
-     * The chunk bound this session's sliding-window layers keep rings for (window + kvChunk rows: resident.cu's
+     * The chunk bound this session's sliding-window layers keep rings for (window + kvChunk rows: resident.cuh's
      * r_kv_ring), or 0 when they keep a row per position (the batch scratch; {@code -Dcmf.cuda.kvRings=false}).
      */
     final int kvChunk;

@@ -47,4 +47,28 @@ __device__ __forceinline__ float r_warp_max(float v) {
     return v;
 }
 
+// Sum over the block (any blockDim that is a multiple of 32, ≤ 1024); every thread gets the total. red: 32 floats of
+// shared memory.
+__device__ __forceinline__ float r_block_sum(float v, float* red) {
+    v = r_warp_sum(v);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    __syncthreads();   // red may still be read by a previous call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int i = 0; i < warps; i++) s += red[i];
+    return s;
+}
+
+// 4 int8 weights (one 4-byte load), streamed past L1 (L1 keeps the activations).
+__device__ __forceinline__ unsigned r_ld4(const void* p) {
+    unsigned v;
+#ifdef __CUDA_ARCH__
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+#else
+    v = *static_cast<const unsigned*>(p);
+#endif
+    return v;
+}
+
 #endif

@@ -48,18 +48,6 @@ __device__ __forceinline__ float ra_dot(const void* __restrict__ w, const float*
 
 // ---- norms ----
 
-// Block sum (blockDim a multiple of 32, ≤ 1024); every thread gets the total. red: 32 floats of shared memory.
-__device__ __forceinline__ float ra_block_sum(float v, float* red) {
-    v = r_warp_sum(v);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    __syncthreads();   // red may still be read by a previous call
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float s = 0.f;
-    for (int i = 0; i < warps; i++) s += red[i];
-    return s;
-}
-
 // Row blockIdx.x of x normalised: n = x / sqrt(mean(x²) + eps) · (w | 1+w | 1); y = n, or y += n when accumulate
 // (a sandwich norm's output joining the residual). y may alias x only without accumulate.
 extern "C" __global__ void __launch_bounds__(256) ra_rmsnorm(const float* x, const float* w, float* y, int dim,
@@ -69,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(256) ra_rmsnorm(const float* x, con
     float* yr = y + (long long) blockIdx.x * dim;
     float ss = 0.f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = xr[i]; ss += v * v; }
-    ss = ra_block_sum(ss, red);
+    ss = r_block_sum(ss, red);
     float inv = 1.f / sqrtf(ss / dim + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = xr[i] * inv;
@@ -87,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(256) ra_ple_combine(float* pli, con
     const float* tr = tab + (long long) blockIdx.x * dim;
     float ss = 0.f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = pr[i] * projScale; ss += v * v; }
-    ss = ra_block_sum(ss, red);
+    ss = r_block_sum(ss, red);
     float inv = 1.f / sqrtf(ss / dim + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = pr[i] * projScale * inv;
@@ -296,7 +284,7 @@ extern "C" __global__ void __launch_bounds__(256) ra_gdn_norm(float* core, const
     const float* zr = z + (long long) blockIdx.x * dv;
     float ss = 0.f;
     for (int i = threadIdx.x; i < dv; i += blockDim.x) ss += r[i] * r[i];
-    ss = ra_block_sum(ss, red);
+    ss = r_block_sum(ss, red);
     float inv = 1.f / sqrtf(ss / dv + eps);
     for (int i = threadIdx.x; i < dv; i += blockDim.x) {
         float v = r[i] * inv;

@@ -18,18 +18,8 @@ __device__ __forceinline__ double re_warp_sum_d(double v) {
     return v;
 }
 
-// Block reductions (blockDim a multiple of 32, ≤ 1024); every thread gets the result. red: 32 floats of shared memory.
-__device__ __forceinline__ float re_block_sum(float v, float* red) {
-    v = r_warp_sum(v);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    __syncthreads();   // red may still be read by a previous call
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float s = 0.f;
-    for (int i = 0; i < warps; i++) s += red[i];
-    return s;
-}
-
+// Block maximum (blockDim a multiple of 32, ≤ 1024); every thread gets it. red: 32 floats of shared memory. (The sum:
+// common.cuh's r_block_sum.)
 __device__ __forceinline__ float re_block_max(float v, float* red) {
     v = r_warp_max(v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -88,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(128) re_anchor_attend(const float* 
     m = re_block_max(m, red);
     float sum = 0.f;
     for (int s = threadIdx.x; s < n; s += blockDim.x) { float e = expf(sc[s] - m); sc[s] = e; sum += e; }
-    sum = re_block_sum(sum, red);   // (its barriers also publish sc)
+    sum = r_block_sum(sum, red);   // (its barriers also publish sc)
     float inv = 1.f / sum;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float acc = 0.f;

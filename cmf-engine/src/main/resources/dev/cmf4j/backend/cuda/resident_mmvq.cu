@@ -1,7 +1,7 @@
 // cmf4j small-batch products (dev.cmf4j.backend.cuda.ResidentForward): int8 weights (q8_row, q8_2f) times the T
 // token rows of a batched step (several sequences' decode rows), each weight read once for up to NT rows (llama.cpp's
 // mmvq idea; the weights stay int8, the activations f32). Its own module beside resident.cu (built into
-// resident_mmvq.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C, no headers.
+// resident_mmvq.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over common.cuh.
 //
 // Every row's result is bit for bit what resident.cu's r_matvec_q8 / r_matvec3_q8 / r_glu_q8 give it alone (so a
 // sequence's logits do not depend on the batch it runs in): as there, warp w of a block does weight rows 4·(w/4)…
@@ -12,16 +12,8 @@
 // memory (8192 / (NM·NT) columns instead of 4096: 32 KB for NT rows of x), and blocks of 16 weight rows (16 warps)
 // beside the matvec kernels' 8, which read each staged x' for twice the rows (the _r16 instances).
 
-// 4 int8 weights (one 4-byte load), streamed past L1 (L1 keeps the activations).
-__device__ __forceinline__ unsigned rq_ld4(const void* p) {
-    unsigned v;
-#ifdef __CUDA_ARCH__
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
-#else
-    v = *static_cast<const unsigned*>(p);
-#endif
-    return v;
-}
+#include "common.cuh"
+
 
 // Four int8 of u as floats without I2F: each byte, made offset binary, under the exponent of 2^23 (prmt), minus
 // 2^23 + 128. Exact (resident.cu's r_fma4 makes the same values).
@@ -43,7 +35,7 @@ __device__ __forceinline__ void rq_load(unsigned (&v)[NM][4][U], const char* con
 #pragma unroll
             for (int m = 0; m < NM; m++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) v[m][i][u] = rq_ld4(p[m][i] + c + u * 512);
+                for (int i = 0; i < 4; i++) v[m][i][u] = r_ld4(p[m][i] + c + u * 512);
 }
 
 // dot[m] = Σ_c W_m[r, c]·cf_m[c]·x[t, c] · (1/rms(x_t) when normed) for weight row r = r0 + threadIdx.x % RB and row

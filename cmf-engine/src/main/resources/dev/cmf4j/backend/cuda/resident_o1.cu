@@ -12,6 +12,7 @@
 // running max [m] (m: the sequence's landmark count).
 
 #include "common.cuh"
+#include "resident.cuh"
 
 #define RO_MAX_HEAD_DIM 256
 // sinks + window (SealedSteps checks it) and landmarks a block keeps in shared memory
@@ -127,25 +128,6 @@ extern "C" __global__ void __launch_bounds__(256) ro_seal_copy(const float* kc, 
 
 // ---- sealed steps ----
 
-// Σ buf[i]² of a head row by one warp in resident.cu's r_head_sumsq order (as 128 threads would sum it with a block
-// sum), so a row is normed to the same numbers as on the exact path.
-__device__ __forceinline__ float ro_head_sumsq(const float* buf, int hd, int lane) {
-    float ss = 0.f;
-    for (int g = 0; g < 4; g++) {
-        float u = 0.f;
-        for (int i = 32 * g + lane; i < hd; i += 128) u += buf[i] * buf[i];
-        for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
-        ss += u;
-    }
-    return ss;
-}
-
-__device__ __forceinline__ float ro_rope_at(const float* buf, int i, int half, int rotaryDim, float c, float s) {
-    if (i < half) return buf[i] * c - buf[i + half] * s;
-    if (i < rotaryDim) return buf[i] * c + buf[i - half] * s;
-    return buf[i];
-}
-
 // Warp (head, t) over heads + kvHeads head rows, 4 per block (grid ceil((heads + kvHeads) / 4) × T): resident.cu's
 // r_qk_rope_append for a sealed layer, whose keys go to no cache: the per-head RMSNorm when its flag is set (offset:
 // gemma's (1 + w)), then the rotate_half rope at position pos[0] + t (dims past rotaryDim unrotated); q and k rows
@@ -164,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(128) ro_rope(float* q, float* k, co
     for (int i = lane; i < hd; i += 32) buf[i] = row[i];
     __syncwarp();
     if (isQ ? qNorm : kNorm) {
-        float inv = 1.f / sqrtf(ro_head_sumsq(buf, hd, lane) / hd + eps);
+        float inv = 1.f / sqrtf(r_head_sumsq(buf, hd, lane) / hd + eps);
         const float* w = isQ ? qw : kw;
         for (int i = lane; i < hd; i += 32) {
             float x = buf[i];
@@ -176,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(128) ro_rope(float* q, float* k, co
     for (int i = lane; i < half; i += 32) {   // one angle per rotated pair (i, i + half)
         float a0 = (float) p * invFreq[i];
         float c = cosf(a0) * ropeScale, s = sinf(a0) * ropeScale;
-        float a = ro_rope_at(buf, i, half, rotaryDim, c, s), b = ro_rope_at(buf, i + half, half, rotaryDim, c, s);
+        float a = r_rope_at(buf, i, half, rotaryDim, c, s), b = r_rope_at(buf, i + half, half, rotaryDim, c, s);
         row[i] = a;
         row[i + half] = b;
     }

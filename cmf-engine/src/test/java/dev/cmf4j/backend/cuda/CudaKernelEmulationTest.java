@@ -47,7 +47,8 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "common.cuh", "resident_arch.cu", "resident_embryo.cu", "resident.cu",
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "common.cuh", "resident.cuh", "resident_arch.cu", "resident_embryo.cu", "resident.cu",
+                "resident_attn.cu", "resident_gemm.cu",
                 "resident_mmvq.cu", "resident_o1.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
@@ -771,7 +772,7 @@ class CudaKernelEmulationTest {
                 long dq = up.apply(MemorySegment.ofArray(q)), dk = up.apply(MemorySegment.ofArray(kc)), dv = up.apply(MemorySegment.ofArray(vc));
                 long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
                 long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
-                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
+                cu.launch(cu.function(ctx.module(Kernels.ATTN_CU), fn), grid[0], grid[1], 1, 128, 1, 1, 0,
                         Kernels.named(fn).pack(a, dq, dk, dv, dout, T, heads, kvHeads, hd, scale, dpos, window, dsinks, 0L, 0L, 0));
                 cu.synchronize();
                 MemorySegment host = a.allocate(4L * got.length, 4);
@@ -876,7 +877,7 @@ class CudaKernelEmulationTest {
                     long dq = up.apply(MemorySegment.ofArray(qs[st])), dkr = up.apply(MemorySegment.ofArray(ks[st]));
                     long dvr = up.apply(MemorySegment.ofArray(vs[st])), dpos = up.apply(MemorySegment.ofArray(new int[] {p0 + st}));
                     for (int run = 0; run < 2; run++) {
-                        cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
+                        cu.launch(cu.function(ctx.module(Kernels.ATTN_CU), "r_attn_partial"), heads, 1, splits, 128, 1, 1, 0,
                                 Kernels.named("r_attn_partial").pack(a, dq, dkr, dvr, dk, dv, dqw, dkw, qNorm > 0 ? 1 : 0, kNorm > 0 ? 1 : 0, eps,
                                         norm == 2 ? 1 : 0, dinv, rot, ropeScale, dpm, dpl, dacc, heads, kvHeads, hd, scale, dpos,
                                         splits, window, dout, ddone, dsinks, 0));
@@ -976,7 +977,7 @@ class CudaKernelEmulationTest {
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dx = up.apply(MemorySegment.ofArray(x)), dcf = up.apply(MemorySegment.ofArray(cf));
                 long dparts = up.apply(MemorySegment.ofArray(partsOut)), dts = up.apply(MemorySegment.ofArray(ts));
-                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_split"), T, 1, 1, 256, 1, 1, 0,
+                cu.launch(cu.function(ctx.module(Kernels.GEMM_CU), "r_split"), T, 1, 1, 256, 1, 1, 0,
                         Kernels.named("r_split").pack(a, dx, dcf, 1, eps, dparts, T, cols, f16 ? 1 : 0, parts, dts));
                 cu.synchronize();
                 MemorySegment host = a.allocate(Math.max(2L * partsOut.length, 4L * T), 4);
@@ -996,9 +997,9 @@ class CudaKernelEmulationTest {
                 long dC = up.apply(MemorySegment.ofArray(C)), dy = up.apply(MemorySegment.ofArray(y0)), dg = up.apply(MemorySegment.ofArray(g));
                 long drs = up.apply(MemorySegment.ofArray(rs)), drs2 = up.apply(MemorySegment.ofArray(rs2)), db = up.apply(MemorySegment.ofArray(bias));
                 long tsp = f16 ? dts : 0L;
-                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_gemm_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
+                cu.launch(cu.function(ctx.module(Kernels.GEMM_CU), "r_gemm_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
                         Kernels.named("r_gemm_out").pack(a, dC, drs, db, dy, rows, T, parts, 1, tsp, step));
-                cu.launch(cu.function(ctx.module(ResidentForward.RESIDENT_CU), "r_glu_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
+                cu.launch(cu.function(ctx.module(Kernels.GEMM_CU), "r_glu_out"), (rows + 1023) / 1024, T, 1, 256, 1, 1, 0,
                         Kernels.named("r_glu_out").pack(a, dC, dC, drs, drs2, dg, rows, T, parts, tsp, tsp, step));
                 cu.synchronize();
                 MemorySegment out = a.allocate(4L * T * rows, 4);
@@ -1074,7 +1075,7 @@ class CudaKernelEmulationTest {
         emulateProducts(1);
         ctx.call(() -> {
             CudaDriver cu = ctx.driver();
-            MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
+            MemorySegment mod = ctx.module(Kernels.GEMM_CU);
             try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
                 long dx = up.apply(MemorySegment.ofArray(x)), dcf0 = up.apply(MemorySegment.ofArray(cf0)), dcf1 = up.apply(MemorySegment.ofArray(cf1));
                 long[] dp = new long[8], dts = new long[8], dy = new long[6], dC = new long[3], drs = new long[3], db = new long[3];

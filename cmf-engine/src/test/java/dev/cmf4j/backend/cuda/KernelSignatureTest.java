@@ -26,7 +26,7 @@ class KernelSignatureTest {
 
     @Test void everySignatureMatchesItsDeclaration() {
         Map<String, Map<String, List<KernelSignature.Param>>> declared = new HashMap<>();
-        for (String file : List.of(Kernels.RESIDENT_CU, Kernels.ARCH_CU, Kernels.EMBRYO_CU, Kernels.MMVQ_CU, Kernels.O1_CU))
+        for (String file : Kernels.FILES)
             declared.put(file, declarations(KernelSource.resource(file).source()));
         Set<String> checked = new HashSet<>();
         for (KernelSignature k : Kernels.all()) {

@@ -117,17 +117,19 @@ static void emulated_mma_m16n8k16(float (&c)[4], const unsigned (&a)[4], unsigne
     arrive(warp_bars[w], 32);   // every lane has read before the slots are reused
 }
 
-#include "matvec_q4.cu"
-#include "resident_arch.cu"
-#include "resident_embryo.cu"
-#include "resident_o1.cu"
-// resident.cu's r_pdl_wait on the CPU: whether each block of the running launch waited (the mock refuses a kernel
+// resident.cuh's r_pdl_wait on the CPU: whether each block of the running launch waited (the mock refuses a kernel
 // launched with programmatic stream serialization unless every block did)
 static bool pdl_block_waited;
 static long pdl_waited_blocks;
 static void emulated_pdl_wait() { pdl_block_waited = true; }
 extern "C" long emu_take_pdl_waited_blocks() { long n = pdl_waited_blocks; pdl_waited_blocks = 0; return n; }
+#include "matvec_q4.cu"
+#include "resident_arch.cu"
+#include "resident_embryo.cu"
+#include "resident_o1.cu"
 #include "resident.cu"
+#include "resident_attn.cu"
+#include "resident_gemm.cu"
 #include "resident_mmvq.cu"
 
 static void fiber_main() {
