@@ -17,6 +17,16 @@ final class KvLayout {
     /** Bytes of one head's block in a q8 row: the codes padded to 4 bytes, then the scale. */
     private static int q8HeadBytes(int headDim) { return ((headDim + 3) & ~3) + Float.BYTES; }
 
+    /**
+     * Rows of a sliding layer's ring (window > 0) for sessions whose chunks hold at most {@code chunk} tokens (> 0):
+     * window + chunk, key j in row j mod that (resident.cuh's r_kv_ring and r_kv_slot); 0 when the layer keeps a row
+     * per position (a full layer, or chunk 0).
+     */
+    static int ringRows(int window, int chunk) { return window > 0 && chunk > 0 ? window + chunk : 0; }
+
+    /** The row of key {@code j} in a cache of {@link #ringRows} {@code ring} (0: row j). */
+    static int slot(int j, int ring) { return ring > 0 ? j % ring : j; }
+
     /** Bytes of one position's row with {@code kvHeads} heads of {@code headDim}. */
     static long rowBytes(KvType kv, int kvHeads, int headDim) {
         return kv == KvType.Q8 ? (long) kvHeads * q8HeadBytes(headDim) : (long) kv.elementBytes * kvHeads * headDim;

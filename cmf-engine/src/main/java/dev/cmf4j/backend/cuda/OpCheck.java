@@ -220,7 +220,7 @@ final class OpCheck {
      */
     private static OpResult prefillAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
                                              int t, int pos0, int window, boolean sinks, int chunk, boolean tc, KvType kv) {
-        int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads, ring = ring(window, chunk);
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, group = heads / kvHeads, ring = KvLayout.ringRows(window, chunk);
         float scale = (float) (1 / Math.sqrt(hd));
         float[] q = gauss(r, t * heads * hd, 1f), kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
         float[] sink = gauss(r, heads, 1f), kExact = kc.clone(), vExact = vc.clone();
@@ -259,7 +259,7 @@ final class OpCheck {
      */
     private static OpResult ropeAppend(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
                                        int t, int pos0, int norm, int rot, int window, int chunk, KvType kv) {
-        int ctxLen = pos0 + t, kvDim = kvHeads * hd, qDim = heads * hd, ring = ring(window, chunk), rows = ring > 0 ? ring : ctxLen;
+        int ctxLen = pos0 + t, kvDim = kvHeads * hd, qDim = heads * hd, ring = KvLayout.ringRows(window, chunk), rows = ring > 0 ? ring : ctxLen;
         float ropeScale = 1.125f, eps = 1e-5f;
         float[] q = gauss(r, t * qDim, 1.5f), k = gauss(r, t * kvDim, 1.5f), v = gauss(r, t * kvDim, 1f);
         float[] qw = uniform(r, hd, 0.5f, 1.5f), kw = uniform(r, hd, -0.5f, 0.5f), invFreq = new float[rot / 2];
@@ -283,7 +283,7 @@ final class OpCheck {
                 System.arraycopy(normRope(q, (tt * heads + h) * hd, hd, norm, qw, eps, invFreq, rot, ropeScale, p), 0, want, (tt * heads + h) * hd, hd);
             for (int g = 0; g < kvHeads; g++) {
                 double[] kr = normRope(k, (tt * kvHeads + g) * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
-                int at = slot(p, ring) * kvDim + g * hd, raw = (tt * kvHeads + g) * hd;
+                int at = KvLayout.slot(p, ring) * kvDim + g * hd, raw = (tt * kvHeads + g) * hd;
                 double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, raw, hd, kv);
                 for (int c = 0; c < hd; c++) {
                     err = Math.max(err, Math.max(Math.max(0, Math.abs(kcGot[at + c] - kr[c]) - kvStep(kr[c], kv) - kq),
@@ -313,7 +313,7 @@ final class OpCheck {
      */
     private static OpResult decodeAttention(CudaContext ctx, Device d, Arena a, SplittableRandom r, int hd, int heads, int kvHeads,
                                             int p, int window, boolean sinks, int norm, int rot, int splits, int chunk, KvType kv) {
-        int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads, ring = ring(window, chunk), rows = ring > 0 ? ring : ctxLen;
+        int ctxLen = p + 1, kvDim = kvHeads * hd, group = heads / kvHeads, ring = KvLayout.ringRows(window, chunk), rows = ring > 0 ? ring : ctxLen;
         float scale = (float) (1 / Math.sqrt(hd)), ropeScale = 1.125f, eps = 1e-5f;
         float[] kc = gauss(r, ctxLen * kvDim, 1f), vc = gauss(r, ctxLen * kvDim, 1f);
         float[] q = gauss(r, heads * hd, 1.5f), k = gauss(r, kvDim, 1.5f), v = gauss(r, kvDim, 1f);
@@ -337,7 +337,7 @@ final class OpCheck {
             double[] kr = normRope(k, g * hd, hd, norm, kw, eps, invFreq, rot, ropeScale, p);
             double kq = q8Step(kr, 0, hd, kv), vq = q8Step(v, g * hd, hd, kv);
             for (int c = 0; c < hd; c++) {
-                int i = p * kvDim + g * hd + c, at = slot(p, ring) * kvDim + g * hd + c;
+                int i = p * kvDim + g * hd + c, at = KvLayout.slot(p, ring) * kvDim + g * hd + c;
                 // the appended rows as the cache stores them (f16 / q8: within one step of the exact row, whose f32
                 // rounding on the GPU may sit on the other side of a rounding boundary)
                 appended = Math.max(appended, Math.max(Math.max(0, Math.abs(kcGot[at] - kr[c]) - kvStep(kr[c], kv) - kq),
@@ -382,7 +382,7 @@ final class OpCheck {
             chunks[i] = rings ? 1 + i % 3 : 0;
             kc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
             vc[i] = gauss(r, (pos[i] + 1) * kvDim, 1f);
-            int ring = ring(window, chunks[i]);
+            int ring = KvLayout.ringRows(window, chunks[i]);
             dkc[i] = d.putKv(kc[i], kvDim, pos[i] + 1, ring, kv, hd);
             dvc[i] = d.putKv(vc[i], kvDim, pos[i] + 1, ring, kv, hd);
         }
@@ -423,17 +423,11 @@ final class OpCheck {
                 error(got, want), 1e-5);
     }
 
-    /** Rows of a sliding layer's ring for chunks of {@code chunk} tokens (resident.cuh's r_kv_ring), or 0: one row per position. */
-    static int ring(int window, int chunk) { return window > 0 && chunk > 0 ? window + chunk : 0; }
-
-    /** Key j's row: j mod ring in a ring, else j. */
-    static int slot(int j, int ring) { return ring > 0 ? j % ring : j; }
-
     /** A cache of {@code keys} position rows as a ring of {@code ring} rows (later keys over earlier ones), or as is (ring 0). */
     static float[] asRing(float[] byPosition, int kvDim, int keys, int ring) {
         if (ring == 0) return byPosition;
         float[] out = new float[ring * kvDim];
-        for (int j = 0; j < keys; j++) System.arraycopy(byPosition, j * kvDim, out, slot(j, ring) * kvDim, kvDim);
+        for (int j = 0; j < keys; j++) System.arraycopy(byPosition, j * kvDim, out, KvLayout.slot(j, ring) * kvDim, kvDim);
         return out;
     }
 

@@ -367,11 +367,10 @@ final class ResidentForward implements DeviceForward {
             else if (l.deltaNet() != null) {
                 var dn = l.deltaNet();
                 sum += 4L * ((long) dn.convDim() * (dn.convKernel() - 1) + (long) dn.valueHeads() * dn.keyDim() * dn.valueDim());
-            } else if (l.sharesKv()) {
-                // the source layer's cache
-            } else if (l.window() > 0 && s.kvChunk > 0) {
+            } else if (!l.sharesKv()) {   // (a KV-sharing layer's cache is its source's)
+                if (KvLayout.ringRows(l.window(), s.kvChunk) == 0) return -1;   // a full layer's grows with the context
                 sum += 2L * KvLayout.rowBytes(kv, l.kvHeads(), l.headDim()) * s.cacheRows(l.window());
-            } else return -1;
+            }
         }
         return sum;
     }

@@ -129,9 +129,9 @@ final class ResidentLowering {
 
     /**
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
-     * layer) and the device address of its first row's position.
+     * layer), the device address of its first row's position, and the chunk bound its sliding layers' caches are rings
+     * for ({@code kvChunk}: {@link KvLayout#ringRows}; 0: none).
      */
-    /** {@code kvChunk}: the chunk bound its sliding layers' caches are rings for (resident_attn.cu's r_kv_ring; 0: none). */
     record Seq(int start, int tokens, long pos, long[] kc, long[] vc, long[] conv, long[] dnS, SealedSteps.Sequence sealed, int kvChunk) {}
 
     /** A session's own chunk: every row is its, the position at {@code s.in}. */

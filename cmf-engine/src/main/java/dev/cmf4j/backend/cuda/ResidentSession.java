@@ -72,8 +72,8 @@ final class ResidentSession {
 
     /** Rows of a layer's KV cache with sliding window {@code window} (0: a full layer): a ring, or one per position. */
     int cacheRows(int window) {
-        long ring = window > 0 && kvChunk > 0 ? (long) window + kvChunk : Long.MAX_VALUE;
-        return (int) Math.min(ring, maxContext);
+        int ring = KvLayout.ringRows(window, kvChunk);
+        return ring > 0 ? Math.min(ring, maxContext) : maxContext;
     }
 
     /** A session's own state ({@code splits}: the attention's key splits for a chunk of t rows). */
