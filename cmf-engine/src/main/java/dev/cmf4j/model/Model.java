@@ -21,13 +21,21 @@ public final class Model implements AutoCloseable {
     /** Builds a graph of this model over other weights (same spec, backend, adapters and attention memory). */
     private final java.util.function.Function<Weights, Graph> rebuild;
     private final Weights weights;
+    /** Builds the file's MTP head's spec, or null when it has none; asked only when the head is (a malformed head
+     *  fails the draft, not the model). */
+    private final java.util.function.Supplier<MtpSpec> mtpSpec;
+    private final Backend backend;
+    private Graph mtp;
 
-    private Model(CmfFile file, ModelSpec spec, Weights weights, java.util.function.Function<Weights, Graph> rebuild) {
+    private Model(CmfFile file, ModelSpec spec, Weights weights, java.util.function.Function<Weights, Graph> rebuild,
+                  java.util.function.Supplier<MtpSpec> mtpSpec, Backend backend) {
         this.file = file;
         this.spec = spec;
         this.weights = weights;
         this.rebuild = rebuild;
         this.graph = rebuild.apply(weights);
+        this.mtpSpec = mtpSpec;
+        this.backend = backend;
     }
 
     /**
@@ -79,7 +87,8 @@ public final class Model implements AutoCloseable {
             JsonNode header = file.header().toJson();
             ModelSpec spec = SpecBuilder.build(header, w, archOverrides);
             AttentionMemory mem = memory.apply(header);
-            return new Model(file, spec, wrap.apply(w), ws -> new Graph(spec, ws, backend, adapters, mem));
+            return new Model(file, spec, wrap.apply(w), ws -> new Graph(spec, ws, backend, adapters, mem),
+                    () -> SpecBuilder.buildMtp(header, w, archOverrides, spec), backend);
         } catch (ModelException e) {
             file.close();
             throw new ModelException(path.getFileName() + ": " + e.getMessage(), e);
@@ -94,6 +103,28 @@ public final class Model implements AutoCloseable {
     public ModelSpec spec() { return spec; }
 
     public Graph graph() { return graph; }
+
+    /** Whether the file has an MTP head ({@code model.mtp.*}). */
+    public boolean hasMtp() { return weights.names().stream().anyMatch(n -> n.startsWith(SpecBuilder.MTP_PREFIX)); }
+
+    /**
+     * The graph of the file's MTP head (built once; it reads this model's mapping). A {@link ModelException} when the
+     * file has none, or when the model runs whole on a GPU: the head reads the model's hidden states, which the
+     * device forward does not hand back (CPU only for now).
+     */
+    public synchronized Graph mtpGraph() {
+        if (mtp != null) return mtp;
+        String name = file.label();
+        if (!hasMtp()) throw new ModelException(name + " has no MTP head (no " + SpecBuilder.MTP_PREFIX + "* tensors)");
+        if (graph.device() != null)
+            throw new ModelException("the MTP head runs on the CPU only for now: the GPU-resident forward does not hand"
+                    + " back the hidden states it reads (use --device cpu, or a draft model file)");
+        try {
+            return mtp = Graph.ofMtp(mtpSpec.get(), weights, backend);
+        } catch (ModelException e) {
+            throw new ModelException(name + ": MTP head: " + e.getMessage(), e);
+        }
+    }
 
     /**
      * A second graph of this model over its weights as {@code wrap} presents them (e.g. {@link BlendedWeights}: one

@@ -26,11 +26,17 @@ public final class Plan {
     public enum Slot { X, H, M }
 
     /** One step of the forward pass. */
-    public sealed interface Op permits Embed, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AddResidual,
+    public sealed interface Op permits Embed, MtpInput, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AddResidual,
             PerLayerInput, ScaleLayer, EndLayer, FinalNorm, Head {}
 
     /** X = table[ids] · scale (scale 1 = none); {@code table} is [vocab, hidden]. */
     public record Embed(String table, float scale) implements Op {}
+
+    /**
+     * An MTP head's input in place of the embedding: X = projection · [embeddingNorm(table[ids] · scale);
+     * hiddenNorm(the model's hidden rows)], the hidden rows handed to the step beside the ids ({@link MtpSpec}).
+     */
+    public record MtpInput(String table, float scale, Norm embeddingNorm, Norm hiddenNorm, String projection) implements Op {}
 
     /**
      * Gemma4's per-layer inputs of every layer, from the embedded X and the token ids:
@@ -102,6 +108,27 @@ public final class Plan {
         var ple = spec.perLayerEmbedding();
         ops.add(new Embed(spec.embedding(), spec.embedScale()));
         if (ple != null) ops.add(new PerLayerTable(ple, spec.numLayers()));
+        addLayersAndHead(spec, memory, sealed, ops);
+        return new Plan(spec, memory, ops, sealed);
+    }
+
+    /**
+     * The plan of an MTP head: its input from the embedded token and the model's hidden state, then its layer, final
+     * norm and head as any model's (exact attention).
+     */
+    public static Plan ofMtp(MtpSpec mtp) {
+        ModelSpec spec = mtp.body();
+        check(spec);
+        if (spec.perLayerEmbedding() != null) throw new ModelException("an MTP head with per-layer inputs is not supported");
+        boolean[] sealed = new boolean[spec.numLayers()];
+        List<Op> ops = new ArrayList<>();
+        ops.add(new MtpInput(spec.embedding(), spec.embedScale(), mtp.embeddingNorm(), mtp.hiddenNorm(), mtp.projection()));
+        addLayersAndHead(spec, AttentionMemory.EXACT, sealed, ops);
+        return new Plan(spec, AttentionMemory.EXACT, ops, sealed);
+    }
+
+    private static void addLayersAndHead(ModelSpec spec, AttentionMemory memory, boolean[] sealed, List<Op> ops) {
+        var ple = spec.perLayerEmbedding();
         for (LayerSpec ls : spec.layers()) {
             int l = ls.index();
             ops.add(new BeginLayer(l));
@@ -119,7 +146,6 @@ public final class Plan {
         }
         ops.add(new FinalNorm(spec.finalNorm()));
         ops.add(new Head(spec.head(), spec.vocab(), spec.headClusters(), spec.finalSoftcap()));
-        return new Plan(spec, memory, ops, sealed);
     }
 
     /** The parts every executor relies on fitting together: norms present, KV sources, per-layer inputs, MoE top-k. */
@@ -222,6 +248,8 @@ public final class Plan {
     public static String line(Op op) {
         return switch (op) {
             case Embed e -> "x = " + e.table() + "[ids]" + (e.scale() == 1f ? "" : " · " + e.scale());
+            case MtpInput e -> "x = " + e.projection() + "([norm(" + e.table() + "[ids]" + (e.scale() == 1f ? "" : " · " + e.scale())
+                    + ") " + e.embeddingNorm().weight() + "; norm(hidden) " + e.hiddenNorm().weight() + "])";
             case PerLayerTable p -> "pli = per-layer inputs(" + p.embedding().table() + ", " + p.embedding().modelProjection()
                     + "(x)) [" + p.layers() + "×" + p.embedding().dim() + "]";
             case BeginLayer l -> "layer " + l.layer() + " {";

@@ -23,6 +23,8 @@ public final class SpecBuilder {
     private final int hidden;
     private final float eps;
     private final NormStyle style;
+    /** The prefix of the layers being built ({@link #p}). */
+    private String layerPrefix = "model.layers.";
 
     private SpecBuilder(JsonNode arch, JsonNode provenance, Weights w) {
         this.a = new ArchView(arch, provenance == null ? null : provenance.get("hf_config_extras"),
@@ -57,6 +59,51 @@ public final class SpecBuilder {
         JsonNode arch = ArchView.merge(header.get("arch"), archOverrides);
         JsonNode provenance = header.get("provenance");
         return new SpecBuilder(arch, provenance != null && provenance.isObject() ? provenance : null, weights).build();
+    }
+
+    /** The tensors of a file's MTP head all start with this. */
+    public static final String MTP_PREFIX = "model.mtp.";
+
+    /**
+     * The MTP head of a CMF file ({@code model.mtp.*}, the names of Hugging Face's Qwen3-Next checkpoints), or null when
+     * the file has none. Its decoder layer is built as the model's own layers are (same arch block, capabilities from
+     * its tensors), as a full-attention layer; the embedding and head are the model's ({@code mtp.share_embed} and
+     * {@code mtp.share_lm_head}, true by default, else {@code model.mtp.embed_tokens.weight} and
+     * {@code model.mtp.lm_head.weight}).
+     *
+     * @param target the model's own spec (its vocabulary, positions, embedding scale and head)
+     */
+    public static MtpSpec buildMtp(JsonNode header, Weights weights, JsonNode archOverrides, ModelSpec target) {
+        if (weights.names().stream().noneMatch(n -> n.startsWith(MTP_PREFIX))) return null;
+        JsonNode arch = ArchView.merge(header.get("arch"), archOverrides);
+        JsonNode provenance = header.get("provenance");
+        return new SpecBuilder(arch, provenance != null && provenance.isObject() ? provenance : null, weights).mtp(target);
+    }
+
+    private MtpSpec mtp(ModelSpec target) {
+        Integer n = a.integer("mtp.num_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers");
+        int layers = 0;
+        while (w.has(MTP_PREFIX + "layers." + layers + ".input_layernorm.weight")) layers++;
+        if (n != null && n != layers)
+            throw new ModelException("arch.mtp.num_layers is " + n + " but the file has " + layers + " MTP layers ("
+                    + MTP_PREFIX + "layers.N.input_layernorm.weight)");
+        if (layers != 1)
+            throw new ModelException(layers == 0 ? "the MTP head has no layer (" + MTP_PREFIX + "layers.0.*)"
+                    : "MTP heads of " + layers + " layers are not supported (one layer, applied recursively)");
+        if (target.headClusters() != null) throw new ModelException("an MTP head over a clustered head is not supported");
+        Boolean shareEmbed = a.bool("mtp.share_embed"), shareHead = a.bool("mtp.share_lm_head");
+        String embedding = Boolean.FALSE.equals(shareEmbed) ? MTP_PREFIX + "embed_tokens.weight" : target.embedding();
+        String head = Boolean.FALSE.equals(shareHead) ? MTP_PREFIX + "lm_head.weight" : target.head();
+        if (!w.has(embedding)) throw new ModelException("arch.mtp.share_embed is false but the file has no '" + embedding + "'");
+        if (!w.has(head)) throw new ModelException("arch.mtp.share_lm_head is false but the file has no '" + head + "'");
+        layerPrefix = MTP_PREFIX + "layers.";
+        // the MTP layer attends over every position it has seen: a full-attention layer whatever the model's mix
+        LayerSpec layer = layer(0, new Kind[] {Kind.FULL}, 1, null);
+        ModelSpec body = new ModelSpec(target.archName() + " mtp", hidden, target.vocab(), target.maxPositions(), embedding,
+                target.embedScale(), null, List.of(layer), norm(MTP_PREFIX + "norm.weight"), head, target.finalSoftcap(), null);
+        String fc = MTP_PREFIX + "fc.weight";
+        if (!w.has(fc)) throw new ModelException("missing tensor '" + fc + "' (the MTP head's input projection)");
+        return new MtpSpec(body, fc, norm(MTP_PREFIX + "pre_fc_norm_embedding.weight"), norm(MTP_PREFIX + "pre_fc_norm_hidden.weight"));
     }
 
     private static NormStyle defaultNormStyle(String family) {
@@ -153,7 +200,8 @@ public final class SpecBuilder {
         return value;
     }
 
-    private static String p(int i) { return "model.layers." + i + "."; }
+    /** Where layer i's tensors are named: the decoder's {@code model.layers.i.}, or the MTP head's {@code model.mtp.layers.i.}. */
+    private String p(int i) { return layerPrefix + i + "."; }
 
     private String opt(String name) { return w.has(name) ? name : null; }
 

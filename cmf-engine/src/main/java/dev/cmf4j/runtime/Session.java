@@ -24,6 +24,12 @@ public final class Session implements AutoCloseable {
     private final float[] last;
     private int[] history = new int[64];
     private int length;
+    /** Receives the last layer's hidden rows of every step this session runs (an MTP head reads them), or null. */
+    private HiddenRows hiddenRows;
+
+    /** The model's last-layer output rows (before its final norm) of a step that ran {@code rows} tokens from {@code position}. */
+    @FunctionalInterface
+    public interface HiddenRows { void accept(int position, float[] x, int rows, int hidden); }
 
     /**
      * @param maxContext positions this session may hold (capped by the model's max_position_embeddings)
@@ -183,6 +189,16 @@ public final class Session implements AutoCloseable {
         for (int p = 0; p < again.length; p += chunk) forward(again, p, Math.min(chunk, again.length - p), null, false);
     }
 
+    /**
+     * Hands the last layer's hidden rows of every later step to {@code sink} (null: none), rows [tokens, hidden] as
+     * they leave the last layer; only on the CPU graph (a GPU-resident forward keeps them on the device).
+     */
+    public void observeHidden(HiddenRows sink) {
+        if (sink != null && graph.device() != null)
+            throw new IllegalStateException("the hidden states of a GPU-resident model stay on the device");
+        this.hiddenRows = sink;
+    }
+
     /** Forgets the conversation. */
     public void reset() {
         state.reset();
@@ -190,7 +206,13 @@ public final class Session implements AutoCloseable {
     }
 
     private void forward(int[] ids, int off, int n, float[] logits, boolean all) {
-        graph.forward(state, ids, off, n, logits, all, null);
+        Graph.HiddenObserver observer = null;
+        if (hiddenRows != null) {
+            HiddenRows sink = hiddenRows;
+            int from = state.position(), last = graph.numLayers();   // index layers: the last layer's output
+            observer = (index, x, tokens, hidden) -> { if (index == last) sink.accept(from, x, tokens, hidden); };
+        }
+        graph.forward(state, ids, off, n, logits, all, observer);
         consumed(ids, off, n);
     }
 

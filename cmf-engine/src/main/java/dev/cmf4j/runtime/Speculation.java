@@ -5,16 +5,17 @@ import dev.cmf4j.model.graph.State;
 import java.util.Arrays;
 
 /**
- * Speculative decoding with a draft model of the same vocabulary: the draft proposes up to {@code draftMax} tokens, the
- * target runs them as the rows of one step (its weights read once for all of them) and keeps the longest prefix its
- * own sampler would have produced: greedy, the drafts equal to its pick; sampled, Leviathan et al.'s rule (accept a
- * draft x with probability min(1, p(x)/q(x)), else draw from max(0, p − q) normalised), which leaves the target's
- * distribution exact. The first rejected or the extra token comes from the target, so every round yields at least one.
- * Rejected tokens are taken back from both sessions ({@link Session#rewind}). While the drafts are mostly rejected,
- * drafting pauses and plain steps run; it is tried again later.
+ * Speculative decoding with a draft model of the same vocabulary or the model's own MTP head ({@link MtpDraft}): the
+ * draft proposes up to {@code draftMax} tokens, the target runs them as the rows of one step (its weights read once for
+ * all of them) and keeps the longest prefix its own sampler would have produced: greedy, the drafts equal to its pick;
+ * sampled, Leviathan et al.'s rule (accept a draft x with probability min(1, p(x)/q(x)), else draw from max(0, p − q)
+ * normalised), which leaves the target's distribution exact. The first rejected or the extra token comes from the
+ * target, so every round yields at least one. Rejected tokens are taken back from the target's session
+ * ({@link Session#rewind}) and from the draft. While the drafts are mostly rejected, drafting pauses and plain steps
+ * run; it is tried again later.
  *
- * <p>One instance per sequence (it owns the draft session, which follows the target's across generations: a chat's
- * turns); not thread-safe.
+ * <p>One instance per sequence (it owns the draft session or the head's state, which follows the target's across
+ * generations: a chat's turns); not thread-safe.
  */
 public final class Speculation {
 
@@ -27,7 +28,31 @@ public final class Speculation {
         public double tokensPerStep() { long steps = rounds + plainSteps; return steps == 0 ? 0 : (double) tokens / steps; }
     }
 
-    private final Session draft;
+    /**
+     * Where the drafts come from: a draft model's session ({@link SessionDrafter}) or the model's own MTP head
+     * ({@link MtpDraft}).
+     */
+    interface Drafter {
+        /** Rows of its logits. */
+        int vocab();
+
+        /** A generation on {@code target} starts; called before the target runs its prompt. */
+        void begin(Session target);
+
+        /** The most tokens it can draft after {@code z} with the target at its position. */
+        int limit(Session target);
+
+        /**
+         * Drafts up to {@code k} tokens after the target's history and {@code z} into {@code xs} (sampled: {@code q[i]}
+         * the distribution draft i was drawn from by {@code sampler}); returns how many, 0 when it cannot this round.
+         */
+        int propose(Session target, int z, int k, Sampler sampler, int[] xs, float[][] q);
+
+        /** The target kept {@code kept} of the {@code k} drafts (its session already rewound). */
+        void settle(Session target, int kept, int k);
+    }
+
+    private final Drafter drafter;
     private final int draftMax;
     private final Sampler draftSampler;
     private long drafted, accepted, rounds, plainSteps;
@@ -39,9 +64,14 @@ public final class Speculation {
      * @param draftMax tokens drafted per round (1..64)
      * @param params   the target's sampling parameters; the draft samples with the same ones (its own stream)
      */
-    public Speculation(Session draft, int draftMax, SamplingParams params) {
+    public Speculation(Session draft, int draftMax, SamplingParams params) { this(new SessionDrafter(draft), draftMax, params); }
+
+    /** Drafting with the model's own MTP head ({@link MtpDraft}); as above otherwise. */
+    public Speculation(MtpDraft mtp, int draftMax, SamplingParams params) { this((Drafter) mtp, draftMax, params); }
+
+    private Speculation(Drafter drafter, int draftMax, SamplingParams params) {
         if (draftMax < 1 || draftMax > 64) throw new IllegalArgumentException("--draft-max must be 1..64, got " + draftMax);
-        this.draft = draft;
+        this.drafter = drafter;
         this.draftMax = draftMax;
         Long seed = params.seed();
         this.draftSampler = new Sampler(params.withSeed(seed == null ? null : seed ^ 0x6A09E667F3BCC909L));
@@ -56,17 +86,15 @@ public final class Speculation {
      */
     public Generator.Result generate(Generator g, int[] prompt, int maxTokens, Generator.TextStream text, Generator.Listener listener) {
         Session target = g.session();
-        if (draft.vocab() != target.vocab())
-            throw new IllegalArgumentException("the draft's vocabulary has " + draft.vocab() + " tokens, the target's " + target.vocab());
+        if (drafter.vocab() != target.vocab())
+            throw new IllegalArgumentException("the draft's vocabulary has " + drafter.vocab() + " tokens, the target's " + target.vocab());
         Sampler sampler = g.sampler();
         boolean greedy = sampler.params().greedy();
         int v = target.vocab();
         drafted = accepted = rounds = plainSteps = 0;
         Generator.Generation gen = g.start(maxTokens, text, listener);
+        drafter.begin(target);
         float[] logits = target.prefill(prompt);
-        // the draft must hold a prefix of the target's tokens (a chat that started over, a restored state: start over)
-        int[] dh = draft.historyArray(), th = target.historyArray();
-        if (draft.position() > target.position() || !Arrays.equals(dh, 0, draft.position(), th, 0, draft.position())) draft.reset();
         int z = gen.next(logits, 0);
         float[][] q = greedy ? null : new float[draftMax][v];
         float[] p = greedy ? null : new float[v];
@@ -74,26 +102,15 @@ public final class Speculation {
         while (z >= 0) {
             int p0 = target.position();
             int k = Math.min(draftMax, Math.min(maxTokens - gen.tokens() - 1, target.maxContext() - p0 - 2));
-            k = Math.min(k, draft.maxContext() - p0 - 1);
-            if (k < 1 || monitor.paused()) {
+            k = Math.min(k, drafter.limit(target));
+            // 1. the draft catches up on the target's tokens and z, then proposes k tokens (none: a plain step)
+            if (k >= 1 && !monitor.paused()) k = drafter.propose(target, z, k, draftSampler, xs, q);
+            else k = 0;
+            if (k < 1) {
                 plainSteps++;
                 logits = target.decode(z);
                 z = gen.next(logits, 0);
                 continue;
-            }
-            // 1. the draft catches up on the target's tokens and z, then proposes k tokens
-            int[] catchUp = catchUp(target, z);
-            float[] dl = draft.prefill(catchUp);
-            State.Mark dm = draft.mark(k - 1);
-            int d0 = draft.position();
-            for (int i = 0; i < k; i++) {
-                if (greedy) {
-                    xs[i] = draftSampler.sample(dl, 0, v, draft.historyArray(), draft.historyLength());
-                } else {
-                    draftSampler.probabilities(dl, 0, v, draft.historyArray(), draft.historyLength(), q[i]);
-                    xs[i] = draftSampler.draw(q[i], v);
-                }
-                if (i < k - 1) dl = draft.decode(xs[i]);
             }
             // 2. the target runs z and the k drafts as one step: row i is its distribution for draft i, row k the next
             State.Mark tm = target.mark(k + 1);
@@ -107,8 +124,8 @@ public final class Speculation {
             drafted += k;
             accepted += j;
             monitor.record(k, j);
-            // 3. emit the accepted drafts and the target's own token; keep in both sessions exactly what plain decoding
-            // would have consumed (every emitted token but one that ended the generation)
+            // 3. emit the accepted drafts and the target's own token; keep in both exactly what plain decoding would have
+            // consumed (every emitted token but one that ended the generation)
             int kept = 0;
             z = -1;
             boolean open = true;
@@ -117,18 +134,63 @@ public final class Speculation {
                 else open = false;
             }
             if (kept < k) target.rewind(tm, p0 + 1 + kept);
-            if (Math.min(kept, k - 1) < k - 1) draft.rewind(dm, d0 + Math.min(kept, k - 1));
+            drafter.settle(target, kept, k);
             if (open) z = gen.accept(next[0]);
         }
         return gen.result();
     }
 
-    /** The target's tokens the draft has not consumed, then z (the draft holds a prefix of the target's history). */
-    private int[] catchUp(Session target, int z) {
-        int from = draft.position(), to = target.position();
-        int[] ids = Arrays.copyOfRange(target.historyArray(), from, to + 1);
-        ids[ids.length - 1] = z;
-        return ids;
+    /**
+     * Drafts with a draft model's session: it catches up on the target's tokens it has not seen, proposes one token a
+     * step, and takes back what the target did not keep.
+     */
+    private static final class SessionDrafter implements Drafter {
+        private final Session draft;
+        private State.Mark mark;
+        private int markedAt;
+
+        SessionDrafter(Session draft) { this.draft = draft; }
+
+        @Override public int vocab() { return draft.vocab(); }
+
+        @Override public void begin(Session target) { mark = null; }
+
+        @Override public int limit(Session target) { return draft.maxContext() - target.position() - 1; }
+
+        @Override public int propose(Session target, int z, int k, Sampler sampler, int[] xs, float[][] q) {
+            // the draft must hold a prefix of the target's tokens (a chat that started over, a restored state: start over)
+            int[] dh = draft.historyArray(), th = target.historyArray();
+            if (draft.position() > target.position() || !Arrays.equals(dh, 0, draft.position(), th, 0, draft.position())) draft.reset();
+            boolean greedy = sampler.params().greedy();
+            int v = draft.vocab();
+            float[] dl = draft.prefill(catchUp(target, z));
+            mark = draft.mark(k - 1);
+            markedAt = draft.position();
+            for (int i = 0; i < k; i++) {
+                if (greedy) {
+                    xs[i] = sampler.sample(dl, 0, v, draft.historyArray(), draft.historyLength());
+                } else {
+                    sampler.probabilities(dl, 0, v, draft.historyArray(), draft.historyLength(), q[i]);
+                    xs[i] = sampler.draw(q[i], v);
+                }
+                if (i < k - 1) dl = draft.decode(xs[i]);
+            }
+            return k;
+        }
+
+        /** The draft consumed z and drafts 0..k-2: it keeps z and the kept drafts (the last draft it never ran). */
+        @Override public void settle(Session target, int kept, int k) {
+            if (Math.min(kept, k - 1) < k - 1) draft.rewind(mark, markedAt + Math.min(kept, k - 1));
+            mark = null;
+        }
+
+        /** The target's tokens the draft has not consumed, then z (the draft holds a prefix of the target's history). */
+        private int[] catchUp(Session target, int z) {
+            int from = draft.position(), to = target.position();
+            int[] ids = Arrays.copyOfRange(target.historyArray(), from, to + 1);
+            ids[ids.length - 1] = z;
+            return ids;
+        }
     }
 
     /**

@@ -69,6 +69,7 @@ final class DecoderPlans {
                 case Plan.EndLayer e -> out.add(new LayerOps(index, mixer, ffn, preMixer, postMixer, preFfn, postFfn, pli, scalar));
                 case Plan.Normalize n -> throw new IllegalStateException("the device layer has no norm " + Plan.line(op));
                 case Plan.Embed e -> { }
+                case Plan.MtpInput m -> { }
                 case Plan.PerLayerTable p -> { }
                 case Plan.FinalNorm f -> { }
                 case Plan.Head h -> { }
@@ -85,6 +86,7 @@ final class DecoderPlans {
 
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
+        if (op(plan, Plan.MtpInput.class) != null) return "an MTP head's input (the model's hidden rows) runs on the CPU";
         List<LayerOps> layers = layers(plan);
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;

@@ -83,9 +83,24 @@ public final class Graph {
      */
     public Graph(ModelSpec spec, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters,
                  AttentionMemory memory) {
+        // Plan.of checks that the spec's parts fit together and the memory applies
+        this(Plan.of(spec, memory), weights, backend, adapters);
+    }
+
+    /**
+     * The graph of a model's MTP head ({@link MtpSpec}): it runs on the CPU (its steps take the model's hidden rows,
+     * {@link #forwardMtp}), its one layer's state per sequence as any graph's.
+     */
+    public static Graph ofMtp(dev.cmf4j.model.MtpSpec mtp, Weights weights, Backend backend) {
+        return new Graph(Plan.ofMtp(mtp), weights, backend, java.util.List.of());
+    }
+
+    private Graph(Plan plan, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters) {
+        ModelSpec spec = plan.spec();
+        AttentionMemory memory = plan.memory();
         this.spec = spec;
         this.memory = memory;
-        this.plan = Plan.of(spec, memory);   // checks that the spec's parts fit together and the memory applies
+        this.plan = plan;
         this.weights = weights;
         this.hidden = spec.hidden();
         this.vocab = spec.vocab();
@@ -334,6 +349,27 @@ public final class Graph {
             throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
         Batch.Logits want = logits == null ? Batch.Logits.NONE : allLogits ? Batch.Logits.ALL : Batch.Logits.LAST;
         forward(st.soloBatch().add(st, ids, off, tokens, want), st.soloWorkspace(), logits, observer);
+    }
+
+    /**
+     * An MTP head's step ({@link #ofMtp}): as {@link #forward(State, int[], int, int, float[], boolean, HiddenObserver)},
+     * row t's input made from token {@code ids[off + t]} and the model's hidden row {@code hidden[hiddenOff + t·hidden,
+     * + hidden)} (its last layer's output for the position before that token).
+     */
+    public void forwardMtp(State st, int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, float[] logits,
+                           boolean allLogits, HiddenObserver observer) {
+        if (!(plan.ops().getFirst() instanceof Plan.MtpInput)) throw new IllegalStateException("this graph is not an MTP head's");
+        if (hiddenOff < 0 || (long) hiddenOff + (long) tokens * hidden > hiddenRows.length)
+            throw new IllegalArgumentException(tokens + " hidden rows from " + hiddenOff + " outside a buffer of " + hiddenRows.length);
+        if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
+        Workspace ws = st.soloWorkspace();
+        ws.hiddenIn = hiddenRows;
+        ws.hiddenInOff = hiddenOff;
+        try {
+            forward(st, ids, off, tokens, logits, allLogits, observer);
+        } finally {
+            ws.hiddenIn = null;
+        }
     }
 
     /**

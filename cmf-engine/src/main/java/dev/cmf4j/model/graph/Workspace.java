@@ -26,6 +26,11 @@ public final class Workspace {
     Graph.HiddenObserver observer;
     /** Rows of x the current layer's task masks keep out of it (RowOverlay.skipRows). */
     int kept;
+    /** An MTP head's step: the model's hidden rows [rows, hidden] from {@link #hiddenIn}[{@link #hiddenInOff}]; else null. */
+    float[] hiddenIn;
+    int hiddenInOff;
+    /** An MTP head's concatenated input rows [rows, 2·hidden], or null on other graphs. */
+    final float[] mtpCat;
 
     Workspace(Graph graph, int maxRows, int maxContext) {
         this.graph = graph;
@@ -50,6 +55,7 @@ public final class Workspace {
         pliTmp = pliWidth == 0 || !cpu ? null : new float[maxRows * pliWidth];
         int pliDim = graph.perLayerDim();
         pliTmp2 = pliDim == 0 || !cpu ? null : new float[maxRows * Math.max(pliDim, hidden)];
+        mtpCat = cpu && graph.plan().ops().getFirst() instanceof dev.cmf4j.model.Plan.MtpInput ? new float[maxRows * 2 * hidden] : null;
     }
 
     /** Sets up a CPU step of {@code batch}'s rows (their ids flattened into {@link #ids}). */
