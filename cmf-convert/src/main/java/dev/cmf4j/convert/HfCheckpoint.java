@@ -23,7 +23,8 @@ import java.util.regex.Pattern;
  */
 public final class HfCheckpoint implements ModelSource {
     private static final JsonNodeFactory F = JsonNodeFactory.instance;
-    private static final Pattern LAYER_PREFIX = Pattern.compile("^(model\\.layers\\.\\d+\\.)(.*)$");
+    /** A decoder layer's or the MTP head's layer (fused tensors split alike). */
+    private static final Pattern LAYER_PREFIX = Pattern.compile("^(model\\.(?:mtp\\.)?layers\\.\\d+\\.)(.*)$");
 
     private final Path dir;
     private final HfConfig config;
@@ -99,8 +100,9 @@ public final class HfCheckpoint implements ModelSource {
             if (name.startsWith("model.language_model.")) name = "model." + name.substring("model.language_model.".length());
             else if (name.startsWith("language_model.model.")) name = "model." + name.substring("language_model.model.".length());
             else if (name.startsWith("language_model.lm_head.")) name = name.substring("language_model.".length());
+            else if (name.startsWith("mtp.")) name = "model." + name;   // Qwen3-Next's MTP head: model.mtp.* in CMF
             boolean text = (name.startsWith("model.") || name.startsWith("lm_head."))
-                    && !name.matches("model\\.(vision_tower|audio_tower|embed_vision|embed_audio|multi_modal_projector|visual|mtp)\\..*");
+                    && !name.matches("model\\.(vision_tower|audio_tower|embed_vision|embed_audio|multi_modal_projector|visual)\\..*");
             if (!text || (tied && name.equals("lm_head.weight"))) {
                 dropped.add(t.name());
                 continue;
@@ -121,6 +123,7 @@ public final class HfCheckpoint implements ModelSource {
             }
         }
         out.sort((a, b) -> TensorOrder.NAMES.compare(a.name(), b.name()));
+        mtpBlock(byOut.keySet());
         if (!dropped.isEmpty()) {
             ArrayNode d = provenance.putArray("dropped_tensors");
             dropped.forEach(d::add);
@@ -135,6 +138,31 @@ public final class HfCheckpoint implements ModelSource {
         }
         return List.copyOf(out);
     }
+
+    /**
+     * {@code arch.mtp} when the checkpoint has an MTP head: its layer count (the config's {@code num_nextn_predict_layers}
+     * or {@code mtp_num_hidden_layers}, else the layers present) and the embedding and head it shares with the model.
+     */
+    private void mtpBlock(java.util.Set<String> names) {
+        java.util.Set<Integer> layers = new java.util.TreeSet<>();
+        boolean any = false;
+        for (String n : names) {
+            if (!n.startsWith("model.mtp.")) continue;
+            any = true;
+            Matcher m = MTP_LAYER.matcher(n);
+            if (m.matches()) layers.add(Integer.parseInt(m.group(1)));
+        }
+        if (!any) return;
+        HfConfig c = config.text();
+        Integer n = c.integer("num_nextn_predict_layers");
+        if (n == null) n = c.integer("mtp_num_hidden_layers");
+        ObjectNode mtp = arch.putObject("mtp");
+        mtp.put("num_layers", n != null ? n : layers.size());
+        mtp.put("share_lm_head", !names.contains("model.mtp.lm_head.weight"));
+        mtp.put("share_embed", !names.contains("model.mtp.embed_tokens.weight"));
+    }
+
+    private static final Pattern MTP_LAYER = Pattern.compile("^model\\.mtp\\.layers\\.(\\d+)\\..*$");
 
     private void requireFloat(SafetensorsReader.Tensor t) {
         if (t.dtype() == null || !t.dtype().isFloat())

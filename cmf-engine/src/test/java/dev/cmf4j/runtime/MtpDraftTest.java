@@ -427,6 +427,57 @@ class MtpDraftTest {
         }
     }
 
+    /**
+     * From a Hugging Face folder: models/qwen3_next with a random head under Qwen3-Next's own names ({@code mtp.*}),
+     * converted by the converter, drafts and stays token-exact.
+     */
+    @Test void aHuggingFaceCheckpointsHeadConvertsAndDrafts() throws Exception {
+        Path src = Fixtures.require("models/qwen3_next");
+        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("hf-qwen3_next-mtp"));
+        java.nio.file.Files.copy(src.resolve("config.json"), dir.resolve("config.json"));
+        Map<String, Extra> head = randomHead(convertedFixture("qwen3_next"), 5);
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
+        var data = new java.io.ByteArrayOutputStream();
+        try (var st = dev.cmf4j.convert.SafetensorsReader.open(src)) {
+            for (var t : st.tensors()) {
+                byte[] b = st.bytes(t.name()).toArray(ValueLayout.JAVA_BYTE);
+                entry(json, t.name(), t.dtypeName(), t.shape(), data.size(), b.length);
+                data.write(b);
+            }
+        }
+        for (var e : head.entrySet()) {   // the converted layer's names are the checkpoint's for this layer (no fused tensors)
+            ByteBuffer b = ByteBuffer.allocate(e.getValue().values().length * 4).order(ByteOrder.LITTLE_ENDIAN);
+            for (float v : e.getValue().values()) b.putFloat(v);
+            entry(json, e.getKey().substring("model.".length()), "F32", e.getValue().shape(), data.size(), b.capacity());
+            data.write(b.array());
+        }
+        byte[] hj = json.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ByteBuffer len = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(hj.length);
+        try (var out = java.nio.file.Files.newOutputStream(dir.resolve("model.safetensors"))) {
+            out.write(len.array());
+            out.write(hj);
+            data.writeTo(out);
+        }
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("hf-qwen3_next-mtp.cmf"), TensorPolicy.Mode.F32);
+        try (Model m = Model.open(cmf)) {
+            assertThat(m.hasMtp()).isTrue();
+            Generator.Result want = plain(m.graph(), SamplingParams.GREEDY, 24);
+            Speculation spec = new Speculation(new MtpDraft(m.mtpGraph(), 128), 4, SamplingParams.GREEDY);
+            Generator.Result got = spec.generate(new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY),
+                    Set.of(), List.of()), PROMPT, 24, null, null);
+            assertThat(got.tokens()).containsExactly(want.tokens());
+            assertThat(spec.stats(24).drafted()).isPositive();
+        }
+    }
+
+    private static void entry(ObjectNode json, String name, String dtype, long[] shape, long from, long bytes) {
+        ObjectNode t = json.putObject(name);
+        t.put("dtype", dtype);
+        var sh = t.putArray("shape");
+        for (long d : shape) sh.add(d);
+        t.putArray("data_offsets").add(from).add(from + bytes);
+    }
+
     @Test void aFileWithoutAHeadOrWithAMalformedOneIsRefusedClearly() {
         Path plainFile = convertedFixture("llama");
         try (Model m = Model.open(plainFile)) {
