@@ -210,7 +210,7 @@ public final class BenchCommand implements Callable<Integer> {
             SpecResult drafted = null;
             if (draft.on()) {
                 if (genTokens < 2) throw new IllegalArgumentException("--draft measures generation: --gen-tokens must be >= 2");
-                try (Model dm = draft.open(model, backend)) { drafted = speculative(graph, dm, prompt); }
+                try (Model dm = draft.open(model, backend)) { drafted = speculative(model, graph, dm, prompt); }
             }
             if (json) out.println(json(dtype, usedThreads, bytesPerToken, pp, tg, deep, batched, switches, drafted));
             else {
@@ -253,7 +253,7 @@ public final class BenchCommand implements Callable<Integer> {
      * Greedy generation of {@code genTokens} after the prompt (at least one token of it), timed from the first token to
      * the last, plainly and with the draft, alternating; both must produce the same tokens.
      */
-    private SpecResult speculative(Graph graph, Model dm, int[] prompt) {
+    private SpecResult speculative(Model model, Graph graph, Model dm, int[] prompt) {
         int[] p = prompt.length > 0 ? prompt : new int[] {0};
         double[] plain = new double[reps], withDraft = new double[reps];
         Speculation.Stats stats = null;
@@ -264,7 +264,7 @@ public final class BenchCommand implements Callable<Integer> {
                         .generate(p, genTokens, null, firstAndLast(t));
                 double a = (r.tokens().length - 1) / ((t[1] - t[0]) * 1e-9);
                 try (Session s2 = session(graph, p.length + genTokens + 1, 0)) {
-                    Speculation sp = draft.speculation(dm, p.length + genTokens + 1, SamplingParams.GREEDY);
+                    Speculation sp = draft.speculation(model, dm, p.length + genTokens + 1, SamplingParams.GREEDY);
                     long[] u = new long[2];
                     Generator.Result r2 = sp.generate(new Generator(s2, new Sampler(SamplingParams.GREEDY), java.util.Set.of(), java.util.List.of()),
                             p, genTokens, null, firstAndLast(u));
@@ -293,7 +293,7 @@ public final class BenchCommand implements Callable<Integer> {
 
     private void speculativeTable(PrintWriter out, SpecResult r) {
         out.printf(Locale.ROOT, "greedy generation of %d tokens, first to last token: plain %.2f ± %.2f t/s, with --draft %s (k %d)"
-                        + " %.2f ± %.2f t/s (%.2f×)%n", genTokens, r.plain().median(), r.plain().stddev(), draft.draft.getFileName(),
+                        + " %.2f ± %.2f t/s (%.2f×)%n", genTokens, r.plain().median(), r.plain().stddev(), draft.label(),
                 draft.draftMax, r.drafted().median(), r.drafted().stddev(), r.drafted().median() / r.plain().median());
         out.println(DraftOptions.describe(r.stats()));
     }

@@ -69,7 +69,7 @@ public final class ChatCommand implements Callable<Integer> {
             session.useOverlay(overrides.overlay(m.graph()));
             SamplingParams params = sampling.params(SamplingParams.defaults());
             Chat chat = new Chat(session, codec, new Sampler(params), maxTokens, noThink ? Map.of("enable_thinking", false) : Map.of());
-            if (dm != null) chat.useDraft(draft.speculation(dm, ctx, params));
+            if (draft.on()) chat.useDraft(draft.speculation(m, dm, ctx, params));
             if (stateIn != null) {
                 if (system != null) throw new IllegalArgumentException("--system starts a new conversation; the one in "
                         + stateIn + " has its own messages (use --system without --state-in)");

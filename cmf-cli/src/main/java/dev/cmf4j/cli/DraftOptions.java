@@ -1,6 +1,7 @@
 package dev.cmf4j.cli;
 
 import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.MtpDraft;
 import dev.cmf4j.runtime.SamplingParams;
 import dev.cmf4j.runtime.Session;
 import dev.cmf4j.runtime.Speculation;
@@ -12,12 +13,19 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 
-/** {@code --draft FILE [--draft-max K]}: speculative decoding with a draft model of the same vocabulary. */
+/**
+ * {@code --draft FILE|mtp [--draft-max K]}: speculative decoding with a draft model of the same vocabulary, or with the
+ * model file's own MTP head ({@code --draft mtp}).
+ */
 final class DraftOptions {
-    @Option(names = "--draft", paramLabel = "FILE",
-            description = "speculative decoding: a smaller .cmf model of the same vocabulary drafts tokens the model verifies"
-                    + " in one step (greedy output unchanged; sampled output keeps its distribution)")
+    @Option(names = "--draft", paramLabel = "FILE|mtp",
+            description = "speculative decoding: a smaller .cmf model of the same vocabulary, or 'mtp' for the file's own MTP"
+                    + " head (model.mtp.*, CPU only), drafts tokens the model verifies in one step (greedy output unchanged;"
+                    + " sampled output keeps its distribution)")
     Path draft;
+
+    /** {@code --draft mtp}: the model file's own MTP head (a file named mtp is {@code ./mtp}). */
+    static final String MTP = "mtp";
 
     @Option(names = "--draft-max", paramLabel = "K", defaultValue = "6",
             description = "tokens drafted per step with --draft (1..32, default ${DEFAULT-VALUE})")
@@ -26,13 +34,23 @@ final class DraftOptions {
     /** Whether a draft was asked for. */
     boolean on() { return draft != null; }
 
+    /** Whether the draft is the model's own MTP head. */
+    boolean mtp() { return draft != null && draft.toString().equals(MTP); }
+
+    /** What drafts, for messages: the draft file's name or "the MTP head". */
+    String label() { return mtp() ? "the MTP head" : String.valueOf(draft.getFileName()); }
+
     /**
      * Opens the draft on {@code backend} after checking its vocabulary is the target's, token for token; null without
-     * {@code --draft}.
+     * {@code --draft} and with {@code --draft mtp} (whose head is checked here: the file must have one).
      */
     Model open(Model target, dev.cmf4j.backend.Backend backend) throws NoSuchFileException {
         if (draft == null) return null;
         if (draftMax < 1 || draftMax > 32) throw new IllegalArgumentException("--draft-max must be 1..32, got " + draftMax);
+        if (mtp()) {
+            target.mtpGraph();   // a one-line ModelException when the file has no head or the model is GPU-resident
+            return null;
+        }
         if (!Files.isRegularFile(draft)) throw new NoSuchFileException(draft.toString(), null, "the --draft model file does not exist");
         Model d = Model.open(draft, null, backend);
         try {
@@ -49,8 +67,12 @@ final class DraftOptions {
         return d;
     }
 
-    /** A speculation drafting through a fresh session of {@code d} of {@code ctx} positions. */
-    Speculation speculation(Model d, int ctx, SamplingParams params) {
+    /**
+     * A speculation drafting through a fresh session of {@code d} (what {@link #open} gave) of {@code ctx} positions, or
+     * through {@code target}'s MTP head.
+     */
+    Speculation speculation(Model target, Model d, int ctx, SamplingParams params) {
+        if (mtp()) return new Speculation(new MtpDraft(target.mtpGraph(), ctx), draftMax, params);
         return new Speculation(new Session(d.graph(), ctx), draftMax, params);
     }
 

@@ -68,7 +68,7 @@ public final class GenerateCommand implements Callable<Integer> {
             Session s = new Session(target.graph(), prompt.length + n + 1);
             s.useOverlay(target.overlay());
             Generator gen = new Generator(s, new Sampler(p), eos, List.of());
-            var sp = dm == null ? null : draft.speculation(dm, prompt.length + n + 1, p);
+            var sp = draft.on() ? draft.speculation(m, dm, prompt.length + n + 1, p) : null;
             Generator.Result r = sp == null ? gen.generate(prompt, n, null, null) : sp.generate(gen, prompt, n, null, null);
             PrintWriter out = spec.commandLine().getOut();
             if (json) {

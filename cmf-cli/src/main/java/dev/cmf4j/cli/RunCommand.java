@@ -102,7 +102,7 @@ public final class RunCommand implements Callable<Integer> {
 
                 @Override public void text(String piece) { out.print(piece); out.flush(); }
             };
-            Speculation sp = dm == null ? null : draft.speculation(dm, ctx, p);
+            Speculation sp = draft.on() ? draft.speculation(m, dm, ctx, p) : null;
             Generator.Result r = sp == null ? gen.generate(ids, maxTokens, codec.stream(true), listener)
                     : sp.generate(gen, ids, maxTokens, codec.stream(true), listener);
             out.println();

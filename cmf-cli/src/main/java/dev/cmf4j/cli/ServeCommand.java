@@ -103,6 +103,8 @@ public final class ServeCommand implements Callable<Integer> {
             var dev = m.graph().device();
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
+            if (draft.mtp())   // the scheduler drafts for its sequences in batched steps of a draft model
+                throw new IllegalArgumentException("--draft mtp is not supported by serve yet (run, chat, generate and bench take it); use a draft model file");
             Model dm = draft.open(m, backend);
             // drafts add up to --draft-max rows per sequence to a step
             int rows = parallel * (1 + (dm == null ? 0 : draft.draftMax)) + chunk;

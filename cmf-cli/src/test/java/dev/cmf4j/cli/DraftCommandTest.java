@@ -11,7 +11,10 @@ import java.nio.file.Path;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** {@code --draft} on run, generate and bench with the bundled model: the same output as without, and the refusals. */
+/**
+ * {@code --draft} on run, generate and bench with the bundled model (and {@code --draft mtp} with the bundled model
+ * given a head): the same output as without, and the refusals.
+ */
 class DraftCommandTest {
     private static Path model;
 
@@ -69,5 +72,71 @@ class DraftCommandTest {
         Run foreign = Run.run("run", model.toString(), "-p", "hi", "-n", "2", "--draft", other.toString());
         assertThat(foreign.code()).isNotZero();
         assertThat(foreign.err()).contains("cannot draft for this model");
+    }
+
+    /**
+     * The bundled model with an MTP head: its layer a copy of the model's last layer (same tensors and dtypes), the
+     * norms copies of its final norm, fc random; written with the repo's writer (the tokenizer too).
+     */
+    private static Path withHead(Path dir) throws Exception {
+        Path out = dir.resolve("default-mtp.cmf");
+        try (dev.cmf4j.format.CmfFile f = dev.cmf4j.format.CmfFile.open(model)) {
+            var arch = f.header().arch().toJson();
+            int layers = arch.get("num_layers").asInt(), h = arch.get("hidden_size").asInt();
+            arch.putObject("mtp").put("num_layers", 1).put("share_lm_head", true).put("share_embed", true);
+            var h0 = f.header();
+            var header = new dev.cmf4j.format.CmfHeader(h0.format(), h0.version(), dev.cmf4j.format.ModelArch.fromJson(arch), h0.quantType(),
+                    h0.tokenizerConfig(), java.util.List.of(), null, h0.provenance(), null, null, null, null, null, null, null, java.util.Map.of());
+            try (dev.cmf4j.format.CmfWriter w = dev.cmf4j.format.CmfWriter.create(out, header)) {
+                String last = "model.layers." + (layers - 1) + ".";
+                for (var t : f.tensors()) {
+                    w.addTensor(t.name(), t.dtype(), t.shape(), t.data());
+                    if (t.name().startsWith(last))
+                        w.addTensor("model.mtp.layers.0." + t.name().substring(last.length()), t.dtype(), t.shape(), t.data());
+                    if (t.name().equals("model.norm.weight"))
+                        for (String n : new String[] {"pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"})
+                            w.addTensor("model.mtp." + n + ".weight", t.dtype(), t.shape(), t.data());
+                }
+                w.setVocab(f.vocab().orElseThrow());
+                java.util.Random r = new java.util.Random(1);
+                java.nio.ByteBuffer fc = java.nio.ByteBuffer.allocate(2 * h * h * 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                for (int i = 0; i < 2 * h * h; i++) fc.putFloat((float) (r.nextGaussian() / Math.sqrt(2 * h)));
+                w.addTensor("model.mtp.fc.weight", dev.cmf4j.format.DType.F32, new long[] {h, 2L * h}, fc.array());
+                w.finish();
+            }
+        }
+        return out;
+    }
+
+    @Test void draftMtpDraftsWithTheFilesOwnHead(@org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path withHead = withHead(tmp);
+        String[] base = {"run", withHead.toString(), "-p", "The manual page for tar says", "-n", "24", "--greedy"};
+        Run plain = Run.run(base);
+        assertThat(plain.code()).as(plain.err()).isZero();
+        String[] drafted = java.util.Arrays.copyOf(base, base.length + 5);
+        System.arraycopy(new String[] {"--draft", "mtp", "--draft-max", "3", "-v"}, 0, drafted, base.length, 5);
+        Run d = Run.run(drafted);
+        assertThat(d.code()).as(d.err()).isZero();
+        assertThat(d.out()).isEqualTo(plain.out());
+        assertThat(d.err()).contains("[draft: ");
+
+        ObjectMapper om = new ObjectMapper();
+        String ids = "1,20,300,4000,50,600,70";
+        Run g = Run.run("generate", withHead.toString(), "--ids", ids, "-n", "20", "--json");
+        Run gd = Run.run("generate", withHead.toString(), "--ids", ids, "-n", "20", "--json", "--draft", "mtp", "--draft-max", "2");
+        assertThat(gd.code()).as(gd.err()).isZero();
+        assertThat(om.readTree(gd.out()).get("ids")).isEqualTo(om.readTree(g.out()).get("ids"));
+        assertThat(om.readTree(gd.out()).at("/draft/drafted").asLong()).isPositive();
+
+        Run b = Run.run("bench", withHead.toString(), "-p", "8", "-n", "12", "-r", "1", "--warmup", "0", "-t", "2", "--draft", "mtp");
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("with --draft the MTP head");
+    }
+
+    @Test void draftMtpWithoutAHeadIsRefused() {
+        Run r = Run.run("run", model.toString(), "-p", "hi", "-n", "2", "--draft", "mtp");
+        assertThat(r.code()).isNotZero();
+        assertThat(r.err()).contains("has no MTP head (no model.mtp.* tensors)");
+        assertThat(r.err().strip().lines().count()).as(r.err()).isLessThanOrEqualTo(2);
     }
 }
