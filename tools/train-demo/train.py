@@ -269,7 +269,7 @@ def main():
     print(f"model: {n_params:,} params ({n_params - n_embed:,} non-embedding), tied embeddings", flush=True)
     joint = None
     if args.mtp:
-        head = MtpHead(config).to(dev)
+        head = MtpHead(model.config).to(dev)   # the model's config object: its attention implementation (sdpa)
         joint = WithMtp(model, head, args.mtp_weight)
         check_causal(joint, V, dev)
         print(f"MTP head: {sum(p.numel() for p in head.parameters()):,} params, loss weight {args.mtp_weight}", flush=True)
