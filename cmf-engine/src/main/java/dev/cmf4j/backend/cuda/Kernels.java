@@ -152,6 +152,10 @@ final class Kernels {
             "const float* C0, const float* rs0, const float* b0, float* y0, int rows0, const float* ts0, const float* C1,"
                     + " const float* rs1, const float* b1, float* y1, int rows1, const float* ts1, const float* C2, const float* rs2,"
                     + " const float* b2, float* y2, int rows2, const float* ts2, int T, int parts, float step");
+    static final KernelSignature RESIDUAL_SPLIT3 = KernelSignature.of(GEMM_CU, "r_residual_split3",
+            "const float* C, const float* rs, const float* bias, float* y, int rows, int T, int partsIn, const float* tsIn,"
+                    + " float stepIn, int normed, float eps, int f16, int parts, int n, const float* cf0, r_u16* out0, float* ts0,"
+                    + " const float* cf1, r_u16* out1, float* ts1, const float* cf2, r_u16* out2, float* ts2");
     static final KernelSignature GLU_OUT = KernelSignature.of(GEMM_CU, "r_glu_out",
             "const float* Cg, const float* Cu, const float* rsg, const float* rsu, float* y, int rows, int T, int parts,"
                     + " const float* tsg, const float* tsu, float step");
@@ -233,7 +237,7 @@ final class Kernels {
     /** Every signature the resident forward can load (the per-dtype and per-size families expanded). */
     static List<KernelSignature> all() {
         List<KernelSignature> all = new ArrayList<>(List.of(SPLIT, SPLIT3, I8_WIDEN,
-                GEMM_OUT, GEMM_OUT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
+                GEMM_OUT, GEMM_OUT3, RESIDUAL_SPLIT3, GLU_OUT, RMSNORM, GLU_ACT, MOE_ROUTE, ARGMAX_ROWS, PLE_COMBINE, PLI_GATE, SCALE_CAP, EXPERT_SCALE, GDN_UNFUSE, GDN_CONV, GDN_GATES, GDN_RULE,
                 GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH,
                 O1_KEEP_QUERIES, O1_MEANS, O1_ABSORB_PROMPT, O1_SEAL_COPY, O1_ROPE, O1_ATTEND, O1_COMMIT));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));

@@ -27,7 +27,7 @@ final class ResidentKernels {
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up (q8: 32, 64); else null. */
     final Kernel[] fnPrefillTc = new Kernel[PREFILL_TC_BUCKETS];
     /** The cuBLAS prefill's splits and epilogues; r_glu_split_N per {@link ResidentForward#GLU_SPLIT_N}. */
-    final Kernel fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3;
+    final Kernel fnSplit, fnI8Widen, fnGemmOut, fnGluOut, fnSplit3, fnGemmOut3, fnResidualSplit3;
     final Kernel[] fnGluSplit = new Kernel[GLU_SPLIT_N.length];
     final Kernel fnArchNorm, fnGluAct, fnRoute, fnArgmax, fnPleCombine, fnPliGate, fnScaleCap, fnExpertScale;
     final Kernel fnGdnUnfuse, fnGdnConv, fnGdnGates, fnGdnRule, fnGdnNorm, fnSplitGate, fnSigmoidMul, fnGatedAdd;
@@ -61,6 +61,7 @@ final class ResidentKernels {
         fnGluOut = Kernels.GLU_OUT.load(ctx);
         fnSplit3 = Kernels.SPLIT3.load(ctx);
         fnGemmOut3 = Kernels.GEMM_OUT3.load(ctx);
+        fnResidualSplit3 = Kernels.RESIDUAL_SPLIT3.load(ctx);
         for (int i = 0; i < GLU_SPLIT_N.length; i++) fnGluSplit[i] = Kernels.gluSplit(GLU_SPLIT_N[i]).load(ctx);
         fnArchNorm = Kernels.RMSNORM.load(ctx);
         fnGluAct = Kernels.GLU_ACT.load(ctx);

@@ -267,6 +267,17 @@ final class ResidentLowering {
     }
 
     /**
+     * A residual epilogue (y += W·x's parts, {@link #out} with accumulation) held back to run in one launch with the split
+     * of the products that read y next (r_residual_split3): o's before gate and up, down's before the next layer's q, k, v.
+     */
+    private record Residual(String name, W w, long bias, long y, int t, int parts, long c, long ts) {}
+
+    /** A held epilogue's launch on its own, when what follows cannot take it; null: nothing. */
+    private void flush(Steps L, Arena a, Residual r) {
+        if (r != null) out(L, a, r.name(), r.w(), r.bias(), r.y(), r.t(), true, r.parts(), r.c(), r.ts());
+    }
+
+    /**
      * Whether products of one input (q, k, v; gate, up) take their parts from one r_split3 launch: fusion on, 16-bit
      * weights (f32 ones take x as it is) of one precision.
      */
@@ -301,6 +312,11 @@ final class ResidentLowering {
      * shares that one's parts and scale. Returns {parts, scale} per matrix.
      */
     private long[][] split3(Steps L, Arena a, String name, W[] m, long x, float normEps, int t, long[] ts) {
+        return split3(L, a, name, m, x, normEps, t, ts, null);
+    }
+
+    /** As above, with {@code held}'s epilogue (into x) in the same launch when not null. */
+    private long[][] split3(Steps L, Arena a, String name, W[] m, long x, float normEps, int t, long[] ts, Residual held) {
         boolean normed = !Float.isNaN(normEps);
         int parts = parts(m[0].dtype()), cols = m[0].cols();
         long region = 2L * parts * t * cols;
@@ -313,16 +329,26 @@ final class ResidentLowering {
             if (j == n) { cf[n] = m[i].colField(); out[n] = ws.sB + n * region; scale[n] = ts[i]; n++; }
             at[i] = new long[] {out[j], scale[j]};
         }
+        if (held != null) {
+            if (held.y() != x || held.w().rows() != cols || held.t() != t) throw new IllegalStateException(held.name() + " held for another split");
+            W h = held.w();
+            L.add(launch(held.name() + "_out+" + name + "_split", kernels.fnResidualSplit3, t, 1, 1, 1024, a, held.c(), h.rowScales(),
+                    held.bias(), x, cols, t, held.parts(), f16Parts(h.dtype()) ? held.ts() : NULL, step(h.dtype()), normed ? 1 : 0,
+                    normed ? normEps : 0f, f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1],
+                    cf[2], out[2], scale[2]));
+            return at;
+        }
         L.add(launch(name + "_split", kernels.fnSplit3, t, 1, 1, 256, a, x, normed ? 1 : 0, normed ? normEps : 0f, t, cols,
                 f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1], cf[2], out[2], scale[2]));
         return at;
     }
 
     /** q, k and v of one input: one split (r_split3), three GEMMs, one epilogue (r_gemm_out3). */
-    private void qkvGemm(Steps L, Arena a, LayerWeights w, ResidentSession s, long q, long k, long v, long x, float normEps, int t) {
+    private void qkvGemm(Steps L, Arena a, LayerWeights w, ResidentSession s, long q, long k, long v, long x, float normEps, int t,
+                         Residual held) {
         W[] m = {w.q(), w.k(), w.v()};
         long[] bias = {w.qBias(), w.kBias(), w.vBias()}, y = {q, k, v};
-        long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {ws.sS1, ws.sS1 + 4L * t, ws.sS1 + 8L * t});
+        long[][] at = split3(L, a, "qkv", m, x, normEps, t, new long[] {ws.sS1, ws.sS1 + 4L * t, ws.sS1 + 8L * t}, held);
         int parts = parts(m[0].dtype());
         long[] c = {ws.sC1, ws.sC2, ws.sC2 + ((4L * m[1].rows() * parts * t + 255) & ~255L)};   // v's output 256-byte aligned (ws.sC2 is: float4 epilogue, cuBLAS)
         gemmParts(L, a, "q", m[0], at[0][0], t, c[0]);
@@ -452,6 +478,7 @@ final class ResidentLowering {
         embed(L, a, ids, s.x, t);
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
+        Residual held = null;   // the previous layer's down epilogue, for this layer's q/k/v split
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DecoderPlan.Layer spec = model.layers().get(li);
@@ -462,6 +489,12 @@ final class ResidentLowering {
             long kBuf = s.kRaw[kvLayer] != NULL ? s.kRaw[kvLayer] : s.k, vBuf = s.vRaw[kvLayer] != NULL ? s.vRaw[kvLayer] : s.v;
             NormOp kNormOp = model.layers().get(kvLayer).kNorm();
             long mixOut = s.att;   // the mixer's output, the o product's input
+            boolean qkvSplit = spec.deltaNet() == null && spec.anchor() == null && !shared && gemm && splitTogether(w.q(), w.k(), w.v())
+                    && !touched(w);
+            if (!(qkvSplit && w.attnFolded())) {   // the held epilogue fuses only with a split that norms x itself
+                flush(L, a, held);
+                held = null;
+            }
             if (spec.deltaNet() != null) {
                 deltaNet(L, a, s, w, spec, li, seqs, t, gemm);
                 mixOut = s.dnCore;
@@ -483,8 +516,9 @@ final class ResidentLowering {
                 if (shared) {
                     if (gemm) gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     else matvec(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
-                } else if (gemm && splitTogether(w.q(), w.k(), w.v()) && !touched(w)) {
-                    qkvGemm(L, a, w, s, qOut, kBuf, vBuf, ain, ae, t);
+                } else if (qkvSplit) {
+                    qkvGemm(L, a, w, s, qOut, kBuf, vBuf, ain, ae, t, held);
+                    held = null;
                 } else if (gemm) {
                     gemm(L, a, "q", w.q(), w.qBias(), ain, qOut, t, false, ae);
                     gemm(L, a, "k", w.k(), w.kBias(), ain, kBuf, t, false, ae);
@@ -534,8 +568,10 @@ final class ResidentLowering {
                 if (spec.outputGate())   // att ·= σ(gate)
                     L.add(launch("output_gate", kernels.fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));
             }
+            Residual oHeld = null;   // o's epilogue, for the gate/up split
             if (spec.postAttnNorm() == null) {                                              // x += o·att
-                if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
+                if (gemm && ffnSplit(w, spec)) oHeld = heldProduct(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t);
+                else if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
                 else matvec(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(o·att)
                 if (gemm) gemm(L, a, "o", w.o(), w.oBias(), mixOut, s.m, t, false, Float.NaN);
@@ -548,11 +584,12 @@ final class ResidentLowering {
                 moe(L, a, s, w, spec, t, gemm);
                 archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
             } else if (spec.moe() != null) moe(L, a, s, w, spec, t, gemm);
-            else denseFfn(L, a, s, w, spec, t, gemm, false);
+            else held = denseFfn(L, a, s, w, spec, t, gemm, false, oHeld, w.pliGate() == null && spec.layerScalar() == 1f);
             if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
             if (spec.layerScalar() != 1f)
                 L.add(launch("layer_scalar", kernels.fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
         }
+        flush(L, a, held);
         if (headRows >= 0) {
             int rows = headRows == 0 ? t : 1;
             head(L, a, s, s.x + 4L * (t - rows) * hidden, rows, out, gemm && rows > 1);
@@ -564,7 +601,36 @@ final class ResidentLowering {
      * the bare output into s.m (the MLP beside an MoE).
      */
     private void denseFfn(Steps L, Arena a, ResidentSession s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm, boolean intoM) {
+        flush(L, a, denseFfn(L, a, s, w, spec, t, gemm, intoM, null, false));
+    }
+
+    /**
+     * Whether layer w's gate and up take their parts from one split that also norms x (the FFN norm folded): then o's
+     * residual epilogue can run in that launch (r_residual_split3).
+     */
+    private boolean ffnSplit(LayerWeights w, DecoderPlan.Layer spec) {
+        return spec.moe() == null && spec.gate() != null && w.ffnFolded() && spec.act() == Activation.SILU && !touched(w)
+                && splitTogether(w.gate(), w.up());
+    }
+
+    /** A prefill product's split and GEMM into y's parts, its residual epilogue held (for the split that reads y next). */
+    private Residual heldProduct(Steps L, Arena a, String name, W w, long bias, long x, long y, int t) {
+        int parts = product(L, a, name, w, x, Float.NaN, t, ws.sC1, ws.sS1);
+        return new Residual(name, w, bias, y, t, parts, ws.sC1, ws.sS1);
+    }
+
+    /**
+     * As above; {@code held} (o's epilogue into x, when {@link #ffnSplit}) runs in the gate/up split's launch, and with
+     * {@code holdDown} the down product's residual epilogue is returned instead of launched (for the next layer's q/k/v
+     * split), else null.
+     */
+    private Residual denseFfn(Steps L, Arena a, ResidentSession s, LayerWeights w, DecoderPlan.Layer spec, int t, boolean gemm, boolean intoM,
+                              Residual held, boolean holdDown) {
         int hidden = model.hidden();
+        if (held != null && !(gemm && ffnSplit(w, spec))) {
+            flush(L, a, held);
+            held = null;
+        }
         {
             long fin = w.ffnFolded() ? s.x : s.h;   // the FFN norm, folded into gate/up or its own kernel
             float fe = w.ffnFolded() ? spec.ffnNorm().eps() : Float.NaN;
@@ -577,7 +643,8 @@ final class ResidentLowering {
                 int sg, su;
                 long tsg = ws.sS1, tsu = ws.sS2;
                 if (splitTogether(w.gate(), w.up())) {
-                    long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {ws.sS1, ws.sS2});
+                    long[][] at = split3(L, a, "gate_up", new W[] {w.gate(), w.up()}, fin, fe, t, new long[] {ws.sS1, ws.sS2}, held);
+                    held = null;
                     sg = su = gemmPair(L, a, "gate", "up", w.gate(), w.up(), at[0][0], at[1][0], ws.sC1, ws.sC2, t, PAIR_GEMM_MAX_COLUMNS);
                     tsg = at[0][1];
                     tsu = at[1][1];
@@ -617,10 +684,16 @@ final class ResidentLowering {
             boolean residual = !intoM && spec.postFfnNorm() == null;
             String name = residual ? "down_residual" : "down";
             long y = residual ? s.x : s.m;
-            if (downSplit) out(L, a, name, w.down(), NULL, y, t, residual, gemmParts(L, a, name, w.down(), ws.sB, t, ws.sC1), ws.sC1, ws.sS1 + 4L * t);
+            if (held != null) throw new IllegalStateException("o's epilogue held past the gate/up split");
+            if (downSplit) {
+                int parts = gemmParts(L, a, name, w.down(), ws.sB, t, ws.sC1);
+                if (residual && holdDown) return new Residual(name, w.down(), NULL, y, t, parts, ws.sC1, ws.sS1 + 4L * t);
+                out(L, a, name, w.down(), NULL, y, t, residual, parts, ws.sC1, ws.sS1 + 4L * t);
+            }
             else if (gemm) gemm(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             if (!residual && !intoM) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
+            return null;
         }
     }
 

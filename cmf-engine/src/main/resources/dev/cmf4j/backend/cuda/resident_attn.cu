@@ -103,7 +103,6 @@ R_QK_ROPE_APPEND(r_qk_rope_append_q, r_i8)
 // ---- attention over the KV cache (split over the keys, then combined) ----
 
 #define R_ATT_WARPS 4
-#define R_ATT_KEYS 4    // keys a warp loads at once in r_attn_partial
 #define R_ATT_MAXI 8   // headDim ≤ 32·8
 
 // Merges the splits' partials of (head h, query t) into out[t, h·hd + c] = Σ_s acc_s[c]·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
@@ -147,8 +146,9 @@ __device__ __forceinline__ void r_attn_merge(const float* pm, const float* pl, c
 // cache stays full length), the query row qh (the block's normed, roped row in shared memory) in registers
 // (lane + 32·i), the weighted values zeroed.
 struct RAttnKeys { int lo, hi, kvh; };
+template <int MI>
 __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int heads, int kvHeads, int hd, int p,
-                                                        int splits, int window, float (&qv)[R_ATT_MAXI], float (&acc)[R_ATT_MAXI]) {
+                                                        int splits, int window, float (&qv)[MI], float (&acc)[MI]) {
     int h = blockIdx.x, s = blockIdx.z, lane = threadIdx.x & 31;
     int first = window > 0 && p >= window ? p - window + 1 : 0;
     int n = p + 1 - first;
@@ -157,7 +157,7 @@ __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int hea
     k.hi = first + (int) ((long long) (s + 1) * n / splits);
     k.kvh = h / (heads / kvHeads);
 #pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
+    for (int i = 0; i < MI; i++) {
         int d = lane + 32 * i;
         qv[i] = d < hd ? qh[d] : 0.f;
         acc[i] = 0.f;
@@ -168,7 +168,8 @@ __device__ __forceinline__ RAttnKeys r_attn_split_begin(const float* qh, int hea
 // The end of a decode-attention block (r_attn_partial): its warps' running (m, l, acc)
 // merged in shared memory into the split's partials, then the last split of (t, h) to finish (a counter in `done`,
 // reset by that block for the next step) merges every split into out (r_attn_merge).
-__device__ __forceinline__ void r_attn_split_end(float m, float l, const float (&acc)[R_ATT_MAXI], float* pm, float* pl,
+template <int MI>
+__device__ __forceinline__ void r_attn_split_end(float m, float l, const float (&acc)[MI], float* pm, float* pl,
                                                  float* pacc, float* out, int* done, const float* sinks, int heads,
                                                  int hd, int splits, int h, int t, int s) {
     __shared__ float sm[R_ATT_WARPS], sl[R_ATT_WARPS];
@@ -176,7 +177,7 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (lane == 0) { sm[warp] = m; sl[warp] = l; }
 #pragma unroll
-    for (int i = 0; i < R_ATT_MAXI; i++) {
+    for (int i = 0; i < MI; i++) {
         int c = lane + 32 * i;
         if (c < hd) sacc[warp][c] = acc[i];
     }
@@ -212,6 +213,121 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
     r_attn_merge(pm, pl, pacc, out, heads, hd, splits, sinks, h, t);
 }
 
+// N per-lane partial sums d[0..N) (N a power of two ≤ 32) summed over the warp, transposed: each of the first
+// log2 N exchanges halves the values a lane holds (it keeps one half, sends the other), so lane l ends holding the
+// whole sum of value l >> (5 − log2 N) in N − 1 + 5 − log2 N shuffles instead of 5·N.
+template <int N>
+__device__ __forceinline__ float r_warp_sum_transposed(float (&d)[N], int lane) {
+#pragma unroll
+    for (int n = N, o = 16; n > 1; n >>= 1, o >>= 1) {
+        const bool upper = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < n / 2; i++) {
+            float keep = upper ? d[i + n / 2] : d[i], send = upper ? d[i] : d[i + n / 2];
+            d[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    float v = d[0];
+#pragma unroll
+    for (int o = 16 / N; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// The key walk of a decode-attention block (r_attn_decode_row) for head dims ≤ 32·MI: each warp takes every 4th group
+// of KEYS = min(32 / MI, MAXKEYS) consecutive keys below p (at most 4 for a q8 cache), their K and V rows loaded at once (keys past the end masked: rows read
+// as 0, score −inf); the group's dot products summed transposed (r_warp_sum_transposed: lane l holds key
+// l / (32 / KEYS)'s score), so the max, the exp and the sum of the online softmax cost one exp and a few shuffles per
+// group, and each key's weight reaches every lane by one broadcast shuffle. Key p joins one warp after the walk;
+// r_attn_split_end merges the 4 warps. l is summed per lane (each key counted by the first lane holding it) and over
+// the warp at the end.
+template <typename KV, int MI, int MAXKEYS>
+__device__ __forceinline__ void r_attn_walk(const float* rq, const float* rk, const float* v, const KV* kc, const KV* vc,
+                                            float* pm, float* pl, float* pacc, int heads, int kvHeads, int hd, float scale,
+                                            int p, int splits, int window, int ring, bool withKey, float* out, int* done,
+                                            const float* sinks, int t) {
+    // at most MAXKEYS; q8 caches hold each key's two scales too: 4 keys a step keep them within 128 registers
+    constexpr int WIDE = 32 / MI < MAXKEYS ? 32 / MI : MAXKEYS;
+    constexpr int KEYS = r_kv_is_q8<KV>::v && WIDE > 4 ? 4 : WIDE, LANES = 32 / KEYS;   // LANES: lanes holding a key's score
+    const int h = blockIdx.x, s = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float qv[MI], acc[MI];
+    const RAttnKeys ks = r_attn_split_begin<MI>(rq, heads, kvHeads, hd, p, splits, window, qv, acc);
+    const int lo = ks.lo, hi = withKey ? ks.hi - 1 : ks.hi, kvh = ks.kvh;   // the walk: cache rows below p only
+    const long long rowStride = r_kv_row<KV>(kvHeads, hd), headAt = (long long) kvh * r_kv_head<KV>(hd);
+    const int mine = lane / LANES;   // the key of the group whose score this lane ends up holding
+    float m = R_NEG_INF, l = 0.f;
+    for (int j0 = lo + warp * KEYS; j0 < hi; j0 += R_ATT_WARPS * KEYS) {
+        KV kraw[KEYS][MI], vraw[KEYS][MI];
+        float ksc[KEYS], vsc[KEYS];   // q8: the keys' scales (unused otherwise)
+#pragma unroll
+        for (int u = 0; u < KEYS; u++) {
+            bool live = j0 + u < hi;
+            const long long at = r_kv_slot(j0 + u, ring) * rowStride + headAt;
+            const KV* kp = kc + at;
+            const KV* vp = vc + at;
+            if constexpr (r_kv_is_q8<KV>::v) {
+                ksc[u] = live ? r_q8_scale(kp, hd) : 0.f;
+                vsc[u] = live ? r_q8_scale(vp, hd) : 0.f;
+            }
+#pragma unroll
+            for (int i = 0; i < MI; i++) {
+                int c = lane + 32 * i;
+                bool ok = live && c < hd;
+                kraw[u][i] = ok ? kp[c] : KV(0);   // a dead key's rows are never read (row p is being written; past p unwritten)
+                vraw[u][i] = ok ? vp[c] : KV(0);
+            }
+        }
+        float d[KEYS];
+#pragma unroll
+        for (int u = 0; u < KEYS; u++) {
+            d[u] = 0.f;
+#pragma unroll
+            for (int i = 0; i < MI; i++) d[u] += qv[i] * r_kv_f32(kraw[u][i]);
+            if constexpr (r_kv_is_q8<KV>::v) d[u] *= ksc[u];   // q·(codes·s) as (q·codes)·s
+        }
+        float sc = r_warp_sum_transposed<KEYS>(d, lane);
+        sc = j0 + mine < hi ? sc * scale : R_NEG_INF;   // key j0 is live: the group's max is finite
+        float mx = sc;
+#pragma unroll
+        for (int o = 16; o >= LANES; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float mn = fmaxf(m, mx);
+        const float corr = expf(m - mn);   // m = -inf the first time: corr = 0
+        const float e = expf(sc - mn);     // a dead key: e = 0
+        l = l * corr + (lane % LANES == 0 ? e : 0.f);
+#pragma unroll
+        for (int i = 0; i < MI; i++) acc[i] *= corr;
+#pragma unroll
+        for (int u = 0; u < KEYS; u++) {
+            float ev = __shfl_sync(0xffffffffu, e, u * LANES);
+            if constexpr (r_kv_is_q8<KV>::v) ev *= vsc[u];
+#pragma unroll
+            for (int i = 0; i < MI; i++) acc[i] += ev * r_kv_f32(vraw[u][i]);
+        }
+        m = mn;
+    }
+    // key p (k row from shared memory, v row from the v product) joins the warp that would take the next group
+    if (withKey && warp == ((hi - lo) / KEYS) % R_ATT_WARPS) {
+        const float* vp = v + (long long) kvh * hd;
+        float d = 0.f, vr[MI];
+#pragma unroll
+        for (int i = 0; i < MI; i++) {
+            int c = lane + 32 * i;
+            d += qv[i] * (c < hd ? rk[c] : 0.f);
+            vr[i] = c < hd ? vp[c] : 0.f;
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        d *= scale;
+        float mn = fmaxf(m, d);
+        float corr = expf(m - mn), e = expf(d - mn);
+        l = l * corr + (lane == 0 ? e : 0.f);
+#pragma unroll
+        for (int i = 0; i < MI; i++) acc[i] = acc[i] * corr + e * vr[i];
+        m = mn;
+    }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    r_attn_split_end<MI>(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
+}
+
 // Block (head, 1, split) of a decode step (one query, T = 1, at position p = pos[0]) over raw q, k and v (the
 // products' outputs): every block norms (qk-norm flag) and ropes its own head's q row (with r_qk_rope_append's
 // helpers r_head_sumsq, r_rope_cs and r_rope_at: the same operations in the same order), and the blocks of the last split — the one
@@ -219,18 +335,17 @@ __device__ __forceinline__ void r_attn_split_end(float m, float l, const float (
 // from the v product, never from the caches' row p (which one block per kv head, the last q head of its group,
 // writes there for the later steps, possibly while others of this grid run). So a decode step launches no
 // r_qk_rope_append. Then query p of head h against keys [lo, hi), the split's share of [first, p] (first = 0, or
-// p − window + 1 on a sliding-window layer: the cache stays full length). Each warp takes every 4th group of
-// R_ATT_KEYS consecutive keys below p: their K and V rows loaded at once (keys past the end masked: rows read as 0,
-// score −inf), warp-wide dot products, then one online-softmax update of its running max m, sum l and weighted
-// values per group; key p joins one warp's (m, l, acc) after its walk. r_attn_split_end merges the 4 warps into the
-// split's partials and, in the last split of h to finish, every split into out: no separate combine launch. (Was one
+// p − window + 1 on a sliding-window layer: a ring's rows by r_kv_slot) by r_attn_walk: each warp's groups of keys,
+// one online-softmax update of its running max m, sum l and weighted values per group, key p joined after the walk.
+// r_attn_split_end merges the 4 warps into the split's partials and, in the last split of h to finish, every split
+// into out: no separate combine launch. (Was one
 // K row, then its V row, per key: two dependent DRAM round trips per key, the walk bound by latency at a few dozen
 // keys per split. H200, gemv_bench's llama-8b decode chain at position 576, 16 splits: 2872 → 2719 µs per token;
 // 32 splits: 2808.) headDim ≤ 256.
 // One query row's decode attention, the body of r_attn_partial (row t = 0) and r_attn_rows (row t = blockIdx.y, each
 // row its own sequence's caches and position): q, k and v point at the row's raw product outputs, kc and vc at its
 // sequence's caches, p is its position; the partials and the output are the row's (t).
-template <typename KV>
+template <typename KV, int MAXKEYS>
 __device__ __forceinline__ void r_attn_decode_row(
         const float* q, const float* k, const float* v, KV* kc, KV* vc,
         const float* qw, const float* kw, int qNorm, int kNorm, float eps, int offset,
@@ -286,97 +401,14 @@ __device__ __forceinline__ void r_attn_decode_row(
             }
         }
     }
-    float qv[R_ATT_MAXI], acc[R_ATT_MAXI];
-    const RAttnKeys ks = r_attn_split_begin(rq, heads, kvHeads, hd, p, splits, window, qv, acc);
-    const int lo = ks.lo, hi = withKey ? ks.hi - 1 : ks.hi, kvh = ks.kvh;   // the walk: cache rows below p only
-    const long long rowStride = r_kv_row<KV>(kvHeads, hd), headAt = (long long) kvh * r_kv_head<KV>(hd);
-    float m = R_NEG_INF, l = 0.f;
-    // R_ATT_KEYS consecutive keys per warp step, their K and V rows loaded together: a warp keeps 2·R_ATT_KEYS rows in
-    // flight instead of one K row, then its V row, per key (the loop is bound by DRAM latency, not bytes: a decode
-    // step's split holds a few dozen keys)
-    for (int j0 = lo + warp * R_ATT_KEYS; j0 < hi; j0 += R_ATT_WARPS * R_ATT_KEYS) {
-        KV kraw[R_ATT_KEYS][R_ATT_MAXI], vraw[R_ATT_KEYS][R_ATT_MAXI];
-        float ksc[R_ATT_KEYS], vsc[R_ATT_KEYS];   // q8: the keys' scales (unused otherwise)
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            bool live = j0 + u < hi;
-            const long long at = r_kv_slot(j0 + u, ring) * rowStride + headAt;
-            const KV* kp = kc + at;
-            const KV* vp = vc + at;
-            if constexpr (r_kv_is_q8<KV>::v) {
-                ksc[u] = live ? r_q8_scale(kp, hd) : 0.f;
-                vsc[u] = live ? r_q8_scale(vp, hd) : 0.f;
-            }
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                int c = lane + 32 * i;
-                bool ok = live && c < hd;
-                kraw[u][i] = ok ? kp[c] : KV(0);   // a dead key's rows are never read (row p is being written; past p unwritten)
-                vraw[u][i] = ok ? vp[c] : KV(0);
-            }
-        }
-        float kr[R_ATT_KEYS][R_ATT_MAXI], vr[R_ATT_KEYS][R_ATT_MAXI];
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++)
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) {
-                kr[u][i] = r_kv_f32(kraw[u][i]);
-                vr[u][i] = r_kv_f32(vraw[u][i]);
-            }
-        float d[R_ATT_KEYS];
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            d[u] = 0.f;
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) d[u] += qv[i] * kr[u][i];
-            if constexpr (r_kv_is_q8<KV>::v) d[u] *= ksc[u];   // q·(codes·s) as (q·codes)·s
-        }
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-            for (int u = 0; u < R_ATT_KEYS; u++) d[u] += __shfl_xor_sync(0xffffffffu, d[u], o);
-        float mn = m;
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            d[u] = j0 + u < hi ? d[u] * scale : R_NEG_INF;   // key j0 is live: mn is finite below
-            mn = fmaxf(mn, d[u]);
-        }
-        float corr = expf(m - mn);   // m = -inf the first time: corr = 0
-        l *= corr;
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] *= corr;
-#pragma unroll
-        for (int u = 0; u < R_ATT_KEYS; u++) {
-            float e = expf(d[u] - mn);   // a dead key: e = 0
-            l += e;
-            float ev = e;
-            if constexpr (r_kv_is_q8<KV>::v) ev *= vsc[u];
-#pragma unroll
-            for (int i = 0; i < R_ATT_MAXI; i++) acc[i] += ev * vr[u][i];
-        }
-        m = mn;
-    }
-    // key p (k row from shared memory, v row from the v product) joins the warp that would take the next group
-    if (withKey && warp == ((hi - lo) / R_ATT_KEYS) % R_ATT_WARPS) {
-        const float* vp = v + (long long) kvh * hd;
-        float d = 0.f, vr[R_ATT_MAXI];
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) {
-            int c = lane + 32 * i;
-            d += qv[i] * (c < hd ? rk[c] : 0.f);
-            vr[i] = c < hd ? vp[c] : 0.f;
-        }
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        d *= scale;
-        float mn = fmaxf(m, d);
-        float corr = expf(m - mn), e = expf(d - mn);
-        l = l * corr + e;
-#pragma unroll
-        for (int i = 0; i < R_ATT_MAXI; i++) acc[i] = acc[i] * corr + e * vr[i];
-        m = mn;
-    }
-    r_attn_split_end(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
+    // the walk held to the head's width: 32·MI ≥ hd columns a lane step
+    if (hd <= 64) r_attn_walk<KV, 2, MAXKEYS>(rq, rk, v, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, splits, window, ring, withKey, out, done, sinks, t);
+    else if (hd <= 128) r_attn_walk<KV, 4, MAXKEYS>(rq, rk, v, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, splits, window, ring, withKey, out, done, sinks, t);
+    else r_attn_walk<KV, 8, MAXKEYS>(rq, rk, v, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, splits, window, ring, withKey, out, done, sinks, t);
 }
 
+// A decode step's splits hold a few dozen keys each: 4 keys a warp step keep its 4 warps busy. A batched row walks its
+// whole sequence in one or two splits: 32 / MI keys a step (8 at head dim 128) halve its DRAM round trips.
 #define R_ATTN_PARTIAL(NAME, KV) \
 extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         const float* q, const float* k, const float* v, KV* kc, KV* vc, \
@@ -387,7 +419,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         float* out, int* done, const float* sinks, int chunk) { \
     r_pdl_trigger(); \
     R_TRAP_UNLESS_ONE_ROW(); \
-    r_attn_decode_row<KV>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, \
+    r_attn_decode_row<KV, 4>(q, k, v, kc, vc, qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, ropeScale, pm, pl, \
             pacc, heads, kvHeads, hd, scale, pos[0], splits, window, out, done, sinks, 0, chunk); \
 }
 #ifdef __CUDA_ARCH__
@@ -412,7 +444,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
         float* out, int* done, const float* sinks, const int* chunks) { \
     r_pdl_trigger(); \
     const int t = blockIdx.y; \
-    r_attn_decode_row<KV>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
+    r_attn_decode_row<KV, 32>(q + (long long) t * heads * hd, k + (long long) t * kvHeads * hd, \
             v + (long long) t * kvHeads * hd, kcs[t], vcs[t], qw, kw, qNorm, kNorm, eps, offset, invFreq, rotaryDim, \
             ropeScale, pm, pl, pacc, heads, kvHeads, hd, scale, pos[t], splits, window, out, done, sinks, t, chunks[t]); \
 }

@@ -185,11 +185,9 @@ __device__ __forceinline__ float4 r_parts4(const float* C, int rows, int T, int 
 // The epilogues: grid (ceil(rows / 1024), T), each thread 4 consecutive rows of token blockIdx.y (float4 when
 // rows % 4 == 0), so no thread divides an index.
 
-// y[t, r] = r_parts(C)·rs[r] (+ bias[r]) (+ y[t, r] when accumulate); bx: the block's index along the rows.
-__device__ __forceinline__ void r_gemm_out_at(const float* C, const float* rs, const float* bias, float* y, int rows, int T,
-                                              int parts, int accumulate, const float* ts, float step, int bx) {
-    int t = blockIdx.y, r0 = (bx * blockDim.x + threadIdx.x) * 4;
-    if (r0 >= rows) return;
+// y[t, r..r+3] = r_parts(C)·rs (+ bias) (+ y[t, r..r+3] when accumulate), r = r0 < rows.
+__device__ __forceinline__ void r_gemm_out_row4(const float* C, const float* rs, const float* bias, float* y, int rows, int T,
+                                                int parts, int accumulate, const float* ts, float step, int t, int r0) {
     float* yt = y + (long long) t * rows;
     if ((rows & 3) == 0) {
         float4 v = r_parts4(C, rows, T, t, r0, parts, ts, step);
@@ -215,6 +213,13 @@ __device__ __forceinline__ void r_gemm_out_at(const float* C, const float* rs, c
     }
 }
 
+// The same for token blockIdx.y and 4 rows of block bx along the rows.
+__device__ __forceinline__ void r_gemm_out_at(const float* C, const float* rs, const float* bias, float* y, int rows, int T,
+                                              int parts, int accumulate, const float* ts, float step, int bx) {
+    int r0 = (bx * blockDim.x + threadIdx.x) * 4;
+    if (r0 < rows) r_gemm_out_row4(C, rs, bias, y, rows, T, parts, accumulate, ts, step, blockIdx.y, r0);
+}
+
 extern "C" __global__ void __launch_bounds__(256) r_gemm_out(const float* C, const float* rs, const float* bias,
                                                              float* y, int rows, int T, int parts, int accumulate,
                                                              const float* ts, float step) {
@@ -233,6 +238,28 @@ extern "C" __global__ void __launch_bounds__(256) r_gemm_out3(const float* C0, c
     if (bx < n0) r_gemm_out_at(C0, rs0, b0, y0, rows0, T, parts, 0, ts0, step, bx);
     else if (bx < n0 + n1) r_gemm_out_at(C1, rs1, b1, y1, rows1, T, parts, 0, ts1, step, bx - n0);
     else r_gemm_out_at(C2, rs2, b2, y2, rows2, T, parts, 0, ts2, step, bx - n0 - n1);
+}
+
+// A residual epilogue (o, down: y[t] += r_parts(C)·rs (+ bias), r_gemm_out's arithmetic) fused with the split of
+// the next products of y (r_split3's: gate and up after o, the next layer's q, k and v after down), block per token:
+// the row's epilogue, a barrier (after which the block reads its own writes of y), then r_split_body over the row.
+// One launch instead of two; the same values as r_gemm_out then r_split3. 1024 threads: a row of 4096 is one float4
+// per thread, so a token's block is short even where few tokens (decode rows) leave most SMs idle. C's token scales tsIn may be one of the
+// split's outputs ts_i: a block reads only its token's, before the barrier, and writes only its token's, after.
+#define R_RESIDUAL_SPLIT_THREADS 1024
+extern "C" __global__ void __launch_bounds__(R_RESIDUAL_SPLIT_THREADS) r_residual_split3(const float* C, const float* rs, const float* bias, float* y,
+                                                                    int rows, int T, int partsIn, const float* tsIn, float stepIn,
+                                                                    int normed, float eps, int f16, int parts, int n,
+                                                                    const float* cf0, r_u16* out0, float* ts0,
+                                                                    const float* cf1, r_u16* out1, float* ts1,
+                                                                    const float* cf2, r_u16* out2, float* ts2) {
+    for (int r0 = threadIdx.x * 4; r0 < rows; r0 += blockDim.x * 4)
+        r_gemm_out_row4(C, rs, bias, y, rows, T, partsIn, 1, tsIn, stepIn, blockIdx.x, r0);
+    __syncthreads();
+    const float* cfs[3] = {cf0, cf1, cf2};
+    r_u16* outs[3] = {out0, out1, out2};
+    float* tss[3] = {ts0, ts1, ts2};
+    r_split_body<3>(y, normed, eps, T, rows, f16, parts, n, cfs, outs, tss);
 }
 
 // y[t, r] = silu(gate)·up from two GEMM outputs as r_gemm_out reads them.

@@ -340,6 +340,9 @@ class CudaMockTest {
     /** cublasGemmStridedBatchedEx calls (gate and up as one; each also counts once in {@link #gemms}). */
     static int stridedGemms() { return mockCount("mock_strided_gemms"); }
 
+    /** r_residual_split3 launches (o's and down's residual epilogues fused with the split after them). */
+    static int residualSplits() { return mockCount("mock_residual_splits"); }
+
     private static int mockCount(String fn) {
         try {
             var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
@@ -706,7 +709,7 @@ class CudaMockTest {
                 gpu.notes(n -> {});
                 gpu.useCublas(List.of(lib.toString()), 2);
                 gpu.usePrefillCache(cache);
-                int gemms0 = gemms(), strided0 = stridedGemms();
+                int gemms0 = gemms(), strided0 = stridedGemms(), fused0 = residualSplits();
                 float[] got;
                 int layers;
                 try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
@@ -720,6 +723,9 @@ class CudaMockTest {
                 // matvec kernels); per chunk widening has one matrix's scratch, so separate GEMMs then
                 assertThat(stridedGemms() - strided0).as("gate/up and k/v strided GEMMs, prefillCache " + cache)
                         .isEqualTo(cache.equals("true") ? 2 * 4 * layers : 0);
+                // o's residual epilogue runs with the gate/up split, down's with the next layer's q/k/v split (the
+                // last layer's alone, before the head): 2·layers − 1 fused launches per GEMM chunk
+                assertThat(residualSplits() - fused0).as("fused residual epilogues and splits").isEqualTo(4 * (2 * layers - 1));
                 for (int i = 0; i < want.length; i++)
                     assertThat((double) got[i]).as("prefillCache " + cache + " logit " + i)
                             .isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));

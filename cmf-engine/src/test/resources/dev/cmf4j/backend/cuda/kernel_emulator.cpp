@@ -280,7 +280,7 @@ extern "C" int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, un
 // 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128} (their f16- and q8-cache instances at + 128
 // and + 384); the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
-// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}; resident_mmvq.cu's: 240 + 6·b +
+// 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}, 73 r_residual_split3; resident_mmvq.cu's: 240 + 6·b +
 // 2·f + n, f = 0 rq_matvec_q8, 1 rq_matvec3_q8, 2 rq_glu_q8, n = 0 for _4, 1 for _8, b = 1 for the _r16 ones; 0 on success
 extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
@@ -327,6 +327,9 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         case 65: k = [p] { r_gemm_out3(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, F), P(6, F), P(7, F), P(8, F),
                        P(9, float*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, F), P(15, float*), P(16, int), P(17, F),
                        P(18, int), P(19, int), P(20, float)); }; break;
+        case 73: k = [p] { r_residual_split3(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, F),
+                       P(8, float), P(9, int), P(10, float), P(11, int), P(12, int), P(13, int), P(14, F), P(15, r_u16*),
+                       P(16, float*), P(17, F), P(18, r_u16*), P(19, float*), P(20, F), P(21, r_u16*), P(22, float*)); }; break;
 #define GS(N, Fn) case N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, F), P(4, F), P(5, F), P(6, float), P(7, int), P(8, int), \
                   P(9, int), P(10, F), P(11, r_u16*), P(12, int), P(13, int), P(14, float*)); }; break;
         GS(66, r_glu_split_1) GS(67, r_glu_split_2) GS(68, r_glu_split_4) GS(69, r_glu_split_8)

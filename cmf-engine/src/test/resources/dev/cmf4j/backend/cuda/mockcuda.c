@@ -105,6 +105,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_SPLIT = 60 /* kernel_emulator.cpp: 60–68 */, R_I8_TO_BF16, R_GEMM_OUT, R_GLU_OUT, R_SPLIT3, R_GEMM_OUT3,
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
+       R_RESIDUAL_SPLIT3 = 73 /* kernel_emulator.cpp: 73 */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
        RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD,
        RE_ATTEND /* 118, kernel_emulator.cpp: 118-126 */, RE_COMMIT, RE_ROUTE, RE_CLUSTER_LSM, RE_HEAD_FINISH,
@@ -180,6 +181,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "r_split3")) *f = &kinds[R_SPLIT3];
+    else if (!strcmp(name, "r_residual_split3")) *f = &kinds[R_RESIDUAL_SPLIT3];
     else if (!strcmp(name, "r_gemm_out3")) *f = &kinds[R_GEMM_OUT3];
     else if (!strcmp(name, "r_glu_split_1")) *f = &kinds[R_GLU_SPLIT];
     else if (!strcmp(name, "r_glu_split_2")) *f = &kinds[R_GLU_SPLIT + 1];
@@ -292,6 +294,8 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
 static int n_direct = 0, n_captured = 0, n_replays = 0, n_replayed_nodes = 0;
 static int n_programmatic;   /* launches asking for programmatic stream serialization (cuLaunchKernelEx) */
 static int n_small_batch;    /* resident_mmvq.cu's small-batch products run (launched or replayed) */
+static int n_residual_splits;   /* r_residual_split3 run (a residual epilogue fused with the next split) */
+int mock_residual_splits(void) { return n_residual_splits; }
 static int n_streams = 0;   /* streams alive */
 static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
 int mock_counter(int which) {
@@ -387,6 +391,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     int kvt = kv_type(kind);
     kind = f32_kind(kind);
+    if (kind == R_RESIDUAL_SPLIT3) n_residual_splits++;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
     /* resident.cu's products (r_matvec, r_glu, r_matvec3), decode attention (r_attn_partial with its merge), the
@@ -396,7 +401,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
         || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
-                                 || (kind >= R_SPLIT && kind <= R_PREFILL_LAST)))) {
+                                 || (kind >= R_SPLIT && kind <= R_PREFILL_LAST) || kind == R_RESIDUAL_SPLIT3))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         int rc = emu_launch_resident(*(int*) f, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
@@ -614,6 +619,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     if (kind == R_ROPE) return rope_shape(gx, gy, gz, bx, p);
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
+    if (kind == R_RESIDUAL_SPLIT3) return bx != 1024 || gx != (unsigned) INT(5) || gy != 1 || gz != 1;   /* a block per token */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
@@ -842,6 +848,12 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
         case R_SPLIT3:   /* up to 3 matrices' r_split of one x, each its own column scales, parts and scale */
             for (int i = 0; i < INT(7); i++)
                 split_twin(PTR(0), PTR(8 + 3 * i), INT(1), FLT(2), PTR(9 + 3 * i), INT(3), INT(4), INT(5), INT(6), PTR(10 + 3 * i));
+            return 0;
+        case R_RESIDUAL_SPLIT3:   /* r_gemm_out accumulating into y, then r_split3 of y; a block per token */
+            if (bx != 1024 || gx != (unsigned) INT(5) || gy != 1 || gz != 1) return 1;
+            gemm_out_twin(PTR(0), PTR(1), PTR(2), PTR(3), INT(4), INT(5), INT(6), 1, PTR(7), FLT(8));
+            for (int i = 0; i < INT(13); i++)
+                split_twin(PTR(3), PTR(14 + 3 * i), INT(9), FLT(10), PTR(15 + 3 * i), INT(5), INT(4), INT(11), INT(12), PTR(16 + 3 * i));
             return 0;
         case R_GLU_SPLIT: case R_GLU_SPLIT + 1: case R_GLU_SPLIT + 2: case R_GLU_SPLIT + 3: {   /* r_glu_out's row, then r_split's parts of it */
             if (prefill_kernel_shape(kind, gx, gy, gz, bx, p)) return 1;
