@@ -139,4 +139,36 @@ class DraftCommandTest {
         assertThat(r.err()).contains("has no MTP head (no model.mtp.* tensors)");
         assertThat(r.err().strip().lines().count()).as(r.err()).isLessThanOrEqualTo(2);
     }
+
+    /**
+     * Two chat turns with {@code --draft mtp} answer as without it; so does the same conversation saved after the first
+     * turn and restored for the second (the head has no hidden states of the restored positions and starts over).
+     */
+    @Test void chatWithTheHeadAnswersAsWithout(@org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path withHead = withHead(tmp);
+        Run plain = chat(withHead, "What does ls do?\nAnd grep?\n");
+        assertThat(plain.code()).as(plain.err()).isZero();
+        Run drafted = chat(withHead, "What does ls do?\nAnd grep?\n", "--draft", "mtp", "--draft-max", "3");
+        assertThat(drafted.code()).as(drafted.err()).isZero();
+        assertThat(drafted.out()).isEqualTo(plain.out());
+        Path snap = tmp.resolve("chat.state");
+        Run first = chat(withHead, "What does ls do?\n", "--draft", "mtp", "--state-out", snap.toString());
+        Run second = chat(withHead, "And grep?\n", "--draft", "mtp", "--state-in", snap.toString());
+        assertThat(first.code()).as(first.err()).isZero();
+        assertThat(second.code()).as(second.err()).isZero();
+        assertThat(first.out() + second.out()).isEqualTo(plain.out());
+    }
+
+    private static Run chat(Path file, String input, String... extra) {
+        java.io.InputStream old = System.in;
+        try {
+            System.setIn(new java.io.ByteArrayInputStream(input.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+            String[] args = {"chat", file.toString(), "--greedy", "-n", "12"};
+            String[] all = java.util.Arrays.copyOf(args, args.length + extra.length);
+            System.arraycopy(extra, 0, all, args.length, extra.length);
+            return Run.run(all);
+        } finally {
+            System.setIn(old);
+        }
+    }
 }
