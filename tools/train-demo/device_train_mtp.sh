@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 python3 train.py --tokenizer tokenizer.json --corpus corpus --out /tmp/hf_mtp --mtp \
     --hidden 768 --layers 12 --heads 12 --kv-heads 4 --head-dim 64 --intermediate 2048 \
-    --seq 512 --batch 128 --lr 1e-3 --warmup 300 --minutes 5.5 "$@" 2>&1 | tee "$OUT/train.log"
+    --seq 512 --batch 128 --lr 1e-3 --warmup 300 --minutes 5 "$@" 2>&1 | tee "$OUT/train.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" = 0 ]; then
     python3 transport.py pack /tmp/hf_mtp "$OUT" --max-mib 60 2>&1 | tee -a "$OUT/train.log"
