@@ -79,6 +79,9 @@ public final class ServeCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         if (parallel < 1) throw new IllegalArgumentException("--parallel must be >= 1, got " + parallel);
+        if (draft.mtp())   // the scheduler drafts for its sequences in batched steps of a draft model
+            throw new IllegalArgumentException("--draft mtp is not supported by serve yet (run, chat, generate and bench"
+                    + " take it); use a draft model file");
         if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
         if (maxQueue < 0) throw new IllegalArgumentException("--max-queue must be >= 0, got " + maxQueue);
         if (timeout < 1) throw new IllegalArgumentException("--timeout must be >= 1 second, got " + timeout);
@@ -103,8 +106,6 @@ public final class ServeCommand implements Callable<Integer> {
             var dev = m.graph().device();
             int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
-            if (draft.mtp())   // the scheduler drafts for its sequences in batched steps of a draft model
-                throw new IllegalArgumentException("--draft mtp is not supported by serve yet (run, chat, generate and bench take it); use a draft model file");
             Model dm = draft.open(m, backend);
             // drafts add up to --draft-max rows per sequence to a step
             int rows = parallel * (1 + (dm == null ? 0 : draft.draftMax)) + chunk;

@@ -88,8 +88,8 @@ public final class Graph {
     }
 
     /**
-     * The graph of a model's MTP head ({@link MtpSpec}): it runs on the CPU (its steps take the model's hidden rows,
-     * {@link #forwardMtp}), its one layer's state per sequence as any graph's.
+     * The graph of a model's MTP head ({@link dev.cmf4j.model.MtpSpec}): it runs on the CPU (its steps take the model's
+     * hidden rows, {@link #forwardMtp}), its one layer's state per sequence as any graph's.
      */
     public static Graph ofMtp(dev.cmf4j.model.MtpSpec mtp, Weights weights, Backend backend) {
         return new Graph(Plan.ofMtp(mtp), weights, backend, java.util.List.of());
