@@ -79,9 +79,6 @@ public final class ServeCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         if (parallel < 1) throw new IllegalArgumentException("--parallel must be >= 1, got " + parallel);
-        if (draft.mtp())   // the scheduler drafts for its sequences in batched steps of a draft model
-            throw new IllegalArgumentException("--draft mtp is not supported by serve yet (run, chat, generate and bench"
-                    + " take it); use a draft model file");
         if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
         if (maxQueue < 0) throw new IllegalArgumentException("--max-queue must be >= 0, got " + maxQueue);
         if (timeout < 1) throw new IllegalArgumentException("--timeout must be >= 1 second, got " + timeout);
@@ -108,9 +105,9 @@ public final class ServeCommand implements Callable<Integer> {
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
             Model dm = draft.open(m, backend);
             // drafts add up to --draft-max rows per sequence to a step
-            int rows = parallel * (1 + (dm == null ? 0 : draft.draftMax)) + chunk;
+            int rows = parallel * (1 + (draft.on() ? draft.draftMax : 0)) + chunk;
             served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, chunk, parallel),
-                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task), dm, draft.draftMax);
+                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task), dm, draft.draftMax, draft.mtp());
             served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {
@@ -118,7 +115,7 @@ public final class ServeCommand implements Callable<Integer> {
             throw e;
         }
         err.println("cmf serve: ready: model '" + id + "', " + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
-                + (served.draft() == null ? "" : ", drafting up to " + draft.draftMax + " tokens with " + draft.draft)
+                + (!draft.on() ? "" : ", drafting up to " + draft.draftMax + " tokens with " + (draft.mtp() ? "the MTP head" : draft.draft))
                 + (apiKey == null ? "" : ", API key required") + (stateDir == null ? "" : ", state files in " + stateDir));
         err.flush();
         stopped.await();

@@ -138,6 +138,9 @@ class DraftCommandTest {
         assertThat(r.code()).isNotZero();
         assertThat(r.err()).contains("has no MTP head (no model.mtp.* tensors)");
         assertThat(r.err().strip().lines().count()).as(r.err()).isLessThanOrEqualTo(2);
+        Run serve = Run.run("serve", model.toString(), "--draft", "mtp", "--port", "0");
+        assertThat(serve.code()).isNotZero();
+        assertThat(serve.err()).contains("has no MTP head");
     }
 
     /**

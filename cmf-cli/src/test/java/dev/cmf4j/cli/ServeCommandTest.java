@@ -25,9 +25,6 @@ class ServeCommandTest {
         Run parallel = Run.run("serve", "--parallel", "0");
         assertThat(parallel.code()).isEqualTo(1);
         assertThat(parallel.err()).contains("cmf: error: --parallel must be >= 1");
-        Run mtp = Run.run("serve", "--draft", "mtp", "--port", "0");
-        assertThat(mtp.code()).isEqualTo(1);
-        assertThat(mtp.err()).contains("cmf: error: --draft mtp is not supported by serve yet");
         Run missing = Run.run("serve", "no-such-model.cmf");
         assertThat(missing.code()).isEqualTo(1);
         assertThat(missing.err()).contains("no such model file");

@@ -45,9 +45,31 @@ public final class BatchDriver {
         prepare(sessions, ids, all);
         int need = batch.logitRows() * graph.vocab();
         if (logits.length < need) logits = new float[need];
-        graph.forward(batch, ws, logits, null);
+        graph.forward(batch, ws, logits, hiddenRows(sessions));
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
         return logits;
+    }
+
+    /**
+     * An observer handing each span's last-layer rows to its session's {@link Session#hiddenRows} (span i is session
+     * i's, from its position before the step), or null when no session wants them.
+     */
+    private Graph.HiddenObserver hiddenRows(Session[] sessions) {
+        boolean any = false;
+        for (Session s : sessions) any |= s.hiddenRows() != null;
+        if (!any) return null;
+        int[] from = new int[sessions.length];
+        for (int i = 0; i < sessions.length; i++) from[i] = sessions[i].position();
+        int last = graph.numLayers();
+        return (index, x, tokens, hidden) -> {
+            if (index != last) return;
+            for (int i = 0, r = 0; i < sessions.length; i++) {
+                int n = batch.span(i).tokens();
+                Session.HiddenRows sink = sessions[i].hiddenRows();
+                if (sink != null) sink.accept(from[i], x, r * hidden, n, hidden);
+                r += n;
+            }
+        };
     }
 
     /** Checks a step's sessions and ids and fills the batch (each span wanting its last logits, or all with {@code all[i]}). */
@@ -70,7 +92,15 @@ public final class BatchDriver {
     public int[] stepGreedy(Session[] sessions, int[][] ids) {
         prepare(sessions, ids, null);
         if (picks.length < sessions.length) picks = new int[sessions.length];
-        graph.forwardArgmax(batch, ws, picks);
+        Graph.HiddenObserver observer = hiddenRows(sessions);
+        if (observer == null) {
+            graph.forwardArgmax(batch, ws, picks);
+        } else {   // a session hands its hidden rows to an MTP head: the CPU graph's step, its argmax here
+            int v = graph.vocab();
+            if (logits.length < sessions.length * v) logits = new float[sessions.length * v];
+            graph.forward(batch, ws, logits, observer);
+            for (int i = 0; i < sessions.length; i++) picks[i] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, i * v, v);
+        }
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
         return picks;
     }
@@ -104,7 +134,9 @@ public final class BatchDriver {
             }
             int need = Math.max(1, batch.logitRows()) * vocab;
             if (logits.length < need) logits = new float[need];
-            graph.forward(batch, ws, batch.logitRows() == 0 ? null : logits, null);
+            Session[] stepSessions = new Session[members];
+            for (int k = 0; k < members; k++) stepSessions[k] = sessions[member[k]];
+            graph.forward(batch, ws, batch.logitRows() == 0 ? null : logits, hiddenRows(stepSessions));
             for (int k = 0, row = 0; k < members; k++) {
                 int i = member[k];
                 Batch.Span s = batch.span(k);

@@ -51,6 +51,12 @@ public final class MtpDraft implements Speculation.Drafter {
     /** Positions of the model the head has consumed, one row each (from {@link #base}). */
     public int position() { return base + state.position(); }
 
+    /** The model's session stops handing its hidden rows over (its sequence is done with drafting). */
+    public void end() {
+        if (target != null) target.observeHidden(null);
+        target = null;
+    }
+
     @Override public void begin(Session target) {
         if (target.graph().hidden() != hidden)
             throw new IllegalArgumentException("the MTP head reads hidden states of " + hidden + ", the model's are " + target.graph().hidden());
@@ -63,13 +69,13 @@ public final class MtpDraft implements Speculation.Drafter {
     }
 
     /** The model ran {@code rows} tokens from {@code position}: their hidden rows are the head's next inputs. */
-    private void hiddenRows(int position, float[] x, int rows, int width) {
+    private void hiddenRows(int position, float[] x, int off, int rows, int width) {
         // the model went back before what the head holds (a reset, a chat started over) or skipped positions it never
         // reported (a restored state): the head starts over from here
         if (position < position() || position > pendingEnd) restart(position);
         int need = (position + rows - pendingFrom) * hidden;
         if (pending.length < need) pending = Arrays.copyOf(pending, Math.max(need, 2 * pending.length));
-        System.arraycopy(x, 0, pending, (position - pendingFrom) * hidden, rows * hidden);
+        System.arraycopy(x, off, pending, (position - pendingFrom) * hidden, rows * hidden);
         pendingEnd = position + rows;
     }
 

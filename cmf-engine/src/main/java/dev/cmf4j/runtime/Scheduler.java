@@ -89,12 +89,20 @@ public final class Scheduler implements AutoCloseable {
      * Speculative decoding for the sequences whose tokens are drawn plainly from the logits (no logit bias or penalty,
      * JSON constraint or log-probabilities): a draft model of the same vocabulary proposes up to {@code max} tokens
      * per sequence per step, all sequences' drafts batched, and each sequence's drafts run as rows of the model's step.
+     * With {@code mtpHead}, {@code graph} is the model's own MTP head ({@link dev.cmf4j.model.Model#mtpGraph}): each
+     * drafting sequence's {@link MtpDraft} reads the hidden rows of the model's steps and drafts for it alone.
      */
-    public record Draft(Graph graph, int max) {
+    public record Draft(Graph graph, int max, boolean mtpHead) {
         public Draft {
             if (graph == null) throw new NullPointerException("graph");
             if (max < 1 || max > 32) throw new IllegalArgumentException("draft max must be 1..32, got " + max);
         }
+
+        /** A draft model's graph. */
+        public Draft(Graph graph, int max) { this(graph, max, false); }
+
+        /** The model's MTP head ({@link dev.cmf4j.model.Model#mtpGraph}). */
+        public static Draft mtp(Graph head, int max) { return new Draft(head, max, true); }
     }
 
     private final Graph graph;
@@ -137,7 +145,7 @@ public final class Scheduler implements AutoCloseable {
         if (draft != null && draft.graph().vocab() != vocab)
             throw new IllegalArgumentException("the draft's vocabulary has " + draft.graph().vocab() + " tokens, the model's " + vocab);
         this.draft = draft;
-        this.draftDriver = draft == null ? null : new BatchDriver(draft.graph(), cfg.stepRows(), cfg.maxContext());
+        this.draftDriver = draft == null || draft.mtpHead() ? null : new BatchDriver(draft.graph(), cfg.stepRows(), cfg.maxContext());
         this.loop = Thread.ofPlatform().name("cmf-scheduler").daemon().start(this::run);
     }
 
@@ -525,6 +533,17 @@ public final class Scheduler implements AutoCloseable {
             ds.add(s);
         }
         if (ds.isEmpty()) return;
+        if (draft.mtpHead()) {   // the head drafts for each sequence from the hidden rows its session handed over
+            for (Sequence s : ds) {
+                try {
+                    s.draftArrays();
+                    s.k = s.mtp == null ? 0 : s.mtp.propose(s.session, s.next, s.k, s.draftSampler, s.xs, s.q);
+                } catch (RuntimeException e) {
+                    s.dropDrafts();
+                }
+            }
+            return;
+        }
         try {
             Session[] sessions = new Session[ds.size()];
             int[][] catchUp = new int[ds.size()][];
@@ -587,7 +606,7 @@ public final class Scheduler implements AutoCloseable {
             }
             if (kept < k) s.session.rewind(s.targetMark, p0 + 1 + kept);
             int dk = Math.min(kept, k - 1);
-            if (dk < k - 1) s.draftSession.rewind(s.draftMark, s.draftMark.position() + dk);
+            if (dk < k - 1 && s.draftSession != null) s.draftSession.rewind(s.draftMark, s.draftMark.position() + dk);
             if (open) id = s.generation.accept(next[0]);
         } catch (RuntimeException e) {
             finish(s, Completion.Finish.ERROR, message(e));
@@ -672,6 +691,7 @@ public final class Scheduler implements AutoCloseable {
             else keep(s.session, s.id);
         }
         if (s.draftSession != null) s.draftSession.close();
+        if (s.mtp != null) s.mtp.end();   // the kept session stops handing its rows to this sequence's head
         Completion c = new Completion(tokens, text, why, s.request.prompt().length, s.cached, error,
                 (s.began > 0 ? s.began : now) - s.submitted, s.firstToken > 0 ? s.firstToken - s.submitted : -1, now - s.submitted);
         try {
@@ -766,6 +786,7 @@ public final class Scheduler implements AutoCloseable {
         // speculative decoding: the draft session, this step's k drafts (k = 0: none) and their distributions, the marks
         // both sessions go back to, the monitor that pauses drafting
         Session draftSession;
+        MtpDraft mtp;   // with an MTP head: this sequence's, following its session from the start
         Sampler draftSampler;
         int k;
         int[] xs = new int[0];
@@ -807,6 +828,10 @@ public final class Scheduler implements AutoCloseable {
             generation = gen.start(request.maxTokens(), codec == null ? null : codec.stream(true), this);
             // adjusted or constrained logits, or reported log-probabilities, need every row of a hierarchical head
             if (adjust.active() || json != null || request.topLogprobs() >= 0) s.state().gateHeadForTopP(1.0);
+            if (draft != null && draft.mtpHead() && plainSampling()) {   // before its prompt runs: the head reads its rows
+                mtp = new MtpDraft(draft.graph(), cfg.maxContext());
+                mtp.begin(s);
+            }
             began = System.nanoTime();
             phase = "prefill";
             position = held;
@@ -818,19 +843,24 @@ public final class Scheduler implements AutoCloseable {
 
         /** Draft j from the draft's logits row at {@code off}: drawn with the same parameters (its own stream). */
         void pickDraft(int j, float[] logits, int off) {
+            draftArrays();
+            Session d = draftSession;
+            if (sampler.params().greedy()) {
+                xs[j] = draftSampler.sample(logits, off, vocab, d.historyArray(), d.historyLength());
+            } else {
+                draftSampler.probabilities(logits, off, vocab, d.historyArray(), d.historyLength(), q[j]);
+                xs[j] = draftSampler.draw(q[j], vocab);
+            }
+        }
+
+        /** The drafts' buffers and sampler (the same parameters as the sequence's, its own stream), made once. */
+        void draftArrays() {
             if (xs.length < draft.max()) xs = new int[draft.max()];
             if (draftSampler == null) {
                 Long seed = request.sampling().seed();
                 draftSampler = new Sampler(request.sampling().withSeed(seed == null ? null : seed ^ 0x6A09E667F3BCC909L));
             }
-            Session d = draftSession;
-            if (sampler.params().greedy()) {
-                xs[j] = draftSampler.sample(logits, off, vocab, d.historyArray(), d.historyLength());
-            } else {
-                if (q == null) { q = new float[draft.max()][vocab]; p = new float[vocab]; }
-                draftSampler.probabilities(logits, off, vocab, d.historyArray(), d.historyLength(), q[j]);
-                xs[j] = draftSampler.draw(q[j], vocab);
-            }
+            if (!sampler.params().greedy() && q == null) { q = new float[draft.max()][vocab]; p = new float[vocab]; }
         }
 
         /** Forgets this step's drafts (the draft session goes back to before them). */

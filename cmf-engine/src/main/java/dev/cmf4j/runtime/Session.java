@@ -27,9 +27,12 @@ public final class Session implements AutoCloseable {
     /** Receives the last layer's hidden rows of every step this session runs (an MTP head reads them), or null. */
     private HiddenRows hiddenRows;
 
-    /** The model's last-layer output rows (before its final norm) of a step that ran {@code rows} tokens from {@code position}. */
+    /**
+     * The model's last-layer output rows (before its final norm) of a step that ran {@code rows} tokens from
+     * {@code position}: [rows, hidden] from {@code x[off]}.
+     */
     @FunctionalInterface
-    public interface HiddenRows { void accept(int position, float[] x, int rows, int hidden); }
+    public interface HiddenRows { void accept(int position, float[] x, int off, int rows, int hidden); }
 
     /**
      * @param maxContext positions this session may hold (capped by the model's max_position_embeddings)
@@ -199,6 +202,9 @@ public final class Session implements AutoCloseable {
         this.hiddenRows = sink;
     }
 
+    /** Where this session's hidden rows go, or null ({@link BatchDriver} hands over the rows of its steps too). */
+    HiddenRows hiddenRows() { return hiddenRows; }
+
     /** Forgets the conversation. */
     public void reset() {
         state.reset();
@@ -210,7 +216,7 @@ public final class Session implements AutoCloseable {
         if (hiddenRows != null) {
             HiddenRows sink = hiddenRows;
             int from = state.position(), last = graph.numLayers();   // index layers: the last layer's output
-            observer = (index, x, tokens, hidden) -> { if (index == last) sink.accept(from, x, tokens, hidden); };
+            observer = (index, x, tokens, hidden) -> { if (index == last) sink.accept(from, x, 0, tokens, hidden); };
         }
         graph.forward(state, ids, off, n, logits, all, observer);
         consumed(ids, off, n);

@@ -148,7 +148,9 @@ class MtpDraftTest {
      * maps token t's vector to the token that followed t in {@code greedy}. It drafts that bigram chain, so most drafts
      * are accepted (a bigram that recurs with another successor is rejected), which a random head never gives.
      */
-    static Path withOracleHead(String name, int[] greedy) {
+    static synchronized Path withOracleHead(String name, int[] greedy) {
+        Path made = oracles.get(name + Arrays.toString(greedy));
+        if (made != null) return made;
         Path src = convertedFixture(name);
         Map<String, Extra> head = randomHead(src, 11);
         int h, v;
@@ -185,9 +187,13 @@ class MtpDraftTest {
         }
         head.put("model.mtp.embed_tokens.weight", new Extra(new long[] {v, h}, embed));
         head.put("model.mtp.lm_head.weight", new Extra(new long[] {v, h}, lmHead));
-        return rewrite(src, tmp.resolve(name + "-oracle-mtp.cmf"), a -> a.putObject("mtp").put("num_layers", 1)
+        made = rewrite(src, tmp.resolve(name + "-oracle-mtp-" + oracles.size() + ".cmf"), a -> a.putObject("mtp").put("num_layers", 1)
                 .put("share_lm_head", false).put("share_embed", false), head);
+        oracles.put(name + Arrays.toString(greedy), made);
+        return made;
     }
+
+    private static final Map<String, Path> oracles = new HashMap<>();
 
     /** How many of the tokens after the first the bigram table of {@code greedy} (last successor wins) predicts. */
     static int bigramHits(int[] greedy) {
@@ -423,6 +429,62 @@ class MtpDraftTest {
                 System.out.printf("mtp chi-square of the first %d tokens: %.1f (critical %.1f)%n", depth, chi,
                         SpeculationTest.critical(exact, draws, depth));
                 assertThat(chi).isLessThan(SpeculationTest.critical(exact, draws, depth));
+            }
+        }
+    }
+
+    /**
+     * The server's scheduler drafting with the head: six requests at once on qwen3 with the oracle head (built for the
+     * first prompt's continuation, so that one's drafts are kept and the others' mostly rejected), each greedy one giving
+     * what it gives alone, a sampled one its length, one with log-probabilities (which runs plainly) its greedy output.
+     * The head of each sequence reads the hidden rows of the scheduler's batched steps.
+     */
+    @Test void theSchedulerDraftsWithTheHeadForEachSequence() throws Exception {
+        int n = 30;
+        int[] greedy;
+        try (Model m = Model.open(convertedFixture("qwen3"))) { greedy = plain(m.graph(), SamplingParams.GREEDY, 40).tokens(); }
+        try (Model m = Model.open(withOracleHead("qwen3", greedy))) {
+            int[][] prompts = {PROMPT, SessionTest.randomIds(9, 1024, 21), SessionTest.randomIds(30, 1024, 22),
+                    SessionTest.randomIds(5, 1024, 23), SessionTest.randomIds(12, 1024, 24), SessionTest.randomIds(7, 1024, 25)};
+            int[][] want = new int[prompts.length][];
+            for (int i = 0; i < prompts.length; i++)
+                want[i] = new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of())
+                        .generate(prompts[i], n, null, null).tokens();
+            SamplingParams sampled = new SamplingParams(0.8f, 20, 0.9f, 0f, 1f, 0f, 11L);
+            try (Scheduler s = new Scheduler(m.graph(), null, new Scheduler.Config(6, 128, 16, 6 * 5 + 16, 16, 6),
+                    Scheduler.Draft.mtp(m.mtpGraph(), 4))) {
+                List<SchedulerTest.Collect> sinks = new java.util.ArrayList<>();
+                for (int i = 0; i < prompts.length; i++) {
+                    SchedulerTest.Collect k = new SchedulerTest.Collect();
+                    sinks.add(k);
+                    GenerationRequest r = GenerationRequest.of(prompts[i], n, i == 4 ? sampled : SamplingParams.GREEDY, Set.of(), k);
+                    if (i == 5) r = new GenerationRequest(r.prompt(), r.maxTokens(), r.sampling(), r.eos(), r.stops(), r.presencePenalty(),
+                            r.frequencyPenalty(), r.logitBias(), 2, r.timeout(), r.sink(), r.json(), r.overlay());
+                    s.submit(r);
+                }
+                for (int i = 0; i < prompts.length; i++) {
+                    Completion c = sinks.get(i).await();
+                    if (i == 4) assertThat(c.tokens()).hasSize(n);
+                    else assertThat(c.tokens()).as("request " + i).containsExactly(want[i]);
+                    if (i == 5) assertThat(sinks.get(i).logprobs).hasSize(n);
+                }
+                Scheduler.Stats st = s.stats();
+                System.out.printf("scheduler with the MTP head: %d drafted, %d accepted, %d steps for %d tokens%n",
+                        st.draftedTokens(), st.acceptedTokens(), st.steps(), st.generatedTokens());
+                assertThat(st.acceptedTokens()).as("the oracle's drafts for the first prompt are kept").isPositive();
+                assertThat(st.draftedTokens()).isGreaterThan(st.acceptedTokens());
+                // the first conversation goes on: a kept session holds its prefix (the hidden rows of those positions
+                // went with the old head), the new sequence's head starts where the session is and drafts from the rows
+                // that follow
+                int[] more = java.util.stream.IntStream.concat(Arrays.stream(PROMPT), Arrays.stream(want[0])).toArray();
+                int[] wantMore = new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of())
+                        .generate(more, 8, null, null).tokens();
+                SchedulerTest.Collect again = new SchedulerTest.Collect();
+                s.submit(GenerationRequest.of(more, 8, SamplingParams.GREEDY, Set.of(), again));
+                Completion c = again.await();
+                assertThat(c.tokens()).containsExactly(wantMore);
+                assertThat(c.cachedTokens()).as("a kept session's prefix served the repeat").isPositive();
+                assertThat(s.stats().acceptedTokens()).isGreaterThan(st.acceptedTokens());
             }
         }
     }

@@ -30,8 +30,18 @@ public record ServedModel(String name, Model model, TextCodec codec, Scheduler s
      * {@code draft} (speculative decoding; null: none), which this served model then owns.
      */
     public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay, Model draft, int draftMax) {
+        return start(name, model, cfg, defaultOverlay, draft, draftMax, false);
+    }
+
+    /**
+     * As above; with {@code mtp} the model's own MTP head drafts ({@link Model#mtpGraph}, CPU only) and {@code draft}
+     * is null.
+     */
+    public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay, Model draft, int draftMax,
+                                    boolean mtp) {
         TextCodec codec = TextCodec.of(model.file());
-        Scheduler.Draft d = draft == null ? null : new Scheduler.Draft(draft.graph(), draftMax);
+        Scheduler.Draft d = mtp ? Scheduler.Draft.mtp(model.mtpGraph(), draftMax)
+                : draft == null ? null : new Scheduler.Draft(draft.graph(), draftMax);
         return new ServedModel(name, model, codec, new Scheduler(model.graph(), codec, cfg, d), defaultOverlay, draft);
     }
 
