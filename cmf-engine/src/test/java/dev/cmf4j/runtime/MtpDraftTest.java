@@ -53,7 +53,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * every kept position once would hold.
  */
 class MtpDraftTest {
-    static final int[] PROMPT = SessionTest.randomIds(11, 1024, 5);
+    static final int[] PROMPT = SpeculationTest.PROMPT;   // the prompt SpeculationTest.exactDistribution enumerates after
 
     @TempDir static Path tmp;
     private static final Map<String, Path> converted = new HashMap<>();
@@ -390,25 +390,7 @@ class MtpDraftTest {
         try (Model m = Model.open(withHead("qwen3"))) {
             Graph g = m.graph();
             SamplingParams sp = new SamplingParams(1f, 4, 1f, 0f, 1f, 0f, null);
-            Map<List<Integer>, Double> exact = new HashMap<>();
-            Sampler probe = new Sampler(sp);
-            int v = g.vocab();
-            float[] p1 = new float[v], p2 = new float[v], p3 = new float[v];
-            probe.probabilities(new Session(g, 64).prefill(PROMPT), 0, v, new int[0], 0, p1);
-            for (int a = 0; a < v; a++) {
-                if (p1[a] == 0) continue;
-                Session sa = new Session(g, 64);
-                sa.prefill(PROMPT);
-                probe.probabilities(sa.decode(a), 0, v, new int[0], 0, p2);
-                for (int b = 0; b < v; b++) {
-                    if (p2[b] == 0) continue;
-                    Session sb = new Session(g, 64);
-                    sb.prefill(PROMPT);
-                    sb.decode(a);
-                    probe.probabilities(sb.decode(b), 0, v, new int[0], 0, p3);
-                    for (int c = 0; c < v; c++) if (p3[c] > 0) exact.merge(List.of(a, b, c), (double) p1[a] * p2[b] * p3[c], Double::sum);
-                }
-            }
+            Map<List<Integer>, Double> exact = SpeculationTest.exactDistribution(g, sp);
             int draws = 2000;
             Map<List<Integer>, Integer> seen = new HashMap<>();
             long drafted = 0, accepted = 0;

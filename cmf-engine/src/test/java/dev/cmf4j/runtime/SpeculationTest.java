@@ -98,27 +98,7 @@ class SpeculationTest {
             Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new CpuBackend());   // the fast kernels: 4,000 generations
             Graph draftGraph = new Graph(other.spec(), TestFiles.weights(other.reader()), new CpuBackend());
             SamplingParams sp = new SamplingParams(1f, 4, 1f, 0f, 1f, 0f, null);
-            // the exact distribution of (t1, t2, t3) by enumeration over the top-4 supports
-            java.util.Map<List<Integer>, Double> exact = new java.util.HashMap<>();
-            Sampler probe = new Sampler(sp);
-            int v = g.vocab();
-            float[] p1 = new float[v], p2 = new float[v], p3 = new float[v];
-            Session s = new Session(g, 64);
-            probe.probabilities(s.prefill(PROMPT), 0, v, new int[0], 0, p1);
-            for (int a = 0; a < v; a++) {
-                if (p1[a] == 0) continue;
-                Session sa = new Session(g, 64);
-                sa.prefill(PROMPT);
-                probe.probabilities(sa.decode(a), 0, v, new int[0], 0, p2);
-                for (int b = 0; b < v; b++) {
-                    if (p2[b] == 0) continue;
-                    Session sb = new Session(g, 64);
-                    sb.prefill(PROMPT);
-                    sb.decode(a);
-                    probe.probabilities(sb.decode(b), 0, v, new int[0], 0, p3);
-                    for (int c = 0; c < v; c++) if (p3[c] > 0) exact.merge(List.of(a, b, c), (double) p1[a] * p2[b] * p3[c], Double::sum);
-                }
-            }
+            java.util.Map<List<Integer>, Double> exact = exactDistribution(g, sp);
             int draws = 2000;
             java.util.Map<List<Integer>, Integer> spec = new java.util.HashMap<>(), ctl = new java.util.HashMap<>();
             long drafted = 0, accepted = 0;
@@ -143,6 +123,33 @@ class SpeculationTest {
                 assertThat(chiSpec).as("speculative sampling").isLessThan(critical(exact, draws, depth));
             }
         }
+    }
+
+    /**
+     * The exact distribution of the first three tokens after {@link #PROMPT} under {@code sp} (a small support: top-k),
+     * by enumeration over the model's own logits.
+     */
+    static java.util.Map<List<Integer>, Double> exactDistribution(Graph g, SamplingParams sp) {
+        java.util.Map<List<Integer>, Double> exact = new java.util.HashMap<>();
+        Sampler probe = new Sampler(sp);
+        int v = g.vocab();
+        float[] p1 = new float[v], p2 = new float[v], p3 = new float[v];
+        probe.probabilities(new Session(g, 64).prefill(PROMPT), 0, v, new int[0], 0, p1);
+        for (int a = 0; a < v; a++) {
+            if (p1[a] == 0) continue;
+            Session sa = new Session(g, 64);
+            sa.prefill(PROMPT);
+            probe.probabilities(sa.decode(a), 0, v, new int[0], 0, p2);
+            for (int b = 0; b < v; b++) {
+                if (p2[b] == 0) continue;
+                Session sb = new Session(g, 64);
+                sb.prefill(PROMPT);
+                sb.decode(a);
+                probe.probabilities(sb.decode(b), 0, v, new int[0], 0, p3);
+                for (int c = 0; c < v; c++) if (p3[c] > 0) exact.merge(List.of(a, b, c), (double) p1[a] * p2[b] * p3[c], Double::sum);
+            }
+        }
+        return exact;
     }
 
     /** Pearson's statistic over the prefixes of {@code depth} tokens (cells expected below 5 merged into one). */
