@@ -274,6 +274,7 @@ public final class Graph {
      */
     public long operatorHash() {
         if (operatorHash != 0) return operatorHash;
+        boolean[] sealed = plan.sealedLayers();
         StringBuilder b = new StringBuilder("cmf-state-ops/1 ").append(spec.archName()).append(' ').append(hidden).append(' ').append(vocab);
         for (int i = 0; i < layers; i++) {
             b.append('|').append(i).append(':');
@@ -285,7 +286,7 @@ public final class Graph {
                 case Mixer.GatedDeltaNet g -> b.append("gdn ").append(g.keyHeads()).append('/').append(g.valueHeads()).append('/')
                         .append(g.keyDim()).append('/').append(g.valueDim()).append(" k").append(g.convKernel());
             }
-            if (cpu != null && cpu.mixers[i] instanceof AttentionStep st && st.sealed() != null) b.append(" sealed ").append(st.sealed());
+            if (sealed[i]) b.append(" sealed ").append(memory.sealed());   // the plan's, so a device graph's hash has it too
         }
         b.append("|kv ").append(memory.kv().label());
         if (!weights.variant().isEmpty()) b.append('|').append(weights.variant());

@@ -108,7 +108,9 @@ class SealedResidentTest {
             long[] cpuBytes = new long[1], gpuBytes = new long[1];
             float[] want;
             long ringRows = 0;   // the device's sliding-layer rings hold a chunk (8) more than the CPU's window-long rings
+            long cpuHash, exactHash = 0;   // what a state snapshot must come from
             try (var m = dev.cmf4j.model.Model.open(model, null, new CpuBackend(), List.of(), h -> O1)) {
+                cpuHash = m.graph().operatorHash();
                 want = steps(m.graph(), cpuBytes);
                 for (var l : m.graph().spec().layers())
                     if (l.mixer() instanceof dev.cmf4j.model.Mixer.Attention att && att.window() > 0 && !att.sharesKv())
@@ -116,7 +118,8 @@ class SealedResidentTest {
             }
             float[] exact = null;
             if (file.startsWith("llama"))   // once: the sealed run is not the exact one
-                try (var m = dev.cmf4j.model.Model.open(model)) { exact = steps(m.graph(), new long[1]); }
+                try (var m = dev.cmf4j.model.Model.open(model)) { exactHash = m.graph().operatorHash(); exact = steps(m.graph(), new long[1]); }
+            if (exactHash != 0) assertThat(cpuHash).as("--o1 in the snapshot hash").isNotEqualTo(exactHash);
             try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
                 List<String> notes = new ArrayList<>();
                 gpu.notes(notes::add);
@@ -126,6 +129,8 @@ class SealedResidentTest {
                 System.setProperty("cmf.cuda.o1Capacity", "8");   // the exact caches grow twice in the 18-token prompt
                 try (var m = dev.cmf4j.model.Model.open(model, null, new CudaBackend(gpu), List.of(), h -> O1)) {
                     assertThat(m.graph().device()).as(file + " runs resident").isNotNull();
+                    // a resident --o1 graph's snapshots are the CPU graph's, not an exact graph's
+                    assertThat(m.graph().operatorHash()).as(file + " snapshot hash").isEqualTo(cpuHash);
                     got = steps(m.graph(), gpuBytes);
                 } finally {
                     System.clearProperty("cmf.cuda.o1Capacity");
