@@ -141,6 +141,80 @@ final class Q8Matrix extends WeightMatrix {
         }
     }
 
+    /**
+     * {@link #dotRows} for two tokens: each weight vector flipped, masked and converted once, then FMA-ed into each
+     * token's own four chains in the single-token order, so each result has the bits of its own call.
+     */
+    @Override
+    void dotRows2(float[] x, int xo, int xo2, short[] xs, int xsOff, int xsOff2, int r0, int r1, float[] y, int yo, int yo2,
+                  boolean add) {
+        if (!Simd.VECTOR) { super.dotRows2(x, xo, xo2, xs, xsOff, xsOff2, r0, r1, y, yo, yo2, add); return; }
+        MemorySegment m = data;
+        int n = cols, full = n - n % BLOCK, pairs = full - full % (2 * BLOCK);
+        float sumx = x[xo + n], sumx2 = x[xo2 + n];
+        IntVector flip = IntVector.broadcast(Simd.I, 0x80808080), b0 = IntVector.broadcast(Simd.I, 0xFF),
+                b1 = IntVector.broadcast(Simd.I, 0xFF00), b2 = IntVector.broadcast(Simd.I, 0xFF0000);
+        for (int r = r0; r < r1; r++) {
+            long sr = row0 + r;
+            long base = sr * n;
+            FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            int c = 0;
+            for (; c < pairs; c += 2 * BLOCK) {
+                long o = base + c;
+                int xb = xo + c, xb2 = xo2 + c;
+                IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE).lanewise(VectorOperators.XOR, flip);
+                IntVector u = IntVector.fromMemorySegment(Simd.I, m, o + BLOCK, LE).lanewise(VectorOperators.XOR, flip);
+                FloatVector w0 = cvt(v.and(b0)), w1 = cvt(v.and(b1)), w2 = cvt(v.and(b2)), w3 = cvt(v.lanewise(VectorOperators.LSHR, 24));
+                a0 = w0.fma(FloatVector.fromArray(F, x, xb), a0);
+                c0 = w0.fma(FloatVector.fromArray(F, x, xb2), c0);
+                a1 = w1.fma(FloatVector.fromArray(F, x, xb + L), a1);
+                c1 = w1.fma(FloatVector.fromArray(F, x, xb2 + L), c1);
+                a2 = w2.fma(FloatVector.fromArray(F, x, xb + 2 * L), a2);
+                c2 = w2.fma(FloatVector.fromArray(F, x, xb2 + 2 * L), c2);
+                a3 = w3.fma(FloatVector.fromArray(F, x, xb + 3 * L), a3);
+                c3 = w3.fma(FloatVector.fromArray(F, x, xb2 + 3 * L), c3);
+                w0 = cvt(u.and(b0));
+                w1 = cvt(u.and(b1));
+                w2 = cvt(u.and(b2));
+                w3 = cvt(u.lanewise(VectorOperators.LSHR, 24));
+                a0 = w0.fma(FloatVector.fromArray(F, x, xb + BLOCK), a0);
+                c0 = w0.fma(FloatVector.fromArray(F, x, xb2 + BLOCK), c0);
+                a1 = w1.fma(FloatVector.fromArray(F, x, xb + BLOCK + L), a1);
+                c1 = w1.fma(FloatVector.fromArray(F, x, xb2 + BLOCK + L), c1);
+                a2 = w2.fma(FloatVector.fromArray(F, x, xb + BLOCK + 2 * L), a2);
+                c2 = w2.fma(FloatVector.fromArray(F, x, xb2 + BLOCK + 2 * L), c2);
+                a3 = w3.fma(FloatVector.fromArray(F, x, xb + BLOCK + 3 * L), a3);
+                c3 = w3.fma(FloatVector.fromArray(F, x, xb2 + BLOCK + 3 * L), c3);
+            }
+            if (c < full) {
+                IntVector v = IntVector.fromMemorySegment(Simd.I, m, base + c, LE).lanewise(VectorOperators.XOR, flip);
+                int xb = xo + c, xb2 = xo2 + c;
+                FloatVector w0 = cvt(v.and(b0)), w1 = cvt(v.and(b1)), w2 = cvt(v.and(b2)), w3 = cvt(v.lanewise(VectorOperators.LSHR, 24));
+                a0 = w0.fma(FloatVector.fromArray(F, x, xb), a0);
+                c0 = w0.fma(FloatVector.fromArray(F, x, xb2), c0);
+                a1 = w1.fma(FloatVector.fromArray(F, x, xb + L), a1);
+                c1 = w1.fma(FloatVector.fromArray(F, x, xb2 + L), c1);
+                a2 = w2.fma(FloatVector.fromArray(F, x, xb + 2 * L), a2);
+                c2 = w2.fma(FloatVector.fromArray(F, x, xb2 + 2 * L), c2);
+                a3 = w3.fma(FloatVector.fromArray(F, x, xb + 3 * L), a3);
+                c3 = w3.fma(FloatVector.fromArray(F, x, xb2 + 3 * L), c3);
+                c += BLOCK;
+            }
+            float s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD) - 128f * sumx;
+            float s2 = c0.add(c1).add(c2.add(c3)).reduceLanes(VectorOperators.ADD) - 128f * sumx2;
+            for (; c < n; c++) {
+                byte q = m.get(ValueLayout.JAVA_BYTE, base + c);
+                s += q * x[xo + c];
+                s2 += q * x[xo2 + c];
+            }
+            float rs = Simd.f16(m, scalesOff + 2L * sr);
+            s *= rs;
+            s2 *= rs;
+            y[yo + r] = add ? y[yo + r] + s : s;
+            y[yo2 + r] = add ? y[yo2 + r] + s2 : s2;
+        }
+    }
+
     private static FloatVector cvt(IntVector v) {
         return (FloatVector) v.convert(VectorOperators.I2F, 0);
     }
