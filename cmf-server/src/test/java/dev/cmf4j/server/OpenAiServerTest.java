@@ -82,7 +82,7 @@ class OpenAiServerTest {
         assertThat(o.at("/usage/prompt_tokens_details/cached_tokens").isInt()).isTrue();
         long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();   // the line is written after the response
         while (s.log.stream().noneMatch(l -> l.startsWith("my-req-1 ")) && System.nanoTime() < deadline) Thread.sleep(10);
-        assertThat(s.log).anyMatch(l -> l.startsWith("my-req-1 POST /v1/chat/completions 200") && l.contains("prompt=" + prompt) && l.contains("ttft_ms="));
+        s.awaitLog(l -> l.startsWith("my-req-1 POST /v1/chat/completions 200") && l.contains("prompt=" + prompt) && l.contains("ttft_ms="));
 
         var st = s.post("/v1/chat/completions", chat("temperature", 0, "max_tokens", 16, "stream", true,
                 "stream_options", Map.of("include_usage", true)));

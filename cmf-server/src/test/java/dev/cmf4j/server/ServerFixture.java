@@ -56,6 +56,19 @@ final class ServerFixture implements AutoCloseable {
         server.ready(model);
     }
 
+    /**
+     * The first access-log line matching {@code line}, waiting up to 10 s for it: the server writes a request's line
+     * after the response has gone out, so a client can see the response first.
+     */
+    String awaitLog(java.util.function.Predicate<String> line) throws InterruptedException {
+        long end = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            for (String l : log) if (line.test(l)) return l;
+            if (System.nanoTime() > end) throw new AssertionError("no log line matched in 10 s; the log: " + log);
+            Thread.sleep(10);
+        }
+    }
+
     static Path bundled() {
         Path dir = Path.of("").toAbsolutePath();
         while (dir != null && !Files.isRegularFile(dir.resolve("models/default.cmf"))) dir = dir.getParent();

@@ -53,7 +53,7 @@ class ServerStateTest {
             // the prompt and the reply but its last token (sampled, never fed)
             assertThat(saved).isEqualTo(o.at("/usage/prompt_tokens").asLong() + o.at("/usage/completion_tokens").asLong() - 1);
             assertThat(sv.get("n_written").asLong()).isEqualTo(Files.size(dir.resolve("conv1.state")));
-            assertThat(s.log).anyMatch(l -> l.contains("/slots/") && l.contains(" 200 ") && l.contains("save seq="));
+            s.awaitLog(l -> l.contains("/slots/") && l.contains(" 200 ") && l.contains("save seq="));
             // the same sequence by its number, as /status lists it among the cached ones
             long seq = sv.get("id_slot").asLong();
             JsonNode status = json(s.get("/status"));
