@@ -143,8 +143,7 @@ final class Q8Matrix extends WeightMatrix {
 
     /**
      * {@link #dotRows} for two tokens: each weight vector flipped, masked and converted once, then FMA-ed into each
-     * token's own four chains in the single-token order (the final lane sum's order may differ between the JIT's
-     * tiers, so the bits can differ from a single call's in the last place).
+     * token's own four chains in the single-token order, so each result has the bits of its own call.
      */
     @Override
     void dotRows2(float[] x, int xo, int xo2, short[] xs, int xsOff, int xsOff2, int r0, int r1, float[] y, int yo, int yo2,

@@ -264,7 +264,7 @@ public abstract sealed class WeightMatrix
 
     /**
      * {@link #dotRows} for two tokens' prepared activations (at {@code xpOff} and {@code xpOff2}, results at {@code yOff}
-     * and {@code yOff2}), each token's result that of its own call up to rounding; a layout may widen each weight once for both.
+     * and {@code yOff2}), each token's result the same as its own call's; a layout may widen each weight once for both.
      */
     void dotRows2(float[] xp, int xpOff, int xpOff2, short[] xs, int xsOff, int xsOff2, int r0, int r1, float[] y, int yOff,
                   int yOff2, boolean add) {
