@@ -139,12 +139,7 @@ final class MatvecJob implements WorkerPool.Task {
     @Override
     public void run(int chunk, int worker) {
         int m = chunkMatrix[chunk];
-        int t = 0;
-        for (; t + 1 < tokens; t += 2)   // tokens in pairs: a layout may widen each weight once for both
-            ws[m].dotRows2(xps[m], xpOffs[m] + t * xpStrides[m], xpOffs[m] + (t + 1) * xpStrides[m], xss[m],
-                    xsOffs[m] + t * xsStrides[m], xsOffs[m] + (t + 1) * xsStrides[m], chunkR0[chunk], chunkR1[chunk], ys[m],
-                    yOffs[m] + t * yStrides[m], yOffs[m] + (t + 1) * yStrides[m], add);
-        if (t < tokens)
+        for (int t = 0; t < tokens; t++)
             ws[m].dotRows(xps[m], xpOffs[m] + t * xpStrides[m], xss[m], xsOffs[m] + t * xsStrides[m],
                     chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m] + t * yStrides[m], add);
     }

@@ -262,16 +262,6 @@ public abstract sealed class WeightMatrix
         dotRows(xp, xpOff, r0, r1, y, yOff, add);
     }
 
-    /**
-     * {@link #dotRows} for two tokens' prepared activations (at {@code xpOff} and {@code xpOff2}, results at {@code yOff}
-     * and {@code yOff2}), each token's result the same as its own call's; a layout may widen each weight once for both.
-     */
-    void dotRows2(float[] xp, int xpOff, int xpOff2, short[] xs, int xsOff, int xsOff2, int r0, int r1, float[] y, int yOff,
-                  int yOff2, boolean add) {
-        dotRows(xp, xpOff, xs, xsOff, r0, r1, y, yOff, add);
-        dotRows(xp, xpOff2, xs, xsOff2, r0, r1, y, yOff2, add);
-    }
-
     /** Row count that decode chunks should be multiples of (a tiled layout's tile). */
     int rowAlignment() { return 1; }
 

@@ -125,10 +125,6 @@ class WeightMatrixTest {
                         sc[r] = scale[r] + Math.abs(y0[2 + t * rows + r]);
                     }
                     assertClose(y, 2 + t * rows, want, sc, dtype + " matvecRows " + rows + "x" + cols + " tokens " + tokens + " t " + t);
-                    if (dtype == DType.Q8_ROW || dtype == DType.Q8_2F)   // tokens in pairs (dotRows2): each one's own bits
-                        for (int r = 0; r < rows; r++)
-                            org.assertj.core.api.Assertions.assertThat(y[2 + t * rows + r]).as(dtype + " token " + t + " of " + tokens + " row " + r)
-                                    .isEqualTo(want[r]);
                 }
             }
         DType other = dtype == DType.Q4TP ? DType.BF16 : DType.Q4TP;
