@@ -67,7 +67,8 @@ final class OpCheck {
                 // caches are rings for a chunk of 1 + i % 3 tokens)
                 for (KvType kv : Kernels.KV_TYPES)
                     for (int[] s : new int[][] {{128, 8, 2, 5, 0, 0, 1, 3, 0}, {64, 4, 2, 9, 12, 1, 2, 2, 0}, {40, 6, 2, 4, 0, 0, 0, 1, 0},
-                            {64, 16, 2, 3, 0, 1, 1, 2, 0}, {32, 4, 4, 6, 7, 0, 0, 1, 0}, {64, 4, 2, 9, 12, 1, 2, 2, 1}})   // groups of 4, 2, 3, 8, 1
+                            {64, 16, 2, 3, 0, 1, 1, 2, 0}, {32, 4, 4, 6, 7, 0, 0, 1, 0}, {64, 4, 2, 9, 12, 1, 2, 2, 1},
+                            {256, 4, 2, 3, 0, 0, 1, 1, 0}})   // groups of 4, 2, 3, 8, 1; head dims 32 to 256 (each walk width)
                         out.add(decodeRows(ctx, d, a, r, s[0], s[1], s[2], s[3], s[4], s[5] == 1, s[6], s[7], s[8] == 1, kv));
                 for (int k = 0; k < 4; k += 3) out.add(embed(ctx, d, a, r, k, quick ? 50 : 4000, quick ? 24 : 4096, 3));
             }

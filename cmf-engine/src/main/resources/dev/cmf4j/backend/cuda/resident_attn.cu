@@ -315,8 +315,7 @@ __device__ __forceinline__ void r_attn_walk(const float* rq, const float* rk, co
             d += qv[i] * (c < hd ? rk[c] : 0.f);
             vr[i] = c < hd ? vp[c] : 0.f;
         }
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        d *= scale;
+        d = r_warp_sum(d) * scale;
         float mn = fmaxf(m, d);
         float corr = expf(m - mn), e = expf(d - mn);
         l = l * corr + (lane == 0 ? e : 0.f);
@@ -324,7 +323,7 @@ __device__ __forceinline__ void r_attn_walk(const float* rq, const float* rk, co
         for (int i = 0; i < MI; i++) acc[i] = acc[i] * corr + e * vr[i];
         m = mn;
     }
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    l = r_warp_sum(l);
     r_attn_split_end<MI>(m, l, acc, pm, pl, pacc, out, done, sinks, heads, hd, splits, h, t, s);
 }
 
