@@ -77,13 +77,24 @@ public final class CudaDriver {
      * {@code cuda.h} maps the name to itself without per-thread default streams) for programmatic dependent launch.
      */
     static final List<NativeLib.Binding> OPTIONAL = List.of(
-            new NativeLib.Binding("cuLaunchKernelEx", fn(I32, PTR, PTR, PTR, PTR)));
+            new NativeLib.Binding("cuLaunchKernelEx", fn(I32, PTR, PTR, PTR, PTR)),
+            // virtual memory management (CUDA 10.2+; unversioned names): KV caches backed page by page (KvPages)
+            new NativeLib.Binding("cuMemGetAllocationGranularity", fn(I32, PTR, PTR, I32)),
+            new NativeLib.Binding("cuMemAddressReserve", fn(I32, PTR, SIZE_T, SIZE_T, I64, I64)),
+            new NativeLib.Binding("cuMemAddressFree", fn(I32, I64, SIZE_T)),
+            new NativeLib.Binding("cuMemCreate", fn(I32, PTR, SIZE_T, PTR, I64)),
+            new NativeLib.Binding("cuMemRelease", fn(I32, I64)),
+            new NativeLib.Binding("cuMemMap", fn(I32, I64, SIZE_T, SIZE_T, I64, I64)),
+            new NativeLib.Binding("cuMemSetAccess", fn(I32, I64, SIZE_T, PTR, SIZE_T)),
+            new NativeLib.Binding("cuMemUnmap", fn(I32, I64, SIZE_T)));
 
     /** Where the driver library is looked for: the loader's soname first, then the usual install places. */
     static final List<String> LIBRARY = List.of("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
             "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
 
     public static final int ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16;
+    /** {@code CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED}: cuMemAddressReserve, cuMemCreate, cuMemMap work. */
+    public static final int ATTR_VIRTUAL_MEMORY = 102;
     /**
      * {@code CU_FUNC_ATTRIBUTE_PTX_VERSION} (5 in cuda.h's CUfunction_attribute; 3 is LOCAL_SIZE_BYTES): the virtual
      * architecture a loaded function was compiled for (major·10 + minor).
@@ -97,6 +108,8 @@ public final class CudaDriver {
             endCapture, graphInstantiate, graphLaunch, graphExecDestroy, graphDestroy;
     /** {@code cuLaunchKernelEx}, or null when the driver lacks it. */
     private final MethodHandle launchEx;
+    /** The virtual memory calls, or null when the driver lacks them. */
+    private final MethodHandle granularity, addressReserve, addressFree, memCreate, memRelease, memMap, memSetAccess, memUnmap;
 
     private CudaDriver(Map<String, MethodHandle> h) {
         init = h.get("cuInit"); driverVersion = h.get("cuDriverGetVersion"); deviceCount = h.get("cuDeviceGetCount");
@@ -119,6 +132,9 @@ public final class CudaDriver {
         graphInstantiate = h.get("cuGraphInstantiateWithFlags"); graphLaunch = h.get("cuGraphLaunch");
         graphExecDestroy = h.get("cuGraphExecDestroy"); graphDestroy = h.get("cuGraphDestroy");
         launchEx = h.get("cuLaunchKernelEx");
+        granularity = h.get("cuMemGetAllocationGranularity"); addressReserve = h.get("cuMemAddressReserve");
+        addressFree = h.get("cuMemAddressFree"); memCreate = h.get("cuMemCreate"); memRelease = h.get("cuMemRelease");
+        memMap = h.get("cuMemMap"); memSetAccess = h.get("cuMemSetAccess"); memUnmap = h.get("cuMemUnmap");
     }
 
     private static volatile CudaDriver instance;
@@ -520,5 +536,80 @@ public final class CudaDriver {
 
     public void graphDestroy(MemorySegment graph) {
         try { check((int) graphDestroy.invokeExact(graph), "cuGraphDestroy"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    // ---- virtual memory: address ranges reserved once, physical memory mapped into them as it is needed ----
+
+    /** Whether the driver binds every virtual memory call (the device must also report {@link #ATTR_VIRTUAL_MEMORY}). */
+    public boolean hasVirtualMemory() {
+        return granularity != null && addressReserve != null && addressFree != null && memCreate != null && memRelease != null
+                && memMap != null && memSetAccess != null && memUnmap != null;
+    }
+
+    /** {@code sizeof(CUmemAllocationProp)}: type, handle types, location {type, id}, win32 metadata, allocFlags. */
+    static final long ALLOCATION_PROP_BYTES = 32;
+
+    /** Pinned device memory on {@code dev}, no export handles ({@code CUmemAllocationProp}). */
+    private static MemorySegment deviceProp(Arena a, int dev) {
+        MemorySegment p = a.allocate(ALLOCATION_PROP_BYTES, 8);   // zeroed: no handle types, no flags
+        p.set(I32, 0, 1);    // CU_MEM_ALLOCATION_TYPE_PINNED
+        p.set(I32, 8, 1);    // location.type = CU_MEM_LOCATION_TYPE_DEVICE
+        p.set(I32, 12, dev); // location.id
+        return p;
+    }
+
+    /** The size every physical allocation and mapping on {@code dev} is a multiple of (the minimum granularity). */
+    public long allocationGranularity(int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(SIZE_T);
+            check((int) granularity.invokeExact(v, deviceProp(a, dev), 0), "cuMemGetAllocationGranularity");
+            return v.get(I64, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Reserves {@code bytes} of device address space (no memory behind it yet), aligned to {@code alignment}. */
+    public long addressReserve(long bytes, long alignment) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I64);
+            check((int) addressReserve.invokeExact(v, bytes, alignment, 0L, 0L), "cuMemAddressReserve (" + bytes + " bytes)");
+            return v.get(I64, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void addressFree(long ptr, long bytes) {
+        try { check((int) addressFree.invokeExact(ptr, bytes), "cuMemAddressFree"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** {@code bytes} (a multiple of the granularity) of physical memory on {@code dev}; returns its handle. */
+    public long memCreate(long bytes, int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(I64);
+            check((int) memCreate.invokeExact(v, bytes, deviceProp(a, dev), 0L), "cuMemCreate (" + bytes + " bytes)");
+            return v.get(I64, 0);
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void memRelease(long handle) {
+        try { check((int) memRelease.invokeExact(handle), "cuMemRelease"); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Maps all of {@code handle}'s memory at {@code ptr} (in a reserved range) and lets {@code dev} read and write it. */
+    public void memMap(long ptr, long bytes, long handle, int dev) {
+        try (Arena a = Arena.ofConfined()) {
+            check((int) memMap.invokeExact(ptr, bytes, 0L, handle, 0L), "cuMemMap (" + bytes + " bytes)");
+            MemorySegment desc = a.allocate(12, 4);   // CUmemAccessDesc: location {type, id}, flags
+            desc.set(I32, 0, 1);   // CU_MEM_LOCATION_TYPE_DEVICE
+            desc.set(I32, 4, dev);
+            desc.set(I32, 8, 3);   // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            int rc = (int) memSetAccess.invokeExact(ptr, bytes, desc, 1L);
+            if (rc != 0) {
+                int ignored = (int) memUnmap.invokeExact(ptr, bytes);
+                throw error(rc, "cuMemSetAccess");
+            }
+        } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public void memUnmap(long ptr, long bytes) {
+        try { check((int) memUnmap.invokeExact(ptr, bytes), "cuMemUnmap"); } catch (Throwable t) { throw rethrow(t); }
     }
 }

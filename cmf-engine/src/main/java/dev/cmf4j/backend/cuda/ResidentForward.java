@@ -300,7 +300,8 @@ final class ResidentForward implements DeviceForward {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             if (maxChunk > MAX_CHUNK)   // chunk tokens are a grid dimension of ≤ 65,535 blocks in several kernels
                 throw new IllegalArgumentException("chunks of " + maxChunk + " tokens: the GPU takes at most " + MAX_CHUNK);
-            ResidentSession s = lower.ws.orDroppingCopies(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, maxChunk, maxContext));
+            ResidentSession s = lower.ws.orDroppingCopies(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, maxChunk, maxContext,
+                    KvPages.forDevice(cu, mm.context().info().ordinal())));
             states.add(s);
             return s;
         });
@@ -377,7 +378,7 @@ final class ResidentForward implements DeviceForward {
 
     @Override public long heldBytes(Object state) {
         ResidentSession s = (ResidentSession) state;
-        return mm.context().call(() -> s.allocated + (s.sealed == null ? 0 : s.sealed.heldBytes()));
+        return mm.context().call(() -> s.heldBytes() + (s.sealed == null ? 0 : s.sealed.heldBytes()));
     }
 
     /** The session's hierarchical-head gate for its next steps (copied to the device with a step when it changed). */
@@ -405,6 +406,7 @@ final class ResidentForward implements DeviceForward {
         int rows = logits == null ? 0 : allLogits ? tokens : 1;
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            lower.ws.orDroppingCopies(() -> { s.ensurePositions(pos0 + tokens); return null; });
             s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
             for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
             if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
@@ -595,6 +597,10 @@ final class ResidentForward implements DeviceForward {
     /** Owner thread: the step of {@link #stepInOrder} with the skill runs set. */
     private Void stepOnOwner(List<Span> spans, float[] logits, int[] ids, int vocab, int t, int logitRows) {
         {
+            for (Span sp : spans) {   // every row's KV pages before anything changes (a failure leaves each sequence as it was)
+                ResidentSession st = (ResidentSession) sp.state();
+                if (states.contains(st)) lower.ws.orDroppingCopies(() -> { st.ensurePositions(sp.pos0() + sp.tokens()); return null; });
+            }
             ResidentSession w = batchScratch(t, spans.size());
             Seq[] seqs = new Seq[spans.size()];
             boolean allRows = logitRows == t;
@@ -757,7 +763,7 @@ final class ResidentForward implements DeviceForward {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
             scratchEpoch++;
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
-            batchRows = lower.ws.orDroppingCopies(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, cap, 1, cap, false));
+            batchRows = lower.ws.orDroppingCopies(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, cap, 1, cap, null, false));
             states.add(batchRows);
         }
         if (batchSpans < spans) {

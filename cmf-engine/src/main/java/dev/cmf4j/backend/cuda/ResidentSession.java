@@ -78,16 +78,17 @@ final class ResidentSession {
 
     /** A session's own state ({@code splits}: the attention's key splits for a chunk of t rows). */
     ResidentSession(CudaDriver cu, DecoderPlan model, KvType kv, SealedSteps o1, java.util.function.IntUnaryOperator splits,
-                    Runnable stale, int maxChunk, int maxContext) {
-        this(cu, model, kv, o1, splits, stale, maxChunk, maxContext, 1, true);
+                    Runnable stale, int maxChunk, int maxContext, KvPages pages) {
+        this(cu, model, kv, o1, splits, stale, maxChunk, maxContext, 1, pages, true);
     }
 
     /**
      * {@code decodeRows}: the most one-token rows a decode attention launch takes (r_attn_rows; 1 for a session);
+     * {@code pages}: where full layers' caches are reserved and backed as positions are used (null: allocated whole);
      * {@code sequence}: a session's (it keeps recurrent state), not the batch scratch (its rows use their sessions').
      */
     ResidentSession(CudaDriver cu, DecoderPlan model, KvType kv, SealedSteps o1, java.util.function.IntUnaryOperator splits,
-                    Runnable stale, int maxChunk, int maxContext, int decodeRows, boolean sequence) {
+                    Runnable stale, int maxChunk, int maxContext, int decodeRows, KvPages pages, boolean sequence) {
         this.cu = cu;
         this.model = model;
         this.stale = stale;
@@ -96,6 +97,7 @@ final class ResidentSession {
         this.maxContext = maxContext;
         this.sequence = sequence;
         this.kvChunk = sequence && KV_RINGS ? maxChunk : 0;
+        this.pages = sequence ? pages : null;
         int hidden = model.hidden(), vocab = model.vocab();
         // a failure part way (the KV cache of a long context not fitting, say) gives back what was taken
         MemorySegment st = null, hi = null, hl = null, hg = null;
@@ -204,16 +206,22 @@ final class ResidentSession {
                     continue;
                 } else {   // a bounded anchor's ring (f32) holds its window: the rows a sequence keeps at any length;
                            // a sliding layer's, its window and a chunk
-                    long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim
-                            : KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim()) * cacheRows(spec.window());
-                    kc[l] = alloc(bytes);
-                    vc[l] = alloc(bytes);
+                    long rowBytes = KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim());
+                    long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim : rowBytes * cacheRows(spec.window());
+                    if (this.pages != null && spec.anchor() == null && KvLayout.ringRows(spec.window(), kvChunk) == 0) {
+                        kc[l] = this.pages.reserve(bytes, rowBytes);   // a full layer: backed as positions are reached
+                        vc[l] = this.pages.reserve(bytes, rowBytes);
+                    } else {
+                        kc[l] = alloc(bytes);
+                        vc[l] = alloc(bytes);
+                    }
                 }
             }
             if (o1 != null && sequence) so = o1.new Sequence(kc, vc, maxContext);
         } catch (RuntimeException | Error e) {
             for (long d : owned) cu.memFree(d);
             owned.clear();
+            if (this.pages != null) this.pages.free();
             if (hi != null) cu.memFreeHost(hi);
             if (hl != null) cu.memFreeHost(hl);
             if (hg != null) cu.memFreeHost(hg);
@@ -238,6 +246,20 @@ final class ResidentSession {
     /** Device bytes of {@link #owned}. */
     long allocated;
 
+    /** The full layers' paged caches, or null when every cache was allocated whole. */
+    private final KvPages pages;
+
+    /**
+     * Backs the rows of positions [0, {@code positions}) in the full layers' caches (nothing when they are allocated
+     * whole); throws, changing nothing the sequence holds, when the device has no memory left for them.
+     */
+    void ensurePositions(int positions) {
+        if (pages != null) pages.ensureRows(positions);
+    }
+
+    /** Device bytes this sequence holds: its buffers and the KV pages mapped for it so far. */
+    long heldBytes() { return allocated + (pages == null ? 0 : pages.mappedBytes()); }
+
     /** Device and host room for {@code rows} rows of logits (all-logits chunks). */
     void ensureAll(int rows) {
         if (rows <= allRows) return;
@@ -253,6 +275,7 @@ final class ResidentSession {
         exec = graph = null;
         for (long d : owned) cu.memFree(d);
         owned.clear();
+        if (pages != null) pages.free();
         if (sealed != null) sealed.free();
         cu.memFreeHost(hostIn);
         cu.memFreeHost(hostLast);

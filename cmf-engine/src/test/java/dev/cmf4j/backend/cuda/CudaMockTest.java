@@ -908,8 +908,9 @@ class CudaMockTest {
     /**
      * Sliding-window layers keep rings on the device (window + chunk rows, resident.cu's r_kv_ring): gemma3 and gpt-oss
      * (window 8) at f32 match their transformers goldens with prompt chunks of 3 (rings of 11 rows, which the 40-token
-     * prompt and the 24 greedy steps wrap several times), and a session's device memory grows with its context only by
-     * the full layers' caches (the sliding layers' stay at their rings).
+     * prompt and the 24 greedy steps wrap several times), and a session's device memory grows only by the full layers'
+     * caches: with KV pages by the rows of the positions it has used (its context costs nothing up front), with caches
+     * allocated whole (a device without virtual memory management) by a row per position of its context.
      */
     @org.junit.jupiter.params.ParameterizedTest
     @org.junit.jupiter.params.provider.ValueSource(strings = {"gemma3", "gpt_oss"})
@@ -936,12 +937,31 @@ class CudaMockTest {
                 assertThat(sliding).as(name + " has sliding layers").isPositive();
                 var small = g.newState(3, 1024);
                 var large = g.newState(3, 2048);
-                try {
-                    assertThat(large.heldBytes() - small.heldBytes()).as(name + ": 1,024 more positions cost the full layers' rows only")
-                            .isEqualTo(1024 * fullRowBytes);
+                try (var s = new dev.cmf4j.runtime.Session(g, 2048, 3)) {
+                    assertThat(large.heldBytes()).as(name + ": a longer context takes no memory before it is used").isEqualTo(small.heldBytes());
+                    long before = s.state().heldBytes();
+                    int used = 40;
+                    s.prefill(java.util.stream.IntStream.range(0, used).map(i -> 3 + i).toArray());
+                    long pages = 0;   // each full layer's key and value cache: its used rows, rounded up to the mock's 4 KiB pages
+                    for (var l : g.spec().layers())
+                        if (l.mixer() instanceof dev.cmf4j.model.Mixer.Attention a && !a.sharesKv() && a.window() == 0)
+                            pages += 2 * ((used * Float.BYTES * (long) a.kvDim() + 4095) / 4096 * 4096);
+                    assertThat(s.state().heldBytes() - before).as(name + ": " + used + " positions cost the full layers' pages of them only")
+                            .isEqualTo(pages);
                 } finally {
                     small.close();
                     large.close();
+                }
+                mockSet("mock_vmm", ValueLayout.JAVA_INT, 0);   // caches allocated whole
+                try {
+                    small = g.newState(3, 1024);
+                    large = g.newState(3, 2048);
+                    assertThat(large.heldBytes() - small.heldBytes()).as(name + ": 1,024 more positions cost the full layers' rows only")
+                            .isEqualTo(1024 * fullRowBytes);
+                    small.close();
+                    large.close();
+                } finally {
+                    mockSet("mock_vmm", ValueLayout.JAVA_INT, 1);
                 }
             }
         }
@@ -965,8 +985,10 @@ class CudaMockTest {
         }
     }
 
+    /** Without KV pages (a device without virtual memory management) a session's caches are allocated whole, at once. */
     @Test void aSessionThatDoesNotFitGivesBackWhatItTook() throws Exception {
         Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        mockSet("mock_vmm", ValueLayout.JAVA_INT, 0);
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
@@ -986,6 +1008,63 @@ class CudaMockTest {
                 assertThat(counter(5)).as("device buffers taken before the failure given back").isEqualTo(allocs);
                 assertThat(counter(4)).as("the session's stream destroyed").isEqualTo(streams);
             }
+        } finally {
+            mockSet("mock_vmm", ValueLayout.JAVA_INT, 1);
+        }
+    }
+
+    /**
+     * KV pages: a session's full-layer caches are address ranges reserved whole and backed as its positions reach them.
+     * When the device has no memory for the next page, that step fails with a clear error and changes nothing: the
+     * session goes on from where it was once memory is back, with the logits of a session that never failed; closing
+     * it unmaps and releases every page and range.
+     */
+    @Test void aSequenceWhosePagesDoNotFitFailsThatStepAndGoesOnLater() throws Exception {
+        Path dir = dev.cmf4j.testkit.Fixtures.require("cmf/refconv");
+        int kvDim = 64, rowsPerPage = 4096 / (Float.BYTES * kvDim);
+        int[] prompt = java.util.stream.IntStream.range(0, rowsPerPage).map(i -> 5 + 3 * i).toArray();   // fills the first page exactly
+        float[] want;
+        try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf")); var s = new dev.cmf4j.runtime.Session(m.graph(), 64, 8)) {
+            assertThat(((dev.cmf4j.model.Mixer.Attention) m.spec().layer(0).mixer()).kvDim()).isEqualTo(kvDim);
+            s.prefill(prompt);
+            want = s.decode(7).clone();
+        }
+        try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
+                long handles = mockLong("mock_vmm_handles"), ranges = mockLong("mock_vmm_reserved");
+                var s = new dev.cmf4j.runtime.Session(m.graph(), 64, 8);
+                int layers = m.spec().layers().size();
+                assertThat(mockLong("mock_vmm_reserved") - ranges).as("a key and a value range per layer").isEqualTo(2L * layers);
+                assertThat(mockLong("mock_vmm_handles")).as("nothing mapped before the first step").isEqualTo(handles);
+                s.prefill(prompt);
+                assertThat(mockLong("mock_vmm_handles") - handles).as("one page per cache").isEqualTo(2L * layers);
+                mockSet("mock_device_budget", ValueLayout.JAVA_LONG, deviceUsed());   // the device is full
+                try {
+                    assertThatThrownBy(() -> s.decode(7)).hasMessageContaining("the KV cache of positions up to " + (rowsPerPage + 1))
+                            .hasMessageContaining("OUT_OF_MEMORY");
+                } finally {
+                    mockSet("mock_device_budget", ValueLayout.JAVA_LONG, -1L);
+                }
+                assertThat(s.position()).as("the failed step changed nothing").isEqualTo(rowsPerPage);
+                float[] got = s.decode(7);
+                for (int i = 0; i < want.length; i++)
+                    assertThat((double) got[i]).as("logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                assertThat(mockLong("mock_vmm_handles") - handles).as("a second page per cache").isEqualTo(4L * layers);
+                s.close();
+                assertThat(mockLong("mock_vmm_handles")).as("every page released").isEqualTo(handles);
+                assertThat(mockLong("mock_vmm_reserved")).as("every range freed").isEqualTo(ranges);
+            }
+        }
+    }
+
+    static long mockLong(String fn) {
+        try {
+            return (long) java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find(fn).orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_LONG)).invokeExact();
+        } catch (Throwable t) {
+            throw new AssertionError(t);
         }
     }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 
 typedef int CUresult;
 static __thread void* current_ctx = 0;
@@ -31,7 +32,9 @@ CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
 CUresult cuDeviceGet(int* d, int o) { if (o != 0) return 101; *d = 0; return 0; }
 CUresult cuDeviceGetName(char* s, int len, int d) { strncpy(s, "Mock GPU", len); return 0; }
-CUresult cuDeviceGetAttribute(int* v, int a, int d) { *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 1 : 0; return 0; }
+static int vmm_supported = 1;   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (102) */
+void mock_vmm(int on) { vmm_supported = on; }
+CUresult cuDeviceGetAttribute(int* v, int a, int d) { *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 1 : a == 102 ? vmm_supported : 0; return 0; }
 CUresult cuDeviceTotalMem_v2(size_t* b, int d) { *b = (size_t) 1 << 30; return 0; }
 CUresult cuDevicePrimaryCtxRetain(void** c, int d) { *c = &primary_ctx; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
@@ -65,6 +68,75 @@ CUresult cuMemFree_v2(unsigned long long p) {
     device_used -= (long long) size;
     free(m);
     n_device_allocs--;
+    return 0;
+}
+/* Virtual memory management: a reserved range is host address space nobody may touch (PROT_NONE); cuMemMap makes a
+ * handle's pages readable and writable there, cuMemUnmap takes them away again, so a kernel twin reading or writing a
+ * KV row that was never mapped faults. Physical handles count against the device budget while they exist. */
+#define VMM_GRANULE 4096
+typedef struct { size_t size; int mapped; unsigned long long at; } vmm_handle;
+static vmm_handle* vmm_maps[1 << 16];   /* the mapped handles, to find a range's handle at cuMemUnmap */
+static int n_vmm_maps = 0;
+static long long vmm_handles = 0, vmm_reserved = 0;   /* handles and reserved ranges alive */
+long long mock_vmm_handles(void) { return vmm_handles; }
+long long mock_vmm_reserved(void) { return vmm_reserved; }
+CUresult cuMemGetAllocationGranularity(size_t* g, const int* prop, int option) {
+    if (prop[0] != 1 || prop[2] != 1 || prop[3] != 0) return 1;   /* pinned, on device 0 */
+    *g = VMM_GRANULE; return 0;
+}
+CUresult cuMemAddressReserve(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) {
+    if (!current_ctx) return 201;
+    if (size == 0 || size % VMM_GRANULE || (align && align % VMM_GRANULE) || addr || flags) return 1;
+    void* m = mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return 2;
+    vmm_reserved++;
+    *p = (unsigned long long) (uintptr_t) m; return 0;
+}
+CUresult cuMemAddressFree(unsigned long long p, size_t size) {
+    if (!current_ctx) return 201;
+    if (munmap((void*) (uintptr_t) p, size)) return 1;
+    vmm_reserved--;
+    return 0;
+}
+CUresult cuMemCreate(unsigned long long* h, size_t size, const int* prop, unsigned long long flags) {
+    if (!current_ctx) return 201;
+    if (size == 0 || size % VMM_GRANULE || prop[0] != 1 || prop[2] != 1 || flags) return 1;
+    if (alloc_limit >= 0 && (long long) size > alloc_limit) return 2;
+    if (device_budget >= 0 && device_used + (long long) size > device_budget) return 2;
+    vmm_handle* m = calloc(1, sizeof *m);
+    m->size = size;
+    device_used += (long long) size;
+    vmm_handles++;
+    *h = (unsigned long long) (uintptr_t) m; return 0;
+}
+CUresult cuMemRelease(unsigned long long h) {
+    vmm_handle* m = (vmm_handle*) (uintptr_t) h;
+    if (m->mapped) return 1;   /* (the real driver defers it; our caller unmaps first) */
+    device_used -= (long long) m->size;
+    vmm_handles--;
+    free(m);
+    return 0;
+}
+CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned long long h, unsigned long long flags) {
+    vmm_handle* m = (vmm_handle*) (uintptr_t) h;
+    if (p % VMM_GRANULE || size != m->size || offset || flags || m->mapped) return 1;
+    if (n_vmm_maps == (int) (sizeof vmm_maps / sizeof vmm_maps[0])) return 2;
+    if (mprotect((void*) (uintptr_t) p, size, PROT_READ | PROT_WRITE)) return 1;
+    m->mapped = 1;
+    m->at = p;
+    vmm_maps[n_vmm_maps++] = m;
+    return 0;
+}
+CUresult cuMemSetAccess(unsigned long long p, size_t size, const int* desc, size_t count) {
+    return count == 1 && desc[0] == 1 && desc[1] == 0 && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
+}
+CUresult cuMemUnmap(unsigned long long p, size_t size) {
+    int i = 0;
+    while (i < n_vmm_maps && !(vmm_maps[i]->at == p && vmm_maps[i]->size == size)) i++;
+    if (i == n_vmm_maps) return 1;   /* (the mock unmaps whole mappings only) */
+    vmm_maps[i]->mapped = 0;
+    vmm_maps[i] = vmm_maps[--n_vmm_maps];
+    if (madvise((void*) (uintptr_t) p, size, MADV_DONTNEED) || mprotect((void*) (uintptr_t) p, size, PROT_NONE)) return 1;
     return 0;
 }
 CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *p = malloc(n); return *p ? 0 : 2; }

@@ -1,0 +1,103 @@
+package dev.cmf4j.backend.cuda;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One sequence's full-layer KV caches backed page by page: each cache's address range (a row per position of the whole
+ * context) is reserved at once, and physical pages of the driver's granularity are mapped into it as the sequence's
+ * positions reach them, so a sequence holds device memory for the positions it has used, not for its context. The
+ * kernels see the same contiguous rows as before (row j at base + j·rowBytes), and captured graphs stay valid since
+ * addresses never move. Pages stay mapped until the sequence is freed (a rewind or a new prompt reuses them).
+ * Owner thread only.
+ */
+final class KvPages {
+    /** A reserved cache range, {@code mapped} bytes of it backed from its start. */
+    private static final class Range {
+        final long base, size, rowBytes;
+        long mapped;
+
+        Range(long base, long size, long rowBytes) { this.base = base; this.size = size; this.rowBytes = rowBytes; }
+    }
+
+    /** One mapping: {@code bytes} of physical memory {@code handle} at {@code at}. */
+    private record Mapping(long at, long bytes, long handle) {}
+
+    private final CudaDriver cu;
+    private final int device;
+    private final long granule;
+    private final List<Range> ranges = new ArrayList<>();
+    private final List<Mapping> mappings = new ArrayList<>();
+    private long mappedBytes;
+
+    /**
+     * Pages for caches on {@code device} when the driver and device manage virtual memory and
+     * {@code -Dcmf.cuda.kvPages} is not false; null otherwise (the caches are then allocated whole).
+     */
+    static KvPages forDevice(CudaDriver cu, int device) {
+        if ("false".equals(System.getProperty("cmf.cuda.kvPages")) || !cu.hasVirtualMemory()) return null;
+        if (cu.attribute(CudaDriver.ATTR_VIRTUAL_MEMORY, device) == 0) return null;
+        return new KvPages(cu, device, cu.allocationGranularity(device));
+    }
+
+    private KvPages(CudaDriver cu, int device, long granule) {
+        this.cu = cu;
+        this.device = device;
+        this.granule = granule;
+    }
+
+    /** A cache of {@code bytes} whose row j lies at j·{@code rowBytes}: its address, with nothing mapped yet. */
+    long reserve(long bytes, long rowBytes) {
+        long size = Math.max(granule, (bytes + granule - 1) / granule * granule);
+        long base = cu.addressReserve(size, granule);
+        ranges.add(new Range(base, size, rowBytes));
+        return base;
+    }
+
+    /**
+     * Backs rows [0, {@code rows}) of every cache. A failure (no device memory left) leaves what was mapped before it
+     * mapped and throws; the caches' earlier rows are untouched.
+     */
+    void ensureRows(int rows) {
+        for (Range r : ranges) {
+            long need = Math.min(r.size, ((long) rows * r.rowBytes + granule - 1) / granule * granule);
+            if (need <= r.mapped) continue;
+            long at = r.base + r.mapped, bytes = need - r.mapped;
+            long handle;
+            try {
+                handle = cu.memCreate(bytes, device);
+            } catch (CudaException e) {   // (a CudaException still, so the prefill's kept copies can give way and retry)
+                throw new CudaException("the KV cache of positions up to " + rows + " (" + bytes + " more bytes; " + mappedBytes
+                        + " held by this sequence's caches; fewer concurrent sequences or shorter ones need less): "
+                        + e.call(), e.status(), null, null);
+            }
+            try {
+                cu.memMap(at, bytes, handle, device);
+            } catch (RuntimeException e) {
+                cu.memRelease(handle);
+                throw e;
+            }
+            mappings.add(new Mapping(at, bytes, handle));
+            r.mapped = need;
+            mappedBytes += bytes;
+        }
+    }
+
+    /** Device memory mapped into the caches. */
+    long mappedBytes() { return mappedBytes; }
+
+    /** The driver's page size here. */
+    long granule() { return granule; }
+
+    /** Unmaps and gives back every page and range (the stream must be idle). */
+    void free() {
+        for (Mapping m : mappings) {
+            cu.memUnmap(m.at(), m.bytes());
+            cu.memRelease(m.handle());
+        }
+        mappings.clear();
+        for (Range r : ranges) cu.addressFree(r.base, r.size);
+        ranges.clear();
+        mappedBytes = 0;
+    }
+}
