@@ -93,6 +93,11 @@ public final class BenchCommand implements Callable<Integer> {
             description = "most token rows one batched prefill step holds (default ${DEFAULT-VALUE})")
     int batchRows;
 
+    @Option(names = "--ctx", paramLabel = "N",
+            description = "with --batch: each sequence's context in tokens (default: its prompt and generated tokens); the"
+                    + " memory a sequence holds at the end is reported (on a GPU with KV pages an unused context costs nothing)")
+    Integer batchCtx;
+
     @Option(names = "--greedy", description = "with --batch: each sequence decodes its own greedy picks, taken where the model"
             + " runs (on a GPU only the ids come back), instead of given tokens with every logit row copied back")
     boolean greedy;
@@ -146,6 +151,8 @@ public final class BenchCommand implements Callable<Integer> {
             for (int d : depth) if (d < 1) throw new IllegalArgumentException("--depth must be >= 1, got " + d);
         if (depth != null && genTokens == 0) throw new IllegalArgumentException("--depth measures decoding: --gen-tokens must be >= 1");
         if (greedy && batch == null) throw new IllegalArgumentException("--greedy needs --batch");
+        if (batchCtx != null && batch == null) throw new IllegalArgumentException("--ctx needs --batch");
+        if (batchCtx != null && batchCtx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + batchCtx);
         if (skills != null && batch == null) throw new IllegalArgumentException("--skills needs --batch");
         if (skills != null && (overrides.skill != null || overrides.blend != null))
             throw new IllegalArgumentException("--skills sets each sequence's skill: not with --skill or --blend");
@@ -340,7 +347,8 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     /** Aggregate speeds of {@code sequences} concurrent sequences (null when that test was skipped); the skill mix or null. */
-    record BatchResult(int sequences, Samples prefill, Samples decode, String skills) {}
+    /** {@code heldBytes}: the memory one sequence of {@code context} tokens held at the end (the mean over the batch). */
+    record BatchResult(int sequences, Samples prefill, Samples decode, String skills, int context, long heldBytes) {}
 
     /**
      * {@code b} sequences with random prompts: all prompts prefilled through one batch driver (steps of up to
@@ -348,13 +356,14 @@ public final class BenchCommand implements Callable<Integer> {
      */
     private BatchResult batched(Graph graph, int b, SplittableRandom rnd, java.util.List<String> mix) {
         var overlays = mix == null ? null : SkillMixes.overlays(graph, mix, b);
-        int vocab = graph.vocab(), ctx = promptTokens + genTokens + 1;
+        int vocab = graph.vocab(), ctx = Math.max(promptTokens + genTokens + 1, batchCtx == null ? 0 : batchCtx);
         int[][] prompts = new int[b][];
         for (int i = 0; i < b; i++) prompts[i] = rnd.ints(Math.max(1, promptTokens), 0, vocab).toArray();
         int[][] steps = new int[genTokens][];
         for (int g = 0; g < genTokens; g++) steps[g] = rnd.ints(b, 0, vocab).toArray();
         var driver = new dev.cmf4j.runtime.BatchDriver(graph, Math.max(batchRows, b), ctx);
         double[] pp = new double[reps], tg = new double[reps];
+        long held = 0;
         for (int r = -warmup; r < reps; r++) {
             Session[] ss = new Session[b];
             try {
@@ -376,6 +385,9 @@ public final class BenchCommand implements Callable<Integer> {
                 long t2 = System.nanoTime();
                 double p = (double) b * prompts[0].length / ((t1 - t0) * 1e-9), d = (double) b * genTokens / ((t2 - t1) * 1e-9);
                 if (r >= 0) { pp[r] = p; tg[r] = d; }
+                held = 0;
+                for (Session s : ss) held += s.state().heldBytes();
+                held /= b;
                 // progress: a batch of 64 on a CPU takes minutes
                 spec.commandLine().getErr().printf(Locale.ROOT, "bench: %d sequences%s, %s: prefill %.1f tok/s, decode %.1f tok/s%n",
                         b, mix == null ? "" : " of skills " + String.join(",", mix), r < 0 ? "warm-up" : "rep " + (r + 1) + "/" + reps, p, d);
@@ -384,15 +396,18 @@ public final class BenchCommand implements Callable<Integer> {
             }
         }
         return new BatchResult(b, promptTokens > 0 ? new Samples(pp) : null, genTokens > 0 ? new Samples(tg) : null,
-                mix == null ? null : String.join(",", mix));
+                mix == null ? null : String.join(",", mix), ctx, held);
     }
 
     private void batchTable(PrintWriter out, java.util.List<BatchResult> results) {
-        String fmt = "| %9s | %-12s | %24s | %24s |%n";
-        out.printf(Locale.ROOT, "%n" + fmt, "sequences", "skills", "prefill t/s (all, ± sd)", "decode t/s (all, ± sd)");
-        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(14), "-".repeat(26), "-".repeat(26));
+        String fmt = "| %9s | %-12s | %24s | %24s | %8s | %13s |%n";
+        out.printf(Locale.ROOT, "%n" + fmt, "sequences", "skills", "prefill t/s (all, ± sd)", "decode t/s (all, ± sd)", "context",
+                "MiB/sequence");
+        out.printf(Locale.ROOT, "|%s|%s|%s|%s|%s|%s|%n", "-".repeat(11), "-".repeat(14), "-".repeat(26), "-".repeat(26), "-".repeat(10),
+                "-".repeat(15));
         for (BatchResult r : results)
-            out.printf(Locale.ROOT, fmt, r.sequences(), r.skills() == null ? "-" : r.skills(), cell(r.prefill()), cell(r.decode()));
+            out.printf(Locale.ROOT, fmt, r.sequences(), r.skills() == null ? "-" : r.skills(), cell(r.prefill()), cell(r.decode()),
+                    r.context(), String.format(Locale.ROOT, "%.1f", r.heldBytes() / 1048576.0));
     }
 
     private static String cell(Samples s) {
@@ -455,6 +470,8 @@ public final class BenchCommand implements Callable<Integer> {
             for (BatchResult r : batched) {
                 ObjectNode b = a.addObject();
                 b.put("sequences", r.sequences());
+                b.put("context", r.context());
+                b.put("held_bytes_per_sequence", r.heldBytes());
                 if (r.skills() != null) b.put("skills", r.skills());
                 if (r.decode() != null) put(b, "decode", r.decode());
                 if (r.prefill() != null) put(b, "prefill", r.prefill());

@@ -83,9 +83,24 @@ class BenchCommandTest {
             assertThat(e.get("decode_samples")).hasSize(2);
         }
         assertThat(r.err()).contains("bench: 4 sequences, rep 2/2");   // progress per batch size
+        // --ctx: a longer context per sequence; the CPU's full caches start at 64 positions and grow as they are used,
+        // so contexts of 200 and 400 hold the same at 10 positions
+        assertThat(b.get(1).get("context").asInt()).isEqualTo(10);
+        assertThat(b.get(1).get("held_bytes_per_sequence").asLong()).isPositive();
+        long[] held = new long[2];
+        for (int i = 0; i < 2; i++) {
+            Run wide = run("bench", cmf, "-t", "2", "-p", "6", "-n", "3", "-r", "1", "--warmup", "0", "--batch", "4", "--ctx", 200 * (i + 1) + "",
+                    "--json");
+            assertThat(wide.code()).as(wide.err()).isZero();
+            JsonNode w = new ObjectMapper().readTree(wide.out()).get("batch").get(0);
+            assertThat(w.get("context").asInt()).isEqualTo(200 * (i + 1));
+            held[i] = w.get("held_bytes_per_sequence").asLong();
+        }
+        assertThat(held[1]).isEqualTo(held[0]).isGreaterThan(b.get(1).get("held_bytes_per_sequence").asLong());
+        assertThat(run("bench", cmf, "--ctx", "100").err()).contains("--ctx needs --batch");
         Run table = run("bench", cmf, "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--batch", "2");
         assertThat(table.code()).as(table.err()).isZero();
-        assertThat(table.out()).contains("| sequences |").containsPattern("\\|\\s+2 \\|");
+        assertThat(table.out()).contains("| sequences |").contains("MiB/sequence").containsPattern("\\|\\s+2 \\|");
         Run greedy = run("bench", cmf, "-t", "1", "-p", "4", "-n", "3", "-r", "1", "--warmup", "0", "--batch", "3", "--greedy", "--json");
         assertThat(greedy.code()).as(greedy.err()).isZero();
         assertThat(new ObjectMapper().readTree(greedy.out()).get("batch").get(0).get("decode_tokens_per_s").asDouble()).isPositive();
