@@ -427,7 +427,9 @@ final class ResidentForward implements DeviceForward {
                 if (many) s.ensureAll(tokens);
                 out = many ? s.all : s.last;
                 host = many ? s.hostAll : s.hostLast;
-                boolean gemm = cublas != null && tokens >= gemmMinTokens;
+                // a chunk whose every row's logits are wanted (a draft's verification) takes the products that read each
+                // weight once from as few rows as a batched step does, not once per row below gemmMinTokens
+                boolean gemm = cublas != null && (tokens >= gemmMinTokens || many && tokens >= batchGemmMinRows);
                 if (gemm) lower.ws.prepare(s.stream, tokens, many);
                 try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after

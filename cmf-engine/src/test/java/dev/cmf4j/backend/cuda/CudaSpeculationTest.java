@@ -69,4 +69,39 @@ class CudaSpeculationTest {
             }
         }
     }
+
+    /**
+     * With cuBLAS, a verification chunk (K + 1 rows, every row's logits wanted) takes the products that read each weight
+     * once, as a batched step of that many rows does, although it is below the prefill's 16 tokens; still token-exact.
+     */
+    @org.junit.jupiter.api.Test
+    void verificationChunksReadEachWeightOnce() throws Exception {
+        int[] prompt = {5, 77, 300, 12, 901, 44, 3, 618};
+        int n = 16;
+        try (HfFixture hf = HfFixture.open("llama"); CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(x -> {});
+            gpu.useCublas(List.of(lib.toString()), 16);
+            Graph g = new Graph(hf.spec(), TestFiles.weights(hf.reader()), new CudaBackend(gpu));
+            Generator.Result want = new Generator(new Session(g, 64, 4), new Sampler(SamplingParams.GREEDY), Set.of(), List.of())
+                    .generate(prompt, n, null, null);   // prompt chunks of 4: below the prefill's GEMM threshold
+            int before = gemms();
+            assertThat(before).as("plain decoding with chunks of 4 runs no GEMM").isZero();
+            Speculation sp = new Speculation(new Session(g, 64, 4), 3, SamplingParams.GREEDY);
+            Generator.Result got = sp.generate(new Generator(new Session(g, 64, 4), new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
+                    prompt, n, null, null);
+            assertThat(got.tokens()).containsExactly(want.tokens());
+            assertThat(sp.stats(got.tokens().length).acceptance()).isEqualTo(1.0);
+            assertThat(gemms() - before).as("each verification of 4 rows through cuBLAS").isPositive();
+        }
+    }
+
+    static int gemms() {
+        try {
+            return (int) java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, java.lang.foreign.Arena.global()).find("mock_gemms").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_INT)).invokeExact();
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
 }
