@@ -67,7 +67,7 @@ public final class Scheduler implements AutoCloseable {
      * One live sequence as {@link #live()} lists it.
      *
      * @param stateBytes bytes of its attention and recurrent state as of its last step ({@link
-     *                   dev.cmf4j.model.graph.State#heldBytes}; -1 on a device, 0 before its first step)
+     *                   dev.cmf4j.model.graph.State#heldBytes}: on a GPU its device memory; 0 before its first step)
      */
     public record SequenceInfo(long id, String state, int promptTokens, int cachedTokens, int generatedTokens,
                                int position, long ageMillis, long stateBytes) {}
