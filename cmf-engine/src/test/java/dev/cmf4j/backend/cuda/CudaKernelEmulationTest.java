@@ -47,7 +47,7 @@ class CudaKernelEmulationTest {
     }
 
     @BeforeAll static void build() throws Exception {
-        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "common.cuh", "resident.cuh", "resident_arch.cu", "resident_embryo.cu", "resident.cu",
+        for (String r : List.of("mockcuda.c", "kernel_emulator.cpp", "matvec_q4.cu", "common.cuh", "q4.cuh", "resident.cuh", "resident_arch.cu", "resident_embryo.cu", "resident.cu",
                 "resident_attn.cu", "resident_gemm.cu",
                 "resident_mmvq.cu", "resident_o1.cu"))
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
