@@ -125,6 +125,11 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + experts);
             return null;
         }
+        if (model.headClusters() != null && ResidentWeights.q4(model.head().dtype())) {
+            notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): " + model.head().name() + " is "
+                    + model.head().dtype().label + ", which the clustered head's kernel (re_head_rows) does not read");
+            return null;
+        }
         String why = sealed == null ? null : kv != KvType.F32 ? "--o1 with a " + kv.label() + " KV cache" : SealedSteps.unsupported(model, sealed);
         if (why != null) {
             notes.accept("cmf: cuda: " + arch + ": hybrid path (GPU weight products, CPU graph): the resident forward does not seal " + why);

@@ -21,6 +21,11 @@ final class Kernels {
     static final List<String> FILES = List.of(RESIDENT_CU, ATTN_CU, GEMM_CU, ARCH_CU, EMBRYO_CU, MMVQ_CU, O1_CU);
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentWeights.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
+    /**
+     * The 4-bit dtypes, kinds 4 and 5 after {@link #KINDS}: resident.cu's products and embedding gather read them as
+     * stored (q4.cuh); the expert kernels and Embryo's head rows do not.
+     */
+    static final String[] Q4_KINDS = {"q4_block", "q4tp"};
 
     private static final String MATVEC = "const void* w, const float* rs, const float* cf, const float* bias, const float* x,"
             + " float* y, int rows, int cols, int accumulate, int normed, float eps";
@@ -69,6 +74,11 @@ final class Kernels {
     static KernelSignature smallGlu(int nt, int rb) { return KernelSignature.of(MMVQ_CU, smallName("glu", nt, rb), GLU + ", int T"); }
 
     static KernelSignature embed(String kind) { return KernelSignature.of(RESIDENT_CU, "r_embed_" + kind, EMBED); }
+
+    /** r_widen_q4_block / r_widen_q4tp: a 4-bit matrix as f32 rows for the prefill's cuBLAS products. */
+    static KernelSignature widenQ4(String kind) {
+        return KernelSignature.of(RESIDENT_CU, "r_widen_" + kind, "const void* w, const float* rs, const float* cf, float* out, int rows, int cols");
+    }
 
     static KernelSignature moeGlu(String kind) { return KernelSignature.of(ARCH_CU, "ra_moe_glu_" + kind, MOE_GLU); }
 
@@ -241,6 +251,7 @@ final class Kernels {
                 GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH,
                 O1_KEEP_QUERIES, O1_MEANS, O1_ABSORB_PROMPT, O1_SEAL_COPY, O1_ROPE, O1_ATTEND, O1_COMMIT));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));
+        for (String k : Q4_KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), widenQ4(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
             for (int d : ResidentLowering.PREFILL_DIMS) all.add(prefill(d, kv));

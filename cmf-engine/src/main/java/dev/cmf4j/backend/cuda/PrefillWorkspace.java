@@ -13,8 +13,9 @@ import java.util.List;
 /**
  * The prefill GEMMs' device workspace, shared by every session of a model (one owner thread runs them all): the
  * activations' 16-bit parts ({@link #sB}), the scratch an int8 matrix is widened into when it has no kept copy
- * ({@link #sW}), two GEMM outputs ({@link #sC1}, {@link #sC2}: sC2 right after sC1 in one allocation), the token
- * scales ({@link #sS1}: three slots, {@link #sS2}: one); the f16 copies of the int8 matrices kept from the first prefill
+ * ({@link #sW}), the f32 scratch a 4-bit matrix is widened into before its GEMM ({@link #sQ4}), two GEMM outputs
+ * ({@link #sC1}, {@link #sC2}: sC2 right after sC1 in one allocation), the token scales ({@link #sS1}: three slots,
+ * {@link #sS2}: one); the f16 copies of the int8 matrices kept from the first prefill
  * ({@code -Dcmf.cuda.prefillCache}); and the cuBLAS handle. Buffers grow on demand; whatever moves a buffer or a copy
  * calls {@code stale}, since captured steps point at the old addresses.
  */
@@ -37,8 +38,8 @@ final class PrefillWorkspace {
     private final Runnable stale;
 
     /** The buffers (device addresses; 0 until the first prefill) and their capacities in bytes. */
-    long sB, sW, sC1, sC2, sS1, sS2;
-    private long capB, capW, capC, capS;
+    long sB, sW, sQ4, sC1, sC2, sS1, sS2;
+    private long capB, capW, capQ4, capC, capS;
     private final java.util.Map<Long, Long> widened = new java.util.HashMap<>();   // int8 weights -> f16 copy
     /** The device allocations holding the copies (a layer's gate and up copies share one, so do k and v: pairable). */
     private final List<Long> widenedBlocks = new ArrayList<>();
@@ -142,11 +143,11 @@ final class PrefillWorkspace {
 
     /** Grows the prefill scratch to a chunk of t tokens (16-bit activation parts, widened weights, GEMM outputs, scales). */
     private void allocateScratch(int t, boolean headGemm) {
-        long b0 = sB, w0 = sW, c0 = sC1, s0 = sS1;
+        long b0 = sB, w0 = sW, q0 = sQ4, c0 = sC1, s0 = sS1;
         try {
             growScratch(t, headGemm);
         } finally {
-            if (sB != b0 || sW != w0 || sC1 != c0 || sS1 != s0) stale.run();   // captured batch steps point at the old ones
+            if (sB != b0 || sW != w0 || sQ4 != q0 || sC1 != c0 || sS1 != s0) stale.run();   // captured batch steps point at the old ones
         }
     }
 
@@ -158,9 +159,12 @@ final class PrefillWorkspace {
         long maxW = 0;   // the widening scratch, for int8 matrices without a kept f16 copy
         for (W w : products)
             if (kind(w.dtype()) == 3 && !widened.containsKey(w.weights())) maxW = Math.max(maxW, (long) w.rows() * w.cols());
+        long maxQ4 = 0;   // the f32 widening scratch of the 4-bit matrices (one at a time: each product widens before its GEMM)
+        for (W w : products) if (ResidentWeights.q4(w.dtype())) maxQ4 = Math.max(maxQ4, (long) w.rows() * w.cols());
         if (headGemm) {
             maxRows = Math.max(maxRows, head.rows());
             if (kind(head.dtype()) == 3 && !widened.containsKey(head.weights())) maxW = Math.max(maxW, (long) head.rows() * head.cols());
+            if (ResidentWeights.q4(head.dtype())) maxQ4 = Math.max(maxQ4, (long) head.rows() * head.cols());
         }
         if (!widenDecided && !"false".equals(prefillCache)) maxW = 0;   // the first prefill decides on the copies after this
         maxW = Math.max(maxW, overlayInt8.getAsLong());   // skills' int8 copies widen per use
@@ -171,6 +175,8 @@ final class PrefillWorkspace {
         long needB = 2L * t * Math.max(3 * maxCols, fusedSplitUnits), needW = 2L * maxW, needC = gemmOutputBytes(maxRows, t);
         if (needB > capB) { if (sB != NULL) { cu.memFree(sB); sB = NULL; capB = 0; } sB = cu.memAlloc(needB); capB = needB; }
         if (needW > capW) { if (sW != NULL) { cu.memFree(sW); sW = NULL; capW = 0; } sW = cu.memAlloc(needW); capW = needW; }
+        long needQ4 = 4L * maxQ4;
+        if (needQ4 > capQ4) { if (sQ4 != NULL) { cu.memFree(sQ4); sQ4 = NULL; capQ4 = 0; } sQ4 = cu.memAlloc(needQ4); capQ4 = needQ4; }
         if (needC > capC) {   // sC2 right after sC1 in one allocation: gate's and up's outputs capC bytes apart (pairGemm)
             if (sC1 != NULL) { cu.memFree(sC1); sC1 = sC2 = NULL; capC = 0; }
             sC1 = cu.memAlloc(2 * needC);
@@ -268,11 +274,11 @@ final class PrefillWorkspace {
 
     /** Frees every buffer and copy (owner thread, the model closing). */
     void free() {
-        for (long d : new long[] {sB, sW, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)
+        for (long d : new long[] {sB, sW, sQ4, sC1, sS1, sS2}) if (d != NULL) cu.memFree(d);   // (sC2 lies in sC1's allocation)
         for (long d : widenedBlocks) cu.memFree(d);
         widenedBlocks.clear();
         widened.clear();
-        sB = sW = sC1 = sC2 = sS1 = sS2 = NULL;
+        sB = sW = sQ4 = sC1 = sC2 = sS1 = sS2 = NULL;
         if (cublasHandle != null) cublas.destroy(cublasHandle);
         cublasHandle = null;
     }

@@ -253,6 +253,12 @@ final class ResidentForward implements DeviceForward {
                 return "layer " + l + "'s FFN bits (" + m.ffnWidth() + " neurons) do not fit its feed-forward";
             if (experts != null && (spec.moe() == null || spec.moe().resonance() != null || m.experts() != spec.moe().experts()))
                 return "layer " + l + "'s expert bits do not fit its feed-forward (no logit-routed MoE of " + m.experts() + " experts)";
+            // a mask zeroes input columns through the product's column scales, which the 4-bit kernels do not take
+            W masked = (off || heads != null) && ResidentWeights.q4(w.o().dtype()) ? w.o()
+                    : (off || ffn != null) && ResidentWeights.q4(w.down().dtype()) ? w.down() : null;
+            if (masked != null)
+                return "layer " + l + "'s " + (masked == w.o() ? "o" : "down") + " product is " + masked.dtype().label
+                        + ", whose resident kernels take no column scales to mask its inputs with";
             if (off || heads != null) {
                 float[] c = new float[w.o().cols()];
                 if (!off) {

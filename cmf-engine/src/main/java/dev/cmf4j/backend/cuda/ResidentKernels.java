@@ -13,7 +13,10 @@ import static dev.cmf4j.backend.cuda.ResidentLowering.PREFILL_TC_BUCKETS;
  * head-dimension bucket (tensor-core ones only from sm_80), and the architecture kernels.
  */
 final class ResidentKernels {
-    final Kernel[] fnMatvec = new Kernel[4], fnMatvec3 = new Kernel[4], fnGlu = new Kernel[4], fnEmbed = new Kernel[4];
+    /** By {@link ResidentWeights#kind}, the 4-bit kinds 4 and 5 included. */
+    final Kernel[] fnMatvec = new Kernel[6], fnMatvec3 = new Kernel[6], fnGlu = new Kernel[6], fnEmbed = new Kernel[6];
+    /** r_widen_q4_block, r_widen_q4tp (kinds 4, 5 at 0, 1): 4-bit weights as f32 for the prefill's GEMMs. */
+    final Kernel[] fnWidenQ4 = new Kernel[2];
     final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
     /**
      * The int8 small-batch products (resident_mmvq.cu) by block shape ({@link Kernels#SMALL_BATCH_BLOCK_ROWS}) and rows of
@@ -41,6 +44,14 @@ final class ResidentKernels {
             fnEmbed[i] = Kernels.embed(kind).load(ctx);
             fnMoeGlu[i] = Kernels.moeGlu(kind).load(ctx);
             fnMoeDown[i] = Kernels.moeDown(kind).load(ctx);
+        }
+        for (int i = 0; i < 2; i++) {
+            String kind = Kernels.Q4_KINDS[i];
+            fnMatvec[4 + i] = Kernels.matvec(kind).load(ctx);
+            fnMatvec3[4 + i] = Kernels.matvec3(kind).load(ctx);
+            fnGlu[4 + i] = Kernels.glu(kind).load(ctx);
+            fnEmbed[4 + i] = Kernels.embed(kind).load(ctx);
+            fnWidenQ4[i] = Kernels.widenQ4(kind).load(ctx);
         }
         for (int b = 0; b < 2; b++)
             for (int i = 0; i < 2; i++) {

@@ -24,7 +24,8 @@ import java.util.List;
  * launch order, into a {@link Steps} sink (ResidentForward runs, captures or profiles them). A step's rows may belong to
  * several sequences ({@link Seq}): the products run over all rows, the attention and recurrent layers per sequence
  * (decode rows of many sequences in one launch). Products pick their kernel by the rows: the matvec kernels, the
- * small-batch int8 kernels, or cuBLAS on 16-bit parts with fused splits and epilogues over the
+ * small-batch int8 kernels, or cuBLAS on 16-bit parts with fused splits and epilogues (f32 for f32 weights and for
+ * 4-bit ones widened to f32 first) over the
  * {@link PrefillWorkspace}; skills, adapters and task masks change the products of the rows that use them. Owner
  * thread only.
  */
@@ -194,7 +195,7 @@ final class ResidentLowering {
      * f16 parts) or 24 (3 bf16 parts); with {@link #fastPrefill} 11 (1 scaled f16 part) or 16 (2 bf16 parts).
      */
     private int parts(DType weights) {
-        if (weights == DType.F32) return 1;
+        if (weights == DType.F32 || ResidentWeights.q4(weights)) return 1;
         return f16Parts(weights) ? (fastPrefill ? 1 : 2) : (fastPrefill ? 2 : 3);
     }
 
@@ -208,6 +209,13 @@ final class ResidentLowering {
      */
     private int product(Steps L, Arena a, String name, W w, long x, float normEps, int t, long c, long ts) {
         boolean normed = !Float.isNaN(normEps);
+        if (ResidentWeights.q4(w.dtype())) {   // widened to f32 (exact for q4_block), then the f32 GEMM of x as it is
+            if (normed) throw new IllegalStateException(name + ": 4-bit weights with a folded norm");
+            L.add(launch(name + "_widen", kernels.fnWidenQ4[kind(w.dtype()) - 4], w.rows(), 1, 1, 256, a, w.weights(), w.rowScales(),
+                    w.colField(), ws.sQ4, w.rows(), w.cols()));
+            L.add(new Gemm(name, ws.sQ4, Cublas.R_32F, x, Cublas.R_32F, c, w.rows(), t, w.cols()));
+            return 1;
+        }
         if (w.dtype() == DType.F32 && !normed) {
             L.add(new Gemm(name, w.weights(), Cublas.R_32F, x, Cublas.R_32F, c, w.rows(), t, w.cols()));
             return 1;
@@ -261,9 +269,15 @@ final class ResidentLowering {
         out(L, a, name, w, bias, y, t, accumulate, parts, ws.sC1, ws.sS1);
     }
 
+    /**
+     * The row scales a GEMM's epilogue applies to {@code w}'s product: its f32 row scales, or none for a 4-bit matrix
+     * (its rowScales point at its own scale planes, already applied by the widening: {@link #product}).
+     */
+    private static long epilogueScales(W w) { return ResidentWeights.q4(w.dtype()) ? NULL : w.rowScales(); }
+
     /** The epilogue of a product whose GEMM wrote {@code c} (its f16 parts' token scales at {@code ts}). */
     private void out(Steps L, Arena a, String name, W w, long bias, long y, int t, boolean accumulate, int parts, long c, long ts) {
-        L.add(launch(name + "_out", kernels.fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256, a, c, w.rowScales(), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype())));
+        L.add(launch(name + "_out", kernels.fnGemmOut, (w.rows() + 1023) / 1024, t, 1, 256, a, c, epilogueScales(w), bias, y, w.rows(), t, parts, accumulate ? 1 : 0, f16Parts(w.dtype()) ? ts : NULL, step(w.dtype())));
     }
 
     /**
@@ -279,12 +293,12 @@ final class ResidentLowering {
 
     /**
      * Whether products of one input (q, k, v; gate, up) take their parts from one r_split3 launch: fusion on, 16-bit
-     * weights (f32 ones take x as it is) of one precision.
+     * weights (f32 and widened 4-bit ones take x as it is) of one precision.
      */
     private boolean splitTogether(W... m) {
         if (!fusePrefill) return false;
         for (W w : m)
-            if (w.dtype() == DType.F32 || f16Parts(w.dtype()) != f16Parts(m[0].dtype()) || parts(w.dtype()) != parts(m[0].dtype())
+            if (w.dtype() == DType.F32 || ResidentWeights.q4(w.dtype()) || f16Parts(w.dtype()) != f16Parts(m[0].dtype()) || parts(w.dtype()) != parts(m[0].dtype())
                     || w.cols() != m[0].cols()) return false;
         return true;
     }
@@ -332,7 +346,7 @@ final class ResidentLowering {
         if (held != null) {
             if (held.y() != x || held.w().rows() != cols || held.t() != t) throw new IllegalStateException(held.name() + " held for another split");
             W h = held.w();
-            L.add(launch(held.name() + "_out+" + name + "_split", kernels.fnResidualSplit3, t, 1, 1, 1024, a, held.c(), h.rowScales(),
+            L.add(launch(held.name() + "_out+" + name + "_split", kernels.fnResidualSplit3, t, 1, 1, 1024, a, held.c(), epilogueScales(h),
                     held.bias(), x, cols, t, held.parts(), f16Parts(h.dtype()) ? held.ts() : NULL, step(h.dtype()), normed ? 1 : 0,
                     normed ? normEps : 0f, f16Parts(m[0].dtype()) ? 1 : 0, parts, n, cf[0], out[0], scale[0], cf[1], out[1], scale[1],
                     cf[2], out[2], scale[2]));
@@ -406,7 +420,7 @@ final class ResidentLowering {
 
     /** r_glu_split_N's index for a SwiGLU of {@code rows} feeding {@code down}, or -1 (then r_glu_out, then down's own split). */
     private int gluSplit(W down, int rows) {
-        if (!fusePrefill || down.dtype() == DType.F32 || rows % 4 != 0) return -1;
+        if (!fusePrefill || down.dtype() == DType.F32 || ResidentWeights.q4(down.dtype()) || rows % 4 != 0) return -1;
         for (int i = 0; i < GLU_SPLIT_N.length; i++) if (rows <= GLU_SPLIT_N[i] * 2048) return i;
         return -1;
     }
@@ -658,12 +672,13 @@ final class ResidentLowering {
                 int gs = gluSplit(w.down(), inter);
                 if (gs >= 0) {   // silu(g)·u straight into the down product's parts (its token scale in ws.sS1's second slot)
                     W d = w.down();
-                    L.add(launch("swiglu_down_split", kernels.fnGluSplit[gs], t, 1, 1, 512, a, ws.sC1, ws.sC2, w.gate().rowScales(),
-                            w.up().rowScales(), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
+                    L.add(launch("swiglu_down_split", kernels.fnGluSplit[gs], t, 1, 1, 512, a, ws.sC1, ws.sC2, epilogueScales(w.gate()),
+                            epilogueScales(w.up()), scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype()), sg, inter, t,
                             d.colField(), ws.sB, f16Parts(d.dtype()) ? 1 : 0, parts(d.dtype()), ws.sS1 + 4L * t));
                     downSplit = true;
                 } else {
-                    L.add(launch("swiglu_out", kernels.fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, ws.sC1, ws.sC2, w.gate().rowScales(), w.up().rowScales(), s.g, inter, t, sg,
+                    L.add(launch("swiglu_out", kernels.fnGluOut, (inter + 1023) / 1024, t, 1, 256, a, ws.sC1, ws.sC2, epilogueScales(w.gate()),
+                            epilogueScales(w.up()), s.g, inter, t, sg,
                                     scaled ? tsg : NULL, scaled ? tsu : NULL, step(w.gate().dtype())));
                 }
             } else if (gemm) {

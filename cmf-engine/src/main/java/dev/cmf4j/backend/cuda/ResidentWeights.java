@@ -140,21 +140,29 @@ final class ResidentWeights {
     /** Whether the small-batch kernels (resident_mmvq.cu) can take {@code w}'s products of several rows: int8, cols % 4 = 0. */
     static boolean smallBatch(W w) { return kind(w.dtype()) == 3 && w.cols() % 4 == 0; }
 
-    /** The element kind the resident kernels read {@code d} as: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f). */
+    /**
+     * The element kind the resident kernels read {@code d} as: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block,
+     * 5 q4tp (the 4-bit payloads as stored: CudaMatMul.uploadQ4; products, embedding gather and prefill widening only).
+     */
     static int kind(DType d) {
         return switch (d) {
             case F32 -> 0;
             case BF16 -> 1;
             case F16 -> 2;
             case Q8_ROW, Q8_2F -> 3;
+            case Q4_BLOCK -> 4;
+            case Q4TP -> 5;
             default -> throw new IllegalArgumentException("no resident kernel for " + d.label);
         };
     }
 
+    /** Whether {@code d} is a 4-bit dtype (kinds 4, 5), whose scales lie in its own planes: no row or column scales. */
+    static boolean q4(DType d) { return d == DType.Q4_BLOCK || d == DType.Q4TP; }
+
     /** Whether the resident kernels take {@code w}: a whole, output-major matrix of a dtype they read. */
     static boolean supports(Matrix w) {
         return !w.inputMajor() && w.firstRow() == 0 && w.rows() == w.storedRows() && w.rows() > 0 && switch (w.dtype()) {
-            case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            case F32, BF16, F16, Q8_ROW, Q8_2F, Q4_BLOCK, Q4TP -> true;
             default -> false;
         };
     }
@@ -162,7 +170,9 @@ final class ResidentWeights {
     /**
      * Whether the expert kernels take {@code w}: of a dtype they read, output- or input-major (ra_expert_row /
      * ra_expert_col in resident_arch.cu; gate and up of one layer in one layout, checked below); a row window of
-     * a fused tensor is fine.
+     * a fused tensor is fine. Not the 4-bit dtypes: an expert's table entry is a byte offset of whole rows into its
+     * fused tensor with one row-scale vector, which q4_block (groups over the flattened tensor, half-byte weights,
+     * a separate scale plane) and q4tp (per-row rungs and codes planes) do not fit; their models take the hybrid path.
      */
     static boolean supportsExpert(Matrix w) {
         return w.rows() > 0 && switch (w.dtype()) {
@@ -225,7 +235,8 @@ final class ResidentWeights {
      * Whether the RMSNorm before a product of {@code m} is folded into it: q8_2f (its per-column scales are read
      * anyway) and bf16/f16, whose decode kernels stage x' = column scales ⊙ x once per block in shared memory, so
      * a column-scale vector (the norm's weight) costs them nothing per weight and saves the norm's launch (bf16
-     * llama-8b: 64 RMSNorm launches, ~13% of a profiled token). int8 q8_row and f32 keep the norm as its own kernel.
+     * llama-8b: 64 RMSNorm launches, ~13% of a profiled token). int8 q8_row, f32 and the 4-bit dtypes (whose kernels take
+     * no column scales) keep the norm as its own kernel.
      */
     private static boolean foldsNorm(Matrix m) {
         return m.dtype() == DType.Q8_2F || m.dtype() == DType.BF16 || m.dtype() == DType.F16;

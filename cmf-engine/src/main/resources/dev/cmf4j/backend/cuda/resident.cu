@@ -1,13 +1,37 @@
 // cmf4j resident-forward kernels, the weight products (dev.cmf4j.backend.cuda.ResidentForward): one-token and
-// small-batch products of every stored dtype (single, q/k/v in one launch, gate/up with SwiGLU) and the embedding
-// gather. Its own module (built into resident.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback), over
-// common.cuh and resident.cuh; the attention is in resident_attn.cu, the cuBLAS prefill's splits and epilogues in
-// resident_gemm.cu. Every kernel computes in f32; activations are [T, width] row-major f32. Positions and token ids
-// are read from device memory (`pos` = the chunk's first position, `ids` = its T token ids) so one captured CUDA
-// graph replays for every decode step.
+// small-batch products of every stored dtype (single, q/k/v in one launch, gate/up with SwiGLU), the embedding
+// gather and the prefill's widening of 4-bit weights. Its own module (built into resident.fatbin by
+// tools/build-cuda-kernels.sh, NVRTC as the fallback), over common.cuh, resident.cuh and q4.cuh; the attention is in
+// resident_attn.cu, the cuBLAS prefill's splits and epilogues in resident_gemm.cu. Every kernel computes in f32;
+// activations are [T, width] row-major f32. Positions and token ids are read from device memory (`pos` = the chunk's
+// first position, `ids` = its T token ids) so one captured CUDA graph replays for every decode step.
 
 #include "common.cuh"
 #include "resident.cuh"
+#include "q4.cuh"
+
+// Weight kinds of the product families: resident.cuh's 0-3 (f32, bf16, f16, int8), and the 4-bit dtypes as stored
+// (q4.cuh): 4 q4_block (rs = its f16 scale plane, cf unused), 5 q4tp (rs = its rungs {exp2(lo), exp2(step)} per row,
+// cf = its codes plane). The 4-bit kinds carry their scales in rs/cf, so they take no row or column scales (no norm
+// is folded into them: ResidentWeights.foldsNorm) and run the warp-per-row path on q4.cuh's row dot products, the
+// hybrid path's matvec_q4.cu bits.
+#define R_Q4(K) ((K) >= 4)
+
+// Σ_c W[r, c]·xt[c] of a 4-bit row by one warp, every lane getting it (q4tp: every lane of the warp must call).
+template <int K>
+__device__ __forceinline__ float r_q4_dot(const void* __restrict__ w, const float* __restrict__ rs, const float* __restrict__ cf,
+                                          const float* __restrict__ xt, long long r, int cols, int lane) {
+    if (K == 4) return r_warp_sum(q4_block_row(w, reinterpret_cast<const r_u16*>(rs), xt, r, cols, lane));
+    return r_warp_sum(q4tp_row(w, rs, cf, xt, r, cols, lane));
+}
+
+// One warp's dot product of row r: r_dot for kinds 0-3 (cf = column scales), r_q4_dot for the 4-bit kinds.
+template <int K>
+__device__ __forceinline__ float r_row_dot(const void* __restrict__ w, const float* __restrict__ rs, const float* __restrict__ cf,
+                                           const float* __restrict__ xt, long long r, int cols, int lane) {
+    if constexpr (R_Q4(K)) return r_q4_dot<K>(w, rs, cf, xt, r, cols, lane);
+    else return r_dot<K>(w, cf, xt, r * cols, cols, lane);
+}
 
 // ---- the decode product of 16-bit and int8 weights: activations staged once per block ----
 //
@@ -177,7 +201,7 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
     int lane = threadIdx.x & 31;
     int t = blockIdx.y;
     r_pdl_trigger();
-    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
+    if constexpr (K != 0 && !R_Q4(K)) if ((cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
@@ -196,9 +220,9 @@ __device__ __forceinline__ void r_matvec(const void* __restrict__ w, const float
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     if (r >= rows) return;
-    float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
+    float acc = r_row_dot<K>(w, rs, cf, x + (long long) t * cols, r, cols, lane) * inv;
     if (lane == 0) {
-        if (rs != nullptr) acc *= rs[r];
+        if (rs != nullptr && !R_Q4(K)) acc *= rs[r];
         if (bias != nullptr) acc += bias[r];
         long long o = (long long) t * rows + r;
         y[o] = accumulate ? y[o] + acc : acc;
@@ -228,6 +252,8 @@ R_MATVEC(r_matvec_f32, 0, 1)
 R_MATVEC(r_matvec_bf16, 1, R_MB_MATVEC)
 R_MATVEC(r_matvec_f16, 2, R_MB_MATVEC)
 R_MATVEC(r_matvec_q8, 3, R_MB_MATVEC)
+R_MATVEC(r_matvec_q4_block, 4, 1)
+R_MATVEC(r_matvec_q4tp, 5, 1)
 
 // Three products of one input and one dtype in one launch (q, k, v): blocks [0, b0) do matrix 0, the next
 // b1 matrix 1, the rest matrix 2 (b_i = ceil(rows_i / 8)); each as r_matvec without accumulation.
@@ -244,7 +270,7 @@ __device__ __forceinline__ void r_matvec3(
     else if (blk >= n0) { blk -= n0; w = w1; rs = rs1; cf = cf1; bias = b1; y = y1; rows = rows1; }
     int t = blockIdx.y;
     r_pdl_trigger();
-    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
+    if constexpr (K != 0 && !R_Q4(K)) if ((cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[1] = {w};
         const float* cm[1] = {cf};
         float d[1];
@@ -264,9 +290,9 @@ __device__ __forceinline__ void r_matvec3(
     float inv = normed ? r_inv_rms(x + (long long) t * cols, cols, eps) : 1.f;
     int r = blk * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
-    float acc = r_dot<K>(w, cf, x + (long long) t * cols, (long long) r * cols, cols, lane) * inv;
+    float acc = r_row_dot<K>(w, rs, cf, x + (long long) t * cols, r, cols, lane) * inv;
     if (lane == 0) {
-        if (rs != nullptr) acc *= rs[r];
+        if (rs != nullptr && !R_Q4(K)) acc *= rs[r];
         if (bias != nullptr) acc += bias[r];
         y[(long long) t * rows + r] = acc;
     }
@@ -285,6 +311,8 @@ R_MATVEC3(r_matvec3_f32, 0, 2)
 R_MATVEC3(r_matvec3_bf16, 1, R_MB_MATVEC)
 R_MATVEC3(r_matvec3_f16, 2, R_MB_MATVEC)
 R_MATVEC3(r_matvec3_q8, 3, R_MB_MATVEC3_Q8)
+R_MATVEC3(r_matvec3_q4_block, 4, 1)
+R_MATVEC3(r_matvec3_q4tp, 5, 1)
 
 
 // SwiGLU with both products in one pass: y[t, r] = silu(gate_r·x_t)·(up_r·x_t); gate and up of one dtype.
@@ -297,7 +325,7 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
     int t = blockIdx.y;
     const float* xt = x + (long long) t * cols;
     r_pdl_trigger();
-    if (K != 0 && (cols & 3) == 0) {   // r_rows8 waits after its first weight loads
+    if constexpr (K != 0 && !R_Q4(K)) if ((cols & 3) == 0) {   // r_rows8 waits after its first weight loads
         const void* wm[2] = {wg, wu};
         const float* cm[2] = {cfg, cfu};
         float d[2];
@@ -315,11 +343,11 @@ __device__ __forceinline__ void r_glu(const void* __restrict__ wg, const float* 
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     float inv = normed ? r_inv_rms(xt, cols, eps) : 1.f;
     if (r >= rows) return;
-    float g = r_dot<K>(wg, cfg, xt, (long long) r * cols, cols, lane) * inv;
-    float u = r_dot<K>(wu, cfu, xt, (long long) r * cols, cols, lane) * inv;
+    float g = r_row_dot<K>(wg, rsg, cfg, xt, r, cols, lane) * inv;
+    float u = r_row_dot<K>(wu, rsu, cfu, xt, r, cols, lane) * inv;
     if (lane == 0) {
-        if (rsg != nullptr) g *= rsg[r];
-        if (rsu != nullptr) u *= rsu[r];
+        if (rsg != nullptr && !R_Q4(K)) g *= rsg[r];
+        if (rsu != nullptr && !R_Q4(K)) u *= rsu[r];
         y[(long long) t * rows + r] = r_silu(g) * u;
     }
 }
@@ -335,6 +363,8 @@ R_GLU(r_glu_f32, 0, 1)
 R_GLU(r_glu_bf16, 1, R_MB_GLU)
 R_GLU(r_glu_f16, 2, R_MB_GLU)
 R_GLU(r_glu_q8, 3, R_MB_GLU)
+R_GLU(r_glu_q4_block, 4, 1)
+R_GLU(r_glu_q4tp, 5, 1)
 
 // ---- embedding ----
 
@@ -347,6 +377,16 @@ __device__ __forceinline__ void r_embed(const void* __restrict__ w, const float*
     r_pdl_wait();
     int t = blockIdx.x;
     long long id = ids[t];
+    if constexpr (R_Q4(K)) {   // the 4-bit kinds: their scales as stored (q4.cuh); no row or column scales
+        __shared__ float ladder[32];
+        if (K == 5 && threadIdx.x < 32) ladder[threadIdx.x] = q4tp_rung(rs, id, threadIdx.x);
+        __syncthreads();
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = K == 4 ? q4_block_weight(w, reinterpret_cast<const r_u16*>(rs), id * cols + c) : q4tp_weight(w, cf, ladder, id, c, cols);
+            x[(long long) t * cols + c] = scale != 1.f ? v * scale : v;
+        }
+        return;
+    }
     float s = rs != nullptr ? rs[id] : 1.f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float v = r_load1<K>(w, id * cols + c);
@@ -366,3 +406,32 @@ R_EMBED(r_embed_f32, 0)
 R_EMBED(r_embed_bf16, 1)
 R_EMBED(r_embed_f16, 2)
 R_EMBED(r_embed_q8, 3)
+R_EMBED(r_embed_q4_block, 4)
+R_EMBED(r_embed_q4tp, 5)
+
+// ---- the prefill's 4-bit weights for cuBLAS ----
+
+// out[r, c] = W[r, c] as f32, row-major [rows, cols] (the layout of an f32 weight, which the GEMMs read as it is):
+// (q − 8)·scale, exact for q4_block (an f16 scale times a 4-bit integer) and one f32 rounding for q4tp (an f32 rung
+// times the integer), so the prefill's cuBLAS products read the decode kernels' weights (ResidentLowering.product).
+// A block per row (grid = rows).
+template <int K>
+__device__ __forceinline__ void r_widen_q4(const void* __restrict__ w, const float* __restrict__ rs, const float* __restrict__ cf,
+                                           float* __restrict__ out, int rows, int cols) {
+    __shared__ float ladder[32];
+    long long r = blockIdx.x;
+    if (K == 5 && threadIdx.x < 32) ladder[threadIdx.x] = q4tp_rung(rs, r, threadIdx.x);
+    __syncthreads();
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        out[r * cols + c] = K == 4 ? q4_block_weight(w, reinterpret_cast<const r_u16*>(rs), r * cols + c)
+                                   : q4tp_weight(w, cf, ladder, r, c, cols);
+}
+
+#define R_WIDEN_Q4(NAME, K)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) NAME(const void* w, const float* rs, const float* cf,  \
+        float* out, int rows, int cols) {                                                                   \
+        r_widen_q4<K>(w, rs, cf, out, rows, cols);                                                          \
+    }
+
+R_WIDEN_Q4(r_widen_q4_block, 4)
+R_WIDEN_Q4(r_widen_q4tp, 5)

@@ -251,10 +251,21 @@ class CudaKernelEmulationTest {
                                        boolean realProducts, String launchesWhat) throws Throwable {
         Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(dev.cmf4j.testkit.Fixtures.require("models/" + model),
                 tmp.resolve(model + "-" + mode.label + (realProducts ? "-products" : "") + ".cmf"), mode);
+        residentMatchesTheCpu(label, cmf, false, realProducts, launchesWhat);
+    }
+
+    /** As above on {@code cmf}; the CPU with its reference products ({@code CpuBackend.reference()}) when {@code reference}. */
+    private void residentMatchesTheCpu(String label, Path cmf, boolean reference, boolean realProducts, String launchesWhat) throws Throwable {
         int[] prompt = {2, 5, 9, 200, 17, 3, 44, 101, 7, 12, 600};
         int steps = 6;
         Run want;
-        try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
+        if (reference) {
+            try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); var m = dev.cmf4j.model.Model.open(cmf, null, cpu)) {
+                want = run(m.graph(), prompt, steps);
+            }
+        } else {
+            try (var m = dev.cmf4j.model.Model.open(cmf)) { want = run(m.graph(), prompt, steps); }
+        }
         List<String> notes = new ArrayList<>();
         long before = launches();
         int programmatic0 = programmaticLaunches();
@@ -294,6 +305,28 @@ class CudaKernelEmulationTest {
     void decodeStepsOnTheRealFusedAttentionMatchTheCpu(String model) throws Throwable {
         residentMatchesTheCpu("fused decode attention " + model, model, dev.cmf4j.convert.TensorPolicy.Mode.F32, true,
                 "launches of the emulated kernels");
+    }
+
+    /**
+     * Models of 4-bit products resident on the real kernels (emulated warps): llama at q4tp and qwen3 at q4_block with
+     * its embedding and tied head kept 4-bit, so the 4-bit matvec, q/k/v, gate/up, embedding kernels (and the prefill
+     * chunks of 4 on the matvec kernels: no cuBLAS here) run their own code, against the CPU's reference products
+     * (float activations, as the kernels: the default CPU kernels decode q4_block on int8 activations): logits within
+     * 1e-3, greedy ids identical.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama:q4tp", "qwen3:q4_block+embed"})
+    void q4ModelsRunResidentOnTheRealKernelsAndMatchTheCpu(String which) throws Throwable {
+        int q4 = q4Resident();
+        residentMatchesTheCpu("4-bit " + which, CudaMockTest.convertQ4(which, tmp), true, true, "launches of the emulated kernels");
+        assertThat(q4Resident() - q4).as(which + ": 4-bit resident.cu kernels run").isPositive();
+    }
+
+    /** resident.cu's 4-bit kernels the mock has run (mock_q4_resident: products and embedding gathers). */
+    static int q4Resident() {
+        var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_q4_resident").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT));
+        try { return (int) h.invokeExact(); } catch (Throwable t) { throw new AssertionError(t); }
     }
 
     /**
@@ -580,6 +613,97 @@ class CudaKernelEmulationTest {
             }
         }
         System.out.printf("emulated resident products %s: worst relative error %.3g%n", shape, worst);
+    }
+
+    /**
+     * resident.cu's 4-bit kernels (q4.cuh's decoding, shared with matvec_q4.cu) on emulated warps against the CPU's own
+     * dequantization ({@code ReferenceKernels.dequantRow}), the matrices uploaded by CudaMatMul as the resident forward
+     * reads them: r_matvec (bias, residual add), r_matvec3 (two matrices of {@code rows} rows and one of fewer), r_glu,
+     * the products in double within 2e-5 relative; r_embed (3 ids, scaled by ½) and r_widen (the prefill's f32 copy)
+     * bit for bit. q4_block on rows not a multiple of 8 and cols not a multiple of 32 (groups straddling rows: the
+     * per-weight path), q4tp past one 256-column warp step. Shape = dtype:rows x cols.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"q4_block:13x96", "q4_block:11x40", "q4_block:9x300", "q4tp:13x96", "q4tp:9x288", "q4tp:3x544"})
+    void residentQ4KernelsMatchTheCpusWeights(String spec) {
+        dev.cmf4j.format.DType dt = dev.cmf4j.format.DType.ofLabel(spec.substring(0, spec.indexOf(':')));
+        String shape = spec.substring(spec.indexOf(':') + 1);
+        int rows = Integer.parseInt(shape.substring(0, shape.indexOf('x'))), cols = Integer.parseInt(shape.substring(shape.indexOf('x') + 1));
+        int tokens = 2, gx = (rows + 7) / 8, rows3 = rows / 2 + 1, kind = ResidentWeights.kind(dt);
+        String k = Kernels.Q4_KINDS[kind - 4];
+        java.util.Random r = new java.util.Random(rows * 37L + cols);
+        float[] x = rnd(r, tokens * cols, -2f, 2f), bias = rnd(r, rows, -0.5f, 0.5f), y0 = rnd(r, tokens * rows, -1f, 1f);
+        int[] ids = {rows - 1, 0, 5 % rows};
+        float[][] got = new float[7][];
+        float[][][] w = new float[3][][];
+        long before = launches();
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.reference().matmul())) {
+            dev.cmf4j.backend.Matrix[] m = new dev.cmf4j.backend.Matrix[3];
+            for (int i = 0; i < 3; i++) {
+                int n = i == 2 ? rows3 : rows;
+                m[i] = dev.cmf4j.backend.Matrix.of("w" + i, dt, CudaMockTest.payload(a, dt, n, cols), n, cols);
+                w[i] = new float[n][cols];
+                for (int row = 0; row < n; row++) dev.cmf4j.backend.cpu.kernel.ReferenceKernels.dequantRow(dt, m[i].data(), n, cols, row, w[i][row]);
+            }
+            emulateProducts(1);
+            ctx.call(() -> {
+                CudaDriver cu = ctx.driver();
+                try (Uploads up = new Uploads(cu, a)) {
+                    CudaMatMul.DeviceMatrix[] d = new CudaMatMul.DeviceMatrix[3];
+                    for (int i = 0; i < 3; i++) d[i] = gpu.resident(m[i]);
+                    long dx = up.apply(MemorySegment.ofArray(x)), dbias = up.apply(MemorySegment.ofArray(bias)), dids = up.apply(MemorySegment.ofArray(ids));
+                    int[] sizes = {tokens * rows, tokens * rows, tokens * rows, tokens * rows3, tokens * rows, ids.length * cols, rows * cols};
+                    long[] dy = new long[7];
+                    for (int o = 0; o < 7; o++) dy[o] = up.apply(MemorySegment.ofArray(o == 0 ? y0 : new float[sizes[o]]));
+                    MemorySegment mod = ctx.module(ResidentForward.RESIDENT_CU);
+                    cu.launch(cu.function(mod, "r_matvec_" + k), gx, tokens, 1, 256, 1, 1, 0, Kernels.named("r_matvec_" + k).pack(a,
+                            d[0].weights(), d[0].rowScales(), d[0].colField(), dbias, dx, dy[0], rows, cols, 1, 0, 0f));
+                    cu.launch(cu.function(mod, "r_matvec3_" + k), 2 * gx + (rows3 + 7) / 8, tokens, 1, 256, 1, 1, 0,
+                            Kernels.named("r_matvec3_" + k).pack(a, d[0].weights(), d[0].rowScales(), d[0].colField(), dbias, dy[1], rows,
+                                    d[1].weights(), d[1].rowScales(), d[1].colField(), 0L, dy[2], rows,
+                                    d[2].weights(), d[2].rowScales(), d[2].colField(), 0L, dy[3], rows3, dx, cols, 0, 0f));
+                    cu.launch(cu.function(mod, "r_glu_" + k), gx, tokens, 1, 256, 1, 1, 0, Kernels.named("r_glu_" + k).pack(a,
+                            d[0].weights(), d[0].rowScales(), d[0].colField(), d[1].weights(), d[1].rowScales(), d[1].colField(), dx, dy[4],
+                            rows, cols, 0, 0f));
+                    cu.launch(cu.function(mod, "r_embed_" + k), ids.length, 1, 1, 256, 1, 1, 0, Kernels.named("r_embed_" + k).pack(a,
+                            d[0].weights(), d[0].rowScales(), d[0].colField(), dids, dy[5], cols, 0.5f));
+                    cu.launch(cu.function(mod, "r_widen_" + k), rows, 1, 1, 256, 1, 1, 0, Kernels.named("r_widen_" + k).pack(a,
+                            d[0].weights(), d[0].rowScales(), d[0].colField(), dy[6], rows, cols));
+                    cu.synchronize();
+                    for (int o = 0; o < 7; o++) {
+                        MemorySegment host = a.allocate(4L * sizes[o], 4);
+                        cu.copyToHost(host, dy[o], host.byteSize());
+                        got[o] = host.toArray(ValueLayout.JAVA_FLOAT);
+                    }
+                }
+                return null;
+            });
+        } finally {
+            emulateProducts(0);
+        }
+        assertThat(launches() - before).as("launches of the emulated resident.cu kernels").isEqualTo(5);
+        double worst = 0;
+        for (int t = 0; t < tokens; t++)
+            for (int i = 0; i < rows; i++) {
+                double[] dot = new double[3];
+                for (int j = 0; j < 3; j++)
+                    if (j < 2 || i < rows3) for (int c = 0; c < cols; c++) dot[j] += (double) w[j][i][c] * x[t * cols + c];
+                double g = dot[0], u = dot[1];
+                double[] want = {y0[t * rows + i] + dot[0] + bias[i], dot[0] + bias[i], dot[1], i < rows3 ? dot[2] : Double.NaN,
+                        g / (1 + Math.exp(-g)) * u};
+                for (int o = 0; o < 5; o++) {
+                    if (Double.isNaN(want[o])) continue;
+                    double err = Math.abs(got[o][t * (o == 3 ? rows3 : rows) + i] - want[o]) / (1 + Math.abs(want[o]));
+                    assertThat(err).as("%s output %d, token %d, row %d", spec, o, t, i).isLessThan(2e-5);
+                    worst = Math.max(worst, err);
+                }
+            }
+        for (int j = 0; j < ids.length; j++)
+            for (int c = 0; c < cols; c++)
+                assertThat(got[5][j * cols + c]).as("%s embedding of id %d, column %d", spec, ids[j], c).isEqualTo(w[0][ids[j]][c] * 0.5f);
+        for (int i = 0; i < rows; i++)
+            for (int c = 0; c < cols; c++) assertThat(got[6][i * cols + c]).as("%s widened [%d, %d]", spec, i, c).isEqualTo(w[0][i][c]);
+        System.out.printf("emulated resident 4-bit kernels %s: worst relative error %.3g%n", spec, worst);
     }
 
     /**

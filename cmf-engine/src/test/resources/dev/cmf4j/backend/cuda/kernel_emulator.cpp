@@ -276,8 +276,8 @@ extern "C" int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, un
     return run_blocks(k, gx, gy, gz, bx);
 }
 
-// the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8}, 20 + k r_glu_{...},
-// 50 + k r_matvec3_{...}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
+// the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8,q4_block,q4tp}, 20 + k
+// r_glu_{...}, 50 + k r_matvec3_{...}; 34, 35 r_embed_{q4_block,q4tp}, 74, 75 r_widen_{q4_block,q4tp}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128} (their f16- and q8-cache instances at + 128
 // and + 384); the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
 // 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}, 73 r_residual_split3; resident_mmvq.cu's: 240 + 6·b +
@@ -294,7 +294,7 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
 #define M3(N, Fn) case 50 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), \
                   P(6, V), P(7, F), P(8, F), P(9, F), P(10, float*), P(11, int), P(12, V), P(13, F), P(14, F), P(15, F), \
                   P(16, float*), P(17, int), P(18, F), P(19, int), P(20, int), P(21, float)); }; break;
-        MV(0, r_matvec_f32) MV(1, r_matvec_bf16) MV(2, r_matvec_f16) MV(3, r_matvec_q8)
+        MV(0, r_matvec_f32) MV(1, r_matvec_bf16) MV(2, r_matvec_f16) MV(3, r_matvec_q8) MV(4, r_matvec_q4_block) MV(5, r_matvec_q4tp)
 #define RQ(N, Fn) case 240 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, F), P(5, float*), P(6, int), P(7, int), \
                   P(8, int), P(9, int), P(10, float), P(11, int)); }; break;
 #define RQ3(N, Fn) case 240 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, F), P(4, float*), P(5, int), \
@@ -306,8 +306,13 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
         RQG(4, rq_glu_q8_4) RQG(5, rq_glu_q8_8)
         RQ(6, rq_matvec_q8_4_r16) RQ(7, rq_matvec_q8_8_r16) RQ3(8, rq_matvec3_q8_4_r16) RQ3(9, rq_matvec3_q8_8_r16)
         RQG(10, rq_glu_q8_4_r16) RQG(11, rq_glu_q8_8_r16)
-        GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8)
-        M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8)
+        GL(0, r_glu_f32) GL(1, r_glu_bf16) GL(2, r_glu_f16) GL(3, r_glu_q8) GL(4, r_glu_q4_block) GL(5, r_glu_q4tp)
+        M3(0, r_matvec3_f32) M3(1, r_matvec3_bf16) M3(2, r_matvec3_f16) M3(3, r_matvec3_q8) M3(4, r_matvec3_q4_block) M3(5, r_matvec3_q4tp)
+        // the 4-bit embedding gathers (34, 35) and prefill widenings (74, 75)
+#define EM(N, Fn) case 30 + N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, const int*), P(4, float*), P(5, int), P(6, float)); }; break;
+        EM(4, r_embed_q4_block) EM(5, r_embed_q4tp)
+#define WQ(N, Fn) case N: k = [p] { Fn(P(0, V), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int)); }; break;
+        WQ(74, r_widen_q4_block) WQ(75, r_widen_q4tp)
 #define PF(N, Fn) case 45 + N: k = [p] { Fn(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, int), P(5, int), P(6, int), P(7, int), \
                   P(8, float), P(9, const int*), P(10, int), P(11, F), P(12, F), P(13, F), P(14, int)); }; break;
         PF(0, r_attn_prefill_32) PF(1, r_attn_prefill_64) PF(2, r_attn_prefill_128) PF(3, r_attn_prefill_256)

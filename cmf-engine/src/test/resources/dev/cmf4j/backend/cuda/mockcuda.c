@@ -178,6 +178,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_GLU_SPLIT /* 66 + i: r_glu_split_{1,2,4,8} */, R_PREFILL_LAST = R_GLU_SPLIT + 3,
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        R_RESIDUAL_SPLIT3 = 73 /* kernel_emulator.cpp: 73 */,
+       R_WIDEN_Q4 = 74 /* + k - 4: r_widen_q4_block, r_widen_q4tp; kernel_emulator.cpp: 74, 75 */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
        RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD,
        RE_ATTEND /* 118, kernel_emulator.cpp: 118-126 */, RE_COMMIT, RE_ROUTE, RE_CLUSTER_LSM, RE_HEAD_FINISH,
@@ -196,7 +197,9 @@ _Static_assert(RE_LAST < R_KV16, "the f32 kinds stay below the f16-cache instanc
 _Static_assert(RQ_LAST < RO_KEEP, "the small-batch kinds stay below resident_o1.cu's");
 _Static_assert(RO_LAST < R_KVQ8, "resident_o1.cu's kinds stay below the q8-cache instances");
 static int kinds[R_KVQ8 + R_KV16] = {0, 1, 2, 3, 4, 5};
-static const char* rkinds[4] = {"f32", "bf16", "f16", "q8"};
+/* the per-dtype families' suffixes by ResidentWeights.kind: resident.cu's products and gathers take all 6 (4 q4_block,
+   5 q4tp: R_MATVEC + k, ...), the expert kernels and Embryo's head rows the first 4 */
+static const char* rkinds[6] = {"f32", "bf16", "f16", "q8", "q4_block", "q4tp"};
 /* cuFuncGetAttribute with cuda.h's CUfunction_attribute numbers, so a wrong constant on the Java side reads another
    attribute: 3 LOCAL_SIZE_BYTES (0: no spills), 4 NUM_REGS, 5 PTX_VERSION (the virtual architecture the function's code
    was built for: 90 as for the shipped sm_90 SASS, or what a test sets, 80: code the driver built from the compute_80
@@ -250,6 +253,8 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_attn_prefill_tc_128")) *f = &kinds[R_PREFILL_TC + 2];
     else if (!strcmp(name, "r_split")) *f = &kinds[R_SPLIT];
     else if (!strcmp(name, "r_i8_widen")) *f = &kinds[R_I8_TO_BF16];
+    else if (!strcmp(name, "r_widen_q4_block")) *f = &kinds[R_WIDEN_Q4];
+    else if (!strcmp(name, "r_widen_q4tp")) *f = &kinds[R_WIDEN_Q4 + 1];
     else if (!strcmp(name, "r_gemm_out")) *f = &kinds[R_GEMM_OUT];
     else if (!strcmp(name, "r_glu_out")) *f = &kinds[R_GLU_OUT];
     else if (!strcmp(name, "r_split3")) *f = &kinds[R_SPLIT3];
@@ -308,7 +313,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
         return 500;
     } else {
         for (int b = 0; b < 5; b++)
-            for (int k = 0; k < 4 && b != 3; k++) {
+            for (int k = 0; k < 6 && b != 3; k++) {
                 char full[64];
                 strcpy(full, base[b]); strcat(full, rkinds[k]);
                 if (!strcmp(name, full)) { *f = &kinds[(b + 1) * 10 + k]; return 0; }
@@ -327,37 +332,37 @@ static float f16(uint16_t h) {
     float f; memcpy(&f, &u, 4); return f;
 }
 
-/* matvec_q4.cu's kernels, from their definition: q4_block (w = nibble plane, rs = its f16 scale plane; groups
- * over the flattened tensor) and q4tp (w = nibble plane, rs = per row {exp2(lo), exp2(step)}, cf = codes plane). */
+/* One 4-bit weight from its definition (CMF_FORMAT.md §2), column c of stored row sr: kind 4 q4_block (w = the nibble
+ * plane, rs = its f16 scale plane; groups over the flattened tensor), 5 q4tp (w = the nibble plane, rs = per row
+ * {exp2(lo), exp2(step)}, cf = the codes plane; rung k = exp2(lo)·exp2(step)^k by k sequential f32 products). */
+static float q4_weight(int kind, const void* w, const float* rs, const float* cf, long long sr, int c, int cols) {
+    const unsigned char* nib = (const unsigned char*) w;
+    if (kind == 4) {
+        long long i = sr * cols + c, g = i / 32;
+        int j = (int) (i % 32), b = nib[g * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15;
+        return (q - 8) * f16(((const uint16_t*) rs)[g]);
+    }
+    int gpr = (cols + 31) / 32, codeBytes = (gpr * 5 + 7) / 8, g = c / 32, j = c % 32;
+    int b = nib[(sr * gpr + g) * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15, code = 0;
+    const unsigned char* codes = (const unsigned char*) cf + sr * codeBytes;
+    for (int k = 0; k < 5; k++) code |= ((codes[(g * 5 + k) / 8] >> ((g * 5 + k) % 8)) & 1) << k;
+    float rung = rs[2 * sr];
+    for (int k = 0; k < code; k++) rung = rung * rs[2 * sr + 1];
+    return (q - 8) * rung;
+}
+
+/* Σ_c W[sr, c]·x[c] of a 4-bit row, in double */
+static float q4_dot(int kind, const void* w, const float* rs, const float* cf, const float* x, long long sr, int cols) {
+    double acc = 0;
+    for (int c = 0; c < cols; c++) acc += (double) q4_weight(kind, w, rs, cf, sr, c, cols) * x[c];
+    return (float) acc;
+}
+
+/* matvec_q4.cu's kernels (kinds 4, 5), from their definition */
 static int launch_q4(int kind, const void* w, const float* rs, const float* cf, const float* x, float* y,
                      long long row0, int rows, int cols, unsigned tokens) {
-    const unsigned char* nib = (const unsigned char*) w;
-    int gpr = (cols + 31) / 32, codeBytes = (gpr * 5 + 7) / 8;
     for (unsigned t = 0; t < tokens; t++)
-        for (int r = 0; r < rows; r++) {
-            long long sr = row0 + r;
-            float ladder[32];
-            if (kind == 5) {
-                ladder[0] = rs[2 * sr];
-                for (int k = 1; k < 32; k++) ladder[k] = ladder[k - 1] * rs[2 * sr + 1];
-            }
-            double acc = 0;
-            for (int c = 0; c < cols; c++) {
-                float wv;
-                if (kind == 4) {
-                    long long i = sr * cols + c, g = i / 32;
-                    int j = (int) (i % 32), b = nib[g * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15;
-                    wv = (q - 8) * f16(((const uint16_t*) rs)[g]);
-                } else {
-                    int g = c / 32, j = c % 32, b = nib[(sr * gpr + g) * 16 + j / 2], q = j % 2 ? b >> 4 : b & 15, code = 0;
-                    const unsigned char* codes = (const unsigned char*) cf + sr * codeBytes;
-                    for (int k = 0; k < 5; k++) code |= ((codes[(g * 5 + k) / 8] >> ((g * 5 + k) % 8)) & 1) << k;
-                    wv = (q - 8) * ladder[code];
-                }
-                acc += (double) wv * x[(long long) t * cols + c];
-            }
-            y[(long long) t * rows + r] = (float) acc;
-        }
+        for (int r = 0; r < rows; r++) y[(long long) t * rows + r] = q4_dot(kind, w, rs, cf, x + (long long) t * cols, row0 + r, cols);
     return 0;
 }
 static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
@@ -368,6 +373,11 @@ static int n_programmatic;   /* launches asking for programmatic stream serializ
 static int n_small_batch;    /* resident_mmvq.cu's small-batch products run (launched or replayed) */
 static int n_residual_splits;   /* r_residual_split3 run (a residual epilogue fused with the next split) */
 int mock_residual_splits(void) { return n_residual_splits; }
+/* resident.cu's 4-bit kernels run (launched or replayed): products and embedding gathers (kinds 4, 5 of R_MATVEC,
+   R_GLU, R_MATVEC3, R_EMBED), and the prefill's widenings */
+static int n_q4_resident, n_q4_widenings;
+int mock_q4_resident(void) { return n_q4_resident; }
+int mock_q4_widenings(void) { return n_q4_widenings; }
 static int n_streams = 0;   /* streams alive */
 static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
 int mock_counter(int which) {
@@ -388,7 +398,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
 static int launching_programmatic;
 /* resident.cu's decode products: r_matvec_*, r_glu_*, r_matvec3_* */
 static int is_product(int kind) {
-    return (kind >= R_MATVEC && kind < R_MATVEC + 4) || (kind >= R_GLU && kind < R_GLU + 4) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4);
+    return (kind >= R_MATVEC && kind < R_MATVEC + 6) || (kind >= R_GLU && kind < R_GLU + 6) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 6);
 }   /* set by cuLaunchKernelEx around its cuLaunchKernel */
 
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p);
@@ -464,6 +474,8 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     int kvt = kv_type(kind);
     kind = f32_kind(kind);
     if (kind == R_RESIDUAL_SPLIT3) n_residual_splits++;
+    for (int b = R_MATVEC; b <= R_MATVEC3; b += 10) if (b != 40 && (kind == b + 4 || kind == b + 5)) n_q4_resident++;
+    if (kind == R_WIDEN_Q4 || kind == R_WIDEN_Q4 + 1) n_q4_widenings++;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
     /* resident.cu's products (r_matvec, r_glu, r_matvec3), decode attention (r_attn_partial with its merge), the
@@ -473,7 +485,8 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
     if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
         || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
-                                 || (kind >= R_SPLIT && kind <= R_PREFILL_LAST) || kind == R_RESIDUAL_SPLIT3))) {
+                                 || (kind >= R_SPLIT && kind <= R_PREFILL_LAST) || kind == R_RESIDUAL_SPLIT3
+                                 || kind == R_EMBED + 4 || kind == R_EMBED + 5 || kind == R_WIDEN_Q4 || kind == R_WIDEN_Q4 + 1))) {
         if (resident_shape(kind, gx, gy, gz, bx, p)) return 1;
         int rc = emu_launch_resident(*(int*) f, gx, gy, gz, bx, p);
         long waited = emu_take_pdl_waited_blocks();
@@ -570,6 +583,12 @@ static float rdot(int k, const void* w, const float* cf, const float* x, long lo
     for (int c = 0; c < cols; c++) acc += (double) wload(k, w, base + c) * (cf ? x[c] * cf[c] : x[c]);
     return (float) acc;
 }
+/* resident.cu's product of row r, any kind: kinds 0-3 with column scales cf (the callers apply their row scales rs after);
+   the 4-bit kinds 4, 5 read their scales from rs and cf as stored (q4_weight), and take no others */
+static float rrow(int k, const void* w, const float* rs, const float* cf, const float* x, int r, int cols) {
+    return k >= 4 ? q4_dot(k, w, rs, cf, x, r, cols) : rdot(k, w, cf, x, (long long) r * cols, cols);
+}
+
 static float silu(float g) { return g / (1.f + expf(-g)); }
 static uint16_t to_bf16(float v) { uint32_t u; memcpy(&u, &v, 4); return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 static uint16_t to_f16(float v) { _Float16 h = (_Float16) v; uint16_t b; memcpy(&b, &h, 2); return b; }
@@ -692,6 +711,8 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
     if (kind == R_RESIDUAL_SPLIT3) return bx != 1024 || gx != (unsigned) INT(5) || gy != 1 || gz != 1;   /* a block per token */
+    if (kind == R_WIDEN_Q4 || kind == R_WIDEN_Q4 + 1) return bx != 256 || gx != (unsigned) INT(4) || gy != 1 || gz != 1;   /* a block per row */
+    if (kind >= R_EMBED && kind < R_EMBED + 6) return bx != 256 || gy != 1 || gz != 1;   /* a block per token */
     if (bx != 256 || gz != 1 || gy < 1) return 1;
     if (kind >= R_MATVEC3) {
         long long nb = 0;
@@ -841,22 +862,22 @@ static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, uns
 }
 
 static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
-    if (kind >= R_MATVEC && kind < R_MATVEC + 4) {
+    if (kind >= R_MATVEC && kind < R_MATVEC + 6) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
         const float *rs = PTR(1), *cf = PTR(2), *bias = PTR(3), *x = PTR(4);
         float* y = PTR(5);
         if (bx != 256 || (long long) gx * 8 < rows || (long long) (gx - 1) * 8 >= rows) return 1;
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
-                float v = rdot(k, PTR(0), cf, x + (long long) t * cols, (long long) r * cols, cols)
+                float v = rrow(k, PTR(0), rs, cf, x + (long long) t * cols, r, cols)
                         * inv_rms(INT(9), x + (long long) t * cols, cols, FLT(10));
-                if (rs) v *= rs[r];
+                if (rs && k < 4) v *= rs[r];
                 if (bias) v += bias[r];
                 y[(long long) t * rows + r] = acc ? y[(long long) t * rows + r] + v : v;
             }
         return 0;
     }
-    if (kind >= R_MATVEC3 && kind < R_MATVEC3 + 4) {
+    if (kind >= R_MATVEC3 && kind < R_MATVEC3 + 6) {
         int k = kind - R_MATVEC3, cols = INT(19);
         const float* x = PTR(18);
         long long nb = 0;
@@ -871,16 +892,16 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
             int rows = *(int*) q[5];
             for (unsigned t = 0; t < gy; t++)
                 for (int r = 0; r < rows; r++) {
-                    float v = rdot(k, w, cf, x + (long long) t * cols, (long long) r * cols, cols)
+                    float v = rrow(k, w, rs, cf, x + (long long) t * cols, r, cols)
                             * inv_rms(INT(20), x + (long long) t * cols, cols, FLT(21));
-                    if (rs) v *= rs[r];
+                    if (rs && k < 4) v *= rs[r];
                     if (bias) v += bias[r];
                     y[(long long) t * rows + r] = v;
                 }
         }
         return 0;
     }
-    if (kind >= R_GLU && kind < R_GLU + 4) {
+    if (kind >= R_GLU && kind < R_GLU + 6) {
         int k = kind - R_GLU, rows = INT(8), cols = INT(9);
         const float *rsg = PTR(1), *cfg = PTR(2), *rsu = PTR(4), *cfu = PTR(5), *x = PTR(6);
         float* y = PTR(7);
@@ -888,22 +909,27 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
         for (unsigned t = 0; t < gy; t++)
             for (int r = 0; r < rows; r++) {
                 float inv = inv_rms(INT(10), x + (long long) t * cols, cols, FLT(11));
-                float g = rdot(k, PTR(0), cfg, x + (long long) t * cols, (long long) r * cols, cols) * inv;
-                float u = rdot(k, PTR(3), cfu, x + (long long) t * cols, (long long) r * cols, cols) * inv;
-                if (rsg) g *= rsg[r];
-                if (rsu) u *= rsu[r];
+                float g = rrow(k, PTR(0), rsg, cfg, x + (long long) t * cols, r, cols) * inv;
+                float u = rrow(k, PTR(3), rsu, cfu, x + (long long) t * cols, r, cols) * inv;
+                if (rsg && k < 4) g *= rsg[r];
+                if (rsu && k < 4) u *= rsu[r];
                 y[(long long) t * rows + r] = silu(g) * u;
             }
         return 0;
     }
-    if (kind >= R_EMBED && kind < R_EMBED + 4) {
+    if (kind >= R_EMBED && kind < R_EMBED + 6) {
         int k = kind - R_EMBED, cols = INT(5);
         const float *rs = PTR(1), *cf = PTR(2);
         const int* ids = PTR(3);
         float* x = PTR(4);
         float scale = FLT(6);
+        if (bx != 256 || gy != 1 || gz != 1) return 1;
         for (unsigned t = 0; t < gx; t++) {
             long long id = ids[t];
+            if (k >= 4) {   /* the 4-bit kinds: their scales as stored, no others */
+                for (int c = 0; c < cols; c++) x[(long long) t * cols + c] = q4_weight(k, PTR(0), rs, cf, id, c, cols) * scale;
+                continue;
+            }
             for (int c = 0; c < cols; c++) {
                 float v = wload(k, PTR(0), id * cols + c);
                 if (cf) v *= cf[c];
@@ -938,6 +964,14 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
                 split_row(h, cf, 1.f, PTR(11), t, T, rows, f16p, parts, PTR(14));
             }
             free(h);
+            return 0;
+        }
+        case R_WIDEN_Q4: case R_WIDEN_Q4 + 1: {   /* a 4-bit matrix as f32 rows; a block per row */
+            int rows = INT(4), cols = INT(5);
+            float* out = PTR(3);
+            if (bx != 256 || gx != (unsigned) rows || gy != 1 || gz != 1) return 1;
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) out[(long long) r * cols + c] = q4_weight(kind - R_WIDEN_Q4 + 4, PTR(0), PTR(1), PTR(2), r, c, cols);
             return 0;
         }
         case R_I8_TO_BF16: {
