@@ -150,13 +150,17 @@ public final class SelftestCommand implements Callable<Integer> {
                         t0 = System.nanoTime();
                         Path qf = convert(dir, tmp.resolve(name + "-" + q.label + ".cmf"), q);
                         Run cpu, gpu;
+                        boolean resident;
                         try (CpuBackend reference = CpuBackend.reference(); Model m = Model.open(qf, null, reference)) {
                             cpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length);
                         }
-                        try (Backend dev = device.open(err); Model m = Model.open(qf, null, dev)) { gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length); }
+                        try (Backend dev = device.open(err); Model m = Model.open(qf, null, dev)) {
+                            resident = m.graph().device() != null;   // the whole forward on the device, or the host graph
+                            gpu = Run.of(m.graph(), g.inputIds, g.greedyIds.length);
+                        }
                         double d = Math.max(maxDiff(gpu.logits, cpu.logits), maxDiff(gpu.stepLogits, cpu.stepLogits));
                         checks.add(report(out, new Check(name, q.label + " vs cpu", d, 1e-3, Arrays.equals(gpu.greedy, cpu.greedy),
-                                "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds)), t0));
+                                "greedy vs transformers " + agreement(gpu.greedy, g.greedyIds) + (resident ? ", device-resident" : ", host graph")), t0));
                     }
                 } catch (RuntimeException e) {
                     checks.add(report(out, new Check(name, "error", Double.POSITIVE_INFINITY, tol, false, e.toString()), System.nanoTime()));

@@ -23,6 +23,18 @@ class SelftestCommandTest {
         assertThat(r.out()).containsPattern("ok +llama +batch of 8").containsPattern("ok +gpt_oss +batch of 8");
     }
 
+    /**
+     * A {@code --quant} check says where the device ran the quantized model: the CPU runs its host graph (a GPU says
+     * device-resident, or host graph on the hybrid path: what to look for on the H200).
+     */
+    @Test
+    void aQuantCheckSaysWhereTheModelRan() {
+        Path models = Fixtures.require("models/llama").getParent();
+        Run r = run("selftest", "--device", "cpu", "--fixtures", models.getParent().toString(), "--models", "llama", "--quant", "q4tp");
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        assertThat(r.out()).containsPattern("ok +llama +q4tp vs cpu .*, host graph");
+    }
+
     /** The Embryo fixtures are CMF files with a float64 reference: checked as they are, golden and batch. */
     /** {@code --ops} compares a GPU's operators with the CPU's: on the CPU itself it is a clear error, not an empty pass. */
     @Test
