@@ -22,8 +22,8 @@ final class Kernels {
     /** The weight dtypes of the per-dtype families, in the order {@code ResidentWeights.kind} numbers them. */
     static final String[] KINDS = {"f32", "bf16", "f16", "q8"};
     /**
-     * The 4-bit dtypes, kinds 4 and 5 after {@link #KINDS}: resident.cu's products and embedding gather read them as
-     * stored (q4.cuh); the expert kernels and Embryo's head rows do not.
+     * The 4-bit dtypes, kinds 4 and 5 after {@link #KINDS}: resident.cu's products and embedding gather and
+     * resident_arch.cu's expert kernels (output-major) read them as stored (q4.cuh); Embryo's head rows do not.
      */
     static final String[] Q4_KINDS = {"q4_block", "q4tp"};
 
@@ -251,7 +251,7 @@ final class Kernels {
                 GDN_NORM, SPLIT_GATE, SIGMOID_MUL, GATED_ADD, ANCHOR_ATTEND, ANCHOR_COMMIT, RESONANCE_ROUTE, CLUSTER_LOGSOFTMAX, HEAD_FINISH,
                 O1_KEEP_QUERIES, O1_MEANS, O1_ABSORB_PROMPT, O1_SEAL_COPY, O1_ROPE, O1_ATTEND, O1_COMMIT));
         for (String k : KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), moeGlu(k), moeDown(k), headRows(k)));
-        for (String k : Q4_KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), widenQ4(k)));
+        for (String k : Q4_KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), widenQ4(k), moeGlu(k), moeDown(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
             for (int d : ResidentLowering.PREFILL_DIMS) all.add(prefill(d, kv));

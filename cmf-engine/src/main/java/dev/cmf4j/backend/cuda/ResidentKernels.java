@@ -17,7 +17,7 @@ final class ResidentKernels {
     final Kernel[] fnMatvec = new Kernel[6], fnMatvec3 = new Kernel[6], fnGlu = new Kernel[6], fnEmbed = new Kernel[6];
     /** r_widen_q4_block, r_widen_q4tp (kinds 4, 5 at 0, 1): 4-bit weights as f32 for the prefill's GEMMs. */
     final Kernel[] fnWidenQ4 = new Kernel[2];
-    final Kernel[] fnMoeGlu = new Kernel[4], fnMoeDown = new Kernel[4];
+    final Kernel[] fnMoeGlu = new Kernel[6], fnMoeDown = new Kernel[6];
     /**
      * The int8 small-batch products (resident_mmvq.cu) by block shape ({@link Kernels#SMALL_BATCH_BLOCK_ROWS}) and rows of
      * x a block ({@link Kernels#SMALL_BATCH_ROWS}).
@@ -52,6 +52,8 @@ final class ResidentKernels {
             fnGlu[4 + i] = Kernels.glu(kind).load(ctx);
             fnEmbed[4 + i] = Kernels.embed(kind).load(ctx);
             fnWidenQ4[i] = Kernels.widenQ4(kind).load(ctx);
+            fnMoeGlu[4 + i] = Kernels.moeGlu(kind).load(ctx);
+            fnMoeDown[4 + i] = Kernels.moeDown(kind).load(ctx);
         }
         for (int b = 0; b < 2; b++)
             for (int i = 0; i < 2; i++) {

@@ -170,13 +170,15 @@ final class ResidentWeights {
     /**
      * Whether the expert kernels take {@code w}: of a dtype they read, output- or input-major (ra_expert_row /
      * ra_expert_col in resident_arch.cu; gate and up of one layer in one layout, checked below); a row window of
-     * a fused tensor is fine. Not the 4-bit dtypes: an expert's table entry is a byte offset of whole rows into its
-     * fused tensor with one row-scale vector, which q4_block (groups over the flattened tensor, half-byte weights,
-     * a separate scale plane) and q4tp (per-row rungs and codes planes) do not fit; their models take the hybrid path.
+     * a fused tensor is fine. The 4-bit dtypes output-major only (ra_expert_row through q4.cuh), and a q4_block row
+     * window only where it starts on a group (its groups run over the flattened tensor; the table points into its
+     * planes at the window's first row: {@link #expertTable}).
      */
     static boolean supportsExpert(Matrix w) {
         return w.rows() > 0 && switch (w.dtype()) {
             case F32, BF16, F16, Q8_ROW, Q8_2F -> true;
+            case Q4TP -> !w.inputMajor();
+            case Q4_BLOCK -> !w.inputMajor() && w.firstRow() * w.cols() % 32 == 0;
             default -> false;
         };
     }
@@ -189,7 +191,10 @@ final class ResidentWeights {
             if (l.moe().up() != null) gateUp.addAll(l.moe().up());
             for (List<Matrix> group : List.of(gateUp, l.moe().down()))
                 for (Matrix m : group) {
-                    if (!supportsExpert(m)) return m.name() + " is " + m.dtype().label + ", which the expert kernels do not read";
+                    if (!supportsExpert(m))
+                        return m.name() + " is " + (q4(m.dtype()) && m.inputMajor() ? "an input-major " : "") + m.dtype().label
+                                + (q4(m.dtype()) && !m.inputMajor() ? " (a row window off its groups)" : "")
+                                + ", which the expert kernels do not read" + (q4(m.dtype()) ? " (4-bit experts: output-major only)" : "");
                     if (kind(m.dtype()) != kind(group.get(0).dtype()) || m.inputMajor() != group.get(0).inputMajor())
                         return m.name() + ": experts of mixed dtypes or layouts";
                 }
@@ -209,13 +214,29 @@ final class ResidentWeights {
                         upload(moe.shared().down(), null), upload(moe.shared().gateProj(), null)));
     }
 
-    /** The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major). */
+    /**
+     * The experts' device addresses; a row window points into its fused tensor (rows are inputs when input-major), a
+     * 4-bit one into each of its planes at its first row.
+     */
     private Table expertTable(List<Matrix> experts) {
         long[][] t = new long[3][experts.size()];
         for (int e = 0; e < experts.size(); e++) {
             Matrix m = experts.get(e);
             CudaMatMul.DeviceMatrix d = mm.resident(m);
             long row0 = m.firstRow();
+            if (m.dtype() == DType.Q4_BLOCK) {   // nibbles and f16 scales of groups over the flattened tensor (row0·cols % 32 = 0)
+                long first = row0 * m.cols();
+                t[0][e] = d.weights() + first / 2;
+                t[1][e] = d.rowScales() + first / 32 * 2;
+                continue;
+            }
+            if (m.dtype() == DType.Q4TP) {       // per row: 16 nibble bytes a group, 2 f32 rungs, the codes
+                long gpr = (m.cols() + 31) / 32;
+                t[0][e] = d.weights() + row0 * gpr * 16;
+                t[1][e] = d.rowScales() + 8 * row0;
+                t[2][e] = d.colField() + row0 * dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
+                continue;
+            }
             long elem = switch (m.dtype()) { case F32 -> 4; case BF16, F16 -> 2; default -> 1; };
             t[0][e] = d.weights() + row0 * m.cols() * elem;
             t[1][e] = d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0;   // widened to f32 at upload

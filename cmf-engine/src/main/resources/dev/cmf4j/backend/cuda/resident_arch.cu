@@ -3,12 +3,14 @@
 // (GeLU-tanh, GeLU), the mixture of experts — routing and the chosen experts' products with the expert ids
 // kept in device memory, so a decode step replays as one CUDA graph — and greedy picks (each logit row's argmax). Its own module beside resident.cu (built
 // into resident_arch.fatbin by tools/build-cuda-kernels.sh, NVRTC as the fallback); plain CUDA C over
-// common.cuh (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
+// common.cuh and q4.cuh (CudaKernelEmulationTest compiles this file for the CPU). Every kernel computes in f32 and
 // takes a token dimension T (prefill chunks run the same kernels as decode steps).
 
 #include "common.cuh"
+#include "q4.cuh"
 
-// Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes).
+// Weight element kinds, as resident.cu: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f, scales as f32 planes); the
+// expert kernels also take 4 q4_block and 5 q4tp, output-major (ra_expert_row, through q4.cuh).
 template <int K>
 __device__ __forceinline__ float ra_load(const void* __restrict__ w, long long i) {
     if (K == 0) return static_cast<const float*>(w)[i];
@@ -330,11 +332,15 @@ struct RaExperts { const unsigned long long* w; const unsigned long long* rs; co
 
 // Output r of expert e over the input x[cols], by one warp: Σ_c W[r, c]·x[c] with the row and column scales
 // (swapped roles when input-major: rows are inputs there).
+// The 4-bit kinds (output-major only: ResidentWeights.supportsExpert): rs and cf are the expert's own planes (q4_block's
+// f16 scales; q4tp's rungs and codes), the table's addresses already at its first row; every lane of the warp calls.
 template <int K>
 __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const float* x, int r, int cols, int lane) {
     const void* w = reinterpret_cast<const void*>(m.w[e]);
     const float* rs = reinterpret_cast<const float*>(m.rs[e]);
     const float* cf = reinterpret_cast<const float*>(m.cf[e]);
+    if constexpr (K >= 4)
+        return r_warp_sum(K == 4 ? q4_block_row(w, reinterpret_cast<const r_u16*>(rs), x, r, cols, lane) : q4tp_row(w, rs, cf, x, r, cols, lane));
     const float* inScale = m.inputMajor ? rs : cf;
     const float* outScale = m.inputMajor ? cf : rs;
     float acc = 0.f;
@@ -366,6 +372,7 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
 // 32 consecutive outputs of every input row: coalesced): Σ_c W[c, r]·rs[c]·x[c]·cf[r].
 template <int K>
 __device__ __forceinline__ float ra_expert_col(const RaExperts& m, int e, const float* x, int r, int cols) {
+    if constexpr (K >= 4) return 0.f;   // never launched: 4-bit experts are output-major (ResidentWeights.supportsExpert)
     const void* w = reinterpret_cast<const void*>(m.w[e]);
     const float* rs = reinterpret_cast<const float*>(m.rs[e]);
     const float* cf = reinterpret_cast<const float*>(m.cf[e]);
@@ -450,6 +457,8 @@ RA_MOE(f32, 0)
 RA_MOE(bf16, 1)
 RA_MOE(f16, 2)
 RA_MOE(q8, 3)
+RA_MOE(q4_block, 4)
+RA_MOE(q4tp, 5)
 
 // Greedy picks on the device: ids[r] = the index of row r's largest logit, the lower index among equal maxima (as the
 // CPU's argmax), so a step of greedy rows copies back one int a row instead of the vocabulary's floats. Block = 256

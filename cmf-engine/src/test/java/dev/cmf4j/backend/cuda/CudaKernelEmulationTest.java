@@ -309,13 +309,14 @@ class CudaKernelEmulationTest {
 
     /**
      * Models of 4-bit products resident on the real kernels (emulated warps): llama at q4tp and qwen3 at q4_block with
-     * its embedding and tied head kept 4-bit, so the 4-bit matvec, q/k/v, gate/up, embedding kernels (and the prefill
+     * its embedding and tied head kept 4-bit, qwen3_moe at q4tp (resident_arch.cu's expert kernels), so the 4-bit
+     * matvec, q/k/v, gate/up, expert and embedding kernels (and the prefill
      * chunks of 4 on the matvec kernels: no cuBLAS here) run their own code, against the CPU's reference products
      * (float activations, as the kernels: the default CPU kernels decode q4_block on int8 activations): logits within
      * 1e-3, greedy ids identical.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama:q4tp", "qwen3:q4_block+embed"})
+    @ValueSource(strings = {"llama:q4tp", "qwen3:q4_block+embed", "qwen3_moe:q4tp"})
     void q4ModelsRunResidentOnTheRealKernelsAndMatchTheCpu(String which) throws Throwable {
         int q4 = q4Resident();
         residentMatchesTheCpu("4-bit " + which, CudaMockTest.convertQ4(which, tmp), true, true, "launches of the emulated kernels");

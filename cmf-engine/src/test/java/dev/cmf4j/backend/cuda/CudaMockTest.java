@@ -501,8 +501,9 @@ class CudaMockTest {
     /**
      * Models quantized to q4_block and q4tp run GPU-resident, not on the hybrid path (issue 17): the fixtures' llama and
      * qwen3 through the converter, as the quantizers keep them (embeddings and head q8_row) and with the embedding (and
-     * qwen3's tied head) kept 4-bit too ({@code --keep}), so every 4-bit kernel kind runs: the products (q/k/v in one
-     * launch, gate/up with SwiGLU, o and down with the residual), the embedding gather, and for the prefill chunks
+     * qwen3's tied head) kept 4-bit too ({@code --keep}), and qwen3_moe (4-bit experts), so every 4-bit kernel kind runs:
+     * the products (q/k/v in one launch, gate/up with SwiGLU, o and down with the residual), the experts' gate/up and
+     * down, the embedding gather, and for the prefill chunks
      * through cuBLAS the widening to f32 before each GEMM; without cuBLAS the chunks take the matvec kernels with a
      * row dimension. One session's prefill (chunks of 4, every position's logits) and decode steps, then the batched
      * steps of several sessions, against the CPU engine's reference products on the same file. Both read the same
@@ -511,7 +512,8 @@ class CudaMockTest {
      * let a wrong scale on one small row pass).
      */
     @org.junit.jupiter.params.ParameterizedTest
-    @org.junit.jupiter.params.provider.ValueSource(strings = {"llama:q4_block", "llama:q4tp", "qwen3:q4_block+embed", "qwen3:q4tp+embed"})
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"llama:q4_block", "llama:q4tp", "qwen3:q4_block+embed", "qwen3:q4tp+embed",
+            "qwen3_moe:q4_block", "qwen3_moe:q4tp"})
     void q4ModelsRunGpuResidentAndMatchTheCpu(String which) throws Exception {
         Path cmf = convertQ4(which, tmp);
         int[] prompt = {1, 5, 9, 200, 17, 3}, next = {7, 8, 300};

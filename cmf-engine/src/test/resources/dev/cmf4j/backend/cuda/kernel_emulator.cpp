@@ -198,7 +198,7 @@ typedef const unsigned long long* Tab;
 // the mock's function handles of resident_arch.cu: 80 ra_rmsnorm, 81 ra_glu_act, 82 ra_moe_route, 83 ra_argmax_rows,
 // 84 ra_ple_combine, 85 ra_pli_gate, 86 ra_scale_cap, 87 ra_expert_scale, 110..117 the gated delta net's, the attention
 // output gate's and the shared expert's (ra_gdn_unfuse … ra_gated_add),
-// 90 + k ra_moe_glu_{f32,bf16,f16,q8}, 100 + k ra_moe_down_{...}; 118-126 resident_embryo.cu's (below); 0 on success
+// 90 + k ra_moe_glu_{f32,bf16,f16,q8,q4_block,q4tp}, 100 + k ra_moe_down_{...}; 118-126 resident_embryo.cu's (below); 0 on success
 extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     std::function<void()> k;
     switch (kind) {
@@ -231,7 +231,9 @@ extern "C" int emu_launch_arch(int kind, unsigned gx, unsigned gy, unsigned gz, 
                     P(6, const int*), P(7, const float*), P(8, const float*), P(9, float*), P(10, int), P(11, int), P(12, int), \
                     P(13, int)); }; break;
         GLU(0, ra_moe_glu_f32) GLU(1, ra_moe_glu_bf16) GLU(2, ra_moe_glu_f16) GLU(3, ra_moe_glu_q8)
+        GLU(4, ra_moe_glu_q4_block) GLU(5, ra_moe_glu_q4tp)
         DOWN(0, ra_moe_down_f32) DOWN(1, ra_moe_down_bf16) DOWN(2, ra_moe_down_f16) DOWN(3, ra_moe_down_q8)
+        DOWN(4, ra_moe_down_q4_block) DOWN(5, ra_moe_down_q4tp)
         // resident_embryo.cu: 118 re_anchor_attend, 119 re_anchor_commit, 120 re_resonance_route, 121 re_cluster_logsoftmax,
         // 122 re_head_finish, 123 + k re_head_rows_{f32,bf16,f16,q8}
         case 118: k = [p] { re_anchor_attend(P(0, const float*), P(1, const float*), P(2, const float*), P(3, const float*),

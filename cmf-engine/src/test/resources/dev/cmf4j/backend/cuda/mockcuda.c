@@ -308,7 +308,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     }
     else if (!strncmp(name, "ra_moe_glu_", 11) || !strncmp(name, "ra_moe_down_", 12)) {
         int glu = name[7] == 'g';
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 6; k++)
             if (!strcmp(name + (glu ? 11 : 12), rkinds[k])) { *f = &kinds[(glu ? RA_MOE_GLU : RA_MOE_DOWN) + k]; return 0; }
         return 500;
     } else {
@@ -373,8 +373,8 @@ static int n_programmatic;   /* launches asking for programmatic stream serializ
 static int n_small_batch;    /* resident_mmvq.cu's small-batch products run (launched or replayed) */
 static int n_residual_splits;   /* r_residual_split3 run (a residual epilogue fused with the next split) */
 int mock_residual_splits(void) { return n_residual_splits; }
-/* resident.cu's 4-bit kernels run (launched or replayed): products and embedding gathers (kinds 4, 5 of R_MATVEC,
-   R_GLU, R_MATVEC3, R_EMBED), and the prefill's widenings */
+/* the 4-bit resident kernels run (launched or replayed): products and embedding gathers (kinds 4, 5 of R_MATVEC,
+   R_GLU, R_MATVEC3, R_EMBED, RA_MOE_GLU, RA_MOE_DOWN), and the prefill's widenings */
 static int n_q4_resident, n_q4_widenings;
 int mock_q4_resident(void) { return n_q4_resident; }
 int mock_q4_widenings(void) { return n_q4_widenings; }
@@ -475,6 +475,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
     kind = f32_kind(kind);
     if (kind == R_RESIDUAL_SPLIT3) n_residual_splits++;
     for (int b = R_MATVEC; b <= R_MATVEC3; b += 10) if (b != 40 && (kind == b + 4 || kind == b + 5)) n_q4_resident++;
+    if (kind == RA_MOE_GLU + 4 || kind == RA_MOE_GLU + 5 || kind == RA_MOE_DOWN + 4 || kind == RA_MOE_DOWN + 5) n_q4_resident++;
     if (kind == R_WIDEN_Q4 || kind == R_WIDEN_Q4 + 1) n_q4_widenings++;
 #ifdef MOCK_EMULATE
     if (kind >= RA_RMSNORM) return emu_launch_arch(kind, gx, gy, gz, bx, p);
@@ -1153,9 +1154,11 @@ static float glu_of(float g, float u, int act, float alpha, float limit) {
     return (u + 1.f) * (g / (1.f + expf(-g * alpha)));
 }
 typedef const unsigned long long* tab_t;
-/* output r of expert e (tables w/rs/cf; outs = stored outputs; im = input-major [in, out]) over x[cols] */
+/* output r of expert e (tables w/rs/cf; outs = stored outputs; im = input-major [in, out]) over x[cols]; the 4-bit kinds
+   output-major, their planes (rs, cf) from the table as the weights' */
 static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int outs, int im, int e, const float* x, int r, int cols) {
     const float *rsv = (const float*) (uintptr_t) rs[e], *cfv = (const float*) (uintptr_t) cf[e];
+    if (k >= 4) return im ? NAN : q4_dot(k, (const void*) (uintptr_t) w[e], rsv, cfv, x, r, cols);
     const float *in = im ? rsv : cfv, *out = im ? cfv : rsv;
     double acc = 0;
     for (int c = 0; c < cols; c++)
@@ -1396,7 +1399,7 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
         }
         return 0;
     }
-    if (kind >= RA_MOE_GLU && kind < RA_MOE_GLU + 4) {
+    if (kind >= RA_MOE_GLU && kind < RA_MOE_GLU + 6) {
         int k = kind - RA_MOE_GLU, gouts = INT(3), gim = INT(4), uouts = INT(8), uim = INT(9);
         const float *gb = PTR(10), *ub = PTR(11), *x = PTR(13);
         const int* idx = PTR(12);
@@ -1416,7 +1419,7 @@ static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned b
             }
         return 0;
     }
-    if (kind >= RA_MOE_DOWN && kind < RA_MOE_DOWN + 4) {
+    if (kind >= RA_MOE_DOWN && kind < RA_MOE_DOWN + 6) {
         int k = kind - RA_MOE_DOWN, douts = INT(3), dim = INT(4), rows = INT(10), cols = INT(11), topK = INT(12), acc = INT(13);
         const float *db = PTR(5), *wts = PTR(7), *h = PTR(8);
         const int* idx = PTR(6);
