@@ -8,8 +8,9 @@ import java.util.List;
  * context) is reserved at once, and physical pages of the driver's granularity are mapped into it as the sequence's
  * positions reach them, so a sequence holds device memory for the positions it has used, not for its context. The
  * kernels see the same contiguous rows as before (row j at base + j·rowBytes), and captured graphs stay valid since
- * addresses never move. Pages stay mapped until the sequence is freed (a rewind or a new prompt reuses them).
- * Owner thread only.
+ * addresses never move. Pages stay mapped until the sequence is freed (a rewind or a new prompt reuses them); a freed
+ * sequence's ranges, pages and all, can go to the next sequence of the same shape ({@link #reuse}), since mapping costs
+ * driver calls per cache (vAttention's deferred reclamation). Owner thread only.
  */
 final class KvPages {
     /** A reserved cache range, {@code mapped} bytes of it backed from its start. */
@@ -29,6 +30,8 @@ final class KvPages {
     private final List<Range> ranges = new ArrayList<>();
     private final List<Mapping> mappings = new ArrayList<>();
     private long mappedBytes;
+    /** While reused: the next of {@link #ranges} a {@link #reserve} hands out again. */
+    private int replay = -1;
 
     /**
      * Pages for caches on {@code device} when the driver and device manage virtual memory and
@@ -46,9 +49,20 @@ final class KvPages {
         this.granule = granule;
     }
 
-    /** A cache of {@code bytes} whose row j lies at j·{@code rowBytes}: its address, with nothing mapped yet. */
+    /**
+     * A cache of {@code bytes} whose row j lies at j·{@code rowBytes}: its address, with nothing mapped yet (or, while
+     * reused, the same cache of the sequence before, with the pages it had).
+     */
     long reserve(long bytes, long rowBytes) {
         long size = Math.max(granule, (bytes + granule - 1) / granule * granule);
+        if (replay >= 0) {
+            Range r = ranges.get(replay++);
+            if (r.size != size || r.rowBytes != rowBytes)
+                throw new IllegalStateException("reused KV pages of another shape: " + r.size + " / " + r.rowBytes + " bytes, asked "
+                        + size + " / " + rowBytes);
+            if (replay == ranges.size()) replay = -1;
+            return r.base;
+        }
         long base = cu.addressReserve(size, granule);
         ranges.add(new Range(base, size, rowBytes));
         return base;
@@ -81,6 +95,19 @@ final class KvPages {
             r.mapped = need;
             mappedBytes += bytes;
         }
+    }
+
+    /** These ranges for a new sequence whose caches are reserved in the same order and sizes (the same model and context). */
+    KvPages reuse() {
+        replay = ranges.isEmpty() ? -1 : 0;
+        return this;
+    }
+
+    /** The reserved bytes, which identify a sequence's shape of caches for {@link #reuse}. */
+    long reservedBytes() {
+        long b = 0;
+        for (Range r : ranges) b += r.size;
+        return b;
     }
 
     /** Device memory mapped into the caches. */

@@ -269,13 +269,19 @@ final class ResidentSession {
         allRows = rows;
     }
 
+    /** Frees everything, the KV pages too. */
     void free() {
+        KvPages p = freeKeepingPages();
+        if (p != null) p.free();
+    }
+
+    /** Frees everything but the KV pages, which it returns (null when the caches were allocated whole) for another sequence. */
+    KvPages freeKeepingPages() {
         if (exec != null) cu.graphExecDestroy(exec);
         if (graph != null) cu.graphDestroy(graph);
         exec = graph = null;
         for (long d : owned) cu.memFree(d);
         owned.clear();
-        if (pages != null) pages.free();
         if (sealed != null) sealed.free();
         cu.memFreeHost(hostIn);
         cu.memFreeHost(hostLast);
@@ -283,6 +289,7 @@ final class ResidentSession {
         if (hostGates != null) cu.memFreeHost(hostGates);
         cu.streamDestroy(stream);
         arena.close();
+        return pages;
     }
 }
 

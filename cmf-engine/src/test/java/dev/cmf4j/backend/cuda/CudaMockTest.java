@@ -993,6 +993,7 @@ class CudaMockTest {
         Path src = dev.cmf4j.testkit.Fixtures.require("models/" + name);
         Path cmf = dev.cmf4j.model.ConvertedGoldenTest.convert(src, tmp.resolve(name + "-rings.cmf"), dev.cmf4j.convert.TensorPolicy.Mode.F32);
         var golden = dev.cmf4j.model.Golden.load(src);
+        long fullRowBytes;
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
@@ -1002,7 +1003,7 @@ class CudaMockTest {
                 assertThat(r.logitsMaxDiff()).as(name + ": " + r).isLessThanOrEqualTo(1e-3);
                 assertThat(r.stepLogitsMaxDiff()).as(name + ": " + r).isLessThanOrEqualTo(1e-3);
                 assertThat(r.greedyMatches()).as(name + ": " + r).isTrue();
-                long fullRowBytes = 0;
+                fullRowBytes = 0;
                 int sliding = 0;
                 for (var l : g.spec().layers())
                     if (l.mixer() instanceof dev.cmf4j.model.Mixer.Attention a && !a.sharesKv()) {
@@ -1027,17 +1028,17 @@ class CudaMockTest {
                     small.close();
                     large.close();
                 }
-                mockSet("mock_vmm", ValueLayout.JAVA_INT, 0);   // caches allocated whole
-                try {
-                    small = g.newState(3, 1024);
-                    large = g.newState(3, 2048);
-                    assertThat(large.heldBytes() - small.heldBytes()).as(name + ": 1,024 more positions cost the full layers' rows only")
-                            .isEqualTo(1024 * fullRowBytes);
-                    small.close();
-                    large.close();
-                } finally {
-                    mockSet("mock_vmm", ValueLayout.JAVA_INT, 1);
-                }
+            }
+            mockSet("mock_vmm", ValueLayout.JAVA_INT, 0);   // a device without virtual memory management: caches allocated whole
+            try (var m = dev.cmf4j.model.Model.open(cmf, null, new CudaBackend(gpu))) {
+                var small = m.graph().newState(3, 1024);
+                var large = m.graph().newState(3, 2048);
+                assertThat(large.heldBytes() - small.heldBytes()).as(name + ": 1,024 more positions cost the full layers' rows only")
+                        .isEqualTo(1024 * fullRowBytes);
+                small.close();
+                large.close();
+            } finally {
+                mockSet("mock_vmm", ValueLayout.JAVA_INT, 1);
             }
         }
     }
@@ -1104,10 +1105,10 @@ class CudaMockTest {
             s.prefill(prompt);
             want = s.decode(7).clone();
         }
+        long handles = mockLong("mock_vmm_handles"), ranges = mockLong("mock_vmm_reserved");
         try (CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
             gpu.notes(n -> {});
             try (var m = dev.cmf4j.model.Model.open(dir.resolve("llama-Q8_2F.cmf"), null, new CudaBackend(gpu))) {
-                long handles = mockLong("mock_vmm_handles"), ranges = mockLong("mock_vmm_reserved");
                 var s = new dev.cmf4j.runtime.Session(m.graph(), 64, 8);
                 int layers = m.spec().layers().size();
                 assertThat(mockLong("mock_vmm_reserved") - ranges).as("a key and a value range per layer").isEqualTo(2L * layers);
@@ -1127,10 +1128,30 @@ class CudaMockTest {
                     assertThat((double) got[i]).as("logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
                 assertThat(mockLong("mock_vmm_handles") - handles).as("a second page per cache").isEqualTo(4L * layers);
                 s.close();
-                assertThat(mockLong("mock_vmm_handles")).as("every page released").isEqualTo(handles);
-                assertThat(mockLong("mock_vmm_reserved")).as("every range freed").isEqualTo(ranges);
+                assertThat(mockLong("mock_vmm_handles") - handles).as("a closed session's pages kept for the next").isEqualTo(4L * layers);
+                long buffers;
+                try (var again = new dev.cmf4j.runtime.Session(m.graph(), 64, 8)) {   // the same shape: takes them, maps nothing
+                    assertThat(again.state().heldBytes()).as("the kept pages are the new session's").isGreaterThanOrEqualTo(4L * layers * 4096);
+                    again.prefill(prompt);
+                    float[] first = again.decode(7);
+                    for (int i = 0; i < want.length; i++)
+                        assertThat((double) first[i]).as("reused pages, logit " + i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(1e-3));
+                    assertThat(mockLong("mock_vmm_handles") - handles).isEqualTo(4L * layers);
+                    assertThat(mockLong("mock_vmm_reserved") - ranges).isEqualTo(2L * layers);
+                    buffers = again.state().heldBytes() - 4L * layers * 4096;
+                }
+                // room for a session's buffers only, the kept pages idle
+                mockSet("mock_device_budget", ValueLayout.JAVA_LONG, deviceUsed() + buffers);
+                try (var other = new dev.cmf4j.runtime.Session(m.graph(), 32, 8)) {   // another shape: the idle pages give way
+                    other.prefill(prompt);
+                    assertThat(mockLong("mock_vmm_handles") - handles).as("only the new session's pages").isEqualTo(2L * layers);
+                } finally {
+                    mockSet("mock_device_budget", ValueLayout.JAVA_LONG, -1L);
+                }
             }
         }
+        assertThat(mockLong("mock_vmm_handles")).as("every page released with the device's copy of the model").isEqualTo(handles);
+        assertThat(mockLong("mock_vmm_reserved")).as("every range freed").isEqualTo(ranges);
     }
 
     static long mockLong(String fn) {
