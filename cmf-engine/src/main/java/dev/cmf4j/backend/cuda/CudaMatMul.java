@@ -353,14 +353,23 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         if (dt == DType.Q4_BLOCK) return new DeviceMatrix(data, dt, dw, dw + plane, 0, new long[] {dw}, need);
         long ds;
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment steps = a.allocate(8 * rows, 16);
-            for (long r = 0; r < rows; r++) {
-                steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r))));
-                steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r + 1, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r + 2))));
-            }
-            ds = toDevice(steps);
+            ds = toDevice(q4tpRungs(a, data, rows, cols));
         }
         return new DeviceMatrix(data, dt, dw, ds, dw + plane + 4 * rows, new long[] {dw, ds}, need + 8 * rows);
+    }
+
+    /**
+     * A q4tp payload's per-row {exp2(lo), exp2(step)} as f32 pairs in {@code a} (correctly rounded, as CMF defines the
+     * ladder; the GPU's exp2f is not): the kernels' {@code rs} plane, from which each row's ladder is built.
+     */
+    static MemorySegment q4tpRungs(Arena a, MemorySegment data, long rows, int cols) {
+        long plane = rows * ((cols + 31) / 32) * 16;
+        MemorySegment steps = a.allocate(8 * rows, 16);
+        for (long r = 0; r < rows; r++) {
+            steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r))));
+            steps.setAtIndex(ValueLayout.JAVA_FLOAT, 2 * r + 1, TpLadder.exp2(Float.float16ToFloat(data.get(ArgPack.U16_LE, plane + 4 * r + 2))));
+        }
+        return steps;
     }
 
     /** f16 little-endian values as an f32 host segment of {@code a}. */

@@ -16,7 +16,7 @@ import java.util.SplittableRandom;
 
 /**
  * The resident kernels one at a time against the CPU's operators on random inputs (llama.cpp's test-backend-ops):
- * products of every weight kind, the standalone norm, activations, prefill and decode attention (windows, sinks, tensor
+ * products of every weight kind (the 4-bit ones too), the standalone norm, activations, prefill and decode attention (windows, sinks, tensor
  * cores; the decode step's q/k norm, rope and KV append, one sequence and a batch of them),
  * embedding rows, expert routing and greedy picks,
  * each at a few shapes (odd widths, several tokens, the norm and residual variants). The error is the largest
@@ -35,6 +35,11 @@ final class OpCheck {
                 for (int k = 0; k < 4; k++)
                     for (int[] s : products)
                         for (int variant = 0; variant < 2; variant++) out.add(matvec(ctx, d, a, r, k, s[0], s[1], s[2], variant == 1));
+                // the 4-bit kinds (q4tp needs cols % 32 = 0; q4_block's 30 columns straddle its groups across rows)
+                for (int k = 4; k < 6; k++)
+                    for (int[] s : products)
+                        for (int variant = 0; variant < 2; variant++)
+                            out.add(matvecQ4(ctx, d, a, r, k, s[0], k == 5 && s[1] % 32 != 0 ? 96 : s[1], s[2], variant == 1));
                 int[][] norms = quick ? new int[][] {{3, 7}, {2, 256}} : new int[][] {{3, 7}, {2, 256}, {64, 4096}};
                 for (int[] s : norms)
                     for (int v = 0; v < 4; v++) out.add(rmsnorm(ctx, d, a, r, s[0], s[1], (v & 1) == 1, (v & 2) == 2));
@@ -144,6 +149,56 @@ final class OpCheck {
             }
         }
         return result("matvec_" + KINDS[kind] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
+                error(got, want), 2e-6 * Math.sqrt(cols));
+    }
+
+    /**
+     * The 4-bit products (kind 4 q4_block, 5 q4tp) on a random payload as the file stores it, planes as CudaMatMul
+     * uploads them, against the CPU's dequantization (ReferenceKernels.dequantRow) in double; otherwise as {@link #matvec}
+     * (no row scales: the 4-bit kinds carry their own).
+     */
+    private static OpResult matvecQ4(CudaContext ctx, Device d, Arena a, SplittableRandom r, int kind, int rows, int cols, int t,
+                                     boolean variant) {
+        dev.cmf4j.format.DType dt = kind == 4 ? dev.cmf4j.format.DType.Q4_BLOCK : dev.cmf4j.format.DType.Q4TP;
+        long gpr = (cols + 31) / 32, n = (long) rows * cols;
+        long plane = kind == 4 ? (n + 31) / 32 * 16 : rows * gpr * 16, codes = dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
+        MemorySegment data = a.allocate(kind == 4 ? plane / 16 * 18 : plane + 4L * rows + rows * codes, 16);
+        for (long i = 0; i < data.byteSize(); i++) data.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt(256));   // nibbles, codes
+        if (kind == 4)
+            for (long g = 0; g < plane / 16; g++) data.set(ArgPack.U16_LE, plane + 2 * g, Float.floatToFloat16(0.01f + 0.02f * (float) r.nextDouble()));
+        else
+            for (long sr = 0; sr < rows; sr++) {   // a ladder from 2^-7.5…-6.5 up by 2^0.02…0.1 a rung
+                data.set(ArgPack.U16_LE, plane + 4 * sr, Float.floatToFloat16(-7.5f + (float) r.nextDouble()));
+                data.set(ArgPack.U16_LE, plane + 4 * sr + 2, Float.floatToFloat16(0.02f + 0.08f * (float) r.nextDouble()));
+            }
+        float[] w = new float[rows * cols], row = new float[cols], x = gauss(r, t * cols, 1f), bias = gauss(r, rows, 1f), y0 = gauss(r, t * rows, 1f);
+        for (int o = 0; o < rows; o++) {
+            dev.cmf4j.backend.cpu.kernel.ReferenceKernels.dequantRow(dt, data, rows, cols, o, row);
+            System.arraycopy(row, 0, w, o * cols, cols);
+        }
+        long dw = d.put(data);
+        long drs = kind == 4 ? dw + plane : d.put(CudaMatMul.q4tpRungs(a, data, rows, cols)), dcf = kind == 4 ? 0 : dw + plane + 4L * rows;
+        long dx = d.put(MemorySegment.ofArray(x)), dy = d.put(MemorySegment.ofArray(y0)), db = variant ? d.put(MemorySegment.ofArray(bias)) : 0;
+        float eps = 1e-5f;
+        KernelSignature k = Kernels.matvec(Kernels.Q4_KINDS[kind - 4]);
+        d.cu.launch(k.load(ctx).fn(), ArgPack.gridX(rows), t, 1, 256, 1, 1, 0,
+                k.pack(a, dw, drs, dcf, db, dx, dy, rows, cols, variant ? 1 : 0, variant ? 1 : 0, variant ? eps : 0f));
+        float[] got = d.get(dy, t * rows);
+        double[] want = new double[t * rows];
+        for (int tt = 0; tt < t; tt++) {
+            double inv = 1;
+            if (variant) {
+                double ss = 0;
+                for (int c = 0; c < cols; c++) ss += (double) x[tt * cols + c] * x[tt * cols + c];
+                inv = 1 / Math.sqrt(ss / cols + eps);
+            }
+            for (int o = 0; o < rows; o++) {
+                double s = 0;
+                for (int c = 0; c < cols; c++) s += (double) w[o * cols + c] * x[tt * cols + c];
+                want[tt * rows + o] = s * inv + (variant ? bias[o] + y0[tt * rows + o] : 0);
+            }
+        }
+        return result("matvec_" + Kernels.Q4_KINDS[kind - 4] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
                 error(got, want), 2e-6 * Math.sqrt(cols));
     }
 
