@@ -221,29 +221,29 @@ final class ResidentWeights {
     private Table expertTable(List<Matrix> experts) {
         long[][] t = new long[3][experts.size()];
         for (int e = 0; e < experts.size(); e++) {
-            Matrix m = experts.get(e);
-            CudaMatMul.DeviceMatrix d = mm.resident(m);
-            long row0 = m.firstRow();
-            if (m.dtype() == DType.Q4_BLOCK) {   // nibbles and f16 scales of groups over the flattened tensor (row0·cols % 32 = 0)
-                long first = row0 * m.cols();
-                t[0][e] = d.weights() + first / 2;
-                t[1][e] = d.rowScales() + first / 32 * 2;
-                continue;
-            }
-            if (m.dtype() == DType.Q4TP) {       // per row: 16 nibble bytes a group, 2 f32 rungs, the codes
-                long gpr = (m.cols() + 31) / 32;
-                t[0][e] = d.weights() + row0 * gpr * 16;
-                t[1][e] = d.rowScales() + 8 * row0;
-                t[2][e] = d.colField() + row0 * dev.cmf4j.format.quant.TpLadder.codeStride(gpr);
-                continue;
-            }
-            long elem = switch (m.dtype()) { case F32 -> 4; case BF16, F16 -> 2; default -> 1; };
-            t[0][e] = d.weights() + row0 * m.cols() * elem;
-            t[1][e] = d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0;   // widened to f32 at upload
-            t[2][e] = d.colField();
+            long[] at = expertAddresses(experts.get(e), mm.resident(experts.get(e)));
+            for (int i = 0; i < 3; i++) t[i][e] = at[i];
         }
         Matrix m0 = experts.get(0);
         return new Table(table(t[0]), table(t[1]), table(t[2]), m0.outDim(), m0.inputMajor());
+    }
+
+    /** One expert's {weights, row scales, column scales} addresses (0 = none), {@code d} its stored tensor's device copy. */
+    static long[] expertAddresses(Matrix m, CudaMatMul.DeviceMatrix d) {
+        long row0 = m.firstRow();
+        if (m.dtype() == DType.Q4_BLOCK) {   // nibbles and f16 scales of groups over the flattened tensor (row0·cols % 32 = 0)
+            long first = row0 * m.cols();
+            return new long[] {d.weights() + first / 2, d.rowScales() + first / 32 * 2, NULL};
+        }
+        if (m.dtype() == DType.Q4TP) {       // per row: 16 nibble bytes a group, 2 f32 rungs, the codes
+            long gpr = (m.cols() + 31) / 32;
+            return new long[] {d.weights() + row0 * gpr * 16, d.rowScales() + 8 * row0,
+                    d.colField() + row0 * dev.cmf4j.format.quant.TpLadder.codeStride(gpr)};
+        }
+        long elem = switch (m.dtype()) { case F32 -> 4; case BF16, F16 -> 2; default -> 1; };
+        return new long[] {d.weights() + row0 * m.cols() * elem,
+                d.rowScales() == NULL ? NULL : d.rowScales() + 4 * row0,   // widened to f32 at upload
+                d.colField()};
     }
 
     private long table(long[] addresses) {

@@ -473,11 +473,8 @@ class CudaKernelEmulationTest {
                 cu.launch(cu.function(mod, "ra_moe_down_q8"), (hidden + 255) / 256, tokens, 1, 256, 1, 1, 0,
                         Kernels.named("ra_moe_down_q8").pack(a, tdw, tdrs, tdcf, hidden, 1, dbd, didx, dwts, dh, dy, hidden, inter, topK, 1));
                 cu.synchronize();
-                MemorySegment hostH = a.allocate(4L * h.length, 4), hostY = a.allocate(4L * y.length, 4);
-                cu.copyToHost(hostH, dh, hostH.byteSize());
-                cu.copyToHost(hostY, dy, hostY.byteSize());
-                MemorySegment.copy(hostH, ValueLayout.JAVA_FLOAT, 0, h, 0, h.length);
-                MemorySegment.copy(hostY, ValueLayout.JAVA_FLOAT, 0, y, 0, y.length);
+                toHost(cu, a, dh, h);
+                toHost(cu, a, dy, y);
             }
             return null;
         });
@@ -705,6 +702,100 @@ class CudaKernelEmulationTest {
         for (int i = 0; i < rows; i++)
             for (int c = 0; c < cols; c++) assertThat(got[6][i * cols + c]).as("%s widened [%d, %d]", spec, i, c).isEqualTo(w[0][i][c]);
         System.out.printf("emulated resident 4-bit kernels %s: worst relative error %.3g%n", spec, worst);
+    }
+
+    /**
+     * resident_arch.cu's 4-bit expert kernels on emulated warps with experts that are row windows of fused tensors (the
+     * table's addresses from {@code ResidentWeights.expertAddresses}, into each plane at the window's first row): gate
+     * and up ({@code ra_moe_glu_*}, SwiGLU) and down ({@code ra_moe_down_*}, weighted over the picks) of 3 experts, 2
+     * tokens × 2 picks, against the CPU's dequantized rows of the fused tensors in double (2e-5 relative). And which
+     * 4-bit experts the kernels refuse: input-major, and a q4_block window that starts inside a group.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"q4_block", "q4tp"})
+    void q4ExpertKernelsReadRowWindowsOfFusedTensors(String label) {
+        dev.cmf4j.format.DType dt = dev.cmf4j.format.DType.ofLabel(label);
+        int experts = 3, inter = 32, hidden = 64, tokens = 2, topK = 2, kind = ResidentWeights.kind(dt);
+        int[] idx = {2, 0, 1, 2};
+        float[] wts = {0.7f, 0.3f, 0.4f, 0.6f};
+        java.util.Random r = new java.util.Random(kind);
+        float[] x = rnd(r, tokens * hidden, -2f, 2f);
+        float[] h = new float[tokens * topK * inter], y = new float[tokens * hidden];
+        float[][][] w = new float[3][][];   // gate, up [experts·inter, hidden]; down [experts·hidden, inter]
+        try (Arena a = Arena.ofShared(); CudaMatMul gpu = new CudaMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.reference().matmul())) {
+            dev.cmf4j.backend.Matrix[] fused = new dev.cmf4j.backend.Matrix[3];
+            for (int i = 0; i < 3; i++) {
+                int rows = experts * (i < 2 ? inter : hidden), cols = i < 2 ? hidden : inter;
+                fused[i] = dev.cmf4j.backend.Matrix.of("fused" + i, dt, CudaMockTest.payload(a, dt, rows, cols), rows, cols);
+                w[i] = new float[rows][cols];
+                for (int row = 0; row < rows; row++) dev.cmf4j.backend.cpu.kernel.ReferenceKernels.dequantRow(dt, fused[i].data(), rows, cols, row, w[i][row]);
+            }
+            dev.cmf4j.backend.Matrix whole = fused[0];
+            assertThat(ResidentWeights.supportsExpert(whole.slice(inter, inter, false))).as("a window on a group").isTrue();
+            assertThat(ResidentWeights.supportsExpert(whole.slice(0, hidden, true))).as("input-major").isFalse();
+            dev.cmf4j.backend.Matrix odd = dev.cmf4j.backend.Matrix.of("odd", dt, CudaMockTest.payload(a, dt, 6, dt == dev.cmf4j.format.DType.Q4TP ? 32 : 40),
+                    6, dt == dev.cmf4j.format.DType.Q4TP ? 32 : 40);
+            assertThat(ResidentWeights.supportsExpert(odd.slice(1, 3, false))).as("a window from row 1 of " + odd.cols() + " columns")
+                    .isEqualTo(dt == dev.cmf4j.format.DType.Q4TP);
+            ctx.call(() -> {
+                CudaDriver cu = ctx.driver();
+                try (Uploads up = new Uploads(cu, a)) {
+                    long[][] tab = new long[3][];   // per fused tensor: its 3 tables' device addresses
+                    for (int i = 0; i < 3; i++) {
+                        int n = i < 2 ? inter : hidden;
+                        long[][] t = new long[3][experts];
+                        for (int e = 0; e < experts; e++) {
+                            dev.cmf4j.backend.Matrix m = fused[i].slice((long) e * n, n, false);
+                            long[] at = ResidentWeights.expertAddresses(m, gpu.resident(m));
+                            for (int j = 0; j < 3; j++) t[j][e] = at[j];
+                        }
+                        tab[i] = new long[] {up.apply(MemorySegment.ofArray(t[0])), up.apply(MemorySegment.ofArray(t[1])), up.apply(MemorySegment.ofArray(t[2]))};
+                    }
+                    long dx = up.apply(MemorySegment.ofArray(x)), didx = up.apply(MemorySegment.ofArray(idx)), dwts = up.apply(MemorySegment.ofArray(wts));
+                    long dh = up.apply(MemorySegment.ofArray(h)), dy = up.apply(MemorySegment.ofArray(y));
+                    MemorySegment mod = ctx.module(Kernels.ARCH_CU);
+                    String k = Kernels.Q4_KINDS[kind - 4];
+                    cu.launch(cu.function(mod, "ra_moe_glu_" + k), (inter + 7) / 8, tokens * topK, 1, 256, 1, 1, 0,
+                            Kernels.moeGlu(k).pack(a, tab[0][0], tab[0][1], tab[0][2], inter, 0, tab[1][0], tab[1][1], tab[1][2], inter, 0,
+                                    0L, 0L, didx, dx, dh, inter, hidden, topK, 0, 0, 0f, 0f));
+                    cu.launch(cu.function(mod, "ra_moe_down_" + k), (hidden + 7) / 8, tokens, 1, 256, 1, 1, 0,
+                            Kernels.moeDown(k).pack(a, tab[2][0], tab[2][1], tab[2][2], hidden, 0, 0L, didx, dwts, dh, dy, hidden, inter, topK, 0));
+                    cu.synchronize();
+                    toHost(cu, a, dh, h);
+                    toHost(cu, a, dy, y);
+                }
+                return null;
+            });
+        }
+        double worst = 0;
+        double[] want = new double[tokens * hidden];
+        for (int t = 0; t < tokens; t++)
+            for (int j = 0; j < topK; j++) {
+                int slot = t * topK + j, e = idx[slot];
+                double[] hs = new double[inter];
+                for (int i = 0; i < inter; i++) {
+                    double g = 0, u = 0;
+                    for (int c = 0; c < hidden; c++) {
+                        g += (double) w[0][e * inter + i][c] * x[t * hidden + c];
+                        u += (double) w[1][e * inter + i][c] * x[t * hidden + c];
+                    }
+                    hs[i] = g / (1 + Math.exp(-g)) * u;
+                    double err = Math.abs(h[slot * inter + i] - hs[i]) / (1 + Math.abs(hs[i]));
+                    assertThat(err).as("%s gate/up of expert %d, slot %d, row %d", label, e, slot, i).isLessThan(2e-5);
+                    worst = Math.max(worst, err);
+                }
+                for (int o = 0; o < hidden; o++) {
+                    double d = 0;
+                    for (int i = 0; i < inter; i++) d += (double) w[2][e * hidden + o][i] * h[slot * inter + i];
+                    want[t * hidden + o] += wts[slot] * d;
+                }
+            }
+        for (int i = 0; i < want.length; i++) {
+            double err = Math.abs(y[i] - want[i]) / (1 + Math.abs(want[i]));
+            assertThat(err).as("%s down, output %d", label, i).isLessThan(2e-5);
+            worst = Math.max(worst, err);
+        }
+        System.out.printf("emulated 4-bit expert kernels %s on row windows: worst relative error %.3g%n", label, worst);
     }
 
     /**
@@ -1360,6 +1451,13 @@ class CudaKernelEmulationTest {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) v[i] = lo + (hi - lo) * r.nextFloat();
         return v;
+    }
+
+    /** Copies {@code out.length} floats at device address {@code d} into {@code out} (owner thread, after a synchronize). */
+    static void toHost(CudaDriver cu, Arena a, long d, float[] out) {
+        MemorySegment host = a.allocate(4L * out.length, 4);
+        cu.copyToHost(host, d, host.byteSize());
+        MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, out, 0, out.length);
     }
 
     /** Device copies of host arrays for one test, all freed at close; used on the context's owner thread. */
