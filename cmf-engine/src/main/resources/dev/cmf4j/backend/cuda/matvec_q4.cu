@@ -18,7 +18,7 @@ __device__ __forceinline__ void matvec_q4_block_body(const void* __restrict__ w,
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;
     int t = blockIdx.y;
-    float acc = r_warp_sum(q4_block_row(w, reinterpret_cast<const r_u16*>(rs), x + (long long) t * cols, row0 + r, cols, lane));
+    float acc = r_warp_sum(q4_block_row<4>(w, reinterpret_cast<const r_u16*>(rs), x + (long long) t * cols, row0 + r, cols, lane));
     if (lane == 0) y[(long long) t * rows + r] = acc;
 }
 
@@ -31,7 +31,7 @@ __device__ __forceinline__ void matvec_q4tp_body(const void* __restrict__ w, con
     int r = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= rows) return;   // whole warps leave together: r is the same on every lane of a warp
     int t = blockIdx.y;
-    float acc = r_warp_sum(q4tp_row(w, rs, cf, x + (long long) t * cols, row0 + r, cols, lane));
+    float acc = r_warp_sum(q4tp_row<4>(w, rs, cf, x + (long long) t * cols, row0 + r, cols, lane));
     if (lane == 0) y[(long long) t * rows + r] = acc;
 }
 

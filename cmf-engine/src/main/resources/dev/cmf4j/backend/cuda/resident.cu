@@ -21,8 +21,8 @@
 template <int K>
 __device__ __forceinline__ float r_q4_dot(const void* __restrict__ w, const float* __restrict__ rs, const float* __restrict__ cf,
                                           const float* __restrict__ xt, long long r, int cols, int lane) {
-    if (K == 4) return r_warp_sum(q4_block_row(w, reinterpret_cast<const r_u16*>(rs), xt, r, cols, lane));
-    return r_warp_sum(q4tp_row(w, rs, cf, xt, r, cols, lane));
+    if (K == 4) return r_warp_sum(q4_block_row<4>(w, reinterpret_cast<const r_u16*>(rs), xt, r, cols, lane));
+    return r_warp_sum(q4tp_row<4>(w, rs, cf, xt, r, cols, lane));
 }
 
 // One warp's dot product of row r: r_dot for kinds 0-3 (cf = column scales), r_q4_dot for the 4-bit kinds.

@@ -340,7 +340,7 @@ __device__ __forceinline__ float ra_expert_row(const RaExperts& m, int e, const 
     const float* rs = reinterpret_cast<const float*>(m.rs[e]);
     const float* cf = reinterpret_cast<const float*>(m.cf[e]);
     if constexpr (K >= 4)
-        return r_warp_sum(K == 4 ? q4_block_row(w, reinterpret_cast<const r_u16*>(rs), x, r, cols, lane) : q4tp_row(w, rs, cf, x, r, cols, lane));
+        return r_warp_sum(K == 4 ? q4_block_row<1>(w, reinterpret_cast<const r_u16*>(rs), x, r, cols, lane) : q4tp_row<1>(w, rs, cf, x, r, cols, lane));
     const float* inScale = m.inputMajor ? rs : cf;
     const float* outScale = m.inputMajor ? cf : rs;
     float acc = 0.f;

@@ -619,10 +619,12 @@ class CudaKernelEmulationTest {
      * reads them: r_matvec (bias, residual add), r_matvec3 (two matrices of {@code rows} rows and one of fewer), r_glu,
      * the products in double within 2e-5 relative; r_embed (3 ids, scaled by ½) and r_widen (the prefill's f32 copy)
      * bit for bit. q4_block on rows not a multiple of 8 and cols not a multiple of 32 (groups straddling rows: the
-     * per-weight path), q4tp past one 256-column warp step. Shape = dtype:rows x cols.
+     * per-weight path), q4tp past one 256-column warp step, and both past 1,024 columns (the decode products' loop of
+     * four steps' loads, then its remainder). Shape = dtype:rows x cols.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"q4_block:13x96", "q4_block:11x40", "q4_block:9x300", "q4tp:13x96", "q4tp:9x288", "q4tp:3x544"})
+    @ValueSource(strings = {"q4_block:13x96", "q4_block:11x40", "q4_block:9x300", "q4_block:9x2080", "q4tp:13x96", "q4tp:9x288",
+            "q4tp:3x544", "q4tp:5x2336"})
     void residentQ4KernelsMatchTheCpusWeights(String spec) {
         dev.cmf4j.format.DType dt = dev.cmf4j.format.DType.ofLabel(spec.substring(0, spec.indexOf(':')));
         String shape = spec.substring(spec.indexOf(':') + 1);
