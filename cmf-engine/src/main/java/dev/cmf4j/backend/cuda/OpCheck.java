@@ -132,6 +132,14 @@ final class OpCheck {
         d.cu.launch(k.load(ctx).fn(), ArgPack.gridX(rows), t, 1, 256, 1, 1, 0,
                 k.pack(a, dw, drs, 0L, db, dx, dy, rows, cols, variant ? 1 : 0, variant ? 1 : 0, variant ? eps : 0f));
         float[] got = d.get(dy, t * rows);
+        double[] want = productReference(w, x, bias, y0, rows, cols, t, variant, eps);
+        return result("matvec_" + KINDS[kind] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
+                error(got, want), 2e-6 * Math.sqrt(cols));
+    }
+
+    /** W·x of t tokens in double; with {@code variant}, x RMS-normed first and the bias and y0 (the residual) added. */
+    private static double[] productReference(float[] w, float[] x, float[] bias, float[] y0, int rows, int cols, int t, boolean variant,
+                                             float eps) {
         double[] want = new double[t * rows];
         for (int tt = 0; tt < t; tt++) {
             double inv = 1;
@@ -148,8 +156,7 @@ final class OpCheck {
                 want[tt * rows + o] = s;
             }
         }
-        return result("matvec_" + KINDS[kind] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
-                error(got, want), 2e-6 * Math.sqrt(cols));
+        return want;
     }
 
     /**
@@ -184,20 +191,7 @@ final class OpCheck {
         d.cu.launch(k.load(ctx).fn(), ArgPack.gridX(rows), t, 1, 256, 1, 1, 0,
                 k.pack(a, dw, drs, dcf, db, dx, dy, rows, cols, variant ? 1 : 0, variant ? 1 : 0, variant ? eps : 0f));
         float[] got = d.get(dy, t * rows);
-        double[] want = new double[t * rows];
-        for (int tt = 0; tt < t; tt++) {
-            double inv = 1;
-            if (variant) {
-                double ss = 0;
-                for (int c = 0; c < cols; c++) ss += (double) x[tt * cols + c] * x[tt * cols + c];
-                inv = 1 / Math.sqrt(ss / cols + eps);
-            }
-            for (int o = 0; o < rows; o++) {
-                double s = 0;
-                for (int c = 0; c < cols; c++) s += (double) w[o * cols + c] * x[tt * cols + c];
-                want[tt * rows + o] = s * inv + (variant ? bias[o] + y0[tt * rows + o] : 0);
-            }
-        }
+        double[] want = productReference(w, x, bias, y0, rows, cols, t, variant, eps);
         return result("matvec_" + Kernels.Q4_KINDS[kind - 4] + (variant ? " normed+bias+residual" : ""), rows + "x" + cols + ", " + t + " tokens",
                 error(got, want), 2e-6 * Math.sqrt(cols));
     }
