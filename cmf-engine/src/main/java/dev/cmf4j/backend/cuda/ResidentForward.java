@@ -957,9 +957,9 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Freed sequences' KV pages by the chunk and context they were made for, kept for the next sequence of that shape
-     * (mapping a fresh sequence's first pages costs three driver calls per cache: ~4 ms for llama-8b's 64 caches, 15% of
-     * a 512-token prefill, on the H200), while they hold at most {@link #IDLE_PAGES_SHARE} of device memory; given
-     * back first when memory runs out ({@link #withRoom}).
+     * (mapping a fresh sequence's first pages costs three driver calls per cache, a visible part of a prompt's prefill:
+     * docs/GPU.md), while they hold at most 1/{@link #IDLE_PAGES_SHARE} of device memory; given back first when memory
+     * runs out ({@link #withRoom}).
      */
     private final java.util.Map<Long, java.util.ArrayDeque<KvPages>> idlePages = new java.util.HashMap<>();
     private long idlePageBytes;
@@ -996,13 +996,12 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Owner thread: {@code alloc}; when the device runs out of memory, the idle KV pages and then the prefill's kept
-     * f16 copies give way and it runs again.
+     * f16 copies give way, and it runs again after each ({@code alloc} must leave nothing half-made when it fails).
      */
     private <T> T withRoom(java.util.function.Supplier<T> alloc) {
         try {
-            return lower.ws.orDroppingCopies(alloc);
+            return alloc.get();
         } catch (CudaException e) {
-            if (idlePages.isEmpty()) throw e;
             freeIdlePages();
             return lower.ws.orDroppingCopies(alloc);
         }
