@@ -23,8 +23,9 @@ import java.util.concurrent.Callable;
 
 /**
  * {@code cmf devices [--json]}: the devices {@code --device} can name on this machine: the CPU, each NVIDIA GPU the CUDA
- * driver lists, each Vulkan device the Vulkan loader lists (its index is {@code -Dcmf.vulkan.device=N}), and why a kind
- * has none. Opens no model and allocates nothing on a device.
+ * driver lists (and, where there are GPUs, the NCCL library their collectives would use), each Vulkan device the Vulkan
+ * loader lists (its index is {@code -Dcmf.vulkan.device=N}), and why a kind has none. Opens no model and allocates
+ * nothing on a device.
  */
 @Command(name = "devices", mixinStandardHelpOptions = true,
         description = {"List the devices --device can use: the CPU, NVIDIA GPUs (cuda) and Vulkan devices (vulkan), or why there are none.",
@@ -53,6 +54,15 @@ public final class DevicesCommand implements Callable<Integer> {
         } catch (CudaUnavailableException | CudaException e) {
             cudaWhy = e.getMessage();
         }
+        String ncclVersion = null, ncclLibrary = null, ncclWhy = null;   // the collectives between GPUs, asked where there are GPUs
+        if (!cuda.isEmpty())
+            try {
+                dev.cmf4j.backend.cuda.Nccl nccl = dev.cmf4j.backend.cuda.Nccl.load();
+                ncclVersion = nccl.version();
+                ncclLibrary = nccl.library();
+            } catch (CudaUnavailableException | CudaException e) {
+                ncclWhy = e.getMessage();
+            }
         List<VulkanDeviceInfo> vulkan = List.of();
         String vulkanWhy = null;
         try {
@@ -71,6 +81,8 @@ public final class DevicesCommand implements Callable<Integer> {
                 c.addObject().put("index", d.ordinal()).put("name", d.name()).put("compute_capability", d.ccMajor() + "." + d.ccMinor())
                         .put("memory_bytes", d.memory());
             if (cudaWhy != null) o.put("cuda_unavailable", cudaWhy);
+            if (ncclVersion != null) o.putObject("nccl").put("version", ncclVersion).put("library", ncclLibrary);
+            if (ncclWhy != null) o.put("nccl_unavailable", ncclWhy);
             ArrayNode v = o.putArray("vulkan");
             for (VulkanDeviceInfo d : vulkan) {
                 ObjectNode n = v.addObject().put("index", d.index()).put("name", d.name()).put("type", d.type())
@@ -88,6 +100,8 @@ public final class DevicesCommand implements Callable<Integer> {
             for (Cuda d : cuda)
                 out.printf(Locale.ROOT, "cuda %-4d %s (sm_%d%d, %.1f GiB)%n", d.ordinal(), d.name(), d.ccMajor(), d.ccMinor(), d.memory() / (double) (1L << 30));
             if (cudaWhy != null) out.println("cuda      none: " + cudaWhy);
+            if (ncclVersion != null) out.printf(Locale.ROOT, "nccl      %s (%s): collectives between the GPUs%n", ncclVersion, ncclLibrary);
+            if (ncclWhy != null) out.println("nccl      none: " + ncclWhy);
             for (VulkanDeviceInfo d : vulkan)
                 out.printf(Locale.ROOT, "vulkan %-2d %s%s%n", d.index(), d.describe(),
                         d.software() ? " [software: --device vulkan takes it, auto does not]"

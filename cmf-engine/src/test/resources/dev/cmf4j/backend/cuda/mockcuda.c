@@ -1779,3 +1779,75 @@ int nvrtcDestroyProgram(prog_t** p) { free((*p)->src); free((*p)->log); free(*p)
 const char* nvrtcGetErrorString(int e) {
     return e == 6 ? "NVRTC_ERROR_COMPILATION" : e == 7 ? "NVRTC_ERROR_INVALID_OPTION" : e == 0 ? "NVRTC_SUCCESS" : "NVRTC_ERROR";
 }
+
+/* NCCL (libnccl.so.2) for the Nccl bindings' tests: the communicators of a clique live in this process and the mock's
+ * device memory is host memory, so an all-reduce is a sum over the ranks' buffers. Collectives inside a group run at
+ * the outermost ncclGroupEnd, once every rank of their clique has called (else ncclInvalidUsage, 5, as a real clique
+ * would hang); outside a group only a clique of one may call. */
+typedef struct { int rank, n, clique; } nccl_comm;
+typedef struct { unsigned long long send, recv; size_t count; nccl_comm* comm; } nccl_call;
+static nccl_call nccl_pending[64];
+static int n_nccl_pending = 0, nccl_depth = 0, n_nccl_cliques = 0, n_nccl_allreduces = 0;
+int mock_nccl_allreduces(void) { return n_nccl_allreduces; }
+int ncclGetVersion(int* v) { *v = 22304; return 0; }
+const char* ncclGetErrorString(int r) {
+    return r == 4 ? "invalid argument (run with NCCL_DEBUG=WARN for details)" : r == 5 ? "invalid usage (run with NCCL_DEBUG=WARN for details)" : "unhandled system error";
+}
+int ncclCommInitAll(void** comms, int n, const int* devs) {
+    if (n < 1 || n > 8 || !comms) return 4;
+    for (int i = 0; i < n; i++) for (int j = 0; j < i; j++) if (devs && devs[i] == devs[j]) return 4;   /* a device once */
+    n_nccl_cliques++;
+    for (int i = 0; i < n; i++) {
+        nccl_comm* c = calloc(1, sizeof *c);
+        c->rank = i; c->n = n; c->clique = n_nccl_cliques;
+        comms[i] = c;
+    }
+    return 0;
+}
+int ncclCommDestroy(void* c) { free(c); return 0; }
+int ncclCommCount(void* c, int* n) { if (!c) return 4; *n = ((nccl_comm*) c)->n; return 0; }
+static int nccl_flush(void) {
+    int rc = 0;
+    char done[64] = {0};
+    for (int i = 0; i < n_nccl_pending && rc == 0; i++) {
+        if (done[i]) continue;
+        nccl_call* first = &nccl_pending[i];
+        int n = first->comm->n, members[8], got = 0;
+        for (int j = i; j < n_nccl_pending; j++)
+            if (!done[j] && nccl_pending[j].comm->clique == first->comm->clique && got < n) {
+                nccl_call* c = &nccl_pending[j];
+                int dup = 0;
+                for (int k = 0; k < got; k++) dup |= nccl_pending[members[k]].comm->rank == c->comm->rank;
+                if (dup) continue;   /* that rank's next collective */
+                if (c->count != first->count) { rc = 4; break; }
+                members[got++] = j;
+            }
+        if (rc) break;
+        if (got < n) { rc = 5; break; }
+        float* sum = calloc(first->count ? first->count : 1, sizeof(float));
+        for (int k = 0; k < n; k++) {
+            const float* s = (const float*) (uintptr_t) nccl_pending[members[k]].send;
+            for (size_t e = 0; e < first->count; e++) sum[e] += s[e];
+        }
+        for (int k = 0; k < n; k++) {
+            memcpy((void*) (uintptr_t) nccl_pending[members[k]].recv, sum, first->count * sizeof(float));
+            done[members[k]] = 1;
+        }
+        free(sum);
+        n_nccl_allreduces++;
+    }
+    n_nccl_pending = 0;
+    return rc;
+}
+int ncclAllReduce(unsigned long long send, unsigned long long recv, size_t count, int type, int op, void* comm, void* stream) {
+    if (type != 7 || op != 0 || !comm || !send || !recv) return 4;
+    if (!nccl_depth && ((nccl_comm*) comm)->n > 1) return 5;
+    if (n_nccl_pending == 64) return 5;
+    nccl_pending[n_nccl_pending++] = (nccl_call) {send, recv, count, (nccl_comm*) comm};
+    return nccl_depth ? 0 : nccl_flush();
+}
+int ncclGroupStart(void) { nccl_depth++; return 0; }
+int ncclGroupEnd(void) {
+    if (nccl_depth == 0) return 5;
+    return --nccl_depth ? 0 : nccl_flush();
+}
