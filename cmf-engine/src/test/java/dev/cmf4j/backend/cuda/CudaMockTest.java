@@ -343,16 +343,7 @@ class CudaMockTest {
     /** r_residual_split3 launches (o's and down's residual epilogues fused with the split after them). */
     static int residualSplits() { return mockCount("mock_residual_splits"); }
 
-    static int mockCount(String fn) {
-        try {
-            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find(fn).orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT));
-            return (int) h.invokeExact();
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
-        }
-    }
+    static int mockCount(String fn) { return (int) MockCuda.read(lib, fn, ValueLayout.JAVA_INT); }
 
     /** A session's logits for a prompt (prefill chunks of 4, all logits) and a few decode steps, concatenated. */
     static float[] run(dev.cmf4j.model.graph.Graph g, int[] prompt, int[] next) {
@@ -1154,15 +1145,7 @@ class CudaMockTest {
         assertThat(mockLong("mock_vmm_reserved")).as("every range freed").isEqualTo(ranges);
     }
 
-    static long mockLong(String fn) {
-        try {
-            return (long) java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find(fn).orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_LONG)).invokeExact();
-        } catch (Throwable t) {
-            throw new AssertionError(t);
-        }
-    }
+    static long mockLong(String fn) { return MockCuda.read(lib, fn, ValueLayout.JAVA_LONG); }
 
     /**
      * The device runs out of memory while one request is generating: the request that needed the memory fails with
@@ -1322,15 +1305,7 @@ class CudaMockTest {
         }
     }
 
-    static long deviceUsed() {
-        try {
-            return (long) java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_device_used").orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_LONG)).invokeExact();
-        } catch (Throwable t) {
-            throw new AssertionError(t);
-        }
-    }
+    static long deviceUsed() { return MockCuda.read(lib, "mock_device_used", ValueLayout.JAVA_LONG); }
 
     static void failInstantiates(int n) { mockSet("mock_fail_instantiates", ValueLayout.JAVA_INT, n); }
 

@@ -95,13 +95,5 @@ class CudaSpeculationTest {
         }
     }
 
-    static int gemms() {
-        try {
-            return (int) java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, java.lang.foreign.Arena.global()).find("mock_gemms").orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_INT)).invokeExact();
-        } catch (Throwable t) {
-            throw new AssertionError(t);
-        }
-    }
+    static int gemms() { return (int) MockCuda.read(lib, "mock_gemms", java.lang.foreign.ValueLayout.JAVA_INT); }
 }

@@ -31,4 +31,16 @@ final class MockCuda {
         if (rc != 0) throw new AssertionError("mockcuda.c does not build (rc " + rc + "):\n" + out);
         return lib;
     }
+
+    /** The mock library {@code lib}'s test reading {@code fn()} (a counter or a byte count), as a long (int ones widened). */
+    static long read(Path lib, String fn, java.lang.foreign.ValueLayout result) {
+        try {
+            var h = java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, java.lang.foreign.Arena.global()).find(fn).orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(result));
+            return result == java.lang.foreign.ValueLayout.JAVA_INT ? (long) (int) h.invoke() : (long) h.invoke();
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
 }

@@ -29,15 +29,7 @@ class NcclMockTest {
         nccl = Nccl.load(List.of(lib.toString()));
     }
 
-    static int allReduces() {
-        try {
-            return (int) java.lang.foreign.Linker.nativeLinker().downcallHandle(
-                    java.lang.foreign.SymbolLookup.libraryLookup(lib, Arena.global()).find("mock_nccl_allreduces").orElseThrow(),
-                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT)).invokeExact();
-        } catch (Throwable t) {
-            throw new AssertionError(t);
-        }
-    }
+    static int allReduces() { return (int) MockCuda.read(lib, "mock_nccl_allreduces", ValueLayout.JAVA_INT); }
 
     @Test void versionAndLibrary() {
         assertThat(nccl.version()).isEqualTo("2.23.4");
