@@ -73,11 +73,6 @@ final class Cublas {
         if (status != 0) throw new CudaException(call, status, "CUBLAS_STATUS_" + status, null);
     }
 
-    private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException(t);
-    }
 
     /** A handle in the calling thread's current context (the owner thread's primary context). */
     MemorySegment create() {
@@ -85,15 +80,15 @@ final class Cublas {
             MemorySegment v = a.allocate(PTR);
             check((int) create.invokeExact(v), "cublasCreate_v2");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     void destroy(MemorySegment handle) {
-        try { check((int) destroy.invokeExact(handle), "cublasDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) destroy.invokeExact(handle), "cublasDestroy_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     void setStream(MemorySegment handle, MemorySegment stream) {
-        try { check((int) setStream.invokeExact(handle, stream), "cublasSetStream_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) setStream.invokeExact(handle, stream), "cublasSetStream_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     int version(MemorySegment handle) {
@@ -101,7 +96,7 @@ final class Cublas {
             MemorySegment v = a.allocate(I32);
             check((int) version.invokeExact(handle, v), "cublasGetVersion_v2");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /**
@@ -114,7 +109,7 @@ final class Cublas {
             check((int) gemmEx.invokeExact(handle, transa, transb, m, n, k, alpha, MemorySegment.ofAddress(a), aType, lda,
                     MemorySegment.ofAddress(b), bType, ldb, beta, MemorySegment.ofAddress(c), cType, ldc, COMPUTE_32F,
                     GEMM_DEFAULT), "cublasGemmEx");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Whether {@link #gemmStridedBatched} is there. */
@@ -131,6 +126,6 @@ final class Cublas {
             check((int) gemmStrided.invokeExact(handle, transa, transb, m, n, k, alpha, MemorySegment.ofAddress(a), aType, lda,
                     strideA, MemorySegment.ofAddress(b), bType, ldb, strideB, beta, MemorySegment.ofAddress(c), cType, ldc, strideC,
                     count, COMPUTE_32F, GEMM_DEFAULT), "cublasGemmStridedBatchedEx");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 }

@@ -191,16 +191,11 @@ public final class CudaDriver {
         return new CudaException(call, rc, name, text);
     }
 
-    private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException(t);
-    }
 
     // ---- typed wrappers (each checks its status) ----
 
     void cuInit() {
-        try { check((int) init.invokeExact(0), "cuInit"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) init.invokeExact(0), "cuInit"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public int driverVersion() {
@@ -208,7 +203,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I32);
             check((int) driverVersion.invokeExact(v), "cuDriverGetVersion");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public int deviceCount() {
@@ -216,7 +211,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I32);
             check((int) deviceCount.invokeExact(v), "cuDeviceGetCount");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public int device(int ordinal) {
@@ -224,7 +219,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I32);
             check((int) deviceGet.invokeExact(v, ordinal), "cuDeviceGet");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public String deviceName(int dev) {
@@ -232,7 +227,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(256);
             check((int) deviceName.invokeExact(v, 256, dev), "cuDeviceGetName");
             return v.getString(0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public int attribute(int attr, int dev) {
@@ -240,7 +235,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I32);
             check((int) deviceAttr.invokeExact(v, attr, dev), "cuDeviceGetAttribute");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public long totalMemory(int dev) {
@@ -248,7 +243,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I64);
             check((int) totalMem.invokeExact(v, dev), "cuDeviceTotalMem_v2");
             return v.get(I64, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public MemorySegment primaryContextRetain(int dev) {
@@ -256,19 +251,19 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) primaryRetain.invokeExact(v, dev), "cuDevicePrimaryCtxRetain");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void primaryContextRelease(int dev) {
-        try { check((int) primaryRelease.invokeExact(dev), "cuDevicePrimaryCtxRelease_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) primaryRelease.invokeExact(dev), "cuDevicePrimaryCtxRelease_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void setCurrent(MemorySegment ctx) {
-        try { check((int) ctxSetCurrent.invokeExact(ctx), "cuCtxSetCurrent"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) ctxSetCurrent.invokeExact(ctx), "cuCtxSetCurrent"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void synchronize() {
-        try { check((int) ctxSync.invokeExact(), "cuCtxSynchronize"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) ctxSync.invokeExact(), "cuCtxSynchronize"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Device memory of {@code bytes}; returns the {@code CUdeviceptr}. */
@@ -277,11 +272,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I64);
             check((int) memAlloc.invokeExact(v, bytes), "cuMemAlloc_v2 (" + bytes + " bytes)");
             return v.get(I64, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void memFree(long dptr) {
-        try { check((int) memFree.invokeExact(dptr), "cuMemFree_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) memFree.invokeExact(dptr), "cuMemFree_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Page-locked host memory of {@code bytes}, as a segment of that size (6-9x faster copies than pageable). */
@@ -290,21 +285,21 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) memAllocHost.invokeExact(v, bytes), "cuMemAllocHost_v2 (" + bytes + " bytes)");
             return v.get(PTR, 0).reinterpret(bytes);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void memFreeHost(MemorySegment p) {
-        try { check((int) memFreeHost.invokeExact(p), "cuMemFreeHost"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) memFreeHost.invokeExact(p), "cuMemFreeHost"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Synchronous copy of {@code bytes} from host memory {@code src} (a native segment) to {@code dst}. */
     public void copyToDevice(long dst, MemorySegment src, long bytes) {
-        try { check((int) htod.invokeExact(dst, src, bytes), "cuMemcpyHtoD_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) htod.invokeExact(dst, src, bytes), "cuMemcpyHtoD_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Synchronous copy of {@code bytes} from device {@code src} to host memory {@code dst} (a native segment). */
     public void copyToHost(MemorySegment dst, long src, long bytes) {
-        try { check((int) dtoh.invokeExact(dst, src, bytes), "cuMemcpyDtoH_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) dtoh.invokeExact(dst, src, bytes), "cuMemcpyDtoH_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /**
@@ -313,22 +308,22 @@ public final class CudaDriver {
      */
     public void copyToDeviceAsync(long dst, MemorySegment src, long bytes) {
         try { check((int) htodAsync.invokeExact(dst, src, bytes, MemorySegment.NULL), "cuMemcpyHtoDAsync_v2"); }
-        catch (Throwable t) { throw rethrow(t); }
+        catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Copy to pinned host memory queued on the default stream; {@code dst} is valid after {@link #syncDefaultStream}. */
     public void copyToHostAsync(MemorySegment dst, long src, long bytes) {
         try { check((int) dtohAsync.invokeExact(dst, src, bytes, MemorySegment.NULL), "cuMemcpyDtoHAsync_v2"); }
-        catch (Throwable t) { throw rethrow(t); }
+        catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Waits for everything queued on the default stream. */
     public void syncDefaultStream() {
-        try { check((int) streamSync.invokeExact(MemorySegment.NULL), "cuStreamSynchronize"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) streamSync.invokeExact(MemorySegment.NULL), "cuStreamSynchronize"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void memsetD8(long dst, byte value, long bytes) {
-        try { check((int) memset.invokeExact(dst, value, bytes), "cuMemsetD8_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) memset.invokeExact(dst, value, bytes), "cuMemsetD8_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Loads a CUBIN (or NUL-terminated PTX) image; returns the {@code CUmodule}. */
@@ -337,11 +332,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) moduleLoad.invokeExact(v, image), "cuModuleLoadData");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void moduleUnload(MemorySegment module) {
-        try { check((int) moduleUnload.invokeExact(module), "cuModuleUnload"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) moduleUnload.invokeExact(module), "cuModuleUnload"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public MemorySegment function(MemorySegment module, String name) {
@@ -349,7 +344,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) moduleGetFunction.invokeExact(v, module, a.allocateFrom(name)), "cuModuleGetFunction(" + name + ")");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** {@code cuFuncGetAttribute}: attribute {@code attr} of the loaded function {@code f}. */
@@ -358,7 +353,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I32);
             check((int) funcGetAttribute.invokeExact(v, attr, f), "cuFuncGetAttribute(" + attr + ")");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /**
@@ -369,7 +364,7 @@ public final class CudaDriver {
         try {
             check((int) launch.invokeExact(f, gx, gy, gz, bx, by, bz, sharedBytes, MemorySegment.NULL, params, MemorySegment.NULL),
                     "cuLaunchKernel");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public MemorySegment eventCreate() {
@@ -377,16 +372,16 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) eventCreate.invokeExact(v, 0), "cuEventCreate");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void eventRecord(MemorySegment e) {
-        try { check((int) eventRecord.invokeExact(e, MemorySegment.NULL), "cuEventRecord"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) eventRecord.invokeExact(e, MemorySegment.NULL), "cuEventRecord"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Records {@code e} on {@code stream}. */
     public void eventRecord(MemorySegment e, MemorySegment stream) {
-        try { check((int) eventRecord.invokeExact(e, stream), "cuEventRecord"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) eventRecord.invokeExact(e, stream), "cuEventRecord"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Milliseconds between two recorded events (waits for {@code end}). */
@@ -396,11 +391,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(ValueLayout.JAVA_FLOAT);
             check((int) eventElapsed.invokeExact(v, start, end), "cuEventElapsedTime_v2");
             return v.get(ValueLayout.JAVA_FLOAT, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void eventDestroy(MemorySegment e) {
-        try { check((int) eventDestroy.invokeExact(e), "cuEventDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) eventDestroy.invokeExact(e), "cuEventDestroy_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     // ---- streams and graphs (the resident forward: one non-default stream per session, one graph per decode step) ----
@@ -416,11 +411,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) streamCreate.invokeExact(v, flags), "cuStreamCreate");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void streamDestroy(MemorySegment stream) {
-        try { check((int) streamDestroy.invokeExact(stream), "cuStreamDestroy_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) streamDestroy.invokeExact(stream), "cuStreamDestroy_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** As {@link #launch} on {@code stream}. */
@@ -429,7 +424,7 @@ public final class CudaDriver {
         try {
             check((int) launch.invokeExact(f, gx, gy, gz, bx, by, bz, sharedBytes, stream, params, MemorySegment.NULL),
                     "cuLaunchKernel");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Whether the driver has {@code cuLaunchKernelEx}, so {@link #launchProgrammatic} works (given cc ≥ 9.0). */
@@ -478,34 +473,34 @@ public final class CudaDriver {
         cfg.set(PTR, LAUNCH_CONFIG_STREAM, stream);
         try {
             check((int) launchEx.invokeExact(cfg, f, params, MemorySegment.NULL), "cuLaunchKernelEx");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Host-to-device copy queued on {@code stream}; {@code src} (pinned) must stay unchanged until the stream passes it. */
     public void copyToDeviceAsync(long dst, MemorySegment src, long bytes, MemorySegment stream) {
         try { check((int) htodAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyHtoDAsync_v2"); }
-        catch (Throwable t) { throw rethrow(t); }
+        catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Device-to-device copy queued on {@code stream}. */
     public void copyDeviceAsync(long dst, long src, long bytes, MemorySegment stream) {
         try { check((int) dtodAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyDtoDAsync_v2"); }
-        catch (Throwable t) { throw rethrow(t); }
+        catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Device-to-host copy queued on {@code stream}; {@code dst} (pinned) is valid after {@link #streamSynchronize}. */
     public void copyToHostAsync(MemorySegment dst, long src, long bytes, MemorySegment stream) {
         try { check((int) dtohAsync.invokeExact(dst, src, bytes, stream), "cuMemcpyDtoHAsync_v2"); }
-        catch (Throwable t) { throw rethrow(t); }
+        catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void streamSynchronize(MemorySegment stream) {
-        try { check((int) streamSync.invokeExact(stream), "cuStreamSynchronize"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) streamSync.invokeExact(stream), "cuStreamSynchronize"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Starts recording {@code stream}'s work into a graph instead of running it. */
     public void beginCapture(MemorySegment stream, int mode) {
-        try { check((int) beginCapture.invokeExact(stream, mode), "cuStreamBeginCapture_v2"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) beginCapture.invokeExact(stream, mode), "cuStreamBeginCapture_v2"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Ends the capture; returns the recorded {@code CUgraph}. */
@@ -514,7 +509,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) endCapture.invokeExact(stream, v), "cuStreamEndCapture");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** An executable graph ({@code CUgraphExec}) of {@code graph}. */
@@ -523,19 +518,19 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(PTR);
             check((int) graphInstantiate.invokeExact(v, graph, 0L), "cuGraphInstantiateWithFlags");
             return v.get(PTR, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void graphLaunch(MemorySegment exec, MemorySegment stream) {
-        try { check((int) graphLaunch.invokeExact(exec, stream), "cuGraphLaunch"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) graphLaunch.invokeExact(exec, stream), "cuGraphLaunch"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void graphExecDestroy(MemorySegment exec) {
-        try { check((int) graphExecDestroy.invokeExact(exec), "cuGraphExecDestroy"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) graphExecDestroy.invokeExact(exec), "cuGraphExecDestroy"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void graphDestroy(MemorySegment graph) {
-        try { check((int) graphDestroy.invokeExact(graph), "cuGraphDestroy"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) graphDestroy.invokeExact(graph), "cuGraphDestroy"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     // ---- virtual memory: address ranges reserved once, physical memory mapped into them as it is needed ----
@@ -564,7 +559,7 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(SIZE_T);
             check((int) granularity.invokeExact(v, deviceProp(a, dev), 0), "cuMemGetAllocationGranularity");
             return v.get(I64, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Reserves {@code bytes} of device address space (no memory behind it yet), aligned to {@code alignment}. */
@@ -573,11 +568,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I64);
             check((int) addressReserve.invokeExact(v, bytes, alignment, 0L, 0L), "cuMemAddressReserve (" + bytes + " bytes)");
             return v.get(I64, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void addressFree(long ptr, long bytes) {
-        try { check((int) addressFree.invokeExact(ptr, bytes), "cuMemAddressFree"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) addressFree.invokeExact(ptr, bytes), "cuMemAddressFree"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** {@code bytes} (a multiple of the granularity) of physical memory on {@code dev}; returns its handle. */
@@ -586,11 +581,11 @@ public final class CudaDriver {
             MemorySegment v = a.allocate(I64);
             check((int) memCreate.invokeExact(v, bytes, deviceProp(a, dev), 0L), "cuMemCreate (" + bytes + " bytes)");
             return v.get(I64, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void memRelease(long handle) {
-        try { check((int) memRelease.invokeExact(handle), "cuMemRelease"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) memRelease.invokeExact(handle), "cuMemRelease"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Maps all of {@code handle}'s memory at {@code ptr} (in a reserved range) and lets {@code dev} read and write it. */
@@ -606,10 +601,10 @@ public final class CudaDriver {
                 int ignored = (int) memUnmap.invokeExact(ptr, bytes);
                 throw error(rc, "cuMemSetAccess");
             }
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void memUnmap(long ptr, long bytes) {
-        try { check((int) memUnmap.invokeExact(ptr, bytes), "cuMemUnmap"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) memUnmap.invokeExact(ptr, bytes), "cuMemUnmap"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 }

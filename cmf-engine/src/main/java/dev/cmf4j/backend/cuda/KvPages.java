@@ -30,16 +30,22 @@ final class KvPages {
     private final List<Range> ranges = new ArrayList<>();
     private final List<Mapping> mappings = new ArrayList<>();
     private long mappedBytes;
+    /** Rows every cache has backed ({@link #ensureRows}'s fast path: a decode step usually needs no new page). */
+    private int rowsBacked;
     /** While reused: the next of {@link #ranges} a {@link #reserve} hands out again. */
     private int replay = -1;
 
     /**
-     * Pages for caches on {@code device} when the driver and device manage virtual memory and
-     * {@code -Dcmf.cuda.kvPages} is not false; null otherwise (the caches are then allocated whole).
+     * Whether caches on {@code device} can be paged: the driver and device manage virtual memory and
+     * {@code -Dcmf.cuda.kvPages} is not false (else the caches are allocated whole).
      */
-    static KvPages forDevice(CudaDriver cu, int device) {
-        if ("false".equals(System.getProperty("cmf.cuda.kvPages")) || !cu.hasVirtualMemory()) return null;
-        if (cu.attribute(CudaDriver.ATTR_VIRTUAL_MEMORY, device) == 0) return null;
+    static boolean supported(CudaDriver cu, int device) {
+        return !"false".equals(System.getProperty("cmf.cuda.kvPages")) && cu.hasVirtualMemory()
+                && cu.attribute(CudaDriver.ATTR_VIRTUAL_MEMORY, device) != 0;
+    }
+
+    /** Pages for a new sequence's caches on {@code device}, which must be {@link #supported}. */
+    static KvPages create(CudaDriver cu, int device) {
         return new KvPages(cu, device, cu.allocationGranularity(device));
     }
 
@@ -54,6 +60,7 @@ final class KvPages {
      * reused, the same cache of the sequence before, with the pages it had).
      */
     long reserve(long bytes, long rowBytes) {
+        if (rowBytes <= 0) throw new IllegalArgumentException("a paged cache of " + rowBytes + "-byte rows");
         long size = Math.max(granule, (bytes + granule - 1) / granule * granule);
         if (replay >= 0) {
             Range r = ranges.get(replay++);
@@ -73,6 +80,7 @@ final class KvPages {
      * mapped and throws; the caches' earlier rows are untouched.
      */
     void ensureRows(int rows) {
+        if (rows <= rowsBacked) return;
         for (Range r : ranges) {
             long need = Math.min(r.size, ((long) rows * r.rowBytes + granule - 1) / granule * granule);
             if (need <= r.mapped) continue;
@@ -95,6 +103,9 @@ final class KvPages {
             r.mapped = need;
             mappedBytes += bytes;
         }
+        int backed = Integer.MAX_VALUE;   // (a range mapped to its end backs every row it has)
+        for (Range r : ranges) backed = Math.min(backed, r.mapped == r.size ? Integer.MAX_VALUE : (int) (r.mapped / r.rowBytes));
+        rowsBacked = backed;
     }
 
     /** These ranges for a new sequence whose caches are reserved in the same order and sizes (the same model and context). */
@@ -126,5 +137,6 @@ final class KvPages {
         for (Range r : ranges) cu.addressFree(r.base, r.size);
         ranges.clear();
         mappedBytes = 0;
+        rowsBacked = 0;
     }
 }

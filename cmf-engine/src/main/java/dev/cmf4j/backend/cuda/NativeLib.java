@@ -70,5 +70,12 @@ final class NativeLib {
         return p == null || p.address() == 0 ? null : p.reinterpret(Long.MAX_VALUE).getString(0);
     }
 
+    /** A downcall's throwable as thrown on: unchecked ones as they are, a checked one wrapped (downcalls declare Throwable). */
+    static RuntimeException rethrow(Throwable t) {
+        if (t instanceof RuntimeException r) return r;
+        if (t instanceof Error e) throw e;
+        return new IllegalStateException(t);
+    }
+
     static FunctionDescriptor fn(ValueLayout ret, ValueLayout... args) { return FunctionDescriptor.of(ret, args); }
 }

@@ -101,7 +101,7 @@ public final class Nccl {
             check((int) version.invokeExact(v), "ncclGetVersion");
             int code = v.get(I32, 0);
             return code / 10000 + "." + code / 100 % 100 + "." + code % 100;
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** One communicator per device of {@code devices} (CUDA ordinals), rank i on devices[i]. */
@@ -112,7 +112,7 @@ public final class Nccl {
             MemorySegment[] out = new MemorySegment[devices.length];
             for (int i = 0; i < out.length; i++) out[i] = comms.getAtIndex(PTR, i);
             return out;
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** How many ranks {@code comm}'s clique has. */
@@ -121,11 +121,11 @@ public final class Nccl {
             MemorySegment v = a.allocate(I32);
             check((int) count.invokeExact(comm, v), "ncclCommCount");
             return v.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void destroy(MemorySegment comm) {
-        try { check((int) destroy.invokeExact(comm), "ncclCommDestroy"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) destroy.invokeExact(comm), "ncclCommDestroy"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /**
@@ -135,15 +135,15 @@ public final class Nccl {
     public void allReduceSum(long send, long recv, long count, MemorySegment comm, MemorySegment stream) {
         try {
             check((int) allReduce.invokeExact(send, recv, count, FLOAT32, SUM, comm, stream), "ncclAllReduce");
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void groupStart() {
-        try { check((int) groupStart.invokeExact(), "ncclGroupStart"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) groupStart.invokeExact(), "ncclGroupStart"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     public void groupEnd() {
-        try { check((int) groupEnd.invokeExact(), "ncclGroupEnd"); } catch (Throwable t) { throw rethrow(t); }
+        try { check((int) groupEnd.invokeExact(), "ncclGroupEnd"); } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** ncclResult_t names (nccl.h), for the message. */
@@ -156,9 +156,4 @@ public final class Nccl {
         throw new CudaException(call, rc, rc < RESULTS.length ? RESULTS[rc] : "ncclResult " + rc, text);
     }
 
-    private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException(t);
-    }
 }

@@ -65,7 +65,7 @@ public final class Nvrtc {
             MemorySegment ma = a.allocate(I32), mi = a.allocate(I32);
             check((int) version.invokeExact(ma, mi), "nvrtcVersion", null);
             return ma.get(I32, 0) + "." + mi.get(I32, 0);
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     /** Compiles {@code source} with {@code options} (e.g. {@code --gpu-architecture=sm_90}) to a CUBIN. */
@@ -89,7 +89,7 @@ public final class Nvrtc {
             } finally {
                 int ignored = (int) destroy.invokeExact(progRef);
             }
-        } catch (Throwable t) { throw rethrow(t); }
+        } catch (Throwable t) { throw NativeLib.rethrow(t); }
     }
 
     private String programLog(MemorySegment prog, Arena a) throws Throwable {
@@ -108,9 +108,4 @@ public final class Nvrtc {
         throw new CudaException(call, rc, name, detail);
     }
 
-    private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException(t);
-    }
 }

@@ -124,17 +124,29 @@ final class PrefillWorkspace {
     }
 
     private void scratchOrDropCopies(int t, boolean headGemm) {
-        orDroppingCopies(() -> { allocateScratch(t, headGemm); return null; });
+        orMakingRoom(() -> { allocateScratch(t, headGemm); return null; });
     }
 
+    /** What gives way before the prefill's copies when memory runs out (the idle KV pages); true when it freed any. */
+    private java.util.function.BooleanSupplier giveWayFirst = () -> false;
+
+    void giveWayFirst(java.util.function.BooleanSupplier release) { giveWayFirst = release; }
+
     /**
-     * Owner thread: {@code alloc}, and when it runs out of device memory while the prefill's f16 copies are kept,
-     * the copies give way (per-chunk widening from then on) and it runs once more.
+     * Owner thread: {@code alloc}; when it runs out of device memory, what {@link #giveWayFirst} holds gives way and
+     * then the prefill's kept f16 copies (per-chunk widening from then on), and it runs again after each that freed
+     * something ({@code alloc} must leave nothing half-made when it fails).
      */
-    <T> T orDroppingCopies(java.util.function.Supplier<T> alloc) {
+    <T> T orMakingRoom(java.util.function.Supplier<T> alloc) {
         try {
             return alloc.get();
         } catch (CudaException e) {
+            if (giveWayFirst.getAsBoolean())
+                try {
+                    return alloc.get();
+                } catch (CudaException again) {
+                    e = again;
+                }
             if (widened.isEmpty()) throw e;
             dropWidened();
             return alloc.get();

@@ -164,8 +164,13 @@ final class ResidentForward implements DeviceForward {
         recurrent |= o1 != null;   // (a sealed layer's ring and far sums are per sequence)
         lower = new ResidentLowering(cu, cublas, kernels, model, weights, embryo, o1, smCount, deviceMemory, this.prefillCache,
                 fastPrefill, fusePrefill, batchGemmMinRows, smallBatchRows, smallBatchShape, () -> scratchEpoch++);
+        lower.ws.giveWayFirst(this::freeIdlePages);
+        this.kvPages = KvPages.supported(cu, ctx.info().ordinal());
         this.recurrent = recurrent;
     }
+
+    /** Whether sequences' full-layer caches are paged ({@link KvPages#supported}), decided once. */
+    private final boolean kvPages;
 
     /** The model's weights on the device, and (below) those of its parts the launches name most. */
     private final ResidentWeights weights;
@@ -306,7 +311,7 @@ final class ResidentForward implements DeviceForward {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             if (maxChunk > MAX_CHUNK)   // chunk tokens are a grid dimension of ≤ 65,535 blocks in several kernels
                 throw new IllegalArgumentException("chunks of " + maxChunk + " tokens: the GPU takes at most " + MAX_CHUNK);
-            ResidentSession s = withRoom(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, maxChunk, maxContext,
+            ResidentSession s = lower.ws.orMakingRoom(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, maxChunk, maxContext,
                     pagesFor(maxChunk, maxContext)));
             states.add(s);
             return s;
@@ -412,7 +417,7 @@ final class ResidentForward implements DeviceForward {
         int rows = logits == null ? 0 : allLogits ? tokens : 1;
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
-            withRoom(() -> { s.ensurePositions(pos0 + tokens); return null; });
+            lower.ws.orMakingRoom(() -> { s.ensurePositions(pos0 + tokens); return null; });
             s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
             for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
             if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
@@ -607,7 +612,7 @@ final class ResidentForward implements DeviceForward {
         {
             for (Span sp : spans) {   // every row's KV pages before anything changes (a failure leaves each sequence as it was)
                 ResidentSession st = (ResidentSession) sp.state();
-                if (states.contains(st)) withRoom(() -> { st.ensurePositions(sp.pos0() + sp.tokens()); return null; });
+                if (states.contains(st)) lower.ws.orMakingRoom(() -> { st.ensurePositions(sp.pos0() + sp.tokens()); return null; });
             }
             ResidentSession w = batchScratch(t, spans.size());
             Seq[] seqs = new Seq[spans.size()];
@@ -771,7 +776,7 @@ final class ResidentForward implements DeviceForward {
             if (batchRows != null) { states.remove(batchRows); batchRows.free(); batchRows = null; }
             scratchEpoch++;
             int cap = Math.min(MAX_CHUNK, Math.max(rows, 64));
-            batchRows = lower.ws.orDroppingCopies(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, cap, 1, cap, null, false));
+            batchRows = lower.ws.orMakingRoom(() -> new ResidentSession(cu, model, kv, o1, lower::splits, () -> scratchEpoch++, cap, 1, cap, null, false));
             states.add(batchRows);
         }
         if (batchSpans < spans) {
@@ -959,7 +964,7 @@ final class ResidentForward implements DeviceForward {
      * Freed sequences' KV pages by the chunk and context they were made for, kept for the next sequence of that shape
      * (mapping a fresh sequence's first pages costs three driver calls per cache, a visible part of a prompt's prefill:
      * docs/GPU.md), while they hold at most 1/{@link #IDLE_PAGES_SHARE} of device memory; given back first when memory
-     * runs out ({@link #withRoom}).
+     * runs out ({@link PrefillWorkspace#orMakingRoom}).
      */
     private final java.util.Map<Long, java.util.ArrayDeque<KvPages>> idlePages = new java.util.HashMap<>();
     private long idlePageBytes;
@@ -973,7 +978,7 @@ final class ResidentForward implements DeviceForward {
             idlePageBytes -= p.mappedBytes();
             return p.reuse();
         }
-        return KvPages.forDevice(cu, mm.context().info().ordinal());
+        return kvPages ? KvPages.create(cu, mm.context().info().ordinal()) : null;
     }
 
     /** Owner thread: keeps a freed sequence's pages for the next one of its shape, or gives them back. */
@@ -987,24 +992,13 @@ final class ResidentForward implements DeviceForward {
         idlePageBytes += p.mappedBytes();
     }
 
-    /** Owner thread: gives back every idle sequence's pages. */
-    private void freeIdlePages() {
+    /** Owner thread: gives back every idle sequence's pages; whether there were any. */
+    private boolean freeIdlePages() {
+        boolean any = idlePageBytes > 0;
         for (var q : idlePages.values()) for (KvPages p : q) p.free();
         idlePages.clear();
         idlePageBytes = 0;
-    }
-
-    /**
-     * Owner thread: {@code alloc}; when the device runs out of memory, the idle KV pages and then the prefill's kept
-     * f16 copies give way, and it runs again after each ({@code alloc} must leave nothing half-made when it fails).
-     */
-    private <T> T withRoom(java.util.function.Supplier<T> alloc) {
-        try {
-            return alloc.get();
-        } catch (CudaException e) {
-            freeIdlePages();
-            return lower.ws.orDroppingCopies(alloc);
-        }
+        return any;
     }
 
     /** Owner thread: frees every session's device memory and the small vectors (the matrices belong to the matmul). */

@@ -208,8 +208,9 @@ final class ResidentSession {
                            // a sliding layer's, its window and a chunk
                     long rowBytes = KvLayout.rowBytes(kv, spec.kvHeads(), spec.headDim());
                     long bytes = spec.anchor() != null ? 4L * spec.anchor().window() * kvDim : rowBytes * cacheRows(spec.window());
-                    if (this.pages != null && spec.anchor() == null && KvLayout.ringRows(spec.window(), kvChunk) == 0) {
-                        kc[l] = this.pages.reserve(bytes, rowBytes);   // a full layer: backed as positions are reached
+                    // a full attention layer's cache is backed as positions are reached (a delta-net layer has none: rowBytes 0)
+                    if (this.pages != null && spec.anchor() == null && rowBytes > 0 && KvLayout.ringRows(spec.window(), kvChunk) == 0) {
+                        kc[l] = this.pages.reserve(bytes, rowBytes);
                         vc[l] = this.pages.reserve(bytes, rowBytes);
                     } else {
                         kc[l] = alloc(bytes);
