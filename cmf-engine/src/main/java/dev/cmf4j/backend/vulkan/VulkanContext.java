@@ -36,8 +36,14 @@ public final class VulkanContext implements AutoCloseable {
     final long descriptorSetLayout, pipelineLayout;
     /** One matvec pipeline per weight kind (see matvec.comp's KIND), and the one-token ones of kinds 0-3 (matvec_decode.comp). */
     final long[] matvec, matvecDecode;
-    /** Rows per workgroup of the one-token pipelines. */
-    static final int DECODE_ROWS = 8;
+    /** Rows per block of the one-token pipelines (matvec_decode.comp's), and the columns it stages at a time (its TILE). */
+    static final int DECODE_ROWS = 8, DECODE_TILE = 4096;
+    /**
+     * Workgroups a one-token product of at most DECODE_TILE columns is spread over (-Dcmf.vulkan.decodeGroups): each
+     * stages x' once and takes its blocks of 8 rows in turn, the next block's weights loading while the last one's
+     * sums are taken. About the workgroups a large GPU keeps resident at once; more rows mean more blocks a workgroup.
+     */
+    final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 512));
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
@@ -106,6 +112,8 @@ public final class VulkanContext implements AutoCloseable {
                     throw new VulkanUnavailableException("no Vulkan device has a compute queue with subgroup adds: " + infos.stream().map(VulkanDeviceInfo::name).toList());
                 if (!chosen.subgroupArithmetic())
                     throw new VulkanUnavailableException(chosen.name() + " cannot add across a subgroup in compute shaders, which the shaders need");
+                if (chosen.subgroupSize() < 4)   // matvec_decode.comp keeps one partial sum per subgroup, at most 64 of them
+                    throw new VulkanUnavailableException(chosen.name() + " has subgroups of " + chosen.subgroupSize() + " invocations; the shaders need at least 4");
                 info = chosen;
                 MemorySegment pd = pds.get(chosen.index());
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
@@ -199,9 +207,15 @@ public final class VulkanContext implements AutoCloseable {
     /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes matvec_decode.comp's. */
     long matvecPipeline(int kind, int tokens) { return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind]; }
 
-    /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows and {@code tokens} tokens: x and y counts. */
-    int[] matvecGroups(int kind, int rows, int tokens, int tokenTile) {
-        long gx = tokens == 1 && kind < matvecDecode.length ? (rows + DECODE_ROWS - 1) / DECODE_ROWS : rows;
+    /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
+    int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
+        long gx = rows;
+        if (tokens == 1 && kind < matvecDecode.length) {
+            long blocks = (rows + DECODE_ROWS - 1) / DECODE_ROWS;
+            // blocks spread evenly: ceil(blocks / per) workgroups of per blocks (the last fewer)
+            long per = cols <= DECODE_TILE ? (blocks + decodeGroups - 1) / decodeGroups : 1;
+            gx = (blocks + per - 1) / per;
+        }
         return new int[] {(int) Math.min(gx, Integer.toUnsignedLong(info.maxGroupCount()[0])),
                 (int) Math.min((tokens + tokenTile - 1) / tokenTile, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
     }

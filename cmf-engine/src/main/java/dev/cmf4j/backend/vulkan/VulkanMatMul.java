@@ -249,7 +249,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
                 MatvecPush.write(push, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, yOff + (lo - first), w.outDim(),
                         p.rsOff, p.cfOff, r.flags());
                 vk.cmdPushConstants(commandBuffer, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), tokens, TOKEN_TILE);
+                int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), w.cols(), tokens, TOKEN_TILE);
                 vk.cmdDispatch(commandBuffer, g[0], g[1], 1);
             }
             yOff += (long) tokens * w.outDim();

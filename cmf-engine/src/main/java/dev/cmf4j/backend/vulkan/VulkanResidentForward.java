@@ -577,7 +577,7 @@ final class VulkanResidentForward implements DeviceForward {
             bindMatvecSet(s, p, x, y, x);
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), tokens, lo - p.firstRow, lo - first, w.outDim(), p.rsOff, p.cfOff, r.flags());
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), tokens, VulkanMatMul.TOKEN_TILE);
+            int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), w.cols(), tokens, VulkanMatMul.TOKEN_TILE);
             vk.cmdDispatch(rec, g[0], g[1], 1);
         }
     }
@@ -609,7 +609,7 @@ final class VulkanResidentForward implements DeviceForward {
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
                     r.flags() | flags, pOff, word, biasOff + (int) (lo - first));
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
+            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), w.cols(), 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
         }
     }
 

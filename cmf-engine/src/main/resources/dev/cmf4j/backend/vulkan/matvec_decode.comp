@@ -6,12 +6,13 @@
 // in the weight buffer), bias (flags 32) and norm weight in P, += with flags 128. Built into matvec_decode.spv by
 // tools/build-vulkan-shaders.sh. Every sum is in f32.
 //
-// The pattern of the CUDA resident kernels' r_rows8 (resident.cu): a workgroup of 256 invocations takes 8 rows; it
-// stages x' of a tile of up to TILE columns in shared memory once (so each activation is read from memory once per
-// 8 rows, not per row), as 8 groups of 32 invocations: group g takes rows 4(g/4) .. +3 over the quarter g%4 of every
+// The pattern of the CUDA resident kernels' r_rows8 (resident.cu): a workgroup of 256 invocations takes blocks of 8
+// rows; it stages x' of a tile of up to TILE columns in shared memory (once for all its blocks when the row is one
+// tile, so each activation is read from memory once per workgroup), and takes each block as 8 groups of 32 invocations: group g takes rows 4(g/4) .. +3 over the quarter g%4 of every
 // 512 columns, invocation l the 4 weights at 4l + 128(g%4) + 512j, so a group's weight loads are contiguous (128
 // bytes of int8, 256 of 16-bit, 512 of f32 per row) and one vec4 read of x' from shared memory (conflict-free) serves
-// 4 rows; U such loads per row are in flight before any is used. The groups need not be subgroups: the sums are taken
+// 4 rows; U such loads per row are in flight before any is used, and a block's first batch is issued before the
+// previous block's sums are taken. The dispatch sizes the grid (VulkanContext.matvecGroups). The groups need not be subgroups: the sums are taken
 // with one subgroup add per row of the 8 (each invocation adding 0 to the rows it does not take) and one fixed-order
 // sum over the subgroups, whatever the device's subgroup size and however it maps invocations to subgroups.
 
@@ -24,7 +25,8 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KIND = 0u;
 const uint WG = 256u;
 const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
-const uint U = 4u;         // loads per row in flight
+// loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
+const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
 const uint SV = TILE / (4u * WG);   // staging steps of 4 columns per invocation
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
@@ -53,7 +55,7 @@ layout(push_constant) uniform Push {
 } p;
 
 shared vec4 xs[TILE / 4u];
-shared float part[WG * 9u];   // per subgroup: the 8 rows' sums and the sum of squares
+shared float part[WG / 4u * 9u];   // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares
 
 // Numerical Recipes' erfc fit, as the CPU's Activation.GELU (ops.comp's)
 float erf1(float v) {
@@ -111,73 +113,100 @@ float fma4(uvec4 v, vec4 xv, float acc) {
     return fma(f.w, xv.w, acc);
 }
 
+// the batch of U loads per row from column c of the tile at k0 (width tc) for the 4 rows at base; unchecked when it
+// lies inside the tile (a branch per load kept the driver from having them all in flight at once)
+void loadBatch(inout uvec4 v[4][U], uint base[4], uint k0, uint c, uint tc) {
+    if (c + (U - 1u) * 512u < tc) {
+        [[unroll]] for (uint u = 0u; u < U; u++)
+            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+    } else {
+        [[unroll]] for (uint u = 0u; u < U; u++)
+            if (c + u * 512u < tc)
+                [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+    }
+}
+
+void useBatch(uvec4 v[4][U], uint c, uint tc, inout float acc[4]) {
+    if (c + (U - 1u) * 512u < tc) {
+        [[unroll]] for (uint u = 0u; u < U; u++) {
+            vec4 xv = xs[(c + u * 512u) >> 2];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
+        }
+    } else {
+        [[unroll]] for (uint u = 0u; u < U; u++)
+            if (c + u * 512u < tc) {
+                vec4 xv = xs[(c + u * 512u) >> 2];
+                [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
+            }
+    }
+}
+
+// the element offsets of the 4 rows of block r0 this invocation's group takes (rows past the end reread the last)
+void rowBase(uint r0, uint rb, out uint base[4]) {
+    [[unroll]] for (uint i = 0u; i < 4u; i++) base[i] = (p.row0 + min(r0 + rb + i, p.rows - 1u)) * p.cols;
+}
+
+// x' of the tile at k0 (width tc) into xs, adding x's squares to ss
+void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
+    if (vectors) {
+        // one step of 4 columns at a time (all steps' loads in flight took 107 registers against 63, and with x'
+        // staged once per workgroup its latency is paid once)
+        [[dont_unroll]] for (uint q = 0u; q < SV; q++) {
+            uint j = tid * 4u + q * WG * 4u, cc = (k0 + j) >> 2;
+            if (j < tc) {
+                vec4 v = x4[cc], nw = vec4(0.0), cf = vec4(1.0);
+                if ((p.flags & (8u | 64u)) != 0u) nw = prm4[(p.pOff >> 2) + cc];
+                if ((p.flags & 2u) != 0u) cf = uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
+                if ((p.flags & 64u) != 0u) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps)) * nw;
+                ss += dot(v, v);
+                if ((p.flags & 8u) != 0u) v *= (p.flags & 16u) != 0u ? 1.0 + nw : nw;
+                if ((p.flags & 2u) != 0u) v *= cf;
+                xs[j >> 2] = v;
+            }
+        }
+    } else {
+        for (uint j = tid; j < tc; j += WG) {
+            vec2 sv = stage1(k0 + j);
+            ss += sv.y * sv.y;
+            xs[j >> 2][j & 3u] = sv.x;
+        }
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x, grp = tid >> 5, lane = tid & 31u;
     uint rb = (grp >> 2) * 4u, kq = grp & 3u;
     bool wide = (p.cols & 3u) == 0u;
     // x' staged 4 columns at a time where every source of it is 16-byte aligned
     bool vectors = wide && ((p.flags & 2u) == 0u || (p.cfOff & 3u) == 0u) && ((p.flags & 72u) == 0u || (p.pOff & 3u) == 0u);
-    for (uint r0 = gl_WorkGroupID.x * 8u; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u) {
-        uint base[4];
-        float acc[4];
-        [[unroll]] for (uint i = 0u; i < 4u; i++) {
-            base[i] = (p.row0 + min(r0 + rb + i, p.rows - 1u)) * p.cols;   // rows past the end reread the last
-            acc[i] = 0.0;
-        }
-        float ss = 0.0;
+    // a row of one tile stages x' once for every block of 8 rows the workgroup takes (and its sum of squares with it)
+    bool once = p.cols <= TILE;
+    uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u, c0 = kq * 128u + lane * 4u;
+    float ss = 0.0;
+    uvec4 v[4][U];
+    uint base[4];
+    // each block's first batch goes out before anything else of the block: for the first block before x' is staged
+    // (their latencies overlap), for the others before the previous block's sums are taken
+    rowBase(first, rb, base);
+    if (wide && first < p.rows) loadBatch(v, base, 0u, c0, min(TILE, p.cols));
+    for (uint r0 = first; r0 < p.rows; r0 += stride) {
+        float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+        bool staging = !once || r0 == first;
+        if (staging) ss = 0.0;
         for (uint k0 = 0u; k0 < p.cols; k0 += TILE) {
             uint tc = min(TILE, p.cols - k0);
-            uint c = kq * 128u + lane * 4u;
-            uvec4 v[4][U];
-            // the first weights go out before x' is staged, so their latency overlaps the staging's
-            if (wide)
-                [[unroll]] for (uint u = 0u; u < U; u++)
-                    if (c + u * 512u < tc)
-                        [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
-            barrier();   // the previous tile has been read
-            if (vectors) {
-                // the tile's TILE / (4 WG) steps unrolled, every load issued before any is used: one memory latency
-                // for the staging, not one per step
-                vec4 xv[SV], nw[SV], cf[SV];
-                [[unroll]] for (uint q = 0u; q < SV; q++) {
-                    uint j = tid * 4u + q * WG * 4u, cc = (k0 + j) >> 2;
-                    if (j < tc) {
-                        xv[q] = x4[cc];
-                        if ((p.flags & (8u | 64u)) != 0u) nw[q] = prm4[(p.pOff >> 2) + cc];
-                        if ((p.flags & 2u) != 0u) cf[q] = uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
-                    }
-                }
-                [[unroll]] for (uint q = 0u; q < SV; q++) {
-                    uint j = tid * 4u + q * WG * 4u;
-                    if (j < tc) {
-                        vec4 v = xv[q];
-                        if ((p.flags & 64u) != 0u) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps)) * nw[q];
-                        ss += dot(v, v);
-                        if ((p.flags & 8u) != 0u) v *= (p.flags & 16u) != 0u ? 1.0 + nw[q] : nw[q];
-                        if ((p.flags & 2u) != 0u) v *= cf[q];
-                        xs[j >> 2] = v;
-                    }
-                }
-            } else {
-                for (uint j = tid; j < tc; j += WG) {
-                    vec2 sv = stage1(k0 + j);
-                    ss += sv.y * sv.y;
-                    xs[j >> 2][j & 3u] = sv.x;
-                }
+            if (wide && k0 > 0u) loadBatch(v, base, k0, c0, tc);
+            if (staging) {
+                barrier();   // the previous tile has been read
+                stage(tid, k0, tc, vectors, ss);
+                barrier();
             }
-            barrier();
             if (wide) {
-                for (;;) {
-                    [[unroll]] for (uint u = 0u; u < U; u++)
-                        if (c + u * 512u < tc) {
-                            vec4 xv = xs[(c + u * 512u) >> 2];
-                            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
-                        }
+                for (uint c = c0;;) {
+                    useBatch(v, c, tc, acc);
                     c += U * 512u;
                     if (c >= tc) break;
-                    [[unroll]] for (uint u = 0u; u < U; u++)
-                        if (c + u * 512u < tc)
-                            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
+                    loadBatch(v, base, k0, c, tc);
                 }
             } else {
                 for (uint cc = kq * 32u + lane; cc < tc; cc += 128u) {
@@ -185,6 +214,10 @@ void main() {
                     [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
                 }
             }
+        }
+        if (r0 + stride < p.rows) {
+            rowBase(r0 + stride, rb, base);
+            if (wide) loadBatch(v, base, 0u, c0, min(TILE, p.cols));
         }
         // the 8 rows' sums: one subgroup add per row (0 from invocations on the other 4), then the subgroups' in order
         [[unroll]] for (uint row = 0u; row < 8u; row++) {
