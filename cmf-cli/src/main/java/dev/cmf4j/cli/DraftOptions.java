@@ -20,7 +20,7 @@ import java.nio.file.Path;
 final class DraftOptions {
     @Option(names = "--draft", paramLabel = "FILE|mtp",
             description = "speculative decoding: a smaller .cmf model of the same vocabulary, or 'mtp' for the file's own MTP"
-                    + " head (model.mtp.*, CPU only), drafts tokens the model verifies in one step (greedy output unchanged;"
+                    + " head (model.mtp.*), drafts tokens the model verifies in one step (greedy output unchanged;"
                     + " sampled output keeps its distribution)")
     Path draft;
 
@@ -48,7 +48,7 @@ final class DraftOptions {
         if (draft == null) return null;
         if (draftMax < 1 || draftMax > 32) throw new IllegalArgumentException("--draft-max must be 1..32, got " + draftMax);
         if (mtp()) {
-            target.mtpGraph();   // a one-line ModelException when the file has no head or the model is GPU-resident
+            target.mtpGraph();   // a one-line ModelException when the file has no head or its device keeps the hidden rows
             return null;
         }
         if (!Files.isRegularFile(draft)) throw new NoSuchFileException(draft.toString(), null, "the --draft model file does not exist");

@@ -25,6 +25,22 @@ public interface DeviceForward {
     void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits);
 
     /**
+     * Whether {@link #forward(Object, int[], int, int, int, float[], boolean, float[])} and
+     * {@link #forward(java.util.List, float[], int, float[])} hand back the last layer's output rows (an MTP head's
+     * input); by default they do not.
+     */
+    default boolean handsBackHidden() { return false; }
+
+    /**
+     * As {@link #forward(Object, int[], int, int, int, float[], boolean)}; with {@code hidden} not null it also receives
+     * every token's row of the last layer's output, the residual stream before the final norm ([tokens, hidden]).
+     */
+    default void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits, float[] hidden) {
+        if (hidden != null) throw new UnsupportedOperationException("this device does not hand back the last layer's rows");
+        forward(state, ids, off, tokens, pos0, logits, allLogits);
+    }
+
+    /**
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
      * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows
      * read their weights through (0: the backbone; see {@link #skills}) and the un-merged adapter slot added to its
@@ -82,6 +98,15 @@ public interface DeviceForward {
             if (out != null) System.arraycopy(out, 0, logits, row * vocab, s.logitRows() * vocab);
             row += s.logitRows();
         }
+    }
+
+    /**
+     * As {@link #forward(java.util.List, float[], int)}; with {@code hidden} not null it also receives every row's last-layer
+     * output before the final norm, in span order ([Σ tokens, hidden]).
+     */
+    default void forward(java.util.List<Span> spans, float[] logits, int vocab, float[] hidden) {
+        if (hidden != null) throw new UnsupportedOperationException("this device does not hand back the last layer's rows");
+        forward(spans, logits, vocab);
     }
 
     /**

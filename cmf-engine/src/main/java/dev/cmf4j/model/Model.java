@@ -108,17 +108,19 @@ public final class Model implements AutoCloseable {
     public boolean hasMtp() { return weights.names().stream().anyMatch(n -> n.startsWith(SpecBuilder.MTP_PREFIX)); }
 
     /**
-     * The graph of the file's MTP head (built once; it reads this model's mapping). A {@link ModelException} when the
-     * file has none, or when the model runs whole on a GPU: the head reads the model's hidden states, which the
-     * device forward does not hand back (CPU only for now).
+     * The graph of the file's MTP head (built once; it reads this model's mapping). It runs on the host (its weight
+     * products on the model's device, if any) from the model's last-layer rows, which a GPU-resident forward copies back
+     * with the logits. A {@link ModelException} when the file has none, or when the model runs whole on a device whose
+     * forward does not hand those rows back.
      */
     public synchronized Graph mtpGraph() {
         if (mtp != null) return mtp;
         String name = file.label();
         if (!hasMtp()) throw new ModelException(name + " has no MTP head (no " + SpecBuilder.MTP_PREFIX + "* tensors)");
-        if (graph.device() != null)
-            throw new ModelException("the MTP head runs on the CPU only for now: the GPU-resident forward does not hand"
-                    + " back the hidden states it reads (use --device cpu, or a draft model file)");
+        String noRows = graph.lastLayerProblem();
+        if (noRows != null)
+            throw new ModelException("the MTP head reads the model's hidden states: " + noRows + " (use --device cpu, or a"
+                    + " draft model file)");
         try {
             return mtp = Graph.ofMtp(mtpSpec.get(), weights, backend);
         } catch (ModelException e) {

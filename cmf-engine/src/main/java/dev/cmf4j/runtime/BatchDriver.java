@@ -60,16 +60,14 @@ public final class BatchDriver {
         if (!any) return null;
         int[] from = new int[sessions.length];
         for (int i = 0; i < sessions.length; i++) from[i] = sessions[i].position();
-        int last = graph.numLayers();
-        return (index, x, tokens, hidden) -> {
-            if (index != last) return;
+        return graph.lastLayer((x, tokens, hidden) -> {
             for (int i = 0, r = 0; i < sessions.length; i++) {
                 int n = batch.span(i).tokens();
                 Session.HiddenRows sink = sessions[i].hiddenRows();
                 if (sink != null) sink.accept(from[i], x, r * hidden, n, hidden);
                 r += n;
             }
-        };
+        });
     }
 
     /** Checks a step's sessions and ids and fills the batch (each span wanting its last logits, or all with {@code all[i]}). */
@@ -95,7 +93,7 @@ public final class BatchDriver {
         Graph.HiddenObserver observer = hiddenRows(sessions);
         if (observer == null) {
             graph.forwardArgmax(batch, ws, picks);
-        } else {   // a session hands its hidden rows to an MTP head: the CPU graph's step, its argmax here
+        } else {   // a session hands its hidden rows to an MTP head: the logits come back with them, their argmax here
             int v = graph.vocab();
             if (logits.length < sessions.length * v) logits = new float[sessions.length * v];
             graph.forward(batch, ws, logits, observer);

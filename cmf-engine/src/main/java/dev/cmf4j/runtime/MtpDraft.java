@@ -16,7 +16,8 @@ import java.util.Arrays;
  * rows are taken back from the head's K/V before the model verifies, since the model's own hidden states replace them
  * in the next round. So the head's cache holds exactly one row per kept position, and rejected tokens leave nothing.
  * <p>
- * CPU only: a GPU-resident model does not hand its hidden states back. One instance per sequence; not thread-safe.
+ * The head runs on the host graph (its products on the model's device when it has one); a GPU-resident model's steps
+ * copy their last-layer rows back with the logits. One instance per sequence; not thread-safe.
  */
 public final class MtpDraft implements Speculation.Drafter {
     private final Graph head;

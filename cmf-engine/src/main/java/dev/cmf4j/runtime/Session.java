@@ -194,11 +194,11 @@ public final class Session implements AutoCloseable {
 
     /**
      * Hands the last layer's hidden rows of every later step to {@code sink} (null: none), rows [tokens, hidden] as
-     * they leave the last layer; only on the CPU graph (a GPU-resident forward keeps them on the device).
+     * they leave the last layer (a GPU-resident forward copies them back with the logits; a device forward that does
+     * not is refused: {@link Graph#lastLayerProblem}).
      */
     public void observeHidden(HiddenRows sink) {
-        if (sink != null && graph.device() != null)
-            throw new IllegalStateException("the hidden states of a GPU-resident model stay on the device");
+        if (sink != null && graph.lastLayerProblem() != null) throw new IllegalStateException(graph.lastLayerProblem());
         this.hiddenRows = sink;
     }
 
@@ -215,8 +215,8 @@ public final class Session implements AutoCloseable {
         Graph.HiddenObserver observer = null;
         if (hiddenRows != null) {
             HiddenRows sink = hiddenRows;
-            int from = state.position(), last = graph.numLayers();   // index layers: the last layer's output
-            observer = (index, x, tokens, hidden) -> { if (index == last) sink.accept(from, x, 0, tokens, hidden); };
+            int from = state.position();
+            observer = graph.lastLayer((x, tokens, hidden) -> sink.accept(from, x, 0, tokens, hidden));
         }
         graph.forward(state, ids, off, n, logits, all, observer);
         consumed(ids, off, n);

@@ -4,19 +4,14 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.cmf4j.backend.cpu.CpuBackend;
 import dev.cmf4j.backend.cpu.VectorMath;
 import dev.cmf4j.convert.TensorPolicy;
-import dev.cmf4j.format.CmfFile;
-import dev.cmf4j.format.CmfHeader;
-import dev.cmf4j.format.CmfWriter;
 import dev.cmf4j.format.DType;
-import dev.cmf4j.format.ModelArch;
-import dev.cmf4j.format.TensorEntry;
 import dev.cmf4j.model.CmfWeights;
 import dev.cmf4j.model.ConvertedGoldenTest;
-import dev.cmf4j.model.Mixer;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.model.ModelException;
 import dev.cmf4j.model.ModelSpec;
 import dev.cmf4j.model.NormStyle;
+import dev.cmf4j.runtime.MtpHeads.Extra;
 import dev.cmf4j.model.Tensor;
 import dev.cmf4j.model.Weights;
 import dev.cmf4j.model.graph.Graph;
@@ -37,7 +32,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.Set;
 import java.util.function.Consumer;
 
@@ -64,145 +58,30 @@ class MtpDraftTest {
                 tmp.resolve(n + "-f32.cmf"), TensorPolicy.Mode.F32));
     }
 
-    record Extra(long[] shape, float[] values) {}
-
-    /** {@code src} rewritten with {@code editArch} applied to its arch block and the tensors {@code add} added (f32). */
     static Path rewrite(Path src, Path out, Consumer<ObjectNode> editArch, Map<String, Extra> add) {
-        try (CmfFile f = CmfFile.open(src)) {
-            ObjectNode arch = f.header().arch().toJson();
-            editArch.accept(arch);
-            CmfHeader h0 = f.header();
-            CmfHeader h = new CmfHeader(h0.format(), h0.version(), ModelArch.fromJson(arch), h0.quantType(), h0.tokenizerConfig(),
-                    List.of(), null, h0.provenance(), null, null, null, null, null, null, null, Map.of());
-            try (CmfWriter w = CmfWriter.create(out, h)) {
-                for (TensorEntry t : f.tensors()) w.addTensor(t.name(), t.dtype(), t.shape(), t.data());
-                for (var e : add.entrySet()) {
-                    ByteBuffer b = ByteBuffer.allocate(e.getValue().values().length * 4).order(ByteOrder.LITTLE_ENDIAN);
-                    for (float v : e.getValue().values()) b.putFloat(v);
-                    w.addTensor(e.getKey(), DType.F32, e.getValue().shape(), b.array());
-                }
-                w.finish();
-            }
-        }
-        return out;
+        return MtpHeads.rewrite(src, out, editArch, add);
     }
 
-    /**
-     * A random MTP head for the model in {@code cmf}: layer 0 copies the shapes of the model's last full-attention layer,
-     * each tensor drawn around its source's mean with its spread (so norm weights stay norm-like); fc [h, 2h] and the
-     * three norms likewise.
-     */
-    static Map<String, Extra> randomHead(Path cmf, long seed) {
-        Map<String, Extra> out = new LinkedHashMap<>();
-        Random r = new Random(seed);
-        try (Model m = Model.open(cmf)) {
-            ModelSpec spec = m.spec();
-            int full = -1;
-            for (int i = 0; i < spec.numLayers(); i++)
-                if (spec.layer(i).mixer() instanceof Mixer.Attention a && !a.sliding() && !a.sharesKv()) full = i;
-            assertThat(full).as("a full-attention layer to copy").isNotNegative();
-            Weights w = new CmfWeights(m.file());
-            String from = "model.layers." + full + ".";
-            for (String n : w.names().stream().sorted().toList())
-                if (n.startsWith(from)) out.put("model.mtp.layers.0." + n.substring(from.length()), like(w.get(n), r));
-            int h = spec.hidden();
-            Tensor norm = w.get("model.norm.weight");
-            for (String n : List.of("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm")) out.put("model.mtp." + n + ".weight", like(norm, r));
-            float[] fc = new float[2 * h * h];
-            for (int i = 0; i < fc.length; i++) fc[i] = (float) (r.nextGaussian() / Math.sqrt(2 * h));
-            out.put("model.mtp.fc.weight", new Extra(new long[] {h, 2L * h}, fc));
-        }
-        return out;
-    }
+    static Map<String, Extra> randomHead(Path cmf, long seed) { return MtpHeads.randomHead(cmf, seed); }
 
-    private static Extra like(Tensor t, Random r) {
-        float[] v = floats(t);
-        double mean = 0, sq = 0;
-        for (float x : v) { mean += x; sq += x * x; }
-        mean /= v.length;
-        double sd = Math.sqrt(Math.max(sq / v.length - mean * mean, 1e-6));
-        float[] out = new float[v.length];
-        for (int i = 0; i < v.length; i++) out[i] = (float) (mean + sd * r.nextGaussian());
-        return new Extra(t.shape(), out);
-    }
-
-    static float[] floats(Tensor t) {
-        assertThat(t.dtype()).isEqualTo(DType.F32);
-        return t.data().toArray(ValueLayout.JAVA_FLOAT_UNALIGNED);
-    }
+    static float[] floats(Tensor t) { return MtpHeads.floats(t); }
 
     private static final Map<String, Path> withHead = new HashMap<>();
 
     /** models/NAME as CMF with a random MTP head (arch.mtp as the converter writes it). */
     static synchronized Path withHead(String name) {
-        return withHead.computeIfAbsent(name, n -> {
-            Path src = convertedFixture(n);
-            return rewrite(src, tmp.resolve(n + "-mtp.cmf"), a -> a.putObject("mtp").put("num_layers", 1).put("share_lm_head", true)
-                    .put("share_embed", true), randomHead(src, 7));
-        });
+        return withHead.computeIfAbsent(name, n -> MtpHeads.withRandomHead(convertedFixture(n), tmp.resolve(n + "-mtp.cmf"), 7));
     }
 
-    /**
-     * A head that knows the model's greedy continuation {@code greedy}: its own embedding gives each token of it a
-     * basis vector, its layer adds nothing (o_proj and down_proj zero), fc passes the embedded half, and its own head
-     * maps token t's vector to the token that followed t in {@code greedy}. It drafts that bigram chain, so most drafts
-     * are accepted (a bigram that recurs with another successor is rejected), which a random head never gives.
-     */
+    /** models/NAME with a head that drafts the bigram chain of {@code greedy} ({@link MtpHeads#withOracleHead}). */
     static synchronized Path withOracleHead(String name, int[] greedy) {
-        Path made = oracles.get(name + Arrays.toString(greedy));
-        if (made != null) return made;
-        Path src = convertedFixture(name);
-        Map<String, Extra> head = randomHead(src, 11);
-        int h, v;
-        boolean offset;
-        try (Model m = Model.open(src)) {
-            h = m.spec().hidden();
-            v = m.spec().vocab();
-            offset = m.spec().finalNorm().style() == NormStyle.OFFSET;
-        }
-        head.replaceAll((n, e) -> n.contains("o_proj") || n.contains("down_proj") ? new Extra(e.shape(), new float[e.values().length]) : e);
-        for (String n : List.of("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm")) {
-            float[] w = new float[h];
-            if (!offset) Arrays.fill(w, 1f);
-            head.put("model.mtp." + n + ".weight", new Extra(new long[] {h}, w));
-        }
-        float[] fc = new float[2 * h * h];
-        for (int i = 0; i < h; i++) fc[i * 2 * h + i] = 1f;
-        head.put("model.mtp.fc.weight", new Extra(new long[] {h, 2L * h}, fc));
-        float[] embed = new float[v * h], lmHead = new float[v * h];
-        Map<Integer, Integer> slot = new HashMap<>();
-        for (int i = 0; i + 1 < greedy.length; i++) {
-            int t = greedy[i];
-            if (!slot.containsKey(t)) {
-                if (slot.size() == h) continue;   // more distinct tokens than dimensions: the rest draft nothing useful
-                slot.put(t, slot.size());
-            }
-            embed[t * h + slot.get(t)] = 1f;
-        }
-        for (int i = 0; i + 1 < greedy.length; i++) {
-            Integer s = slot.get(greedy[i]);
-            if (s == null) continue;
-            for (int u = 0; u < v; u++) lmHead[u * h + s] = 0f;   // the last successor seen wins
-            lmHead[greedy[i + 1] * h + s] = 1f;
-        }
-        head.put("model.mtp.embed_tokens.weight", new Extra(new long[] {v, h}, embed));
-        head.put("model.mtp.lm_head.weight", new Extra(new long[] {v, h}, lmHead));
-        made = rewrite(src, tmp.resolve(name + "-oracle-mtp-" + oracles.size() + ".cmf"), a -> a.putObject("mtp").put("num_layers", 1)
-                .put("share_lm_head", false).put("share_embed", false), head);
-        oracles.put(name + Arrays.toString(greedy), made);
-        return made;
+        return oracles.computeIfAbsent(name + Arrays.toString(greedy), k -> MtpHeads.withOracleHead(convertedFixture(name),
+                tmp.resolve(name + "-oracle-mtp-" + oracles.size() + ".cmf"), greedy));
     }
 
     private static final Map<String, Path> oracles = new HashMap<>();
 
-    /** How many of the tokens after the first the bigram table of {@code greedy} (last successor wins) predicts. */
-    static int bigramHits(int[] greedy) {
-        Map<Integer, Integer> next = new HashMap<>();
-        for (int i = 0; i + 1 < greedy.length; i++) next.put(greedy[i], greedy[i + 1]);
-        int hits = 0;
-        for (int i = 0; i + 1 < greedy.length; i++) if (next.get(greedy[i]) == greedy[i + 1]) hits++;
-        return hits;
-    }
+    static int bigramHits(int[] greedy) { return MtpHeads.bigramHits(greedy); }
 
     static Generator.Result plain(Graph g, SamplingParams sp, int n) {
         return new Generator(new Session(g, 128), new Sampler(sp), Set.of(), List.of()).generate(PROMPT, n, null, null);

@@ -34,7 +34,7 @@ public record ServedModel(String name, Model model, TextCodec codec, Scheduler s
     }
 
     /**
-     * As above; with {@code mtp} the model's own MTP head drafts ({@link Model#mtpGraph}, CPU only) and {@code draft}
+     * As above; with {@code mtp} the model's own MTP head drafts ({@link Model#mtpGraph}) and {@code draft}
      * is null.
      */
     public static ServedModel start(String name, Model model, Scheduler.Config cfg, Overlay defaultOverlay, Model draft, int draftMax,

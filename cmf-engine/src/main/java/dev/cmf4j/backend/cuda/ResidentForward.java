@@ -409,7 +409,17 @@ final class ResidentForward implements DeviceForward {
     }
 
     @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
+        forward(state, ids, off, tokens, pos0, logits, allLogits, null);
+    }
+
+    /** x, the residual stream, holds the last layer's rows after a step (the head norms them into h or in its product). */
+    @Override public boolean handsBackHidden() { return true; }
+
+    @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits,
+                                  float[] hidden) {
         ResidentSession s = (ResidentSession) state;
+        if (hidden != null && hidden.length < (long) tokens * model.hidden())
+            throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + tokens + " hidden rows of " + model.hidden());
         if (tokens > s.maxChunk || pos0 + tokens > s.maxContext)
             throw new IllegalArgumentException("chunk of " + tokens + " at " + pos0 + " outside the session's " + s.maxChunk
                     + " tokens / " + s.maxContext + " positions");
@@ -455,8 +465,10 @@ final class ResidentForward implements DeviceForward {
                 }
             }
             if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
+            MemorySegment hostHidden = hiddenAsync(s, tokens, hidden);
             cu.streamSynchronize(s.stream);
             if (rows > 0) MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
+            if (hostHidden != null) MemorySegment.copy(hostHidden, ValueLayout.JAVA_FLOAT, 0, hidden, 0, tokens * model.hidden());
             return null;
         });
     }
@@ -506,19 +518,39 @@ final class ResidentForward implements DeviceForward {
      * all want logits replays a graph captured per row count. (A one-span step
      * comes to the session's own {@link #forward(Object, int[], int, int, int, float[], boolean)}: Graph routes it there.)
      */
-    @Override public void forward(List<Span> spans, float[] logits, int vocab) { step(spans, logits, null, vocab); }
+    @Override public void forward(List<Span> spans, float[] logits, int vocab) { step(spans, logits, null, vocab, null); }
+
+    /** As {@link #forward(List, float[], int)}; {@code hidden} (not null) receives every row of x after the last layer. */
+    @Override public void forward(List<Span> spans, float[] logits, int vocab, float[] hidden) {
+        int rows = 0;
+        for (Span sp : spans) rows += sp.tokens();
+        if (hidden != null && hidden.length < (long) rows * model.hidden())
+            throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + rows + " hidden rows of " + model.hidden());
+        step(spans, logits, null, vocab, hidden);
+    }
 
     /** As {@link #forward(List, float[], int)}, each logit row's argmax taken on the GPU (ra_argmax_rows): only the ids come back. */
-    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab) { step(spans, null, ids, vocab); }
+    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab) { step(spans, null, ids, vocab, null); }
+
+    /**
+     * Owner thread: queues the copy of the step's {@code t} rows of x (the last layer's output, before the final norm)
+     * to the session's pinned host room on its stream; null when {@code hidden} is (nothing asked).
+     */
+    private MemorySegment hiddenAsync(ResidentSession s, int t, float[] hidden) {
+        if (hidden == null) return null;
+        MemorySegment host = s.hostHidden(t);
+        cu.copyToHostAsync(host, s.x, 4L * t * model.hidden(), s.stream);
+        return host;
+    }
 
     /**
      * A batched step; its logit rows come back whole into {@code logits}, or (ids not null) as their argmaxes. Spans of
      * skills run in an order of their own (one-token spans first, as before, then by skill: each skill's rows one
      * group for its products) and their rows come back in the caller's order.
      */
-    private void step(List<Span> spans, float[] logits, int[] ids, int vocab) {
+    private void step(List<Span> spans, float[] logits, int[] ids, int vocab, float[] hidden) {
         if (spans.stream().allMatch(Span::plain)) {
-            stepInOrder(spans, logits, ids, vocab);
+            stepInOrder(spans, logits, ids, vocab, hidden);
             return;
         }
         for (Span sp : spans) {
@@ -536,19 +568,25 @@ final class ResidentForward implements DeviceForward {
                 .thenComparingDouble(i -> spans.get(i).adapterScale()).thenComparingInt(i -> spans.get(i).task()));
         List<Span> sorted = new ArrayList<>();
         int[] firstRow = new int[spans.size() + 1];   // each span's first logit row in the caller's order
+        int[] firstToken = new int[spans.size() + 1];   // and its first token row
         for (int i = 0; i < order.length; i++) {
             sorted.add(spans.get(order[i]));
             firstRow[i + 1] = firstRow[i] + spans.get(i).logitRows();
+            firstToken[i + 1] = firstToken[i] + spans.get(i).tokens();
         }
-        int want = firstRow[spans.size()];
+        int want = firstRow[spans.size()], width = model.hidden();
         float[] lg = logits == null ? null : new float[want * vocab];
         int[] id = ids == null ? null : new int[want];
-        stepInOrder(sorted, lg, id, vocab);
-        for (int i = 0, r = 0; i < order.length; i++) {   // back to the caller's order
-            int n = spans.get(order[i]).logitRows(), to = firstRow[order[i]];
+        float[] hid = hidden == null ? null : new float[firstToken[spans.size()] * width];
+        stepInOrder(sorted, lg, id, vocab, hid);
+        for (int i = 0, r = 0, tr = 0; i < order.length; i++) {   // back to the caller's order
+            Span sp = spans.get(order[i]);
+            int n = sp.logitRows(), to = firstRow[order[i]];
             if (lg != null) System.arraycopy(lg, r * vocab, logits, to * vocab, n * vocab);
             if (id != null) System.arraycopy(id, r, ids, to, n);
+            if (hid != null) System.arraycopy(hid, tr * width, hidden, firstToken[order[i]] * width, sp.tokens() * width);
             r += n;
+            tr += sp.tokens();
         }
     }
 
@@ -576,7 +614,7 @@ final class ResidentForward implements DeviceForward {
     /** The step's logit-row runs (see ResidentLowering#runs), for a gathered head. */
     private OverlayWeights.Run[] logitRuns;
 
-    private void stepInOrder(List<Span> spans, float[] logits, int[] ids, int vocab) {
+    private void stepInOrder(List<Span> spans, float[] logits, int[] ids, int vocab, float[] hidden) {
         int rows = 0, want = 0;
         for (Span sp : spans) {
             ResidentSession st = (ResidentSession) sp.state();
@@ -600,7 +638,7 @@ final class ResidentForward implements DeviceForward {
             try {
                 lower.runs = stepRuns;
                 logitRuns = skillRuns(spans, true);
-                return stepOnOwner(spans, logits, ids, vocab, t, logitRows);
+                return stepOnOwner(spans, logits, ids, vocab, t, logitRows, hidden);
             } finally {
                 lower.runs = logitRuns = null;
             }
@@ -608,7 +646,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     /** Owner thread: the step of {@link #stepInOrder} with the skill runs set. */
-    private Void stepOnOwner(List<Span> spans, float[] logits, int[] ids, int vocab, int t, int logitRows) {
+    private Void stepOnOwner(List<Span> spans, float[] logits, int[] ids, int vocab, int t, int logitRows, float[] hiddenRows) {
         {
             for (Span sp : spans) {   // every row's KV pages before anything changes (a failure leaves each sequence as it was)
                 ResidentSession st = (ResidentSession) sp.state();
@@ -666,7 +704,9 @@ final class ResidentForward implements DeviceForward {
                 if (bg == null) bg = captureBatch(key, w, seqs, t, out, gemm);
                 if (bg != null) {
                     cu.graphLaunch(bg.exec(), w.stream);
+                    MemorySegment hostHidden = hiddenAsync(w, t, hiddenRows);
                     logitsBack(w, out, host, logitRows, vocab, logits, ids);
+                    if (hostHidden != null) MemorySegment.copy(hostHidden, ValueLayout.JAVA_FLOAT, 0, hiddenRows, 0, t * model.hidden());
                     return null;
                 }
             }
@@ -690,7 +730,9 @@ final class ResidentForward implements DeviceForward {
                 }
                 if (PROFILE) profiled(profiledSteps, w.stream, "batch " + t + (decodeRows ? " rows: " : ": "), false);
             }
+            MemorySegment hostHidden = hiddenAsync(w, t, hiddenRows);
             logitsBack(w, out, host, logitRows, vocab, logits, ids);
+            if (hostHidden != null) MemorySegment.copy(hostHidden, ValueLayout.JAVA_FLOAT, 0, hiddenRows, 0, t * model.hidden());
             return null;
         }
     }

@@ -270,6 +270,22 @@ final class ResidentSession {
         allRows = rows;
     }
 
+    /** Pinned host room for the last layer's rows of a step (an MTP head's input; made when first asked), and its rows. */
+    private MemorySegment hostHidden;
+    private int hostHiddenRows;
+
+    /** Host room for {@code rows} rows of x (the residual stream before the final norm), grown when asked for more. */
+    MemorySegment hostHidden(int rows) {
+        if (rows > hostHiddenRows) {
+            if (hostHidden != null) cu.memFreeHost(hostHidden);
+            hostHidden = null;
+            hostHiddenRows = 0;
+            hostHidden = cu.memAllocHost(4L * rows * model.hidden());
+            hostHiddenRows = rows;
+        }
+        return hostHidden;
+    }
+
     /** Frees everything, the KV pages too. */
     void free() {
         KvPages p = freeKeepingPages();
@@ -288,6 +304,7 @@ final class ResidentSession {
         cu.memFreeHost(hostLast);
         if (hostAll != null) cu.memFreeHost(hostAll);
         if (hostGates != null) cu.memFreeHost(hostGates);
+        if (hostHidden != null) cu.memFreeHost(hostHidden);
         cu.streamDestroy(stream);
         arena.close();
         return pages;

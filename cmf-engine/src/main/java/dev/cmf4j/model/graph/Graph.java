@@ -38,6 +38,29 @@ public final class Graph {
     @FunctionalInterface
     public interface HiddenObserver { void accept(int index, float[] x, int tokens, int hidden); }
 
+    /** Receives a step's rows of the last layer's output (the residual stream before the final norm), [tokens, hidden]. */
+    @FunctionalInterface
+    public interface LastLayerRows { void accept(float[] x, int tokens, int hidden); }
+
+    /**
+     * An observer passing only the last layer's rows to {@code sink} (an MTP head's input): the one kind a device forward
+     * that {@link DeviceForward#handsBackHidden hands them back} serves too.
+     */
+    public HiddenObserver lastLayer(LastLayerRows sink) { return new LastLayerObserver(layers, sink); }
+
+    private record LastLayerObserver(int layers, LastLayerRows sink) implements HiddenObserver {
+        @Override public void accept(int index, float[] x, int tokens, int hidden) { if (index == layers) sink.accept(x, tokens, hidden); }
+    }
+
+    /**
+     * Why a {@link #lastLayer} observer cannot see this graph's steps, or null when it can (the CPU graph, or a device
+     * forward that copies the rows back with the logits).
+     */
+    public String lastLayerProblem() {
+        return device == null || device.handsBackHidden() ? null
+                : "this model runs whole on a device whose forward does not hand back the hidden rows it reads";
+    }
+
     private final ModelSpec spec;
     /** The op list every executor runs. */
     private final Plan plan;
@@ -127,7 +150,7 @@ public final class Graph {
                     throw new ModelException("un-merged LoRA adapters: " + noAdapters + " (merge the adapter as a skill with"
                             + " `cmf skill add --lora`, or use --device cpu)");
             } else {
-                backend.hostGraph(spec.archName(), why);
+                backend.hostGraph(plan.ops().getFirst() instanceof Plan.MtpInput ? spec.archName() + " MTP head" : spec.archName(), why);
             }
         }
         this.device = dev;
@@ -386,9 +409,15 @@ public final class Graph {
         batch.resolve();
         batch.overlay.masks = taskMasks;
         if (device != null) {
-            if (observer != null)
-                throw new UnsupportedOperationException("hidden-state observers need the CPU graph; this model runs on the device");
-            deviceForward(batch, logits);
+            float[] rows = null;
+            if (observer != null) {   // only the last layer's rows come back from a device, copied with the logits
+                if (!(observer instanceof LastLayerObserver))
+                    throw new UnsupportedOperationException("observers of every layer's hidden states need the CPU graph; this model runs on the device");
+                if (lastLayerProblem() != null) throw new UnsupportedOperationException(lastLayerProblem());
+                rows = ws.hiddenRows(batch.rows() * hidden);
+            }
+            deviceForward(batch, logits, rows);
+            if (rows != null) ((LastLayerObserver) observer).sink().accept(rows, batch.rows(), hidden);
             return;
         }
         ws.begin(batch, logits, observer);
@@ -496,7 +525,7 @@ public final class Graph {
         return spans;
     }
 
-    private void deviceForward(Batch batch, float[] logits) {
+    private void deviceForward(Batch batch, float[] logits, float[] hiddenRows) {
         try {
             gateHeads(batch);
             // a session's own step (a decode token, a prompt chunk): no span list per token; a skill's, an
@@ -506,11 +535,11 @@ public final class Graph {
                 Batch.Span s = batch.span(0);
                 State st = s.sequence();
                 device.forward(st.deviceState, s.ids(), s.off(), s.tokens(), st.position, s.logitRows() == 0 ? null : logits,
-                        s.logitRows() > 1);
+                        s.logitRows() > 1, hiddenRows);
                 st.position += s.tokens();
                 return;
             }
-            device.forward(spans(batch), logits, vocab);
+            device.forward(spans(batch), logits, vocab, hiddenRows);
         } catch (RuntimeException | Error e) {
             breakRecurrent(batch);
             throw e;

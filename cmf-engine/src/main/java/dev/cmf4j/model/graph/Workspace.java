@@ -87,6 +87,14 @@ public final class Workspace {
         return logits;
     }
 
+    private float[] hiddenRows = new float[0];
+
+    /** A buffer of at least {@code n} floats for a device step's last-layer rows, kept for the next step. */
+    float[] hiddenRows(int n) {
+        if (hiddenRows.length < n) hiddenRows = new float[n];
+        return hiddenRows;
+    }
+
     /** The most rows one step may hold. */
     public int maxRows() { return maxRows; }
 

@@ -1,0 +1,293 @@
+package dev.cmf4j.backend.cuda;
+
+import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.DecoderPlan;
+import dev.cmf4j.backend.DeviceForward;
+import dev.cmf4j.backend.KvType;
+import dev.cmf4j.backend.MatMul;
+import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.backend.cpu.kernel.WorkerPool;
+import dev.cmf4j.convert.TensorPolicy;
+import dev.cmf4j.model.ConvertedGoldenTest;
+import dev.cmf4j.model.Model;
+import dev.cmf4j.model.ModelException;
+import dev.cmf4j.runtime.BatchDriver;
+import dev.cmf4j.runtime.Completion;
+import dev.cmf4j.runtime.GenerationRequest;
+import dev.cmf4j.runtime.Generator;
+import dev.cmf4j.runtime.MtpDraft;
+import dev.cmf4j.runtime.MtpHeads;
+import dev.cmf4j.runtime.Sampler;
+import dev.cmf4j.runtime.SamplingParams;
+import dev.cmf4j.runtime.Scheduler;
+import dev.cmf4j.runtime.Session;
+import dev.cmf4j.runtime.Speculation;
+import dev.cmf4j.runtime.TokenSink;
+import dev.cmf4j.testkit.Fixtures;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * {@code --draft mtp} with the model GPU-resident (mock driver and kernel emulator): the resident forward copies the
+ * last layer's rows (x before the final norm) back with the logits, and the head runs on the host graph from them.
+ * Checked: those rows against the CPU graph's, for a session's own steps (prompt chunk, captured decode step, an
+ * all-logits chunk) and for batched steps (a captured step of decode rows, a step with a prompt chunk, a greedy step);
+ * greedy output token for token as plain greedy decoding on the device, with a random head and an oracle head (whose
+ * drafts are kept: the same drafted and accepted counts as on the CPU), on llama and on qwen3_next (whose rejected
+ * tokens go back through host copies of its recurrent state and run again, handing their rows over again); the
+ * scheduler drafting for several sequences; and one-line refusals where the rows cannot come back.
+ */
+class CudaMtpDraftTest {
+    static final int[] PROMPT = {5, 77, 300, 12, 901, 44, 3, 618, 250, 17, 4};
+
+    @TempDir static Path tmp;
+    static Path lib;
+    static CudaContext ctx;
+    private static final Map<String, Path> files = new HashMap<>();
+
+    @BeforeAll static void open() throws Exception {
+        lib = MockCuda.build(tmp);
+        ctx = new CudaContext(CudaDriver.load(List.of(lib.toString())), 0, List.of(lib.toString()), new KernelCache(tmp.resolve("cache")));
+    }
+
+    @AfterAll static void close() { if (ctx != null) ctx.close(); }
+
+    /** models/NAME converted at f32. */
+    static synchronized Path converted(String name) {
+        return files.computeIfAbsent(name, n -> ConvertedGoldenTest.convert(Fixtures.require("models/" + n), tmp.resolve(n + "-f32.cmf"),
+                TensorPolicy.Mode.F32));
+    }
+
+    static synchronized Path randomHead(String name) {
+        return files.computeIfAbsent(name + " random", n -> MtpHeads.withRandomHead(converted(name), tmp.resolve(name + "-mtp.cmf"), 7));
+    }
+
+    static synchronized Path oracleHead(String name, int[] greedy) {
+        return files.computeIfAbsent(name + " oracle " + Arrays.toString(greedy),
+                n -> MtpHeads.withOracleHead(converted(name), tmp.resolve(name + "-oracle-" + files.size() + ".cmf"), greedy));
+    }
+
+    /** A model opened on the mock GPU, with its backend (closed after it). */
+    record Gpu(Model model, Backend backend) implements AutoCloseable {
+        @Override public void close() {
+            model.close();
+            backend.close();
+        }
+    }
+
+    static Gpu onGpu(Path file) {
+        CudaMatMul mm = new CudaMatMul(ctx, CpuBackend.newMatMul());
+        mm.notes(x -> {});
+        CudaBackend b = new CudaBackend(mm);
+        Model m = Model.open(file, null, b);
+        assertThat(m.graph().device()).as("GPU-resident").isNotNull();
+        return new Gpu(m, b);
+    }
+
+    static int[] greedy(Model m, int[] prompt, int n) {
+        return new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of())
+                .generate(prompt, n, null, null).tokens();
+    }
+
+    /** Every position's last-layer row a session hands over, by position. */
+    static final class Rows implements Session.HiddenRows {
+        final Map<Integer, float[]> at = new HashMap<>();
+
+        @Override public void accept(int position, float[] x, int off, int rows, int hidden) {
+            for (int r = 0; r < rows; r++) at.put(position + r, Arrays.copyOfRange(x, off + r * hidden, off + (r + 1) * hidden));
+        }
+    }
+
+    static void assertRowsClose(Rows got, Rows want, String what) {
+        assertThat(got.at.keySet()).as(what + ": positions handed over").isEqualTo(want.at.keySet());
+        for (var e : want.at.entrySet()) {
+            float[] a = got.at.get(e.getKey()), b = e.getValue();
+            float scale = 0;
+            for (float v : b) scale = Math.max(scale, Math.abs(v));
+            for (int i = 0; i < b.length; i++)
+                assertThat(Math.abs(a[i] - b[i])).as(what + ": position " + e.getKey() + " [" + i + "]").isLessThan(1e-4f * Math.max(1f, scale));
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama", "qwen3_next"})
+    void theResidentForwardHandsBackTheLastLayersRows(String name) {
+        try (Model cpu = Model.open(converted(name)); Gpu gpu = onGpu(converted(name))) {
+            // a session's own steps: a prompt chunk, two decode steps (the captured graph), an all-logits chunk
+            Rows[] rows = new Rows[2];
+            for (int i = 0; i < 2; i++) {
+                Session s = new Session((i == 0 ? cpu : gpu.model()).graph(), 64);
+                rows[i] = new Rows();
+                s.observeHidden(rows[i]);
+                s.prefill(PROMPT);
+                s.decode(9);
+                s.decode(31);
+                s.logitsAll(new int[] {2, 8, 400, 7});
+            }
+            assertRowsClose(rows[1], rows[0], name + " session steps");
+            assertThat(rows[1].at).hasSize(PROMPT.length + 6);
+
+            // batched steps: two decode rows (a captured step), a decode row beside a prompt chunk, then a greedy step
+            Rows[][] batched = new Rows[2][3];
+            for (int i = 0; i < 2; i++) {
+                var g = (i == 0 ? cpu : gpu.model()).graph();
+                BatchDriver d = new BatchDriver(g, 32, 64);
+                Session[] ss = {new Session(g, 64), new Session(g, 64), new Session(g, 64)};
+                for (int k = 0; k < 3; k++) {
+                    batched[i][k] = new Rows();
+                    ss[k].observeHidden(batched[i][k]);
+                }
+                d.prefill(new Session[] {ss[0], ss[1]}, new int[][] {PROMPT, {40, 41, 42}}, 8);
+                d.step(new Session[] {ss[0], ss[1]}, new int[][] {{6}, {60}});
+                d.step(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{7}, {61, 62, 63}, {3, 1, 4, 1, 5}}, new boolean[] {false, true, false});
+                d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {64}, {9}});
+            }
+            for (int k = 0; k < 3; k++) assertRowsClose(batched[1][k], batched[0][k], name + " batched, sequence " + k);
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama", "qwen3_next"})
+    void greedyDraftingWithTheHeadIsTokenExactOnTheDevice(String name) {
+        int n = 32;
+        int[] chain;
+        try (Model m = Model.open(converted(name))) { chain = greedy(m, PROMPT, 40); }
+        for (Path file : List.of(randomHead(name), oracleHead(name, chain))) {
+            boolean oracle = file.getFileName().toString().contains("oracle");
+            String what = name + (oracle ? " oracle" : " random");
+            try (Model cpu = Model.open(file); Gpu gpu = onGpu(file)) {
+                Model m = gpu.model();
+                int[] want = greedy(m, PROMPT, n);
+                assertThat(want).as(what + ": plain greedy on the device as on the CPU").containsExactly(greedy(cpu, PROMPT, n));
+                for (int k : new int[] {1, 3}) {
+                    Speculation.Stats[] stats = new Speculation.Stats[2];
+                    int[][] next = new int[2][4];
+                    for (int i = 0; i < 2; i++) {
+                        Model on = i == 0 ? cpu : m;
+                        Session t = new Session(on.graph(), 128);
+                        MtpDraft head = new MtpDraft(on.mtpGraph(), 128);
+                        Speculation sp = new Speculation(head, k, SamplingParams.GREEDY);
+                        Generator.Result got = sp.generate(new Generator(t, new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
+                                PROMPT, n, null, null);
+                        stats[i] = sp.stats(got.tokens().length);
+                        assertThat(got.tokens()).as(what + " k " + k + (i == 0 ? " (CPU)" : " (GPU)")).containsExactly(want);
+                        assertThat(t.position()).isEqualTo(PROMPT.length + n - 1);
+                        // the head's next drafts after the generation: it held one row per kept position, from the model's rows
+                        assertThat(head.propose(t, want[n - 1], 4, new Sampler(SamplingParams.GREEDY), next[i], null)).isEqualTo(4);
+                        assertThat(head.position()).isEqualTo(t.position());
+                    }
+                    Speculation.Stats st = stats[1];
+                    System.out.printf("GPU (mock) %s mtp k %d: acceptance %.2f, %.2f tokens per step (%d rounds, %d plain)%n", what, k,
+                            st.acceptance(), st.tokensPerStep(), st.rounds(), st.plainSteps());
+                    assertThat(st.rounds()).as("drafting rounds ran").isPositive();
+                    assertThat(next[1]).as(what + " k " + k + ": the head's drafts after the generation, GPU and CPU").containsExactly(next[0]);
+                    if (oracle) {
+                        assertThat(st.accepted()).as(what + " k " + k + ": the oracle's drafts are kept").isPositive();
+                        assertThat(st).as(what + " k " + k + ": drafted and kept as on the CPU").isEqualTo(stats[0]);
+                    }
+                }
+            }
+        }
+    }
+
+    /** The scheduler on the device: each drafting sequence's head reads the rows of the batched steps. */
+    @Test void theSchedulerDraftsWithTheHeadOnTheDevice() throws Exception {
+        int n = 24;
+        int[] chain;
+        try (Model m = Model.open(converted("llama"))) { chain = greedy(m, PROMPT, 40); }
+        try (Gpu gpu = onGpu(oracleHead("llama", chain))) {
+            Model m = gpu.model();
+            int[][] prompts = {PROMPT, {9, 8, 7, 6, 5, 4, 3, 2, 1}, {100, 200, 300, 400, 500}, {11, 12}};
+            int[][] want = new int[prompts.length][];
+            for (int i = 0; i < prompts.length; i++) want[i] = greedy(m, prompts[i], n);
+            try (Scheduler s = new Scheduler(m.graph(), null, new Scheduler.Config(4, 128, 8, 4 * 4 + 16, 16, 4),
+                    Scheduler.Draft.mtp(m.mtpGraph(), 3))) {
+                List<CompletableFuture<Completion>> done = new ArrayList<>();
+                for (int[] p : prompts) {
+                    CompletableFuture<Completion> f = new CompletableFuture<>();
+                    done.add(f);
+                    s.submit(GenerationRequest.of(p, n, SamplingParams.GREEDY, Set.of(), new TokenSink() {
+                        @Override public void finished(Completion c) { f.complete(c); }
+                    }));
+                }
+                for (int i = 0; i < prompts.length; i++)
+                    assertThat(done.get(i).get(120, TimeUnit.SECONDS).tokens()).as("request " + i).containsExactly(want[i]);
+                Scheduler.Stats st = s.stats();
+                System.out.printf("GPU (mock) scheduler with the MTP head: %d drafted, %d accepted, %d steps for %d tokens%n",
+                        st.draftedTokens(), st.acceptedTokens(), st.steps(), st.generatedTokens());
+                assertThat(st.acceptedTokens()).as("the oracle's drafts for the first prompt are kept").isPositive();
+            }
+        }
+    }
+
+    /**
+     * Where the rows cannot come back, the head is refused with one line: a device forward that does not hand them back
+     * (as Vulkan's), and observers of every layer on the resident forward.
+     */
+    @Test void whatCannotWorkIsRefusedWithItsReason() {
+        Path file = randomHead("llama");
+        CudaMatMul mm = new CudaMatMul(ctx, CpuBackend.newMatMul());
+        mm.notes(x -> {});
+        try (CudaBackend cuda = new CudaBackend(mm); Model m = Model.open(file, null, new WithoutRows(cuda))) {
+            assertThat(m.graph().device()).isNotNull();
+            assertThatThrownBy(m::mtpGraph).isInstanceOf(ModelException.class)
+                    .hasMessage("the MTP head reads the model's hidden states: this model runs whole on a device whose forward does not"
+                            + " hand back the hidden rows it reads (use --device cpu, or a draft model file)");
+            Session s = new Session(m.graph(), 32);
+            assertThatThrownBy(() -> s.observeHidden((p, x, off, rows, h) -> {})).isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("does not hand back the hidden rows");
+            assertThat(s.prefill(PROMPT)).as("the model itself runs").hasSize(m.graph().vocab());
+        }
+        try (Gpu gpu = onGpu(file)) {
+            var g = gpu.model().graph();
+            assertThatThrownBy(() -> g.forward(g.newState(16, 32), PROMPT, 0, 4, null, false, (index, x, tokens, hidden) -> {}))
+                    .isInstanceOf(UnsupportedOperationException.class)
+                    .hasMessage("observers of every layer's hidden states need the CPU graph; this model runs on the device");
+        }
+    }
+
+    /** The CUDA backend with a device forward that runs the model but hands no rows back (the interface's defaults). */
+    private record WithoutRows(CudaBackend cuda) implements Backend {
+        @Override public String device() { return cuda.device(); }
+
+        @Override public String description() { return cuda.description(); }
+
+        @Override public MatMul matmul() { return cuda.matmul(); }
+
+        @Override public WorkerPool hostPool() { return cuda.hostPool(); }
+
+        @Override public boolean runsWholeModels() { return true; }
+
+        @Override public DeviceForward deviceForward(DecoderPlan plan, KvType kv) {
+            DeviceForward f = cuda.deviceForward(plan, kv);
+            return f == null ? null : new DeviceForward() {
+                @Override public int preferredChunk() { return f.preferredChunk(); }
+
+                @Override public Object newState(int maxChunk, int maxContext) { return f.newState(maxChunk, maxContext); }
+
+                @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
+                    f.forward(state, ids, off, tokens, pos0, logits, allLogits);
+                }
+
+                @Override public void release(Object state) { f.release(state); }
+            };
+        }
+    }
+}
