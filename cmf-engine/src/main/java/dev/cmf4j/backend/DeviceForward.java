@@ -122,6 +122,12 @@ public interface DeviceForward {
         for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
     }
 
+    /** As {@link #forwardArgmax(java.util.List, int[], int)}; {@code hidden} as in {@link #forward(java.util.List, float[], int, float[])}. */
+    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab, float[] hidden) {
+        if (hidden != null) throw new UnsupportedOperationException("this device does not hand back the last layer's rows");
+        forwardArgmax(spans, ids, vocab);
+    }
+
     /**
      * The hierarchical head's gate of a state's next steps (log-probability; −∞ reads every row): a cluster below it reads
      * none of its rows and its tokens get its mass spread evenly, as the CPU graph's head. Ignored by a device without

@@ -90,15 +90,7 @@ public final class BatchDriver {
     public int[] stepGreedy(Session[] sessions, int[][] ids) {
         prepare(sessions, ids, null);
         if (picks.length < sessions.length) picks = new int[sessions.length];
-        Graph.HiddenObserver observer = hiddenRows(sessions);
-        if (observer == null) {
-            graph.forwardArgmax(batch, ws, picks);
-        } else {   // a session hands its hidden rows to an MTP head: the logits come back with them, their argmax here
-            int v = graph.vocab();
-            if (logits.length < sessions.length * v) logits = new float[sessions.length * v];
-            graph.forward(batch, ws, logits, observer);
-            for (int i = 0; i < sessions.length; i++) picks[i] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, i * v, v);
-        }
+        graph.forwardArgmax(batch, ws, picks, hiddenRows(sessions));   // (an MTP head's rows come back with the ids)
         for (int i = 0; i < sessions.length; i++) sessions[i].consumed(ids[i], 0, ids[i].length);
         return picks;
     }

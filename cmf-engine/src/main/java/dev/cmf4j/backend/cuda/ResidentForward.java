@@ -522,15 +522,25 @@ final class ResidentForward implements DeviceForward {
 
     /** As {@link #forward(List, float[], int)}; {@code hidden} (not null) receives every row of x after the last layer. */
     @Override public void forward(List<Span> spans, float[] logits, int vocab, float[] hidden) {
+        checkHidden(spans, hidden);
+        step(spans, logits, null, vocab, hidden);
+    }
+
+    /** Throws when {@code hidden} (not null) cannot hold every row of {@code spans}. */
+    private void checkHidden(List<Span> spans, float[] hidden) {
         int rows = 0;
         for (Span sp : spans) rows += sp.tokens();
         if (hidden != null && hidden.length < (long) rows * model.hidden())
             throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + rows + " hidden rows of " + model.hidden());
-        step(spans, logits, null, vocab, hidden);
     }
 
     /** As {@link #forward(List, float[], int)}, each logit row's argmax taken on the GPU (ra_argmax_rows): only the ids come back. */
     @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab) { step(spans, null, ids, vocab, null); }
+
+    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab, float[] hidden) {
+        checkHidden(spans, hidden);
+        step(spans, null, ids, vocab, hidden);
+    }
 
     /**
      * Owner thread: queues the copy of the step's {@code t} rows of x (the last layer's output, before the final norm)

@@ -409,13 +409,7 @@ public final class Graph {
         batch.resolve();
         batch.overlay.masks = taskMasks;
         if (device != null) {
-            float[] rows = null;
-            if (observer != null) {   // only the last layer's rows come back from a device, copied with the logits
-                if (!(observer instanceof LastLayerObserver))
-                    throw new UnsupportedOperationException("observers of every layer's hidden states need the CPU graph; this model runs on the device");
-                if (lastLayerProblem() != null) throw new UnsupportedOperationException(lastLayerProblem());
-                rows = ws.hiddenRows(batch.rows() * hidden);
-            }
+            float[] rows = deviceRows(batch, ws, observer);
             deviceForward(batch, logits, rows);
             if (rows != null) ((LastLayerObserver) observer).sink().accept(rows, batch.rows(), hidden);
             return;
@@ -438,6 +432,18 @@ public final class Graph {
             for (int l = 0; l < layers; l++) cpu.mixers[l].commit(st.mixerState[l]);
             st.position += batch.tokens(i);
         }
+    }
+
+    /**
+     * Where a device step puts its last-layer rows for {@code observer}, or null when none is asked for; only a
+     * {@link #lastLayer} observer on a device that hands the rows back (they come back with the logits).
+     */
+    private float[] deviceRows(Batch batch, Workspace ws, HiddenObserver observer) {
+        if (observer == null) return null;
+        if (!(observer instanceof LastLayerObserver))
+            throw new UnsupportedOperationException("observers of every layer's hidden states need the CPU graph; this model runs on the device");
+        if (lastLayerProblem() != null) throw new UnsupportedOperationException(lastLayerProblem());
+        return ws.hiddenRows(batch.rows() * hidden);
     }
 
     /**
@@ -487,25 +493,30 @@ public final class Graph {
      * among equal maxima, as greedy sampling picks): {@code ids[i]} for logit row i. A device picks there and returns
      * only the ids (one int a row instead of the vocabulary's floats).
      */
-    public void forwardArgmax(Batch batch, Workspace ws, int[] ids) {
+    public void forwardArgmax(Batch batch, Workspace ws, int[] ids) { forwardArgmax(batch, ws, ids, null); }
+
+    /** As {@link #forwardArgmax(Batch, Workspace, int[])}, {@code observer} seeing the step as in {@link #forward(Batch, Workspace, float[], HiddenObserver)}. */
+    public void forwardArgmax(Batch batch, Workspace ws, int[] ids, HiddenObserver observer) {
         if (ids.length < batch.logitRows())
             throw new IllegalArgumentException("ids buffer holds " + ids.length + " rows, the batch asks for " + batch.logitRows());
         if (device == null || batch.size() == 1) {   // a session's own step goes to its own forward, as forward does
             float[] logits = ws.logits(batch.logitRows() * vocab);
-            forward(batch, ws, logits, null);
+            forward(batch, ws, logits, observer);
             for (int r = 0; r < batch.logitRows(); r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
             return;
         }
         check(batch, ws);
         batch.resolve();
+        float[] rows = deviceRows(batch, ws, observer);
         try {
             gateHeads(batch);
-            device.forwardArgmax(spans(batch), ids, vocab);
+            device.forwardArgmax(spans(batch), ids, vocab, rows);
         } catch (RuntimeException | Error e) {
             breakRecurrent(batch);
             throw e;
         }
         for (int i = 0; i < batch.size(); i++) batch.state(i).position += batch.tokens(i);
+        if (rows != null) ((LastLayerObserver) observer).sink().accept(rows, batch.rows(), hidden);
     }
 
     /** Hands each span's head gate to the device (a hierarchical head only). */

@@ -146,6 +146,7 @@ class CudaMtpDraftTest {
 
             // batched steps: two decode rows (a captured step), a decode row beside a prompt chunk, then a greedy step
             Rows[][] batched = new Rows[2][3];
+            int[][] picks = new int[2][];
             for (int i = 0; i < 2; i++) {
                 var g = (i == 0 ? cpu : gpu.model()).graph();
                 BatchDriver d = new BatchDriver(g, 32, 64);
@@ -157,8 +158,9 @@ class CudaMtpDraftTest {
                 d.prefill(new Session[] {ss[0], ss[1]}, new int[][] {PROMPT, {40, 41, 42}}, 8);
                 d.step(new Session[] {ss[0], ss[1]}, new int[][] {{6}, {60}});
                 d.step(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{7}, {61, 62, 63}, {3, 1, 4, 1, 5}}, new boolean[] {false, true, false});
-                d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {64}, {9}});
+                picks[i] = d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {64}, {9}}).clone();
             }
+            assertThat(picks[1]).as(name + ": the greedy step's picks, made on the device").containsExactly(picks[0]);
             for (int k = 0; k < 3; k++) assertRowsClose(batched[1][k], batched[0][k], name + " batched, sequence " + k);
         }
     }

@@ -183,6 +183,63 @@ class CudaSkillsTest {
         }
     }
 
+    /**
+     * The last layer's rows a mixed-skill batch hands back (an MTP head's input: the device sorts the spans by skill and
+     * puts the rows back in the caller's order) against the CPU graph's, the last step a greedy one.
+     */
+    @Test void aMixedSkillBatchHandsBackEachRowsHiddenStateInOrder() throws Exception {
+        SkillBatchTest.Fixture f = SkillBatchTest.fixture();
+        try (var ignored = f.reader(); CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
+            gpu.notes(n -> {});
+            Model m = model(f);
+            int[][] seqs = sequences();
+            float[][] want = rowsBatched(new Graph(m.spec(), m.weights(), new CpuBackend(new CpuMatMul(), CpuBackend.pool(), null)), seqs);
+            float[][] got = rowsBatched(new Graph(m.spec(), m.weights(), new CudaBackend(gpu)), seqs);
+            for (int i = 0; i < 4; i++) {
+                double worst = Golden.maxDiff(got[i], 0, want[i], 0, want[i].length);
+                System.out.printf("GPU mixed-skill batch, sequence %d's hidden rows: max |Δ| %.3g%n", i, worst);
+                assertThat(worst).as("sequence " + i + " (" + WHO[i] + ")").isLessThan(1e-4);
+                double size = 0;
+                for (float x : want[i]) size = Math.max(size, Math.abs(x));
+                assertThat(size).as("sequence " + i + "'s rows were written").isGreaterThan(0.1);
+            }
+        }
+    }
+
+    /** Each sequence's last-layer rows by position ([positions, hidden]) over {@link #ALL_SKILLS}' steps, the last greedy. */
+    static float[][] rowsBatched(Graph g, int[][] seqs) {
+        int h = g.hidden();
+        float[][] rows = new float[4][];
+        State[] st = new State[4];
+        for (int i = 0; i < 4; i++) {
+            rows[i] = new float[seqs[i].length * h];
+            st[i] = g.newState(16, 64);
+            st[i].useOverlay(g.overlay(WHO[i], null, 1f));
+        }
+        Workspace ws = g.newWorkspace(64, 64);
+        int[] at = new int[4];
+        for (int step = 0; step < ALL_SKILLS.length; step++) {
+            Batch b = new Batch();
+            int[] who = ALL_SKILLS[step];
+            for (int i : who) b.add(st[i], seqs[i], at[i], at[i] < PROMPT[i] ? (step == 0 && i == 0 ? 5 : PROMPT[i] - at[i]) : 1,
+                    Batch.Logits.LAST);
+            int[] from = at.clone();
+            Graph.HiddenObserver o = g.lastLayer((x, tokens, width) -> {
+                for (int r = 0, row = 0; r < who.length; r++) {
+                    int n = b.span(r).tokens();
+                    System.arraycopy(x, row * width, rows[who[r]], from[who[r]] * width, n * width);
+                    row += n;
+                }
+            });
+            if (step == ALL_SKILLS.length - 1) g.forwardArgmax(b, ws, new int[b.logitRows()], o);
+            else g.forward(b, ws, new float[b.logitRows() * g.vocab()], o);
+            for (int r = 0; r < who.length; r++) at[who[r]] += b.span(r).tokens();
+        }
+        for (int i = 0; i < 4; i++) rows[i] = java.util.Arrays.copyOf(rows[i], at[i] * h);
+        for (State s : st) s.close();
+        return rows;
+    }
+
     @Test void copiesGivenBackUnderASmallBudgetComeBackWithTheSameLogits() throws Exception {
         SkillBatchTest.Fixture f = SkillBatchTest.fixture();
         try (var ignored = f.reader(); CudaMatMul gpu = new CudaMatMul(ctx, CpuBackend.newMatMul())) {
