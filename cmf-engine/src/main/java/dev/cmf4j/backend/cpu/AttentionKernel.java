@@ -1,26 +1,69 @@
 package dev.cmf4j.backend.cpu;
 
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorMask;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShuffle;
+import jdk.incubator.vector.VectorSpecies;
+
+import java.util.Arrays;
+
 /**
- * One query head attending over a KV cache, like transformers' eager attention: scores = q·k·scale,
- * optional soft-capping tanh(s/c)·c, softmax in float32 (with an optional sink logit in the denominator),
- * then the probability-weighted sum of values.
+ * Query heads attending over a KV cache, like transformers' eager attention: scores = q·k·scale, optional
+ * soft-capping tanh(s/c)·c, softmax in float32 (with an optional sink logit in the denominator), then the
+ * probability-weighted sum of values.
+ *
+ * <p>The vector path ({@link #attendGroup}) takes the query heads that share one KV head together, so each tile of
+ * {@link #TILE} keys and values is read from memory once for all of them; per tile it computes the key dots on the
+ * Vector API, soft-caps, and folds the tile into a running (max, sum, weighted value sum) per head — an online
+ * softmax, so no score row as long as the context is kept. Tiles start at multiples of {@code TILE} and are folded
+ * into {@link #CHUNK}-position partials that start at multiples of {@code CHUNK}; the partials are merged in position
+ * order. Those boundaries depend only on the positions, so a row gets the same bits whether its chunks ran on one
+ * thread ({@link #attendGroup}) or were spread over a pool ({@link #chunkPartial} then {@link #finishFromPartials}),
+ * and whichever rows share its batch. {@link #attendScalar} is the plain twin the tests hold the vector path to.
  */
 public final class AttentionKernel {
     private AttentionKernel() {}
 
+    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    private static final int L = F.length();
+    /** Keys per tile (a multiple of every float species' lane count up to 512 bits). */
+    public static final int TILE = 32;
+    /** Positions per partial: the unit a long context is split into across threads. */
+    public static final int CHUNK = 256;
     /**
-     * @param q       query array; head starts at {@code qo}
-     * @param cache   keys/values
-     * @param kvOff   offset of the kv head inside a position's kvDim floats (kvHead·headDim)
-     * @param from    first key position (inclusive)
-     * @param to      last key position (inclusive)
-     * @param softcap 0 = none
-     * @param sink    sink logit, or NaN for none
-     * @param scores  scratch of at least to−from+1 floats
-     * @param out     headDim outputs at {@code oo}
+     * The vector path needs 8 or 16 float lanes (AVX2, AVX-512); elsewhere, or with -Dcmf.kernel.scalar=true (as for the
+     * weight kernels), the scalar twin runs.
+     */
+    private static final boolean VECTOR = (L == 8 || L == 16) && !Boolean.getBoolean("cmf.kernel.scalar");
+
+    /** Whether {@link #attendGroup} takes the vector path (else the scalar twin; {@link #chunkPartial} needs it). */
+    public static boolean vectorized() { return VECTOR; }
+
+    /** Floats one chunk partial of {@code heads} heads of width {@code headDim} takes: a max, a sum and a vector each. */
+    public static int partialFloats(int heads, int headDim) { return heads * (headDim + 2); }
+
+    /** The chunks of {@code [from, to]}: they start at multiples of {@link #CHUNK}. */
+    public static int chunks(int from, int to) { return to < from ? 0 : to / CHUNK - from / CHUNK + 1; }
+
+    /**
+     * One query head (the scalar-twin signature, kept for callers with a single head); {@code scores} is unused by the
+     * vector path.
      */
     public static void attend(float[] q, int qo, int headDim, KvCache cache, int kvOff, int from, int to,
                               float scale, float softcap, float sink, float[] scores, float[] out, int oo) {
+        if (!VECTOR) { attendScalar(q, qo, headDim, cache, kvOff, from, to, scale, softcap, sink, scores, out, oo); return; }
+        float[] sinks = Float.isNaN(sink) ? null : new float[] {sink};
+        attendGroup(q, qo, 1, headDim, cache, kvOff, from, to, scale, softcap, sinks, 0, new Work(1, headDim), out, oo);
+    }
+
+    /**
+     * The scalar twin: every score in a row of {@code scores}, their max, exp and sum, then the value sum, one position
+     * at a time through {@link KvCache#keyDot} and {@link KvCache#addValue}.
+     */
+    public static void attendScalar(float[] q, int qo, int headDim, KvCache cache, int kvOff, int from, int to,
+                                    float scale, float softcap, float sink, float[] scores, float[] out, int oo) {
         int n = to - from + 1;
         float max = Float.NEGATIVE_INFINITY;
         for (int j = 0; j < n; j++) {
@@ -35,9 +78,320 @@ public final class AttentionKernel {
         float sum = 0f;
         for (int j = 0; j < n; j++) { float e = (float) Math.exp(scores[j] - max); scores[j] = e; sum += e; }
         if (hasSink) sum += (float) Math.exp(sink - max);
-        java.util.Arrays.fill(out, oo, oo + headDim, 0f);
+        Arrays.fill(out, oo, oo + headDim, 0f);
         for (int j = 0; j < n; j++) {
             cache.addValue(scores[j] / sum, from + j, kvOff, out, oo, headDim);
+        }
+    }
+
+    /**
+     * {@code g} query heads that read the same KV head (consecutive, {@code headDim} apart from {@code qo}) attending
+     * over positions {@code [from, to]}; outputs likewise from {@code oo}. {@code sinks[sinkOff + i]} is head i's sink
+     * logit ({@code sinks} null: none).
+     */
+    public static void attendGroup(float[] q, int qo, int g, int headDim, KvCache cache, int kvOff, int from, int to,
+                                   float scale, float softcap, float[] sinks, int sinkOff, Work w, float[] out, int oo) {
+        if (!VECTOR) {
+            float[] sc = w.scalarScores(to - from + 1);
+            for (int i = 0; i < g; i++)
+                attendScalar(q, qo + i * headDim, headDim, cache, kvOff, from, to, scale, softcap,
+                        sinks == null ? Float.NaN : sinks[sinkOff + i], sc, out, oo + i * headDim);
+            return;
+        }
+        w.ensure(g, headDim);
+        if (to < from) { Arrays.fill(out, oo, oo + g * headDim, 0f); return; }
+        float[] run = w.run;
+        boolean first = true;
+        for (int c0 = from; c0 <= to; ) {
+            int c1 = Math.min(to, (c0 / CHUNK + 1) * CHUNK - 1);
+            chunk(q, qo, g, headDim, cache, kvOff, c0, c1, scale, softcap, w);
+            if (first) System.arraycopy(w.part, 0, run, 0, partialFloats(g, headDim));
+            else merge(run, 0, w.part, 0, g, headDim);
+            first = false;
+            c0 = c1 + 1;
+        }
+        finish(run, 0, g, headDim, sinks, sinkOff, out, oo);
+    }
+
+    /**
+     * The partial of chunk {@code c} (counted from {@code from}'s chunk) of {@code [from, to]} for {@code g} heads,
+     * written at {@code part[po ..)} ({@link #partialFloats} floats); {@link #finishFromPartials} merges a row's.
+     */
+    public static void chunkPartial(float[] q, int qo, int g, int headDim, KvCache cache, int kvOff, int from, int to,
+                                    int c, float scale, float softcap, Work w, float[] part, int po) {
+        if (!VECTOR) throw new IllegalStateException("chunk partials need the vector path (8 or 16 float lanes)");
+        w.ensure(g, headDim);
+        int c0 = Math.max(from, (from / CHUNK + c) * CHUNK), c1 = Math.min(to, (from / CHUNK + c + 1) * CHUNK - 1);
+        chunk(q, qo, g, headDim, cache, kvOff, c0, c1, scale, softcap, w);
+        System.arraycopy(w.part, 0, part, po, partialFloats(g, headDim));
+    }
+
+    /**
+     * Merges {@code chunks} consecutive partials from {@code part[po ..)} in position order (the same operations as
+     * {@link #attendGroup}) and writes the heads' outputs. Overwrites the first partial.
+     */
+    public static void finishFromPartials(float[] part, int po, int chunks, int g, int headDim, float[] sinks, int sinkOff,
+                                          float[] out, int oo) {
+        if (chunks == 0) { Arrays.fill(out, oo, oo + g * headDim, 0f); return; }
+        int pf = partialFloats(g, headDim);
+        for (int c = 1; c < chunks; c++) merge(part, po, part, po + c * pf, g, headDim);
+        finish(part, po, g, headDim, sinks, sinkOff, out, oo);
+    }
+
+    /** The online softmax over the tiles of positions [c0, c1] (one chunk) into {@code w.part}. */
+    private static void chunk(float[] q, int qo, int g, int hd, KvCache cache, int kvOff, int c0, int c1,
+                              float scale, float softcap, Work w) {
+        float[] part = w.part;
+        Arrays.fill(part, 0, g, Float.NEGATIVE_INFINITY);       // maxes
+        Arrays.fill(part, g, 2 * g + g * hd, 0f);               // sums, value sums
+        for (int t0 = c0; t0 <= c1; ) {
+            int t1 = Math.min(c1, (t0 / TILE + 1) * TILE - 1), n = t1 - t0 + 1;
+            cache.tile(t0, n, kvOff, hd, w);
+            for (int i = 0; i < g; i++) tileHead(q, qo + i * hd, hd, n, scale, softcap, w, i, g);
+            t0 = t1 + 1;
+        }
+    }
+
+    /** One head's fold of the current tile: scores, soft cap, rescale on a new max, exp, sum, value sum. */
+    private static void tileHead(float[] q, int qo, int hd, int n, float scale, float softcap, Work w, int head, int g) {
+        float[] s = w.s, kArr = w.kArr, vArr = w.vArr, ks = w.ks, vs = w.vs, part = w.part;
+        int kb = w.kBase, vb = w.vBase, st = w.stride;
+        int bound = F.loopBound(hd);
+        // key dots, eight keys per pass over q, their lane sums folded pairwise (a fixed order: no reduceLanes, whose
+        // order differs between the JIT's tiers); keys past n repeat the last one and are dropped below
+        for (int j = 0; j < n; j += 8) {
+            int last = kb + (n - 1) * st;
+            int b0 = kb + j * st, b1 = Math.min(b0 + st, last), b2 = Math.min(b0 + 2 * st, last), b3 = Math.min(b0 + 3 * st, last);
+            int b4 = Math.min(b0 + 4 * st, last), b5 = Math.min(b0 + 5 * st, last), b6 = Math.min(b0 + 6 * st, last), b7 = Math.min(b0 + 7 * st, last);
+            FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+            for (int i = 0; i < bound; i += L) {
+                FloatVector qv = FloatVector.fromArray(F, q, qo + i);
+                a0 = FloatVector.fromArray(F, kArr, b0 + i).fma(qv, a0);
+                a1 = FloatVector.fromArray(F, kArr, b1 + i).fma(qv, a1);
+                a2 = FloatVector.fromArray(F, kArr, b2 + i).fma(qv, a2);
+                a3 = FloatVector.fromArray(F, kArr, b3 + i).fma(qv, a3);
+                a4 = FloatVector.fromArray(F, kArr, b4 + i).fma(qv, a4);
+                a5 = FloatVector.fromArray(F, kArr, b5 + i).fma(qv, a5);
+                a6 = FloatVector.fromArray(F, kArr, b6 + i).fma(qv, a6);
+                a7 = FloatVector.fromArray(F, kArr, b7 + i).fma(qv, a7);
+            }
+            FloatVector f = pairSums(pairSums(pairSums(a0, a1, SW1, M1), pairSums(a2, a3, SW1, M1), SW2, M2),
+                    pairSums(pairSums(a4, a5, SW1, M1), pairSums(a6, a7, SW1, M1), SW2, M2), SW4, M4);
+            if (L == 16) f = f.add(f.rearrange(SW8));              // lane k (< 8): key j + k
+            f.intoArray(s, j);
+            if (bound < hd)
+                for (int k = 0, end = Math.min(8, n - j); k < end; k++) {
+                    int b = b0 + k * st;
+                    float d = s[j + k];
+                    for (int i = bound; i < hd; i++) d += q[qo + i] * kArr[b + i];
+                    s[j + k] = d;
+                }
+        }
+        // × q8 scale, × scale, soft cap; then the padding and the tile's max
+        for (int t = 0; t < TILE; t += L) {
+            FloatVector sv = FloatVector.fromArray(F, s, t);
+            if (w.scaled) sv = sv.mul(FloatVector.fromArray(F, ks, t));
+            sv = sv.mul(scale);
+            if (softcap > 0f) sv = tanh(sv.div(softcap)).mul(softcap);
+            sv.intoArray(s, t);
+        }
+        Arrays.fill(s, n, TILE, Float.NEGATIVE_INFINITY);        // padding: exp gives 0
+        FloatVector mx = FloatVector.fromArray(F, s, 0);
+        for (int t = L; t < TILE; t += L) mx = mx.max(FloatVector.fromArray(F, s, t));
+        float tmax = mx.reduceLanes(VectorOperators.MAX);        // a max is exact in any order
+        int mo = head, lo = g + head, ao = 2 * g + head * hd;
+        float m = part[mo];
+        if (tmax > m) {
+            if (m != Float.NEGATIVE_INFINITY) {
+                float f = (float) Math.exp(m - tmax);
+                part[lo] *= f;
+                scaleVector(part, ao, hd, f);
+            }
+            m = tmax;
+            part[mo] = m;
+        }
+        // weights and their sum
+        FloatVector sum = FloatVector.zero(F);
+        for (int t = 0; t < TILE; t += L) {
+            FloatVector e = exp(FloatVector.fromArray(F, s, t).sub(m));
+            e.intoArray(s, t);
+            sum = sum.add(e);
+        }
+        part[lo] += laneSum(sum);
+        float[] p = s;
+        if (w.scaled) {
+            float[] pw = w.pw;
+            for (int t = 0; t < TILE; t += L) FloatVector.fromArray(F, s, t).mul(FloatVector.fromArray(F, vs, t)).intoArray(pw, t);
+            p = pw;
+        }
+        // value sum: four lane blocks of the head's vector in registers at a time (independent chains) over the keys
+        int c = 0;
+        for (; c + 4 * L <= bound; c += 4 * L) {
+            int o = ao + c;
+            FloatVector a0 = FloatVector.fromArray(F, part, o), a1 = FloatVector.fromArray(F, part, o + L);
+            FloatVector a2 = FloatVector.fromArray(F, part, o + 2 * L), a3 = FloatVector.fromArray(F, part, o + 3 * L);
+            for (int t = 0, vo = vb + c; t < n; t++, vo += st) {
+                FloatVector pt = FloatVector.broadcast(F, p[t]);
+                a0 = FloatVector.fromArray(F, vArr, vo).fma(pt, a0);
+                a1 = FloatVector.fromArray(F, vArr, vo + L).fma(pt, a1);
+                a2 = FloatVector.fromArray(F, vArr, vo + 2 * L).fma(pt, a2);
+                a3 = FloatVector.fromArray(F, vArr, vo + 3 * L).fma(pt, a3);
+            }
+            a0.intoArray(part, o); a1.intoArray(part, o + L); a2.intoArray(part, o + 2 * L); a3.intoArray(part, o + 3 * L);
+        }
+        for (; c < bound; c += L) {
+            FloatVector a = FloatVector.fromArray(F, part, ao + c);
+            for (int t = 0, vo = vb + c; t < n; t++, vo += st)
+                a = FloatVector.fromArray(F, vArr, vo).fma(FloatVector.broadcast(F, p[t]), a);
+            a.intoArray(part, ao + c);
+        }
+        for (; c < hd; c++) {
+            float a = part[ao + c];
+            for (int t = 0, vo = vb + c; t < n; t++, vo += st) a += p[t] * vArr[vo];
+            part[ao + c] = a;
+        }
+    }
+
+    // lane i ↔ lane i ^ d, and the lanes with bit d set
+    private static final VectorShuffle<Float> SW1 = VectorShuffle.fromOp(F, i -> i ^ 1), SW2 = VectorShuffle.fromOp(F, i -> i ^ 2),
+            SW4 = VectorShuffle.fromOp(F, i -> i ^ 4), SW8 = VectorShuffle.fromOp(F, i -> (i ^ 8) % L);
+    private static final VectorMask<Float> M1 = lanesWithBit(1), M2 = lanesWithBit(2), M4 = lanesWithBit(4);
+
+    private static VectorMask<Float> lanesWithBit(int d) {
+        boolean[] b = new boolean[L];
+        for (int i = 0; i < L; i++) b[i] = (i & d) != 0;
+        return VectorMask.fromArray(F, b, 0);
+    }
+
+    /** Lanes without bit d: a[i] + a[i^d]; lanes with it: b[i^d] + b[i]. */
+    private static FloatVector pairSums(FloatVector a, FloatVector b, VectorShuffle<Float> sw, VectorMask<Float> m) {
+        return a.blend(b.rearrange(sw), m).add(a.rearrange(sw).blend(b, m));
+    }
+
+    /** Σ of the lanes in a fixed (butterfly) order. */
+    private static float laneSum(FloatVector v) {
+        if (L == 16) v = v.add(v.rearrange(SW8));
+        v = v.add(v.rearrange(SW4));
+        v = v.add(v.rearrange(SW2));
+        return v.add(v.rearrange(SW1)).lane(0);
+    }
+
+    private static final float LOG2E = 1.44269504088896341f, LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
+    private static final float ROUNDER = 12582912f;              // 1.5·2²³: adding it rounds to an integer
+    /** Below it exp is under the smallest normal float: taken as 0 (exact for −∞, the tile's padding). */
+    private static final float EXP_LO = -87.33654f, EXP_HI = 88.37626f;
+
+    /**
+     * e^x per lane: x = n·ln2 + r, |r| ≤ ln2/2, e^r by Cephes' expf polynomial (≤ 2 ulp against Math.exp here; the
+     * tests hold it to that), times 2ⁿ built in the exponent bits. Only adds, multiplies and bit moves, so every JIT
+     * tier rounds it alike (VectorOperators.EXP is an SVML call when compiled and Math.exp when not). NaN stays NaN;
+     * below {@code EXP_LO} gives 0, above {@code EXP_HI} gives e^EXP_HI (callers pass x ≤ 0, or tanh's bounded input).
+     */
+    static FloatVector exp(FloatVector x) {
+        FloatVector xc = x.max(EXP_LO).min(EXP_HI);
+        FloatVector t = xc.mul(LOG2E).add(ROUNDER);
+        FloatVector nf = t.sub(ROUNDER);
+        FloatVector r = nf.fma(FloatVector.broadcast(F, -LN2_HI), xc);
+        r = nf.fma(FloatVector.broadcast(F, -LN2_LO), r);
+        FloatVector pp = r.mul(1.9875691500e-4f).add(1.3981999507e-3f);
+        pp = pp.fma(r, FloatVector.broadcast(F, 8.3334519073e-3f));
+        pp = pp.fma(r, FloatVector.broadcast(F, 4.1665795894e-2f));
+        pp = pp.fma(r, FloatVector.broadcast(F, 1.6666665459e-1f));
+        pp = pp.fma(r, FloatVector.broadcast(F, 5.0000001201e-1f));
+        FloatVector y = pp.mul(r.mul(r)).add(r).add(1f);
+        IntVector n = t.reinterpretAsInts().sub(Float.floatToRawIntBits(ROUNDER));
+        FloatVector pow2 = n.add(127).lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats();
+        FloatVector e = y.mul(pow2);
+        e = e.blend(0f, x.lt(EXP_LO));
+        return e.blend(x, x.test(VectorOperators.IS_NAN));
+    }
+
+    /** tanh per lane as 1 − 2/(e^{2|x|} + 1) with x's sign (absolute error a few ulp of 1; exact ±1 far out). */
+    static FloatVector tanh(FloatVector x) {
+        FloatVector e = exp(x.abs().mul(2f));
+        FloatVector th = FloatVector.broadcast(F, 1f).sub(FloatVector.broadcast(F, 2f).div(e.add(1f)));
+        return th.blend(th.neg(), x.lt(0f)).blend(x, x.test(VectorOperators.IS_NAN));
+    }
+
+    /** Folds partial {@code b} into partial {@code a} (a holds the earlier positions). */
+    private static void merge(float[] a, int ao, float[] b, int bo, int g, int hd) {
+        for (int i = 0; i < g; i++) {
+            float ma = a[ao + i], mb = b[bo + i];
+            float m = Math.max(ma, mb);
+            if (m == Float.NEGATIVE_INFINITY) continue;           // both empty
+            float fa = (float) Math.exp(ma - m), fb = (float) Math.exp(mb - m);
+            a[ao + i] = m;
+            a[ao + g + i] = a[ao + g + i] * fa + b[bo + g + i] * fb;
+            int va = ao + 2 * g + i * hd, vb = bo + 2 * g + i * hd;
+            int c = 0;
+            for (int bound = F.loopBound(hd); c < bound; c += L)
+                FloatVector.fromArray(F, a, va + c).mul(fa).add(FloatVector.fromArray(F, b, vb + c).mul(fb)).intoArray(a, va + c);
+            for (; c < hd; c++) a[va + c] = a[va + c] * fa + b[vb + c] * fb;
+        }
+    }
+
+    /** out = value sum / (sum + exp(sink)), each term relative to the larger of the max and the sink. */
+    private static void finish(float[] a, int ao, int g, int hd, float[] sinks, int sinkOff, float[] out, int oo) {
+        for (int i = 0; i < g; i++) {
+            float m = a[ao + i], l = a[ao + g + i], f = 1f;
+            if (sinks != null) {
+                float sink = sinks[sinkOff + i], mm = Math.max(m, sink);
+                f = (float) Math.exp(m - mm);
+                l = l * f + (float) Math.exp(sink - mm);
+            }
+            float coef = f / l;
+            int va = ao + 2 * g + i * hd, o = oo + i * hd;
+            int c = 0;
+            for (int bound = F.loopBound(hd); c < bound; c += L)
+                FloatVector.fromArray(F, a, va + c).mul(coef).intoArray(out, o + c);
+            for (; c < hd; c++) out[o + c] = a[va + c] * coef;
+        }
+    }
+
+    private static void scaleVector(float[] x, int o, int n, float f) {
+        int c = 0;
+        for (int bound = F.loopBound(n); c < bound; c += L) FloatVector.fromArray(F, x, o + c).mul(f).intoArray(x, o + c);
+        for (; c < n; c++) x[o + c] *= f;
+    }
+
+    /**
+     * One thread's buffers for the vector path: a tile of keys and values (gathered as float32 when the cache does not
+     * hold them so), the tile's q8 scales, scores, and the running partials. Not shared between threads.
+     */
+    public static final class Work {
+        float[] kt = new float[0], vt = new float[0], ks = new float[TILE], vs = new float[TILE];
+        /** Scores (a full vector of slack past the tile: the dot pass stores whole vectors), and weights × q8 scales. */
+        final float[] s = new float[TILE + 16], pw = new float[TILE];
+        float[] part = new float[0], run = new float[0];
+        private float[] scalarScores = new float[0];
+        /** The current tile: key and value rows at kBase/vBase + j·stride in kArr/vArr; scaled: q8 scales in ks/vs. */
+        float[] kArr, vArr;
+        int kBase, vBase, stride;
+        boolean scaled;
+
+        public Work() {}
+
+        public Work(int g, int headDim) { ensure(g, headDim); }
+
+        void ensure(int g, int hd) {
+            if (kt.length < TILE * hd) { kt = new float[TILE * hd]; vt = new float[TILE * hd]; }
+            int pf = partialFloats(g, hd);
+            if (part.length < pf) { part = new float[pf]; run = new float[pf]; }
+        }
+
+        float[] scalarScores(int n) {
+            if (scalarScores.length < n) scalarScores = new float[Math.max(n, 2 * scalarScores.length)];
+            return scalarScores;
+        }
+
+        /** Points the tile at rows already in float32 (a cache's store or pending chunk). */
+        void view(float[] k, float[] v, int base, int stride) {
+            kArr = k; vArr = v; kBase = base; vBase = base; this.stride = stride; scaled = false;
+        }
+
+        /** Points the tile at the gathered copies (rows headDim apart). */
+        void gathered(int hd, boolean scaled) {
+            kArr = kt; vArr = vt; kBase = 0; vBase = 0; stride = hd; this.scaled = scaled;
         }
     }
 }

@@ -115,6 +115,53 @@ public final class KvCache {
         }
     }
 
+    /**
+     * Sets {@code w}'s tile to the keys and values of positions {@code [p0, p0+n)} (n ≤ {@link AttentionKernel#TILE}),
+     * head slice {@code [kvOff, kvOff+hd)}: float32 rows in place where the store or the pending chunk holds them
+     * contiguously, else gathered as float32 (f16 widened exactly; q8 as its integer codes with the scales beside them,
+     * so a dot is Σ q·code × scale as in {@link #keyDot}).
+     */
+    void tile(int p0, int n, int kvOff, int hd, AttentionKernel.Work w) {
+        int end = p0 + n;
+        if (p0 < firstAvailable() || end > length + pendingCount)   // pendingStart == length: the chunk follows the store
+            throw new IllegalStateException("positions [" + p0 + ", " + end + ") are not in the cache [" + firstAvailable() + ", "
+                    + (length + pendingCount) + ")");
+        if (p0 >= pendingStart) { w.view(pk, pv, (p0 - pendingStart) * kvDim + kvOff, kvDim); return; }
+        int s0 = slot(p0);
+        if (type == KvType.F32 && end <= pendingStart && (window <= 0 || s0 + n <= capacity)) {
+            w.view(k, v, s0 * kvDim + kvOff, kvDim);
+            return;
+        }
+        float[] kt = w.kt, vt = w.vt, ksc = w.ks, vsc = w.vs;
+        int head = kvOff / headDim;
+        for (int i = 0; i < n; i++) {
+            int pos = p0 + i, d = i * hd;
+            if (pos >= pendingStart) {
+                int o = (pos - pendingStart) * kvDim + kvOff;
+                System.arraycopy(pk, o, kt, d, hd);
+                System.arraycopy(pv, o, vt, d, hd);
+                ksc[i] = 1f;
+                vsc[i] = 1f;
+                continue;
+            }
+            int s = window > 0 ? pos % capacity : pos, o = s * kvDim + kvOff;
+            switch (type) {
+                case F32 -> { System.arraycopy(k, o, kt, d, hd); System.arraycopy(v, o, vt, d, hd); }
+                case F16 -> {
+                    for (int c = 0; c < hd; c++) kt[d + c] = Float.float16ToFloat(k16[o + c]);
+                    for (int c = 0; c < hd; c++) vt[d + c] = Float.float16ToFloat(v16[o + c]);
+                }
+                case Q8 -> {
+                    for (int c = 0; c < hd; c++) kt[d + c] = k8[o + c];
+                    for (int c = 0; c < hd; c++) vt[d + c] = v8[o + c];
+                    ksc[i] = ks[s * kvHeads + head];
+                    vsc[i] = vs[s * kvHeads + head];
+                }
+            }
+        }
+        w.gathered(hd, type == KvType.Q8);
+    }
+
     /** The committed keys and values of positions [from, from+count) as float32, [count, kvDim] each. */
     public void read(int from, int count, float[] keys, float[] values) {
         for (int p = from; p < from + count; p++) {

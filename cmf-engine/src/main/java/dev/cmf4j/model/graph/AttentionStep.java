@@ -59,6 +59,13 @@ final class AttentionStep implements MixerStep {
 
     Mixer.Attention spec() { return spec; }
 
+    /**
+     * Multiply-adds (rows × heads × span × head width) from which a step with fewer (row, KV head) units than 4 per
+     * thread splits them into chunks across the pool; below it the hand-offs cost more than they save. Tests lower it
+     * to run the split on small models.
+     */
+    static volatile long splitFromWork = 1L << 20;
+
     /** This layer's sealing, or null. */
     AttentionMemory.Sealed sealed() { return sealed; }
 
@@ -103,6 +110,39 @@ final class AttentionStep implements MixerStep {
         float[] scores(int n) {
             if (scores.length < n) scores = new float[Math.max(n, 2 * scores.length)];
             return scores;
+        }
+
+        /**
+         * Worker {@code worker}'s attention buffers (worker 0 is the calling thread). They live in this workspace, not
+         * the pool: inline runs of concurrent workspaces never share one, and a job's other workers are its alone.
+         */
+        AttentionKernel.Work work(int worker) {
+            AttentionKernel.Work[] ws = works;
+            if (worker >= ws.length) throw new IllegalStateException("worker " + worker + " past the " + ws.length + " made before the job");
+            return ws[worker];
+        }
+
+        /** Makes the per-worker attention buffers for a pool of {@code threads}; called before a job, on the calling thread. */
+        void works(int threads) {
+            if (works.length < threads) {
+                works = java.util.Arrays.copyOf(works, threads);
+                for (int w = 0; w < threads; w++) if (works[w] == null) works[w] = new AttentionKernel.Work();
+            }
+        }
+
+        private AttentionKernel.Work[] works = new AttentionKernel.Work[0];
+        private int[] firstUnit = new int[0];
+        private float[] partials = new float[0];
+
+        int[] firstUnit(int n) {
+            if (firstUnit.length < n) firstUnit = new int[Math.max(n, 2 * firstUnit.length)];
+            return firstUnit;
+        }
+
+        float[] partials(long n) {
+            if (n > Integer.MAX_VALUE - 8) throw new IllegalStateException("attention partials of " + n + " floats");
+            if (partials.length < n) partials = new float[(int) Math.max(n, Math.min(Integer.MAX_VALUE - 8, 2L * partials.length))];
+            return partials;
         }
 
         Scratch(Mixer.Attention a, int maxChunk, int maxContext) {
@@ -165,36 +205,66 @@ final class AttentionStep implements MixerStep {
             }
         int sealedSpans = sealedCount;
         // 4. attention: the query of a row at position p sees its own sequence's keys in (p − window, p] (all of
-        //    [0, p] on a full layer); (row, head) pairs are independent: split over the pool when there is enough work
+        //    [0, p] on a full layer). A unit of work is a row's group of query heads that share a KV head (the keys are
+        //    read once for the group); when there are too few such units to keep the pool busy (decode) and the
+        //    context is long, each is split further into the kernel's fixed chunks of positions, whose partials are
+        //    merged in position order afterwards: the same operations either way, so the bits do not depend on it
         int cacheLayer = spec.sharesKv() ? spec.kvSource() : layer;
         KvCache[] caches = s.caches(spans);
-        int span = 0;
         long work = 0;
         for (int i = 0; i < spans; i++) {
             caches[i] = cacheOf(batch.state(i).mixerState(cacheLayer));
             boolean sealedSpan = batch.state(i).mixerState(cacheLayer) instanceof SealedKv sk && sk.sealed();
             int si = sealedSpan ? 0 : spec.window() > 0 ? spec.window() : batch.pos0[i] + batch.tokens(i);
-            span = Math.max(span, si);
             work += (long) batch.tokens(i) * heads * si * hd;
         }
-        int group = heads / kvHeads, pairs = rows * heads, maxSpan = span;
-        int grain = (int) Math.max(1, Math.min(pairs, (1L << 16) * pairs / Math.max(1, work)));
-        int step = Math.max(grain, Math.ceilDiv(pairs, 4 * pool.threads()));
+        int group = heads / kvHeads, units = rows * kvHeads, threads = pool.threads();
         int[] rowSpan = batch.rowSpan;
-        pool.run(Math.ceilDiv(pairs, step), (chunk, worker) -> {
-            // a score row per thread, reused across steps (no allocation per decode step): worker 0 is the calling
-            // thread and takes the workspace's own row (inline runs of concurrent workspaces never share one); the
-            // other workers exist only while this job holds the pool, so their per-worker rows are this job's alone
-            float[] scores = worker == 0 ? s.scores(maxSpan) : pool.workerScratch(worker, 0, maxSpan);
-            for (int th = chunk * step, to0 = Math.min(pairs, th + step); th < to0; th++) {
-                int r = th / heads, h = th % heads, p = rowPos[r];
-                if (sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed()) continue;
-                int from = spec.window() > 0 ? Math.max(0, p - spec.window() + 1) : 0;
-                float sink = sinks == null ? Float.NaN : sinks[h];
-                AttentionKernel.attend(s.q, r * qDim + h * hd, hd, caches[rowSpan[r]], (h / group) * hd, from, p,
-                        spec.scale(), spec.softcap(), sink, scores, s.attn, r * qDim + h * hd);
+        int window = spec.window();
+        float scale = spec.scale(), softcap = spec.softcap();
+        boolean split = AttentionKernel.vectorized() && threads > 1 && units < 4 * threads && work >= splitFromWork;
+        s.works(threads);
+        if (!split) {
+            int grain = (int) Math.max(1, Math.min(units, (1L << 16) * units / Math.max(1, work)));
+            int step = Math.max(grain, Math.ceilDiv(units, 4 * threads));
+            pool.run(Math.ceilDiv(units, step), (chunk, worker) -> {
+                AttentionKernel.Work w = s.work(worker);
+                for (int u = chunk * step, end = Math.min(units, u + step); u < end; u++) {
+                    int r = u / kvHeads, kh = u % kvHeads, p = rowPos[r];
+                    if (sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed()) continue;
+                    int from = window > 0 ? Math.max(0, p - window + 1) : 0, o = r * qDim + kh * group * hd;
+                    AttentionKernel.attendGroup(s.q, o, group, hd, caches[rowSpan[r]], kh * hd, from, p, scale, softcap,
+                            sinks, kh * group, w, s.attn, o);
+                }
+            });
+        } else {
+            // units of (row, KV head, chunk), numbered row by row; a row of a sealed span has none
+            int[] firstUnit = s.firstUnit(rows + 1);
+            firstUnit[0] = 0;
+            for (int r = 0; r < rows; r++) {
+                int p = rowPos[r], from = window > 0 ? Math.max(0, p - window + 1) : 0;
+                boolean sealedRow = sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed();
+                firstUnit[r + 1] = firstUnit[r] + (sealedRow ? 0 : kvHeads * AttentionKernel.chunks(from, p));
             }
-        });
+            int pf = AttentionKernel.partialFloats(group, hd), total = firstUnit[rows];
+            float[] part = s.partials((long) total * pf);
+            pool.run(total, (u, worker) -> {
+                int r = 0;
+                while (firstUnit[r + 1] <= u) r++;
+                int p = rowPos[r], from = window > 0 ? Math.max(0, p - window + 1) : 0;
+                int nc = AttentionKernel.chunks(from, p), k = u - firstUnit[r], kh = k / nc, c = k % nc;
+                AttentionKernel.chunkPartial(s.q, r * qDim + kh * group * hd, group, hd, caches[rowSpan[r]], kh * hd, from, p,
+                        c, scale, softcap, s.work(worker), part, u * pf);
+            });
+            for (int r = 0; r < rows; r++) {
+                int n = firstUnit[r + 1] - firstUnit[r];
+                if (n == 0) continue;
+                int nc = n / kvHeads;
+                for (int kh = 0; kh < kvHeads; kh++)
+                    AttentionKernel.finishFromPartials(part, (firstUnit[r] + kh * nc) * pf, nc, group, hd, sinks, kh * group,
+                            s.attn, r * qDim + kh * group * hd);
+            }
+        }
         if (sealedSpans > 0) attendSealed(batch, s, layer);
         // 5. output gate, o projection
         if (spec.outputGate())
