@@ -39,11 +39,11 @@ public final class VulkanContext implements AutoCloseable {
     /** Rows per block of the one-token pipelines (matvec_decode.comp's), and the columns it stages at a time (its TILE). */
     static final int DECODE_ROWS = 8, DECODE_TILE = 4096;
     /**
-     * Workgroups a one-token product of at most DECODE_TILE columns is spread over (-Dcmf.vulkan.decodeGroups): each
+     * Workgroups (about) a one-token product of at most DECODE_TILE columns is spread over (-Dcmf.vulkan.decodeGroups): each
      * stages x' once and takes its blocks of 8 rows in turn, the next block's weights loading while the last one's
-     * sums are taken. About the workgroups a large GPU keeps resident at once; more rows mean more blocks a workgroup.
+     * sums are taken. More rows mean more blocks a workgroup. 256 was the fastest of 128-1024 on an H200 (docs/VULKAN.md).
      */
-    final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 512));
+    final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 256));
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
