@@ -34,8 +34,18 @@ public final class VulkanContext implements AutoCloseable {
     final boolean weightsMappable;
     /** The products' layout: four storage buffers (weights, x, y, and matvec_decode.comp's P), {@link MatvecPush}'s constants. */
     final long descriptorSetLayout, pipelineLayout;
-    /** One matvec pipeline per weight kind (see matvec.comp's KIND), and the one-token ones of kinds 0-3 (matvec_decode.comp). */
-    final long[] matvec, matvecDecode;
+    /**
+     * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
+     * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
+     */
+    final long[] matvec, matvecDecode, gemm;
+    /** matmul.comp's tile: rows and tokens a workgroup takes. */
+    static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
+    /**
+     * Tokens from which a product takes matmul.comp's tiles (-Dcmf.vulkan.gemmMinTokens): a tile computes its 64 tokens
+     * whether there are so many or not, so few tokens stay with matvec.comp's tiles of 8.
+     */
+    final int gemmMinTokens = Math.max(2, Integer.getInteger("cmf.vulkan.gemmMinTokens", 32));
     /** Rows per block of the one-token pipelines (matvec_decode.comp's), and the columns it stages at a time (its TILE). */
     static final int DECODE_ROWS = 8, DECODE_TILE = 4096;
     /**
@@ -48,7 +58,7 @@ public final class VulkanContext implements AutoCloseable {
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 9, OPS_PUSH_BYTES = 64;
-    private final long shaderModule, decodeModule, opsModule;
+    private final long shaderModule, decodeModule, gemmModule, opsModule;
     /**
      * -Dcmf.vulkan.profile=true, where the device has VK_KHR_pipeline_executable_properties: the pipelines keep the
      * driver's statistics (registers, shared memory, …), printed for the decode step's hot pipelines when the device opens.
@@ -145,6 +155,9 @@ public final class VulkanContext implements AutoCloseable {
                 matvecDecode = new long[Shaders.KIND_I8 + 1];
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
                 for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k);
+                gemm = new long[Shaders.MATVEC_KINDS];
+                gemmModule = createShaderModule(a, Shaders.load("matmul"));
+                for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
                 opsSetLayout = createSetLayout(a, 5);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
@@ -204,11 +217,20 @@ public final class VulkanContext implements AutoCloseable {
 
     public VulkanDeviceInfo info() { return info; }
 
-    /** The matvec pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes matvec_decode.comp's. */
-    long matvecPipeline(int kind, int tokens) { return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind]; }
+    /**
+     * The product pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes
+     * matvec_decode.comp's, gemmMinTokens or more matmul.comp's, the rest matvec.comp's.
+     */
+    long matvecPipeline(int kind, int tokens) {
+        if (tokens >= gemmMinTokens) return gemm[kind];
+        return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind];
+    }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
+        if (tokens >= gemmMinTokens)
+            return new int[] {(int) Math.min((rows + GEMM_ROWS - 1) / GEMM_ROWS, Integer.toUnsignedLong(info.maxGroupCount()[0])),
+                    (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         long gx = rows;
         if (tokens == 1 && kind < matvecDecode.length) {
             long blocks = (rows + DECODE_ROWS - 1) / DECODE_ROWS;
@@ -537,9 +559,11 @@ public final class VulkanContext implements AutoCloseable {
         vk.result("vkDeviceWaitIdle", device);
         for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, decodeModule, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, gemmModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);

@@ -149,6 +149,45 @@ class VulkanGoldenTest {
         assertThat(ds).isLessThanOrEqualTo(1e-3);
     }
 
+    /**
+     * A prompt of 70 tokens (the golden's ids over again) in one chunk, so every product of the prefill takes matmul.comp's
+     * 64 × 64 tiles (from VulkanContext.gemmMinTokens), the head's too, and then in chunks of 40 and 30 (tiles, then
+     * matvec.comp), against the CPU engine with its reference products on the same file: resident (llama) and hybrid
+     * (qwen3_moe: its experts' few rows a chunk stay below the tiles).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen3_moe"})
+    void longPromptsMatchTheCpuEngine(String model) throws Exception {
+        Path dir = Fixtures.require("models/" + model);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-long.cmf"), TensorPolicy.Mode.F32);
+        int[] golden = Golden.load(dir).inputIds(), ids = new int[70];
+        for (int i = 0; i < ids.length; i++) ids[i] = golden[i % golden.length];
+        assertThat(ids.length).isGreaterThanOrEqualTo(ctx.gemmMinTokens);
+        float[] want, got, gotChunked;
+        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = logits(m, ids); }
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            assertThat(m.graph().device() != null).as("runs whole on the device").isEqualTo(RESIDENT.contains(model));
+            got = logits(m, ids);
+            var g = m.graph();
+            var st = g.newState(40, ids.length + 1);
+            gotChunked = new float[ids.length * g.vocab()];
+            float[] part = new float[40 * g.vocab()];
+            for (int p = 0; p < ids.length; p += 40) {
+                int n = Math.min(40, ids.length - p);
+                g.forward(st, ids, p, n, part, true, null);
+                System.arraycopy(part, 0, gotChunked, p * g.vocab(), n * g.vocab());
+            }
+        }
+        double d = 0, dc = 0;
+        for (int i = 0; i < want.length; i++) {
+            d = Math.max(d, Math.abs(got[i] - want[i]));
+            dc = Math.max(dc, Math.abs(gotChunked[i] - want[i]));
+        }
+        System.out.println("vulkan " + model + " 70-token prompt vs cpu: logits max|Δ| " + d + " in one chunk, " + dc + " in chunks of 40");
+        assertThat(d).isLessThanOrEqualTo(1e-3);
+        assertThat(dc).isLessThanOrEqualTo(1e-3);
+    }
+
     /** {@code src} (safetensors) with {@code extra} f32 tensors appended, written to {@code dst}. */
     private static void appendTensors(Path src, Path dst, java.util.Map<String, float[]> extra) throws java.io.IOException {
         byte[] all = java.nio.file.Files.readAllBytes(src);
