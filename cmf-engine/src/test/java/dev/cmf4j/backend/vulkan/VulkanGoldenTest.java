@@ -34,13 +34,12 @@ class VulkanGoldenTest {
     }
 
     /**
-     * The three fixture models the resident forward takes, and two of the hybrid path's (experts; gpt-oss's sinks and
-     * biases on the CPU). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a thread-pool round), so gemma4,
-     * gemma4_moe and qwen3_next, whose device part is the same products, are left to {@code cmf selftest --device vulkan}
-     * (they passed it on lavapipe, docs/VULKAN.md).
+     * Every fixture model: the three the resident forward takes and the hybrid path's (experts; gpt-oss's sinks and
+     * biases, gemma4's per-layer parts, qwen3_next's delta nets on the CPU). On lavapipe a fixture costs ~10× its CPU run
+     * (each dispatch is a thread-pool round).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "gemma4", "gemma4_moe", "qwen3_next"})
     void f32MatchesTransformers(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-f32.cmf"), TensorPolicy.Mode.F32);
@@ -60,6 +59,27 @@ class VulkanGoldenTest {
         assertThat(r.logitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(tol);
         assertThat(r.stepLogitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(tol);
         assertThat(r.greedyMatches()).as(r.toString()).isTrue();
+    }
+
+    /**
+     * Embryo's three fixture models (the reference's own files, float64 log-probabilities) on the device, hybrid path
+     * (anchors, delta nets, the clustered head on the CPU): whole prompt and token by token, within the CPU's 1e-3.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"embryo_a", "embryo_b", "embryo_c"})
+    void embryoMatchesItsGolden(String name) throws Exception {
+        Path dir = Fixtures.require("embryo/" + name);
+        Golden golden = Golden.load(dir);
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(dir.resolve("model.cmf"), null, b)) {
+            for (int chunk : new int[] {golden.inputIds().length, 1}) {
+                Golden.Result r = golden.check(m.graph(), chunk, 1e-3);
+                System.out.println("vulkan " + name + " chunk " + chunk + ": " + r);
+                assertThat(r.logitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(1e-3);
+                assertThat(r.stepLogitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(1e-3);
+                assertThat(r.greedyMatches()).as(r.toString()).isTrue();
+            }
+            assertThat(((VulkanMatMul) b.matmul()).deviceBytes()).as("the products ran on the device").isPositive();
+        }
     }
 
     /**
