@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The fixture goldens through the Vulkan backend (lavapipe in CI): each fixture HF folder converted at f32, run with its
@@ -262,5 +263,22 @@ class VulkanGoldenTest {
         float[] out = new float[ids.length * g.vocab()];
         g.forward(st, ids, 0, ids.length, out, true, null);
         return out;
+    }
+
+    /**
+     * {@code --draft mtp} on the resident forward: it does not hand the model's last-layer rows back (the CUDA one does),
+     * so the head is refused with one line, and the model itself still runs.
+     */
+    @org.junit.jupiter.api.Test
+    void anMtpHeadIsRefusedOnTheResidentForward() throws Exception {
+        Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-mtp-src.cmf"), TensorPolicy.Mode.F32);
+        Path withHead = dev.cmf4j.runtime.MtpHeads.withRandomHead(cmf, tmp.resolve("llama-mtp.cmf"), 7);
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(withHead, null, b)) {
+            assertThat(m.graph().device()).as("device-resident").isNotNull();
+            assertThatThrownBy(m::mtpGraph).isInstanceOf(dev.cmf4j.model.ModelException.class)
+                    .hasMessage("the MTP head reads the model's hidden states: this model runs whole on a device whose forward does not"
+                            + " hand back the hidden rows it reads (use --device cpu, or a draft model file)");
+            assertThat(new dev.cmf4j.runtime.Session(m.graph(), 32).prefill(new int[] {5, 77, 300})).hasSize(m.graph().vocab());
+        }
     }
 }
