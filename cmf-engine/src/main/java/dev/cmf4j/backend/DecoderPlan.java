@@ -21,10 +21,14 @@ import java.util.List;
  * @param finalSoftcap logits = c·tanh(logits / c) (gemma); 0 = none
  * @param perLayerEmbedding gemma4's per-layer inputs, or null
  * @param headClusters Embryo's hierarchical head over {@code head} (the output is log-probabilities), or null
+ * @param mtpProjection an MTP head's fc [hidden, 2·hidden], or null: the head's steps start from input rows
+ *                      [t, 2·hidden] the host made (the normed embedding of the token, then the normed hidden state of
+ *                      the model) through this product, instead of from the embedding
  */
 public record DecoderPlan(String label, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
                           Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head,
-                          float finalSoftcap, PerLayerEmbedding perLayerEmbedding, HeadClusters headClusters) {
+                          float finalSoftcap, PerLayerEmbedding perLayerEmbedding, HeadClusters headClusters,
+                          Matrix mtpProjection) {
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and
@@ -150,6 +154,7 @@ public record DecoderPlan(String label, int hidden, int vocab, int heads, int kv
         List<Matrix> all = new ArrayList<>();
         all.add(embedding);
         all.add(head);
+        if (mtpProjection != null) all.add(mtpProjection);
         if (headClusters != null) all.add(headClusters.clusters());
         if (perLayerEmbedding != null) {
             all.add(perLayerEmbedding.table());

@@ -40,6 +40,19 @@ public interface DeviceForward {
         forward(state, ids, off, tokens, pos0, logits, allLogits);
     }
 
+    /** Whether this forward runs an MTP head's plan ({@link DecoderPlan#mtpProjection}) through {@link #forwardMtp}. */
+    default boolean runsMtpHeads() { return false; }
+
+    /**
+     * An MTP head's step ({@link DecoderPlan#mtpProjection} not null): {@code tokens} input rows [tokens, 2·hidden] (the
+     * normed embedding of each token, then the normed hidden row of the model) at positions {@code pos0..} go through
+     * the fc, the layer, the final norm and the head; logits and {@code hidden} (the layer's output rows, when not null)
+     * as in {@link #forward(Object, int[], int, int, int, float[], boolean, float[])}.
+     */
+    default void forwardMtp(Object state, int tokens, int pos0, float[] inputRows, float[] logits, boolean allLogits, float[] hidden) {
+        throw new UnsupportedOperationException("this device runs no MTP heads");
+    }
+
     /**
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
      * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows

@@ -108,10 +108,10 @@ public final class Model implements AutoCloseable {
     public boolean hasMtp() { return weights.names().stream().anyMatch(n -> n.startsWith(SpecBuilder.MTP_PREFIX)); }
 
     /**
-     * The graph of the file's MTP head (built once; it reads this model's mapping). It runs on the host (its weight
-     * products on the model's device, if any) from the model's last-layer rows, which a GPU-resident forward copies back
-     * with the logits. A {@link ModelException} when the file has none, or when the model runs whole on a device whose
-     * forward does not hand those rows back.
+     * The graph of the file's MTP head (built once; it reads this model's mapping), on the model's backend (GPU-resident
+     * on CUDA: {@link dev.cmf4j.backend.DeviceForward#forwardMtp}). It reads the model's last-layer rows, which a
+     * GPU-resident forward copies back with the logits. A {@link ModelException} when the file has none, or when the
+     * model runs whole on a device whose forward does not hand those rows back.
      */
     public synchronized Graph mtpGraph() {
         if (mtp != null) return mtp;

@@ -16,8 +16,9 @@ import java.util.Arrays;
  * rows are taken back from the head's K/V before the model verifies, since the model's own hidden states replace them
  * in the next round. So the head's cache holds exactly one row per kept position, and rejected tokens leave nothing.
  * <p>
- * The head runs on the host graph (its products on the model's device when it has one); a GPU-resident model's steps
- * copy their last-layer rows back with the logits. One instance per sequence; not thread-safe.
+ * A GPU-resident model's steps copy their last-layer rows back with the logits; the head runs where the model's backend
+ * puts it (on CUDA resident too: its input rows made on the host, fc, layer, norm and head on the device). One instance
+ * per sequence; not thread-safe.
  */
 public final class MtpDraft implements Speculation.Drafter {
     private final Graph head;
@@ -99,9 +100,8 @@ public final class MtpDraft implements Speculation.Drafter {
         int from = position(), n = p - from;
         int[] ids = Arrays.copyOfRange(target.historyArray(), from + 1, p + 1);
         ids[n - 1] = z;
-        Graph.HiddenObserver keepLast = (index, x, tokens, width) -> {
-            if (index == 1) System.arraycopy(x, (tokens - 1) * width, carried, 0, width);   // the layer's output, last row
-        };
+        // the layer's output (before the head's final norm), last row; a device running the head hands it back too
+        Graph.HiddenObserver keepLast = head.lastLayer((x, tokens, width) -> System.arraycopy(x, (tokens - 1) * width, carried, 0, width));
         for (int off = 0; off < n; off += chunk) {
             int c = Math.min(chunk, n - off);
             boolean last = off + c == n;

@@ -417,7 +417,27 @@ final class ResidentForward implements DeviceForward {
 
     @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits,
                                   float[] hidden) {
-        ResidentSession s = (ResidentSession) state;
+        if (weights.mtpFc != null) throw new IllegalStateException("an MTP head's steps start from its input rows (forwardMtp)");
+        step((ResidentSession) state, ids, off, tokens, pos0, logits, allLogits, hidden, null);
+    }
+
+    /** The fc, layer, final norm and head of an MTP head's plan run here; its input rows come from the host. */
+    @Override public boolean runsMtpHeads() { return true; }
+
+    @Override public void forwardMtp(Object state, int tokens, int pos0, float[] inputRows, float[] logits, boolean allLogits,
+                                     float[] hidden) {
+        if (weights.mtpFc == null) throw new IllegalStateException("not an MTP head's forward");
+        if (inputRows.length < 2L * tokens * model.hidden())
+            throw new IllegalArgumentException("a buffer of " + inputRows.length + " floats for " + tokens + " input rows of " + 2 * model.hidden());
+        step((ResidentSession) state, null, 0, tokens, pos0, logits, allLogits, hidden, inputRows);
+    }
+
+    /**
+     * A session's own step of {@code tokens} rows at {@code pos0}: ids (a model's) or an MTP head's input rows
+     * ({@code mtpRows} not null: copied to the head's fc input, no captured decode step).
+     */
+    private void step(ResidentSession s, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits, float[] hidden,
+                      float[] mtpRows) {
         if (hidden != null && hidden.length < (long) tokens * model.hidden())
             throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + tokens + " hidden rows of " + model.hidden());
         if (tokens > s.maxChunk || pos0 + tokens > s.maxContext)
@@ -429,9 +449,14 @@ final class ResidentForward implements DeviceForward {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             lower.ws.orMakingRoom(() -> { s.ensurePositions(pos0 + tokens); return null; });
             s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
-            for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids[off + t]);
+            for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids == null ? 0 : ids[off + t]);
             if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
             cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
+            if (mtpRows != null) {
+                MemorySegment rowsIn = s.hostMtpIn(tokens);
+                MemorySegment.copy(mtpRows, 0, rowsIn, ValueLayout.JAVA_FLOAT, 0, 2 * tokens * model.hidden());
+                cu.copyToDeviceAsync(s.mtpIn, rowsIn, 8L * tokens * model.hidden(), s.stream);
+            }
             if (s.gates != NULL && Double.compare(s.headGate, s.gateOnDevice) != 0) {   // the head gate, when it changed
                 s.hostGates.set(ValueLayout.JAVA_DOUBLE, 0, s.headGate);
                 cu.copyToDeviceAsync(s.gates, s.hostGates, 8, s.stream);
@@ -439,7 +464,7 @@ final class ResidentForward implements DeviceForward {
             }
             long out;
             MemorySegment host;
-            if (tokens == 1) {
+            if (tokens == 1 && mtpRows == null) {
                 decodeStep(s);
                 out = s.last;
                 host = s.hostLast;
@@ -559,6 +584,7 @@ final class ResidentForward implements DeviceForward {
      * group for its products) and their rows come back in the caller's order.
      */
     private void step(List<Span> spans, float[] logits, int[] ids, int vocab, float[] hidden) {
+        if (weights.mtpFc != null) throw new IllegalStateException("an MTP head's steps start from its input rows (forwardMtp)");
         if (spans.stream().allMatch(Span::plain)) {
             stepInOrder(spans, logits, ids, vocab, hidden);
             return;

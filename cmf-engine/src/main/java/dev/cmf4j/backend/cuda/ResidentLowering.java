@@ -489,7 +489,8 @@ final class ResidentLowering {
     void steps(ResidentSession s, long ids, Seq[] seqs, long rowCaches, long rowChunks, int oneTokenSeqs, int t, int headRows, long out,
                        Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads();
-        embed(L, a, ids, s.x, t);
+        if (weights.mtpFc != null) matvec(L, a, "mtp_fc", weights.mtpFc, NULL, s.mtpIn, s.x, t, false, Float.NaN);   // an MTP head's x
+        else embed(L, a, ids, s.x, t);
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         Residual held = null;   // the previous layer's down epilogue, for this layer's q/k/v split

@@ -28,6 +28,8 @@ final class ResidentSession {
     final MemorySegment hostIn, hostLast;
     MemorySegment hostAll;
     final long in, x, h, q, k, v, att, g, u, pm, pl, pacc, done, last;
+    /** An MTP head's input rows [maxChunk, 2·hidden] (what its fc reads), or 0 on a model's sessions. */
+    final long mtpIn;
     /** --kv q8: a chunk's roped key rows as f32 [t, kvDim], which its attention reads (as the values from v); else 0. */
     final long kq;
     /** Sandwich-norm input, MoE: normed input, router logits, routed ids and weights, expert activations (0 = unused). */
@@ -108,6 +110,7 @@ final class ResidentSession {
             hl = cu.memAllocHost(4L * vocab);
             in = alloc(4L * (1 + maxChunk));
             x = alloc(4L * maxChunk * hidden);
+            mtpIn = model.mtpProjection() == null ? NULL : alloc(8L * maxChunk * hidden);
             h = alloc(4L * maxChunk * hidden);
             q = alloc(4L * maxChunk * model.qDim());
             k = alloc(4L * maxChunk * model.kvDim());
@@ -286,6 +289,22 @@ final class ResidentSession {
         return hostHidden;
     }
 
+    /** Pinned host room for an MTP head's input rows (made when first asked), and its rows. */
+    private MemorySegment hostMtpIn;
+    private int hostMtpInRows;
+
+    /** Host room for {@code rows} of an MTP head's input rows [rows, 2·hidden], grown when asked for more. */
+    MemorySegment hostMtpIn(int rows) {
+        if (rows > hostMtpInRows) {
+            if (hostMtpIn != null) cu.memFreeHost(hostMtpIn);
+            hostMtpIn = null;
+            hostMtpInRows = 0;
+            hostMtpIn = cu.memAllocHost(8L * rows * model.hidden());
+            hostMtpInRows = rows;
+        }
+        return hostMtpIn;
+    }
+
     /** Frees everything, the KV pages too. */
     void free() {
         KvPages p = freeKeepingPages();
@@ -305,6 +324,7 @@ final class ResidentSession {
         if (hostAll != null) cu.memFreeHost(hostAll);
         if (hostGates != null) cu.memFreeHost(hostGates);
         if (hostHidden != null) cu.memFreeHost(hostHidden);
+        if (hostMtpIn != null) cu.memFreeHost(hostMtpIn);
         cu.streamDestroy(stream);
         arena.close();
         return pages;

@@ -58,6 +58,8 @@ final class ResidentWeights {
 
     private final CudaMatMul mm;
     final W embed, head;
+    /** An MTP head's fc [hidden, 2·hidden] (its steps start from the host's input rows), or null. */
+    final W mtpFc;
     /** Gemma4's per-layer embedding table and model projection (null without), the projection norm's weight. */
     final W pleTable, pleProj;
     final long pleNorm;
@@ -89,6 +91,7 @@ final class ResidentWeights {
         headFolded = model.headClusters() == null && foldsNorm(model.head());   // a clustered head's products share the normed rows
         head = upload(model.head(), headFolded ? model.finalNorm() : null);
         finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
+        mtpFc = upload(model.mtpProjection(), null);
         var ple = model.perLayerEmbedding();
         pleTable = ple == null ? null : upload(ple.table(), null);
         pleProj = ple == null ? null : upload(ple.projection(), null);

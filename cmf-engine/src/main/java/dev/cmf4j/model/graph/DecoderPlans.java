@@ -86,7 +86,6 @@ final class DecoderPlans {
 
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
-        if (op(plan, Plan.MtpInput.class) != null) return "an MTP head's input (the model's hidden rows) runs on the CPU";
         List<LayerOps> layers = layers(plan);
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;
@@ -275,10 +274,12 @@ final class DecoderPlans {
         }
         Plan.Head out = op(plan, Plan.Head.class);
         var hc = out.clusters();
-        return new DecoderPlan(spec.archName(), hidden, out.vocab(), heads, kvHeads, headDim, inter,
-                embedding, op(plan, Plan.Embed.class).scale(), layers, l.normOp(op(plan, Plan.FinalNorm.class).norm()), head,
-                out.softcap(), pe,
-                hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()));
+        Plan.MtpInput mtp = op(plan, Plan.MtpInput.class);   // an MTP head: its fc makes x from the host's input rows
+        return new DecoderPlan(mtp != null ? spec.archName() + " MTP head" : spec.archName(), hidden, out.vocab(), heads, kvHeads, headDim, inter,
+                embedding, mtp != null ? mtp.scale() : op(plan, Plan.Embed.class).scale(), layers,
+                l.normOp(op(plan, Plan.FinalNorm.class).norm()), head, out.softcap(), pe,
+                hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()),
+                mtp == null ? null : l.matrix(mtp.projection(), hidden, 2 * hidden));
     }
 
     /**

@@ -86,6 +86,27 @@ public final class Graph {
 
     /** How attention keeps its keys and values ({@code --o1} sealed layers, {@code --kv}). */
     private final AttentionMemory memory;
+    /** An MTP head a device runs: the host makes its input rows (what its fc reads); null otherwise. */
+    private final MtpRows mtpRows;
+
+    /**
+     * An MTP head's input rows before its fc, [normed embedding of the token (· scale); normed hidden row of the model],
+     * made on the host for a device that runs the rest of the head (the CPU plan's MtpInput, up to its product).
+     */
+    private record MtpRows(Matrix table, float scale, dev.cmf4j.backend.NormOp embeddingNorm, dev.cmf4j.backend.NormOp hiddenNorm,
+                           int hidden) {
+        /** Row t of {@code out} ([tokens, 2·hidden]) from token {@code ids[off + t]} and hidden row t from {@code hiddenOff}. */
+        void make(int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, float[] out) {
+            for (int t = 0; t < tokens; t++) {
+                int e = 2 * t * hidden, h = e + hidden;
+                table.decodeRow(ids[off + t], out, e);
+                if (scale != 1f) for (int i = 0; i < hidden; i++) out[e + i] *= scale;
+                embeddingNorm.apply(out, e, out, e);
+                System.arraycopy(hiddenRows, hiddenOff + t * hidden, out, h, hidden);
+                hiddenNorm.apply(out, h, out, h);
+            }
+        }
+    }
 
     /**
      * @param backend the device; the caller closes it after the graph's last use
@@ -154,6 +175,11 @@ public final class Graph {
             }
         }
         this.device = dev;
+        Plan.MtpInput mtpIn = plan.ops().getFirst() instanceof Plan.MtpInput m ? m : null;
+        if (dev != null && mtpIn != null && !dev.runsMtpHeads())
+            throw new IllegalStateException("the device took an MTP head's plan it cannot run");
+        this.mtpRows = dev == null || mtpIn == null ? null
+                : new MtpRows(embedRows, mtpIn.scale(), l.normOp(mtpIn.embeddingNorm()), l.normOp(mtpIn.hiddenNorm()), hidden);
         this.pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
         // a device forward runs the whole model: the CPU ops (their decoded biases and norms, a second copy of every
         // expert bias on an MoE) would never run, so they are not built
@@ -386,6 +412,10 @@ public final class Graph {
         if (hiddenOff < 0 || (long) hiddenOff + (long) tokens * hidden > hiddenRows.length)
             throw new IllegalArgumentException(tokens + " hidden rows from " + hiddenOff + " outside a buffer of " + hiddenRows.length);
         if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
+        if (device != null) {
+            deviceMtp(st, ids, off, tokens, hiddenRows, hiddenOff, logits, allLogits, observer);
+            return;
+        }
         Workspace ws = st.soloWorkspace();
         ws.hiddenIn = hiddenRows;
         ws.hiddenInOff = hiddenOff;
@@ -394,6 +424,29 @@ public final class Graph {
         } finally {
             ws.hiddenIn = null;
         }
+    }
+
+    /** An MTP head's step on the device: its input rows made here, the fc, layer, norm and head there. */
+    private void deviceMtp(State st, int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, float[] logits,
+                           boolean allLogits, HiddenObserver observer) {
+        if (tokens < 1 || tokens > st.maxChunk)
+            throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
+        Batch batch = st.soloBatch().add(st, ids, off, tokens, logits == null ? Batch.Logits.NONE : allLogits ? Batch.Logits.ALL : Batch.Logits.LAST);
+        Workspace ws = st.soloWorkspace();
+        check(batch, ws, logits);
+        batch.resolve();
+        if (!st.overlay.isBackbone()) throw new IllegalArgumentException("an MTP head runs on the backbone only");
+        float[] rows = deviceRows(batch, ws, observer);
+        float[] in = ws.mtpRows(tokens * 2 * hidden);
+        mtpRows.make(ids, off, tokens, hiddenRows, hiddenOff, in);
+        try {
+            device.forwardMtp(st.deviceState, tokens, st.position, in, logits, allLogits, rows);
+        } catch (RuntimeException | Error e) {
+            breakRecurrent(batch);
+            throw e;
+        }
+        st.position += tokens;
+        if (rows != null) ((LastLayerObserver) observer).sink().accept(rows, tokens, hidden);
     }
 
     /**

@@ -87,7 +87,13 @@ public final class Workspace {
         return logits;
     }
 
-    private float[] hiddenRows = new float[0];
+    private float[] hiddenRows = new float[0], mtpRows = new float[0];
+
+    /** A buffer of at least {@code n} floats for an MTP head's input rows made for a device, kept for the next step. */
+    float[] mtpRows(int n) {
+        if (mtpRows.length < n) mtpRows = new float[n];
+        return mtpRows;
+    }
 
     /** A buffer of at least {@code n} floats for a device step's last-layer rows, kept for the next step. */
     float[] hiddenRows(int n) {

@@ -11,6 +11,7 @@ import dev.cmf4j.convert.TensorPolicy;
 import dev.cmf4j.model.ConvertedGoldenTest;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.model.ModelException;
+import dev.cmf4j.model.graph.Graph;
 import dev.cmf4j.runtime.BatchDriver;
 import dev.cmf4j.runtime.Completion;
 import dev.cmf4j.runtime.GenerationRequest;
@@ -76,12 +77,14 @@ class CudaMtpDraftTest {
     }
 
     static synchronized Path randomHead(String name) {
-        return files.computeIfAbsent(name + " random", n -> MtpHeads.withRandomHead(converted(name), tmp.resolve(name + "-mtp.cmf"), 7));
+        Path src = converted(name);   // (before the lookup below: converting adds to the map)
+        return files.computeIfAbsent(name + " random", n -> MtpHeads.withRandomHead(src, tmp.resolve(name + "-mtp.cmf"), 7));
     }
 
     static synchronized Path oracleHead(String name, int[] greedy) {
+        Path src = converted(name);
         return files.computeIfAbsent(name + " oracle " + Arrays.toString(greedy),
-                n -> MtpHeads.withOracleHead(converted(name), tmp.resolve(name + "-oracle-" + files.size() + ".cmf"), greedy));
+                n -> MtpHeads.withOracleHead(src, tmp.resolve(name + "-oracle-" + files.size() + ".cmf"), greedy));
     }
 
     /** A model opened on the mock GPU, with its backend (closed after it). */
@@ -92,9 +95,13 @@ class CudaMtpDraftTest {
         }
     }
 
-    static Gpu onGpu(Path file) {
+    static Gpu onGpu(Path file) { return onGpu(file, 0); }
+
+    /** With {@code gemmMinTokens} > 0: cuBLAS (the mock's) for chunks of at least that many rows. */
+    static Gpu onGpu(Path file, int gemmMinTokens) {
         CudaMatMul mm = new CudaMatMul(ctx, CpuBackend.newMatMul());
         mm.notes(x -> {});
+        if (gemmMinTokens > 0) mm.useCublas(List.of(lib.toString()), gemmMinTokens);
         CudaBackend b = new CudaBackend(mm);
         Model m = Model.open(file, null, b);
         assertThat(m.graph().device()).as("GPU-resident").isNotNull();
@@ -165,6 +172,57 @@ class CudaMtpDraftTest {
         }
     }
 
+    /**
+     * The head's own steps GPU-resident (its input rows made on the host, then fc, layer, final norm and head on the
+     * device) against the host graph's: a chunk of rows with every row's logits, then one row (the decode attention),
+     * then two rows taken back and run again; the logits and the layer's output rows (what the next draft reads). Also
+     * with cuBLAS taking the chunk's products (the fc stays a matvec).
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama", "qwen3_next"})
+    void theHeadRunsOnTheDeviceAsOnTheHost(String name) {
+        try (Model cpu = Model.open(randomHead(name)); Gpu gpu = onGpu(randomHead(name)); Gpu gemm = onGpu(randomHead(name), 4)) {
+            Graph[] heads = {cpu.mtpGraph(), gpu.model().mtpGraph(), gemm.model().mtpGraph()};
+            assertThat(heads[0].device()).isNull();
+            assertThat(heads[1].device()).as("the head GPU-resident").isNotNull();
+            int before = gemms();
+            int h = heads[0].hidden(), v = heads[0].vocab(), n = 9;
+            java.util.Random r = new java.util.Random(3);
+            float[] rows = new float[(n + 3) * h];
+            for (int i = 0; i < rows.length; i++) rows[i] = (float) (2 * r.nextGaussian());
+            int[] ids = {5, 77, 300, 12, 901, 44, 3, 618, 250, 17, 4, 9};
+            float[][][] got = new float[3][][];
+            for (int i = 0; i < 3; i++) {
+                Graph g = heads[i];
+                float[] all = new float[n * v], one = new float[v], again = new float[2 * v];
+                float[][] out = {all, new float[n * h], one, new float[h], again, new float[2 * h]};
+                var st = g.newState(16, 64);
+                g.forwardMtp(st, ids, 0, n, rows, 0, all, true, g.lastLayer((x, t, w) -> System.arraycopy(x, 0, out[1], 0, t * w)));
+                var mark = st.mark(3);
+                g.forwardMtp(st, ids, n, 1, rows, n * h, one, false, g.lastLayer((x, t, w) -> System.arraycopy(x, 0, out[3], 0, w)));
+                g.forwardMtp(st, ids, n + 1, 1, rows, (n + 1) * h, one, false, null);
+                assertThat(st.rewind(mark, n + 1)).isZero();
+                g.forwardMtp(st, ids, n + 1, 2, rows, (n + 1) * h, again, true, g.lastLayer((x, t, w) -> System.arraycopy(x, 0, out[5], 0, t * w)));
+                assertThat(st.position()).isEqualTo(n + 3);
+                got[i] = out;
+            }
+            String[] what = {"chunk logits", "chunk layer rows", "one row's logits", "its layer row", "after the rewind, logits", "layer rows"};
+            assertThat(gemms()).as("the chunk's products through cuBLAS").isGreaterThan(before);
+            for (int i = 1; i < 3; i++)
+                for (int k = 0; k < what.length; k++) assertClose(got[i][k], got[0][k], name + " head" + (i == 2 ? " (cuBLAS)" : "") + ": " + what[k]);
+        }
+    }
+
+    /** cuBLAS GEMMs the mock has run. */
+    static int gemms() { return (int) MockCuda.read(lib, "mock_gemms", java.lang.foreign.ValueLayout.JAVA_INT); }
+
+    static void assertClose(float[] a, float[] b, String what) {
+        float scale = 0;
+        for (float x : b) scale = Math.max(scale, Math.abs(x));
+        assertThat(scale).as(what + ": written").isPositive();
+        for (int i = 0; i < b.length; i++) assertThat(Math.abs(a[i] - b[i])).as(what + " [" + i + "]").isLessThan(1e-4f * Math.max(1f, scale));
+    }
+
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"llama", "qwen3_next"})
     void greedyDraftingWithTheHeadIsTokenExactOnTheDevice(String name) {
@@ -176,6 +234,7 @@ class CudaMtpDraftTest {
             String what = name + (oracle ? " oracle" : " random");
             try (Model cpu = Model.open(file); Gpu gpu = onGpu(file)) {
                 Model m = gpu.model();
+                assertThat(m.mtpGraph().device()).as("the head GPU-resident").isNotNull();
                 int[] want = greedy(m, PROMPT, n);
                 assertThat(want).as(what + ": plain greedy on the device as on the CPU").containsExactly(greedy(cpu, PROMPT, n));
                 for (int k : new int[] {1, 3}) {
