@@ -23,9 +23,6 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -355,32 +352,8 @@ class MtpDraftTest {
      * converted by the converter, drafts and stays token-exact.
      */
     @Test void aHuggingFaceCheckpointsHeadConvertsAndDrafts() throws Exception {
-        Path src = Fixtures.require("models/qwen3_next");
-        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("hf-qwen3_next-mtp"));
-        java.nio.file.Files.copy(src.resolve("config.json"), dir.resolve("config.json"));
-        Map<String, Extra> head = randomHead(convertedFixture("qwen3_next"), 5);
-        var json = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
-        var data = new java.io.ByteArrayOutputStream();
-        try (var st = dev.cmf4j.convert.SafetensorsReader.open(src)) {
-            for (var t : st.tensors()) {
-                byte[] b = st.bytes(t.name()).toArray(ValueLayout.JAVA_BYTE);
-                entry(json, t.name(), t.dtypeName(), t.shape(), data.size(), b.length);
-                data.write(b);
-            }
-        }
-        for (var e : head.entrySet()) {   // the converted layer's names are the checkpoint's for this layer (no fused tensors)
-            ByteBuffer b = ByteBuffer.allocate(e.getValue().values().length * 4).order(ByteOrder.LITTLE_ENDIAN);
-            for (float v : e.getValue().values()) b.putFloat(v);
-            entry(json, e.getKey().substring("model.".length()), "F32", e.getValue().shape(), data.size(), b.capacity());
-            data.write(b.array());
-        }
-        byte[] hj = json.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        ByteBuffer len = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(hj.length);
-        try (var out = java.nio.file.Files.newOutputStream(dir.resolve("model.safetensors"))) {
-            out.write(len.array());
-            out.write(hj);
-            data.writeTo(out);
-        }
+        Path dir = MtpHeads.hfFolderWithHead(Fixtures.require("models/qwen3_next"), tmp.resolve("hf-qwen3_next-mtp"),
+                randomHead(convertedFixture("qwen3_next"), 5));
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("hf-qwen3_next-mtp.cmf"), TensorPolicy.Mode.F32);
         try (Model m = Model.open(cmf)) {
             assertThat(m.hasMtp()).isTrue();
@@ -391,14 +364,6 @@ class MtpDraftTest {
             assertThat(got.tokens()).containsExactly(want.tokens());
             assertThat(spec.stats(24).drafted()).isPositive();
         }
-    }
-
-    private static void entry(ObjectNode json, String name, String dtype, long[] shape, long from, long bytes) {
-        ObjectNode t = json.putObject(name);
-        t.put("dtype", dtype);
-        var sh = t.putArray("shape");
-        for (long d : shape) sh.add(d);
-        t.putArray("data_offsets").add(from).add(from + bytes);
     }
 
     @Test void aFileWithoutAHeadOrWithAMalformedOneIsRefusedClearly() {

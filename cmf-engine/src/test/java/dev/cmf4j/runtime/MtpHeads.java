@@ -163,4 +163,44 @@ public final class MtpHeads {
         for (int i = 0; i + 1 < greedy.length; i++) if (next.get(greedy[i]) == greedy[i + 1]) hits++;
         return hits;
     }
+
+    /**
+     * The Hugging Face folder {@code src} (config.json, model.safetensors) copied to {@code dir} with {@code head}'s
+     * tensors added under the checkpoint's names ({@code mtp.*}, as Qwen3-Next ships its head), in f32.
+     */
+    public static Path hfFolderWithHead(Path src, Path dir, Map<String, Extra> head) throws java.io.IOException {
+        java.nio.file.Files.createDirectories(dir);
+        java.nio.file.Files.copy(src.resolve("config.json"), dir.resolve("config.json"));
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
+        var data = new java.io.ByteArrayOutputStream();
+        try (var st = dev.cmf4j.convert.SafetensorsReader.open(src)) {
+            for (var t : st.tensors()) {
+                byte[] b = st.bytes(t.name()).toArray(ValueLayout.JAVA_BYTE);
+                entry(json, t.name(), t.dtypeName(), t.shape(), data.size(), b.length);
+                data.write(b);
+            }
+        }
+        for (var e : head.entrySet()) {   // the converted layer's names are the checkpoint's for this layer (no fused tensors)
+            ByteBuffer b = ByteBuffer.allocate(e.getValue().values().length * 4).order(ByteOrder.LITTLE_ENDIAN);
+            for (float v : e.getValue().values()) b.putFloat(v);
+            entry(json, e.getKey().substring("model.".length()), "F32", e.getValue().shape(), data.size(), b.capacity());
+            data.write(b.array());
+        }
+        byte[] hj = json.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        ByteBuffer len = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(hj.length);
+        try (var out = java.nio.file.Files.newOutputStream(dir.resolve("model.safetensors"))) {
+            out.write(len.array());
+            out.write(hj);
+            data.writeTo(out);
+        }
+        return dir;
+    }
+
+    private static void entry(ObjectNode json, String name, String dtype, long[] shape, long from, long bytes) {
+        ObjectNode t = json.putObject(name);
+        t.put("dtype", dtype);
+        var sh = t.putArray("shape");
+        for (long d : shape) sh.add(d);
+        t.putArray("data_offsets").add(from).add(from + bytes);
+    }
 }

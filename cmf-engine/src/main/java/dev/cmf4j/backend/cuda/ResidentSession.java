@@ -273,37 +273,35 @@ final class ResidentSession {
         allRows = rows;
     }
 
-    /** Pinned host room for the last layer's rows of a step (an MTP head's input; made when first asked), and its rows. */
-    private MemorySegment hostHidden;
-    private int hostHiddenRows;
+    /** Pinned host memory grown to what is asked for (made when first asked); freed with the session. */
+    private final class PinnedRoom {
+        private MemorySegment seg;
+        private long bytes;
 
-    /** Host room for {@code rows} rows of x (the residual stream before the final norm), grown when asked for more. */
-    MemorySegment hostHidden(int rows) {
-        if (rows > hostHiddenRows) {
-            if (hostHidden != null) cu.memFreeHost(hostHidden);
-            hostHidden = null;
-            hostHiddenRows = 0;
-            hostHidden = cu.memAllocHost(4L * rows * model.hidden());
-            hostHiddenRows = rows;
+        MemorySegment of(long n) {
+            if (n > bytes) {
+                free();
+                seg = cu.memAllocHost(n);
+                bytes = n;
+            }
+            return seg;
         }
-        return hostHidden;
+
+        void free() {
+            if (seg != null) cu.memFreeHost(seg);
+            seg = null;
+            bytes = 0;
+        }
     }
 
-    /** Pinned host room for an MTP head's input rows (made when first asked), and its rows. */
-    private MemorySegment hostMtpIn;
-    private int hostMtpInRows;
+    /** The last layer's rows of a step (the model's, for an MTP head) and an MTP head's input rows, on their way. */
+    private final PinnedRoom hiddenRoom = new PinnedRoom(), mtpRoom = new PinnedRoom();
 
-    /** Host room for {@code rows} of an MTP head's input rows [rows, 2·hidden], grown when asked for more. */
-    MemorySegment hostMtpIn(int rows) {
-        if (rows > hostMtpInRows) {
-            if (hostMtpIn != null) cu.memFreeHost(hostMtpIn);
-            hostMtpIn = null;
-            hostMtpInRows = 0;
-            hostMtpIn = cu.memAllocHost(8L * rows * model.hidden());
-            hostMtpInRows = rows;
-        }
-        return hostMtpIn;
-    }
+    /** Host room for {@code rows} rows of x (the residual stream before the final norm). */
+    MemorySegment hostHidden(int rows) { return hiddenRoom.of(4L * rows * model.hidden()); }
+
+    /** Host room for {@code rows} of an MTP head's input rows [rows, 2·hidden]. */
+    MemorySegment hostMtpIn(int rows) { return mtpRoom.of(8L * rows * model.hidden()); }
 
     /** Frees everything, the KV pages too. */
     void free() {
@@ -323,8 +321,8 @@ final class ResidentSession {
         cu.memFreeHost(hostLast);
         if (hostAll != null) cu.memFreeHost(hostAll);
         if (hostGates != null) cu.memFreeHost(hostGates);
-        if (hostHidden != null) cu.memFreeHost(hostHidden);
-        if (hostMtpIn != null) cu.memFreeHost(hostMtpIn);
+        hiddenRoom.free();
+        mtpRoom.free();
         cu.streamDestroy(stream);
         arena.close();
         return pages;

@@ -81,6 +81,17 @@ class CudaMtpDraftTest {
         return files.computeIfAbsent(name + " random", n -> MtpHeads.withRandomHead(src, tmp.resolve(name + "-mtp.cmf"), 7));
     }
 
+    /** models/NAME as a Hugging Face folder with a random head under mtp.*, converted to q8_2f. */
+    static synchronized Path quantizedHead(String name) throws Exception {
+        Path key = files.get(name + " q8_2f");
+        if (key != null) return key;
+        Path dir = MtpHeads.hfFolderWithHead(Fixtures.require("models/" + name), tmp.resolve("hf-" + name + "-mtp"),
+                MtpHeads.randomHead(converted(name), 5));
+        Path out = ConvertedGoldenTest.convert(dir, tmp.resolve(name + "-mtp-q8_2f.cmf"), TensorPolicy.Mode.Q8_2F);
+        files.put(name + " q8_2f", out);
+        return out;
+    }
+
     static synchronized Path oracleHead(String name, int[] greedy) {
         Path src = converted(name);
         return files.computeIfAbsent(name + " oracle " + Arrays.toString(greedy),
@@ -176,12 +187,17 @@ class CudaMtpDraftTest {
      * The head's own steps GPU-resident (its input rows made on the host, then fc, layer, final norm and head on the
      * device) against the host graph's: a chunk of rows with every row's logits, then one row (the decode attention),
      * then two rows taken back and run again; the logits and the layer's output rows (what the next draft reads). Also
-     * with cuBLAS taking the chunk's products (the fc stays a matvec).
+     * with cuBLAS taking the chunk's products (the fc stays a matvec). "llama q8_2f": a Hugging Face folder with the head
+     * under {@code mtp.*} converted to q8_2f (the head's fc and layer int8 too), against the CPU's reference products.
      */
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"llama", "qwen3_next"})
-    void theHeadRunsOnTheDeviceAsOnTheHost(String name) {
-        try (Model cpu = Model.open(randomHead(name)); Gpu gpu = onGpu(randomHead(name)); Gpu gemm = onGpu(randomHead(name), 4)) {
+    @ValueSource(strings = {"llama", "qwen3_next", "llama q8_2f"})
+    void theHeadRunsOnTheDeviceAsOnTheHost(String run) throws Exception {
+        String name = run.split(" ")[0];
+        boolean q8 = run.endsWith("q8_2f");
+        Path file = q8 ? quantizedHead(name) : randomHead(name);
+        try (Model cpu = Model.open(file, null, CpuBackend.reference()); Gpu gpu = onGpu(file); Gpu gemm = onGpu(file, 4)) {
+            if (q8) assertThat(cpu.file().tensor("model.mtp.fc.weight").dtype()).isEqualTo(dev.cmf4j.format.DType.Q8_2F);
             Graph[] heads = {cpu.mtpGraph(), gpu.model().mtpGraph(), gemm.model().mtpGraph()};
             assertThat(heads[0].device()).isNull();
             assertThat(heads[1].device()).as("the head GPU-resident").isNotNull();
