@@ -20,7 +20,7 @@ import java.util.Arrays;
  * puts it (on CUDA resident too: its input rows made on the host, fc, layer, norm and head on the device). One instance
  * per sequence; not thread-safe.
  */
-public final class MtpDraft implements Speculation.Drafter {
+public final class MtpDraft implements Speculation.Drafter, AutoCloseable {
     private final Graph head;
     private final State state;
     private final int hidden, vocab, chunk;
@@ -57,6 +57,12 @@ public final class MtpDraft implements Speculation.Drafter {
     public void end() {
         if (target != null) target.observeHidden(null);
         target = null;
+    }
+
+    /** Ends, and frees the head's state now (on a GPU: its device memory) rather than when it is collected. */
+    @Override public void close() {
+        end();
+        state.close();
     }
 
     @Override public void begin(Session target) {

@@ -691,7 +691,7 @@ public final class Scheduler implements AutoCloseable {
             else keep(s.session, s.id);
         }
         if (s.draftSession != null) s.draftSession.close();
-        if (s.mtp != null) s.mtp.end();   // the kept session stops handing its rows to this sequence's head
+        if (s.mtp != null) s.mtp.close();   // the kept session stops handing its rows to this head, whose memory goes now
         Completion c = new Completion(tokens, text, why, s.request.prompt().length, s.cached, error,
                 (s.began > 0 ? s.began : now) - s.submitted, s.firstToken > 0 ? s.firstToken - s.submitted : -1, now - s.submitted);
         try {
