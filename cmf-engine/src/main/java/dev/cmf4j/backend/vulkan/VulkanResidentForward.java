@@ -195,13 +195,16 @@ final class VulkanResidentForward implements DeviceForward {
         final Map<Object, Long> matvecSets = new HashMap<>();
         boolean released;
 
-        State(int chunk, int context) {
+        State(int chunk, int context) { this(chunk, context, chunk); }
+
+        /** With room for {@code logitRows} rows of logits (a batch's wanted rows may be fewer than its rows). */
+        State(int chunk, int context, int logitRows) {
             this.chunk = chunk;
             this.context = context;
             int hidden = plan.hidden(), heads = plan.heads();
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
-                out = add(ctx.buffer(4L * chunk * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
+                out = add(ctx.buffer(4L * logitRows * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
                 step = host(16, "step");
                 // device-local twins of the rotary tables and the step's position, copied in by each submission:
                 // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
@@ -218,7 +221,7 @@ final class VulkanResidentForward implements DeviceForward {
                 tmp = dev(4L * chunk * hidden, "projection");
                 g = dev(4L * chunk * interMax, "gate");
                 u = dev(4L * chunk * interMax, "up");
-                logits = dev(4L * chunk * plan.vocab(), "logits");
+                logits = dev(4L * logitRows * plan.vocab(), "logits");
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
@@ -295,16 +298,22 @@ final class VulkanResidentForward implements DeviceForward {
         }
     }
 
-    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits) {
-        int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
-        // host: the embedding rows and each rotary table for these positions
-        MemorySegment in = s.input.mapped();
+    /** Host: the embedding rows of {@code T} tokens into {@code into}'s input buffer from row {@code row0}. */
+    private void embed(State into, int row0, int[] ids, int off, int T) {
+        int hidden = plan.hidden();
+        MemorySegment in = into.input.mapped();
         float[] row = new float[hidden];
         for (int t = 0; t < T; t++) {
             plan.embedding().decodeRow(ids[off + t], row, 0);
             if (plan.embedScale() != 1f) for (int i = 0; i < hidden; i++) row[i] *= plan.embedScale();
-            MemorySegment.copy(row, 0, in, ValueLayout.JAVA_FLOAT, 4L * t * hidden, hidden);
+            MemorySegment.copy(row, 0, in, ValueLayout.JAVA_FLOAT, 4L * (row0 + t) * hidden, hidden);
         }
+    }
+
+    /** Host: each rotary table of {@code s}'s {@code T} positions from {@code pos0} into its input buffer, and its step's position. */
+    private void positions(State s, int T, int pos0) {
+        int hidden = plan.hidden();
+        MemorySegment in = s.input.mapped();
         long[] ropeOff = new long[ropes.size()];
         for (int r = 0; r < ropes.size(); r++) {
             RopeTable rt = ropes.get(r);
@@ -319,6 +328,69 @@ final class VulkanResidentForward implements DeviceForward {
             }
         }
         s.step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
+    }
+
+    /** A batched step's activations: rows for the largest step so far, no context of its own (its rows attend in their states). */
+    private State batch;
+
+    /**
+     * Several sequences' spans as one submission: their rows' norms and products together (one pass over the weights for
+     * the step), each sequence's rows attending over its own caches.
+     */
+    @Override public void forward(List<Span> spans, float[] logits, int vocab) {
+        for (Span sp : spans) if (!sp.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");
+        synchronized (mm) {
+            if (closed) throw new IllegalStateException("Vulkan forward closed");
+            List<Part> parts = new ArrayList<>();
+            int[] logitRows = new int[2 * spans.size()];
+            int T = 0, want = 0, n = 0;
+            for (Span sp : spans) {
+                State st = (State) sp.state();
+                if (st.released) throw new IllegalStateException("Vulkan state released");
+                if (sp.tokens() > st.chunk || sp.pos0() + sp.tokens() > st.context)
+                    throw new IllegalArgumentException(sp.tokens() + " tokens at " + sp.pos0() + " exceed the state's chunk " + st.chunk
+                            + " or context " + st.context);
+                for (Part pt : parts) if (pt.state() == st) throw new IllegalArgumentException("one sequence twice in a step");
+                parts.add(new Part(st, T, sp.tokens()));
+                if (sp.logitRows() > 0) {
+                    logitRows[n++] = T + sp.tokens() - sp.logitRows();
+                    logitRows[n++] = sp.logitRows();
+                }
+                T += sp.tokens();
+                want += sp.logitRows();
+            }
+            if (batch == null || batch.chunk < T || batch.out.bytes() < 4L * want * vocab) {
+                int rows = Math.max(T, batch == null ? 0 : batch.chunk), room = Math.max(Math.max(want, 1), batch == null ? 0 : (int) (batch.out.bytes() / (4L * vocab)));
+                if (batch != null) {
+                    batch.free();
+                    states.remove(batch);
+                }
+                batch = null;
+                batch = new State(rows, 1, room);
+                states.add(batch);
+            }
+            for (int i = 0, row = 0; i < spans.size(); row += spans.get(i).tokens(), i++) {
+                Span sp = spans.get(i);
+                embed(batch, row, sp.ids(), sp.off(), sp.tokens());
+                positions((State) sp.state(), sp.tokens(), sp.pos0());
+            }
+            vk.resetCommandBuffer(commandBuffer);
+            record(batch, parts, commandBuffer, beginInfo, T, java.util.Arrays.copyOf(logitRows, n));
+            commandBuffers.set(PTR, 0, commandBuffer);
+            ctx.submit(submitInfo, fence);
+            vk.waitAndReset(ctx.device, fenceArray);
+            if (want > 0) {
+                MemorySegment.copy(batch.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, want * vocab);
+                float c = plan.finalSoftcap();
+                if (c != 0f) for (int i = 0; i < want * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
+            }
+        }
+    }
+
+    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits) {
+        int vocab = plan.vocab();
+        embed(s, 0, ids, off, T);
+        positions(s, T, pos0);
         int rows = logits == null ? 0 : allLogits ? T : 1;
         MemorySegment cb;
         if (T == 1 && rows == 1) {
@@ -359,8 +431,23 @@ final class VulkanResidentForward implements DeviceForward {
      * before down, the residual adds after o and down) and attends over splits of the context (OP 7, OP 8).
      */
     private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows) {
+        record(s, List.of(new Part(s, 0, T)), cb, begin, T, rows == 0 ? new int[0] : new int[] {T - rows, rows});
+    }
+
+    /** A sequence's rows in a step: its state (KV caches, position, rotary tables) and where its rows start among the step's. */
+    private record Part(State state, int row0, int tokens) {}
+
+    /**
+     * Records a forward of {@code T} rows in {@code s}'s activation buffers, the rows of each part attending over its own
+     * state's caches (a part other than s gets its q, k and v rows copied into its state's buffers and its attention
+     * rows copied back); {@code logitRows} pairs (first row, count) of the rows whose logits are wanted, in order.
+     */
+    private void record(State s, List<Part> parts, MemorySegment cb, MemorySegment begin, int T, int[] logitRows) {
         int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
-        boolean step = T == 1;
+        boolean step = T == 1 && parts.size() == 1;
+        boolean own = parts.size() == 1 && parts.get(0).state() == s;
+        int rows = 0;
+        for (int i = 1; i < logitRows.length; i += 2) rows += logitRows[i];
         rec = cb;
         vk.beginCommandBuffer(cb, begin);
         profiling = queryPool != 0 && cb == s.decode;
@@ -369,14 +456,15 @@ final class VulkanResidentForward implements DeviceForward {
             vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
             vk.call("vkCmdWriteTimestamp", cb, Vk.PIPELINE_STAGE_BOTTOM, queryPool, 0);
         }
-        long ropeBytes = 4L * ropes.size() * 2 * s.chunk * maxHalf;
         copy(s.input, 0, s.x, 0, 4L * T * hidden);
-        if (ropeBytes > 0) copy(s.input, 4L * s.chunk * hidden, s.tables, 4L * s.chunk * hidden, ropeBytes);
-        copy(s.step, 0, s.stepDev, 0, 4);
+        for (Part pt : parts) {
+            State ps = pt.state();
+            long ropeBytes = 4L * ropes.size() * 2 * ps.chunk * maxHalf;
+            if (ropeBytes > 0) copy(ps.input, 4L * ps.chunk * hidden, ps.tables, 4L * ps.chunk * hidden, ropeBytes);
+            copy(ps.step, 0, ps.stepDev, 0, 4);
+        }
         mark("copy in");
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
-        long[] ropeOff = new long[ropes.size()];
-        for (int r = 0; r < ropes.size(); r++) ropeOff[r] = (long) s.chunk * hidden + (long) r * 2 * s.chunk * maxHalf;
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
             int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
@@ -402,26 +490,57 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
             if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
             if (l.qNorm() != null || l.kNorm() != null) sync("q/k norm");
-            // the chunk's keys (rotated on the way) and values into the cache at their positions
-            if (ropeOf[li] >= 0) {
-                int rd = l.rope().rotaryDim();
-                op(s, 1, s.q, s.k, s.tables, s.kCache[li], T * (heads + kvh), T * heads, heads, hd, rd, (int) ropeOff[ropeOf[li]], T, 0,
-                        T * kvh, kvh, kvd);
-            } else {
-                op(s, 4, s.k, s.kCache[li], s.k, s.k, groups(T * kvd), T * kvd, 0, 0, kvd);
+            if (!own) {   // each sequence's q, k and v rows into its own buffers
+                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+                for (Part pt : parts) {
+                    copy(s.q, 4L * pt.row0() * qd, pt.state().q, 0, 4L * pt.tokens() * qd);
+                    copy(s.k, 4L * pt.row0() * kvd, pt.state().k, 0, 4L * pt.tokens() * kvd);
+                    copy(s.v, 4L * pt.row0() * kvd, pt.state().v, 0, 4L * pt.tokens() * kvd);
+                }
+                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
             }
-            op(s, 4, s.v, s.vCache[li], s.v, s.v, groups(T * kvd), T * kvd, 0, 0, kvd);
+            // each chunk's keys (rotated on the way) and values into its cache at their positions
+            for (Part pt : parts) {
+                State ps = pt.state();
+                int n = pt.tokens();
+                if (ropeOf[li] >= 0) {
+                    int rd = l.rope().rotaryDim();
+                    int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
+                    op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[li], n * (heads + kvh), n * heads, heads, hd, rd, ropeOff, n, 0,
+                            n * kvh, kvh, kvd);
+                } else {
+                    op(ps, 4, ps.k, ps.kCache[li], ps.k, ps.k, groups(n * kvd), n * kvd, 0, 0, kvd);
+                }
+                op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
+            }
             sync("rotary, cache");
             int scale = Float.floatToRawIntBits(l.scale());
-            if (step) {
-                int per = attentionPerHead(s.context);
-                op(s, 7, s.q, s.kCache[li], s.vCache[li], s.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
+            // one-token rows attend over splits of the context (OP 7, then OP 8 combines), chunks row by row (OP 2)
+            for (Part pt : parts) {
+                State ps = pt.state();
+                int n = pt.tokens();
+                if (n == 1) {
+                    int per = attentionPerHead(ps.context);
+                    op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
+                } else {
+                    op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd);
+                }
+            }
+            if (parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
                 sync("attention");
-                op(s, 8, s.q, s.kCache[li], s.vCache[li], s.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
-            } else {
-                op(s, 2, s.q, s.kCache[li], s.vCache[li], s.att, T * heads, T, heads, kvh, hd, 0, l.window(), scale, kvd, s.context, qd, T * qd);
+                for (Part pt : parts) {
+                    State ps = pt.state();
+                    if (pt.tokens() == 1)
+                        op(ps, 8, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
+                                attentionPerHead(ps.context));
+                }
             }
             sync("attention combine");
+            if (!own) {   // their attention rows back among the step's
+                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+                for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
+                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+            }
             if (step && l.postAttnNorm() == null && folds(l.o())) {
                 folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null);
                 sync("o");
@@ -464,7 +583,17 @@ final class VulkanResidentForward implements DeviceForward {
             if (step && folds(plan.head())) {
                 folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null);
             } else {
-                norm(s, plan.finalNorm(), s.x, s.xn, rows, hidden, (T - rows) * hidden, 0);
+                VulkanContext.Buffer src = s.x;
+                int from = logitRows[0];
+                if (logitRows.length > 2) {   // the wanted rows of several sequences gathered first
+                    vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+                    for (int i = 0, to = 0; i < logitRows.length; to += logitRows[i + 1], i += 2)
+                        copy(s.x, 4L * logitRows[i] * hidden, s.tmp, 4L * to * hidden, 4L * logitRows[i + 1] * hidden);
+                    vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+                    src = s.tmp;
+                    from = 0;
+                }
+                norm(s, plan.finalNorm(), src, s.xn, rows, hidden, from * hidden, 0);
                 sync("norm");
                 matvec(s, plan.head(), s.xn, s.logits, rows);
             }
