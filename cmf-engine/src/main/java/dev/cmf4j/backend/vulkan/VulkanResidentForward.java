@@ -282,7 +282,10 @@ final class VulkanResidentForward implements DeviceForward {
     @Override public void release(Object state) {
         synchronized (mm) {
             State s = (State) state;
-            if (!s.released && !closed) s.free();
+            if (!s.released && !closed) {
+                dropBatchSteps();   // their commands name its buffers
+                s.free();
+            }
             states.remove(s);
             printProfile();
         }
@@ -332,6 +335,26 @@ final class VulkanResidentForward implements DeviceForward {
 
     /** A batched step's activations: rows for the largest step so far, no context of its own (its rows attend in their states). */
     private State batch;
+    /**
+     * Batched steps recorded once and replayed, by their composition (each span's state, rows and wanted rows): a batch of
+     * decode rows is the same commands step after step (positions, tables and embedding rows are in buffers the host
+     * writes). Dropped when the batch workspace grows or a state is released; at most BATCH_STEPS kept.
+     */
+    private final Map<List<Object>, MemorySegment> batchSteps = new HashMap<>();
+    private static final int BATCH_STEPS = 16;
+    /** Batched steps replayed from batchSteps (for tests). */
+    int batchReplays;
+
+    private void dropBatchSteps() {
+        if (batchSteps.isEmpty()) return;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment cbs = a.allocate(PTR.byteSize() * batchSteps.size(), 8);
+            int i = 0;
+            for (MemorySegment cb : batchSteps.values()) cbs.setAtIndex(PTR, i++, cb);
+            vk.call("vkFreeCommandBuffers", ctx.device, commandPool, i, cbs);
+        }
+        batchSteps.clear();
+    }
 
     /**
      * Several sequences' spans as one submission: their rows' norms and products together (one pass over the weights for
@@ -360,6 +383,7 @@ final class VulkanResidentForward implements DeviceForward {
                 want += sp.logitRows();
             }
             if (batch == null || batch.chunk < T || batch.out.bytes() < 4L * want * vocab) {
+                dropBatchSteps();
                 int rows = Math.max(T, batch == null ? 0 : batch.chunk), room = Math.max(Math.max(want, 1), batch == null ? 0 : (int) (batch.out.bytes() / (4L * vocab)));
                 if (batch != null) {
                     batch.free();
@@ -374,9 +398,24 @@ final class VulkanResidentForward implements DeviceForward {
                 embed(batch, row, sp.ids(), sp.off(), sp.tokens());
                 positions((State) sp.state(), sp.tokens(), sp.pos0());
             }
-            vk.resetCommandBuffer(commandBuffer);
-            record(batch, parts, commandBuffer, beginInfo, T, java.util.Arrays.copyOf(logitRows, n));
-            commandBuffers.set(PTR, 0, commandBuffer);
+            List<Object> key = new ArrayList<>();
+            for (Span sp : spans) { key.add(sp.state()); key.add(sp.tokens()); key.add(sp.logitRows()); }
+            MemorySegment cb = batchSteps.get(key);
+            if (cb != null) batchReplays++;
+            if (cb == null) {
+                if (batchSteps.size() >= BATCH_STEPS) dropBatchSteps();
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
+                    ai.set(U64, 16, commandPool);
+                    ai.set(U32, 28, 1);
+                    MemorySegment one = a.allocate(PTR);
+                    vk.check("vkAllocateCommandBuffers", ctx.device, ai, one);
+                    cb = one.get(PTR, 0);
+                }
+                record(batch, parts, cb, beginReusable, T, java.util.Arrays.copyOf(logitRows, n));
+                batchSteps.put(List.copyOf(key), cb);
+            }
+            commandBuffers.set(PTR, 0, cb);
             ctx.submit(submitInfo, fence);
             vk.waitAndReset(ctx.device, fenceArray);
             if (want > 0) {
@@ -772,6 +811,7 @@ final class VulkanResidentForward implements DeviceForward {
         printProfile();
         for (State s : states) if (!s.released) s.free();
         states.clear();
+        batchSteps.clear();   // freed with the command pool below
         if (queryPool != 0) vk.call("vkDestroyQueryPool", ctx.device, queryPool, MemorySegment.NULL);
         ctx.free(params);
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);

@@ -65,7 +65,7 @@ class VulkanGoldenTest {
     /**
      * Batched steps on the resident forward (one submission for every sequence's rows, each attending over its own
      * caches): BatchConformance's 8 sequences joining at different steps, prompt chunks beside decode rows, every row
-     * against the sequence alone, greedy ids the same. The rows' products go through matvec.comp or matmul.comp
+     * against the sequence alone, greedy ids the same; a composition met again replays its recorded commands. The rows' products go through matvec.comp or matmul.comp
      * together where alone a decode row takes matvec_decode.comp: sums in another order, so within 1e-4, not exact.
      */
     @ParameterizedTest
@@ -78,6 +78,7 @@ class VulkanGoldenTest {
             var r = dev.cmf4j.model.graph.BatchConformance.run(m.graph(), Golden.load(dir).inputIds());
             System.out.println("vulkan " + model + " batch of 8: max|Δ| " + r.maxDiff() + " at " + r.worstAt() + ", " + r.mixedSteps() + " mixed steps");
             assertThat(r.mixedSteps()).as("steps mixing prompt chunks and decode rows").isPositive();
+            assertThat(((VulkanResidentForward) m.graph().device()).batchReplays).as("batched steps replayed as recorded").isPositive();
             assertThat(r.maxDiff()).as(r.worstAt()).isLessThanOrEqualTo(1e-4);
             assertThat(r.greedySame()).isTrue();
         }
