@@ -82,11 +82,6 @@ public interface DeviceForward {
     }
 
     /**
-     * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
-     * ([Σ logitRows, vocab]). The caller has checked every span; the graph sends a one-span step to the single
-     * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
-     */
-    /**
      * Takes the un-merged adapters the model was opened with, once, before the first step: spans may then name an
      * adapter slot. Returns why this device cannot apply them, or null. By default it cannot.
      */
@@ -102,6 +97,11 @@ public interface DeviceForward {
         return why;
     }
 
+    /**
+     * Runs several sequences' spans as one step and fills {@code logits} with the rows they want, in span order
+     * ([Σ logitRows, vocab]). The caller has checked every span; the graph sends a one-span step to the single
+     * {@link #forward} instead. By default one {@link #forward} per span; a device that batches overrides it.
+     */
     default void forward(java.util.List<Span> spans, float[] logits, int vocab) {
         for (Span s : spans) if (!s.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");
         int row = 0;
