@@ -383,13 +383,15 @@ final class VulkanResidentForward implements DeviceForward {
                 want += sp.logitRows();
             }
             if (batch == null || batch.chunk < T || batch.out.bytes() < 4L * want * vocab) {
+                // grown, never shrunk: rows for the largest step so far, logits for the most rows wanted so far
                 dropBatchSteps();
-                int rows = Math.max(T, batch == null ? 0 : batch.chunk), room = Math.max(Math.max(want, 1), batch == null ? 0 : (int) (batch.out.bytes() / (4L * vocab)));
+                int rows = Math.max(T, batch == null ? 0 : batch.chunk);
+                int room = Math.max(Math.max(want, 1), batch == null ? 0 : (int) (batch.out.bytes() / (4L * vocab)));
                 if (batch != null) {
                     batch.free();
                     states.remove(batch);
+                    batch = null;   // (stays null if the new one cannot be made)
                 }
-                batch = null;
                 batch = new State(rows, 1, room);
                 states.add(batch);
             }
