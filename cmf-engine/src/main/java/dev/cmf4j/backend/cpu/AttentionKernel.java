@@ -91,71 +91,91 @@ public final class AttentionKernel {
      */
     public static void attendGroup(float[] q, int qo, int g, int headDim, KvCache cache, int kvOff, int from, int to,
                                    float scale, float softcap, float[] sinks, int sinkOff, Work w, float[] out, int oo) {
+        attend(q, qo, g, 1, headDim, cache, kvOff, from, to, scale, softcap, sinks, sinkOff, w, out, oo);
+    }
+
+    /**
+     * A row's {@code kvHeads·g} query heads (head h reads KV head h / g, at {@code kvOff + (h / g)·headDim}) over
+     * {@code [from, to]}: per tile, every KV head's slice of the positions in turn, so a row of the cache is read
+     * whole and in order (each head's bits are those of {@link #attendGroup}).
+     */
+    public static void attend(float[] q, int qo, int g, int kvHeads, int headDim, KvCache cache, int kvOff, int from, int to,
+                              float scale, float softcap, float[] sinks, int sinkOff, Work w, float[] out, int oo) {
+        int heads = g * kvHeads;
         if (!VECTOR) {
             float[] sc = w.scalarScores(to - from + 1);
-            for (int i = 0; i < g; i++)
-                attendScalar(q, qo + i * headDim, headDim, cache, kvOff, from, to, scale, softcap,
+            for (int i = 0; i < heads; i++)
+                attendScalar(q, qo + i * headDim, headDim, cache, kvOff + (i / g) * headDim, from, to, scale, softcap,
                         sinks == null ? Float.NaN : sinks[sinkOff + i], sc, out, oo + i * headDim);
             return;
         }
-        w.ensure(g, headDim);
-        if (to < from) { Arrays.fill(out, oo, oo + g * headDim, 0f); return; }
+        w.ensure(heads, headDim);
+        if (to < from) { Arrays.fill(out, oo, oo + heads * headDim, 0f); return; }
         float[] run = w.run;
         boolean first = true;
         for (int c0 = from; c0 <= to; ) {
             int c1 = Math.min(to, (c0 / CHUNK + 1) * CHUNK - 1);
-            chunk(q, qo, g, headDim, cache, kvOff, c0, c1, scale, softcap, w);
-            if (first) System.arraycopy(w.part, 0, run, 0, partialFloats(g, headDim));
-            else merge(run, 0, w.part, 0, g, headDim);
+            chunk(q, qo, g, kvHeads, headDim, cache, kvOff, c0, c1, scale, softcap, w);
+            if (first) System.arraycopy(w.part, 0, run, 0, partialFloats(heads, headDim));
+            else merge(run, 0, w.part, 0, heads, headDim);
             first = false;
             c0 = c1 + 1;
         }
-        finish(run, 0, g, headDim, sinks, sinkOff, out, oo);
+        finish(run, 0, heads, headDim, sinks, sinkOff, out, oo);
     }
 
     /**
-     * The partial of chunk {@code c} (counted from {@code from}'s chunk) of {@code [from, to]} for {@code g} heads,
-     * written at {@code part[po ..)} ({@link #partialFloats} floats); {@link #finishFromPartials} merges a row's.
+     * The partial of chunk {@code c} (counted from {@code from}'s chunk) of {@code [from, to]} for the row's
+     * {@code kvHeads·g} heads (as {@link #attend}), written at {@code part[po ..)} ({@link #partialFloats} floats);
+     * {@link #finishFromPartials} merges a row's.
      */
-    public static void chunkPartial(float[] q, int qo, int g, int headDim, KvCache cache, int kvOff, int from, int to,
-                                    int c, float scale, float softcap, Work w, float[] part, int po) {
+    public static void chunkPartial(float[] q, int qo, int g, int kvHeads, int headDim, KvCache cache, int kvOff, int from,
+                                    int to, int c, float scale, float softcap, Work w, float[] part, int po) {
         if (!VECTOR) throw new IllegalStateException("chunk partials need the vector path (8 or 16 float lanes)");
-        w.ensure(g, headDim);
+        int heads = g * kvHeads;
+        w.ensure(heads, headDim);
         int c0 = Math.max(from, (from / CHUNK + c) * CHUNK), c1 = Math.min(to, (from / CHUNK + c + 1) * CHUNK - 1);
-        chunk(q, qo, g, headDim, cache, kvOff, c0, c1, scale, softcap, w);
-        System.arraycopy(w.part, 0, part, po, partialFloats(g, headDim));
+        chunk(q, qo, g, kvHeads, headDim, cache, kvOff, c0, c1, scale, softcap, w);
+        System.arraycopy(w.part, 0, part, po, partialFloats(heads, headDim));
     }
 
     /**
-     * Merges {@code chunks} consecutive partials from {@code part[po ..)} in position order (the same operations as
-     * {@link #attendGroup}) and writes the heads' outputs. Overwrites the first partial.
+     * Merges {@code chunks} consecutive partials of {@code heads} heads from {@code part[po ..)} in position order (the
+     * same operations as {@link #attend}) and writes the heads' outputs. Overwrites the first partial.
      */
-    public static void finishFromPartials(float[] part, int po, int chunks, int g, int headDim, float[] sinks, int sinkOff,
+    public static void finishFromPartials(float[] part, int po, int chunks, int heads, int headDim, float[] sinks, int sinkOff,
                                           float[] out, int oo) {
-        if (chunks == 0) { Arrays.fill(out, oo, oo + g * headDim, 0f); return; }
-        int pf = partialFloats(g, headDim);
-        for (int c = 1; c < chunks; c++) merge(part, po, part, po + c * pf, g, headDim);
-        finish(part, po, g, headDim, sinks, sinkOff, out, oo);
+        if (chunks == 0) { Arrays.fill(out, oo, oo + heads * headDim, 0f); return; }
+        int pf = partialFloats(heads, headDim);
+        for (int c = 1; c < chunks; c++) merge(part, po, part, po + c * pf, heads, headDim);
+        finish(part, po, heads, headDim, sinks, sinkOff, out, oo);
     }
 
     /** The online softmax over the tiles of positions [c0, c1] (one chunk) into {@code w.part}. */
-    private static void chunk(float[] q, int qo, int g, int hd, KvCache cache, int kvOff, int c0, int c1,
+    private static void chunk(float[] q, int qo, int g, int kvHeads, int hd, KvCache cache, int kvOff, int c0, int c1,
                               float scale, float softcap, Work w) {
         float[] part = w.part;
-        Arrays.fill(part, 0, g, Float.NEGATIVE_INFINITY);       // maxes
-        Arrays.fill(part, g, 2 * g + g * hd, 0f);               // sums, value sums
+        int heads = g * kvHeads;
+        Arrays.fill(part, 0, heads, Float.NEGATIVE_INFINITY);           // maxes
+        Arrays.fill(part, heads, 2 * heads + heads * hd, 0f);           // sums, value sums
         for (int t0 = c0; t0 <= c1; ) {
             int t1 = Math.min(c1, (t0 / TILE + 1) * TILE - 1), n = t1 - t0 + 1;
-            cache.tile(t0, n, kvOff, hd, w);
-            for (int i = 0; i < g; i++) tileHead(q, qo + i * hd, hd, n, scale, softcap, w, i, g);
+            for (int kh = 0; kh < kvHeads; kh++) {
+                cache.tile(t0, n, kvOff + kh * hd, hd, w);
+                for (int i = kh * g; i < (kh + 1) * g; i++) tileWeights(q, qo + i * hd, hd, n, scale, softcap, w, i, heads);
+                tileValues(hd, n, w, kh * g, g, heads);
+            }
             t0 = t1 + 1;
         }
     }
 
-    /** One head's fold of the current tile: scores, soft cap, rescale on a new max, exp, sum, value sum. */
-    private static void tileHead(float[] q, int qo, int hd, int n, float scale, float softcap, Work w, int head, int g) {
-        float[] s = w.s, kArr = w.kArr, vArr = w.vArr, ks = w.ks, vs = w.vs, part = w.part;
-        int kb = w.kBase, vb = w.vBase, st = w.stride;
+    /**
+     * One head's scores over the current tile (soft-capped), the rescale of its running sums on a new max, and its
+     * weights exp(s − max) (× the q8 value scales) into row {@code head} of {@code w.p}, their sum into its partial.
+     */
+    private static void tileWeights(float[] q, int qo, int hd, int n, float scale, float softcap, Work w, int head, int heads) {
+        float[] s = w.s, kArr = w.kArr, ks = w.ks, vs = w.vs, part = w.part;
+        int kb = w.kBase, st = w.stride;
         int bound = F.loopBound(hd);
         // key dots, eight keys per pass over q, their lane sums folded pairwise (a fixed order: no reduceLanes, whose
         // order differs between the JIT's tiers); keys past n repeat the last one and are dropped below
@@ -199,7 +219,7 @@ public final class AttentionKernel {
         FloatVector mx = FloatVector.fromArray(F, s, 0);
         for (int t = L; t < TILE; t += L) mx = mx.max(FloatVector.fromArray(F, s, t));
         float tmax = mx.reduceLanes(VectorOperators.MAX);        // a max is exact in any order
-        int mo = head, lo = g + head, ao = 2 * g + head * hd;
+        int mo = head, lo = heads + head, ao = 2 * heads + head * hd;
         float m = part[mo];
         if (tmax > m) {
             if (m != Float.NEGATIVE_INFINITY) {
@@ -211,27 +231,72 @@ public final class AttentionKernel {
             part[mo] = m;
         }
         // weights and their sum
+        float[] p = w.p;
+        int po = head * TILE;
         FloatVector sum = FloatVector.zero(F);
         for (int t = 0; t < TILE; t += L) {
             FloatVector e = exp(FloatVector.fromArray(F, s, t).sub(m));
-            e.intoArray(s, t);
             sum = sum.add(e);
+            if (w.scaled) e = e.mul(FloatVector.fromArray(F, vs, t));
+            e.intoArray(p, po + t);
         }
         part[lo] += laneSum(sum);
-        float[] p = s;
-        if (w.scaled) {
-            float[] pw = w.pw;
-            for (int t = 0; t < TILE; t += L) FloatVector.fromArray(F, s, t).mul(FloatVector.fromArray(F, vs, t)).intoArray(pw, t);
-            p = pw;
-        }
-        // value sum: four lane blocks of the head's vector in registers at a time (independent chains) over the keys
-        int c = 0;
+    }
+
+    /**
+     * The value sums of the group's heads over the current tile: heads four at a time, each value row loaded once for
+     * them, four lane blocks of each head's vector in registers; every (head, lane block) is one chain of fmas over the
+     * keys in order, so a head gets the same bits in a block of four as alone.
+     */
+    private static void tileValues(int hd, int n, Work w, int h0, int g, int heads) {
+        float[] vArr = w.vArr, part = w.part, p = w.p;
+        int vb = w.vBase, st = w.stride, bound = F.loopBound(hd), end = h0 + g;
+        int h = h0;
+        if (bound >= 4 * L)
+            for (; h + 4 <= end; h += 4) {
+                int p0 = h * TILE, p1 = p0 + TILE, p2 = p1 + TILE, p3 = p2 + TILE;
+                int o0 = 2 * heads + h * hd, o1 = o0 + hd, o2 = o1 + hd, o3 = o2 + hd;
+                int c = 0;
+                for (; c + 4 * L <= bound; c += 4 * L) {
+                    FloatVector a00 = FloatVector.fromArray(F, part, o0 + c), a01 = FloatVector.fromArray(F, part, o0 + c + L);
+                    FloatVector a02 = FloatVector.fromArray(F, part, o0 + c + 2 * L), a03 = FloatVector.fromArray(F, part, o0 + c + 3 * L);
+                    FloatVector a10 = FloatVector.fromArray(F, part, o1 + c), a11 = FloatVector.fromArray(F, part, o1 + c + L);
+                    FloatVector a12 = FloatVector.fromArray(F, part, o1 + c + 2 * L), a13 = FloatVector.fromArray(F, part, o1 + c + 3 * L);
+                    FloatVector a20 = FloatVector.fromArray(F, part, o2 + c), a21 = FloatVector.fromArray(F, part, o2 + c + L);
+                    FloatVector a22 = FloatVector.fromArray(F, part, o2 + c + 2 * L), a23 = FloatVector.fromArray(F, part, o2 + c + 3 * L);
+                    FloatVector a30 = FloatVector.fromArray(F, part, o3 + c), a31 = FloatVector.fromArray(F, part, o3 + c + L);
+                    FloatVector a32 = FloatVector.fromArray(F, part, o3 + c + 2 * L), a33 = FloatVector.fromArray(F, part, o3 + c + 3 * L);
+                    for (int t = 0, vo = vb + c; t < n; t++, vo += st) {
+                        FloatVector v0 = FloatVector.fromArray(F, vArr, vo), v1 = FloatVector.fromArray(F, vArr, vo + L);
+                        FloatVector v2 = FloatVector.fromArray(F, vArr, vo + 2 * L), v3 = FloatVector.fromArray(F, vArr, vo + 3 * L);
+                        FloatVector b = FloatVector.broadcast(F, p[p0 + t]);
+                        a00 = v0.fma(b, a00); a01 = v1.fma(b, a01); a02 = v2.fma(b, a02); a03 = v3.fma(b, a03);
+                        b = FloatVector.broadcast(F, p[p1 + t]);
+                        a10 = v0.fma(b, a10); a11 = v1.fma(b, a11); a12 = v2.fma(b, a12); a13 = v3.fma(b, a13);
+                        b = FloatVector.broadcast(F, p[p2 + t]);
+                        a20 = v0.fma(b, a20); a21 = v1.fma(b, a21); a22 = v2.fma(b, a22); a23 = v3.fma(b, a23);
+                        b = FloatVector.broadcast(F, p[p3 + t]);
+                        a30 = v0.fma(b, a30); a31 = v1.fma(b, a31); a32 = v2.fma(b, a32); a33 = v3.fma(b, a33);
+                    }
+                    a00.intoArray(part, o0 + c); a01.intoArray(part, o0 + c + L); a02.intoArray(part, o0 + c + 2 * L); a03.intoArray(part, o0 + c + 3 * L);
+                    a10.intoArray(part, o1 + c); a11.intoArray(part, o1 + c + L); a12.intoArray(part, o1 + c + 2 * L); a13.intoArray(part, o1 + c + 3 * L);
+                    a20.intoArray(part, o2 + c); a21.intoArray(part, o2 + c + L); a22.intoArray(part, o2 + c + 2 * L); a23.intoArray(part, o2 + c + 3 * L);
+                    a30.intoArray(part, o3 + c); a31.intoArray(part, o3 + c + L); a32.intoArray(part, o3 + c + 2 * L); a33.intoArray(part, o3 + c + 3 * L);
+                }
+                for (int k = 0; k < 4; k++) valuesFrom(c, hd, n, vArr, vb, st, p, (h + k) * TILE, part, 2 * heads + (h + k) * hd);
+            }
+        for (; h < end; h++) valuesFrom(0, hd, n, vArr, vb, st, p, h * TILE, part, 2 * heads + h * hd);
+    }
+
+    /** One head's value sum over the tile from lane {@code c0} of its vector on (the blocks, then the scalar rest). */
+    private static void valuesFrom(int c0, int hd, int n, float[] vArr, int vb, int st, float[] p, int po, float[] part, int ao) {
+        int bound = F.loopBound(hd), c = c0;
         for (; c + 4 * L <= bound; c += 4 * L) {
             int o = ao + c;
             FloatVector a0 = FloatVector.fromArray(F, part, o), a1 = FloatVector.fromArray(F, part, o + L);
             FloatVector a2 = FloatVector.fromArray(F, part, o + 2 * L), a3 = FloatVector.fromArray(F, part, o + 3 * L);
             for (int t = 0, vo = vb + c; t < n; t++, vo += st) {
-                FloatVector pt = FloatVector.broadcast(F, p[t]);
+                FloatVector pt = FloatVector.broadcast(F, p[po + t]);
                 a0 = FloatVector.fromArray(F, vArr, vo).fma(pt, a0);
                 a1 = FloatVector.fromArray(F, vArr, vo + L).fma(pt, a1);
                 a2 = FloatVector.fromArray(F, vArr, vo + 2 * L).fma(pt, a2);
@@ -242,12 +307,12 @@ public final class AttentionKernel {
         for (; c < bound; c += L) {
             FloatVector a = FloatVector.fromArray(F, part, ao + c);
             for (int t = 0, vo = vb + c; t < n; t++, vo += st)
-                a = FloatVector.fromArray(F, vArr, vo).fma(FloatVector.broadcast(F, p[t]), a);
+                a = FloatVector.fromArray(F, vArr, vo).fma(FloatVector.broadcast(F, p[po + t]), a);
             a.intoArray(part, ao + c);
         }
         for (; c < hd; c++) {
             float a = part[ao + c];
-            for (int t = 0, vo = vb + c; t < n; t++, vo += st) a += p[t] * vArr[vo];
+            for (int t = 0, vo = vb + c; t < n; t++, vo += st) a += p[po + t] * vArr[vo];
             part[ao + c] = a;
         }
     }
@@ -360,8 +425,10 @@ public final class AttentionKernel {
      */
     public static final class Work {
         float[] kt = new float[0], vt = new float[0], ks = new float[TILE], vs = new float[TILE];
-        /** Scores (a full vector of slack past the tile: the dot pass stores whole vectors), and weights × q8 scales. */
-        final float[] s = new float[TILE + 16], pw = new float[TILE];
+        /** Scores (a full vector of slack past the tile: the dot pass stores whole vectors). */
+        final float[] s = new float[TILE + 16];
+        /** Per head of the group: the tile's weights (× q8 value scales). */
+        float[] p = new float[0];
         float[] part = new float[0], run = new float[0];
         private float[] scalarScores = new float[0];
         /** The current tile: key and value rows at kBase/vBase + j·stride in kArr/vArr; scaled: q8 scales in ks/vs. */
@@ -377,6 +444,7 @@ public final class AttentionKernel {
             if (kt.length < TILE * hd) { kt = new float[TILE * hd]; vt = new float[TILE * hd]; }
             int pf = partialFloats(g, hd);
             if (part.length < pf) { part = new float[pf]; run = new float[pf]; }
+            if (p.length < g * TILE) p = new float[g * TILE];
         }
 
         float[] scalarScores(int n) {

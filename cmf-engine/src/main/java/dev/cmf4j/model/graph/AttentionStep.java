@@ -60,9 +60,9 @@ final class AttentionStep implements MixerStep {
     Mixer.Attention spec() { return spec; }
 
     /**
-     * Multiply-adds (rows × heads × span × head width) from which a step with fewer (row, KV head) units than 4 per
-     * thread splits them into chunks across the pool; below it the hand-offs cost more than they save. Tests lower it
-     * to run the split on small models.
+     * Multiply-adds (rows × heads × span × head width) from which a step with fewer rows than 4 per thread splits them
+     * into chunks across the pool; below it the hand-offs cost more than they save. Tests lower it to run the split on
+     * small models.
      */
     static volatile long splitFromWork = 1L << 20;
 
@@ -205,10 +205,11 @@ final class AttentionStep implements MixerStep {
             }
         int sealedSpans = sealedCount;
         // 4. attention: the query of a row at position p sees its own sequence's keys in (p − window, p] (all of
-        //    [0, p] on a full layer). A unit of work is a row's group of query heads that share a KV head (the keys are
-        //    read once for the group); when there are too few such units to keep the pool busy (decode) and the
-        //    context is long, each is split further into the kernel's fixed chunks of positions, whose partials are
-        //    merged in position order afterwards: the same operations either way, so the bits do not depend on it
+        //    [0, p] on a full layer). A unit of work is a row, all heads (the cache is read in position order, each
+        //    position's KV heads together; a KV head's keys serve its query heads at once); when there are too few rows
+        //    to keep the pool busy (decode) and the context is long, each row is split into the kernel's fixed chunks
+        //    of positions, whose partials are merged in position order afterwards: the same operations either way, so
+        //    the bits do not depend on it
         int cacheLayer = spec.sharesKv() ? spec.kvSource() : layer;
         KvCache[] caches = s.caches(spans);
         long work = 0;
@@ -218,51 +219,46 @@ final class AttentionStep implements MixerStep {
             int si = sealedSpan ? 0 : spec.window() > 0 ? spec.window() : batch.pos0[i] + batch.tokens(i);
             work += (long) batch.tokens(i) * heads * si * hd;
         }
-        int group = heads / kvHeads, units = rows * kvHeads, threads = pool.threads();
+        int group = heads / kvHeads, threads = pool.threads();
         int[] rowSpan = batch.rowSpan;
         int window = spec.window();
         float scale = spec.scale(), softcap = spec.softcap();
-        boolean split = AttentionKernel.vectorized() && threads > 1 && units < 4 * threads && work >= splitFromWork;
+        boolean split = AttentionKernel.vectorized() && threads > 1 && rows < 4 * threads && work >= splitFromWork;
         s.works(threads);
         if (!split) {
-            int grain = (int) Math.max(1, Math.min(units, (1L << 16) * units / Math.max(1, work)));
-            int step = Math.max(grain, Math.ceilDiv(units, 4 * threads));
-            pool.run(Math.ceilDiv(units, step), (chunk, worker) -> {
+            int grain = (int) Math.max(1, Math.min(rows, (1L << 16) * rows / Math.max(1, work)));
+            int step = Math.max(grain, Math.ceilDiv(rows, 4 * threads));
+            pool.run(Math.ceilDiv(rows, step), (chunk, worker) -> {
                 AttentionKernel.Work w = s.work(worker);
-                for (int u = chunk * step, end = Math.min(units, u + step); u < end; u++) {
-                    int r = u / kvHeads, kh = u % kvHeads, p = rowPos[r];
+                for (int r = chunk * step, end = Math.min(rows, r + step); r < end; r++) {
+                    int p = rowPos[r];
                     if (sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed()) continue;
-                    int from = window > 0 ? Math.max(0, p - window + 1) : 0, o = r * qDim + kh * group * hd;
-                    AttentionKernel.attendGroup(s.q, o, group, hd, caches[rowSpan[r]], kh * hd, from, p, scale, softcap,
-                            sinks, kh * group, w, s.attn, o);
+                    int from = window > 0 ? Math.max(0, p - window + 1) : 0;
+                    AttentionKernel.attend(s.q, r * qDim, group, kvHeads, hd, caches[rowSpan[r]], 0, from, p, scale, softcap,
+                            sinks, 0, w, s.attn, r * qDim);
                 }
             });
         } else {
-            // units of (row, KV head, chunk), numbered row by row; a row of a sealed span has none
+            // units of (row, chunk), numbered row by row; a row of a sealed span has none
             int[] firstUnit = s.firstUnit(rows + 1);
             firstUnit[0] = 0;
             for (int r = 0; r < rows; r++) {
                 int p = rowPos[r], from = window > 0 ? Math.max(0, p - window + 1) : 0;
                 boolean sealedRow = sealedSpans > 0 && batch.state(rowSpan[r]).mixerState(layer) instanceof SealedKv sk && sk.sealed();
-                firstUnit[r + 1] = firstUnit[r] + (sealedRow ? 0 : kvHeads * AttentionKernel.chunks(from, p));
+                firstUnit[r + 1] = firstUnit[r] + (sealedRow ? 0 : AttentionKernel.chunks(from, p));
             }
-            int pf = AttentionKernel.partialFloats(group, hd), total = firstUnit[rows];
+            int pf = AttentionKernel.partialFloats(heads, hd), total = firstUnit[rows];
             float[] part = s.partials((long) total * pf);
             pool.run(total, (u, worker) -> {
                 int r = 0;
                 while (firstUnit[r + 1] <= u) r++;
                 int p = rowPos[r], from = window > 0 ? Math.max(0, p - window + 1) : 0;
-                int nc = AttentionKernel.chunks(from, p), k = u - firstUnit[r], kh = k / nc, c = k % nc;
-                AttentionKernel.chunkPartial(s.q, r * qDim + kh * group * hd, group, hd, caches[rowSpan[r]], kh * hd, from, p,
-                        c, scale, softcap, s.work(worker), part, u * pf);
+                AttentionKernel.chunkPartial(s.q, r * qDim, group, kvHeads, hd, caches[rowSpan[r]], 0, from, p,
+                        u - firstUnit[r], scale, softcap, s.work(worker), part, u * pf);
             });
             for (int r = 0; r < rows; r++) {
-                int n = firstUnit[r + 1] - firstUnit[r];
-                if (n == 0) continue;
-                int nc = n / kvHeads;
-                for (int kh = 0; kh < kvHeads; kh++)
-                    AttentionKernel.finishFromPartials(part, (firstUnit[r] + kh * nc) * pf, nc, group, hd, sinks, kh * group,
-                            s.attn, r * qDim + kh * group * hd);
+                int nc = firstUnit[r + 1] - firstUnit[r];
+                if (nc > 0) AttentionKernel.finishFromPartials(part, firstUnit[r] * pf, nc, heads, hd, sinks, 0, s.attn, r * qDim);
             }
         }
         if (sealedSpans > 0) attendSealed(batch, s, layer);

@@ -88,7 +88,8 @@ class AttentionKernelTest {
             for (int hd : new int[] {1, 7, 16, 33, 64, 80})
                 for (int window : new int[] {0, 45, 300})
                     for (boolean sinkOn : new boolean[] {false, true}) {
-                        int kvHeads = 2, group = 3, committed = 1 + r.nextInt(700), pending = 1 + r.nextInt(6);
+                        // groups of 1, 4 and 6 query heads per KV head: alone, one block of four, a block and two alone
+                        int kvHeads = 2, group = new int[] {1, 4, 6}[r.nextInt(3)], committed = 1 + r.nextInt(700), pending = 1 + r.nextInt(6);
                         KvCache c = cache(r, type, kvHeads, hd, window, committed, pending);
                         float scale = (float) (1 / Math.sqrt(hd)), softcap = r.nextBoolean() ? 0f : 5f;
                         float[] sinks = new float[group];
@@ -144,10 +145,34 @@ class AttentionKernelTest {
                     AttentionKernel.attendGroup(q, 0, group, hd, c, 0, from, p, 0.2f, 0f, sinks, 0, new AttentionKernel.Work(), one, 0);
                     // chunks in reverse order, on fresh buffers each: nothing may carry from one to the next
                     for (int k = nc - 1; k >= 0; k--)
-                        AttentionKernel.chunkPartial(q, 0, group, hd, c, 0, from, p, k, 0.2f, 0f, new AttentionKernel.Work(), part, k * pf);
+                        AttentionKernel.chunkPartial(q, 0, group, 1, hd, c, 0, from, p, k, 0.2f, 0f, new AttentionKernel.Work(), part, k * pf);
                     AttentionKernel.finishFromPartials(part, 0, nc, group, hd, sinks, 0, split, 0);
                     assertThat(split).as(type + " hd " + hd + " row " + row).containsExactly(one);
                 }
+            }
+    }
+
+    @Test void aWholeRowGivesEachKvHeadGroupsBits() {
+        Random r = new Random(17);
+        for (KvType type : KvType.values())
+            for (int group : new int[] {1, 4, 6}) {
+                int kvHeads = 3, hd = 64, heads = group * kvHeads, committed = 700;
+                KvCache c = cache(r, type, kvHeads, hd, 0, committed, 2);
+                float[] q = new float[heads * hd], sinks = new float[heads];
+                for (int i = 0; i < q.length; i++) q[i] = (float) r.nextGaussian();
+                for (int i = 0; i < heads; i++) sinks[i] = (float) r.nextGaussian();
+                int p = committed + 1, from = 5, nc = AttentionKernel.chunks(from, p), pf = AttentionKernel.partialFloats(heads, hd);
+                float[] row = new float[heads * hd], groups = new float[heads * hd], split = new float[heads * hd];
+                AttentionKernel.attend(q, 0, group, kvHeads, hd, c, 0, from, p, 0.125f, 3f, sinks, 0, new AttentionKernel.Work(), row, 0);
+                for (int kh = 0; kh < kvHeads; kh++)
+                    AttentionKernel.attendGroup(q, kh * group * hd, group, hd, c, kh * hd, from, p, 0.125f, 3f, sinks, kh * group,
+                            new AttentionKernel.Work(), groups, kh * group * hd);
+                float[] part = new float[nc * pf];
+                for (int k = 0; k < nc; k++)
+                    AttentionKernel.chunkPartial(q, 0, group, kvHeads, hd, c, 0, from, p, k, 0.125f, 3f, new AttentionKernel.Work(), part, k * pf);
+                AttentionKernel.finishFromPartials(part, 0, nc, heads, hd, sinks, 0, split, 0);
+                assertThat(row).as(type + " group " + group + ": row against groups").containsExactly(groups);
+                assertThat(split).as(type + " group " + group + ": chunks against row").containsExactly(row);
             }
     }
 
