@@ -406,30 +406,39 @@ final class VulkanResidentForward implements DeviceForward {
             if (cb != null) batchReplays++;
             if (cb == null) {
                 if (batchSteps.size() >= BATCH_STEPS) dropBatchSteps();
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
-                    ai.set(U64, 16, commandPool);
-                    ai.set(U32, 28, 1);
-                    MemorySegment one = a.allocate(PTR);
-                    vk.check("vkAllocateCommandBuffers", ctx.device, ai, one);
-                    cb = one.get(PTR, 0);
-                }
+                cb = newCommandBuffer();
                 record(batch, parts, cb, beginReusable, T, java.util.Arrays.copyOf(logitRows, n));
                 batchSteps.put(List.copyOf(key), cb);
             }
             commandBuffers.set(PTR, 0, cb);
             ctx.submit(submitInfo, fence);
             vk.waitAndReset(ctx.device, fenceArray);
-            if (want > 0) {
-                MemorySegment.copy(batch.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, want * vocab);
-                float c = plan.finalSoftcap();
-                if (c != 0f) for (int i = 0; i < want * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
-            }
+            logitsBack(batch, want, logits);
         }
     }
 
-    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits) {
+    /** A command buffer of the pool, to be recorded once and submitted many times. */
+    private MemorySegment newCommandBuffer() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
+            ai.set(U64, 16, commandPool);
+            ai.set(U32, 28, 1);
+            MemorySegment one = a.allocate(PTR);
+            vk.check("vkAllocateCommandBuffers", ctx.device, ai, one);
+            return one.get(PTR, 0);
+        }
+    }
+
+    /** The {@code rows} logit rows the submission left in {@code s}'s read-back buffer into {@code logits}, soft-capped. */
+    private void logitsBack(State s, int rows, float[] logits) {
+        if (rows == 0) return;
         int vocab = plan.vocab();
+        MemorySegment.copy(s.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
+        float c = plan.finalSoftcap();
+        if (c != 0f) for (int i = 0; i < rows * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
+    }
+
+    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits) {
         embed(s, 0, ids, off, T);
         positions(s, T, pos0);
         int rows = logits == null ? 0 : allLogits ? T : 1;
@@ -437,14 +446,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (T == 1 && rows == 1) {
             // a decode step: the same commands every time (its position is in the step buffer): recorded once
             if (s.decode == null) {
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment ai = Vk.struct(a, 32, Vk.ST_COMMAND_BUFFER_ALLOCATE_INFO);
-                    ai.set(U64, 16, commandPool);
-                    ai.set(U32, 28, 1);
-                    MemorySegment one = a.allocate(PTR);
-                    vk.check("vkAllocateCommandBuffers", ctx.device, ai, one);
-                    s.decode = one.get(PTR, 0);
-                }
+                s.decode = newCommandBuffer();
                 record(s, s.decode, beginReusable, 1, 1);
             }
             cb = s.decode;
@@ -457,11 +459,7 @@ final class VulkanResidentForward implements DeviceForward {
         ctx.submit(submitInfo, fence);
         vk.waitAndReset(ctx.device, fenceArray);
         if (cb == s.decode && queryPool != 0) collectProfile();
-        if (rows > 0) {
-            MemorySegment.copy(s.out.mapped(), ValueLayout.JAVA_FLOAT, 0, logits, 0, rows * vocab);
-            float c = plan.finalSoftcap();
-            if (c != 0f) for (int i = 0; i < rows * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
-        }
+        logitsBack(s, rows, logits);
     }
 
     /**
