@@ -68,8 +68,8 @@ final class CpuPlan {
         for (int i = 0; i < program.length; i++) {
             switch (ops.get(i)) {
                 case Plan.Embed e -> program[i] = new Embed(embedRows, l.skillMatrices(e.table()), e.scale(), hidden, !perLayerTable);
-                case Plan.MtpInput e -> program[i] = new MtpInput(embedRows, e.scale(), l.normOp(e.embeddingNorm()),
-                        l.normOp(e.hiddenNorm()), l.linear(e.projection(), null, hidden, 2 * hidden), hidden, mm);
+                case Plan.MtpInput e -> program[i] = new MtpInput(new MtpInputRows(embedRows, e.scale(), l.normOp(e.embeddingNorm()),
+                        l.normOp(e.hiddenNorm()), hidden), l.linear(e.projection(), null, hidden, 2 * hidden), hidden, mm);
                 case Plan.Head h -> program[i] = new Head(clusterHead, clusterHead == null ? l.overlaid(h.weight(), head, null, null) : null,
                         h.softcap(), h.vocab(), hidden, mm);
                 default -> { }
@@ -121,30 +121,13 @@ final class CpuPlan {
         }
     }
 
-    /**
-     * x = projection · [embeddingNorm(table[id] · scale); hiddenNorm(the model's hidden row)] for each row, the hidden
-     * rows from {@link Workspace#hiddenIn}; observes index 0.
-     */
-    private record MtpInput(Matrix table, float scale, NormOp embeddingNorm, NormOp hiddenNorm, Linear projection, int hidden,
-                            MatMul mm) implements Op {
+    /** x = projection · the MTP input rows of {@code ws}'s ids and its {@link Workspace#hiddenIn} rows; observes index 0. */
+    private record MtpInput(MtpInputRows rows, Linear projection, int hidden, MatMul mm) implements Op {
         @Override public void run(Workspace ws) {
-            float[] in = ws.hiddenIn;
-            if (in == null) throw new IllegalStateException("an MTP head's step needs the model's hidden rows (Graph.forwardMtp)");
-            int rows = ws.rows;
-            float[] e = ws.h, hn = ws.m, cat = ws.mtpCat;
-            for (int t = 0; t < rows; t++) {
-                table.decodeRow(ws.ids[t], e, t * hidden);
-                if (scale != 1f) for (int i = 0; i < hidden; i++) e[t * hidden + i] *= scale;
-            }
-            embeddingNorm.rows(e, rows);
-            System.arraycopy(in, ws.hiddenInOff, hn, 0, rows * hidden);
-            hiddenNorm.rows(hn, rows);
-            for (int t = 0; t < rows; t++) {   // the embedding first, then the hidden state, as the head was trained
-                System.arraycopy(e, t * hidden, cat, 2 * t * hidden, hidden);
-                System.arraycopy(hn, t * hidden, cat, (2 * t + 1) * hidden, hidden);
-            }
-            projection.apply(mm, cat, rows, ws.x, ws.batch.overlay);
-            if (ws.observer != null) ws.observer.accept(0, ws.x, rows, hidden);
+            if (ws.hiddenIn == null) throw new IllegalStateException("an MTP head's step needs the model's hidden rows (Graph.forwardMtp)");
+            rows.make(ws.ids, 0, ws.rows, ws.hiddenIn, ws.hiddenInOff, ws.mtpCat);
+            projection.apply(mm, ws.mtpCat, ws.rows, ws.x, ws.batch.overlay);
+            if (ws.observer != null) ws.observer.accept(0, ws.x, ws.rows, hidden);
         }
     }
 

@@ -87,26 +87,7 @@ public final class Graph {
     /** How attention keeps its keys and values ({@code --o1} sealed layers, {@code --kv}). */
     private final AttentionMemory memory;
     /** An MTP head a device runs: the host makes its input rows (what its fc reads); null otherwise. */
-    private final MtpRows mtpRows;
-
-    /**
-     * An MTP head's input rows before its fc, [normed embedding of the token (· scale); normed hidden row of the model],
-     * made on the host for a device that runs the rest of the head (the CPU plan's MtpInput, up to its product).
-     */
-    private record MtpRows(Matrix table, float scale, dev.cmf4j.backend.NormOp embeddingNorm, dev.cmf4j.backend.NormOp hiddenNorm,
-                           int hidden) {
-        /** Row t of {@code out} ([tokens, 2·hidden]) from token {@code ids[off + t]} and hidden row t from {@code hiddenOff}. */
-        void make(int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, float[] out) {
-            for (int t = 0; t < tokens; t++) {
-                int e = 2 * t * hidden, h = e + hidden;
-                table.decodeRow(ids[off + t], out, e);
-                if (scale != 1f) for (int i = 0; i < hidden; i++) out[e + i] *= scale;
-                embeddingNorm.apply(out, e, out, e);
-                System.arraycopy(hiddenRows, hiddenOff + t * hidden, out, h, hidden);
-                hiddenNorm.apply(out, h, out, h);
-            }
-        }
-    }
+    private final MtpInputRows mtpRows;
 
     /**
      * @param backend the device; the caller closes it after the graph's last use
@@ -179,7 +160,7 @@ public final class Graph {
         if (dev != null && mtpIn != null && !dev.runsMtpHeads())
             throw new IllegalStateException("the device took an MTP head's plan it cannot run");
         this.mtpRows = dev == null || mtpIn == null ? null
-                : new MtpRows(embedRows, mtpIn.scale(), l.normOp(mtpIn.embeddingNorm()), l.normOp(mtpIn.hiddenNorm()), hidden);
+                : new MtpInputRows(embedRows, mtpIn.scale(), l.normOp(mtpIn.embeddingNorm()), l.normOp(mtpIn.hiddenNorm()), hidden);
         this.pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
         // a device forward runs the whole model: the CPU ops (their decoded biases and norms, a second copy of every
         // expert bias on an MoE) would never run, so they are not built
