@@ -26,8 +26,8 @@ public final class Plan {
     public enum Slot { X, H, M }
 
     /** One step of the forward pass. */
-    public sealed interface Op permits Embed, MtpInput, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AddResidual,
-            PerLayerInput, ScaleLayer, EndLayer, FinalNorm, Head {}
+    public sealed interface Op permits Embed, MtpInput, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AllReduce,
+            AddResidual, PerLayerInput, ScaleLayer, EndLayer, FinalNorm, Head {}
 
     /** X = table[ids] · scale (scale 1 = none); {@code table} is [vocab, hidden]. */
     public record Embed(String table, float scale) implements Op {}
@@ -61,6 +61,13 @@ public final class Plan {
     /** M = ffn(H) (some routers also read the residual X): a gated MLP, an MoE or both, as {@code ffn}'s type says. */
     public record FeedForward(int layer, Ffn ffn) implements Op {}
 
+    /**
+     * {@code slot} = its sum over the {@code ranks} ranks of a tensor-parallel group ({@link TensorParallel}): each rank
+     * holds the partial output of a row-parallel product (o over its heads, down over its intermediate rows), and every
+     * rank gets the same sum, before any post norm or residual add reads it.
+     */
+    public record AllReduce(Slot slot, int ranks) implements Op {}
+
     /** X += {@code from}. */
     public record AddResidual(Slot from) implements Op {}
 
@@ -86,12 +93,14 @@ public final class Plan {
     private final AttentionMemory memory;
     private final List<Op> ops;
     private final boolean[] sealed;
+    private final int ranks;
 
-    private Plan(ModelSpec spec, AttentionMemory memory, List<Op> ops, boolean[] sealed) {
+    private Plan(ModelSpec spec, AttentionMemory memory, List<Op> ops, boolean[] sealed, int ranks) {
         this.spec = spec;
         this.memory = memory;
         this.ops = List.copyOf(ops);
         this.sealed = sealed;
+        this.ranks = ranks;
     }
 
     /** The plan of {@code spec} with exact attention. */
@@ -108,8 +117,25 @@ public final class Plan {
         var ple = spec.perLayerEmbedding();
         ops.add(new Embed(spec.embedding(), spec.embedScale()));
         if (ple != null) ops.add(new PerLayerTable(ple, spec.numLayers()));
-        addLayersAndHead(spec, memory, sealed, ops);
-        return new Plan(spec, memory, ops, sealed);
+        addLayersAndHead(spec, memory, sealed, ops, 1);
+        return new Plan(spec, memory, ops, sealed, 1);
+    }
+
+    /**
+     * The plan of one rank of a tensor-parallel group of {@code ranks}: {@code rankSpec} is the rank's part of the model
+     * ({@link TensorParallel#split}: its heads, intermediate rows and vocabulary slice), and an {@link AllReduce} of M
+     * follows each mixer and feed-forward, so the post norms and residual adds read the whole sum (exact attention).
+     */
+    public static Plan ofRank(ModelSpec rankSpec, int ranks) {
+        if (ranks < 1) throw new IllegalArgumentException("ranks " + ranks);
+        check(rankSpec);
+        List<Op> ops = new ArrayList<>();
+        var ple = rankSpec.perLayerEmbedding();
+        ops.add(new Embed(rankSpec.embedding(), rankSpec.embedScale()));
+        if (ple != null) ops.add(new PerLayerTable(ple, rankSpec.numLayers()));
+        boolean[] sealed = new boolean[rankSpec.numLayers()];
+        addLayersAndHead(rankSpec, AttentionMemory.EXACT, sealed, ops, ranks);
+        return new Plan(rankSpec, AttentionMemory.EXACT, ops, sealed, ranks);
     }
 
     /**
@@ -123,21 +149,23 @@ public final class Plan {
         boolean[] sealed = new boolean[spec.numLayers()];
         List<Op> ops = new ArrayList<>();
         ops.add(new MtpInput(spec.embedding(), spec.embedScale(), mtp.embeddingNorm(), mtp.hiddenNorm(), mtp.projection()));
-        addLayersAndHead(spec, AttentionMemory.EXACT, sealed, ops);
-        return new Plan(spec, AttentionMemory.EXACT, ops, sealed);
+        addLayersAndHead(spec, AttentionMemory.EXACT, sealed, ops, 1);
+        return new Plan(spec, AttentionMemory.EXACT, ops, sealed, 1);
     }
 
-    private static void addLayersAndHead(ModelSpec spec, AttentionMemory memory, boolean[] sealed, List<Op> ops) {
+    private static void addLayersAndHead(ModelSpec spec, AttentionMemory memory, boolean[] sealed, List<Op> ops, int ranks) {
         var ple = spec.perLayerEmbedding();
         for (LayerSpec ls : spec.layers()) {
             int l = ls.index();
             ops.add(new BeginLayer(l));
             ops.add(new Normalize(Slot.X, Slot.H, ls.preMixer(), "pre-mixer"));
             ops.add(new Mix(l, ls.mixer(), sealed[l] ? memory.sealed() : null));
+            if (ranks > 1) ops.add(new AllReduce(Slot.M, ranks));
             if (ls.postMixer() != null) ops.add(new Normalize(Slot.M, Slot.M, ls.postMixer(), "post-mixer"));
             ops.add(new AddResidual(Slot.M));
             ops.add(new Normalize(Slot.X, Slot.H, ls.preFfn(), "pre-ffn"));
             ops.add(new FeedForward(l, ls.ffn()));
+            if (ranks > 1) ops.add(new AllReduce(Slot.M, ranks));
             if (ls.postFfn() != null) ops.add(new Normalize(Slot.M, Slot.M, ls.postFfn(), "post-ffn"));
             ops.add(new AddResidual(Slot.M));
             if (ls.perLayerInput() != null) ops.add(new PerLayerInput(l, ls.perLayerInput(), ple.dim()));
@@ -224,6 +252,9 @@ public final class Plan {
     /** How attention keeps its keys and values. */
     public AttentionMemory memory() { return memory; }
 
+    /** The ranks of the tensor-parallel group this plan is one rank of; 1 for a whole model. */
+    public int ranks() { return ranks; }
+
     /** By layer: whether the memory seals it (a fresh copy). */
     public boolean[] sealedLayers() { return sealed.clone(); }
 
@@ -261,6 +292,7 @@ public final class Plan {
                 case Ffn.Moe g -> "moe(" + g.experts().count() + " experts, top " + g.topK() + (g.shared() == null ? "" : ", shared") + ")";
                 case Ffn.DenseAndMoe d -> "mlp + moe(" + d.moe().experts().count() + " experts, top " + d.moe().topK() + ")";
             } + "(h)";
+            case AllReduce a -> "  " + lower(a.slot()) + " = all-reduce sum(" + lower(a.slot()) + ") over " + a.ranks() + " ranks";
             case AddResidual a -> "  x += " + lower(a.from());
             case PerLayerInput p -> "  x += norm(" + p.input().projection() + "(act(" + p.input().gate() + "(x)) · pli[" + p.layer() + "]))";
             case ScaleLayer s -> "  x *= " + s.scalar();

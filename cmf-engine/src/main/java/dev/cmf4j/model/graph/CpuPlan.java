@@ -2,6 +2,7 @@ package dev.cmf4j.model.graph;
 
 import dev.cmf4j.backend.Activation;
 import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.Collective;
 import dev.cmf4j.backend.MatMul;
 import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
@@ -29,7 +30,8 @@ final class CpuPlan {
      * Resolves every op's weights through {@code l}; the embedding table and the head are the graph's own, already
      * resolved ({@code clusterHead} null for a flat head).
      */
-    CpuPlan(Plan plan, Loader l, Backend backend, Matrix embedRows, Matrix head, HierarchicalHead clusterHead) {
+    CpuPlan(Plan plan, Loader l, Backend backend, Matrix embedRows, Matrix head, HierarchicalHead clusterHead,
+            Collective collective) {
         ModelSpec spec = plan.spec();
         MatMul mm = backend.matmul();
         int hidden = spec.hidden(), layers = spec.numLayers();
@@ -50,6 +52,7 @@ final class CpuPlan {
                 case Plan.Normalize n -> new Normalize(l.normOp(n.norm()), n.from().ordinal(), n.to().ordinal());
                 case Plan.Mix m -> new Mix(mixers[m.layer()] = mixer(m, hidden, l, mm, backend, plan), m.layer());
                 case Plan.FeedForward f -> new FeedForward(ffns[f.layer()] = ffn(f.ffn(), hidden, l, mm, f.layer()), f.layer());
+                case Plan.AllReduce a -> new AllReduce(group(collective, a.ranks()), a.slot().ordinal(), hidden);
                 case Plan.AddResidual a -> new AddResidual(a.from().ordinal(), hidden);
                 case Plan.PerLayerInput p -> new PerLayerInput(p.layer(), l.linear(p.input().gate(), null, p.dim(), hidden),
                         l.linear(p.input().projection(), null, hidden, p.dim()), l.normOp(p.input().postNorm()), p.input().act(),
@@ -80,6 +83,13 @@ final class CpuPlan {
     /** Runs the program over the step the workspace was set up for ({@link Workspace#begin}). */
     void run(Workspace ws) {
         for (Op op : program) op.run(ws);
+    }
+
+    private static Collective group(Collective c, int ranks) {
+        if (c == null || c.ranks() != ranks)
+            throw new IllegalArgumentException("the plan sums over " + ranks + " ranks; the graph's collective is "
+                    + (c == null ? "missing" : "one of " + c.ranks()));
+        return c;
     }
 
     private static MixerStep mixer(Plan.Mix m, int hidden, Loader l, MatMul mm, Backend backend, Plan plan) {
@@ -185,6 +195,11 @@ final class CpuPlan {
     /** m = ffn(h), the residual x beside it for the routers that read it. */
     private record FeedForward(FfnStep step, int layer) implements Op {
         @Override public void run(Workspace ws) { step.forward(ws.h, ws.x, ws.m, ws.rows, ws.ffnScratch[layer], ws.batch.overlay); }
+    }
+
+    /** slot = its sum over the ranks of the tensor-parallel group (every rank's partial product). */
+    private record AllReduce(Collective collective, int slot, int hidden) implements Op {
+        @Override public void run(Workspace ws) { collective.allReduceSum(ws.slots[slot], 0, ws.rows * hidden); }
     }
 
     /** x += from. */

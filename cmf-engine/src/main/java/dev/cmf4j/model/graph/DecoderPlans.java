@@ -61,6 +61,7 @@ final class DecoderPlans {
                 }
                 case Plan.Mix m -> mixer = m.mixer();
                 case Plan.FeedForward f -> ffn = f.ffn();
+                case Plan.AllReduce a -> { }
                 case Plan.AddResidual a -> {
                     if (a.from() != Plan.Slot.M) throw new IllegalStateException("the device layer adds only a stage's output: " + Plan.line(op));
                 }
@@ -86,6 +87,7 @@ final class DecoderPlans {
 
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
+        if (plan.ranks() > 1) return "one rank of a tensor-parallel split (its all-reduces run on the host)";
         List<LayerOps> layers = layers(plan);
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;

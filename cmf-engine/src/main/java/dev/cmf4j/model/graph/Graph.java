@@ -117,10 +117,27 @@ public final class Graph {
      * hidden rows, {@link #forwardMtp}), its one layer's state per sequence as any graph's.
      */
     public static Graph ofMtp(dev.cmf4j.model.MtpSpec mtp, Weights weights, Backend backend) {
-        return new Graph(Plan.ofMtp(mtp), weights, backend, java.util.List.of());
+        return new Graph(Plan.ofMtp(mtp), weights, backend, java.util.List.of(), null);
+    }
+
+    /**
+     * The graph of one rank of a tensor-parallel split ({@link dev.cmf4j.model.TensorParallel}): its part of the model,
+     * whose all-reduces go through {@code collective} (the rank's end of the group). Its logits are the rank's vocabulary
+     * slice; {@link TensorParallelGraph} runs the ranks together and gathers them.
+     */
+    public static Graph ofRank(dev.cmf4j.model.TensorParallel.Shard shard, Backend backend, dev.cmf4j.backend.Collective collective) {
+        if (collective.rank() != shard.rank() || collective.ranks() != shard.ranks())
+            throw new IllegalArgumentException("rank " + shard.rank() + " of " + shard.ranks() + " given the collective of rank "
+                    + collective.rank() + " of " + collective.ranks());
+        return new Graph(shard.plan(), shard.weights(), backend, java.util.List.of(), collective);
     }
 
     private Graph(Plan plan, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters) {
+        this(plan, weights, backend, adapters, null);
+    }
+
+    private Graph(Plan plan, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters,
+                  dev.cmf4j.backend.Collective collective) {
         ModelSpec spec = plan.spec();
         AttentionMemory memory = plan.memory();
         this.spec = spec;
@@ -164,7 +181,7 @@ public final class Graph {
         this.pleDim = spec.perLayerEmbedding() == null ? 0 : spec.perLayerEmbedding().dim();
         // a device forward runs the whole model: the CPU ops (their decoded biases and norms, a second copy of every
         // expert bias on an MoE) would never run, so they are not built
-        this.cpu = dev == null ? new CpuPlan(plan, l, backend, embedRows, head, clusterHead) : null;
+        this.cpu = dev == null ? new CpuPlan(plan, l, backend, embedRows, head, clusterHead, collective) : null;
         // skills: the embedding and a flat head switch per row too (CpuPlan's ops); anything a skill replaces that no
         // op took up makes that skill refuse to run rather than run half-applied
         this.skills = l.skills;
