@@ -464,7 +464,7 @@ final class ResidentForward implements DeviceForward {
             }
             long out;
             MemorySegment host;
-            if (tokens == 1 && mtpRows == null) {
+            if (tokens == 1) {   // a model's decode step, or an MTP head's one-row step (its fc reads s.mtpIn): one graph
                 decodeStep(s);
                 out = s.last;
                 host = s.hostLast;
@@ -477,9 +477,16 @@ final class ResidentForward implements DeviceForward {
                 // weight once from as few rows as a batched step does, not once per row below gemmMinTokens
                 boolean gemm = cublas != null && (tokens >= gemmMinTokens || many && tokens >= batchGemmMinRows);
                 if (gemm) lower.ws.prepare(s.stream, tokens, many);
-                try (Arena a = Arena.ofConfined()) {
+                int headRows = rows == 0 ? -1 : many ? 0 : 1;
+                // chunks of few rows recur with the same few row counts while drafting (a verification, every row's logits;
+                // an MTP head's rows; a draft model's catch-up on the kept tokens, a chunk after decode steps): each shape
+                // captured once per session and replayed, as the decode step is (a prompt's first chunk launches one by one)
+                boolean drafting = many || mtpRows != null || s.exec != null;
+                ChunkGraph cg = drafting && tokens <= CAPTURED_CHUNK_ROWS && graphs && chunkCapture && !recurrent && s.sealed == null
+                        && !PROFILE ? chunkGraph(s, tokens, headRows, out, gemm) : null;
+                if (cg != null) cu.graphLaunch(cg.exec(), s.stream);
+                else try (Arena a = Arena.ofConfined()) {
                     // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
-                    int headRows = rows == 0 ? -1 : many ? 0 : 1;
                     if (PROFILE) {
                         List<Step> chunk = new ArrayList<>();
                         lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, a, gemm, chunk::add);
@@ -875,6 +882,52 @@ final class ResidentForward implements DeviceForward {
         return batchRows;
     }
 
+    /**
+     * The most rows of a session's chunk that is captured as a graph (verifications of up to 63 drafts, a head's or a
+     * draft model's catch-up on as many kept positions, a short prompt); longer chunks launch one by one.
+     */
+    static final int CAPTURED_CHUNK_ROWS = 64;
+    /** Cleared when a chunk could not be captured (a note says why): chunks launch one by one from then on. */
+    private boolean chunkCapture = true;
+
+    /**
+     * Owner thread: the session's captured chunk of {@code tokens} rows with {@code headRows} (and the products
+     * {@code gemm} says), made on first use and again once the scratch moved ({@link #scratchEpoch}); null (and no chunk
+     * capture from now on, with a note) when the driver or cuBLAS refuses it, so the caller launches one by one. The
+     * launches read the position and ids from the session's device memory, and its caches' addresses do not move (KV
+     * pages are mapped into a range reserved whole), so one capture serves every position.
+     */
+    private ChunkGraph chunkGraph(ResidentSession s, int tokens, int headRows, long out, boolean gemm) {
+        long key = ((long) tokens << 8) | ((headRows + 1) << 1) | (gemm ? 1 : 0);
+        ChunkGraph cg = s.chunkGraphs.get(key);
+        if (cg != null && cg.epoch() == scratchEpoch) return cg;
+        if (cg != null) s.dropChunkGraphs();
+        Arena args = Arena.ofShared();
+        try {
+            List<Step> made = new ArrayList<>();
+            lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, args, gemm, made::add);
+            Captured c = capture(s.stream, made);
+            cg = new ChunkGraph(c.graph(), c.exec(), args, scratchEpoch);
+            s.chunkGraphs.put(key, cg);
+            return cg;
+        } catch (RuntimeException e) {
+            args.close();
+            if (!(e instanceof CudaException)) throw e;
+            chunkCapture = false;
+            mm.note("chunks of few rows (drafts, their verification) launch one by one: capturing one failed (" + e.getMessage() + ")");
+            return null;
+        }
+    }
+
+    /** A session's captured chunk: its graph, executable, the arena holding its launch arguments, and its epoch. */
+    record ChunkGraph(MemorySegment graph, MemorySegment exec, Arena args, long epoch) {
+        void free(CudaDriver cu) {
+            cu.graphExecDestroy(exec);
+            cu.graphDestroy(graph);
+            args.close();
+        }
+    }
+
     /** Owner thread: forgets the session's decode step (its sealed layers' buffers or phase changed): made again at the next. */
     private void dropDecode(ResidentSession s) {
         if (s.exec != null) cu.graphExecDestroy(s.exec);
@@ -988,7 +1041,8 @@ final class ResidentForward implements DeviceForward {
 
     /** The profile as lines: per launch kind, µs per decode step and launches per step. */
     private String profileReport() {
-        StringBuilder sb = new StringBuilder("cmf: cuda profile, " + profiledSteps + " decode steps (GPU µs per step, launches per step):");
+        String whose = weights.mtpFc != null ? "the MTP head's " : "";   // (a head is a forward of its own, profiled apart)
+        StringBuilder sb = new StringBuilder("cmf: cuda profile, " + whose + profiledSteps + " decode steps (GPU µs per step, launches per step):");
         double total = 0;
         for (var e : profile.entrySet()) {
             double us = 1000 * e.getValue()[0] / Math.max(1, profiledSteps);
@@ -997,7 +1051,7 @@ final class ResidentForward implements DeviceForward {
         }
         sb.append(String.format(java.util.Locale.ROOT, "%n  %-22s %9.1f µs", "total", total));
         if (!prefillProfile.isEmpty()) {
-            sb.append(String.format("%ncmf: cuda profile, prefill chunks (GPU µs summed over every chunk of that size, launches):"));
+            sb.append(String.format("%ncmf: cuda profile, " + whose + "prefill chunks (GPU µs summed over every chunk of that size, launches):"));
             double all = 0;
             for (var e : prefillProfile.entrySet()) {
                 all += 1000 * e.getValue()[0];

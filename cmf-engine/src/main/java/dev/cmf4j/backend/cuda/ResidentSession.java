@@ -62,6 +62,8 @@ final class ResidentSession {
     int allRows;
     List<Step> decode;
     MemorySegment graph, exec;
+    /** Captured chunks of few rows (verifications, an MTP head's rows) by shape (ResidentForward#chunkGraph). */
+    final java.util.Map<Long, ResidentForward.ChunkGraph> chunkGraphs = new java.util.HashMap<>();
     final List<Long> owned = new ArrayList<>();
     /** A session's sealed layers (their exact caches fill kc and vc while exact), or null. */
     final SealedSteps.Sequence sealed;
@@ -303,6 +305,12 @@ final class ResidentSession {
     /** Host room for {@code rows} of an MTP head's input rows [rows, 2·hidden]. */
     MemorySegment hostMtpIn(int rows) { return mtpRoom.of(8L * rows * model.hidden()); }
 
+    /** Destroys the captured chunks (their buffers moved, or the session goes). */
+    void dropChunkGraphs() {
+        for (ResidentForward.ChunkGraph g : chunkGraphs.values()) g.free(cu);
+        chunkGraphs.clear();
+    }
+
     /** Frees everything, the KV pages too. */
     void free() {
         KvPages p = freeKeepingPages();
@@ -311,6 +319,7 @@ final class ResidentSession {
 
     /** Frees everything but the KV pages, which it returns (null when the caches were allocated whole) for another sequence. */
     KvPages freeKeepingPages() {
+        dropChunkGraphs();
         if (exec != null) cu.graphExecDestroy(exec);
         if (graph != null) cu.graphDestroy(graph);
         exec = graph = null;

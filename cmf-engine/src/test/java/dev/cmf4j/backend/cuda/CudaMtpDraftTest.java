@@ -284,6 +284,70 @@ class CudaMtpDraftTest {
         }
     }
 
+    /**
+     * A drafting round's device steps replay captured graphs: the head's catch-up rows (a chunk) and its further drafts
+     * (one row each, as the decode step), the model's verification chunk; plain steps the decode graph. Every shape is
+     * captured once per session, so the generation replays exactly one graph per device step after the prompt and, without
+     * cuBLAS (whose first GEMM widens the head's matrices to f16 once, directly), launches no other kernel one by one. Token-exact and with
+     * the CPU's drafted and kept counts, so each replayed verification read its own position.
+     */
+    @ParameterizedTest(name = "cuBLAS from {0} rows")
+    @ValueSource(ints = {0, 4})
+    void draftRoundsReplayCapturedGraphs(int gemmMinTokens) {
+        int n = 32, k = 3;
+        int[] chain;
+        try (Model m = Model.open(converted("llama"))) { chain = greedy(m, PROMPT, 40); }
+        Path file = oracleHead("llama", chain);
+        Speculation.Stats onCpu;
+        try (Model cpu = Model.open(file)) {
+            Speculation sp = new Speculation(new MtpDraft(cpu.mtpGraph(), 128), k, SamplingParams.GREEDY);
+            onCpu = sp.stats(sp.generate(new Generator(new Session(cpu.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
+                    PROMPT, n, null, null).tokens().length);
+        }
+        try (Gpu gpu = onGpu(file, gemmMinTokens)) {
+            Model m = gpu.model();
+            int[] want = greedy(m, PROMPT, n);
+            int direct = CudaMockTest.counter(lib, 0);
+            new Session(m.graph(), 128).prefill(PROMPT);
+            int prompt = CudaMockTest.counter(lib, 0) - direct;   // a prompt's first chunk launches one by one
+            direct = CudaMockTest.counter(lib, 0);
+            int replays = CudaMockTest.counter(lib, 2);
+            Speculation sp = new Speculation(new MtpDraft(m.mtpGraph(), 128), k, SamplingParams.GREEDY);
+            Generator.Result got = sp.generate(new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
+                    PROMPT, n, null, null);
+            Speculation.Stats st = sp.stats(got.tokens().length);
+            assertThat(got.tokens()).containsExactly(want);
+            assertThat(st).as("drafted and kept as on the CPU").isEqualTo(onCpu);
+            assertThat(st.rounds()).isGreaterThan(4);
+            // per round the head's catch-up, its k' − 1 further drafts and the verification; the plain steps
+            assertThat(CudaMockTest.counter(lib, 2) - replays).as("graphs replayed").isEqualTo(st.rounds() + st.drafted() + st.plainSteps());
+            if (gemmMinTokens == 0)
+                assertThat(CudaMockTest.counter(lib, 0) - direct).as("kernels launched one by one: the prompt's").isEqualTo(prompt);
+        }
+    }
+
+    /**
+     * A chunk the driver refuses to capture (the instantiation fails: the model's prompt, its first chunk) turns chunk
+     * capture off for that forward with a note; its chunks then launch one by one, and the output stays token-exact.
+     */
+    @Test void aChunkThatCannotBeCapturedLaunchesOneByOne() {
+        Path file = randomHead("llama");
+        CudaMatMul mm = new CudaMatMul(ctx, CpuBackend.newMatMul());
+        List<String> notes = new ArrayList<>();
+        mm.notes(notes::add);
+        try (CudaBackend b = new CudaBackend(mm); Model m = Model.open(file, null, b)) {
+            int[] want = greedy(m, PROMPT, 24);
+            MockCuda.set(lib, "mock_fail_instantiates", 1);
+            int direct = CudaMockTest.counter(lib, 0);
+            Speculation sp = new Speculation(new MtpDraft(m.mtpGraph(), 128), 3, SamplingParams.GREEDY);
+            Generator.Result got = sp.generate(new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
+                    PROMPT, 24, null, null);
+            assertThat(got.tokens()).containsExactly(want);
+            assertThat(notes).anySatisfy(n -> assertThat(n).contains("chunks of few rows (drafts, their verification) launch one by one:"));
+            assertThat(CudaMockTest.counter(lib, 0) - direct).as("the model's chunks launched one by one").isPositive();
+        }
+    }
+
     /** The scheduler on the device: each drafting sequence's head reads the rows of the batched steps. */
     @Test void theSchedulerDraftsWithTheHeadOnTheDevice() throws Exception {
         int n = 24;

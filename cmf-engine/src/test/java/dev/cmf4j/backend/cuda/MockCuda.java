@@ -32,6 +32,17 @@ final class MockCuda {
         return lib;
     }
 
+    /** Calls the mock library {@code lib}'s test knob {@code void fn(int)}. */
+    static void set(Path lib, String fn, int arg) {
+        try {
+            java.lang.foreign.Linker.nativeLinker().downcallHandle(
+                    java.lang.foreign.SymbolLookup.libraryLookup(lib, java.lang.foreign.Arena.global()).find(fn).orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.ofVoid(java.lang.foreign.ValueLayout.JAVA_INT)).invokeWithArguments(arg);
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+    }
+
     /** The mock library {@code lib}'s test reading {@code fn()} (a counter or a byte count), as a long (int ones widened). */
     static long read(Path lib, String fn, java.lang.foreign.ValueLayout result) {
         try {
