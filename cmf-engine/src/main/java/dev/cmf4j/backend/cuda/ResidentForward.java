@@ -892,7 +892,8 @@ final class ResidentForward implements DeviceForward {
 
     /**
      * Owner thread: the session's captured chunk of {@code tokens} rows with {@code headRows} (and the products
-     * {@code gemm} says), made on first use and again once the scratch moved ({@link #scratchEpoch}); null (and no chunk
+     * {@code gemm} says), made at the shape's second use and again once the scratch moved ({@link #scratchEpoch}); null
+     * for a shape's first use, and null (and no chunk
      * capture from now on, with a note) when the driver or cuBLAS refuses it, so the caller launches one by one. The
      * launches read the position and ids from the session's device memory, and its caches' addresses do not move (KV
      * pages are mapped into a range reserved whole), so one capture serves every position.
@@ -902,6 +903,9 @@ final class ResidentForward implements DeviceForward {
         ChunkGraph cg = s.chunkGraphs.get(key);
         if (cg != null && cg.epoch() == scratchEpoch) return cg;
         if (cg != null) s.dropChunkGraphs();
+        // a shape's first chunk launches one by one: instantiating a graph of the whole model costs about what it saves
+        // once, and the shapes near a generation's end (K shrinks) come once
+        if (s.chunkShapes.add(key)) return null;
         Arena args = Arena.ofShared();
         try {
             List<Step> made = new ArrayList<>();

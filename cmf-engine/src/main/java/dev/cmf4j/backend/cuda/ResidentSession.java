@@ -64,6 +64,8 @@ final class ResidentSession {
     MemorySegment graph, exec;
     /** Captured chunks of few rows (verifications, an MTP head's rows) by shape (ResidentForward#chunkGraph). */
     final java.util.Map<Long, ResidentForward.ChunkGraph> chunkGraphs = new java.util.HashMap<>();
+    /** The chunk shapes this session has run (a shape is captured from its second chunk). */
+    final java.util.Set<Long> chunkShapes = new java.util.HashSet<>();
     final List<Long> owned = new ArrayList<>();
     /** A session's sealed layers (their exact caches fill kc and vc while exact), or null. */
     final SealedSteps.Sequence sealed;
