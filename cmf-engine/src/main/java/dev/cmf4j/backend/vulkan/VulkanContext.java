@@ -22,8 +22,8 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 public final class VulkanContext implements AutoCloseable {
     /** {@code -Dcmf.vulkan.device=N}: the physical device to use (index of {@code cmf devices}); default the best one. */
     static final String DEVICE_PROPERTY = "cmf.vulkan.device";
-    /** VK_SUBGROUP_FEATURE_ARITHMETIC_BIT. */
-    static final int SUBGROUP_ARITHMETIC = 4;
+    /** VK_SUBGROUP_FEATURE_ARITHMETIC_BIT and VK_SUBGROUP_FEATURE_SHUFFLE_BIT: the shaders add and shuffle across subgroups. */
+    static final int SUBGROUP_ARITHMETIC = 4, SUBGROUP_SHUFFLE = 16;
 
     final Vk vk;
     private final MemorySegment instance;
@@ -54,6 +54,11 @@ public final class VulkanContext implements AutoCloseable {
      * sums are taken. More rows mean more blocks a workgroup. 256 was the fastest of 128-1024 on an H200 (docs/VULKAN.md).
      */
     final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 256));
+    /**
+     * Blocks of 8 rows a workgroup takes together in a one-token product of more than DECODE_TILE columns
+     * (-Dcmf.vulkan.decodeBlocks, matvec_decode.comp's NB): each tile of x' is staged once for all of them.
+     */
+    final int decodeBlocks = Math.max(1, Math.min(8, Integer.getInteger("cmf.vulkan.decodeBlocks", 2)));
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
@@ -119,9 +124,9 @@ public final class VulkanContext implements AutoCloseable {
                             .min(Comparator.comparingInt(VulkanContext::preference)).orElse(null);
                 }
                 if (chosen == null || chosen.computeQueueFamily() < 0)
-                    throw new VulkanUnavailableException("no Vulkan device has a compute queue with subgroup adds: " + infos.stream().map(VulkanDeviceInfo::name).toList());
+                    throw new VulkanUnavailableException("no Vulkan device has a compute queue with subgroup adds and shuffles: " + infos.stream().map(VulkanDeviceInfo::name).toList());
                 if (!chosen.subgroupArithmetic())
-                    throw new VulkanUnavailableException(chosen.name() + " cannot add across a subgroup in compute shaders, which the shaders need");
+                    throw new VulkanUnavailableException(chosen.name() + " cannot add and shuffle across a subgroup in compute shaders, which the shaders need");
                 if (chosen.subgroupSize() < 4)   // matvec_decode.comp keeps one partial sum per subgroup, at most 64 of them
                     throw new VulkanUnavailableException(chosen.name() + " has subgroups of " + chosen.subgroupSize() + " invocations; the shaders need at least 4");
                 info = chosen;
@@ -154,7 +159,7 @@ public final class VulkanContext implements AutoCloseable {
                 for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
                 matvecDecode = new long[Shaders.KIND_I8 + 1];
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
-                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k);
+                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks);
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
                 for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
@@ -235,7 +240,7 @@ public final class VulkanContext implements AutoCloseable {
         if (tokens == 1 && kind < matvecDecode.length) {
             long blocks = (rows + DECODE_ROWS - 1) / DECODE_ROWS;
             // blocks spread evenly: ceil(blocks / per) workgroups of per blocks (the last fewer)
-            long per = cols <= DECODE_TILE ? (blocks + decodeGroups - 1) / decodeGroups : 1;
+            long per = cols <= DECODE_TILE ? (blocks + decodeGroups - 1) / decodeGroups : decodeBlocks;
             gx = (blocks + per - 1) / per;
         }
         return new int[] {(int) Math.min(gx, Integer.toUnsignedLong(info.maxGroupCount()[0])),
@@ -350,7 +355,7 @@ public final class VulkanContext implements AutoCloseable {
         List<String> exts = deviceExtensions(vk, pd, a);
         return new VulkanDeviceInfo(index, name, VulkanDeviceInfo.typeName(type), props.get(U32, 8), props.get(U32, 12),
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
-                sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & SUBGROUP_ARITHMETIC) != 0,
+                sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE)) == (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE),
                 f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
                 compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
     }
@@ -428,7 +433,7 @@ public final class VulkanContext implements AutoCloseable {
 
     /**
      * The shader's {@code main} with specialization constants 0, 1, … set to {@code values} (constant 0: matvec's weight
-     * kind, ops' OP; matvec's constant 1: rows per workgroup).
+     * kind, ops' OP; matvec's constant 1: rows per workgroup, matvec_decode's: blocks taken together).
      */
     private long createPipeline(Arena a, long module, long layout, int... values) {
         MemorySegment entries = Vk.plain(a, 16L * values.length);

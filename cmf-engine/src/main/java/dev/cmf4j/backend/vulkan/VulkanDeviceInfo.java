@@ -10,7 +10,7 @@ import java.util.Locale;
  * @param type                discrete, integrated, virtual, cpu (a software rasterizer such as lavapipe) or other
  * @param heaps               each memory heap: bytes and whether it is device-local
  * @param subgroupSize        the default subgroup (warp, wave) width
- * @param subgroupArithmetic  whether compute shaders may add across a subgroup (the shaders need it)
+ * @param subgroupArithmetic  whether compute shaders may add and shuffle across a subgroup (the shaders need both)
  * @param computeQueueFamily  the first queue family with compute, -1 when none has
  * @param maxStorageBufferRange the largest storage-buffer binding in bytes (a weight larger than this is split by rows)
  * @param maxAllocationSize   the largest single allocation (maintenance3)
@@ -50,7 +50,7 @@ public record VulkanDeviceInfo(int index, String name, String type, int vendorId
     public String describe() {
         return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, cooperative matrix %s)",
                 name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
-                apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute adds: unusable",
+                apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute subgroup adds and shuffles: unusable",
                 yes(shaderFloat16), yes(shaderInt8),
                 yes(cooperativeMatrix));
     }

@@ -48,6 +48,7 @@ final class VulkanOpCheck {
                 if (dt != DType.Q4TP || s[1] % 32 == 0)   // q4tp: whole groups
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
+        out.addAll(foldedProducts(device, r));
         return out;
     }
 
@@ -219,6 +220,80 @@ final class VulkanOpCheck {
             made.values().forEach(ctx::free);
             ctx.free(step);
         }
+    }
+
+    /**
+     * matvec_decode.comp's folded operators against float64, f32 and int8 weights of 19 rows (a last block of 3) by 1,000
+     * columns (one tile) and 4,500 (two: blocks taken together): the RMSNorm with its weight (x' staged 4 columns at a
+     * time), row and column scales, a bias and the add into y; the GLU act(x)·up with the scales (P unaligned: x' staged
+     * one column at a time).
+     */
+    static List<OpResult> foldedProducts(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        VulkanContext ctx = mm.context();
+        int rows = 19, yOff = 3;
+        float eps = 1e-5f;
+        for (int kind : new int[] {Shaders.KIND_F32, Shaders.KIND_I8})
+            for (int cols : new int[] {1000, 4500})
+                for (boolean glu : new boolean[] {false, true}) {
+                    float[] wv = new float[rows * cols];
+                    for (int i = 0; i < wv.length; i++) wv[i] = kind == Shaders.KIND_I8 ? r.nextInt(-127, 128) : (float) r.nextGaussian();
+                    int wWords = kind == Shaders.KIND_I8 ? rows * cols / 4 : rows * cols;
+                    int rsOff = wWords, cfOff = (rsOff + rows + 3) / 4 * 4, words = cfOff + cols;
+                    float[] rs = gauss(r, rows, 0.5), cf = gauss(r, cols, 0.5), x = gauss(r, cols, 1), y0 = gauss(r, yOff + rows, 1);
+                    int pOff = glu ? 1 : 4, biasOff = pOff + cols;
+                    float[] prm = gauss(r, biasOff + rows, 1);
+                    int flags = MatvecPush.ROW_SCALES | MatvecPush.COL_SCALES | MatvecPush.ADD
+                            | (glu ? MatvecPush.GLU : MatvecPush.NORM | MatvecPush.NORM_WEIGHT | MatvecPush.BIAS);
+                    double[] xs = new double[cols];
+                    double ss = 0;
+                    for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
+                    double inv = glu ? 1 : 1 / Math.sqrt(ss / cols + eps);
+                    for (int c = 0; c < cols; c++)
+                        xs[c] = (glu ? dev.cmf4j.backend.Activation.SILU.apply(x[c]) : x[c]) * (double) prm[pOff + c] * cf[c];
+                    double[] want = new double[rows];
+                    for (int o = 0; o < rows; o++) {
+                        double sum = 0;
+                        for (int c = 0; c < cols; c++) sum += wv[o * cols + c] * xs[c];
+                        want[o] = y0[yOff + o] + rs[o] * inv * sum + (glu ? 0 : prm[biasOff + o]);
+                    }
+                    VulkanContext.Buffer wb = ctx.buffer(4L * words, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check weights");
+                    VulkanContext.Buffer xb = ctx.buffer(4L * cols, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check x");
+                    VulkanContext.Buffer yb = ctx.buffer(4L * y0.length, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check y");
+                    VulkanContext.Buffer pb = ctx.buffer(4L * prm.length, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check P");
+                    try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                        MemorySegment wm = wb.mapped();
+                        for (int i = 0; i < wv.length; i++) {
+                            if (kind == Shaders.KIND_I8) wm.set(ValueLayout.JAVA_BYTE, i, (byte) wv[i]);
+                            else wm.setAtIndex(ValueLayout.JAVA_FLOAT, i, wv[i]);
+                        }
+                        MemorySegment.copy(rs, 0, wm, ValueLayout.JAVA_FLOAT, 4L * rsOff, rows);
+                        MemorySegment.copy(cf, 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff, cols);
+                        MemorySegment.copy(x, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
+                        MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
+                        MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
+                        long set = mm.allocateSet(ctx.descriptorSetLayout);
+                        mm.writeSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
+                        MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, flags, pOff,
+                                glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps), biasOff);
+                        sets.set(ValueLayout.JAVA_LONG, 0, set);
+                        int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
+                        mm.submitRecorded(cb -> {
+                            ctx.vk.cmdBindPipeline(cb, ctx.matvecDecode[kind]);
+                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+                            ctx.vk.cmdDispatch(cb, groups, 1, 1);
+                        });
+                        float[] got = new float[rows];
+                        MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, got, 0, rows);
+                        out.add(new OpResult("matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32") + (glu ? " glu" : " norm bias")
+                                + " scales add", rows + "x" + cols + ", 1 token", error(got, want), 2e-6 * Math.sqrt(cols)));
+                    } finally {
+                        for (VulkanContext.Buffer b : List.of(wb, xb, yb, pb)) ctx.free(b);
+                    }
+                }
+        return out;
     }
 
     static float[] gauss(SplittableRandom r, int n, double sd) {

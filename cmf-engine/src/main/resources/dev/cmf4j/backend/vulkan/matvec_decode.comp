@@ -12,12 +12,15 @@
 // 512 columns, invocation l the 4 weights at 4l + 128(g%4) + 512j, so a group's weight loads are contiguous (128
 // bytes of int8, 256 of 16-bit, 512 of f32 per row) and one vec4 read of x' from shared memory (conflict-free) serves
 // 4 rows; U such loads per row are in flight before any is used, and a block's first batch is issued before the
-// previous block's sums are taken. The dispatch sizes the grid (VulkanContext.matvecGroups). The groups need not be subgroups: the sums are taken
-// with one subgroup add per row of the 8 (each invocation adding 0 to the rows it does not take) and one fixed-order
-// sum over the subgroups, whatever the device's subgroup size and however it maps invocations to subgroups.
+// previous block's sums are taken. The dispatch sizes the grid (VulkanContext.matvecGroups). The groups need not be subgroups: a
+// subgroup whose invocations all take the same 4 rows sums them by a transposing butterfly of shuffles (2 + 1 + log2(S) - 2
+// of them; its lanes then hold one row's sum each), any other with one subgroup add per row of the 8 (each invocation
+// adding 0 to the rows it does not take); then one fixed-order sum over the subgroups, whatever the device's subgroup
+// size and however it maps invocations to subgroups.
 
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_EXT_control_flow_attributes : enable   // [[unroll]]: the weights in flight stay in registers
 
 layout(local_size_x = 256) in;
@@ -25,6 +28,9 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KIND = 0u;
 const uint WG = 256u;
 const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
+// blocks a workgroup takes together when a row spans several tiles: each tile's x' is staged once for all of them
+// (VulkanContext.decodeBlocks, -Dcmf.vulkan.decodeBlocks)
+layout(constant_id = 1) const uint NB = 2u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
 const uint SV = TILE / (4u * WG);   // staging steps of 4 columns per invocation
@@ -55,7 +61,10 @@ layout(push_constant) uniform Push {
 } p;
 
 shared vec4 xs[TILE / 4u];
-shared float part[WG / 4u * 9u];   // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares
+// per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares, two sets: a block writes one
+// while the previous block's may still be read
+const uint PARTS = WG / 4u * 9u;
+shared float part[2u * PARTS];
 
 // Numerical Recipes' erfc fit, as the CPU's Activation.GELU (ops.comp's)
 float erf1(float v) {
@@ -173,77 +182,144 @@ void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
     }
 }
 
+// the 4 rows' sums of this invocation's group into set `set` of part[]: by the butterfly, or one subgroup add per row
+void blockSums(float acc[4], uint rb, uint set, bool butterfly, bool hi, bool hi2) {
+    uint S = gl_SubgroupSize, sl = gl_SubgroupInvocationID;
+    if (butterfly) {
+        float k0 = (hi ? acc[2] : acc[0]) + subgroupShuffleXor(hi ? acc[0] : acc[2], S >> 1u);
+        float k1 = (hi ? acc[3] : acc[1]) + subgroupShuffleXor(hi ? acc[1] : acc[3], S >> 1u);
+        float s = (hi2 ? k1 : k0) + subgroupShuffleXor(hi2 ? k0 : k1, S >> 2u);
+        for (uint m = S >> 3u; m > 0u; m >>= 1u) s += subgroupShuffleXor(s, m);
+        if ((sl & ((S >> 2u) - 1u)) == 0u) part[set + gl_SubgroupID * 9u + rb + (hi ? 2u : 0u) + (hi2 ? 1u : 0u)] = s;
+    } else {
+        [[unroll]] for (uint row = 0u; row < 8u; row++) {
+            uint i = row - rb;   // (wraps past 3 for rows below rb)
+            float s = subgroupAdd(i == 0u ? acc[0] : i == 1u ? acc[1] : i == 2u ? acc[2] : i == 3u ? acc[3] : 0.0);
+            if (subgroupElect()) part[set + gl_SubgroupID * 9u + row] = s;
+        }
+    }
+}
+
+// after the barrier: invocation tid < 8 sums row r0 + tid over the subgroups in order and writes it with the epilogue;
+// `norm`: this set holds the sum of squares, whose 1/rms it keeps in inv for the blocks after
+void finish(uint tid, uint r0, uint set, bool norm, inout float inv) {
+    uint r = r0 + tid;
+    if (tid < 8u && r < p.rows) {
+        float v = 0.0;
+        for (uint g = 0u; g < gl_NumSubgroups; g++) v += part[set + g * 9u + tid];
+        if (norm) {
+            float sq = 0.0;
+            for (uint g = 0u; g < gl_NumSubgroups; g++) sq += part[set + g * 9u + 8u];
+            inv = 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+        }
+        if ((p.flags & 4u) != 0u) v *= inv;
+        if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+        if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
+        if ((p.flags & 128u) != 0u) v += y[p.yOff + r];
+        y[p.yOff + r] = v;
+    }
+}
+
+// the block's weights of columns [k0, k0 + tc) against the staged x' (the first batch already loaded into v)
+void blockTile(inout uvec4 v[4][U], uint base[4], uint k0, uint tc, uint c0, uint kq, uint lane, bool wide, inout float acc[4]) {
+    if (wide) {
+        for (uint c = c0;;) {
+            useBatch(v, c, tc, acc);
+            c += U * 512u;
+            if (c >= tc) break;
+            loadBatch(v, base, k0, c, tc);
+        }
+    } else {
+        for (uint cc = kq * 32u + lane; cc < tc; cc += 128u) {
+            float xv = xs[cc >> 2][cc & 3u];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
+        }
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x, grp = tid >> 5, lane = tid & 31u;
     uint rb = (grp >> 2) * 4u, kq = grp & 3u;
     bool wide = (p.cols & 3u) == 0u;
     // x' staged 4 columns at a time where every source of it is 16-byte aligned
     bool vectors = wide && ((p.flags & 2u) == 0u || (p.cfOff & 3u) == 0u) && ((p.flags & 72u) == 0u || (p.pOff & 3u) == 0u);
-    // a row of one tile stages x' once for every block of 8 rows the workgroup takes (and its sum of squares with it)
-    bool once = p.cols <= TILE;
-    uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u, c0 = kq * 128u + lane * 4u;
-    float ss = 0.0;
+    uint c0 = kq * 128u + lane * 4u;
+    float ss = 0.0, inv = 1.0;
     uvec4 v[4][U];
     uint base[4];
-    // each block's first batch goes out before anything else of the block: for the first block before x' is staged
-    // (their latencies overlap), for the others before the previous block's sums are taken
-    rowBase(first, rb, base);
-    if (wide && first < p.rows) loadBatch(v, base, 0u, c0, min(TILE, p.cols));
-    for (uint r0 = first; r0 < p.rows; r0 += stride) {
-        float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-        bool staging = !once || r0 == first;
-        if (staging) ss = 0.0;
+    // the butterfly needs the subgroup's invocations on one set of 4 rows (so on every usual device); its lanes write
+    // only their 4 rows' sums, the other 4 slots stay 0
+    bool butterfly = subgroupMin(rb) == subgroupMax(rb);
+    uint sl = gl_SubgroupInvocationID;
+    bool hi = (sl & (gl_SubgroupSize >> 1u)) != 0u, hi2 = (sl & (gl_SubgroupSize >> 2u)) != 0u;
+    if (butterfly && sl < 4u) {
+        part[gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
+        part[PARTS + gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
+    }
+    // no barrier after a block's sums are read: the next block writes the other set, which nobody reads then, and
+    // this set again only after the next block's barrier, which the readers reach after reading
+    uint set = 0u;
+    if (p.cols <= TILE) {
+        // a row of one tile: x' (and its sum of squares) staged once for every block of 8 rows the workgroup takes;
+        // each block's first batch goes out before anything else of the block: for the first block before x' is
+        // staged (their latencies overlap), for the others before the previous block's sums are taken
+        uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u;
+        rowBase(first, rb, base);
+        if (wide && first < p.rows) loadBatch(v, base, 0u, c0, p.cols);
+        if (first < p.rows) {
+            stage(tid, 0u, p.cols, vectors, ss);
+            barrier();
+        }
+        for (uint r0 = first; r0 < p.rows; r0 += stride, set ^= PARTS) {
+            float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+            blockTile(v, base, 0u, p.cols, c0, kq, lane, wide, acc);
+            if (r0 + stride < p.rows) {
+                rowBase(r0 + stride, rb, base);
+                if (wide) loadBatch(v, base, 0u, c0, p.cols);
+            }
+            blockSums(acc, rb, set, butterfly, hi, hi2);
+            bool norm = (p.flags & 4u) != 0u && r0 == first;
+            if (norm) {
+                float s = subgroupAdd(ss);
+                if (subgroupElect()) part[set + gl_SubgroupID * 9u + 8u] = s;
+            }
+            barrier();
+            finish(tid, r0, set, norm, inv);
+        }
+        return;
+    }
+    // a row of several tiles: the workgroup takes NB consecutive blocks together, tile by tile, each tile's x' staged
+    // once for them all; each block's sums stay in registers across the tiles (in the same order as one block alone)
+    for (uint r0 = gl_WorkGroupID.x * 8u * NB; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u * NB) {
+        float acc[NB][4];
+        [[unroll]] for (uint b = 0u; b < NB; b++) acc[b] = float[4](0.0, 0.0, 0.0, 0.0);
+        ss = 0.0;
         for (uint k0 = 0u; k0 < p.cols; k0 += TILE) {
             uint tc = min(TILE, p.cols - k0);
-            if (wide && k0 > 0u) loadBatch(v, base, k0, c0, tc);
-            if (staging) {
-                barrier();   // the previous tile has been read
-                stage(tid, k0, tc, vectors, ss);
-                barrier();
-            }
-            if (wide) {
-                for (uint c = c0;;) {
-                    useBatch(v, c, tc, acc);
-                    c += U * 512u;
-                    if (c >= tc) break;
-                    loadBatch(v, base, k0, c, tc);
-                }
-            } else {
-                for (uint cc = kq * 32u + lane; cc < tc; cc += 128u) {
-                    float xv = xs[cc >> 2][cc & 3u];
-                    [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma(w1(base[i] + k0 + cc), xv, acc[i]);
+            rowBase(r0, rb, base);
+            if (wide) loadBatch(v, base, k0, c0, tc);
+            barrier();   // the previous tile has been read
+            stage(tid, k0, tc, vectors, ss);
+            barrier();
+            [[unroll]] for (uint b = 0u; b < NB; b++) {
+                if (r0 + 8u * b >= p.rows) break;
+                blockTile(v, base, k0, tc, c0, kq, lane, wide, acc[b]);
+                if (b + 1u < NB && r0 + 8u * (b + 1u) < p.rows) {
+                    rowBase(r0 + 8u * (b + 1u), rb, base);
+                    if (wide) loadBatch(v, base, k0, c0, tc);
                 }
             }
         }
-        if (r0 + stride < p.rows) {
-            rowBase(r0 + stride, rb, base);
-            if (wide) loadBatch(v, base, 0u, c0, min(TILE, p.cols));
-        }
-        // the 8 rows' sums: one subgroup add per row (0 from invocations on the other 4), then the subgroups' in order
-        [[unroll]] for (uint row = 0u; row < 8u; row++) {
-            uint i = row - rb;   // (wraps past 3 for rows below rb)
-            float s = subgroupAdd(i == 0u ? acc[0] : i == 1u ? acc[1] : i == 2u ? acc[2] : i == 3u ? acc[3] : 0.0);
-            if (subgroupElect()) part[gl_SubgroupID * 9u + row] = s;
-        }
-        if ((p.flags & 4u) != 0u) {
-            float s = subgroupAdd(ss);
-            if (subgroupElect()) part[gl_SubgroupID * 9u + 8u] = s;
-        }
-        barrier();
-        uint r = r0 + tid;
-        if (tid < 8u && r < p.rows) {
-            float v = 0.0;
-            for (uint g = 0u; g < gl_NumSubgroups; g++) v += part[g * 9u + tid];
-            if ((p.flags & 4u) != 0u) {
-                float sq = 0.0;
-                for (uint g = 0u; g < gl_NumSubgroups; g++) sq += part[g * 9u + 8u];
-                v *= 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+        [[unroll]] for (uint b = 0u; b < NB; b++, set ^= PARTS) {
+            if (r0 + 8u * b >= p.rows) break;
+            blockSums(acc[b], rb, set, butterfly, hi, hi2);
+            bool norm = (p.flags & 4u) != 0u && b == 0u;
+            if (norm) {
+                float s = subgroupAdd(ss);
+                if (subgroupElect()) part[set + gl_SubgroupID * 9u + 8u] = s;
             }
-            if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
-            if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
-            if ((p.flags & 128u) != 0u) v += y[p.yOff + r];
-            y[p.yOff + r] = v;
+            barrier();
+            finish(tid, r0 + 8u * b, set, norm, inv);
         }
-        barrier();
     }
 }
