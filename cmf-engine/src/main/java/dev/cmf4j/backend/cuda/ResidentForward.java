@@ -910,7 +910,9 @@ final class ResidentForward implements DeviceForward {
         try {
             List<Step> made = new ArrayList<>();
             lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, args, gemm, made::add);
-            Captured c = capture(s.stream, made);
+            // without GEMMs a chunk is the decode step's kernels with a row dimension (each waits before it reads another
+            // kernel's data, whatever the rows): programmatic launches as there; cuBLAS's kernels do not wait
+            Captured c = capture(s.stream, gemm ? made : programmatic(made));
             cg = new ChunkGraph(c.graph(), c.exec(), args, scratchEpoch);
             s.chunkGraphs.put(key, cg);
             return cg;

@@ -355,6 +355,34 @@ class CudaMtpDraftTest {
         }
     }
 
+    /**
+     * A captured chunk without cuBLAS (the matvec kernels with a row dimension) launches its waiting kernels
+     * programmatically, as the decode step does; with cuBLAS, none. Its logits as the CPU's either way.
+     */
+    @ParameterizedTest(name = "cuBLAS from {0} rows")
+    @ValueSource(ints = {0, 2})
+    void capturedChunksLaunchProgrammaticallyWithoutCublas(int gemmMinTokens) {
+        Path file = converted("llama");
+        try (Model cpu = Model.open(file); Gpu gpu = onGpu(file, gemmMinTokens)) {
+            float[][] out = new float[2][];
+            int programmatic = 0;
+            for (int i = 0; i < 2; i++) {
+                Session s = new Session((i == 0 ? cpu : gpu.model()).graph(), 64);
+                s.prefill(PROMPT);
+                s.logitsAll(new int[] {7, 8, 9});
+                int before = CudaMockTest.counter(lib, 8), captured = CudaMockTest.counter(lib, 1);
+                out[i] = s.logitsAll(new int[] {17, 18, 19}).clone();   // the shape's second chunk: captured
+                if (i == 1) {
+                    assertThat(CudaMockTest.counter(lib, 1) - captured).as("captured").isEqualTo(1);
+                    programmatic = CudaMockTest.counter(lib, 8) - before;
+                }
+            }
+            if (gemmMinTokens == 0) assertThat(programmatic).as("programmatic launches in the chunk").isPositive();
+            else assertThat(programmatic).as("programmatic launches beside cuBLAS").isZero();
+            assertClose(out[1], out[0], "the captured chunk's logits");
+        }
+    }
+
     /** The scheduler on the device: each drafting sequence's head reads the rows of the batched steps. */
     @Test void theSchedulerDraftsWithTheHeadOnTheDevice() throws Exception {
         int n = 24;
