@@ -24,6 +24,12 @@ public interface Backend extends AutoCloseable {
     /** The threads the host graph's other operators (attention, recurrences) run on. */
     WorkerPool hostPool();
 
+    /**
+     * The ranks of the tensor-parallel group whose collectives this device's forward runs (one rank's plan then runs on
+     * it whole, its all-reduces on the device); 1 when it is no rank of a group.
+     */
+    default int tensorRanks() { return 1; }
+
     /** Whether this device may run a model whole ({@link #deviceForward}); the host may skip building a plan. */
     default boolean runsWholeModels() { return false; }
 

@@ -22,7 +22,7 @@ public final class CudaBackend implements Backend {
     public CudaBackend(CudaContext ctx) { this(new CudaMatMul(ctx, CpuBackend.newMatMul())); }
 
     /** Over products already set up (tests choose their options first); closing this closes them. */
-    public CudaBackend(CudaMatMul matmul) { this.matmul = Objects.requireNonNull(matmul, "matmul"); }
+    public CudaBackend(CudaMatMul matmul) { this(matmul, null); }
 
     @Override public String device() { return "cuda"; }
 
@@ -50,5 +50,45 @@ public final class CudaBackend implements Backend {
 
     @Override public List<String> takeNotes() { return matmul.context().takeNotes(); }
 
-    @Override public void close() { matmul.close(); }
+    /**
+     * The first {@code gpus} GPUs as the ranks of one tensor-parallel group: rank i on GPU i, NCCL's communicators
+     * between them (issue 26). A {@link CudaUnavailableException} when the machine has fewer GPUs, or no NCCL.
+     */
+    public static List<CudaBackend> group(int gpus) { return group(gpus, CudaContext::get, Nccl::load); }
+
+    /** As {@link #group(int)} with the contexts and the library given (tests: the mock driver's). */
+    static List<CudaBackend> group(int gpus, java.util.function.IntFunction<CudaContext> contexts, java.util.function.Supplier<Nccl> library) {
+        if (gpus < 2) throw new IllegalArgumentException("--gpus " + gpus + ": a group has 2 or more GPUs");
+        CudaContext first = contexts.apply(0);
+        int count = first.driver().deviceCount();
+        if (count < gpus)
+            throw new CudaUnavailableException("--gpus " + gpus + ": this machine has " + count + " GPU" + (count == 1 ? "" : "s"));
+        Nccl nccl = library.get();
+        int[] devices = new int[gpus];
+        for (int i = 0; i < gpus; i++) devices[i] = i;
+        java.lang.foreign.MemorySegment[] comms = nccl.initAll(devices);
+        List<CudaBackend> out = new java.util.ArrayList<>(gpus);
+        for (int r = 0; r < gpus; r++) {
+            CudaMatMul mm = new CudaMatMul(r == 0 ? first : contexts.apply(r), CpuBackend.newMatMul());
+            TensorRank rank = new TensorRank(nccl, comms[r], r, gpus);
+            mm.useTensorRank(rank);
+            out.add(new CudaBackend(mm, rank));
+        }
+        return List.copyOf(out);
+    }
+
+    /** This GPU's rank in a group (its communicator destroyed at close), or null. */
+    private final TensorRank rank;
+
+    private CudaBackend(CudaMatMul matmul, TensorRank rank) {
+        this.matmul = Objects.requireNonNull(matmul, "matmul");
+        this.rank = rank;
+    }
+
+    @Override public int tensorRanks() { return matmul.tensorRanks(); }
+
+    @Override public void close() {
+        matmul.close();
+        if (rank != null) rank.nccl().destroy(rank.comm());
+    }
 }

@@ -155,6 +155,16 @@ public final class CudaContext implements AutoCloseable {
         }
     }
 
+    private static final java.util.Map<Integer, CudaContext> others = new java.util.HashMap<>();
+
+    /** GPU {@code ordinal}, opened once per process (0 is {@link #get()}'s). @throws CudaUnavailableException when there is none to use */
+    public static CudaContext get(int ordinal) {
+        if (ordinal == 0) return get();
+        synchronized (CudaContext.class) {
+            return others.computeIfAbsent(ordinal, CudaContext::new);
+        }
+    }
+
     public Info info() { return info; }
 
     public CudaDriver driver() { return cu; }

@@ -138,13 +138,15 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
         ResidentForward f = ctx.call(() -> {
             if (closed) throw new IllegalStateException("CudaMatMul closed");
             ResidentForward r = new ResidentForward(this, ctx, model, kv, sealed, graphs, Cublas.find(cublasNames), gemmMinTokens, prefillCache,
-                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows, smallBatchBlockRows);
+                    prefillPrecision, prefillFusion, programmaticLaunch, smallBatchRows, smallBatchBlockRows, tensorRank);
             residents.add(r);
             return r;
         });
         notes.accept("cmf: cuda: " + arch + ": GPU-resident forward (every operator on the GPU; " + kv.label() + " KV cache"
-                + (sealed == null ? "" : "; --o1 sealed layers") + "; decode as one CUDA graph "
-                + (graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false")
+                + (sealed == null ? "" : "; --o1 sealed layers")
+                + (tensorRank == null ? "" : "; rank " + tensorRank.rank() + " of " + tensorRank.ranks() + ", NCCL all-reduces")
+                + "; decode as one CUDA graph "
+                + (tensorRank != null ? "- off for a rank of a group" : graphs ? "per step" : "- off, -Dcmf.cuda.graphs=false")
                 + (f.programmaticLaunch() ? ", programmatic dependent launch" : "") + ")");
         return f;
     }
@@ -152,6 +154,14 @@ public final class CudaMatMul implements MatMul, AutoCloseable {
     void hostGraph(String label, String why) {
         notes.accept("cmf: cuda: " + label + ": hybrid path (GPU weight products, CPU graph): " + why);
     }
+
+    /** This GPU's rank in a tensor-parallel group (null: a whole model), for the resident forwards made from now on. */
+    private TensorRank tensorRank;
+
+    void useTensorRank(TensorRank rank) { this.tensorRank = rank; }
+
+    /** The tensor-parallel group this GPU's resident forwards are one rank of; 1 when none. */
+    int tensorRanks() { return tensorRank == null ? 1 : tensorRank.ranks(); }
 
     /** Whether resident forwards made from now on replay decode steps as CUDA graphs (default: {@code cmf.cuda.graphs}). */
     void useGraphs(boolean on) { this.graphs = on; }

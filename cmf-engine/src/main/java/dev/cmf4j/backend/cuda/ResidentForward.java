@@ -125,7 +125,7 @@ final class ResidentForward implements DeviceForward {
     /** Owner thread: loads the kernels and uploads every weight. */
     ResidentForward(CudaMatMul mm, CudaContext ctx, DecoderPlan model, KvType kv, dev.cmf4j.backend.SealedLayers sealed, boolean graphs,
                     Cublas cublas, int gemmMinTokens, String prefillCache, String prefillPrecision, boolean fusePrefill,
-                    boolean programmaticLaunch, int smallBatchRows, int smallBatchBlockRows) {
+                    boolean programmaticLaunch, int smallBatchRows, int smallBatchBlockRows, TensorRank tp) {
         if (!Kernels.KV_TYPES.contains(kv)) throw new IllegalArgumentException("the GPU-resident forward keeps no " + kv.label() + " KV cache");
         this.kv = kv;
         this.prefillCache = prefillCacheMode(prefillCache);
@@ -142,7 +142,10 @@ final class ResidentForward implements DeviceForward {
         this.mm = mm;
         this.cu = ctx.driver();
         this.model = model;
-        this.graphs = graphs;
+        this.tp = tp;
+        // a rank's steps hold NCCL calls, which the decode graphs would capture: launched one by one until measured on
+        // a machine of several GPUs
+        this.graphs = graphs && tp == null;
         this.smCount = Math.max(1, ctx.info().smCount());
         this.deviceMemory = ctx.info().totalMemory();
         this.kernels = new ResidentKernels(ctx, kv);
@@ -163,11 +166,14 @@ final class ResidentForward implements DeviceForward {
         o1 = sealed == null ? null : new SealedSteps(ctx, model, sealed);
         recurrent |= o1 != null;   // (a sealed layer's ring and far sums are per sequence)
         lower = new ResidentLowering(cu, cublas, kernels, model, weights, embryo, o1, smCount, deviceMemory, this.prefillCache,
-                fastPrefill, fusePrefill, batchGemmMinRows, smallBatchRows, smallBatchShape, () -> scratchEpoch++);
+                fastPrefill, fusePrefill, batchGemmMinRows, smallBatchRows, smallBatchShape, () -> scratchEpoch++, tp);
         lower.ws.giveWayFirst(this::freeIdlePages);
         this.kvPages = KvPages.supported(cu, ctx.info().ordinal());
         this.recurrent = recurrent;
     }
+
+    /** The GPU's rank in a tensor-parallel group, or null for a whole model. */
+    private final TensorRank tp;
 
     /** Whether sequences' full-layer caches are paged ({@link KvPages#supported}), decided once. */
     private final boolean kvPages;
@@ -1016,6 +1022,10 @@ final class ResidentForward implements DeviceForward {
             case Gemms g -> cublas.gemmStridedBatched(lower.ws.cublasHandle(), Cublas.OP_T, Cublas.OP_N, g.m(), g.n(), g.k(), one, g.a(),
                     g.aType(), g.k(), g.strideA(), g.b(), g.bType(), g.k(), g.strideB(), zero, g.c(), Cublas.R_32F, g.m(),
                     g.strideC(), g.count());
+            case Step.AllReduce r -> {
+                if (tp == null) throw new IllegalStateException("an all-reduce in the steps of a forward that is no rank of a group");
+                tp.nccl().allReduceSum(r.buffer(), r.buffer(), r.count(), tp.comm(), stream);
+            }
         }
     }
 
@@ -1086,7 +1096,8 @@ final class ResidentForward implements DeviceForward {
         if (!pdl) return steps;
         List<Step> out = new ArrayList<>(steps.size());
         for (Step st : steps) {   // a decode step is launches only (no cuBLAS GEMM); its first has no kernel before it
-            if (!out.isEmpty() && st instanceof Launch l && waits.contains(l.fn().address()))
+            // (not right after an all-reduce: NCCL's kernels are not ours to order)
+            if (!out.isEmpty() && !(out.getLast() instanceof Step.AllReduce) && st instanceof Launch l && waits.contains(l.fn().address()))
                 st = new Launch(l.name(), l.fn(), l.gx(), l.gy(), l.gz(), l.block(), l.params(), true);
             out.add(st);
         }

@@ -63,7 +63,8 @@ final class ResidentLowering {
     ResidentLowering(CudaDriver cu, Cublas cublas, ResidentKernels kernels, DecoderPlan model, ResidentWeights weights,
                      EmbryoSteps embryo, SealedSteps o1, int smCount, long deviceMemory, String prefillCache,
                      boolean fastPrefill, boolean fusePrefill, int batchGemmMinRows, int smallBatchRows, int smallBatchShape,
-                     Runnable stale) {
+                     Runnable stale, TensorRank tp) {
+        this.tp = tp;
         this.cublas = cublas;
         this.kernels = kernels;
         this.model = model;
@@ -90,7 +91,23 @@ final class ResidentLowering {
                 () -> overlays == null ? 0 : overlays.widestInt8(), stale);
     }
 
+    /** The GPU's rank in a tensor-parallel group (its plan a rank's part), or null for a whole model. */
+    private final TensorRank tp;
+
     private static int kind(DType d) { return ResidentWeights.kind(d); }
+
+    /**
+     * A rank's row-parallel product adds into x only on rank 0: the others zero their x first, so the all-reduce that
+     * follows gives x + Σ partials and the product keeps its fused residual epilogue.
+     */
+    private void keepXOnRankZero(Steps L, Arena a, ResidentSession s, int t) {
+        if (tp.rank() > 0)
+            L.add(launch("tp_zero_x", kernels.fnScaleCap, (t * model.hidden() + 255) / 256, 1, 1, 256, a, s.x, t * model.hidden(), 0f, 0f));
+    }
+
+    private void allReduce(Steps L, String name, long buffer, int t) {
+        L.add(new Step.AllReduce(name, buffer, (long) t * model.hidden()));
+    }
 
     private static Launch launch(String name, Kernel k, int gx, int gy, int gz, int block, Arena a, Object... args) {
         return Launch.of(name, k, gx, gy, gz, block, a, args);
@@ -497,6 +514,8 @@ final class ResidentLowering {
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DecoderPlan.Layer spec = model.layers().get(li);
+            if (tp != null && (spec.deltaNet() != null || spec.anchor() != null || spec.moe() != null || o1 != null))
+                throw new IllegalStateException("layer " + li + ": a rank's plan splits attention and dense MLPs only");
             int hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
             // a layer that reads an earlier one's keys and values computes none: it appends that layer's raw rows again
             boolean shared = spec.sharesKv();
@@ -584,13 +603,19 @@ final class ResidentLowering {
                     L.add(launch("output_gate", kernels.fnSigmoidMul, (t * qDim + 255) / 256, 1, 1, 256, a, s.att, s.gate, t * qDim));
             }
             Residual oHeld = null;   // o's epilogue, for the gate/up split
-            if (spec.postAttnNorm() == null) {                                              // x += o·att
+            if (tp != null && spec.postAttnNorm() == null) {                                // x = Σ ranks (x or 0) + o·att
+                keepXOnRankZero(L, a, s, t);
+                if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
+                else matvec(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
+                allReduce(L, "o_all_reduce", s.x, t);
+            } else if (spec.postAttnNorm() == null) {                                       // x += o·att
                 if (gemm && ffnSplit(w, spec)) oHeld = heldProduct(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t);
                 else if (gemm) gemm(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
                 else matvec(L, a, "o_residual", w.o(), w.oBias(), mixOut, s.x, t, true, Float.NaN);
             } else {                                                                        // x += postNorm(o·att)
                 if (gemm) gemm(L, a, "o", w.o(), w.oBias(), mixOut, s.m, t, false, Float.NaN);
                 else matvec(L, a, "o", w.o(), w.oBias(), mixOut, s.m, t, false, Float.NaN);
+                if (tp != null) allReduce(L, "o_all_reduce", s.m, t);
                 archNorm(L, a, s.m, w.postAttnNorm(), spec.postAttnNorm(), s.x, t, true);
             }
             if (spec.moe() != null && spec.gate() != null) {   // gemma4's 26B block: x += postFfn(postMlp(mlp) + postMoe(moe))
@@ -599,7 +624,7 @@ final class ResidentLowering {
                 moe(L, a, s, w, spec, t, gemm);
                 archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
             } else if (spec.moe() != null) moe(L, a, s, w, spec, t, gemm);
-            else held = denseFfn(L, a, s, w, spec, t, gemm, false, oHeld, w.pliGate() == null && spec.layerScalar() == 1f);
+            else held = denseFfn(L, a, s, w, spec, t, gemm, false, oHeld, tp == null && w.pliGate() == null && spec.layerScalar() == 1f);
             if (w.pliGate() != null) perLayerInput(L, a, s, w, spec, li, t, gemm);
             if (spec.layerScalar() != 1f)
                 L.add(launch("layer_scalar", kernels.fnScaleCap, (t * hidden + 255) / 256, 1, 1, 256, a, s.x, t * hidden, spec.layerScalar(), 0f));
@@ -701,6 +726,8 @@ final class ResidentLowering {
             String name = residual ? "down_residual" : "down";
             long y = residual ? s.x : s.m;
             if (held != null) throw new IllegalStateException("o's epilogue held past the gate/up split");
+            if (tp != null && intoM) throw new IllegalStateException("a rank's plan has no MLP beside an MoE");
+            if (tp != null && residual) keepXOnRankZero(L, a, s, t);   // (gate and up have read x)
             if (downSplit) {
                 int parts = gemmParts(L, a, name, w.down(), ws.sB, t, ws.sC1);
                 if (residual && holdDown) return new Residual(name, w.down(), NULL, y, t, parts, ws.sC1, ws.sS1 + 4L * t);
@@ -708,6 +735,7 @@ final class ResidentLowering {
             }
             else if (gemm) gemm(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
             else matvec(L, a, name, w.down(), NULL, s.g, y, t, residual, Float.NaN);
+            if (tp != null) allReduce(L, "down_all_reduce", residual ? s.x : s.m, t);
             if (!residual && !intoM) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
             return null;
         }

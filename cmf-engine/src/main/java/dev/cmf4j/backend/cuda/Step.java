@@ -10,7 +10,7 @@ import java.lang.foreign.MemorySegment;
  * cuBLAS GEMM. Steps are made once per decode step shape (kept for its CUDA graph) or streamed as a prefill chunk
  * makes them ({@link Steps}).
  */
-sealed interface Step permits Step.Launch, Step.Gemm, Step.Gemms {
+sealed interface Step permits Step.Launch, Step.Gemm, Step.Gemms, Step.AllReduce {
     String name();
 
     /**
@@ -38,4 +38,10 @@ sealed interface Step permits Step.Launch, Step.Gemm, Step.Gemms {
      */
     record Gemms(String name, long a, long strideA, int aType, long b, long strideB, int bType, long c, long strideC,
                  int m, int n, int k, int count) implements Step {}
+
+    /**
+     * {@code count} floats at {@code buffer} summed in place over the ranks of a tensor-parallel group (NCCL's
+     * all-reduce on the step's stream): the partial outputs of a row-parallel product.
+     */
+    record AllReduce(String name, long buffer, long count) implements Step {}
 }

@@ -87,7 +87,6 @@ final class DecoderPlans {
 
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
-        if (plan.ranks() > 1) return "one rank of a tensor-parallel split (its all-reduces run on the host)";
         List<LayerOps> layers = layers(plan);
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;

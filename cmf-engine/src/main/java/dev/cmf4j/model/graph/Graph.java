@@ -156,7 +156,11 @@ public final class Graph {
                 : new HierarchicalHead(head, l.matrix(hc.weight(), hc.count(), hidden), hc.count(), vocab, hidden);
         DeviceForward dev = null;
         if (backend.runsWholeModels()) {
-            String why = DecoderPlans.unsupported(plan);
+            // a rank's plan runs whole only on a device that is a rank of a group of as many (its all-reduces there)
+            String why = plan.ranks() == backend.tensorRanks() ? DecoderPlans.unsupported(plan)
+                    : plan.ranks() == 1 ? "a whole model on a device that is one rank of a tensor-parallel group of " + backend.tensorRanks()
+                    : "one rank of a tensor-parallel split over " + plan.ranks() + " on a device of " + (backend.tensorRanks() == 1
+                            ? "no group" : "a group of " + backend.tensorRanks()) + " (the all-reduces run on the host)";
             var o1 = memory.sealed();
             var sealing = o1 == null ? null : new dev.cmf4j.backend.SealedLayers(plan.sealedLayers(), o1.landmarks(), o1.window(), o1.sinks());
             if (why == null) {

@@ -33,6 +33,11 @@ public final class TensorParallelGraph implements AutoCloseable {
         this.clique = InProcessClique.of(n);
         this.graphs = new Graph[n];
         for (int r = 0; r < n; r++) graphs[r] = Graph.ofRank(shards.get(r), backends.apply(r), clique.rank(r));
+        // the all-reduces of every rank go through one kind of collective: the device's (NCCL) or the host's clique
+        for (int r = 1; r < n; r++)
+            if ((graphs[r].device() != null) != (graphs[0].device() != null))
+                throw new dev.cmf4j.model.ModelException("tensor parallel: rank " + r + " runs " + (graphs[r].device() != null
+                        ? "on its device" : "on the host") + ", rank 0 " + (graphs[0].device() != null ? "on its device" : "on the host"));
         this.owners = new ExecutorService[n];
         for (int r = 0; r < n; r++) {
             int rank = r;

@@ -20,7 +20,7 @@ final class MockCuda {
         Path lib = dir.resolve("libmockcuda.so");
         Process p;
         try {
-            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm")
+            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm", "-pthread")
                     .redirectErrorStream(true).start();
         } catch (java.io.IOException e) {
             assumeTrue(false, "no C compiler (cc) to build the mock CUDA library");

@@ -8,8 +8,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <time.h>
 
 typedef int CUresult;
+static int n_devices = 1;   /* tests: how many GPUs the mock reports (mock_devices) */
+void mock_devices(int n) { n_devices = n; }
 static __thread void* current_ctx = 0;
 static int primary_ctx = 42;
 
@@ -29,8 +33,8 @@ CUresult cuGetErrorString(int e, const char** s) {
 }
 CUresult cuInit(unsigned f) { return getenv("MOCK_CUDA_NO_DEVICE") ? 100 : 0; }
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
-CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
-CUresult cuDeviceGet(int* d, int o) { if (o != 0) return 101; *d = 0; return 0; }
+CUresult cuDeviceGetCount(int* n) { *n = n_devices; return 0; }
+CUresult cuDeviceGet(int* d, int o) { if (o < 0 || o >= n_devices) return 101; *d = o; return 0; }
 CUresult cuDeviceGetName(char* s, int len, int d) { strncpy(s, "Mock GPU", len); return 0; }
 static int vmm_supported = 1;   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (102) */
 void mock_vmm(int on) { vmm_supported = on; }
@@ -81,7 +85,7 @@ static long long vmm_handles = 0, vmm_reserved = 0;   /* handles and reserved ra
 long long mock_vmm_handles(void) { return vmm_handles; }
 long long mock_vmm_reserved(void) { return vmm_reserved; }
 CUresult cuMemGetAllocationGranularity(size_t* g, const int* prop, int option) {
-    if (prop[0] != 1 || prop[2] != 1 || prop[3] != 0) return 1;   /* pinned, on device 0 */
+    if (prop[0] != 1 || prop[2] != 1 || prop[3] < 0 || prop[3] >= n_devices) return 1;   /* pinned, on a device */
     *g = VMM_GRANULE; return 0;
 }
 CUresult cuMemAddressReserve(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) {
@@ -128,7 +132,7 @@ CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned lon
     return 0;
 }
 CUresult cuMemSetAccess(unsigned long long p, size_t size, const int* desc, size_t count) {
-    return count == 1 && desc[0] == 1 && desc[1] == 0 && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
+    return count == 1 && desc[0] == 1 && desc[1] >= 0 && desc[1] < n_devices && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
 }
 CUresult cuMemUnmap(unsigned long long p, size_t size) {
     int i = 0;
@@ -1839,9 +1843,68 @@ static int nccl_flush(void) {
     n_nccl_pending = 0;
     return rc;
 }
+/* The calls as they came (clique, rank, count), for tests of a forward's collectives: mock_nccl_log(i, field). */
+static long long nccl_log[4096][3];
+static int n_nccl_log = 0;
+int mock_nccl_log_count(void) { return n_nccl_log; }
+long long mock_nccl_log(int i, int field) { return i >= 0 && i < n_nccl_log && field >= 0 && field < 3 ? nccl_log[i][field] : -1; }
+void mock_nccl_log_clear(void) { n_nccl_log = 0; }
+/* Outside a group, each rank of a clique calls from its own thread (one owner thread per GPU): the call waits until
+ * every rank has made it (as the real one's kernel waits for its peers), then all get the sum, in rank order. A rank
+ * whose peers do not come within mock_nccl_wait_ms gets ncclInvalidUsage (5), where a real clique would hang. */
+static pthread_mutex_t nccl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nccl_cv = PTHREAD_COND_INITIALIZER;
+static int nccl_wait_ms = 2000;
+void mock_nccl_wait_ms(int ms) { nccl_wait_ms = ms; }
+typedef struct { int arrived, result; unsigned long gen; size_t count; int bad; char in[8]; unsigned long long send[8], recv[8]; } nccl_meet;
+static nccl_meet nccl_meets[64];
+static int nccl_rendezvous(unsigned long long send, unsigned long long recv, size_t count, nccl_comm* c) {
+    if (c->clique >= 64) return 5;
+    pthread_mutex_lock(&nccl_mu);
+    nccl_meet* m = &nccl_meets[c->clique];
+    if (n_nccl_log < 4096) { nccl_log[n_nccl_log][0] = c->clique; nccl_log[n_nccl_log][1] = c->rank; nccl_log[n_nccl_log][2] = (long long) count; n_nccl_log++; }
+    if (m->in[c->rank]) { pthread_mutex_unlock(&nccl_mu); return 5; }
+    if (m->arrived == 0) { m->count = count; m->bad = 0; } else if (m->count != count) m->bad = 1;
+    m->in[c->rank] = 1; m->send[c->rank] = send; m->recv[c->rank] = recv;
+    int rc;
+    if (++m->arrived == c->n) {
+        if (!m->bad) {
+            float* sum = calloc(count ? count : 1, sizeof(float));
+            for (int r = 0; r < c->n; r++) {
+                const float* s = (const float*) (uintptr_t) m->send[r];
+                for (size_t e = 0; e < count; e++) sum[e] += s[e];
+            }
+            for (int r = 0; r < c->n; r++) memcpy((void*) (uintptr_t) m->recv[r], sum, count * sizeof(float));
+            free(sum);
+            n_nccl_allreduces++;
+        }
+        m->result = m->bad ? 4 : 0;
+        m->arrived = 0;
+        memset(m->in, 0, sizeof m->in);
+        m->gen++;
+        pthread_cond_broadcast(&nccl_cv);
+        rc = m->result;
+    } else {
+        unsigned long gen = m->gen;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += nccl_wait_ms / 1000;
+        until.tv_nsec += (long) (nccl_wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        int timed_out = 0;
+        while (m->gen == gen && !timed_out) timed_out = pthread_cond_timedwait(&nccl_cv, &nccl_mu, &until) != 0;
+        if (m->gen == gen) {   /* the peers never came: leave */
+            m->in[c->rank] = 0;
+            m->arrived--;
+            rc = 5;
+        } else rc = m->result;
+    }
+    pthread_mutex_unlock(&nccl_mu);
+    return rc;
+}
 int ncclAllReduce(unsigned long long send, unsigned long long recv, size_t count, int type, int op, void* comm, void* stream) {
     if (type != 7 || op != 0 || !comm || !send || !recv) return 4;
-    if (!nccl_depth && ((nccl_comm*) comm)->n > 1) return 5;
+    if (!nccl_depth && ((nccl_comm*) comm)->n > 1) return nccl_rendezvous(send, recv, count, (nccl_comm*) comm);
     if (n_nccl_pending == 64) return 5;
     nccl_pending[n_nccl_pending++] = (nccl_call) {send, recv, count, (nccl_comm*) comm};
     return nccl_depth ? 0 : nccl_flush();
