@@ -38,7 +38,7 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, gemm;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, gemm;
     /** matmul.comp's tile: rows and tokens a workgroup takes. */
     static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
     /**
@@ -159,7 +159,12 @@ public final class VulkanContext implements AutoCloseable {
                 for (int k = 0; k < matvec.length; k++) matvec[k] = createPipeline(a, shaderModule, pipelineLayout, k);
                 matvecDecode = new long[Shaders.KIND_I8 + 1];
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
-                for (int k = 0; k < matvecDecode.length; k++) matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks);
+                matvecDecodeTiles = new long[matvecDecode.length];
+                // one pipeline for rows of one tile and one for longer rows, so neither holds the other's registers
+                for (int k = 0; k < matvecDecode.length; k++) {
+                    matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 0);
+                    matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1);
+                }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
                 for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
@@ -171,6 +176,7 @@ public final class VulkanContext implements AutoCloseable {
                 if (statistics) {
                     System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
+                    System.err.println("vulkan statistics: matvec_decode int8, several tiles: " + pipelineStatistics(matvecDecodeTiles[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
                 }
@@ -223,12 +229,14 @@ public final class VulkanContext implements AutoCloseable {
     public VulkanDeviceInfo info() { return info; }
 
     /**
-     * The product pipeline for weights of {@code kind} over {@code tokens} rows: one token of kinds 0-3 takes
-     * matvec_decode.comp's, gemmMinTokens or more matmul.comp's, the rest matvec.comp's.
+     * The product pipeline for weights of {@code kind} with rows of {@code cols} over {@code tokens} rows: one token of
+     * kinds 0-3 takes matvec_decode.comp's (one of two, by whether a row is one tile), gemmMinTokens or more
+     * matmul.comp's, the rest matvec.comp's.
      */
-    long matvecPipeline(int kind, int tokens) {
+    long matvecPipeline(int kind, int cols, int tokens) {
         if (tokens >= gemmMinTokens) return gemm[kind];
-        return tokens == 1 && kind < matvecDecode.length ? matvecDecode[kind] : matvec[kind];
+        if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
+        return matvec[kind];
     }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
@@ -564,6 +572,7 @@ public final class VulkanContext implements AutoCloseable {
         vk.result("vkDeviceWaitIdle", device);
         for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);

@@ -232,14 +232,15 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             vk.cmdBarrier(commandBuffer, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, toCompute);
         }
         long yOff = 0;
-        int bound = -1;
+        long bound = 0;
         for (int i = 0; i < ws.length; i++) {
             if (rs[i] == null) continue;
             Matrix w = ws[i];
             Resident r = rs[i];
-            if (bound != r.kind()) {
-                vk.cmdBindPipeline(commandBuffer, ctx.matvecPipeline(r.kind(), tokens));
-                bound = r.kind();
+            long pipeline = ctx.matvecPipeline(r.kind(), w.inDim(), tokens);
+            if (bound != pipeline) {
+                vk.cmdBindPipeline(commandBuffer, pipeline);
+                bound = pipeline;
             }
             long first = w.firstRow(), end = first + w.rows();
             for (Part p : r.parts()) {

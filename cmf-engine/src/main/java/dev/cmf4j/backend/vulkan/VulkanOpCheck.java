@@ -280,7 +280,7 @@ final class VulkanOpCheck {
                         sets.set(ValueLayout.JAVA_LONG, 0, set);
                         int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
                         mm.submitRecorded(cb -> {
-                            ctx.vk.cmdBindPipeline(cb, ctx.matvecDecode[kind]);
+                            ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
                             ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
                             ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
                             ctx.vk.cmdDispatch(cb, groups, 1, 1);

@@ -738,7 +738,7 @@ final class VulkanResidentForward implements DeviceForward {
     /** y = W·x for {@code tokens} rows: one matvec.comp dispatch per weight buffer of W. */
     private void matvec(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int tokens) {
         VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), tokens));
+        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), w.inDim(), tokens));
         long first = w.firstRow(), end = first + w.rows();
         for (VulkanMatMul.Part p : r.parts()) {
             long lo = Math.max(first, p.firstRow), hi = Math.min(end, p.firstRow + p.rows);
@@ -768,7 +768,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (bias != null) { flags |= MatvecPush.BIAS; biasOff = biasAt.get(bias); }
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), 1));
+        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), w.inDim(), 1));
         long first = w.firstRow(), end = first + w.rows();
         for (VulkanMatMul.Part part : r.parts()) {
             long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);

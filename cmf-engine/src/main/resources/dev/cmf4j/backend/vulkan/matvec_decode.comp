@@ -31,6 +31,9 @@ const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
 // blocks a workgroup takes together when a row spans several tiles: each tile's x' is staged once for all of them
 // (VulkanContext.decodeBlocks, -Dcmf.vulkan.decodeBlocks)
 layout(constant_id = 1) const uint NB = 2u;
+// 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles; a pipeline each, so
+// neither path's registers count against the other (VulkanContext.matvecPipeline picks by the width)
+layout(constant_id = 2) const uint TILES = 0u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
 const uint SV = TILE / (4u * WG);   // staging steps of 4 columns per invocation
@@ -259,7 +262,8 @@ void main() {
     // no barrier after a block's sums are read: the next block writes the other set, which nobody reads then, and
     // this set again only after the next block's barrier, which the readers reach after reading
     uint set = 0u;
-    if (p.cols <= TILE) {
+    if (TILES == 0u) {
+        if (p.cols > TILE) return;   // (the other pipeline's rows)
         // a row of one tile: x' (and its sum of squares) staged once for every block of 8 rows the workgroup takes;
         // each block's first batch goes out before anything else of the block: for the first block before x' is
         // staged (their latencies overlap), for the others before the previous block's sums are taken
