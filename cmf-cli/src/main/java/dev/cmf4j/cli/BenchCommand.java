@@ -254,7 +254,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     /** Greedy generation speed without and with the draft (interleaved), and what the draft achieved. */
-    record SpecResult(Samples plain, Samples drafted, Speculation.Stats stats) {}
+    record SpecResult(Samples plain, Samples drafted, Speculation.Stats stats, Speculation.Times times) {}
 
     /**
      * Greedy generation of {@code genTokens} after the prompt (at least one token of it), timed from the first token to
@@ -264,6 +264,7 @@ public final class BenchCommand implements Callable<Integer> {
         int[] p = prompt.length > 0 ? prompt : new int[] {0};
         double[] plain = new double[reps], withDraft = new double[reps];
         Speculation.Stats stats = null;
+        Speculation.Times times = null;
         for (int i = -warmup; i < reps; i++) {
             try (Session s = session(graph, p.length + genTokens + 1, 0)) {
                 long[] t = new long[2];
@@ -281,11 +282,12 @@ public final class BenchCommand implements Callable<Integer> {
                         plain[i] = a;
                         withDraft[i] = (r2.tokens().length - 1) / ((u[1] - u[0]) * 1e-9);
                         stats = sp.stats(r2.tokens().length);
+                        times = sp.times();
                     }
                 }
             }
         }
-        return new SpecResult(new Samples(plain), new Samples(withDraft), stats);
+        return new SpecResult(new Samples(plain), new Samples(withDraft), stats, times);
     }
 
     private static Generator.Listener firstAndLast(long[] t) {
@@ -489,6 +491,14 @@ public final class BenchCommand implements Callable<Integer> {
             d.put("accepted", drafted.stats().accepted());
             d.put("acceptance", round(drafted.stats().acceptance()));
             d.put("tokens_per_step", round(drafted.stats().tokensPerStep()));
+            // the last drafted generation's wall time by part: where a round goes
+            Speculation.Stats st = drafted.stats();
+            Speculation.Times tm = drafted.times();
+            d.put("rounds", st.rounds());
+            d.put("plain_steps", st.plainSteps());
+            d.put("drafting_ms_per_round", round(tm.drafting() / 1e6 / Math.max(1, st.rounds())));
+            d.put("verifying_ms_per_round", round(tm.verifying() / 1e6 / Math.max(1, st.rounds())));
+            d.put("ms_per_plain_step", round(tm.plain() / 1e6 / Math.max(1, st.plainSteps())));
         }
         o.put("java", Runtime.version().toString());
         o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());

@@ -57,6 +57,12 @@ class DraftCommandTest {
         assertThat(s.get("tokens_per_step").asDouble()).isGreaterThan(3.0);   // 4 drafts + the target's own per step
         assertThat(s.get("draft_tokens_per_s").asDouble()).isPositive();
         assertThat(s.get("plain_tokens_per_s").asDouble()).isPositive();
+        // where a round's time went (the last drafted generation): every round drafted and verified, no plain step
+        assertThat(s.get("rounds").asLong()).isPositive();
+        assertThat(s.get("plain_steps").asLong()).isZero();
+        assertThat(s.get("drafting_ms_per_round").asDouble()).isPositive();
+        assertThat(s.get("verifying_ms_per_round").asDouble()).isPositive();
+        assertThat(s.get("ms_per_plain_step").asDouble()).isZero();
         assertThat(s.get("speedup").asDouble()).as("generation with the draft over plain generation")
                 .isCloseTo(s.get("draft_tokens_per_s").asDouble() / s.get("plain_tokens_per_s").asDouble(), org.assertj.core.data.Offset.offset(1e-3));
     }

@@ -52,10 +52,18 @@ public final class Speculation {
         void settle(Session target, int kept, int k);
     }
 
+    /**
+     * Wall time of the last generation's parts, in nanoseconds: drafting (the draft's catch-up and its drafts, rounds that
+     * drafted nothing too), verifying (the target's step over the drafts, the acceptance test, the rollbacks) and the
+     * plain steps; for finding where a round's time goes (bench --json).
+     */
+    public record Times(long drafting, long verifying, long plain) {}
+
     private final Drafter drafter;
     private final int draftMax;
     private final Sampler draftSampler;
     private long drafted, accepted, rounds, plainSteps;
+    private long draftingNanos, verifyingNanos, plainNanos;
     private final Monitor monitor = new Monitor();
 
     /**
@@ -80,6 +88,9 @@ public final class Speculation {
     /** What the last generation drafted, accepted and ran. */
     public Stats stats(int tokens) { return new Stats(drafted, accepted, rounds, plainSteps, tokens); }
 
+    /** Where the last generation's time went. */
+    public Times times() { return new Times(draftingNanos, verifyingNanos, plainNanos); }
+
     /**
      * Generates as {@link Generator#generate} does, with the same result for greedy decoding and the same distribution
      * for sampling, drafting with this instance's draft session.
@@ -92,6 +103,7 @@ public final class Speculation {
         boolean greedy = sampler.params().greedy();
         int v = target.vocab();
         drafted = accepted = rounds = plainSteps = 0;
+        draftingNanos = verifyingNanos = plainNanos = 0;
         Generator.Generation gen = g.start(maxTokens, text, listener);
         drafter.begin(target);
         float[] logits = target.prefill(prompt);
@@ -104,12 +116,16 @@ public final class Speculation {
             int k = Math.min(draftMax, Math.min(maxTokens - gen.tokens() - 1, target.maxContext() - p0 - 2));
             k = Math.min(k, drafter.limit(target));
             // 1. the draft catches up on the target's tokens and z, then proposes k tokens (none: a plain step)
+            long t0 = System.nanoTime();
             if (k >= 1 && !monitor.paused()) k = drafter.propose(target, z, k, draftSampler, xs, q);
             else k = 0;
+            long t1 = System.nanoTime();
+            draftingNanos += t1 - t0;
             if (k < 1) {
                 plainSteps++;
                 logits = target.decode(z);
                 z = gen.next(logits, 0);
+                plainNanos += System.nanoTime() - t1;
                 continue;
             }
             // 2. the target runs z and the k drafts as one step: row i is its distribution for draft i, row k the next
@@ -135,6 +151,7 @@ public final class Speculation {
             }
             if (kept < k) target.rewind(tm, p0 + 1 + kept);
             drafter.settle(target, kept, k);
+            verifyingNanos += System.nanoTime() - t1;
             if (open) z = gen.accept(next[0]);
         }
         return gen.result();
