@@ -12,6 +12,8 @@
 #include <time.h>
 
 typedef int CUresult;
+/* the ranks of a tensor-parallel test allocate and map from their owner threads at once: the memory calls take turns */
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static int n_devices = 1;   /* tests: how many GPUs the mock reports (mock_devices) */
 void mock_devices(int n) { n_devices = n; }
 static __thread void* current_ctx = 0;
@@ -52,7 +54,7 @@ void mock_fail_allocs_above(long long bytes) { alloc_limit = bytes; }
 static long long device_budget = -1, device_used = 0;
 void mock_device_budget(long long bytes) { device_budget = bytes; }
 long long mock_device_used(void) { return device_used; }
-CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
+static CUresult cuMemAlloc_v2_unlocked(unsigned long long* p, size_t n) {
     if (!current_ctx) return 201;
     if (alloc_limit >= 0 && (long long) n > alloc_limit) return 2;
     size_t size = (n + 255) / 256 * 256;
@@ -64,7 +66,8 @@ CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) {
     device_used += (long long) size;
     *p = (unsigned long long) (uintptr_t) (m + 256); return 0;
 }
-CUresult cuMemFree_v2(unsigned long long p) {
+CUresult cuMemAlloc_v2(unsigned long long* p, size_t n) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemAlloc_v2_unlocked(p, n); pthread_mutex_unlock(&mem_mu); return rc; }
+static CUresult cuMemFree_v2_unlocked(unsigned long long p) {
     if (!current_ctx) return 201;
     unsigned char* m = (unsigned char*) (uintptr_t) p - 256;
     size_t size;
@@ -74,6 +77,7 @@ CUresult cuMemFree_v2(unsigned long long p) {
     n_device_allocs--;
     return 0;
 }
+CUresult cuMemFree_v2(unsigned long long p) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemFree_v2_unlocked(p); pthread_mutex_unlock(&mem_mu); return rc; }
 /* Virtual memory management: a reserved range is host address space nobody may touch (PROT_NONE); cuMemMap makes a
  * handle's pages readable and writable there, cuMemUnmap takes them away again, so a kernel twin reading or writing a
  * KV row that was never mapped faults. Physical handles count against the device budget while they exist. */
@@ -88,7 +92,7 @@ CUresult cuMemGetAllocationGranularity(size_t* g, const int* prop, int option) {
     if (prop[0] != 1 || prop[2] != 1 || prop[3] < 0 || prop[3] >= n_devices) return 1;   /* pinned, on a device */
     *g = VMM_GRANULE; return 0;
 }
-CUresult cuMemAddressReserve(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) {
+static CUresult cuMemAddressReserve_unlocked(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) {
     if (!current_ctx) return 201;
     if (size == 0 || size % VMM_GRANULE || (align && align % VMM_GRANULE) || addr || flags) return 1;
     void* m = mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -96,13 +100,15 @@ CUresult cuMemAddressReserve(unsigned long long* p, size_t size, size_t align, u
     vmm_reserved++;
     *p = (unsigned long long) (uintptr_t) m; return 0;
 }
-CUresult cuMemAddressFree(unsigned long long p, size_t size) {
+CUresult cuMemAddressReserve(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemAddressReserve_unlocked(p, size, align, addr, flags); pthread_mutex_unlock(&mem_mu); return rc; }
+static CUresult cuMemAddressFree_unlocked(unsigned long long p, size_t size) {
     if (!current_ctx) return 201;
     if (munmap((void*) (uintptr_t) p, size)) return 1;
     vmm_reserved--;
     return 0;
 }
-CUresult cuMemCreate(unsigned long long* h, size_t size, const int* prop, unsigned long long flags) {
+CUresult cuMemAddressFree(unsigned long long p, size_t size) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemAddressFree_unlocked(p, size); pthread_mutex_unlock(&mem_mu); return rc; }
+static CUresult cuMemCreate_unlocked(unsigned long long* h, size_t size, const int* prop, unsigned long long flags) {
     if (!current_ctx) return 201;
     if (size == 0 || size % VMM_GRANULE || prop[0] != 1 || prop[2] != 1 || flags) return 1;
     if (alloc_limit >= 0 && (long long) size > alloc_limit) return 2;
@@ -113,7 +119,8 @@ CUresult cuMemCreate(unsigned long long* h, size_t size, const int* prop, unsign
     vmm_handles++;
     *h = (unsigned long long) (uintptr_t) m; return 0;
 }
-CUresult cuMemRelease(unsigned long long h) {
+CUresult cuMemCreate(unsigned long long* h, size_t size, const int* prop, unsigned long long flags) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemCreate_unlocked(h, size, prop, flags); pthread_mutex_unlock(&mem_mu); return rc; }
+static CUresult cuMemRelease_unlocked(unsigned long long h) {
     vmm_handle* m = (vmm_handle*) (uintptr_t) h;
     if (m->mapped) return 1;   /* (the real driver defers it; our caller unmaps first) */
     device_used -= (long long) m->size;
@@ -121,7 +128,8 @@ CUresult cuMemRelease(unsigned long long h) {
     free(m);
     return 0;
 }
-CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned long long h, unsigned long long flags) {
+CUresult cuMemRelease(unsigned long long h) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemRelease_unlocked(h); pthread_mutex_unlock(&mem_mu); return rc; }
+static CUresult cuMemMap_unlocked(unsigned long long p, size_t size, size_t offset, unsigned long long h, unsigned long long flags) {
     vmm_handle* m = (vmm_handle*) (uintptr_t) h;
     if (p % VMM_GRANULE || size != m->size || offset || flags || m->mapped) return 1;
     if (n_vmm_maps == (int) (sizeof vmm_maps / sizeof vmm_maps[0])) return 2;
@@ -131,10 +139,11 @@ CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned lon
     vmm_maps[n_vmm_maps++] = m;
     return 0;
 }
+CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned long long h, unsigned long long flags) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemMap_unlocked(p, size, offset, h, flags); pthread_mutex_unlock(&mem_mu); return rc; }
 CUresult cuMemSetAccess(unsigned long long p, size_t size, const int* desc, size_t count) {
     return count == 1 && desc[0] == 1 && desc[1] >= 0 && desc[1] < n_devices && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
 }
-CUresult cuMemUnmap(unsigned long long p, size_t size) {
+static CUresult cuMemUnmap_unlocked(unsigned long long p, size_t size) {
     int i = 0;
     while (i < n_vmm_maps && !(vmm_maps[i]->at == p && vmm_maps[i]->size == size)) i++;
     if (i == n_vmm_maps) return 1;   /* (the mock unmaps whole mappings only) */
@@ -143,6 +152,7 @@ CUresult cuMemUnmap(unsigned long long p, size_t size) {
     if (madvise((void*) (uintptr_t) p, size, MADV_DONTNEED) || mprotect((void*) (uintptr_t) p, size, PROT_NONE)) return 1;
     return 0;
 }
+CUresult cuMemUnmap(unsigned long long p, size_t size) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemUnmap_unlocked(p, size); pthread_mutex_unlock(&mem_mu); return rc; }
 CUresult cuMemAllocHost_v2(void** p, size_t n) { if (!current_ctx) return 201; *p = malloc(n); return *p ? 0 : 2; }
 CUresult cuMemFreeHost(void* p) { free(p); return 0; }
 CUresult cuMemcpyHtoD_v2(unsigned long long d, const void* s, size_t n) { if (!current_ctx) return 201; memcpy((void*) (uintptr_t) d, s, n); return 0; }
@@ -399,7 +409,7 @@ static __thread graph_t* capturing = 0;
 static void* capture_stream = 0;
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic);
-static int launching_programmatic;
+static __thread int launching_programmatic;
 /* resident.cu's decode products: r_matvec_*, r_glu_*, r_matvec3_* */
 static int is_product(int kind) {
     return (kind >= R_MATVEC && kind < R_MATVEC + 6) || (kind >= R_GLU && kind < R_GLU + 6) || (kind >= R_MATVEC3 && kind < R_MATVEC3 + 6);
