@@ -156,6 +156,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (skills != null && batch == null) throw new IllegalArgumentException("--skills needs --batch");
         if (skills != null && (overrides.skill != null || overrides.blend != null))
             throw new IllegalArgumentException("--skills sets each sequence's skill: not with --skill or --blend");
+        if (device.gpus != 1) return onGpus();
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
         // one pool for everything: the engine's process-wide pool reads cmf.threads once, on first use
@@ -228,6 +229,66 @@ public final class BenchCommand implements Callable<Integer> {
                 if (!batched.isEmpty()) batchTable(out, batched);
             }
         }
+    }
+
+    /** How many GPUs the model was split over (--gpus); 1 for one device. */
+    private int gpus = 1;
+
+    /**
+     * {@code --gpus N}: pp and tg of the model split over N GPUs (tensor parallel), each as the one-device test: a
+     * prompt prefilled as one chunk into a fresh sequence, single tokens decoded from a fresh sequence. The batched,
+     * depth, skill and draft tests are refused.
+     */
+    private int onGpus() throws Exception {
+        if (batch != null || depth != null || skills != null || draft.on())
+            throw new IllegalArgumentException("--gpus measures pp and tg only: not with --batch, --depth, --skills or --draft");
+        if (overrides.skill != null || overrides.blend != null)
+            throw new IllegalArgumentException("--gpus: skills are not carried to the GPUs' parts");
+        PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
+        var group = device.openGroup(err);
+        try (Model model = overrides.openOne(file, new CpuBackend(), err);
+             var tp = model.tensorParallel(group.size(), group::get)) {
+            gpus = group.size();
+            usedDevice = "cuda";
+            for (var b : group) err.println("device: " + b.description());
+            SplittableRandom rnd = new SplittableRandom(1234);
+            int vocab = tp.vocab();
+            int[] prompt = rnd.ints(promptTokens, 0, vocab).toArray(), gen = rnd.ints(genTokens, 0, vocab).toArray();
+            float[] logits = new float[vocab];
+            Samples pp = null, tg = null;
+            if (promptTokens > 0) {
+                double[] sp = new double[reps];
+                for (int i = -warmup; i < reps; i++) {
+                    var seq = tp.newSequence(promptTokens, promptTokens + 1);
+                    long t0 = System.nanoTime();
+                    tp.forward(seq, prompt, 0, promptTokens, logits, false);
+                    if (i >= 0) sp[i] = promptTokens / ((System.nanoTime() - t0) * 1e-9);
+                }
+                pp = new Samples(sp);
+            }
+            if (genTokens > 0) {
+                double[] sg = new double[reps];
+                for (int i = -warmup; i < reps; i++) {
+                    var seq = tp.newSequence(1, genTokens + 1);
+                    long t0 = System.nanoTime();
+                    for (int t = 0; t < genTokens; t++) tp.forward(seq, gen, t, 1, logits, false);
+                    if (i >= 0) sg[i] = genTokens / ((System.nanoTime() - t0) * 1e-9);
+                }
+                tg = new Samples(sg);
+            }
+            long bytesPerToken = weightBytesPerToken(model);
+            String dtype = dominantDtype(model);
+            int hostThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
+            if (json) out.println(json(dtype, hostThreads, bytesPerToken, pp, tg, java.util.List.of(), java.util.List.of(), java.util.List.of(), null));
+            else {
+                usedDevice = "cuda×" + gpus;
+                table(out, dtype, hostThreads, bytesPerToken, pp, tg);
+            }
+        } finally {
+            DeviceOption.close(group);
+        }
+        out.flush();
+        return 0;
     }
 
     /** The device the measurements ran on ({@code cpu}, {@code cuda} or {@code vulkan}; never {@code auto}). */
@@ -444,6 +505,7 @@ public final class BenchCommand implements Callable<Integer> {
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
         o.put("device", usedDevice);
+        if (gpus > 1) o.put("gpus", gpus);
         o.put("dtype", dtype);
         o.put("threads", nThreads);
         o.put("prompt_tokens", promptTokens);

@@ -73,6 +73,7 @@ public final class RunCommand implements Callable<Integer> {
     @Mixin DeviceOption device;
 
     @Override public Integer call() throws Exception {
+        if (device.gpus != 1) return onGpus();
         try (var dev = device.open(spec.commandLine().getErr());
              Model m = overrides.openOne(file, dev, spec.commandLine().getErr());
              Model dm = draft.open(m, dev)) {
@@ -118,6 +119,73 @@ public final class RunCommand implements Callable<Integer> {
                 long started = java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime();
                 spec.commandLine().getErr().printf("[first token %.2fs after the JVM started]%n", (firstToken[1] - started) / 1e3);
             }
+        }
+        return 0;
+    }
+
+    /**
+     * {@code --gpus N}: the prompt and the generation through the model split over N GPUs (tensor parallel), sampled as
+     * a plain run samples; what the split does not carry (drafts, state files, skills, stop strings) is refused.
+     */
+    private int onGpus() throws Exception {
+        PrintWriter err = spec.commandLine().getErr();
+        if (draft.on()) throw new IllegalArgumentException("--gpus: --draft is not supported across GPUs");
+        if (stateIn != null || stateOut != null) throw new IllegalArgumentException("--gpus: state files are not supported across GPUs");
+        if (!stops.isEmpty()) throw new IllegalArgumentException("--gpus: --stop is not supported across GPUs");
+        if (overrides.skill != null || overrides.blend != null)
+            throw new IllegalArgumentException("--gpus: skills are not carried to the GPUs' parts");
+        var group = device.openGroup(err);
+        try (Model m = overrides.openOne(file, new dev.cmf4j.backend.cpu.CpuBackend(), err);
+             var tp = m.tensorParallel(group.size(), group::get)) {
+            TextCodec codec = TextCodec.of(m.file());
+            int[] ids;
+            if (chat) {
+                List<Map<String, Object>> messages = new ArrayList<>();
+                if (system != null) messages.add(Map.of("role", "system", "content", system));
+                messages.add(Map.of("role", "user", "content", prompt));
+                ids = codec.encodeChat(messages, noThink ? Map.of("enable_thinking", false) : Map.of());
+            } else {
+                ids = codec.encode(prompt);
+            }
+            int limit = Math.min(ctx, m.spec().maxPositions());
+            if (ids.length == 0) throw new IllegalArgumentException("empty prompt");
+            if (ids.length >= limit) throw new IllegalArgumentException("the prompt of " + ids.length + " tokens does not fit the context of " + limit);
+            var rank0 = tp.rank(0).device();
+            int chunk = Math.min(rank0 != null ? rank0.preferredChunk() : 64, limit);
+            var seq = tp.newSequence(chunk, limit);
+            Sampler sampler = new Sampler(sampling.params(SamplingParams.defaults()));
+            int V = tp.vocab();
+            float[] logits = new float[V];
+            int[] history = java.util.Arrays.copyOf(ids, limit + 1);
+            int n = ids.length;
+            long t0 = System.nanoTime();
+            for (int p = 0; p < ids.length; p += chunk) tp.forward(seq, ids, p, Math.min(chunk, ids.length - p), logits, false);
+            long t1 = System.nanoTime();
+            PrintWriter out = spec.commandLine().getOut();
+            var text = codec.stream(true);
+            int made = 0;
+            String reason = "max tokens";
+            while (made < maxTokens) {
+                int id = sampler.sample(logits, 0, V, history, n);
+                if (codec.eosIds().contains(id)) { reason = "eos"; break; }
+                out.print(text.push(id));
+                out.flush();
+                made++;
+                history[n++] = id;
+                if (made == maxTokens) break;
+                if (seq.position() >= limit) { reason = "context limit"; break; }
+                tp.forward(seq, new int[] {id}, 0, 1, logits, false);
+            }
+            out.print(text.flush());
+            out.println();
+            out.flush();
+            if (verbose) {
+                double prefill = (t1 - t0) / 1e9, decode = (System.nanoTime() - t1) / 1e9;
+                err.printf("[%d GPUs; prompt %d tokens in %.2fs (%.1f tok/s); generated %d tokens in %.2fs (%.1f tok/s); stop: %s]%n",
+                        group.size(), ids.length, prefill, ids.length / prefill, made, decode, Math.max(0, made - 1) / Math.max(decode, 1e-9), reason);
+            }
+        } finally {
+            DeviceOption.close(group);
         }
         return 0;
     }
