@@ -186,9 +186,11 @@ final class VulkanResidentForward implements DeviceForward {
     /** One sequence's device buffers: activations for a chunk, its KV caches, the attention scores. */
     final class State {
         final int chunk, context;
-        final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
+        final VulkanContext.Buffer input, out, hiddenOut, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
+        /** Whether {@link #decode} copies the step's last-layer row back too. */
+        boolean decodeHidden;
         final VulkanContext.Buffer[] kCache, vCache;
         final List<VulkanContext.Buffer> all = new ArrayList<>();
         final Map<List<Long>, Long> sets = new HashMap<>();
@@ -205,6 +207,7 @@ final class VulkanResidentForward implements DeviceForward {
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
                 out = add(ctx.buffer(4L * logitRows * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
+                hiddenOut = add(ctx.buffer(4L * chunk * hidden, ctx.readbackFlags(), "last layer's rows (host)"));
                 step = host(16, "step");
                 // device-local twins of the rotary tables and the step's position, copied in by each submission:
                 // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
@@ -292,12 +295,21 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits) {
+        forward(state, ids, off, tokens, pos0, logits, allLogits, null);
+    }
+
+    /** x after the last layer (before the final norm) is copied back with the logits when asked for: an MTP head's input. */
+    @Override public boolean handsBackHidden() { return true; }
+
+    @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits, float[] hidden) {
+        if (hidden != null && hidden.length < (long) tokens * plan.hidden())
+            throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + tokens + " hidden rows of " + plan.hidden());
         synchronized (mm) {
             State s = (State) state;
             if (closed || s.released) throw new IllegalStateException("Vulkan state released");
             if (tokens > s.chunk || pos0 + tokens > s.context)
                 throw new IllegalArgumentException(tokens + " tokens at " + pos0 + " exceed the state's chunk " + s.chunk + " or context " + s.context);
-            run(s, ids, off, tokens, pos0, logits, allLogits);
+            run(s, ids, off, tokens, pos0, logits, allLogits, hidden);
         }
     }
 
@@ -360,7 +372,17 @@ final class VulkanResidentForward implements DeviceForward {
      * Several sequences' spans as one submission: their rows' norms and products together (one pass over the weights for
      * the step), each sequence's rows attending over its own caches.
      */
-    @Override public void forward(List<Span> spans, float[] logits, int vocab) {
+    @Override public void forward(List<Span> spans, float[] logits, int vocab) { forward(spans, logits, vocab, null); }
+
+    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab, float[] hidden) {
+        int rows = 0;
+        for (Span sp : spans) rows += sp.logitRows();
+        float[] logits = new float[rows * vocab];
+        forward(spans, logits, vocab, hidden);
+        for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
+    }
+
+    @Override public void forward(List<Span> spans, float[] logits, int vocab, float[] hidden) {
         for (Span sp : spans) if (!sp.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");
         synchronized (mm) {
             if (closed) throw new IllegalStateException("Vulkan forward closed");
@@ -400,20 +422,24 @@ final class VulkanResidentForward implements DeviceForward {
                 embed(batch, row, sp.ids(), sp.off(), sp.tokens());
                 positions((State) sp.state(), sp.tokens(), sp.pos0());
             }
+            if (hidden != null && hidden.length < (long) T * plan.hidden())
+                throw new IllegalArgumentException("a buffer of " + hidden.length + " floats for " + T + " hidden rows of " + plan.hidden());
             List<Object> key = new ArrayList<>();
             for (Span sp : spans) { key.add(sp.state()); key.add(sp.tokens()); key.add(sp.logitRows()); }
+            key.add(hidden != null);
             MemorySegment cb = batchSteps.get(key);
             if (cb != null) batchReplays++;
             if (cb == null) {
                 if (batchSteps.size() >= BATCH_STEPS) dropBatchSteps();
                 cb = newCommandBuffer();
-                record(batch, parts, cb, beginReusable, T, java.util.Arrays.copyOf(logitRows, n));
+                record(batch, parts, cb, beginReusable, T, java.util.Arrays.copyOf(logitRows, n), hidden != null);
                 batchSteps.put(List.copyOf(key), cb);
             }
             commandBuffers.set(PTR, 0, cb);
             ctx.submit(submitInfo, fence);
             vk.waitAndReset(ctx.device, fenceArray);
             logitsBack(batch, want, logits);
+            hiddenBack(batch, T, hidden);
         }
     }
 
@@ -438,21 +464,35 @@ final class VulkanResidentForward implements DeviceForward {
         if (c != 0f) for (int i = 0; i < rows * vocab; i++) logits[i] = c * (float) Math.tanh(logits[i] / c);
     }
 
-    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits) {
+    /** The {@code rows} last-layer rows the submission left in {@code s}'s read-back buffer into {@code hidden} (if not null). */
+    private void hiddenBack(State s, int rows, float[] hidden) {
+        if (hidden != null) MemorySegment.copy(s.hiddenOut.mapped(), ValueLayout.JAVA_FLOAT, 0, hidden, 0, rows * plan.hidden());
+    }
+
+    private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits, float[] hidden) {
         embed(s, 0, ids, off, T);
         positions(s, T, pos0);
         int rows = logits == null ? 0 : allLogits ? T : 1;
         MemorySegment cb;
         if (T == 1 && rows == 1) {
             // a decode step: the same commands every time (its position is in the step buffer): recorded once
+            if (s.decode != null && s.decodeHidden != (hidden != null)) {
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment one = a.allocate(PTR);
+                    one.set(PTR, 0, s.decode);
+                    vk.call("vkFreeCommandBuffers", ctx.device, commandPool, 1, one);
+                }
+                s.decode = null;
+            }
             if (s.decode == null) {
                 s.decode = newCommandBuffer();
-                record(s, s.decode, beginReusable, 1, 1);
+                s.decodeHidden = hidden != null;
+                record(s, s.decode, beginReusable, 1, 1, s.decodeHidden);
             }
             cb = s.decode;
         } else {
             vk.resetCommandBuffer(commandBuffer);
-            record(s, commandBuffer, beginInfo, T, rows);
+            record(s, commandBuffer, beginInfo, T, rows, hidden != null);
             cb = commandBuffer;
         }
         commandBuffers.set(PTR, 0, cb);
@@ -460,6 +500,7 @@ final class VulkanResidentForward implements DeviceForward {
         vk.waitAndReset(ctx.device, fenceArray);
         if (cb == s.decode && queryPool != 0) collectProfile();
         logitsBack(s, rows, logits);
+        hiddenBack(s, T, hidden);
     }
 
     /**
@@ -469,8 +510,8 @@ final class VulkanResidentForward implements DeviceForward {
      * matvec_decode.comp can into its products (the RMSNorms before q/k/v, gate/up and the head, the biases, the GLU
      * before down, the residual adds after o and down) and attends over splits of the context (OP 7, OP 8).
      */
-    private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows) {
-        record(s, List.of(new Part(s, 0, T)), cb, begin, T, rows == 0 ? new int[0] : new int[] {T - rows, rows});
+    private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows, boolean rowsBack) {
+        record(s, List.of(new Part(s, 0, T)), cb, begin, T, rows == 0 ? new int[0] : new int[] {T - rows, rows}, rowsBack);
     }
 
     /** A sequence's rows in a step: its state (KV caches, position, rotary tables) and where its rows start among the step's. */
@@ -479,9 +520,10 @@ final class VulkanResidentForward implements DeviceForward {
     /**
      * Records a forward of {@code T} rows in {@code s}'s activation buffers, the rows of each part attending over its own
      * state's caches (a part other than s gets its q, k and v rows copied into its state's buffers and its attention
-     * rows copied back); {@code logitRows} pairs (first row, count) of the rows whose logits are wanted, in order.
+     * rows copied back); {@code logitRows} pairs (first row, count) of the rows whose logits are wanted, in order; with
+     * {@code rowsBack} every row of x after the last layer copied to {@code s.hiddenOut} too.
      */
-    private void record(State s, List<Part> parts, MemorySegment cb, MemorySegment begin, int T, int[] logitRows) {
+    private void record(State s, List<Part> parts, MemorySegment cb, MemorySegment begin, int T, int[] logitRows, boolean rowsBack) {
         int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
         boolean step = T == 1 && parts.size() == 1;
         boolean own = parts.size() == 1 && parts.get(0).state() == s;
@@ -617,6 +659,11 @@ final class VulkanResidentForward implements DeviceForward {
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
             }
+        }
+        if (rowsBack) {
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            copy(s.x, 0, s.hiddenOut, 0, 4L * T * hidden);
+            if (rows == 0) vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         if (rows > 0) {
             if (step && folds(plan.head())) {

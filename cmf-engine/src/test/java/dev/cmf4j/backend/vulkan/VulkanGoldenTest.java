@@ -4,6 +4,10 @@ import dev.cmf4j.convert.TensorPolicy;
 import dev.cmf4j.model.ConvertedGoldenTest;
 import dev.cmf4j.model.Golden;
 import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.Generator;
+import dev.cmf4j.runtime.Sampler;
+import dev.cmf4j.runtime.SamplingParams;
+import dev.cmf4j.runtime.Session;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.io.TempDir;
@@ -14,7 +18,6 @@ import java.nio.file.Path;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The fixture goldens through the Vulkan backend (lavapipe in CI): each fixture HF folder converted at f32, run with its
@@ -288,19 +291,101 @@ class VulkanGoldenTest {
     }
 
     /**
-     * {@code --draft mtp} on the resident forward: it does not hand the model's last-layer rows back (the CUDA one does),
-     * so the head is refused with one line, and the model itself still runs.
+     * {@code --draft mtp} on the resident forward: the last layer's rows come back with the logits (a session's prompt
+     * chunk, its recorded decode steps, an all-logits chunk; batched steps, a greedy one among them) as the CPU graph's,
+     * and greedy drafting with a random head and with an oracle head (whose drafts are kept) is token for token plain
+     * greedy decoding on the device, drafted and kept as on the CPU. The head runs on the hybrid path (its products
+     * here, the rest on the CPU).
      */
     @org.junit.jupiter.api.Test
-    void anMtpHeadIsRefusedOnTheResidentForward() throws Exception {
+    void mtpDraftingOnTheResidentForward() throws Exception {
         Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-mtp-src.cmf"), TensorPolicy.Mode.F32);
-        Path withHead = dev.cmf4j.runtime.MtpHeads.withRandomHead(cmf, tmp.resolve("llama-mtp.cmf"), 7);
-        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(withHead, null, b)) {
-            assertThat(m.graph().device()).as("device-resident").isNotNull();
-            assertThatThrownBy(m::mtpGraph).isInstanceOf(dev.cmf4j.model.ModelException.class)
-                    .hasMessage("the MTP head reads the model's hidden states: this model runs whole on a device whose forward does not"
-                            + " hand back the hidden rows it reads (use --device cpu, or a draft model file)");
-            assertThat(new dev.cmf4j.runtime.Session(m.graph(), 32).prefill(new int[] {5, 77, 300})).hasSize(m.graph().vocab());
+        int[] prompt = {5, 77, 300, 12, 901, 44, 3};
+        int[] chain;
+        try (Model m = Model.open(cmf)) { chain = greedy(m, prompt, 32); }
+        Path random = dev.cmf4j.runtime.MtpHeads.withRandomHead(cmf, tmp.resolve("llama-mtp.cmf"), 7);
+        Path oracle = dev.cmf4j.runtime.MtpHeads.withOracleHead(cmf, tmp.resolve("llama-oracle.cmf"), chain);
+        try (Model cpu = Model.open(random); VulkanBackend b = new VulkanBackend(ctx); Model gpu = Model.open(random, null, b)) {
+            assertThat(gpu.graph().device()).as("device-resident").isNotNull();
+            Rows[] rows = new Rows[2];
+            for (int i = 0; i < 2; i++) {
+                Session s = new Session((i == 0 ? cpu : gpu).graph(), 64);
+                rows[i] = new Rows();
+                s.observeHidden(rows[i]);
+                s.prefill(prompt);
+                s.decode(9);
+                s.decode(31);
+                s.logitsAll(new int[] {2, 8, 400, 7});
+            }
+            assertRowsClose(rows[1], rows[0], "session steps");
+            assertThat(rows[1].at).hasSize(prompt.length + 6);
+            Rows[][] batched = new Rows[2][3];
+            int[][] picks = new int[2][];
+            for (int i = 0; i < 2; i++) {
+                var g = (i == 0 ? cpu : gpu).graph();
+                dev.cmf4j.runtime.BatchDriver d = new dev.cmf4j.runtime.BatchDriver(g, 32, 64);
+                Session[] ss = {new Session(g, 64), new Session(g, 64), new Session(g, 64)};
+                for (int k = 0; k < 3; k++) {
+                    batched[i][k] = new Rows();
+                    ss[k].observeHidden(batched[i][k]);
+                }
+                d.prefill(new Session[] {ss[0], ss[1]}, new int[][] {prompt, {40, 41, 42}}, 8);
+                d.step(new Session[] {ss[0], ss[1]}, new int[][] {{6}, {60}});
+                d.step(new Session[] {ss[0], ss[1]}, new int[][] {{16}, {61}});   // the recorded batch step again
+                d.step(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{7}, {62, 63, 64}, {3, 1, 4, 1, 5}}, new boolean[] {false, true, false});
+                picks[i] = d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {65}, {9}}).clone();
+            }
+            assertThat(picks[1]).as("the greedy step's picks").containsExactly(picks[0]);
+            for (int k = 0; k < 3; k++) assertRowsClose(batched[1][k], batched[0][k], "batched, sequence " + k);
+        }
+        int n = 24;
+        for (Path file : List.of(random, oracle)) {
+            boolean isOracle = file == oracle;
+            try (Model cpu = Model.open(file); VulkanBackend b = new VulkanBackend(ctx); Model gpu = Model.open(file, null, b)) {
+                int[] want = greedy(gpu, prompt, n);
+                assertThat(want).as("plain greedy on the device as on the CPU").containsExactly(greedy(cpu, prompt, n));
+                for (int k : new int[] {1, 3}) {
+                    dev.cmf4j.runtime.Speculation.Stats[] stats = new dev.cmf4j.runtime.Speculation.Stats[2];
+                    for (int i = 0; i < 2; i++) {
+                        Model on = i == 0 ? cpu : gpu;
+                        var sp = new dev.cmf4j.runtime.Speculation(new dev.cmf4j.runtime.MtpDraft(on.mtpGraph(), 128), k, SamplingParams.GREEDY);
+                        int[] got = sp.generate(new Generator(new Session(on.graph(), 128), new Sampler(SamplingParams.GREEDY), java.util.Set.of(), List.of()),
+                                prompt, n, null, null).tokens();
+                        assertThat(got).as((isOracle ? "oracle" : "random") + " head, k " + k + (i == 0 ? " (CPU)" : " (Vulkan)")).containsExactly(want);
+                        stats[i] = sp.stats(got.length);
+                    }
+                    assertThat(stats[1].rounds()).as("drafting rounds ran").isPositive();
+                    if (isOracle) {
+                        assertThat(stats[1].accepted()).as("the oracle's drafts are kept").isPositive();
+                        assertThat(stats[1]).as("drafted and kept as on the CPU").isEqualTo(stats[0]);
+                    }
+                }
+            }
+        }
+    }
+
+    static int[] greedy(Model m, int[] prompt, int n) {
+        return new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), java.util.Set.of(), List.of())
+                .generate(prompt, n, null, null).tokens();
+    }
+
+    /** Every position's last-layer row a session hands over, by position. */
+    static final class Rows implements Session.HiddenRows {
+        final java.util.Map<Integer, float[]> at = new java.util.HashMap<>();
+
+        @Override public void accept(int position, float[] x, int off, int rows, int hidden) {
+            for (int r = 0; r < rows; r++) at.put(position + r, java.util.Arrays.copyOfRange(x, off + r * hidden, off + (r + 1) * hidden));
+        }
+    }
+
+    static void assertRowsClose(Rows got, Rows want, String what) {
+        assertThat(got.at.keySet()).as(what + ": positions handed over").isEqualTo(want.at.keySet());
+        for (var e : want.at.entrySet()) {
+            float[] a = got.at.get(e.getKey()), b = e.getValue();
+            float scale = 0;
+            for (float v : b) scale = Math.max(scale, Math.abs(v));
+            for (int i = 0; i < b.length; i++)
+                assertThat(Math.abs(a[i] - b[i])).as(what + ": position " + e.getKey() + " [" + i + "]").isLessThan(1e-4f * Math.max(1f, scale));
         }
     }
 }
