@@ -53,6 +53,21 @@ public interface DeviceForward {
         throw new UnsupportedOperationException("this device runs no MTP heads");
     }
 
+    /** Whether {@link #forwardMtpGreedy} chains an MTP head's greedy drafts on the device. */
+    default boolean draftsMtpGreedily() { return false; }
+
+    /**
+     * An MTP head's catch-up rows as {@link #forwardMtp} takes them (no logits back), then {@code k} greedy drafts into
+     * {@code drafts}: draft i is the argmax of the head's last logits (the lower id among equal maxima); for each draft
+     * but the last, the head's next row is made on the device from that draft and the layer's last output row,
+     * [embeddingNorm(embed(draft)·embedScale); hiddenNorm(row)], and runs at the next position. The state ends
+     * {@code tokens + k − 1} positions on.
+     */
+    default void forwardMtpGreedy(Object state, int tokens, int pos0, float[] inputRows, NormOp embeddingNorm, NormOp hiddenNorm,
+                                  float embedScale, int k, int[] drafts) {
+        throw new UnsupportedOperationException("this device does not chain an MTP head's drafts");
+    }
+
     /**
      * One sequence's part of a batched step: its state, {@code tokens} ids from {@code ids[off]} at positions from
      * {@code pos0}, the logits rows it wants (0, 1 = its last token's, or {@code tokens}), and the skill slot its rows

@@ -17,8 +17,9 @@ import java.util.Arrays;
  * in the next round. So the head's cache holds exactly one row per kept position, and rejected tokens leave nothing.
  * <p>
  * A GPU-resident model's steps copy their last-layer rows back with the logits; the head runs where the model's backend
- * puts it (on CUDA resident too: its input rows made on the host, fc, layer, norm and head on the device). One instance
- * per sequence; not thread-safe.
+ * puts it (on CUDA resident too: its input rows made on the host, fc, layer, norm and head on the device; greedy drafts
+ * chained there, each draft's input row made on the device from the one before). One instance per sequence; not
+ * thread-safe.
  */
 public final class MtpDraft implements Speculation.Drafter, AutoCloseable {
     private final Graph head;
@@ -106,6 +107,7 @@ public final class MtpDraft implements Speculation.Drafter, AutoCloseable {
         int from = position(), n = p - from;
         int[] ids = Arrays.copyOfRange(target.historyArray(), from + 1, p + 1);
         ids[n - 1] = z;
+        if (sampler.params().plainGreedy() && proposeOnDevice(ids, n, from, p, k, xs)) return k;
         // the layer's output (before the head's final norm), last row; a device running the head hands it back too
         Graph.HiddenObserver keepLast = head.lastLayer((x, tokens, width) -> System.arraycopy(x, (tokens - 1) * width, carried, 0, width));
         for (int off = 0; off < n; off += chunk) {
@@ -141,6 +143,25 @@ public final class MtpDraft implements Speculation.Drafter, AutoCloseable {
         if (mark != null && state.rewind(mark, p - base) != 0)
             throw new IllegalStateException("the MTP head's layer did not go back exactly");   // a full-attention layer always does
         return k;
+    }
+
+    /**
+     * Greedy drafts (argmax, no penalties) chained where the head runs, when its device can: the catch-up rows but the
+     * last chunk's as in {@link #propose}, then that chunk and the k drafts in one call with one wait (the drafts' rows
+     * taken back after, as there). False, with nothing run, where it cannot.
+     */
+    private boolean proposeOnDevice(int[] ids, int n, int from, int p, int k, int[] xs) {
+        if (!head.draftsMtpGreedily()) return false;
+        int last = (n - 1) / chunk * chunk, c = n - last;
+        for (int off = 0; off < last; off += chunk)
+            head.forwardMtp(state, ids, off, chunk, pending, (from + off - pendingFrom) * hidden, null, false, null);
+        State.Mark mark = k > 1 ? state.mark(c + k - 1) : null;
+        head.draftMtpGreedy(state, ids, last, c, pending, (from + last - pendingFrom) * hidden, k, xs);
+        System.arraycopy(pending, (p - pendingFrom) * hidden, pending, 0, (pendingEnd - p) * hidden);
+        pendingFrom = p;
+        if (mark != null && state.rewind(mark, p - base) != 0)
+            throw new IllegalStateException("the MTP head's layer did not go back exactly");
+        return true;
     }
 
     /** The head's logits of its last row (the last draft's distribution before sampling), for tests. */

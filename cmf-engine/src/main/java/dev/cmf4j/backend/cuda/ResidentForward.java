@@ -3,6 +3,7 @@ package dev.cmf4j.backend.cuda;
 import dev.cmf4j.backend.DecoderPlan;
 import dev.cmf4j.backend.DeviceForward;
 import dev.cmf4j.backend.KvType;
+import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.cuda.KernelSignature.Kernel;
 import dev.cmf4j.backend.cuda.ResidentLowering.Seq;
 import dev.cmf4j.backend.cuda.Step.Gemm;
@@ -453,55 +454,8 @@ final class ResidentForward implements DeviceForward {
         int rows = logits == null ? 0 : allLogits ? tokens : 1;
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
-            lower.ws.orMakingRoom(() -> { s.ensurePositions(pos0 + tokens); return null; });
-            s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
-            for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids == null ? 0 : ids[off + t]);
-            if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
-            cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
-            if (mtpRows != null) {
-                MemorySegment rowsIn = s.hostMtpIn(tokens);
-                MemorySegment.copy(mtpRows, 0, rowsIn, ValueLayout.JAVA_FLOAT, 0, 2 * tokens * model.hidden());
-                cu.copyToDeviceAsync(s.mtpIn, rowsIn, 8L * tokens * model.hidden(), s.stream);
-            }
-            if (s.gates != NULL && Double.compare(s.headGate, s.gateOnDevice) != 0) {   // the head gate, when it changed
-                s.hostGates.set(ValueLayout.JAVA_DOUBLE, 0, s.headGate);
-                cu.copyToDeviceAsync(s.gates, s.hostGates, 8, s.stream);
-                s.gateOnDevice = s.headGate;
-            }
-            long out;
-            MemorySegment host;
-            if (tokens == 1) {   // a model's decode step, or an MTP head's one-row step (its fc reads s.mtpIn): one graph
-                decodeStep(s);
-                out = s.last;
-                host = s.hostLast;
-            } else {
-                boolean many = rows > 1;
-                if (many) s.ensureAll(tokens);
-                out = many ? s.all : s.last;
-                host = many ? s.hostAll : s.hostLast;
-                // a chunk whose every row's logits are wanted (a draft's verification) takes the products that read each
-                // weight once from as few rows as a batched step does, not once per row below gemmMinTokens
-                boolean gemm = cublas != null && (tokens >= gemmMinTokens || many && tokens >= batchGemmMinRows);
-                if (gemm) lower.ws.prepare(s.stream, tokens, many);
-                int headRows = rows == 0 ? -1 : many ? 0 : 1;
-                // chunks of few rows recur with the same few row counts while drafting (a verification, every row's logits;
-                // an MTP head's rows; a draft model's catch-up on the kept tokens, a chunk after decode steps): each shape
-                // captured once per session and replayed, as the decode step is (a prompt's first chunk launches one by one)
-                boolean drafting = many || mtpRows != null || s.exec != null;
-                ChunkGraph cg = drafting && tokens <= CAPTURED_CHUNK_ROWS && graphs && chunkCapture && !recurrent && s.sealed == null
-                        && !PROFILE ? chunkGraph(s, tokens, headRows, out, gemm) : null;
-                if (cg != null) cu.graphLaunch(cg.exec(), s.stream);
-                else try (Arena a = Arena.ofConfined()) {
-                    // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
-                    if (PROFILE) {
-                        List<Step> chunk = new ArrayList<>();
-                        lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, a, gemm, chunk::add);
-                        profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
-                    } else {
-                        lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, a, gemm, st -> run(st, s.stream));
-                    }
-                }
-            }
+            long out = enqueue(s, ids, off, tokens, pos0, rows, mtpRows, tokens);
+            MemorySegment host = out == s.all ? s.hostAll : s.hostLast;
             if (rows > 0) cu.copyToHostAsync(host, out, 4L * rows * vocab, s.stream);
             MemorySegment hostHidden = hiddenAsync(s, tokens, hidden);
             cu.streamSynchronize(s.stream);
@@ -510,6 +464,113 @@ final class ResidentForward implements DeviceForward {
             return null;
         });
     }
+
+    /**
+     * Owner thread: queues a session's own step of {@code tokens} rows at {@code pos0} on its stream (the positions up to
+     * {@code pos0 + positions} backed first), its head for {@code rows} rows (0, the last, or all); returns where the
+     * logits go (s.last, or s.all for every row's).
+     */
+    private long enqueue(ResidentSession s, int[] ids, int off, int tokens, int pos0, int rows, float[] mtpRows, int positions) {
+        lower.ws.orMakingRoom(() -> { s.ensurePositions(pos0 + positions); return null; });
+        s.hostIn.set(ValueLayout.JAVA_INT, 0, pos0);
+        for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids == null ? 0 : ids[off + t]);
+        if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
+        cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
+        if (mtpRows != null) {
+            MemorySegment rowsIn = s.hostMtpIn(tokens);
+            MemorySegment.copy(mtpRows, 0, rowsIn, ValueLayout.JAVA_FLOAT, 0, 2 * tokens * model.hidden());
+            cu.copyToDeviceAsync(s.mtpIn, rowsIn, 8L * tokens * model.hidden(), s.stream);
+        }
+        if (s.gates != NULL && Double.compare(s.headGate, s.gateOnDevice) != 0) {   // the head gate, when it changed
+            s.hostGates.set(ValueLayout.JAVA_DOUBLE, 0, s.headGate);
+            cu.copyToDeviceAsync(s.gates, s.hostGates, 8, s.stream);
+            s.gateOnDevice = s.headGate;
+        }
+        if (tokens == 1) {   // a model's decode step, or an MTP head's one-row step (its fc reads s.mtpIn): one graph
+            decodeStep(s);
+            return s.last;
+        }
+        boolean many = rows > 1;
+        if (many) s.ensureAll(tokens);
+        long out = many ? s.all : s.last;
+        // a chunk whose every row's logits are wanted (a draft's verification) takes the products that read each
+        // weight once from as few rows as a batched step does, not once per row below gemmMinTokens
+        boolean gemm = cublas != null && (tokens >= gemmMinTokens || many && tokens >= batchGemmMinRows);
+        if (gemm) lower.ws.prepare(s.stream, tokens, many);
+        int headRows = rows == 0 ? -1 : many ? 0 : 1;
+        // chunks of few rows recur with the same few row counts while drafting (a verification, every row's logits;
+        // an MTP head's rows; a draft model's catch-up on the kept tokens, a chunk after decode steps): each shape
+        // captured once per session and replayed, as the decode step is (a prompt's first chunk launches one by one)
+        boolean drafting = many || mtpRows != null || s.exec != null;
+        ChunkGraph cg = drafting && tokens <= CAPTURED_CHUNK_ROWS && graphs && chunkCapture && !recurrent && s.sealed == null
+                && !PROFILE ? chunkGraph(s, tokens, headRows, out, gemm) : null;
+        if (cg != null) cu.graphLaunch(cg.exec(), s.stream);
+        else try (Arena a = Arena.ofConfined()) {
+            // cuLaunchKernel copies the argument values when it enqueues: the arena may close after
+            if (PROFILE) {
+                List<Step> chunk = new ArrayList<>();
+                lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, a, gemm, chunk::add);
+                profiled(chunk, s.stream, "prefill " + tokens + ": ", false);
+            } else {
+                lower.steps(s, s.in + 4, ResidentLowering.alone(s, tokens), tokens, headRows, out, a, gemm, st -> run(st, s.stream));
+            }
+        }
+        return out;
+    }
+
+    @Override public boolean draftsMtpGreedily() { return weights.mtpFc != null; }
+
+    /**
+     * An MTP head's catch-up rows, then {@code k} greedy drafts chained on the stream with one wait at the end: draft i
+     * is ra_argmax_rows of the head's last logits (the lower id among equal maxima, as the host's argmax); for each draft
+     * but the last the next row's input is made here ([enorm(embed(draft)·scale); hnorm(the layer's last output row)],
+     * as {@code MtpInputRows} makes it on the host) and the head's decode graph runs at the next position. Only the k
+     * ids come back.
+     */
+    @Override public void forwardMtpGreedy(Object state, int tokens, int pos0, float[] inputRows, NormOp embeddingNorm,
+                                           NormOp hiddenNorm, float embedScale, int k, int[] drafts) {
+        if (weights.mtpFc == null) throw new IllegalStateException("not an MTP head's forward");
+        ResidentSession s = (ResidentSession) state;
+        int hidden = model.hidden();
+        if (inputRows.length < 2L * tokens * hidden)
+            throw new IllegalArgumentException("a buffer of " + inputRows.length + " floats for " + tokens + " input rows of " + 2 * hidden);
+        if (k < 1 || k > ResidentSession.MAX_DRAFTS || drafts.length < k)
+            throw new IllegalArgumentException(k + " drafts: 1.." + ResidentSession.MAX_DRAFTS + " into a buffer of " + drafts.length);
+        if (tokens > s.maxChunk || pos0 + tokens + k - 1 > s.maxContext)
+            throw new IllegalArgumentException("chunk of " + tokens + " and " + (k - 1) + " drafts at " + pos0 + " outside the session's "
+                    + s.maxChunk + " tokens / " + s.maxContext + " positions");
+        if (embeddingNorm.w() == null || hiddenNorm.w() == null || embeddingNorm.dim() != hidden || hiddenNorm.dim() != hidden)
+            throw new IllegalArgumentException("the MTP head's input norms need weights of " + hidden);
+        mm.context().call(() -> {
+            if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
+            long logits = enqueue(s, null, 0, tokens, pos0, 1, inputRows, tokens + k - 1);
+            long en = mtpNorms.computeIfAbsent(embeddingNorm.w(), weights::vector);   // (ra_rmsnorm applies an offset itself)
+            long hn = mtpNorms.computeIfAbsent(hiddenNorm.w(), weights::vector);
+            long ids = s.draftIds();
+            MemorySegment host = s.hostDrafts;
+            try (Arena a = Arena.ofConfined()) {
+                for (int i = 0; i < k; i++) {
+                    run(launch("argmax", kernels.fnArgmax, 1, 1, 1, 256, a, logits, ids + 4L * i, model.vocab()), s.stream);
+                    if (i == k - 1) break;
+                    long carried = s.x + 4L * (i == 0 ? tokens - 1 : 0) * hidden;   // the layer's last output row
+                    List<Step> input = new ArrayList<>();
+                    lower.mtpInput(input::add, a, s, ids + 4L * i, embedScale, en, embeddingNorm, carried, hn, hiddenNorm);
+                    for (Step st : input) run(st, s.stream);
+                    // the next position, from a pinned slot of its own (the copy reads it when the stream gets there)
+                    host.setAtIndex(ValueLayout.JAVA_INT, ResidentSession.MAX_DRAFTS + i, pos0 + tokens + i);
+                    cu.copyToDeviceAsync(s.in, host.asSlice(4L * (ResidentSession.MAX_DRAFTS + i)), 4, s.stream);
+                    decodeStep(s);
+                }
+            }
+            cu.copyToHostAsync(host, ids, 4L * k, s.stream);
+            cu.streamSynchronize(s.stream);
+            MemorySegment.copy(host, ValueLayout.JAVA_INT, 0, drafts, 0, k);
+            return null;
+        });
+    }
+
+    /** An MTP head's input norms' weights on the device, by their host arrays. */
+    private final java.util.Map<float[], Long> mtpNorms = new java.util.IdentityHashMap<>();
 
     /** The scratch of batched steps (a session-shaped set of row buffers with no KV cache) and its span positions. */
     private ResidentSession batchRows;

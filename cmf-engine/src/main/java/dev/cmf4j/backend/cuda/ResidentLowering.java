@@ -146,6 +146,19 @@ final class ResidentLowering {
     }
 
     /**
+     * An MTP head's input row made on the device, as {@code MtpInputRows} makes it on the host: [enorm(embed(id)·scale);
+     * hnorm(the hidden row at {@code hiddenRow})] into s.mtpIn's first row (the embedding through s.h).
+     */
+    void mtpInput(Steps L, Arena a, ResidentSession s, long id, float scale, long enormW, NormOp enorm, long hiddenRow, long hnormW,
+                  NormOp hnorm) {
+        int hidden = model.hidden();
+        L.add(launch("mtp_embed", kernels.fnEmbed[kind(embed.dtype())], 1, 1, 1, 256, a, embed.weights(), embed.rowScales(),
+                embed.colField(), id, s.h, hidden, scale));
+        norm(L, a, s.h, enormW, enorm, s.mtpIn, 1);
+        norm(L, a, hiddenRow, hnormW, hnorm, s.mtpIn + 4L * hidden, 1);
+    }
+
+    /**
      * The rows [start, start + tokens) of a step that belong to one sequence: its KV caches (a device address per
      * layer), the device address of its first row's position, and the chunk bound its sliding layers' caches are rings
      * for ({@code kvChunk}: {@link KvLayout#ringRows}; 0: none).

@@ -307,6 +307,21 @@ final class ResidentSession {
     /** Host room for {@code rows} of an MTP head's input rows [rows, 2·hidden]. */
     MemorySegment hostMtpIn(int rows) { return mtpRoom.of(8L * rows * model.hidden()); }
 
+    /** The most greedy drafts an MTP head's session chains on the device in one call (ResidentForward#forwardMtpGreedy). */
+    static final int MAX_DRAFTS = 64;
+    private long draftIds;
+    /** Pinned: the drafts' ids on their way back, then the positions of the draft steps ({@link #MAX_DRAFTS} each). */
+    MemorySegment hostDrafts;
+
+    /** The drafts' ids on the device ({@link #MAX_DRAFTS} ints), made with their pinned room on first use. */
+    long draftIds() {
+        if (draftIds == NULL) {
+            hostDrafts = cu.memAllocHost(8L * MAX_DRAFTS);
+            draftIds = alloc(4L * MAX_DRAFTS);
+        }
+        return draftIds;
+    }
+
     /** Destroys the captured chunks (their buffers moved, or the session goes). */
     void dropChunkGraphs() {
         for (ResidentForward.ChunkGraph g : chunkGraphs.values()) g.free(cu);
@@ -332,6 +347,9 @@ final class ResidentSession {
         cu.memFreeHost(hostLast);
         if (hostAll != null) cu.memFreeHost(hostAll);
         if (hostGates != null) cu.memFreeHost(hostGates);
+        if (hostDrafts != null) cu.memFreeHost(hostDrafts);
+        hostDrafts = null;
+        draftIds = NULL;
         hiddenRoom.free();
         mtpRoom.free();
         cu.streamDestroy(stream);

@@ -428,6 +428,48 @@ public final class Graph {
         }
     }
 
+    /**
+     * An MTP head's catch-up rows (as {@link #forwardMtp}: token {@code ids[off + t]} with hidden row t, no logits back)
+     * and then {@code k} greedy drafts (each the argmax of the head's logits, no penalties) chained on the device, into
+     * {@code drafts}; the state ends {@code tokens + k − 1} positions on (the draft rows, which the caller takes back).
+     * False, with nothing run, where the head runs on the host graph or its device does not chain drafts (then the caller
+     * drafts row by row).
+     */
+    public boolean draftMtpGreedy(State st, int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, int k, int[] drafts) {
+        if (!(plan.ops().getFirst() instanceof Plan.MtpInput)) throw new IllegalStateException("this graph is not an MTP head's");
+        if (!draftsMtpGreedily()) return false;
+        if (hiddenOff < 0 || (long) hiddenOff + (long) tokens * hidden > hiddenRows.length)
+            throw new IllegalArgumentException(tokens + " hidden rows from " + hiddenOff + " outside a buffer of " + hiddenRows.length);
+        if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
+        if (tokens < 1 || tokens > st.maxChunk)
+            throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
+        if (k < 1 || drafts.length < k || st.position + tokens + k - 1 > st.maxContext)
+            throw new IllegalArgumentException(k + " drafts after " + tokens + " rows at " + st.position + ": outside the context of "
+                    + st.maxContext + " or a buffer of " + drafts.length);
+        Batch batch = st.soloBatch().add(st, ids, off, tokens, Batch.Logits.NONE);
+        Workspace ws = st.soloWorkspace();
+        check(batch, ws);
+        batch.resolve();
+        if (!st.overlay.isBackbone()) throw new IllegalArgumentException("an MTP head runs on the backbone only");
+        float[] in = ws.mtpRows(tokens * 2 * hidden);
+        mtpRows.make(ids, off, tokens, hiddenRows, hiddenOff, in);
+        try {
+            device.forwardMtpGreedy(st.deviceState, tokens, st.position, in, mtpRows.embeddingNorm(), mtpRows.hiddenNorm(),
+                    mtpRows.scale(), k, drafts);
+        } catch (RuntimeException | Error e) {
+            breakRecurrent(batch);
+            throw e;
+        }
+        st.position += tokens + k - 1;
+        return true;
+    }
+
+    /** Whether {@link #draftMtpGreedy} chains this MTP head's greedy drafts on its device. */
+    public boolean draftsMtpGreedily() {
+        return device != null && mtpRows != null && device.draftsMtpGreedily() && mtpRows.embeddingNorm().w() != null
+                && mtpRows.hiddenNorm().w() != null;
+    }
+
     /** An MTP head's step on the device: its input rows made here, the fc, layer, norm and head there. */
     private void deviceMtp(State st, int[] ids, int off, int tokens, float[] hiddenRows, int hiddenOff, float[] logits,
                            boolean allLogits, HiddenObserver observer) {

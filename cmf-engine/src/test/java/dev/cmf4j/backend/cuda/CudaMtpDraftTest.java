@@ -229,6 +229,9 @@ class CudaMtpDraftTest {
         }
     }
 
+    /** Logit rows whose argmax the mock's ra_argmax_rows took. */
+    static int argmaxRows() { return (int) MockCuda.read(lib, "mock_argmax_rows", java.lang.foreign.ValueLayout.JAVA_INT); }
+
     /** cuBLAS GEMMs the mock has run. */
     static int gemms() { return (int) MockCuda.read(lib, "mock_gemms", java.lang.foreign.ValueLayout.JAVA_INT); }
 
@@ -288,7 +291,8 @@ class CudaMtpDraftTest {
      * A drafting round's device steps replay captured graphs: the head's catch-up rows (a chunk) and its further drafts
      * (one row each, as the decode step), the model's verification chunk; plain steps the decode graph. Every chunk shape
      * is captured at its second use in a session, so the generation replays one graph per device step after the prompt
-     * but for the first chunk of each shape (at most 2k + 1 of them). Token-exact and with
+     * but for the first chunk of each shape (at most 2k + 1 of them); greedy drafts are picked on the device (one argmax
+     * each), their input rows made there. Token-exact and with
      * the CPU's drafted and kept counts, so each replayed verification read its own position.
      */
     @ParameterizedTest(name = "cuBLAS from {0} rows")
@@ -311,7 +315,7 @@ class CudaMtpDraftTest {
             new Session(m.graph(), 128).prefill(PROMPT);
             int prompt = CudaMockTest.counter(lib, 0) - direct;   // a prompt's first chunk launches one by one
             direct = CudaMockTest.counter(lib, 0);
-            int replays = CudaMockTest.counter(lib, 2);
+            int replays = CudaMockTest.counter(lib, 2), argmaxes = argmaxRows();
             Speculation sp = new Speculation(new MtpDraft(m.mtpGraph(), 128), k, SamplingParams.GREEDY);
             Generator.Result got = sp.generate(new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of()),
                     PROMPT, n, null, null);
@@ -324,8 +328,10 @@ class CudaMtpDraftTest {
             // launches one by one
             long steps = st.rounds() + st.drafted() + st.plainSteps();
             assertThat((long) CudaMockTest.counter(lib, 2) - replays).as("graphs replayed").isBetween(steps - (2L * k + 1), steps);
-            assertThat(CudaMockTest.counter(lib, 0) - direct).as("kernels launched one by one: the prompt's and a few chunks'")
-                    .isGreaterThan(prompt).isLessThan(prompt + (2 * k + 1) * prompt);
+            // every draft picked on the device (greedy drafts chained there: one wait a round for the head)
+            assertThat((long) argmaxRows() - argmaxes).as("drafts picked on the device").isEqualTo(st.drafted());
+            assertThat(CudaMockTest.counter(lib, 0) - direct).as("kernels launched one by one: the prompt's, a few chunks' and"
+                    + " each draft's argmax and input row").isGreaterThan(prompt).isLessThan(prompt + (2 * k + 1) * prompt + 4 * (int) st.drafted());
         }
     }
 

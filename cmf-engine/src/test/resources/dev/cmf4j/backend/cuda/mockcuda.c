@@ -391,6 +391,9 @@ int mock_residual_splits(void) { return n_residual_splits; }
    R_GLU, R_MATVEC3, R_EMBED, RA_MOE_GLU, RA_MOE_DOWN), and the prefill's widenings */
 static int n_q4_resident, n_q4_widenings;
 int mock_q4_resident(void) { return n_q4_resident; }
+/* logit rows whose argmax ra_argmax_rows took (launched or replayed) */
+static int n_argmax_rows;
+int mock_argmax_rows(void) { return n_argmax_rows; }
 int mock_q4_widenings(void) { return n_q4_widenings; }
 static int n_streams = 0;   /* streams alive */
 static int n_graphs = 0, n_execs = 0;   /* graphs and executable graphs alive */
@@ -1183,6 +1186,7 @@ static float expert_dot(int k, tab_t w, tab_t rs, tab_t cf, int outs, int im, in
 static CUresult arch(int kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind == RA_ARGMAX) {   /* a row per block: the first index of the largest value */
         if (bx != 256 || gy != 1 || gz != 1) return 1;
+        n_argmax_rows += gx;
         const float* l = PTR(0);
         int* ids = PTR(1);
         int vocab = INT(2);
