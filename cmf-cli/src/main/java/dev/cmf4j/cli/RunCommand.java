@@ -78,15 +78,7 @@ public final class RunCommand implements Callable<Integer> {
              Model m = overrides.openOne(file, dev, spec.commandLine().getErr());
              Model dm = draft.open(m, dev)) {
             TextCodec codec = TextCodec.of(m.file());
-            int[] ids;
-            if (chat) {
-                List<Map<String, Object>> messages = new ArrayList<>();
-                if (system != null) messages.add(Map.of("role", "system", "content", system));
-                messages.add(Map.of("role", "user", "content", prompt));
-                ids = codec.encodeChat(messages, noThink ? Map.of("enable_thinking", false) : Map.of());
-            } else {
-                ids = codec.encode(prompt);
-            }
+            int[] ids = promptIds(codec);
             SamplingParams p = sampling.params(SamplingParams.defaults());
             var target = overrides.target(m, ids, spec.commandLine().getErr());   // --skill auto and --blend pick here
             Session s = new Session(target.graph(), ctx);
@@ -138,15 +130,7 @@ public final class RunCommand implements Callable<Integer> {
         try (Model m = overrides.openOne(file, new dev.cmf4j.backend.cpu.CpuBackend(), err);
              var tp = m.tensorParallel(group.size(), group::get)) {
             TextCodec codec = TextCodec.of(m.file());
-            int[] ids;
-            if (chat) {
-                List<Map<String, Object>> messages = new ArrayList<>();
-                if (system != null) messages.add(Map.of("role", "system", "content", system));
-                messages.add(Map.of("role", "user", "content", prompt));
-                ids = codec.encodeChat(messages, noThink ? Map.of("enable_thinking", false) : Map.of());
-            } else {
-                ids = codec.encode(prompt);
-            }
+            int[] ids = promptIds(codec);
             int limit = Math.min(ctx, m.spec().maxPositions());
             if (ids.length == 0) throw new IllegalArgumentException("empty prompt");
             if (ids.length >= limit) throw new IllegalArgumentException("the prompt of " + ids.length + " tokens does not fit the context of " + limit);
@@ -188,5 +172,14 @@ public final class RunCommand implements Callable<Integer> {
             DeviceOption.close(group);
         }
         return 0;
+    }
+
+    /** The prompt's ids: as a chat's user turn (after the system prompt) with --chat, else the plain text. */
+    private int[] promptIds(TextCodec codec) {
+        if (!chat) return codec.encode(prompt);
+        List<Map<String, Object>> messages = new ArrayList<>();
+        if (system != null) messages.add(Map.of("role", "system", "content", system));
+        messages.add(Map.of("role", "user", "content", prompt));
+        return codec.encodeChat(messages, noThink ? Map.of("enable_thinking", false) : Map.of());
     }
 }

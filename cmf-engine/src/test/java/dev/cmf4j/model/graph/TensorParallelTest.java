@@ -124,6 +124,21 @@ class TensorParallelTest {
         }
     }
 
+    /** The default CPU kernels (int8 activations for q8 weights, tiled GEMMs) under the ranks, each rank on the shared pool. */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "gemma3"})
+    void ranksOnTheFastKernelsMatchTheWholeModelOnThem(String model) throws Exception {
+        try (Fixture f = Fixture.open(model);
+             TensorParallelGraph tp = TensorParallelGraph.of(f.spec(), f.weights(), 2, r -> new CpuBackend())) {
+            int[] ids = f.golden().inputIds();
+            float[] split = allLogits(tp, ids), whole = allLogits(new Graph(f.spec(), f.weights(), new CpuBackend()), ids);
+            double d = Golden.maxDiff(split, 0, whole, 0, split.length);
+            System.out.printf("%s over 2 ranks on the kernels: max|Δ| %.3g vs the whole model%n", model, d);
+            assertThat(d).isLessThanOrEqualTo(1e-4);
+            assertThat(Golden.maxDiff(split, 0, f.golden().logits(), 0, split.length)).isLessThanOrEqualTo(1e-3);
+        }
+    }
+
     @Test
     void eachRankHoldsItsPartOnly() throws Exception {
         try (Fixture f = Fixture.open("llama")) {
