@@ -20,13 +20,15 @@ import java.util.concurrent.ConcurrentHashMap;
  *   <li>attention: q/k/v column-parallel, a rank keeping whole heads (its query heads and the KV heads they read;
  *       with fewer KV heads than ranks each KV head is kept by the ranks whose query heads read it); o row-parallel
  *       (the columns of the rank's heads), its bias on rank 0 only; per-head sinks cut with the heads;</li>
- *   <li>dense MLP: gate/up column-parallel (a slice of the intermediate rows), down row-parallel (those columns);</li>
+ *   <li>dense MLP: gate/up column-parallel (a slice of the intermediate rows), down row-parallel (those columns);
+ *       a mixture of experts: every expert so, the router whole;</li>
  *   <li>an all-reduce (sum) of M after each mixer and MLP ({@link Plan.AllReduce}), so post norms and residual adds
  *       read the whole output; embeddings, norms, per-layer inputs and layer scalars are whole on every rank;</li>
  *   <li>the head split by vocabulary: rank r computes logits [{@link Shard#vocabFrom}, {@link Shard#vocabTo}), which
  *       the runner gathers.</li>
  * </ul>
- * Refused, naming the part: mixtures of experts, gated delta nets, bounded anchors, a hierarchical head, query heads
+ * Refused, naming the part: gated delta nets, bounded anchors, a dense MLP beside an MoE, experts with gate and up
+ * fused as halves, a hierarchical head, query heads
  * the ranks do not divide, KV heads that neither divide nor are divided by the ranks, tensors of a dtype the cut does
  * not keep exact (f32, f16, bf16, q8_row and q8_2f are cut as stored). A rank's cut tensors are copied once, when first
  * asked for (row slices of f32/f16/bf16 are views); skills and task masks are not carried over.
@@ -71,8 +73,13 @@ public final class TensorParallel {
             }
             switch (ls.ffn()) {
                 case Ffn.GatedMlp m -> { }
-                case Ffn.Moe m -> { return where + "a mixture of experts is not split across ranks (tensor parallelism covers attention and dense MLPs)"; }
-                case Ffn.DenseAndMoe d -> { return where + "a mixture of experts is not split across ranks (tensor parallelism covers attention and dense MLPs)"; }
+                case Ffn.Moe m -> {
+                    Ffn.Experts ex = m.experts();
+                    if (ex.gateUp() != null && !ex.interleaved())
+                        return where + "experts whose gate and up are fused as halves are not split across ranks (interleaved or apart are)";
+                    if (ex.intermediate() < ranks) return where + "experts of " + ex.intermediate() + " rows over " + ranks + " ranks";
+                }
+                case Ffn.DenseAndMoe d -> { return where + "a dense MLP beside a mixture of experts (each with its own post norm) is not split across ranks"; }
             }
         }
         return null;
@@ -96,8 +103,12 @@ public final class TensorParallel {
         List<LayerSpec> layers = new ArrayList<>();
         for (LayerSpec ls : spec.layers()) {
             Mixer.Attention a = (Mixer.Attention) ls.mixer();
-            Ffn.GatedMlp mlp = (Ffn.GatedMlp) ls.ffn();
-            layers.add(new LayerSpec(ls.index(), attention(a, cuts), mlp(mlp, cuts), ls.preMixer(), ls.postMixer(),
+            Ffn ffn = switch (ls.ffn()) {
+                case Ffn.GatedMlp m -> mlp(m, cuts);
+                case Ffn.Moe m -> moe(m, cuts);
+                case Ffn.DenseAndMoe d -> throw new IllegalStateException("refused by unsupported");
+            };
+            layers.add(new LayerSpec(ls.index(), attention(a, cuts), ffn, ls.preMixer(), ls.postMixer(),
                     ls.preFfn(), ls.postFfn(), ls.perLayerInput(), ls.layerScalar()));
         }
         int from = part(spec.vocab(), rank, ranks), to = part(spec.vocab(), rank + 1, ranks);
@@ -143,8 +154,33 @@ public final class TensorParallel {
                 cuts.rank == 0 ? m.downBias() : null);
     }
 
-    /** A cut: rows [from, from + n) of a matrix (elements of a vector), or its columns [from, from + n). */
-    private record Cut(String source, boolean columns, long from, long n) {}
+    /**
+     * Every expert keeps all its experts' rank share of their intermediate rows (the router is whole on every rank): the
+     * weighted sum over the chosen experts is linear in their down products, so the ranks' partial sums add up.
+     * Each expert's cut is a tensor of its own ({@code %d} in the rank's names), whatever the file's layout.
+     */
+    private static Ffn.Moe moe(Ffn.Moe m, Cuts cuts) {
+        Ffn.Experts ex = m.experts();
+        int inter = ex.intermediate(), n0 = part(inter, cuts.rank, cuts.ranks), n = part(inter, cuts.rank + 1, cuts.ranks) - n0;
+        int count = ex.count();
+        // gate/up (and interleaved gate_up: each unit's pair side by side) cut on their outputs, down on its inputs
+        Ffn.ExpertMatrix gate = ex.gate() == null ? null : cuts.experts(ex.gate(), count, true, n0, n);
+        Ffn.ExpertMatrix up = ex.up() == null ? null : cuts.experts(ex.up(), count, true, n0, n);
+        Ffn.ExpertMatrix gateUp = ex.gateUp() == null ? null : cuts.experts(ex.gateUp(), count, true, 2L * n0, 2 * n);
+        Ffn.ExpertMatrix down = cuts.experts(ex.down(), count, false, n0, n);
+        Ffn.Experts part = new Ffn.Experts(count, n, gate, up, gateUp, ex.interleaved(), down,
+                ex.gateBias() == null ? null : cuts.expertBiases(ex.gateBias(), count, n0, n),
+                ex.upBias() == null ? null : cuts.expertBiases(ex.upBias(), count, n0, n),
+                ex.gateUpBias() == null ? null : cuts.expertBiases(ex.gateUpBias(), count, 2L * n0, 2 * n),
+                cuts.rank == 0 ? ex.downBias() : null);
+        return new Ffn.Moe(m.router(), part, m.topK(), m.glu(), m.shared() == null ? null : mlp(m.shared(), cuts), m.sharedGate());
+    }
+
+    /**
+     * A cut of the [rows, cols] view of a tensor (leading dimensions flattened): rows [r0, r0 + rn) and columns
+     * [c0, c0 + cn); a 1-D source stays a vector.
+     */
+    private record Cut(String source, long r0, long rn, long c0, long cn) {}
 
     /**
      * The model's weights with a rank's cut tensors beside them, under names of their own ({@code NAME[tp R/N rows A+B]}):
@@ -162,21 +198,61 @@ public final class TensorParallel {
             this.ranks = ranks;
         }
 
-        String rows(String name, long from, long n) { return add(new Cut(name, false, from, n)); }
+        /** Rows [from, from + n) of a matrix, elements [from, from + n) of a vector. */
+        String rows(String name, long from, long n) {
+            Tensor t = source.get(name);
+            return t.rank() == 1 ? add(name, new Cut(name, 0, 1, from, n)) : add(name, new Cut(name, from, n, 0, t.cols()));
+        }
 
-        String cols(String name, long from, long n) { return add(new Cut(name, true, from, n)); }
+        /** Columns [from, from + n) of a matrix. */
+        String cols(String name, long from, long n) {
+            return add(name, new Cut(name, 0, source.get(name).rows(), from, n));
+        }
 
-        private String add(Cut c) {
-            String name = c.source() + "[tp " + rank + "/" + ranks + (c.columns() ? " cols " : " rows ") + c.from() + "+" + c.n() + "]";
+        private String add(String label, Cut c) {
+            String name = label + "[tp " + rank + "/" + ranks + " rows " + c.r0() + "+" + c.rn() + " cols " + c.c0() + "+" + c.cn() + "]";
             cuts.put(name, c);
             return name;
+        }
+
+        /**
+         * Each expert's cut of one projection, as a tensor a expert: its outputs [from, from + n) ({@code outputs}) or its
+         * inputs, whichever dimension of its stored [out, in] or (input-major) [in, out] slab that is.
+         */
+        Ffn.ExpertMatrix experts(Ffn.ExpertMatrix m, int count, boolean outputs, long from, long n) {
+            String pattern = null;
+            for (int e = 0; e < count; e++) {
+                String src = m.nameOf(e);
+                Tensor t = source.get(src);
+                long slabRows = m.fused() ? t.rows() / count : t.rows(), r0 = m.fused() ? e * slabRows : 0;
+                boolean cutRows = outputs != m.inputMajor();
+                Cut c = cutRows ? new Cut(src, r0 + from, n, 0, t.cols()) : new Cut(src, r0, slabRows, from, n);
+                if (pattern == null) pattern = expertName(m.name(), "%d");
+                cuts.put(expertName(m.name(), Integer.toString(e)), c);
+            }
+            return new Ffn.ExpertMatrix(pattern, false, m.inputMajor());
+        }
+
+        /** Expert {@code e}'s cut of projection {@code name} (its {@code %d} or its fused tensor) on this rank. */
+        private String expertName(String name, String e) { return name.replace("%d", "E") + "[tp " + rank + "/" + ranks + " expert " + e + "]"; }
+
+        /** Each expert's bias elements [from, from + n): a row of a fused [experts, width] tensor, or a vector each. */
+        Ffn.ExpertMatrix expertBiases(Ffn.ExpertMatrix b, int count, long from, long n) {
+            String pattern = null;
+            for (int e = 0; e < count; e++) {
+                String src = b.nameOf(e);
+                Cut c = b.fused() ? new Cut(src, e, 1, from, n) : new Cut(src, 0, 1, from, n);
+                if (pattern == null) pattern = expertName(b.name(), "%d");
+                cuts.put(expertName(b.name(), Integer.toString(e)), c);
+            }
+            return new Ffn.ExpertMatrix(pattern, false, false);
         }
 
         /** Every tensor to be cut exists, has a shape the cut fits and a dtype it keeps exact. */
         void checkDtypes() {
             for (Cut c : cuts.values()) {
                 Tensor t = source.get(c.source());
-                String why = TensorCut.problem(t, c.columns(), c.from(), c.n());
+                String why = TensorCut.problem(t, c.r0(), c.rn(), c.c0(), c.cn());
                 if (why != null) throw new ModelException("tensor parallel over " + ranks + " ranks: tensor '" + t.name() + "': " + why);
             }
         }
@@ -184,7 +260,7 @@ public final class TensorParallel {
         @Override public Tensor find(String name) {
             Cut c = cuts.get(name);
             if (c == null) return source.find(name);
-            return made.computeIfAbsent(name, n -> TensorCut.cut(source.get(c.source()), n, c.columns(), c.from(), c.n()));
+            return made.computeIfAbsent(name, n -> TensorCut.cut(source.get(c.source()), n, c.r0(), c.rn(), c.c0(), c.cn()));
         }
 
         @Override public Set<String> names() {
@@ -196,37 +272,40 @@ public final class TensorParallel {
         @Override public void checkIntact() { source.checkIntact(); }
     }
 
-    /** Cuts of stored tensors that keep every weight's value: rows or columns of a matrix, elements of a vector. */
+    /**
+     * Cuts of stored tensors that keep every weight's value: a block of rows and columns of the tensor's [rows, cols]
+     * view (leading dimensions flattened, as every CMF row-wise layout stores it).
+     */
     public static final class TensorCut {
         private TensorCut() {}
 
-        /** Why {@code t} cannot be cut so, or null. */
-        public static String problem(Tensor t, boolean columns, long from, long n) {
-            if (t.rank() < 1 || t.rank() > 2) return "a " + t.rank() + "-D tensor is not cut";
-            if (columns && t.rank() != 2) return "a vector has no columns to cut";
-            long extent = columns ? t.dim(1) : t.dim(0);
-            if (from < 0 || n < 1 || from + n > extent)
-                return (columns ? "columns" : "rows") + " [" + from + ", " + (from + n) + ") outside its " + extent;
+        /** Why {@code t} cannot be cut to rows [r0, r0 + rn) and columns [c0, c0 + cn), or null. */
+        public static String problem(Tensor t, long r0, long rn, long c0, long cn) {
+            long rows = t.rows(), cols = t.cols();
+            if (r0 < 0 || rn < 1 || r0 + rn > rows || c0 < 0 || cn < 1 || c0 + cn > cols)
+                return "rows [" + r0 + ", " + (r0 + rn) + ") and columns [" + c0 + ", " + (c0 + cn) + ") outside its " + rows + "×" + cols;
             return switch (t.dtype()) {
                 case F32, F16, BF16 -> null;
-                case Q8_ROW, Q8_2F -> t.rank() == 2 ? null : "a " + t.dtype().label + " vector is not cut";
+                case Q8_ROW, Q8_2F -> t.rank() >= 2 ? null : "a " + t.dtype().label + " vector is not cut";
                 default -> t.dtype().label + " weights are not cut (tensor parallelism cuts f32, f16, bf16, q8_row and q8_2f"
                         + " as stored; convert with one of those)";
             };
         }
 
-        /** Rows (or, {@code columns}, columns) [from, from + n) of {@code t} as a tensor called {@code name}, in its dtype. */
-        public static Tensor cut(Tensor t, String name, boolean columns, long from, long n) {
-            String why = problem(t, columns, from, n);
+        /**
+         * Rows [r0, r0 + rn) and columns [c0, c0 + cn) of {@code t}'s [rows, cols] view as a tensor called {@code name},
+         * in its dtype: [rn, cn], or [cn] from a vector.
+         */
+        public static Tensor cut(Tensor t, String name, long r0, long rn, long c0, long cn) {
+            String why = problem(t, r0, rn, c0, cn);
             if (why != null) throw new ModelException("tensor '" + t.name() + "': " + why);
-            long rows = t.rank() == 2 ? t.dim(0) : t.dim(0), cols = t.rank() == 2 ? t.dim(1) : 1;
-            long r0 = columns ? 0 : from, rn = columns ? rows : n, c0 = columns ? from : 0, cn = columns ? n : cols;
-            long[] shape = t.rank() == 2 ? new long[] {rn, cn} : new long[] {rn};
+            long rows = t.rows(), cols = t.cols();
+            long[] shape = t.rank() == 1 ? new long[] {cn} : new long[] {rn, cn};
             MemorySegment src = t.data();
             return switch (t.dtype()) {
                 case F32, F16, BF16 -> {
                     int es = t.dtype() == DType.F32 ? 4 : 2;
-                    if (!columns) yield new Tensor(name, t.dtype(), shape, src.asSlice(r0 * cols * es, rn * cols * es));
+                    if (c0 == 0 && cn == cols) yield new Tensor(name, t.dtype(), shape, src.asSlice(r0 * cols * es, rn * cols * es));
                     MemorySegment dst = Arena.ofAuto().allocate(rn * cn * es, 64);
                     for (long r = 0; r < rn; r++)
                         MemorySegment.copy(src, ((r0 + r) * cols + c0) * es, dst, r * cn * es, cn * es);

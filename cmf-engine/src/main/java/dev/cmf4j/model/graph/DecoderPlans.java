@@ -88,6 +88,9 @@ final class DecoderPlans {
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
         List<LayerOps> layers = layers(plan);
+        if (plan.ranks() > 1)   // a device rank's lowering sums after o and a dense MLP's down only
+            for (LayerOps l : layers)
+                if (!(l.ffn() instanceof Ffn.GatedMlp)) return "layer " + l.index() + ": a rank's mixture of experts runs on the host";
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;
         for (LayerOps l : layers) {

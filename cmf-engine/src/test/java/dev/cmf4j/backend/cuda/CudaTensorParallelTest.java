@@ -174,6 +174,32 @@ class CudaTensorParallelTest {
         return out;
     }
 
+    /** A rank's MoE is split but its lowering on the device is not written: both ranks run the host graph, GPU products. */
+    @Test
+    void ranksOfAnMoeRunOnTheHostAndStillMatch() throws Exception {
+        Path dir = Fixtures.require("models/qwen3_moe");
+        ObjectNode header = JsonNodeFactory.instance.objectNode();
+        header.set("arch", HfArch.fromConfig(HfConfig.read(dir.resolve("config.json"))));
+        Golden gold = Golden.load(dir);
+        try (SafetensorsReader r = SafetensorsReader.open(dir.resolve("model.safetensors"))) {
+            Weights w = TestFiles.weights(r);
+            ModelSpec spec = SpecBuilder.build(header, w);
+            List<String> notes = new ArrayList<>();
+            List<CudaBackend> backends = group(2, notes);
+            try (TensorParallelGraph tp = TensorParallelGraph.of(spec, w, 2, backends::get)) {
+                assertThat(tp.rank(0).device()).isNull();
+                assertThat(tp.rank(1).device()).isNull();
+                assertThat(notes).anySatisfy(n -> assertThat(n).contains("a rank's mixture of experts runs on the host"));
+                int V = tp.vocab(), T = gold.inputIds().length;
+                float[] got = new float[T * V];
+                tp.forward(tp.newSequence(T, T + 1), gold.inputIds(), 0, T, got, true);
+                assertThat(Golden.maxDiff(got, 0, gold.logits(), 0, T * V)).isLessThanOrEqualTo(1e-3);
+            } finally {
+                for (CudaBackend b : backends) b.close();
+            }
+        }
+    }
+
     @Test
     void moreGpusThanTheMachineHasIsAClearError() {
         assertThatThrownBy(() -> CudaBackend.group(3, contexts::get, () -> nccl)).isInstanceOf(CudaUnavailableException.class)
