@@ -527,8 +527,8 @@ final class ResidentLowering {
         for (int li = 0; li < layers.length; li++) {
             LayerWeights w = layers[li];
             DecoderPlan.Layer spec = model.layers().get(li);
-            if (tp != null && (spec.deltaNet() != null || spec.anchor() != null || spec.moe() != null || o1 != null))
-                throw new IllegalStateException("layer " + li + ": a rank's plan splits attention and dense MLPs only");
+            if (tp != null && (spec.deltaNet() != null || spec.anchor() != null || o1 != null))
+                throw new IllegalStateException("layer " + li + ": a rank's plan splits attention, dense MLPs and MoEs only");
             int hd = spec.headDim(), kvHeads = spec.kvHeads(), qDim = heads * hd, kvDim = kvHeads * hd;
             // a layer that reads an earlier one's keys and values computes none: it appends that layer's raw rows again
             boolean shared = spec.sharesKv();
@@ -866,6 +866,8 @@ final class ResidentLowering {
                 mw.gateBias(), mw.upBias(), s.moeIdx, s.moeIn, s.moeH, inter, hidden, k, layout, act, alpha, limit));
         boolean post = spec.postFfnNorm() != null;
         long y = beside ? s.moeOut : post ? s.m : s.x;
+        if (tp != null && beside) throw new IllegalStateException("a rank's plan has no MLP beside an MoE");
+        if (tp != null && !post) keepXOnRankZero(L, a, s, t);   // (the norms of x are taken)
         L.add(launch("moe_down", kernels.fnMoeDown[mw.downKind()], d.inputMajor() ? (hidden + 255) / 256 : ArgPack.gridX(hidden), t, 1, 256, a,
                 d.w(), d.rs(), d.cf(), d.outs(), d.inputMajor() ? 1 : 0, mw.downBias(), s.moeIdx, s.moeWts, s.moeH, y, hidden, inter, k,
                 beside || post ? 0 : 1));
@@ -880,6 +882,7 @@ final class ResidentLowering {
             L.add(launch("shared_add", kernels.fnGatedAdd, (t * hidden + 255) / 256, 1, 1, 256, a, y, s.sharedOut,
                     se.gateProj() != null ? s.sharedGate : NULL, hidden, t * hidden));
         }
+        if (tp != null) allReduce(L, "moe_all_reduce", y, t);   // the experts' and the shared expert's partial sums
         if (beside) archNorm(L, a, s.moeOut, w.postMoeNorm(), spec.postMoeNorm(), s.m, t, true);   // s.m += postMoe(moe)
         else if (post) archNorm(L, a, s.m, w.postFfnNorm(), spec.postFfnNorm(), s.x, t, true);
     }

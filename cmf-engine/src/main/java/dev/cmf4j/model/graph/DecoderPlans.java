@@ -88,9 +88,9 @@ final class DecoderPlans {
     /** Why {@code plan} is not a decoder this form describes, or null when it is. */
     static String unsupported(Plan plan) {
         List<LayerOps> layers = layers(plan);
-        if (plan.ranks() > 1)   // a device rank's lowering sums after o and a dense MLP's down only
+        if (plan.ranks() > 1)   // a device rank's lowering sums after o, a dense MLP and an MoE (not both beside each other)
             for (LayerOps l : layers)
-                if (!(l.ffn() instanceof Ffn.GatedMlp)) return "layer " + l.index() + ": a rank's mixture of experts runs on the host";
+                if (l.ffn() instanceof Ffn.DenseAndMoe) return "layer " + l.index() + ": a rank's dense MLP beside an MoE runs on the host";
         boolean perLayerTable = op(plan, Plan.PerLayerTable.class) != null;
         Integer firstHeads = null;
         for (LayerOps l : layers) {
