@@ -502,7 +502,7 @@ final class ResidentForward implements DeviceForward {
         // an MTP head's rows; a draft model's catch-up on the kept tokens, a chunk after decode steps): each shape
         // captured once per session and replayed, as the decode step is (a prompt's first chunk launches one by one)
         boolean drafting = many || mtpRows != null || s.exec != null;
-        ChunkGraph cg = drafting && tokens <= CAPTURED_CHUNK_ROWS && graphs && chunkCapture && !recurrent && s.sealed == null
+        CapturedSteps cg = drafting && tokens <= CAPTURED_CHUNK_ROWS && graphs && chunkCapture && !recurrent && s.sealed == null
                 && !PROFILE ? chunkGraph(s, tokens, headRows, out, gemm) : null;
         if (cg != null) cu.graphLaunch(cg.exec(), s.stream);
         else try (Arena a = Arena.ofConfined()) {
@@ -578,7 +578,7 @@ final class ResidentForward implements DeviceForward {
      * Captured steps of one-token rows by row count (and which rows read which skill), valid while {@link #scratchEpoch} is what it was at the capture
      * (any scratch, table or f16 copy reallocated since makes it stale).
      */
-    private final java.util.Map<Object, BatchGraph> batchGraphs = new java.util.HashMap<>();
+    private final java.util.Map<Object, CapturedSteps> batchGraphs = new java.util.HashMap<>();
     private long scratchEpoch;
     /** Cleared when a batch step could not be captured (a note says why): they launch one by one from then on. */
     private boolean batchCapture = true;
@@ -808,7 +808,7 @@ final class ResidentForward implements DeviceForward {
                 // the same launches for any t sessions' one-token rows (ids, positions and cache tables are read from
                 // device memory): captured once per row count, replayed while the scratch stays where it was
                 Object key = lower.runs == null ? (Object) t : t + " " + java.util.Arrays.toString(lower.runs);   // which rows read which skill
-                BatchGraph bg = batchGraphs.get(key);
+                CapturedSteps bg = batchGraphs.get(key);
                 if (bg != null && bg.epoch() != scratchEpoch) { dropBatchGraphs(); bg = null; }
                 if (bg == null && batchGraphs.size() >= 64) dropBatchGraphs();   // (skill arrangements come and go)
                 if (bg == null) bg = captureBatch(key, w, seqs, t, out, gemm);
@@ -886,8 +886,11 @@ final class ResidentForward implements DeviceForward {
         batchSpans = 0;
     }
 
-    /** A captured batch step: its graph, executable, the arena holding its launch arguments, and the epoch it belongs to. */
-    private record BatchGraph(MemorySegment graph, MemorySegment exec, Arena args, long epoch) {
+    /**
+     * A captured batch step or session chunk: its graph, executable, the arena holding its launch arguments, and the
+     * epoch it belongs to.
+     */
+    record CapturedSteps(MemorySegment graph, MemorySegment exec, Arena args, long epoch) {
         void free(CudaDriver cu) {
             cu.graphExecDestroy(exec);
             cu.graphDestroy(graph);
@@ -896,7 +899,7 @@ final class ResidentForward implements DeviceForward {
     }
 
     private void dropBatchGraphs() {
-        for (BatchGraph g : batchGraphs.values()) g.free(cu);
+        for (CapturedSteps g : batchGraphs.values()) g.free(cu);
         batchGraphs.clear();
     }
 
@@ -904,13 +907,13 @@ final class ResidentForward implements DeviceForward {
      * Owner thread: captures the step of {@code t} one-token rows; null (and no capture from now on, with a note) when
      * the driver or cuBLAS refuses it, so the caller launches one by one.
      */
-    private BatchGraph captureBatch(Object key, ResidentSession w, Seq[] seqs, int t, long out, boolean gemm) {
+    private CapturedSteps captureBatch(Object key, ResidentSession w, Seq[] seqs, int t, long out, boolean gemm) {
         Arena args = Arena.ofShared();
         try {
             List<Step> made = new ArrayList<>();
             lower.steps(w, w.in + 4, seqs, batchKv, batchPos + 4L * batchSpans, t, t, 0, out, args, gemm, made::add);
             Captured c = capture(w.stream, made);
-            BatchGraph bg = new BatchGraph(c.graph(), c.exec(), args, scratchEpoch);
+            CapturedSteps bg = new CapturedSteps(c.graph(), c.exec(), args, scratchEpoch);
             batchGraphs.put(key, bg);
             return bg;
         } catch (RuntimeException e) {
@@ -965,9 +968,9 @@ final class ResidentForward implements DeviceForward {
      * launches read the position and ids from the session's device memory, and its caches' addresses do not move (KV
      * pages are mapped into a range reserved whole), so one capture serves every position.
      */
-    private ChunkGraph chunkGraph(ResidentSession s, int tokens, int headRows, long out, boolean gemm) {
+    private CapturedSteps chunkGraph(ResidentSession s, int tokens, int headRows, long out, boolean gemm) {
         long key = ((long) tokens << 8) | ((headRows + 1) << 1) | (gemm ? 1 : 0);
-        ChunkGraph cg = s.chunkGraphs.get(key);
+        CapturedSteps cg = s.chunkGraphs.get(key);
         if (cg != null && cg.epoch() == scratchEpoch) return cg;
         if (cg != null) s.dropChunkGraphs();
         // a shape's first chunk launches one by one: instantiating a graph of the whole model costs about what it saves
@@ -980,7 +983,7 @@ final class ResidentForward implements DeviceForward {
             // without GEMMs a chunk is the decode step's kernels with a row dimension (each waits before it reads another
             // kernel's data, whatever the rows): programmatic launches as there; cuBLAS's kernels do not wait
             Captured c = capture(s.stream, gemm ? made : programmatic(made));
-            cg = new ChunkGraph(c.graph(), c.exec(), args, scratchEpoch);
+            cg = new CapturedSteps(c.graph(), c.exec(), args, scratchEpoch);
             s.chunkGraphs.put(key, cg);
             return cg;
         } catch (RuntimeException e) {
@@ -989,15 +992,6 @@ final class ResidentForward implements DeviceForward {
             chunkCapture = false;
             mm.note("chunks of few rows (drafts, their verification) launch one by one: capturing one failed (" + e.getMessage() + ")");
             return null;
-        }
-    }
-
-    /** A session's captured chunk: its graph, executable, the arena holding its launch arguments, and its epoch. */
-    record ChunkGraph(MemorySegment graph, MemorySegment exec, Arena args, long epoch) {
-        void free(CudaDriver cu) {
-            cu.graphExecDestroy(exec);
-            cu.graphDestroy(graph);
-            args.close();
         }
     }
 

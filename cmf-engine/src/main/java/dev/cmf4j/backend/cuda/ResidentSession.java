@@ -63,7 +63,7 @@ final class ResidentSession {
     List<Step> decode;
     MemorySegment graph, exec;
     /** Captured chunks of few rows (verifications, an MTP head's rows) by shape (ResidentForward#chunkGraph). */
-    final java.util.Map<Long, ResidentForward.ChunkGraph> chunkGraphs = new java.util.HashMap<>();
+    final java.util.Map<Long, ResidentForward.CapturedSteps> chunkGraphs = new java.util.HashMap<>();
     /** The chunk shapes this session has run (a shape is captured from its second chunk). */
     final java.util.Set<Long> chunkShapes = new java.util.HashSet<>();
     final List<Long> owned = new ArrayList<>();
@@ -324,7 +324,7 @@ final class ResidentSession {
 
     /** Destroys the captured chunks (their buffers moved, or the session goes). */
     void dropChunkGraphs() {
-        for (ResidentForward.ChunkGraph g : chunkGraphs.values()) g.free(cu);
+        for (ResidentForward.CapturedSteps g : chunkGraphs.values()) g.free(cu);
         chunkGraphs.clear();
     }
 
