@@ -142,18 +142,18 @@ public interface DeviceForward {
      * maxima): {@code ids[i]} for row i. A device that picks on the device overrides it and copies back only the ids;
      * by default the logits come back and are reduced here.
      */
-    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab) {
+    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab) { forwardArgmax(spans, ids, vocab, null); }
+
+    /**
+     * As {@link #forwardArgmax(java.util.List, int[], int)}; {@code hidden} as in {@link #forward(java.util.List, float[],
+     * int, float[])} (by default through it, so a device that hands the rows back there does here too).
+     */
+    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab, float[] hidden) {
         int rows = 0;
         for (Span s : spans) rows += s.logitRows();
         float[] logits = new float[rows * vocab];
-        forward(spans, logits, vocab);
+        forward(spans, logits, vocab, hidden);
         for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
-    }
-
-    /** As {@link #forwardArgmax(java.util.List, int[], int)}; {@code hidden} as in {@link #forward(java.util.List, float[], int, float[])}. */
-    default void forwardArgmax(java.util.List<Span> spans, int[] ids, int vocab, float[] hidden) {
-        if (hidden != null) throw new UnsupportedOperationException("this device does not hand back the last layer's rows");
-        forwardArgmax(spans, ids, vocab);
     }
 
     /**

@@ -260,11 +260,7 @@ final class VulkanResidentForward implements DeviceForward {
 
         void free() {
             if (decode != null) {
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment one = a.allocate(PTR);
-                    one.set(PTR, 0, decode);
-                    vk.call("vkFreeCommandBuffers", ctx.device, commandPool, 1, one);
-                }
+                freeCommandBuffer(decode);
                 decode = null;
             }
             for (VulkanContext.Buffer b : all) ctx.free(b);
@@ -374,14 +370,6 @@ final class VulkanResidentForward implements DeviceForward {
      */
     @Override public void forward(List<Span> spans, float[] logits, int vocab) { forward(spans, logits, vocab, null); }
 
-    @Override public void forwardArgmax(List<Span> spans, int[] ids, int vocab, float[] hidden) {
-        int rows = 0;
-        for (Span sp : spans) rows += sp.logitRows();
-        float[] logits = new float[rows * vocab];
-        forward(spans, logits, vocab, hidden);
-        for (int r = 0; r < rows; r++) ids[r] = dev.cmf4j.backend.cpu.VectorMath.argmax(logits, r * vocab, vocab);
-    }
-
     @Override public void forward(List<Span> spans, float[] logits, int vocab, float[] hidden) {
         for (Span sp : spans) if (!sp.plain()) throw new UnsupportedOperationException("this device runs no skills or adapters per row");
         synchronized (mm) {
@@ -443,6 +431,15 @@ final class VulkanResidentForward implements DeviceForward {
         }
     }
 
+    /** Gives a command buffer of {@link #newCommandBuffer} back to the pool. */
+    private void freeCommandBuffer(MemorySegment cb) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment one = a.allocate(PTR);
+            one.set(PTR, 0, cb);
+            vk.call("vkFreeCommandBuffers", ctx.device, commandPool, 1, one);
+        }
+    }
+
     /** A command buffer of the pool, to be recorded once and submitted many times. */
     private MemorySegment newCommandBuffer() {
         try (Arena a = Arena.ofConfined()) {
@@ -477,11 +474,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (T == 1 && rows == 1) {
             // a decode step: the same commands every time (its position is in the step buffer): recorded once
             if (s.decode != null && s.decodeHidden != (hidden != null)) {
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment one = a.allocate(PTR);
-                    one.set(PTR, 0, s.decode);
-                    vk.call("vkFreeCommandBuffers", ctx.device, commandPool, 1, one);
-                }
+                freeCommandBuffer(s.decode);
                 s.decode = null;
             }
             if (s.decode == null) {
