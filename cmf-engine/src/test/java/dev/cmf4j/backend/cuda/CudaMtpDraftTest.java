@@ -17,6 +17,7 @@ import dev.cmf4j.runtime.Completion;
 import dev.cmf4j.runtime.GenerationRequest;
 import dev.cmf4j.runtime.Generator;
 import dev.cmf4j.runtime.MtpDraft;
+import dev.cmf4j.runtime.LastLayerRows;
 import dev.cmf4j.runtime.MtpHeads;
 import dev.cmf4j.runtime.Sampler;
 import dev.cmf4j.runtime.SamplingParams;
@@ -119,58 +120,33 @@ class CudaMtpDraftTest {
         return new Gpu(m, b);
     }
 
-    static int[] greedy(Model m, int[] prompt, int n) {
-        return new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(), List.of())
-                .generate(prompt, n, null, null).tokens();
-    }
-
-    /** Every position's last-layer row a session hands over, by position. */
-    static final class Rows implements Session.HiddenRows {
-        final Map<Integer, float[]> at = new HashMap<>();
-
-        @Override public void accept(int position, float[] x, int off, int rows, int hidden) {
-            for (int r = 0; r < rows; r++) at.put(position + r, Arrays.copyOfRange(x, off + r * hidden, off + (r + 1) * hidden));
-        }
-    }
-
-    static void assertRowsClose(Rows got, Rows want, String what) {
-        assertThat(got.at.keySet()).as(what + ": positions handed over").isEqualTo(want.at.keySet());
-        for (var e : want.at.entrySet()) {
-            float[] a = got.at.get(e.getKey()), b = e.getValue();
-            float scale = 0;
-            for (float v : b) scale = Math.max(scale, Math.abs(v));
-            for (int i = 0; i < b.length; i++)
-                assertThat(Math.abs(a[i] - b[i])).as(what + ": position " + e.getKey() + " [" + i + "]").isLessThan(1e-4f * Math.max(1f, scale));
-        }
-    }
-
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"llama", "qwen3_next"})
     void theResidentForwardHandsBackTheLastLayersRows(String name) {
         try (Model cpu = Model.open(converted(name)); Gpu gpu = onGpu(converted(name))) {
             // a session's own steps: a prompt chunk, two decode steps (the captured graph), an all-logits chunk
-            Rows[] rows = new Rows[2];
+            LastLayerRows[] rows = new LastLayerRows[2];
             for (int i = 0; i < 2; i++) {
                 Session s = new Session((i == 0 ? cpu : gpu.model()).graph(), 64);
-                rows[i] = new Rows();
+                rows[i] = new LastLayerRows();
                 s.observeHidden(rows[i]);
                 s.prefill(PROMPT);
                 s.decode(9);
                 s.decode(31);
                 s.logitsAll(new int[] {2, 8, 400, 7});
             }
-            assertRowsClose(rows[1], rows[0], name + " session steps");
+            LastLayerRows.assertClose(rows[1], rows[0], name + " session steps");
             assertThat(rows[1].at).hasSize(PROMPT.length + 6);
 
             // batched steps: two decode rows (a captured step), a decode row beside a prompt chunk, then a greedy step
-            Rows[][] batched = new Rows[2][3];
+            LastLayerRows[][] batched = new LastLayerRows[2][3];
             int[][] picks = new int[2][];
             for (int i = 0; i < 2; i++) {
                 var g = (i == 0 ? cpu : gpu.model()).graph();
                 BatchDriver d = new BatchDriver(g, 32, 64);
                 Session[] ss = {new Session(g, 64), new Session(g, 64), new Session(g, 64)};
                 for (int k = 0; k < 3; k++) {
-                    batched[i][k] = new Rows();
+                    batched[i][k] = new LastLayerRows();
                     ss[k].observeHidden(batched[i][k]);
                 }
                 d.prefill(new Session[] {ss[0], ss[1]}, new int[][] {PROMPT, {40, 41, 42}}, 8);
@@ -179,7 +155,7 @@ class CudaMtpDraftTest {
                 picks[i] = d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {64}, {9}}).clone();
             }
             assertThat(picks[1]).as(name + ": the greedy step's picks, made on the device").containsExactly(picks[0]);
-            for (int k = 0; k < 3; k++) assertRowsClose(batched[1][k], batched[0][k], name + " batched, sequence " + k);
+            for (int k = 0; k < 3; k++) LastLayerRows.assertClose(batched[1][k], batched[0][k], name + " batched, sequence " + k);
         }
     }
 
@@ -247,15 +223,15 @@ class CudaMtpDraftTest {
     void greedyDraftingWithTheHeadIsTokenExactOnTheDevice(String name) {
         int n = 32;
         int[] chain;
-        try (Model m = Model.open(converted(name))) { chain = greedy(m, PROMPT, 40); }
+        try (Model m = Model.open(converted(name))) { chain = LastLayerRows.greedy(m, PROMPT, 40); }
         for (Path file : List.of(randomHead(name), oracleHead(name, chain))) {
             boolean oracle = file.getFileName().toString().contains("oracle");
             String what = name + (oracle ? " oracle" : " random");
             try (Model cpu = Model.open(file); Gpu gpu = onGpu(file)) {
                 Model m = gpu.model();
                 assertThat(m.mtpGraph().device()).as("the head GPU-resident").isNotNull();
-                int[] want = greedy(m, PROMPT, n);
-                assertThat(want).as(what + ": plain greedy on the device as on the CPU").containsExactly(greedy(cpu, PROMPT, n));
+                int[] want = LastLayerRows.greedy(m, PROMPT, n);
+                assertThat(want).as(what + ": plain greedy on the device as on the CPU").containsExactly(LastLayerRows.greedy(cpu, PROMPT, n));
                 for (int k : new int[] {1, 3}) {
                     Speculation.Stats[] stats = new Speculation.Stats[2];
                     int[][] next = new int[2][4];
@@ -300,7 +276,7 @@ class CudaMtpDraftTest {
     void draftRoundsReplayCapturedGraphs(int gemmMinTokens) {
         int n = 32, k = 3;
         int[] chain;
-        try (Model m = Model.open(converted("llama"))) { chain = greedy(m, PROMPT, 40); }
+        try (Model m = Model.open(converted("llama"))) { chain = LastLayerRows.greedy(m, PROMPT, 40); }
         Path file = oracleHead("llama", chain);
         Speculation.Stats onCpu;
         try (Model cpu = Model.open(file)) {
@@ -310,7 +286,7 @@ class CudaMtpDraftTest {
         }
         try (Gpu gpu = onGpu(file, gemmMinTokens)) {
             Model m = gpu.model();
-            int[] want = greedy(m, PROMPT, n);
+            int[] want = LastLayerRows.greedy(m, PROMPT, n);
             int direct = CudaMockTest.counter(lib, 0);
             new Session(m.graph(), 128).prefill(PROMPT);
             int prompt = CudaMockTest.counter(lib, 0) - direct;   // a prompt's first chunk launches one by one
@@ -393,12 +369,12 @@ class CudaMtpDraftTest {
     @Test void theSchedulerDraftsWithTheHeadOnTheDevice() throws Exception {
         int n = 24;
         int[] chain;
-        try (Model m = Model.open(converted("llama"))) { chain = greedy(m, PROMPT, 40); }
+        try (Model m = Model.open(converted("llama"))) { chain = LastLayerRows.greedy(m, PROMPT, 40); }
         try (Gpu gpu = onGpu(oracleHead("llama", chain))) {
             Model m = gpu.model();
             int[][] prompts = {PROMPT, {9, 8, 7, 6, 5, 4, 3, 2, 1}, {100, 200, 300, 400, 500}, {11, 12}};
             int[][] want = new int[prompts.length][];
-            for (int i = 0; i < prompts.length; i++) want[i] = greedy(m, prompts[i], n);
+            for (int i = 0; i < prompts.length; i++) want[i] = LastLayerRows.greedy(m, prompts[i], n);
             try (Scheduler s = new Scheduler(m.graph(), null, new Scheduler.Config(4, 128, 8, 4 * 4 + 16, 16, 4),
                     Scheduler.Draft.mtp(m.mtpGraph(), 3))) {
                 List<CompletableFuture<Completion>> done = new ArrayList<>();

@@ -5,6 +5,7 @@ import dev.cmf4j.model.ConvertedGoldenTest;
 import dev.cmf4j.model.Golden;
 import dev.cmf4j.model.Model;
 import dev.cmf4j.runtime.Generator;
+import dev.cmf4j.runtime.LastLayerRows;
 import dev.cmf4j.runtime.Sampler;
 import dev.cmf4j.runtime.SamplingParams;
 import dev.cmf4j.runtime.Session;
@@ -302,31 +303,31 @@ class VulkanGoldenTest {
         Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-mtp-src.cmf"), TensorPolicy.Mode.F32);
         int[] prompt = {5, 77, 300, 12, 901, 44, 3};
         int[] chain;
-        try (Model m = Model.open(cmf)) { chain = greedy(m, prompt, 32); }
+        try (Model m = Model.open(cmf)) { chain = LastLayerRows.greedy(m, prompt, 32); }
         Path random = dev.cmf4j.runtime.MtpHeads.withRandomHead(cmf, tmp.resolve("llama-mtp.cmf"), 7);
         Path oracle = dev.cmf4j.runtime.MtpHeads.withOracleHead(cmf, tmp.resolve("llama-oracle.cmf"), chain);
         try (Model cpu = Model.open(random); VulkanBackend b = new VulkanBackend(ctx); Model gpu = Model.open(random, null, b)) {
             assertThat(gpu.graph().device()).as("device-resident").isNotNull();
-            Rows[] rows = new Rows[2];
+            LastLayerRows[] rows = new LastLayerRows[2];
             for (int i = 0; i < 2; i++) {
                 Session s = new Session((i == 0 ? cpu : gpu).graph(), 64);
-                rows[i] = new Rows();
+                rows[i] = new LastLayerRows();
                 s.observeHidden(rows[i]);
                 s.prefill(prompt);
                 s.decode(9);
                 s.decode(31);
                 s.logitsAll(new int[] {2, 8, 400, 7});
             }
-            assertRowsClose(rows[1], rows[0], "session steps");
+            LastLayerRows.assertClose(rows[1], rows[0], "session steps");
             assertThat(rows[1].at).hasSize(prompt.length + 6);
-            Rows[][] batched = new Rows[2][3];
+            LastLayerRows[][] batched = new LastLayerRows[2][3];
             int[][] picks = new int[2][];
             for (int i = 0; i < 2; i++) {
                 var g = (i == 0 ? cpu : gpu).graph();
                 dev.cmf4j.runtime.BatchDriver d = new dev.cmf4j.runtime.BatchDriver(g, 32, 64);
                 Session[] ss = {new Session(g, 64), new Session(g, 64), new Session(g, 64)};
                 for (int k = 0; k < 3; k++) {
-                    batched[i][k] = new Rows();
+                    batched[i][k] = new LastLayerRows();
                     ss[k].observeHidden(batched[i][k]);
                 }
                 d.prefill(new Session[] {ss[0], ss[1]}, new int[][] {prompt, {40, 41, 42}}, 8);
@@ -336,14 +337,14 @@ class VulkanGoldenTest {
                 picks[i] = d.stepGreedy(new Session[] {ss[0], ss[1], ss[2]}, new int[][] {{8}, {65}, {9}}).clone();
             }
             assertThat(picks[1]).as("the greedy step's picks").containsExactly(picks[0]);
-            for (int k = 0; k < 3; k++) assertRowsClose(batched[1][k], batched[0][k], "batched, sequence " + k);
+            for (int k = 0; k < 3; k++) LastLayerRows.assertClose(batched[1][k], batched[0][k], "batched, sequence " + k);
         }
         int n = 24;
         for (Path file : List.of(random, oracle)) {
             boolean isOracle = file == oracle;
             try (Model cpu = Model.open(file); VulkanBackend b = new VulkanBackend(ctx); Model gpu = Model.open(file, null, b)) {
-                int[] want = greedy(gpu, prompt, n);
-                assertThat(want).as("plain greedy on the device as on the CPU").containsExactly(greedy(cpu, prompt, n));
+                int[] want = LastLayerRows.greedy(gpu, prompt, n);
+                assertThat(want).as("plain greedy on the device as on the CPU").containsExactly(LastLayerRows.greedy(cpu, prompt, n));
                 for (int k : new int[] {1, 3}) {
                     dev.cmf4j.runtime.Speculation.Stats[] stats = new dev.cmf4j.runtime.Speculation.Stats[2];
                     for (int i = 0; i < 2; i++) {
@@ -361,31 +362,6 @@ class VulkanGoldenTest {
                     }
                 }
             }
-        }
-    }
-
-    static int[] greedy(Model m, int[] prompt, int n) {
-        return new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), java.util.Set.of(), List.of())
-                .generate(prompt, n, null, null).tokens();
-    }
-
-    /** Every position's last-layer row a session hands over, by position. */
-    static final class Rows implements Session.HiddenRows {
-        final java.util.Map<Integer, float[]> at = new java.util.HashMap<>();
-
-        @Override public void accept(int position, float[] x, int off, int rows, int hidden) {
-            for (int r = 0; r < rows; r++) at.put(position + r, java.util.Arrays.copyOfRange(x, off + r * hidden, off + (r + 1) * hidden));
-        }
-    }
-
-    static void assertRowsClose(Rows got, Rows want, String what) {
-        assertThat(got.at.keySet()).as(what + ": positions handed over").isEqualTo(want.at.keySet());
-        for (var e : want.at.entrySet()) {
-            float[] a = got.at.get(e.getKey()), b = e.getValue();
-            float scale = 0;
-            for (float v : b) scale = Math.max(scale, Math.abs(v));
-            for (int i = 0; i < b.length; i++)
-                assertThat(Math.abs(a[i] - b[i])).as(what + ": position " + e.getKey() + " [" + i + "]").isLessThan(1e-4f * Math.max(1f, scale));
         }
     }
 }
