@@ -186,11 +186,13 @@ final class VulkanResidentForward implements DeviceForward {
     /** One sequence's device buffers: activations for a chunk, its KV caches, the attention scores. */
     final class State {
         final int chunk, context;
-        final VulkanContext.Buffer input, out, hiddenOut, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
+        final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
         /** Whether {@link #decode} copies the step's last-layer row back too. */
         boolean decodeHidden;
+        /** The last layer's rows read back (an MTP head's input): made when first asked for. */
+        VulkanContext.Buffer hiddenOut;
         final VulkanContext.Buffer[] kCache, vCache;
         final List<VulkanContext.Buffer> all = new ArrayList<>();
         final Map<List<Long>, Long> sets = new HashMap<>();
@@ -207,7 +209,6 @@ final class VulkanResidentForward implements DeviceForward {
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
                 out = add(ctx.buffer(4L * logitRows * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
-                hiddenOut = add(ctx.buffer(4L * chunk * hidden, ctx.readbackFlags(), "last layer's rows (host)"));
                 step = host(16, "step");
                 // device-local twins of the rotary tables and the step's position, copied in by each submission:
                 // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
@@ -251,6 +252,11 @@ final class VulkanResidentForward implements DeviceForward {
 
         private VulkanContext.Buffer host(long bytes, String what) {
             return add(ctx.buffer(bytes, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, what));
+        }
+
+        /** Makes {@link #hiddenOut} when rows are wanted and it is not there yet (before a step that copies into it is recorded). */
+        void wantRows(boolean rows) {
+            if (rows && hiddenOut == null) hiddenOut = add(ctx.buffer(4L * chunk * plan.hidden(), ctx.readbackFlags(), "last layer's rows (host)"));
         }
 
         private VulkanContext.Buffer add(VulkanContext.Buffer b) {
@@ -415,6 +421,7 @@ final class VulkanResidentForward implements DeviceForward {
             List<Object> key = new ArrayList<>();
             for (Span sp : spans) { key.add(sp.state()); key.add(sp.tokens()); key.add(sp.logitRows()); }
             key.add(hidden != null);
+            batch.wantRows(hidden != null);
             MemorySegment cb = batchSteps.get(key);
             if (cb != null) batchReplays++;
             if (cb == null) {
@@ -467,6 +474,7 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits, float[] hidden) {
+        s.wantRows(hidden != null);
         embed(s, 0, ids, off, T);
         positions(s, T, pos0);
         int rows = logits == null ? 0 : allLogits ? T : 1;
