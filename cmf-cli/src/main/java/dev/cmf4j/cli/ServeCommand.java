@@ -1,6 +1,10 @@
 package dev.cmf4j.cli;
 
+import dev.cmf4j.backend.Backend;
+import dev.cmf4j.backend.cuda.CudaBackend;
+import dev.cmf4j.backend.cuda.DeviceChoice;
 import dev.cmf4j.model.Model;
+import dev.cmf4j.runtime.TextCodec;
 import dev.cmf4j.runtime.Scheduler;
 import dev.cmf4j.runtime.Session;
 import dev.cmf4j.server.OpenAiServer;
@@ -18,6 +22,8 @@ import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 
@@ -60,6 +66,12 @@ public final class ServeCommand implements Callable<Integer> {
                     + "(created when missing; plain file names only); off without it")
     Path stateDir;
 
+    @Option(names = "--replicas", paramLabel = "N", defaultValue = "1",
+            description = "a whole copy of the model on each of the first N NVIDIA GPUs (needs --device cuda; for models that"
+                    + " fit one GPU), each with its own scheduler of --parallel sequences; a request goes to the copy with the"
+                    + " fewest sequences (default ${DEFAULT-VALUE})")
+    int replicas;
+
     @Option(names = "--name", paramLabel = "ID", description = "the model's id in the API (default: the file name without .cmf)")
     String name;
 
@@ -82,6 +94,7 @@ public final class ServeCommand implements Callable<Integer> {
         if (ctx < 2) throw new IllegalArgumentException("--ctx must be >= 2, got " + ctx);
         if (maxQueue < 0) throw new IllegalArgumentException("--max-queue must be >= 0, got " + maxQueue);
         if (timeout < 1) throw new IllegalArgumentException("--timeout must be >= 1 second, got " + timeout);
+        checkReplicas();
         String apiKey = key == null ? null : key.value != null ? key.value : readKey(key.file);
         Path model = ModelFile.resolve(file);
         String id = name != null ? name : model.getFileName().toString().replaceFirst("\\.cmf$", "");
@@ -96,30 +109,62 @@ public final class ServeCommand implements Callable<Integer> {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> { server.close(); stopped.countDown(); }));
         ServedModel served;
         try {
-            var backend = device.open(err);   // the backend lives as long as the process
-            Model m = overrides.open(model, backend);
-            // a step holds every running sequence's decode row and room for a prompt chunk of the device's size
-            // (with only max(parallel, chunk) rows, 64 decoding sequences left no room and new prompts waited)
-            var dev = m.graph().device();
-            int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
+            // the backends live as long as the process: one device, or one GPU per replica
+            List<? extends Backend> backends = replicas == 1 ? List.of(device.open(err)) : openReplicas(err);
             if ("auto".equals(overrides.skill)) throw new IllegalArgumentException("--skill auto needs routing descriptors");
-            Model dm = draft.open(m, backend);
-            // drafts add up to --draft-max rows per sequence to a step
-            int rows = parallel * (1 + (draft.on() ? draft.draftMax : 0)) + chunk;
-            served = ServedModel.start(id, m, new Scheduler.Config(parallel, ctx, maxQueue, rows, chunk, parallel),
-                    m.graph().withTask(m.graph().overlay(overrides.skill, null, 1f), overrides.task), dm, draft.draftMax, draft.mtp());
+            List<ServedModel.Replica> copies = new ArrayList<>();
+            TextCodec codec = null;
+            Model first = null;
+            for (int r = 0; r < backends.size(); r++) {
+                Backend backend = backends.get(r);
+                Model m = overrides.open(model, backend);
+                if (first == null) { first = m; codec = TextCodec.of(m.file()); }
+                // a step holds every running sequence's decode row and room for a prompt chunk of the device's size
+                // (with only max(parallel, chunk) rows, 64 decoding sequences left no room and new prompts waited)
+                var dev = m.graph().device();
+                int chunk = dev != null ? Math.min(dev.preferredChunk(), ctx) : Session.DEFAULT_CHUNK;
+                Model dm = draft.open(m, backend);
+                // drafts add up to --draft-max rows per sequence to a step
+                int rows = parallel * (1 + (draft.on() ? draft.draftMax : 0)) + chunk;
+                String where = replicas == 1 ? backend.device() : backend.device() + ":" + r;
+                copies.add(ServedModel.Replica.start(r, where, m, codec, new Scheduler.Config(parallel, ctx, maxQueue, rows, chunk, parallel),
+                        dm, draft.draftMax, draft.mtp()));
+            }
+            served = new ServedModel(id, codec, copies, first.graph().withTask(first.graph().overlay(overrides.skill, null, 1f), overrides.task));
             served.warmUp();
             server.ready(served);
         } catch (RuntimeException e) {
             server.close();
             throw e;
         }
-        err.println("cmf serve: ready: model '" + id + "', " + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
+        err.println("cmf serve: ready: model '" + id + "', " + (replicas == 1 ? "" : replicas + " replicas (GPUs 0-" + (replicas - 1) + ") of ")
+                + parallel + " parallel sequences of up to " + served.maxContext() + " tokens"
                 + (!draft.on() ? "" : ", drafting up to " + draft.draftMax + " tokens with " + (draft.mtp() ? "the MTP head" : draft.draft))
                 + (apiKey == null ? "" : ", API key required") + (stateDir == null ? "" : ", state files in " + stateDir));
         err.flush();
         stopped.await();
         return 0;
+    }
+
+    /** {@code --replicas}: what it needs and what it does not combine with, said before anything loads. */
+    void checkReplicas() {
+        if (replicas < 1) throw new IllegalArgumentException("--replicas must be >= 1, got " + replicas);
+        if (replicas == 1) return;
+        if (device.gpus != 1)
+            throw new IllegalArgumentException("--replicas and --gpus do not combine: --gpus splits one copy of the model over"
+                    + " several GPUs, --replicas puts a whole copy on each GPU (choose one)");
+        if (DeviceChoice.parse(device.device) != DeviceChoice.CUDA)
+            throw new IllegalArgumentException("--replicas " + replicas + " needs --device cuda (one copy of the model per NVIDIA GPU;"
+                    + " on the CPU the copies would share the same cores: raise --parallel instead)");
+        if (stateDir != null)
+            throw new IllegalArgumentException("--state-dir does not combine with --replicas: each replica keeps its own prompt cache");
+    }
+
+    /** The first --replicas GPUs, one backend each; their notes on {@code err}. */
+    private List<CudaBackend> openReplicas(PrintWriter err) {
+        List<CudaBackend> gpus = CudaBackend.replicas(replicas);
+        for (Backend b : gpus) for (String note : b.takeNotes()) err.println("cmf: " + note);
+        return gpus;
     }
 
     /** Held so the level set on it stays (java.util.logging keeps loggers weakly). */

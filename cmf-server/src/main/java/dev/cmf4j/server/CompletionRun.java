@@ -44,6 +44,8 @@ final class CompletionRun {
     private final LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
     private final Completion[] ends;
     private List<Scheduler.Ticket> tickets = List.of();
+    /** The replica the choices run on (all of them on one: they share the prompt), set by {@link #submit}. */
+    private ServedModel.Replica replica;
 
     CompletionRun(CompletionRequest req, ServedModel model, ObjectMapper json) {
         this.req = req;
@@ -81,7 +83,9 @@ final class CompletionRun {
     void submit(Duration timeout) {
         List<Choice> sinks = new ArrayList<>();
         for (int i = 0; i < req.n(); i++) sinks.add(new Choice(i));
-        tickets = model.scheduler().submitAll(req.generations(model, timeout, sinks));
+        ServedModel.Replica r = model.route();
+        tickets = r.scheduler().submitAll(req.generations(model, timeout, sinks));
+        replica = r;
     }
 
     /** The response's id ({@code chatcmpl-...} or {@code cmpl-...}). */
@@ -308,7 +312,10 @@ final class CompletionRun {
             if (events.poll(100, TimeUnit.MILLISECONDS) instanceof End e) ends[e.choice()] = e.completion();
     }
 
-    /** The per-request log's tail: prompt, cached and generated tokens, time to first token, decode speed. */
+    /**
+     * The per-request log's tail: prompt, cached and generated tokens, time to first token, decode speed, and with
+     * several replicas the one that ran it ({@code replica=1/cuda:1}).
+     */
     String summary() {
         int gen = 0;
         long ttft = -1;
@@ -323,7 +330,8 @@ final class CompletionRun {
         }
         return String.format(Locale.ROOT, "prompt=%d cached=%d generated=%d ttft_ms=%s tok_s=%.1f finish=%s",
                 req.prompt().length, ends[0] == null ? 0 : ends[0].cachedTokens(), gen,
-                ttft < 0 ? "-" : String.format(Locale.ROOT, "%.1f", ttft / 1e6), tps, finish);
+                ttft < 0 ? "-" : String.format(Locale.ROOT, "%.1f", ttft / 1e6), tps, finish)
+                + (replica == null || model.replicas().size() == 1 ? "" : " replica=" + replica.index() + "/" + replica.device());
     }
 
     private static void failIfBroken(Completion c) {

@@ -2,6 +2,8 @@ package dev.cmf4j.server;
 
 import dev.cmf4j.runtime.Scheduler;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
@@ -16,7 +18,7 @@ final class Metrics {
     private Metrics() {}
 
     static String render(ServedModel m, Map<Integer, LongAdder> responses) {
-        Scheduler.Stats s = m.scheduler().stats();
+        Scheduler.Stats s = m.stats();
         StringBuilder b = new StringBuilder();
         counter(b, "cmf_requests_total", "generation requests submitted to the scheduler (a choice of n counts once)", s.requests());
         counter(b, "cmf_prompt_tokens_total", "prompt tokens run through the model", s.promptTokens());
@@ -29,13 +31,16 @@ final class Metrics {
         gauge(b, "cmf_requests_waiting", "sequences waiting for a place", s.waiting());
         gauge(b, "cmf_kv_cache_usage_ratio", "positions held by running sequences over parallel x context", s.kvUsage());
         long held = 0;
-        for (Scheduler.SequenceInfo q : m.scheduler().live()) held += Math.max(0, q.stateBytes());
-        for (Scheduler.CachedInfo q : m.scheduler().cached()) held += Math.max(0, q.stateBytes());
+        for (ServedModel.Replica r : m.replicas()) {
+            for (Scheduler.SequenceInfo q : r.scheduler().live()) held += Math.max(0, q.stateBytes());
+            for (Scheduler.CachedInfo q : r.scheduler().cached()) held += Math.max(0, q.stateBytes());
+        }
         // a byte count: printed whole (the %.6g of the other gauges would round it)
         line(b, "cmf_state_bytes", "bytes of attention and recurrent state held by running and cached sequences (CPU)", "gauge", Long.toString(held));
+        replicas(b, m);
         b.append("# HELP cmf_http_responses_total HTTP responses by status code\n# TYPE cmf_http_responses_total counter\n");
         new TreeMap<>(responses).forEach((code, n) -> b.append("cmf_http_responses_total{code=\"").append(code).append("\"} ").append(n.sum()).append('\n'));
-        String label = "{model_name=\"" + m.name().replace("\\", "\\\\").replace("\"", "\\\"") + "\"}";
+        String label = "{model_name=\"" + escape(m.name()) + "\"}";
         gauge(b, "vllm:num_requests_running" + label, "vLLM's name: requests running", s.running());
         gauge(b, "vllm:num_requests_waiting" + label, "vLLM's name: requests waiting", s.waiting());
         gauge(b, "vllm:gpu_cache_usage_perc" + label, "vLLM's name: KV-cache usage, 1 = full", s.kvUsage());
@@ -43,6 +48,28 @@ final class Metrics {
         counter(b, "vllm:generation_tokens_total" + label, "vLLM's name: generated tokens", s.generatedTokens());
         return b.toString();
     }
+
+    /** Each replica's own counts, labelled by its index and device (one series each; one replica without serve --replicas). */
+    private static void replicas(StringBuilder b, ServedModel m) {
+        List<Scheduler.Stats> stats = new ArrayList<>();
+        for (ServedModel.Replica r : m.replicas()) stats.add(r.scheduler().stats());
+        perReplica(b, m, "cmf_replica_requests_running", "sequences running now on each replica", "gauge", stats, Scheduler.Stats::running);
+        perReplica(b, m, "cmf_replica_requests_waiting", "sequences waiting for a place on each replica", "gauge", stats, Scheduler.Stats::waiting);
+        perReplica(b, m, "cmf_replica_requests_total", "generation requests each replica took", "counter", stats, Scheduler.Stats::requests);
+        perReplica(b, m, "cmf_replica_generation_tokens_total", "tokens each replica generated", "counter", stats, Scheduler.Stats::generatedTokens);
+    }
+
+    private static void perReplica(StringBuilder b, ServedModel m, String name, String help, String type, List<Scheduler.Stats> stats,
+                                   java.util.function.ToLongFunction<Scheduler.Stats> value) {
+        b.append("# HELP ").append(name).append(' ').append(help).append('\n');
+        b.append("# TYPE ").append(name).append(' ').append(type).append('\n');
+        for (int i = 0; i < stats.size(); i++)
+            b.append(name).append("{replica=\"").append(i).append("\",device=\"").append(escape(m.replicas().get(i).device()))
+                    .append("\"} ").append(value.applyAsLong(stats.get(i))).append('\n');
+    }
+
+    /** A label value in Prometheus' text format. */
+    private static String escape(String v) { return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n"); }
 
     private static void counter(StringBuilder b, String series, String help, long v) { line(b, series, help, "counter", Long.toString(v)); }
 

@@ -22,7 +22,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.OptionalLong;
@@ -155,6 +154,7 @@ public final class OpenAiServer implements AutoCloseable {
         m.put("created", 0);
         m.put("owned_by", "cmf4j");
         m.put("max_model_len", model.maxContext());
+        replicas(m.putArray("replicas"));
         var g = model.model().graph();
         if (!g.adapters().isEmpty()) {
             var lora = m.putArray("lora");
@@ -173,6 +173,15 @@ public final class OpenAiServer implements AutoCloseable {
             e.put("max_model_len", model.maxContext());
         }
         send(c.res(), 200, o, false);
+    }
+
+    /** Each replica's index, device and sequences now (one entry without serve --replicas). */
+    private void replicas(ArrayNode a) {
+        for (ServedModel.Replica r : model.replicas()) {
+            Scheduler.Stats s = r.scheduler().stats();
+            a.addObject().put("replica", r.index()).put("device", r.device()).put("running", s.running()).put("waiting", s.waiting())
+                    .put("requests", s.requests());
+        }
     }
 
     private void completion(Call c, boolean chat) throws Exception {
@@ -303,30 +312,36 @@ public final class OpenAiServer implements AutoCloseable {
     }
 
     private void status(Call c) {
-        Scheduler.Stats s = model.scheduler().stats();
+        Scheduler.Stats s = model.stats();
         ObjectNode o = json.createObjectNode();
         o.put("model", model.name());
-        o.put("parallel", model.scheduler().config().parallel());
+        o.put("parallel", model.parallel() * model.replicas().size());
         o.put("context", model.maxContext());
         o.put("running", s.running());
         o.put("waiting", s.waiting());
         o.put("kv_usage", s.kvUsage());
+        replicas(o.putArray("replicas"));
+        boolean several = model.replicas().size() > 1;
         ArrayNode seqs = o.putArray("sequences");
-        List<Scheduler.SequenceInfo> live = model.scheduler().live();
-        for (Scheduler.SequenceInfo q : live) {
-            ObjectNode e = seqs.addObject();
-            e.put("id", q.id());
-            e.put("state", q.state());
-            e.put("prompt_tokens", q.promptTokens());
-            e.put("cached_tokens", q.cachedTokens());
-            e.put("generated_tokens", q.generatedTokens());
-            e.put("position", q.position());
-            e.put("age_ms", q.ageMillis());
-            e.put("state_bytes", q.stateBytes());
-        }
         ArrayNode cached = o.putArray("cached");
-        for (Scheduler.CachedInfo q : model.scheduler().cached())
-            cached.addObject().put("id", q.id()).put("tokens", q.tokens()).put("state_bytes", q.stateBytes());
+        for (ServedModel.Replica r : model.replicas()) {
+            for (Scheduler.SequenceInfo q : r.scheduler().live()) {
+                ObjectNode e = seqs.addObject();
+                e.put("id", q.id());
+                if (several) e.put("replica", r.index());   // each replica numbers its own sequences
+                e.put("state", q.state());
+                e.put("prompt_tokens", q.promptTokens());
+                e.put("cached_tokens", q.cachedTokens());
+                e.put("generated_tokens", q.generatedTokens());
+                e.put("position", q.position());
+                e.put("age_ms", q.ageMillis());
+                e.put("state_bytes", q.stateBytes());
+            }
+            for (Scheduler.CachedInfo q : r.scheduler().cached()) {
+                ObjectNode e = cached.addObject().put("id", q.id()).put("tokens", q.tokens()).put("state_bytes", q.stateBytes());
+                if (several) e.put("replica", r.index());
+            }
+        }
         send(c.res(), 200, o, false);
     }
 

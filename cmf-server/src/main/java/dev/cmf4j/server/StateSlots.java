@@ -60,6 +60,9 @@ final class StateSlots {
     ObjectNode handle(ServedModel m, String id, String action, JsonNode body, StringBuilder detail) throws Exception {
         if (dir == null) throw new ApiError(501, "not_supported_error", null, "not_supported",
                 "saving and restoring sequence state is off: start the server with --state-dir DIR");
+        if (m.replicas().size() > 1) throw new ApiError(501, "not_supported_error", null, "not_supported",
+                "saving and restoring sequence state is off with several replicas (each keeps its own prompt cache)");
+        Scheduler scheduler = m.replicas().getFirst().scheduler();
         if (body != null && !body.isObject()) throw ApiError.badRequest(null, "the request body must be a JSON object");
         CompletionRequest.Fields f = new CompletionRequest.Fields(body == null ? json.createObjectNode() : body);
         if (action == null) throw ApiError.badRequest("action", "give ?action=save, restore or erase");
@@ -69,7 +72,7 @@ final class StateSlots {
             case "save" -> {
                 Path file = file(f);
                 long seq = sequence(id, f);
-                Scheduler.SavedState st = call(() -> m.scheduler().exportState(seq));
+                Scheduler.SavedState st = call(() -> scheduler.exportState(seq));
                 write(file, st.snapshot());
                 o.put("id_slot", seq).put("id", id).put("filename", file.getFileName().toString())
                         .put("n_saved", st.tokens()).put("n_written", st.snapshot().length);
@@ -89,7 +92,7 @@ final class StateSlots {
                 Overlay overlay = CompletionRequest.overlay(f, m, null);
                 Scheduler.SavedState st;
                 try {
-                    st = call(() -> m.scheduler().importState(bytes, overlay));
+                    st = call(() -> scheduler.importState(bytes, overlay));
                 } catch (GenerationException.BadInput refused) {
                     throw ApiError.badRequest("filename", file.getFileName() + ": " + refused.getMessage());
                 }
@@ -100,7 +103,7 @@ final class StateSlots {
             }
             case "erase" -> {
                 long seq = sequence(id, f);
-                int n = call(() -> m.scheduler().erase(seq));
+                int n = call(() -> scheduler.erase(seq));
                 o.put("id_slot", seq).put("id", id).put("n_erased", n);
                 detail.append("erase seq=").append(seq);
             }

@@ -47,6 +47,15 @@ final class ServerFixture implements AutoCloseable {
 
     ServerFixture(ServerConfig cfg, Scheduler.Config sched) { this(cfg, sched, null); }
 
+    /** Serving {@code served} (its replicas opened by the test), which the fixture then owns. */
+    ServerFixture(ServerConfig cfg, ServedModel served) {
+        this.key = cfg.apiKey();
+        this.server = new OpenAiServer(cfg, log::add);
+        this.port = server.start();
+        this.model = served;
+        server.ready(model);
+    }
+
     /** Serving the bundled model with {@code draft} drafting up to {@code draftMax} tokens per step. */
     ServerFixture(ServerConfig cfg, Scheduler.Config sched, Model draft, int draftMax) {
         this.key = cfg.apiKey();

@@ -77,6 +77,31 @@ public final class CudaBackend implements Backend {
         return List.copyOf(out);
     }
 
+    /**
+     * The first {@code gpus} GPUs, each a backend of its own for a whole copy of a model (serve's replicas): GPU i on
+     * its own owner thread, nothing shared between them. A {@link CudaUnavailableException} naming
+     * {@code --replicas} when the machine has fewer GPUs.
+     */
+    public static List<CudaBackend> replicas(int gpus) { return replicas(gpus, CudaContext::get); }
+
+    /** As {@link #replicas(int)} with the contexts given (tests: the mock driver's). */
+    static List<CudaBackend> replicas(int gpus, java.util.function.IntFunction<CudaContext> contexts) {
+        if (gpus < 1) throw new IllegalArgumentException("--replicas must be >= 1, got " + gpus);
+        CudaContext first;
+        try {
+            first = contexts.apply(0);
+        } catch (CudaUnavailableException e) {
+            throw new CudaUnavailableException("--replicas " + gpus + ": " + e.getMessage(), e);
+        }
+        int count = first.driver().deviceCount();
+        if (count < gpus)
+            throw new CudaUnavailableException("--replicas " + gpus + ": this machine has " + count + " GPU" + (count == 1 ? "" : "s")
+                    + " (one replica per GPU)");
+        List<CudaBackend> out = new java.util.ArrayList<>(gpus);
+        for (int r = 0; r < gpus; r++) out.add(new CudaBackend(r == 0 ? first : contexts.apply(r)));
+        return List.copyOf(out);
+    }
+
     /** This GPU's rank in a group (its communicator destroyed at close), or null. */
     private final TensorRank rank;
 

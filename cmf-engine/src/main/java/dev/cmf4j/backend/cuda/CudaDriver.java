@@ -92,6 +92,18 @@ public final class CudaDriver {
     static final List<String> LIBRARY = List.of("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
             "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1");
 
+    /** {@code -Dcmf.cuda.driver=PATH}: the driver library to open before {@link #LIBRARY}'s (one outside the loader's path; tests: the mock). */
+    static final String DRIVER_PROPERTY = "cmf.cuda.driver";
+
+    /** {@link #LIBRARY}, after {@code -Dcmf.cuda.driver}'s path when it is set. */
+    static List<String> libraryNames() {
+        String forced = System.getProperty(DRIVER_PROPERTY);
+        if (forced == null || forced.isBlank()) return LIBRARY;
+        List<String> names = new ArrayList<>(List.of(forced));
+        names.addAll(LIBRARY);
+        return names;
+    }
+
     public static final int ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16;
     /** {@code CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED}: cuMemAddressReserve, cuMemCreate, cuMemMap work. */
     public static final int ATTR_VIRTUAL_MEMORY = 102;
@@ -148,7 +160,7 @@ public final class CudaDriver {
         CudaDriver d = instance;
         if (d != null) return d;
         synchronized (CudaDriver.class) {
-            if (instance == null) instance = load(LIBRARY);
+            if (instance == null) instance = load(libraryNames());
             return instance;
         }
     }

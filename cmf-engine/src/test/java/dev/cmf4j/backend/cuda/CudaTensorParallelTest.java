@@ -179,6 +179,13 @@ class CudaTensorParallelTest {
         assertThatThrownBy(() -> CudaBackend.group(3, contexts::get, () -> nccl)).isInstanceOf(CudaUnavailableException.class)
                 .hasMessage("--gpus 3: this machine has 2 GPUs");
         assertThatThrownBy(() -> CudaBackend.group(1, contexts::get, () -> nccl)).hasMessageContaining("2 or more GPUs");
+        // serve --replicas: a whole copy per GPU, as many GPUs as there are at most
+        assertThatThrownBy(() -> CudaBackend.replicas(3, contexts::get)).isInstanceOf(CudaUnavailableException.class)
+                .hasMessage("--replicas 3: this machine has 2 GPUs (one replica per GPU)");
+        List<CudaBackend> two = CudaBackend.replicas(2, contexts::get);
+        assertThat(two).hasSize(2);
+        assertThat(two.get(1).tensorRanks()).isEqualTo(1);
+        for (CudaBackend b : two) b.close();
     }
 
     @Test

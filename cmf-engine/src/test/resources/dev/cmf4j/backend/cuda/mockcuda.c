@@ -18,19 +18,27 @@ static int n_devices = 1;   /* tests: how many GPUs the mock reports (mock_devic
 void mock_devices(int n) { n_devices = n; }
 static __thread void* current_ctx = 0;
 static int primary_ctx = 42;
+/* each device's primary context, so the current one says which device a thread works on (replicas on two GPUs) */
+static int device_ctx[16];
+/* tests: kernel launches and graph replays on this device fail with 700 CUDA_ERROR_ILLEGAL_ADDRESS (-1: none) */
+static int failing_device = -1;
+void mock_fail_device(int d) { failing_device = d; }
+static int current_device(void) { return current_ctx >= (void*) device_ctx && current_ctx < (void*) (device_ctx + 16) ? (int) ((int*) current_ctx - device_ctx) : 0; }
 
 static const char* err_name(int e) {
     switch (e) {
         case 0: return "CUDA_SUCCESS"; case 1: return "CUDA_ERROR_INVALID_VALUE";
         case 201: return "CUDA_ERROR_INVALID_CONTEXT"; case 500: return "CUDA_ERROR_NOT_FOUND";
         case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+        case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
         default: return 0;
     }
 }
 CUresult cuGetErrorName(int e, const char** s) { *s = err_name(e); return *s ? 0 : 1; }
 CUresult cuGetErrorString(int e, const char** s) {
     *s = e == 201 ? "invalid device context" : e == 500 ? "named symbol not found" : e == 1 ? "invalid argument"
-       : e == 209 ? "no kernel image is available for execution on the device" : 0;
+       : e == 209 ? "no kernel image is available for execution on the device"
+       : e == 700 ? "an illegal memory access was encountered" : 0;
     return *s ? 0 : 1;
 }
 CUresult cuInit(unsigned f) { return getenv("MOCK_CUDA_NO_DEVICE") ? 100 : 0; }
@@ -42,7 +50,7 @@ static int vmm_supported = 1;   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT
 void mock_vmm(int on) { vmm_supported = on; }
 CUresult cuDeviceGetAttribute(int* v, int a, int d) { *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 1 : a == 102 ? vmm_supported : 0; return 0; }
 CUresult cuDeviceTotalMem_v2(size_t* b, int d) { *b = (size_t) 1 << 30; return 0; }
-CUresult cuDevicePrimaryCtxRetain(void** c, int d) { *c = &primary_ctx; return 0; }
+CUresult cuDevicePrimaryCtxRetain(void** c, int d) { if (d < 0 || d >= 16) return 101; *c = &device_ctx[d]; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
 CUresult cuCtxSetCurrent(void* c) { current_ctx = c; return 0; }
 CUresult cuCtxSynchronize(void) { return current_ctx ? 0 : 201; }
@@ -409,7 +417,7 @@ typedef struct gemm_args gemm_args;
 typedef struct { void* f; unsigned gx, gy, gz, bx; void** p; int programmatic; gemm_args* gemm; } node_t;
 typedef struct { int n, cap; node_t* nodes; } graph_t;
 static __thread graph_t* capturing = 0;
-static void* capture_stream = 0;
+static __thread void* capture_stream = 0;   /* per thread: two GPUs' owner threads capture at once */
 
 static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** p, int programmatic);
 static __thread int launching_programmatic;
@@ -438,6 +446,7 @@ void mock_emulate_products(int on) { emulate_products = on; }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, void* stream, void** p, void** extra) {
     if (!current_ctx) return 201;
+    if (failing_device >= 0 && current_device() == failing_device) return 700;
     if (capturing && stream == capture_stream) {
         /* the real driver copies the argument values now; the engine keeps a decode step's blocks alive, so
            keeping the pointer is equivalent here */
@@ -574,6 +583,7 @@ CUresult cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long fl
 static int replay_gemm(gemm_args* a);
 CUresult cuGraphLaunch(void* exec, void* s) {
     graph_t* g = exec;
+    if (failing_device >= 0 && current_device() == failing_device) return 700;
     n_replays++;
     for (int i = 0; i < g->n; i++) {
         node_t* nd = &g->nodes[i];
