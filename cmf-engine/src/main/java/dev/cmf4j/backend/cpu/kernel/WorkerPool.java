@@ -1,7 +1,6 @@
 package dev.cmf4j.backend.cpu.kernel;
 
 import java.lang.invoke.VarHandle;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -40,15 +39,11 @@ public final class WorkerPool implements AutoCloseable {
     private final int threads;
     private final long spinNanos;
     private final Thread[] workers;
-    private final boolean[] parked;                 // guarded by volatile generation handshake
+    private final boolean[] parked;                 // guarded by the volatile job handshake
     private final ReentrantLock submit = new ReentrantLock();
-    private final AtomicInteger nextChunk = new AtomicInteger();
-    private final AtomicInteger finishedWorkers = new AtomicInteger();
-    private volatile int generation;
+    /** The job being run, or the last one; a new object per job, so a worker late for one can never run another's chunks. */
+    private volatile Job job = new Job(null, 0);
     private volatile boolean closed;
-    private Task task;                              // published by the volatile write of generation
-    private int chunks;
-    private volatile Throwable failure;
     private Thread owner;                           // thread inside run(), for reentrancy detection
     private final float[][] scratch = new float[8][];
     private short[] shortScratch = new short[0];
@@ -107,22 +102,19 @@ public final class WorkerPool implements AutoCloseable {
         try {
             if (closed) throw new IllegalStateException("worker pool is closed");
             owner = me;
-            this.task = task;
-            this.chunks = chunks;
-            this.failure = null;
-            nextChunk.set(0);
-            finishedWorkers.set(0);
-            generation = generation + 1;                           // publishes task/chunks
+            Job j = new Job(task, chunks);
+            job = j;                                               // publishes the job
             VarHandle.fullFence();                                 // order it before reading parked[]
             for (int i = 0; i < workers.length; i++) if (parked[i]) LockSupport.unpark(workers[i]);
-            work(0);
-            // wait for every worker to check in for this generation (they may be waking up)
+            work(j, 0);
+            // wait for the chunks others took, not for every worker to check in: a worker still waking up (or
+            // descheduled by the OS) when the chunks ran out finds none left and cannot delay the caller
             int spins = 0;
-            while (finishedWorkers.get() < workers.length) {
+            while (j.done() < chunks) {
                 if (++spins < 4096) Thread.onSpinWait(); else Thread.yield();
             }
-            this.task = null;
-            Throwable f = failure;
+            j.task = null;
+            Throwable f = j.failure;
             if (f != null) {
                 if (f instanceof RuntimeException re) throw re;
                 if (f instanceof Error e) throw e;
@@ -199,42 +191,67 @@ public final class WorkerPool implements AutoCloseable {
         return false;
     }
 
-    private void work(int worker) {
-        Task t = task;
-        int n = chunks;
-        int c;
-        while ((c = nextChunk.getAndIncrement()) < n) {
+    /** One job: its task, its chunk count, the next chunk to hand out and the chunks finished. */
+    private static final class Job {
+        private static final VarHandle NEXT, DONE;
+        static {
             try {
-                t.run(c, worker);
+                var l = java.lang.invoke.MethodHandles.lookup();
+                NEXT = l.findVarHandle(Job.class, "next", int.class);
+                DONE = l.findVarHandle(Job.class, "done", int.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+        Task task;                                  // published with the job; read only by a thread that took a chunk
+        final int chunks;
+        private volatile int next, done;
+        volatile Throwable failure;
+
+        Job(Task task, int chunks) { this.task = task; this.chunks = chunks; }
+
+        int take() { return (int) NEXT.getAndAdd(this, 1); }
+
+        void finished() { DONE.getAndAdd(this, 1); }
+
+        int done() { return done; }
+    }
+
+    private static void work(Job j, int worker) {
+        int n = j.chunks, c;
+        while ((c = j.take()) < n) {
+            try {
+                j.task.run(c, worker);
             } catch (Throwable e) {
-                if (failure == null) failure = e;
+                if (j.failure == null) j.failure = e;
+            } finally {
+                j.finished();
             }
         }
     }
 
     private void workerLoop(int id) {
-        int seen = 0;
+        Job seen = job;
         while (true) {
-            int g;
+            Job j;
             long spinStart = System.nanoTime();
             int spins = 0;
-            while ((g = generation) == seen) {
+            while ((j = job) == seen) {
                 if (closed) return;
                 Thread.onSpinWait();
                 if ((++spins & 63) == 0 && System.nanoTime() - spinStart > spinNanos) {
                     parked[id] = true;
-                    // Dekker handshake with run(): we publish parked, then re-read generation;
-                    // run() publishes generation, then reads parked. One of us sees the other.
+                    // Dekker handshake with run(): we publish parked, then re-read the job;
+                    // run() publishes the job, then reads parked. One of us sees the other.
                     VarHandle.fullFence();
-                    if (generation == seen && !closed) LockSupport.park(this);
+                    if (job == seen && !closed) LockSupport.park(this);
                     parked[id] = false;
                     spinStart = System.nanoTime();
                 }
             }
-            seen = g;
+            seen = j;
             if (closed) return;
-            work(id + 1);
-            finishedWorkers.incrementAndGet();
+            work(j, id + 1);
         }
     }
 
