@@ -24,11 +24,15 @@ import java.util.List;
  * @param mtpProjection an MTP head's fc [hidden, 2·hidden], or null: the head's steps start from input rows
  *                      [t, 2·hidden] the host made (the normed embedding of the token, then the normed hidden state of
  *                      the model) through this product, instead of from the embedding
+ * @param inputRows  a pipeline stage after the first ({@code model.LayerSplit}): its steps start from rows [t, hidden]
+ *                   the host hands in ({@link DeviceForward#forwardRows}), not from the embedding
+ * @param runsHead   false for a pipeline stage before the last: its steps hand their last layer's rows on and never
+ *                   run the final norm and head (its decode step is captured without them)
  */
 public record DecoderPlan(String label, int hidden, int vocab, int heads, int kvHeads, int headDim, int intermediate,
                           Matrix embedding, float embedScale, List<Layer> layers, NormOp finalNorm, Matrix head,
                           float finalSoftcap, PerLayerEmbedding perLayerEmbedding, HeadClusters headClusters,
-                          Matrix mtpProjection) {
+                          Matrix mtpProjection, boolean inputRows, boolean runsHead) {
 
     /**
      * One layer; the biases, q/k norms and post norms are null when absent. A dense layer has gate/up/down and

@@ -53,6 +53,15 @@ public interface DeviceForward {
         throw new UnsupportedOperationException("this device runs no MTP heads");
     }
 
+    /**
+     * A pipeline stage's step ({@link DecoderPlan#inputRows}): as {@link #forward(Object, int[], int, int, int, float[],
+     * boolean, float[])}, x made from {@code rows} [tokens, hidden] (the previous stage's last layer) instead of the
+     * embedding of ids; {@code hidden} receives this stage's last layer's rows.
+     */
+    default void forwardRows(Object state, int tokens, int pos0, float[] rows, float[] logits, boolean allLogits, float[] hidden) {
+        throw new UnsupportedOperationException("this device runs no pipeline stages");
+    }
+
     /** Whether {@link #forwardMtpGreedy} chains an MTP head's greedy drafts on the device. */
     default boolean draftsMtpGreedily() { return false; }
 

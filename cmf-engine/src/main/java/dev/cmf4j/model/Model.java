@@ -136,6 +136,19 @@ public final class Model implements AutoCloseable {
     public Graph graph(java.util.function.UnaryOperator<Weights> wrap) { return rebuild.apply(wrap.apply(weights)); }
 
     /**
+     * This model split into a pipeline of {@code stages} by layers ({@link LayerSplit}), stage s on
+     * {@code backends.apply(s)}; it reads the file's mapping: use it no longer than this model. A {@link ModelException}
+     * saying why when the model cannot be split that way.
+     */
+    public dev.cmf4j.model.graph.LayerSplitGraph layerSplit(int stages, java.util.function.IntFunction<Backend> backends) {
+        try {
+            return dev.cmf4j.model.graph.LayerSplitGraph.of(spec, weights, stages, backends);
+        } catch (ModelException e) {
+            throw new ModelException(file.label() + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
      * This model split over {@code ranks} (tensor parallel: {@link TensorParallel}), rank r's part on
      * {@code backends.apply(r)}; it reads the file's mapping: use it no longer than this model. A {@link ModelException}
      * saying why when the model cannot be split that way.

@@ -26,7 +26,7 @@ public final class Plan {
     public enum Slot { X, H, M }
 
     /** One step of the forward pass. */
-    public sealed interface Op permits Embed, MtpInput, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AllReduce,
+    public sealed interface Op permits Embed, MtpInput, InputRows, PerLayerTable, BeginLayer, Normalize, Mix, FeedForward, AllReduce,
             AddResidual, PerLayerInput, ScaleLayer, EndLayer, FinalNorm, Head {}
 
     /** X = table[ids] · scale (scale 1 = none); {@code table} is [vocab, hidden]. */
@@ -37,6 +37,12 @@ public final class Plan {
      * hiddenNorm(the model's hidden rows)], the hidden rows handed to the step beside the ids ({@link MtpSpec}).
      */
     public record MtpInput(String table, float scale, Norm embeddingNorm, Norm hiddenNorm, String projection) implements Op {}
+
+    /**
+     * X = the rows handed to the step ({@link LayerSplit}: a pipeline stage after the first starts from the previous
+     * stage's last layer output, [rows, hidden], in place of the embedding).
+     */
+    public record InputRows(int hidden) implements Op {}
 
     /**
      * Gemma4's per-layer inputs of every layer, from the embedded X and the token ids:
@@ -94,13 +100,19 @@ public final class Plan {
     private final List<Op> ops;
     private final boolean[] sealed;
     private final int ranks;
+    private final boolean runsHead;
 
     private Plan(ModelSpec spec, AttentionMemory memory, List<Op> ops, boolean[] sealed, int ranks) {
+        this(spec, memory, ops, sealed, ranks, true);
+    }
+
+    private Plan(ModelSpec spec, AttentionMemory memory, List<Op> ops, boolean[] sealed, int ranks, boolean runsHead) {
         this.spec = spec;
         this.memory = memory;
         this.ops = List.copyOf(ops);
         this.sealed = sealed;
         this.ranks = ranks;
+        this.runsHead = runsHead;
     }
 
     /** The plan of {@code spec} with exact attention. */
@@ -137,6 +149,28 @@ public final class Plan {
         addLayersAndHead(rankSpec, AttentionMemory.EXACT, sealed, ops, ranks);
         return new Plan(rankSpec, AttentionMemory.EXACT, ops, sealed, ranks);
     }
+
+    /**
+     * The plan of one stage of a pipeline split by layers ({@link LayerSplit}): {@code stageSpec} holds the stage's
+     * layers (numbered from 0); the first stage embeds the ids, a later one starts from the rows handed to it
+     * ({@link InputRows}); every stage ends with the final norm and head, which only the last one runs ({@code last}:
+     * the others hand their last layer's rows on, {@link #runsHead} false). Exact attention.
+     */
+    public static Plan ofStage(ModelSpec stageSpec, boolean first, boolean last) {
+        check(stageSpec);
+        if (stageSpec.perLayerEmbedding() != null) throw new ModelException("a pipeline stage with per-layer inputs is not supported");
+        List<Op> ops = new ArrayList<>();
+        ops.add(first ? new Embed(stageSpec.embedding(), stageSpec.embedScale()) : new InputRows(stageSpec.hidden()));
+        boolean[] sealed = new boolean[stageSpec.numLayers()];
+        addLayersAndHead(stageSpec, AttentionMemory.EXACT, sealed, ops, 1);
+        return new Plan(stageSpec, AttentionMemory.EXACT, ops, sealed, 1, last);
+    }
+
+    /** False for a pipeline stage before the last ({@link #ofStage}): its steps are never asked for logits. */
+    public boolean runsHead() { return runsHead; }
+
+    /** Whether the plan starts from rows handed to it ({@link InputRows}: a later pipeline stage's). */
+    public boolean takesInputRows() { return ops.getFirst() instanceof InputRows; }
 
     /**
      * The plan of an MTP head: its input from the embedded token and the model's hidden state, then its layer, final
@@ -281,6 +315,7 @@ public final class Plan {
             case Embed e -> "x = " + e.table() + "[ids]" + (e.scale() == 1f ? "" : " · " + e.scale());
             case MtpInput e -> "x = " + e.projection() + "([norm(" + e.table() + "[ids]" + (e.scale() == 1f ? "" : " · " + e.scale())
                     + ") " + e.embeddingNorm().weight() + "; norm(hidden) " + e.hiddenNorm().weight() + "])";
+            case InputRows r -> "x = the rows handed in [rows, " + r.hidden() + "] (the previous stage's last layer)";
             case PerLayerTable p -> "pli = per-layer inputs(" + p.embedding().table() + ", " + p.embedding().modelProjection()
                     + "(x)) [" + p.layers() + "×" + p.embedding().dim() + "]";
             case BeginLayer l -> "layer " + l.layer() + " {";

@@ -425,7 +425,19 @@ final class ResidentForward implements DeviceForward {
     @Override public void forward(Object state, int[] ids, int off, int tokens, int pos0, float[] logits, boolean allLogits,
                                   float[] hidden) {
         if (weights.mtpFc != null) throw new IllegalStateException("an MTP head's steps start from its input rows (forwardMtp)");
+        if (model.inputRows()) throw new IllegalStateException("a later pipeline stage's steps start from the rows handed in (forwardRows)");
         step((ResidentSession) state, ids, off, tokens, pos0, logits, allLogits, hidden, null);
+    }
+
+    /**
+     * A later pipeline stage's step: {@code rows} [tokens, hidden] copied from the host into x (the previous stage's
+     * last layer, brought over through the host: a first version), then the stage's layers, and its head when asked.
+     */
+    @Override public void forwardRows(Object state, int tokens, int pos0, float[] rows, float[] logits, boolean allLogits, float[] hidden) {
+        if (!model.inputRows()) throw new IllegalStateException("not a later pipeline stage's forward");
+        if (rows.length < (long) tokens * model.hidden())
+            throw new IllegalArgumentException("a buffer of " + rows.length + " floats for " + tokens + " rows of " + model.hidden());
+        step((ResidentSession) state, null, 0, tokens, pos0, logits, allLogits, hidden, rows);
     }
 
     /** The fc, layer, final norm and head of an MTP head's plan run here; its input rows come from the host. */
@@ -452,6 +464,7 @@ final class ResidentForward implements DeviceForward {
                     + " tokens / " + s.maxContext + " positions");
         int vocab = model.vocab();
         int rows = logits == null ? 0 : allLogits ? tokens : 1;
+        if (rows > 0 && !model.runsHead()) throw new IllegalStateException("a pipeline stage before the last runs no head");
         mm.context().call(() -> {
             if (closed) throw new IllegalStateException("the model's GPU memory was freed (model closed)");
             long out = enqueue(s, ids, off, tokens, pos0, rows, mtpRows, tokens);
@@ -476,7 +489,11 @@ final class ResidentForward implements DeviceForward {
         for (int t = 0; t < tokens; t++) s.hostIn.setAtIndex(ValueLayout.JAVA_INT, 1 + t, ids == null ? 0 : ids[off + t]);
         if (s.sealed != null && s.sealed.prepare(s.stream, pos0, tokens)) dropDecode(s);
         cu.copyToDeviceAsync(s.in, s.hostIn, 4L * (1 + tokens), s.stream);
-        if (mtpRows != null) {
+        if (mtpRows != null && model.inputRows()) {   // a later pipeline stage: x is the rows handed in
+            MemorySegment rowsIn = s.hostMtpIn(tokens);
+            MemorySegment.copy(mtpRows, 0, rowsIn, ValueLayout.JAVA_FLOAT, 0, tokens * model.hidden());
+            cu.copyToDeviceAsync(s.x, rowsIn, 4L * tokens * model.hidden(), s.stream);
+        } else if (mtpRows != null) {
             MemorySegment rowsIn = s.hostMtpIn(tokens);
             MemorySegment.copy(mtpRows, 0, rowsIn, ValueLayout.JAVA_FLOAT, 0, 2 * tokens * model.hidden());
             cu.copyToDeviceAsync(s.mtpIn, rowsIn, 8L * tokens * model.hidden(), s.stream);
@@ -1007,7 +1024,8 @@ final class ResidentForward implements DeviceForward {
     private void decodeStep(ResidentSession s) {
         if (s.decode == null) {
             List<Step> made = new ArrayList<>();
-            lower.steps(s, s.in + 4, ResidentLowering.alone(s, 1), 1, 1, s.last, s.arena, false, made::add);
+            // a pipeline stage before the last hands its rows on: its decode step runs no head
+            lower.steps(s, s.in + 4, ResidentLowering.alone(s, 1), 1, model.runsHead() ? 1 : -1, s.last, s.arena, false, made::add);
             s.decode = programmatic(made);
         }
         if (PROFILE) {

@@ -520,7 +520,7 @@ final class ResidentLowering {
                        Arena a, boolean gemm, Steps L) {
         int hidden = model.hidden(), heads = model.heads();
         if (weights.mtpFc != null) matvec(L, a, "mtp_fc", weights.mtpFc, NULL, s.mtpIn, s.x, t, false, Float.NaN);   // an MTP head's x
-        else embed(L, a, ids, s.x, t);
+        else if (!model.inputRows()) embed(L, a, ids, s.x, t);   // a later pipeline stage's x: the rows the host copied in
         if (pleTable != null) perLayerInputs(L, a, s, ids, t, gemm);
         int splits = splits(t);
         Residual held = null;   // the previous layer's down epilogue, for this layer's q/k/v split

@@ -77,6 +77,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (kv != KvType.F32) return "a " + kv.label() + " KV cache (the Vulkan forward keeps f32)";
         if (plan.perLayerEmbedding() != null) return "per-layer embeddings";
         if (plan.mtpProjection() != null) return "an MTP head (its input rows come from the host)";
+        if (plan.inputRows()) return "a pipeline stage's input rows (--split layers runs on CUDA)";
         if (plan.headClusters() != null) return "a hierarchical head";
         if (!VulkanMatMul.supports(plan.head())) return plan.head().name() + " is " + plan.head().dtype().label;
         for (DecoderPlan.Layer l : plan.layers()) {

@@ -46,6 +46,7 @@ final class CpuPlan {
             program[i] = switch (ops.get(i)) {
                 case Plan.Embed e -> null;
                 case Plan.MtpInput e -> null;
+                case Plan.InputRows r -> new InputRows(hidden);
                 case Plan.PerLayerTable p -> { perLayerTable = true; yield null; }
                 case Plan.Head h -> null;
                 case Plan.BeginLayer b -> new BeginLayer(b.layer(), hidden);
@@ -137,6 +138,15 @@ final class CpuPlan {
             if (ws.hiddenIn == null) throw new IllegalStateException("an MTP head's step needs the model's hidden rows (Graph.forwardMtp)");
             rows.make(ws.ids, 0, ws.rows, ws.hiddenIn, ws.hiddenInOff, ws.mtpCat);
             projection.apply(mm, ws.mtpCat, ws.rows, ws.x, ws.batch.overlay);
+            if (ws.observer != null) ws.observer.accept(0, ws.x, ws.rows, hidden);
+        }
+    }
+
+    /** x = the rows handed to the step ({@link Workspace#hiddenIn}: the previous pipeline stage's last layer); observes index 0. */
+    private record InputRows(int hidden) implements Op {
+        @Override public void run(Workspace ws) {
+            if (ws.hiddenIn == null) throw new IllegalStateException("a pipeline stage's step needs the rows handed to it (Graph.forwardRows)");
+            System.arraycopy(ws.hiddenIn, ws.hiddenInOff, ws.x, 0, ws.rows * hidden);
             if (ws.observer != null) ws.observer.accept(0, ws.x, ws.rows, hidden);
         }
     }

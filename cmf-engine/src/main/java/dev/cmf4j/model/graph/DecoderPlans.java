@@ -71,6 +71,7 @@ final class DecoderPlans {
                 case Plan.Normalize n -> throw new IllegalStateException("the device layer has no norm " + Plan.line(op));
                 case Plan.Embed e -> { }
                 case Plan.MtpInput m -> { }
+                case Plan.InputRows r -> { }
                 case Plan.PerLayerTable p -> { }
                 case Plan.FinalNorm f -> { }
                 case Plan.Head h -> { }
@@ -279,11 +280,12 @@ final class DecoderPlans {
         Plan.Head out = op(plan, Plan.Head.class);
         var hc = out.clusters();
         Plan.MtpInput mtp = op(plan, Plan.MtpInput.class);   // an MTP head: its fc makes x from the host's input rows
+        Plan.Embed embed = op(plan, Plan.Embed.class);   // none in a later pipeline stage: x is the rows handed in
         return new DecoderPlan(mtp != null ? spec.archName() + " MTP head" : spec.archName(), hidden, out.vocab(), heads, kvHeads, headDim, inter,
-                embedding, mtp != null ? mtp.scale() : op(plan, Plan.Embed.class).scale(), layers,
+                embedding, mtp != null ? mtp.scale() : embed != null ? embed.scale() : 1f, layers,
                 l.normOp(op(plan, Plan.FinalNorm.class).norm()), head, out.softcap(), pe,
                 hc == null ? null : new DecoderPlan.HeadClusters(l.matrix(hc.weight(), hc.count(), hidden), hc.count()),
-                mtp == null ? null : l.matrix(mtp.projection(), hidden, 2 * hidden));
+                mtp == null ? null : l.matrix(mtp.projection(), hidden, 2 * hidden), plan.takesInputRows(), plan.runsHead());
     }
 
     /**

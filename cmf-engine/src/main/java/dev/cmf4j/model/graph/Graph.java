@@ -132,6 +132,15 @@ public final class Graph {
         return new Graph(shard.plan(), shard.weights(), backend, java.util.List.of(), collective);
     }
 
+    /**
+     * The graph of one stage of a pipeline split by layers ({@link dev.cmf4j.model.LayerSplit}): its layers; the first
+     * stage embeds ids ({@link #forward(State, int[], int, int, float[], boolean, HiddenObserver)}), a later one starts
+     * from the rows handed to it ({@link #forwardRows}); only the last one's head runs. {@link LayerSplitGraph} runs them.
+     */
+    public static Graph ofStage(dev.cmf4j.model.LayerSplit.Stage stage, Backend backend) {
+        return new Graph(stage.plan(), stage.weights(), backend, java.util.List.of(), null);
+    }
+
     private Graph(Plan plan, Weights weights, Backend backend, java.util.List<LowRankAdapter> adapters) {
         this(plan, weights, backend, adapters, null);
     }
@@ -426,6 +435,47 @@ public final class Graph {
         } finally {
             ws.hiddenIn = null;
         }
+    }
+
+    /**
+     * A later pipeline stage's step ({@link dev.cmf4j.model.LayerSplit}, {@link Plan#takesInputRows}): as {@link
+     * #forward(State, int[], int, int, float[], boolean, HiddenObserver)}, x made from {@code rows[rowsOff, + tokens·
+     * hidden)} (the previous stage's last layer) instead of the embedding.
+     */
+    public void forwardRows(State st, float[] rows, int rowsOff, int tokens, float[] logits, boolean allLogits, HiddenObserver observer) {
+        if (!plan.takesInputRows()) throw new IllegalStateException("this graph is not a later pipeline stage's");
+        if (rowsOff < 0 || (long) rowsOff + (long) tokens * hidden > rows.length)
+            throw new IllegalArgumentException(tokens + " rows from " + rowsOff + " outside a buffer of " + rows.length);
+        if (st.graph != this) throw new IllegalArgumentException("state belongs to another graph");
+        int[] noIds = new int[tokens];   // the stage reads no ids
+        if (device == null) {
+            Workspace ws = st.soloWorkspace();
+            ws.hiddenIn = rows;
+            ws.hiddenInOff = rowsOff;
+            try {
+                forward(st, noIds, 0, tokens, logits, allLogits, observer);
+            } finally {
+                ws.hiddenIn = null;
+            }
+            return;
+        }
+        if (tokens < 1 || tokens > st.maxChunk)
+            throw new IllegalArgumentException("chunk of " + tokens + " tokens outside 1.." + st.maxChunk);
+        Batch batch = st.soloBatch().add(st, noIds, 0, tokens, logits == null ? Batch.Logits.NONE : allLogits ? Batch.Logits.ALL : Batch.Logits.LAST);
+        Workspace ws = st.soloWorkspace();
+        check(batch, ws, logits);
+        batch.resolve();
+        if (!st.overlay.isBackbone()) throw new IllegalArgumentException("a pipeline stage runs on the backbone only");
+        float[] out = deviceRows(batch, ws, observer);
+        float[] in = rowsOff == 0 ? rows : java.util.Arrays.copyOfRange(rows, rowsOff, rowsOff + tokens * hidden);
+        try {
+            device.forwardRows(st.deviceState, tokens, st.position, in, logits, allLogits, out);
+        } catch (RuntimeException | Error e) {
+            breakRecurrent(batch);
+            throw e;
+        }
+        st.position += tokens;
+        if (out != null) ((LastLayerObserver) observer).sink().accept(out, tokens, hidden);
     }
 
     /**

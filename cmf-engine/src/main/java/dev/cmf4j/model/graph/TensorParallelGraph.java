@@ -20,7 +20,7 @@ import java.util.function.IntFunction;
  * and gathers the vocabulary slices of their logits into whole rows. On the CPU it is the reference a device split is
  * checked against (the rank's products in the host's threads: no speed is meant).
  */
-public final class TensorParallelGraph implements AutoCloseable {
+public final class TensorParallelGraph implements SplitGraph {
     private final List<TensorParallel.Shard> shards;
     private final Graph[] graphs;
     private final ExecutorService[] owners;
@@ -60,6 +60,12 @@ public final class TensorParallelGraph implements AutoCloseable {
 
     public int ranks() { return graphs.length; }
 
+    @Override public String kind() { return "tensor"; }
+
+    @Override public int parts() { return graphs.length; }
+
+    @Override public Graph part(int r) { return graphs[r]; }
+
     /** The whole vocabulary (a step's logit rows are this wide). */
     public int vocab() { return vocab; }
 
@@ -69,7 +75,7 @@ public final class TensorParallelGraph implements AutoCloseable {
     public TensorParallel.Shard shard(int r) { return shards.get(r); }
 
     /** A sequence: one state a rank, each holding the rank's KV heads. */
-    public final class Sequence {
+    public final class Sequence implements SplitGraph.Sequence {
         final State[] states;
         boolean broken;
 
@@ -78,8 +84,10 @@ public final class TensorParallelGraph implements AutoCloseable {
             for (int r = 0; r < graphs.length; r++) states[r] = graphs[r].newState(maxChunk, maxContext);
         }
 
+        private TensorParallelGraph graph() { return TensorParallelGraph.this; }
+
         /** Tokens the sequence has taken. */
-        public int position() { return states[0].position; }
+        @Override public int position() { return states[0].position; }
     }
 
     public Sequence newSequence(int maxChunk, int maxContext) { return new Sequence(maxChunk, maxContext); }
@@ -89,7 +97,8 @@ public final class TensorParallelGraph implements AutoCloseable {
      * {@code logits} receives [tokens, vocab] rows when {@code allLogits}, else the last token's (null: no head). A step
      * that fails on any rank fails on all (the clique is aborted) and leaves the sequence unusable.
      */
-    public void forward(Sequence seq, int[] ids, int off, int tokens, float[] logits, boolean allLogits) {
+    @Override public void forward(SplitGraph.Sequence sequence, int[] ids, int off, int tokens, float[] logits, boolean allLogits) {
+        if (!(sequence instanceof Sequence seq) || seq.graph() != this) throw new IllegalArgumentException("a sequence of another split");
         if (seq.broken) throw new IllegalStateException("this sequence's ranks went apart when an earlier step failed");
         int rows = logits == null ? 0 : allLogits ? tokens : 1;
         if (logits != null && logits.length < (long) rows * vocab)
