@@ -156,6 +156,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (skills != null && batch == null) throw new IllegalArgumentException("--skills needs --batch");
         if (skills != null && (overrides.skill != null || overrides.blend != null))
             throw new IllegalArgumentException("--skills sets each sequence's skill: not with --skill or --blend");
+        device.checkSplit();
         if (device.gpus != 1) return onGpus();
         int nThreads = threads != null ? threads : Runtime.getRuntime().availableProcessors();
         if (nThreads < 1) throw new IllegalArgumentException("--threads must be >= 1");
@@ -233,9 +234,12 @@ public final class BenchCommand implements Callable<Integer> {
 
     /** How many GPUs the model was split over (--gpus); 1 for one device. */
     private int gpus = 1;
+    /** With --gpus: the split taken ({@code tensor} or {@code layers}) and why. */
+    private String splitKind, splitWhy;
 
     /**
-     * {@code --gpus N}: pp and tg of the model split over N GPUs (tensor parallel), each as the one-device test: a
+     * {@code --gpus N}: pp and tg of the model split over N GPUs (tensor parallel or by layers, as --split says or the
+     * model allows; the choice and its reason printed and in --json), each as the one-device test: a
      * prompt prefilled as one chunk into a fresh sequence, single tokens decoded from a fresh sequence. The batched,
      * depth, skill and draft tests are refused.
      */
@@ -245,12 +249,15 @@ public final class BenchCommand implements Callable<Integer> {
         if (overrides.skill != null || overrides.blend != null)
             throw new IllegalArgumentException("--gpus: skills are not carried to the GPUs' parts");
         PrintWriter out = spec.commandLine().getOut(), err = spec.commandLine().getErr();
-        var group = device.openGroup(err);
+        device.checkSplit();
         try (Model model = overrides.openOne(file, new CpuBackend(), err);
-             var tp = model.tensorParallel(group.size(), group::get)) {
-            gpus = group.size();
+             var split = device.openSplit(model, err)) {
+            var tp = split.graph();
+            gpus = tp.parts();
+            splitKind = tp.kind();
+            splitWhy = split.why();
             usedDevice = "cuda";
-            for (var b : group) err.println("device: " + b.description());
+            for (var b : split.gpus()) err.println("device: " + b.description());
             SplittableRandom rnd = new SplittableRandom(1234);
             int vocab = tp.vocab();
             int[] prompt = rnd.ints(promptTokens, 0, vocab).toArray(), gen = rnd.ints(genTokens, 0, vocab).toArray();
@@ -282,10 +289,9 @@ public final class BenchCommand implements Callable<Integer> {
             if (json) out.println(json(dtype, hostThreads, bytesPerToken, pp, tg, java.util.List.of(), java.util.List.of(), java.util.List.of(), null));
             else {
                 usedDevice = "cuda×" + gpus;
+                out.println("split: " + splitKind + " over " + gpus + " GPUs (" + splitWhy + ")");
                 table(out, dtype, hostThreads, bytesPerToken, pp, tg);
             }
-        } finally {
-            DeviceOption.close(group);
         }
         out.flush();
         return 0;
@@ -505,7 +511,7 @@ public final class BenchCommand implements Callable<Integer> {
         ObjectNode o = m.createObjectNode();
         o.put("file", file.toString());
         o.put("device", usedDevice);
-        if (gpus > 1) o.put("gpus", gpus);
+        if (gpus > 1) o.put("gpus", gpus).put("split", splitKind).put("split_reason", splitWhy);
         o.put("dtype", dtype);
         o.put("threads", nThreads);
         o.put("prompt_tokens", promptTokens);

@@ -73,6 +73,7 @@ public final class RunCommand implements Callable<Integer> {
     @Mixin DeviceOption device;
 
     @Override public Integer call() throws Exception {
+        device.checkSplit();
         if (device.gpus != 1) return onGpus();
         try (var dev = device.open(spec.commandLine().getErr());
              Model m = overrides.openOne(file, dev, spec.commandLine().getErr());
@@ -116,8 +117,9 @@ public final class RunCommand implements Callable<Integer> {
     }
 
     /**
-     * {@code --gpus N}: the prompt and the generation through the model split over N GPUs (tensor parallel), sampled as
-     * a plain run samples; what the split does not carry (drafts, state files, skills, stop strings) is refused.
+     * {@code --gpus N}: the prompt and the generation through the model split over N GPUs (tensor parallel or by layers,
+     * as --split says), sampled as a plain run samples; what the split does not carry (drafts, state files, skills,
+     * stop strings) is refused.
      */
     private int onGpus() throws Exception {
         PrintWriter err = spec.commandLine().getErr();
@@ -126,15 +128,17 @@ public final class RunCommand implements Callable<Integer> {
         if (!stops.isEmpty()) throw new IllegalArgumentException("--gpus: --stop is not supported across GPUs");
         if (overrides.skill != null || overrides.blend != null)
             throw new IllegalArgumentException("--gpus: skills are not carried to the GPUs' parts");
-        var group = device.openGroup(err);
+        device.checkSplit();
         try (Model m = overrides.openOne(file, new dev.cmf4j.backend.cpu.CpuBackend(), err);
-             var tp = m.tensorParallel(group.size(), group::get)) {
+             var split = device.openSplit(m, err)) {
+            var tp = split.graph();
+            err.println("cmf: --gpus " + tp.parts() + ": split by " + tp.kind() + " (" + split.why() + ")");
             TextCodec codec = TextCodec.of(m.file());
             int[] ids = promptIds(codec);
             int limit = Math.min(ctx, m.spec().maxPositions());
             if (ids.length == 0) throw new IllegalArgumentException("empty prompt");
             if (ids.length >= limit) throw new IllegalArgumentException("the prompt of " + ids.length + " tokens does not fit the context of " + limit);
-            var rank0 = tp.rank(0).device();
+            var rank0 = tp.part(0).device();
             int chunk = Math.min(rank0 != null ? rank0.preferredChunk() : 64, limit);
             var seq = tp.newSequence(chunk, limit);
             Sampler sampler = new Sampler(sampling.params(SamplingParams.defaults()));
@@ -165,11 +169,9 @@ public final class RunCommand implements Callable<Integer> {
             out.flush();
             if (verbose) {
                 double prefill = (t1 - t0) / 1e9, decode = (System.nanoTime() - t1) / 1e9;
-                err.printf("[%d GPUs; prompt %d tokens in %.2fs (%.1f tok/s); generated %d tokens in %.2fs (%.1f tok/s); stop: %s]%n",
-                        group.size(), ids.length, prefill, ids.length / prefill, made, decode, Math.max(0, made - 1) / Math.max(decode, 1e-9), reason);
+                err.printf("[%d GPUs split by " + tp.kind() + "; prompt %d tokens in %.2fs (%.1f tok/s); generated %d tokens in %.2fs (%.1f tok/s); stop: %s]%n",
+                        tp.parts(), ids.length, prefill, ids.length / prefill, made, decode, Math.max(0, made - 1) / Math.max(decode, 1e-9), reason);
             }
-        } finally {
-            DeviceOption.close(group);
         }
         return 0;
     }

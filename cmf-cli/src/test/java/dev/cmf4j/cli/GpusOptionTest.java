@@ -26,6 +26,20 @@ class GpusOptionTest {
         assertThat(logits.err()).contains("--gpus is taken by run and bench only");
     }
 
+    /** --split: tensor or layers, with --gpus only; the splits themselves run in GpusSplitTest (two mock GPUs). */
+    @Test
+    void splitIsTensorOrLayersWithGpus() {
+        Run bad = run("bench", model(), "--gpus", "2", "--device", "cuda", "--split", "diagonal");
+        assertThat(bad.code()).isNotZero();
+        assertThat(bad.err()).contains("--split diagonal: expected tensor or layers");
+        Run alone = run("bench", model(), "--split", "layers");
+        assertThat(alone.code()).isNotZero();
+        assertThat(alone.err()).contains("--split needs --gpus N (2 or more)");
+        Run one = run("run", model(), "-p", "hi", "--split", "layers", "--gpus", "1");
+        assertThat(one.code()).isNotZero();
+        assertThat(one.err()).contains("--split needs --gpus N");
+    }
+
     @Test
     void benchRefusesTheTestsItDoesNotSplit() {
         Run r = run("bench", model(), "--gpus", "2", "--device", "cuda", "--batch", "4");

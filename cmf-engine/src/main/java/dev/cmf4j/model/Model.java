@@ -136,6 +136,19 @@ public final class Model implements AutoCloseable {
     public Graph graph(java.util.function.UnaryOperator<Weights> wrap) { return rebuild.apply(wrap.apply(weights)); }
 
     /**
+     * Why this model cannot be split over {@code ranks} by tensor parallelism (the split's refusal, naming the layer or
+     * tensor), or null when it can: the split is made and dropped (its cut tensors are only copied when asked for).
+     */
+    public String tensorParallelProblem(int ranks) {
+        try {
+            TensorParallel.split(spec, weights, ranks);
+            return null;
+        } catch (ModelException e) {
+            return e.getMessage();
+        }
+    }
+
+    /**
      * This model split into a pipeline of {@code stages} by layers ({@link LayerSplit}), stage s on
      * {@code backends.apply(s)}; it reads the file's mapping: use it no longer than this model. A {@link ModelException}
      * saying why when the model cannot be split that way.

@@ -86,17 +86,27 @@ public final class CudaBackend implements Backend {
 
     /** As {@link #replicas(int)} with the contexts given (tests: the mock driver's). */
     static List<CudaBackend> replicas(int gpus, java.util.function.IntFunction<CudaContext> contexts) {
-        if (gpus < 1) throw new IllegalArgumentException("--replicas must be >= 1, got " + gpus);
+        return independent(gpus, "--replicas", "one replica per GPU", contexts);
+    }
+
+    /**
+     * The first {@code gpus} GPUs as the stages of a split by layers ({@code --gpus N --split layers}): each a backend
+     * of its own, nothing shared (the stages' rows go through the host). Errors name {@code --gpus}.
+     */
+    public static List<CudaBackend> stages(int gpus) { return independent(gpus, "--gpus", "one stage per GPU", CudaContext::get); }
+
+    private static List<CudaBackend> independent(int gpus, String option, String each, java.util.function.IntFunction<CudaContext> contexts) {
+        if (gpus < 1) throw new IllegalArgumentException(option + " must be >= 1, got " + gpus);
         CudaContext first;
         try {
             first = contexts.apply(0);
         } catch (CudaUnavailableException e) {
-            throw new CudaUnavailableException("--replicas " + gpus + ": " + e.getMessage(), e);
+            throw new CudaUnavailableException(option + " " + gpus + ": " + e.getMessage(), e);
         }
         int count = first.driver().deviceCount();
         if (count < gpus)
-            throw new CudaUnavailableException("--replicas " + gpus + ": this machine has " + count + " GPU" + (count == 1 ? "" : "s")
-                    + " (one replica per GPU)");
+            throw new CudaUnavailableException(option + " " + gpus + ": this machine has " + count + " GPU" + (count == 1 ? "" : "s")
+                    + " (" + each + ")");
         List<CudaBackend> out = new java.util.ArrayList<>(gpus);
         for (int r = 0; r < gpus; r++) out.add(new CudaBackend(r == 0 ? first : contexts.apply(r)));
         return List.copyOf(out);

@@ -43,8 +43,10 @@ CUresult cuGetErrorString(int e, const char** s) {
 }
 CUresult cuInit(unsigned f) { return getenv("MOCK_CUDA_NO_DEVICE") ? 100 : 0; }
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
-CUresult cuDeviceGetCount(int* n) { *n = n_devices; return 0; }
-CUresult cuDeviceGet(int* d, int o) { if (o < 0 || o >= n_devices) return 101; *d = o; return 0; }
+/* MOCK_CUDA_DEVICES=N: as mock_devices(N) for a process that cannot call the knob (a CLI run under test) */
+static int device_count(void) { const char* e = getenv("MOCK_CUDA_DEVICES"); return e ? atoi(e) : n_devices; }
+CUresult cuDeviceGetCount(int* n) { *n = device_count(); return 0; }
+CUresult cuDeviceGet(int* d, int o) { if (o < 0 || o >= device_count()) return 101; *d = o; return 0; }
 CUresult cuDeviceGetName(char* s, int len, int d) { strncpy(s, "Mock GPU", len); return 0; }
 static int vmm_supported = 1;   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (102) */
 void mock_vmm(int on) { vmm_supported = on; }
@@ -97,7 +99,7 @@ static long long vmm_handles = 0, vmm_reserved = 0;   /* handles and reserved ra
 long long mock_vmm_handles(void) { return vmm_handles; }
 long long mock_vmm_reserved(void) { return vmm_reserved; }
 CUresult cuMemGetAllocationGranularity(size_t* g, const int* prop, int option) {
-    if (prop[0] != 1 || prop[2] != 1 || prop[3] < 0 || prop[3] >= n_devices) return 1;   /* pinned, on a device */
+    if (prop[0] != 1 || prop[2] != 1 || prop[3] < 0 || prop[3] >= device_count()) return 1;   /* pinned, on a device */
     *g = VMM_GRANULE; return 0;
 }
 static CUresult cuMemAddressReserve_unlocked(unsigned long long* p, size_t size, size_t align, unsigned long long addr, unsigned long long flags) {
@@ -149,7 +151,7 @@ static CUresult cuMemMap_unlocked(unsigned long long p, size_t size, size_t offs
 }
 CUresult cuMemMap(unsigned long long p, size_t size, size_t offset, unsigned long long h, unsigned long long flags) { pthread_mutex_lock(&mem_mu); CUresult rc = cuMemMap_unlocked(p, size, offset, h, flags); pthread_mutex_unlock(&mem_mu); return rc; }
 CUresult cuMemSetAccess(unsigned long long p, size_t size, const int* desc, size_t count) {
-    return count == 1 && desc[0] == 1 && desc[1] >= 0 && desc[1] < n_devices && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
+    return count == 1 && desc[0] == 1 && desc[1] >= 0 && desc[1] < device_count() && desc[2] == 3 && p % VMM_GRANULE == 0 ? 0 : 1;
 }
 static CUresult cuMemUnmap_unlocked(unsigned long long p, size_t size) {
     int i = 0;
