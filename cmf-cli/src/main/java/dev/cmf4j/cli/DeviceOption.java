@@ -18,8 +18,9 @@ public final class DeviceOption {
     String device = "cpu";
 
     @Option(names = "--gpus", paramLabel = "N", defaultValue = "1",
-            description = "split the model over the first N NVIDIA GPUs (tensor parallel: each GPU a share of the heads, MLP"
-                    + " rows and vocabulary, NCCL all-reduces between them; needs --device cuda and NCCL); default 1")
+            description = "split the model over the first N NVIDIA GPUs (needs --device cuda): tensor parallel (each GPU a share"
+                    + " of the heads, MLP rows and vocabulary, NCCL all-reduces between them) or by layers, as --split says;"
+                    + " default 1")
     int gpus = 1;
 
     @Option(names = "--split", paramLabel = "HOW",
