@@ -87,9 +87,10 @@ final class ResidentWeights {
     /** Uploads every weight of {@code model}. */
     ResidentWeights(CudaMatMul mm, DecoderPlan model) {
         this.mm = mm;
-        embed = upload(model.embedding(), null);
+        // a later pipeline stage starts from the rows handed in, and one before the last never runs the head: neither is uploaded
+        embed = model.inputRows() ? null : upload(model.embedding(), null);
         headFolded = model.headClusters() == null && foldsNorm(model.head());   // a clustered head's products share the normed rows
-        head = upload(model.head(), headFolded ? model.finalNorm() : null);
+        head = model.runsHead() ? upload(model.head(), headFolded ? model.finalNorm() : null) : null;
         finalNorm = headFolded ? NULL : vector(model.finalNorm().w());
         mtpFc = upload(model.mtpProjection(), null);
         var ple = model.perLayerEmbedding();
@@ -135,7 +136,7 @@ final class ResidentWeights {
         for (W w : products) { rows = Math.max(rows, w.rows()); cols = Math.max(cols, w.cols()); }
         this.widestProductRows = rows;
         this.widestProductCols = cols;
-        boolean int8 = smallBatch(head);
+        boolean int8 = head == null || smallBatch(head);
         for (W w : products) int8 &= smallBatch(w);
         this.int8Products = int8;
     }

@@ -53,8 +53,11 @@ class CudaLayerSplitTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "qwen3_next"})
-    void stagesRunGpuResidentEachOnItsGpu(String model) throws Exception {
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "qwen3_next", "llama+cublas", "qwen3+cublas"})
+    void stagesRunGpuResidentEachOnItsGpu(String variant) throws Exception {
+        // +cublas: every prompt chunk's products as GEMMs (the mock's cuBLAS), else the kernels' own products
+        boolean cublas = variant.endsWith("+cublas");
+        String model = variant.replace("+cublas", "");
         Path dir = Fixtures.require("models/" + model);
         ObjectNode header = JsonNodeFactory.instance.objectNode();
         header.set("arch", HfArch.fromConfig(HfConfig.read(dir.resolve("config.json"))));
@@ -68,13 +71,30 @@ class CudaLayerSplitTest {
             float[] want = run(new Graph(spec, w, CpuBackend.reference()), ids, chunk, decode, V);
             List<CudaBackend> gpus = CudaBackend.replicas(2, contexts::get);
             List<String> notes = new ArrayList<>();
-            for (CudaBackend b : gpus) ((CudaMatMul) b.matmul()).notes(notes::add);
+            for (CudaBackend b : gpus) {
+                ((CudaMatMul) b.matmul()).notes(notes::add);
+                if (cublas) ((CudaMatMul) b.matmul()).useCublas(List.of(lib.toString()), 2);
+            }
+            long whole;   // the model's weights on one GPU
+            try (CudaBackend one = new CudaBackend(contexts.get(0))) {
+                ((CudaMatMul) one.matmul()).notes(n -> {});
+                new Graph(spec, w, one);
+                whole = ((CudaMatMul) one.matmul()).deviceBytes();
+            }
             try (LayerSplitGraph pipe = LayerSplitGraph.of(spec, w, 2, gpus::get)) {
                 // qwen3_next's first stage holds only gated delta nets (layers 0-1), which the resident forward does not take
                 // without an attention layer: it runs the hybrid path (GPU products, host graph), and says so
                 boolean deltaOnly = model.equals("qwen3_next");
                 for (int s = deltaOnly ? 1 : 0; s < 2; s++) assertThat(pipe.part(s).device()).as("stage " + s + " resident: " + notes).isNotNull();
                 if (deltaOnly) assertThat(notes).anySatisfy(n -> assertThat(n).contains("hybrid path").contains("no attention layers"));
+                // the stages hold the model's weights once between them: the first no head, the last no embedding (a
+                // tied table, one upload on one GPU, is on both ends: the embedding's on the first, the head's on the last)
+                long split = 0;
+                for (CudaBackend b : gpus) split += ((CudaMatMul) b.matmul()).deviceBytes();
+                var table = w.get(spec.embedding());
+                long tied = spec.embedding().equals(spec.head()) ? table.data().byteSize() : 0;
+                System.out.printf("%s: weights %d bytes on one GPU, %d over the stages (tied table %d)%n", variant, whole, split, tied);
+                assertThat(split).isLessThanOrEqualTo(whole + tied + 4L * spec.hidden());   // and the final norm's vector on both
                 SplitGraph.Sequence seq = pipe.newSequence(chunk, T + decode + 1);
                 float[] got = new float[(T + decode) * V], buf = new float[chunk * V];
                 for (int p = 0; p < T; p += chunk) {
@@ -89,7 +109,7 @@ class CudaLayerSplitTest {
                 }
                 double vsGolden = Golden.maxDiff(got, 0, gold.logits(), 0, T * V), vsWhole = Golden.maxDiff(got, 0, want, 0, want.length);
                 System.out.printf("%s in 2 stages on 2 mock GPUs: logits max|Δ| %.3g vs transformers, %.3g vs the CPU whole%n",
-                        model, vsGolden, vsWhole);
+                        variant, vsGolden, vsWhole);
                 assertThat(vsGolden).isLessThanOrEqualTo(1e-3);
                 assertThat(vsWhole).isLessThanOrEqualTo(1e-4);
                 assertThat(seq.position()).isEqualTo(T + decode);
