@@ -98,6 +98,29 @@ class GpusSplitTest {
         assertThat(a.get("split_reason").asText()).isEqualTo("--split layers");
     }
 
+    /** The bundled model (it has a tokenizer), found above the working directory. */
+    static String bundled() {
+        for (Path d = Path.of("").toAbsolutePath(); d != null; d = d.getParent())
+            if (Files.isRegularFile(d.resolve("models/default.cmf"))) return d.resolve("models/default.cmf").toString();
+        throw new IllegalStateException("models/default.cmf not found above " + Path.of("").toAbsolutePath());
+    }
+
+    /** {@code run --greedy} over two GPUs prints what it prints on the CPU, either split, and says which split it took. */
+    @Test void runOverTwoGpusGivesTheCpusGreedyText() throws Exception {
+        String[] plain = {"run", bundled(), "-p", "The ls command", "--greedy", "-n", "8"};
+        Run cpu = Run.run(plain);
+        assertThat(cpu.code()).as(cpu.err()).isZero();
+        assertThat(cpu.out().strip()).isNotEmpty();
+        for (String split : new String[] {"tensor", "layers"}) {
+            List<String> a = new ArrayList<>(List.of(plain));
+            a.addAll(List.of("--gpus", "2", "--device", "cuda", "--split", split));
+            Result gpus = cmf(a.toArray(String[]::new));
+            assertThat(gpus.code()).as(gpus.err()).isZero();
+            assertThat(gpus.out()).as(split).isEqualTo(cpu.out());
+            assertThat(gpus.err()).contains("cmf: --gpus 2: split by " + split + " (--split " + split + ")");
+        }
+    }
+
     @Test void tensorAskedOfAModelItRefusesIsOneLine() throws Exception {
         Result r = cmf(args("bench", model("qwen3_next-F32.cmf"), "--split", "tensor"));
         assertThat(r.code()).isNotZero();
