@@ -139,9 +139,8 @@ final class MatvecJob implements WorkerPool.Task {
     @Override
     public void run(int chunk, int worker) {
         int m = chunkMatrix[chunk];
-        for (int t = 0; t < tokens; t++)
-            ws[m].dotRows(xps[m], xpOffs[m] + t * xpStrides[m], xss[m], xsOffs[m] + t * xsStrides[m],
-                    chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m] + t * yStrides[m], add);
+        ws[m].dotRowsTokens(xps[m], xpOffs[m], xpStrides[m], xss[m], xsOffs[m], xsStrides[m], tokens,
+                chunkR0[chunk], chunkR1[chunk], ys[m], yOffs[m], yStrides[m], add);
     }
 
     private void addChunk(int m, int r0, int r1) {

@@ -104,6 +104,7 @@ final class Q8Matrix extends WeightMatrix {
         MemorySegment m = data;
         int n = cols, full = n - n % BLOCK, pairs = full - full % (2 * BLOCK);
         float sumx = x[xo + n];
+        float[] acc = new float[L];
         IntVector flip = IntVector.broadcast(Simd.I, 0x80808080), b0 = IntVector.broadcast(Simd.I, 0xFF),
                 b1 = IntVector.broadcast(Simd.I, 0xFF00), b2 = IntVector.broadcast(Simd.I, 0xFF0000);
         for (int r = r0; r < r1; r++) {
@@ -134,11 +135,150 @@ final class Q8Matrix extends WeightMatrix {
                 a3 = cvt(v.lanewise(VectorOperators.LSHR, 24)).fma(FloatVector.fromArray(F, x, xb + 3 * L), a3);
                 c += BLOCK;
             }
-            float s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD) - 128f * sumx;
+            a0.add(a1).add(a2.add(a3)).intoArray(acc, 0);
+            float s = Simd.laneSum(acc, 0) - 128f * sumx;
             for (; c < n; c++) s += m.get(ValueLayout.JAVA_BYTE, base + c) * x[xo + c];
             s *= Simd.f16(m, scalesOff + 2L * sr);
             y[yo + r] = add ? y[yo + r] + s : s;
         }
+    }
+
+    /**
+     * Several tokens (a step's decode rows, a draft's verification), on AVX-512: pairs of tokens against pairs of rows.
+     * Each weight vector is converted once for both tokens and each activation vector loaded once for both rows (those
+     * loads, mostly split across two cache lines as a heap array is not 64-byte aligned, bound the one-row loop more
+     * than the conversions do); each (row, token) keeps its own four chains, added in the order {@link #dotRows} adds
+     * them (the same blocks into the same chain, block after block), and its lanes are summed the same way, so every
+     * token's result has the bits of its own single-token call. An odd token goes through {@link #dotRows}, an odd row
+     * through the one-row pair loop. With 16 vector registers (AVX2) the 16 chains do not fit (and one row with two
+     * tokens spilled its masks and ran slower than two single-token passes): each token takes its own pass there.
+     */
+    @Override
+    void dotRowsTokens(float[] x, int xo, int xStride, short[] xs, int xsOff, int xsStride, int tokens, int r0, int r1,
+                       float[] y, int yo, int yStride, boolean add) {
+        if (!Simd.VECTOR || !TOKEN_PAIRS || tokens == 1) {
+            super.dotRowsTokens(x, xo, xStride, xs, xsOff, xsStride, tokens, r0, r1, y, yo, yStride, add);
+            return;
+        }
+        float[] acc = new float[4 * L];
+        int t = 0;
+        for (; t + 2 <= tokens; t += 2) {
+            int xa = xo + t * xStride, xb = xa + xStride, ya = yo + t * yStride, yb = ya + yStride;
+            int r = r0;
+            for (; r + 2 <= r1; r += 2) {
+                twoRowsTwoTokens(x, xa, xb, r, acc);
+                finishRow(acc, 0, x, xa, r, y, ya, add);
+                finishRow(acc, L, x, xb, r, y, yb, add);
+                finishRow(acc, 2 * L, x, xa, r + 1, y, ya, add);
+                finishRow(acc, 3 * L, x, xb, r + 1, y, yb, add);
+            }
+            if (r < r1) {
+                oneRowTwoTokens(x, xa, xb, r, acc);
+                finishRow(acc, 0, x, xa, r, y, ya, add);
+                finishRow(acc, L, x, xb, r, y, yb, add);
+            }
+        }
+        if (t < tokens) dotRows(x, xo + t * xStride, r0, r1, y, yo + t * yStride, add);
+    }
+
+    /** Token pairs where 32 vector registers hold their 16 chains (AVX-512); {@code -Dcmf.q8.tokenPairs} forces it (tests). */
+    private static final boolean TOKEN_PAIRS = Boolean.parseBoolean(System.getProperty("cmf.q8.tokenPairs", String.valueOf(L == 16)));
+
+    /** {@link #dotRows}' masks, read from an array: C2 keeps them in registers then, where it re-broadcast constants in the loop. */
+    private static final int[] MASKS = {0x80808080, 0xFF, 0xFF00, 0xFF0000};
+
+    /**
+     * Rows r and r+1 against the tokens at {@code xa} and {@code xb}, over the whole blocks of columns: each (row, token)'s
+     * four chains added as {@link #dotRows} adds them, into acc at 0 (r, a), L (r, b), 2L (r+1, a), 3L (r+1, b).
+     */
+    private void twoRowsTwoTokens(float[] x, int xa, int xb, int r, float[] acc) {
+        MemorySegment m = data;
+        int n = cols, full = n - n % BLOCK;
+        int[] k = MASKS;
+        IntVector flip = IntVector.broadcast(Simd.I, k[0]), b0 = IntVector.broadcast(Simd.I, k[1]),
+                b1 = IntVector.broadcast(Simd.I, k[2]), b2 = IntVector.broadcast(Simd.I, k[3]);
+        long base = (row0 + r) * n, base2 = base + n;
+        FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0,
+                d0 = a0, d1 = a0, d2 = a0, d3 = a0, e0 = a0, e1 = a0, e2 = a0, e3 = a0;
+        for (int c = 0; c < full; c += BLOCK) {
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, base + c, LE).lanewise(VectorOperators.XOR, flip);
+            IntVector u = IntVector.fromMemorySegment(Simd.I, m, base2 + c, LE).lanewise(VectorOperators.XOR, flip);
+            int p = xa + c, q = xb + c;
+            FloatVector w = cvt(v.and(b0)), z = cvt(u.and(b0));
+            FloatVector xp = FloatVector.fromArray(F, x, p), xq = FloatVector.fromArray(F, x, q);
+            a0 = w.fma(xp, a0);
+            c0 = w.fma(xq, c0);
+            d0 = z.fma(xp, d0);
+            e0 = z.fma(xq, e0);
+            w = cvt(v.and(b1));
+            z = cvt(u.and(b1));
+            xp = FloatVector.fromArray(F, x, p + L);
+            xq = FloatVector.fromArray(F, x, q + L);
+            a1 = w.fma(xp, a1);
+            c1 = w.fma(xq, c1);
+            d1 = z.fma(xp, d1);
+            e1 = z.fma(xq, e1);
+            w = cvt(v.and(b2));
+            z = cvt(u.and(b2));
+            xp = FloatVector.fromArray(F, x, p + 2 * L);
+            xq = FloatVector.fromArray(F, x, q + 2 * L);
+            a2 = w.fma(xp, a2);
+            c2 = w.fma(xq, c2);
+            d2 = z.fma(xp, d2);
+            e2 = z.fma(xq, e2);
+            w = cvt(v.lanewise(VectorOperators.LSHR, 24));
+            z = cvt(u.lanewise(VectorOperators.LSHR, 24));
+            xp = FloatVector.fromArray(F, x, p + 3 * L);
+            xq = FloatVector.fromArray(F, x, q + 3 * L);
+            a3 = w.fma(xp, a3);
+            c3 = w.fma(xq, c3);
+            d3 = z.fma(xp, d3);
+            e3 = z.fma(xq, e3);
+        }
+        a0.add(a1).add(a2.add(a3)).intoArray(acc, 0);
+        c0.add(c1).add(c2.add(c3)).intoArray(acc, L);
+        d0.add(d1).add(d2.add(d3)).intoArray(acc, 2 * L);
+        e0.add(e1).add(e2.add(e3)).intoArray(acc, 3 * L);
+    }
+
+    /** Row r against the tokens at {@code xa} and {@code xb}: their chains' sums into acc at 0 and L. */
+    private void oneRowTwoTokens(float[] x, int xa, int xb, int r, float[] acc) {
+        MemorySegment m = data;
+        int n = cols, full = n - n % BLOCK;
+        int[] k = MASKS;
+        IntVector flip = IntVector.broadcast(Simd.I, k[0]), b0 = IntVector.broadcast(Simd.I, k[1]),
+                b1 = IntVector.broadcast(Simd.I, k[2]), b2 = IntVector.broadcast(Simd.I, k[3]);
+        long base = (row0 + r) * n;
+        FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+        for (int c = 0; c < full; c += BLOCK) {
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, base + c, LE).lanewise(VectorOperators.XOR, flip);
+            int p = xa + c, q = xb + c;
+            FloatVector w = cvt(v.and(b0));
+            a0 = w.fma(FloatVector.fromArray(F, x, p), a0);
+            c0 = w.fma(FloatVector.fromArray(F, x, q), c0);
+            w = cvt(v.and(b1));
+            a1 = w.fma(FloatVector.fromArray(F, x, p + L), a1);
+            c1 = w.fma(FloatVector.fromArray(F, x, q + L), c1);
+            w = cvt(v.and(b2));
+            a2 = w.fma(FloatVector.fromArray(F, x, p + 2 * L), a2);
+            c2 = w.fma(FloatVector.fromArray(F, x, q + 2 * L), c2);
+            w = cvt(v.lanewise(VectorOperators.LSHR, 24));
+            a3 = w.fma(FloatVector.fromArray(F, x, p + 3 * L), a3);
+            c3 = w.fma(FloatVector.fromArray(F, x, q + 3 * L), c3);
+        }
+        a0.add(a1).add(a2.add(a3)).intoArray(acc, 0);
+        c0.add(c1).add(c2.add(c3)).intoArray(acc, L);
+    }
+
+    /** The end of {@link #dotRows}' row r from its chains' sum at acc[i..i+L): lane sum, −128·Σx', tail columns, row scale. */
+    private void finishRow(float[] acc, int i, float[] x, int xo, int r, float[] y, int yo, boolean add) {
+        MemorySegment m = data;
+        int n = cols;
+        long sr = row0 + r, base = sr * n;
+        float s = Simd.laneSum(acc, i) - 128f * x[xo + n];
+        for (int c = n - n % BLOCK; c < n; c++) s += m.get(ValueLayout.JAVA_BYTE, base + c) * x[xo + c];
+        s *= Simd.f16(m, scalesOff + 2L * sr);
+        y[yo + r] = add ? y[yo + r] + s : s;
     }
 
     private static FloatVector cvt(IntVector v) {

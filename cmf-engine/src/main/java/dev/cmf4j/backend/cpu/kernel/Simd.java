@@ -35,6 +35,23 @@ final class Simd {
     static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
     static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(LE);
 
+    /**
+     * Σ of the L lanes of a vector stored at t[o..o+L), in a fixed order: lane i + lane i+8 (16 lanes), then i + i+4,
+     * i + i+2, i + i+1, as a butterfly of lane permutes would. The same bits in every JIT tier, where a vector's
+     * {@code reduceLanes(ADD)} sums in one order interpreted and in another once C2 compiles it (a product's last bit
+     * would depend on how warm the JVM is); and cheaper than that butterfly in C2 code (plain loads and adds).
+     */
+    static float laneSum(float[] t, int o) {
+        float s0, s1, s2, s3, s4, s5, s6, s7;
+        if (L == 16) {
+            s0 = t[o] + t[o + 8]; s1 = t[o + 1] + t[o + 9]; s2 = t[o + 2] + t[o + 10]; s3 = t[o + 3] + t[o + 11];
+            s4 = t[o + 4] + t[o + 12]; s5 = t[o + 5] + t[o + 13]; s6 = t[o + 6] + t[o + 14]; s7 = t[o + 7] + t[o + 15];
+        } else {
+            s0 = t[o]; s1 = t[o + 1]; s2 = t[o + 2]; s3 = t[o + 3]; s4 = t[o + 4]; s5 = t[o + 5]; s6 = t[o + 6]; s7 = t[o + 7];
+        }
+        return ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7));
+    }
+
     /** The f16 at byte offset {@code off}, as a float. */
     static float f16(MemorySegment m, long off) {
         return Float.float16ToFloat(m.get(HALF, off));

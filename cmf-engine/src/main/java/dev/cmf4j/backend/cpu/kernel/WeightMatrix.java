@@ -262,6 +262,17 @@ public abstract sealed class WeightMatrix
         dotRows(xp, xpOff, r0, r1, y, yOff, add);
     }
 
+    /**
+     * {@link #dotRows} for {@code tokens} tokens: token t's prepared activation at {@code xpOff + t·xpStride} (its short
+     * part at {@code xsOff + t·xsStride}), its results at {@code yOff + t·yStride}, each bit for bit its own call's. A
+     * layout may override it to convert each weight once for several tokens.
+     */
+    void dotRowsTokens(float[] xp, int xpOff, int xpStride, short[] xs, int xsOff, int xsStride, int tokens, int r0, int r1,
+                       float[] y, int yOff, int yStride, boolean add) {
+        for (int t = 0; t < tokens; t++)
+            dotRows(xp, xpOff + t * xpStride, xs, xsOff + t * xsStride, r0, r1, y, yOff + t * yStride, add);
+    }
+
     /** Row count that decode chunks should be multiples of (a tiled layout's tile). */
     int rowAlignment() { return 1; }
 

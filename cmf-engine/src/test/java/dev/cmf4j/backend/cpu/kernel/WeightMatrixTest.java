@@ -145,6 +145,54 @@ class WeightMatrixTest {
             }
     }
 
+    /**
+     * q8 products of several tokens (on AVX-512 token pairs against row pairs, each weight converted once for two tokens)
+     * give every token the bits of its own single-token product: 1..8 tokens, odd and even row counts and chunks, columns
+     * with a tail past the last whole block or under one block, with and without the residual add, and beside a matrix
+     * of another dtype in one job. Bit for bit, so a draft's verification or a batch neighbour cannot change a sequence.
+     */
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"Q8_ROW", "Q8_2F"})
+    void q8SeveralTokensGiveEachTokenTheBitsOfItsOwnProduct(DType dtype) {
+        Random rnd = new Random(808 + dtype.id);
+        for (int[] s : new int[][] {{1, 1}, {3, 7}, {2, 64}, {5, 130}, {6, 257}, {37, 1000}, {64, 1024}, {129, 2048}}) {
+            int rows = s[0], cols = s[1];
+            WeightMatrix w = matrix(rnd, dtype, rows, cols);
+            for (int tokens = 1; tokens <= 8; tokens++) {
+                float[] x = TestWeights.randomVector(rnd, 3 + tokens * cols);
+                float[] y = TestWeights.randomVector(rnd, 2 + tokens * rows), y0 = y.clone(), fresh = new float[tokens * rows];
+                w.matvecRows(x, 3, tokens, y, 2, true, pool);
+                w.matvecRows(x, 3, tokens, fresh, 0, false, pool);
+                float[] one = new float[rows];
+                for (int t = 0; t < tokens; t++) {
+                    w.matvec(x, 3 + t * cols, one, 0, false, pool);
+                    for (int r = 0; r < rows; r++) {
+                        String what = dtype + " " + rows + "x" + cols + " tokens " + tokens + " t " + t + " row " + r;
+                        assertThat(Float.floatToRawIntBits(fresh[t * rows + r])).as(what).isEqualTo(Float.floatToRawIntBits(one[r]));
+                        assertThat(Float.floatToRawIntBits(y[2 + t * rows + r])).as(what + " (add)")
+                                .isEqualTo(Float.floatToRawIntBits(y0[2 + t * rows + r] + one[r]));
+                    }
+                }
+            }
+        }
+        WeightMatrix[] ws = {matrix(rnd, dtype, 71, 320), matrix(rnd, DType.BF16, 9, 320), matrix(rnd, dtype, 34, 320)};
+        for (int tokens : new int[] {2, 5, 8}) {
+            float[] xs = TestWeights.randomVector(rnd, tokens * 320);
+            float[][] ys = {new float[tokens * 71], new float[tokens * 9], new float[tokens * 34]};
+            WeightMatrix.matvecAllRows(xs, tokens, ws, ys, pool);
+            for (int i : new int[] {0, 2}) {
+                int rows = ws[i].rows;
+                float[] one = new float[rows];
+                for (int t = 0; t < tokens; t++) {
+                    ws[i].matvec(xs, t * 320, one, 0, false, pool);
+                    for (int r = 0; r < rows; r++)
+                        assertThat(Float.floatToRawIntBits(ys[i][t * rows + r])).as("matvecAllRows " + i + " tokens " + tokens + " t " + t + " row " + r)
+                                .isEqualTo(Float.floatToRawIntBits(one[r]));
+                }
+            }
+        }
+    }
+
     @Test
     void severalMatricesOfMixedDtypesInOneJob() {
         Random rnd = new Random(7);
