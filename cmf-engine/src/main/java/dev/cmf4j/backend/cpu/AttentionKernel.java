@@ -172,13 +172,37 @@ public final class AttentionKernel {
     /**
      * One head's scores over the current tile (soft-capped), the rescale of its running sums on a new max, and its
      * weights exp(s − max) (× the q8 value scales) into row {@code head} of {@code w.p}, their sum into its partial.
+     * Its three parts are methods of their own that pass arrays, never vectors: as one method C2 ran out of inlining
+     * budget and called {@link #exp} and the lane sum out of line, boxing every vector it passed (half a KB of
+     * garbage per call, 9 MB per decode token at depth 4k on the 155M model).
      */
     private static void tileWeights(float[] q, int qo, int hd, int n, float scale, float softcap, Work w, int head, int heads) {
-        float[] s = w.s, kArr = w.kArr, ks = w.ks, vs = w.vs, part = w.part;
+        float[] s = w.s, part = w.part;
+        keyDots(q, qo, hd, n, w);
+        float tmax = scaledMax(s, n, w.scaled ? w.ks : null, scale, softcap);
+        int mo = head, lo = heads + head, ao = 2 * heads + head * hd;
+        float m = part[mo];
+        if (tmax > m) {
+            if (m != Float.NEGATIVE_INFINITY) {
+                float f = (float) Math.exp(m - tmax);
+                part[lo] *= f;
+                scaleVector(part, ao, hd, f);
+            }
+            m = tmax;
+            part[mo] = m;
+        }
+        part[lo] += weights(s, m, w.scaled ? w.vs : null, w.p, head * TILE);
+    }
+
+    /**
+     * The tile's key dots with q into {@code w.s[0..n)}: eight keys per pass over q, their lane sums folded pairwise (a
+     * fixed order: no reduceLanes, whose order differs between the JIT's tiers); keys past n repeat the last one and are
+     * dropped.
+     */
+    private static void keyDots(float[] q, int qo, int hd, int n, Work w) {
+        float[] s = w.s, kArr = w.kArr;
         int kb = w.kBase, st = w.stride;
         int bound = F.loopBound(hd);
-        // key dots, eight keys per pass over q, their lane sums folded pairwise (a fixed order: no reduceLanes, whose
-        // order differs between the JIT's tiers); keys past n repeat the last one and are dropped below
         for (int j = 0; j < n; j += 8) {
             int last = kb + (n - 1) * st;
             int b0 = kb + j * st, b1 = Math.min(b0 + st, last), b2 = Math.min(b0 + 2 * st, last), b3 = Math.min(b0 + 3 * st, last);
@@ -207,10 +231,13 @@ public final class AttentionKernel {
                     s[j + k] = d;
                 }
         }
-        // × q8 scale, × scale, soft cap; then the padding and the tile's max
+    }
+
+    /** Scores × q8 key scales ({@code ks}, null: none) × scale, soft-capped, in place; −∞ past n; returns their max. */
+    private static float scaledMax(float[] s, int n, float[] ks, float scale, float softcap) {
         for (int t = 0; t < TILE; t += L) {
             FloatVector sv = FloatVector.fromArray(F, s, t);
-            if (w.scaled) sv = sv.mul(FloatVector.fromArray(F, ks, t));
+            if (ks != null) sv = sv.mul(FloatVector.fromArray(F, ks, t));
             sv = sv.mul(scale);
             if (softcap > 0f) sv = tanh(sv.div(softcap)).mul(softcap);
             sv.intoArray(s, t);
@@ -218,29 +245,33 @@ public final class AttentionKernel {
         Arrays.fill(s, n, TILE, Float.NEGATIVE_INFINITY);        // padding: exp gives 0
         FloatVector mx = FloatVector.fromArray(F, s, 0);
         for (int t = L; t < TILE; t += L) mx = mx.max(FloatVector.fromArray(F, s, t));
-        float tmax = mx.reduceLanes(VectorOperators.MAX);        // a max is exact in any order
-        int mo = head, lo = heads + head, ao = 2 * heads + head * hd;
-        float m = part[mo];
-        if (tmax > m) {
-            if (m != Float.NEGATIVE_INFINITY) {
-                float f = (float) Math.exp(m - tmax);
-                part[lo] *= f;
-                scaleVector(part, ao, hd, f);
-            }
-            m = tmax;
-            part[mo] = m;
-        }
-        // weights and their sum
-        float[] p = w.p;
-        int po = head * TILE;
+        return mx.reduceLanes(VectorOperators.MAX);               // a max is exact in any order
+    }
+
+    /**
+     * Weights exp(s − m) (× the q8 value scales {@code vs}, null: none) into {@code p[po..po+TILE)}; returns their sum.
+     * The sum's lanes go through s (spent by then) to {@link #laneSum}: C2 did not always inline a lane sum taking a
+     * vector here, and then boxed it.
+     */
+    private static float weights(float[] s, float m, float[] vs, float[] p, int po) {
         FloatVector sum = FloatVector.zero(F);
         for (int t = 0; t < TILE; t += L) {
             FloatVector e = exp(FloatVector.fromArray(F, s, t).sub(m));
             sum = sum.add(e);
-            if (w.scaled) e = e.mul(FloatVector.fromArray(F, vs, t));
+            if (vs != null) e = e.mul(FloatVector.fromArray(F, vs, t));
             e.intoArray(p, po + t);
         }
-        part[lo] += laneSum(sum);
+        sum.intoArray(s, 0);
+        return laneSum(s);
+    }
+
+    /** Σ of the lanes of the vector at {@code a[0..L)} in a fixed (butterfly) order. */
+    private static float laneSum(float[] a) {
+        FloatVector v = FloatVector.fromArray(F, a, 0);
+        if (L == 16) v = v.add(v.rearrange(SW8));
+        v = v.add(v.rearrange(SW4));
+        v = v.add(v.rearrange(SW2));
+        return v.add(v.rearrange(SW1)).lane(0);
     }
 
     /**
@@ -333,13 +364,6 @@ public final class AttentionKernel {
         return a.blend(b.rearrange(sw), m).add(a.rearrange(sw).blend(b, m));
     }
 
-    /** Σ of the lanes in a fixed (butterfly) order. */
-    private static float laneSum(FloatVector v) {
-        if (L == 16) v = v.add(v.rearrange(SW8));
-        v = v.add(v.rearrange(SW4));
-        v = v.add(v.rearrange(SW2));
-        return v.add(v.rearrange(SW1)).lane(0);
-    }
 
     private static final float LOG2E = 1.44269504088896341f, LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
     private static final float ROUNDER = 12582912f;              // 1.5·2²³: adding it rounds to an integer
