@@ -48,7 +48,8 @@ public final class LayerSplit {
             int to = from + n;
             List<LayerSpec> part = new ArrayList<>(n);
             for (int l = from; l < to; l++) part.add(renumbered(spec.layer(l), from, to));
-            ModelSpec stage = new ModelSpec(spec.archName(), spec.hidden(), spec.vocab(), spec.maxPositions(), spec.embedding(),
+            // named by its layers, so a device's notes say which stage they are about
+            ModelSpec stage = new ModelSpec(spec.archName() + " layers " + from + "-" + (to - 1), spec.hidden(), spec.vocab(), spec.maxPositions(), spec.embedding(),
                     spec.embedScale(), null, part, spec.finalNorm(), spec.head(), spec.finalSoftcap(), spec.headClusters());
             out.add(new Stage(s, stages, from, to, stage, plain));
             from = to;
