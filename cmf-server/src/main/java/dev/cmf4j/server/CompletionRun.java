@@ -58,15 +58,22 @@ final class CompletionRun {
     /** A choice's sink (called on the scheduler's thread: it only queues). */
     private final class Choice implements TokenSink {
         private final int index;
+        private final ServedModel.Health health;
         private List<TokenLogprobs> pending = new ArrayList<>();
 
-        Choice(int index) { this.index = index; }
+        Choice(int index, ServedModel.Health health) {
+            this.index = index;
+            this.health = health;
+        }
 
         @Override public void token(int id, TokenLogprobs lp) { if (lp != null) pending.add(lp); }
 
         @Override public void text(String piece) { events.add(new Piece(index, piece, take())); }
 
-        @Override public void finished(Completion c) { events.add(new End(index, c, take())); }
+        @Override public void finished(Completion c) {
+            health.ended(c.finish());
+            events.add(new End(index, c, take()));
+        }
 
         private List<TokenLogprobs> take() {
             List<TokenLogprobs> t = pending;
@@ -81,9 +88,9 @@ final class CompletionRun {
      * @throws Scheduler.QueueFull past the server's queue limit
      */
     void submit(Duration timeout) {
-        List<Choice> sinks = new ArrayList<>();
-        for (int i = 0; i < req.n(); i++) sinks.add(new Choice(i));
         ServedModel.Replica r = model.route();
+        List<Choice> sinks = new ArrayList<>();
+        for (int i = 0; i < req.n(); i++) sinks.add(new Choice(i, r.health()));
         tickets = r.scheduler().submitAll(req.generations(model, timeout, sinks));
         replica = r;
     }

@@ -53,19 +53,21 @@ final class Metrics {
     private static void replicas(StringBuilder b, ServedModel m) {
         List<Scheduler.Stats> stats = new ArrayList<>();
         for (ServedModel.Replica r : m.replicas()) stats.add(r.scheduler().stats());
-        perReplica(b, m, "cmf_replica_requests_running", "sequences running now on each replica", "gauge", stats, Scheduler.Stats::running);
-        perReplica(b, m, "cmf_replica_requests_waiting", "sequences waiting for a place on each replica", "gauge", stats, Scheduler.Stats::waiting);
-        perReplica(b, m, "cmf_replica_requests_total", "generation requests each replica took", "counter", stats, Scheduler.Stats::requests);
-        perReplica(b, m, "cmf_replica_generation_tokens_total", "tokens each replica generated", "counter", stats, Scheduler.Stats::generatedTokens);
+        perReplica(b, m, "cmf_replica_requests_running", "sequences running now on each replica", "gauge", i -> stats.get(i).running());
+        perReplica(b, m, "cmf_replica_requests_waiting", "sequences waiting for a place on each replica", "gauge", i -> stats.get(i).waiting());
+        perReplica(b, m, "cmf_replica_requests_total", "generation requests each replica took", "counter", i -> stats.get(i).requests());
+        perReplica(b, m, "cmf_replica_generation_tokens_total", "tokens each replica generated", "counter", i -> stats.get(i).generatedTokens());
+        perReplica(b, m, "cmf_replica_failures_total", "generations that failed on each replica (a step threw)", "counter",
+                i -> m.replicas().get(i).health().failures());
     }
 
-    private static void perReplica(StringBuilder b, ServedModel m, String name, String help, String type, List<Scheduler.Stats> stats,
-                                   java.util.function.ToLongFunction<Scheduler.Stats> value) {
+    private static void perReplica(StringBuilder b, ServedModel m, String name, String help, String type,
+                                   java.util.function.IntToLongFunction value) {
         b.append("# HELP ").append(name).append(' ').append(help).append('\n');
         b.append("# TYPE ").append(name).append(' ').append(type).append('\n');
-        for (int i = 0; i < stats.size(); i++)
+        for (int i = 0; i < m.replicas().size(); i++)
             b.append(name).append("{replica=\"").append(i).append("\",device=\"").append(escape(m.replicas().get(i).device()))
-                    .append("\"} ").append(value.applyAsLong(stats.get(i))).append('\n');
+                    .append("\"} ").append(value.applyAsLong(i)).append('\n');
     }
 
     /** A label value in Prometheus' text format. */

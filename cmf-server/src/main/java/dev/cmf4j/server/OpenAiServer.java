@@ -180,7 +180,7 @@ public final class OpenAiServer implements AutoCloseable {
         for (ServedModel.Replica r : model.replicas()) {
             Scheduler.Stats s = r.scheduler().stats();
             a.addObject().put("replica", r.index()).put("device", r.device()).put("running", s.running()).put("waiting", s.waiting())
-                    .put("requests", s.requests());
+                    .put("requests", s.requests()).put("failures", r.health().failures()).put("failing", r.health().failing());
         }
     }
 

@@ -31,7 +31,7 @@ public final class ServedModel implements AutoCloseable {
      * @param device what the API and metrics call its device ({@code cuda:1}, {@code cpu}, ...)
      * @param draft  the draft model its scheduler drafts with, owned by the replica; null: none
      */
-    public record Replica(int index, String device, Model model, Scheduler scheduler, Model draft) {
+    public record Replica(int index, String device, Model model, Scheduler scheduler, Model draft, Health health) {
         /**
          * Opens a scheduler of {@code cfg} over {@code model}, drafting up to {@code draftMax} tokens per step with
          * {@code draft} (null: none) or, with {@code mtp}, with the model's own MTP head.
@@ -40,7 +40,7 @@ public final class ServedModel implements AutoCloseable {
                                     int draftMax, boolean mtp) {
             Scheduler.Draft d = mtp ? Scheduler.Draft.mtp(model.mtpGraph(), draftMax)
                     : draft == null ? null : new Scheduler.Draft(draft.graph(), draftMax);
-            return new Replica(index, device, model, new Scheduler(model.graph(), codec, cfg, d), draft);
+            return new Replica(index, device, model, new Scheduler(model.graph(), codec, cfg, d), draft, new Health());
         }
 
         /** Sequences on it now: running and waiting (what {@link #route} balances). */
@@ -54,6 +54,38 @@ public final class ServedModel implements AutoCloseable {
             model.close();
             if (draft != null) draft.close();
         }
+    }
+
+    /**
+     * How a replica's requests have been ending: a generation that failed (its step threw: a GPU fault, say) marks the
+     * replica failing until one succeeds; {@link #route} passes a failing replica by for {@link #retryAfter} after its
+     * last failure, so a broken GPU, which answers fastest and so looks least loaded, does not draw every request.
+     */
+    public static final class Health {
+        private final java.util.concurrent.atomic.AtomicLong failures = new java.util.concurrent.atomic.AtomicLong();
+        private volatile int failingInARow;
+        private volatile long lastFailureNanos;
+
+        /** A choice ended: an error counts against the replica, a finished generation clears it; cancels and timeouts say nothing. */
+        void ended(dev.cmf4j.runtime.Completion.Finish finish) {
+            switch (finish) {
+                case ERROR -> {
+                    failures.incrementAndGet();
+                    lastFailureNanos = System.nanoTime();
+                    failingInARow++;
+                }
+                case STOP, LENGTH -> failingInARow = 0;
+                default -> { }
+            }
+        }
+
+        /** Generations that failed on the replica since start. */
+        public long failures() { return failures.get(); }
+
+        /** Whether its last ended generation failed. */
+        public boolean failing() { return failingInARow > 0; }
+
+        boolean resting(long now, long retryNanos) { return failingInARow > 0 && now - lastFailureNanos < retryNanos; }
     }
 
     /** Serves {@code replicas} (indexed 0, 1, ... in order) as {@code name}; requests that name no skill run with {@code defaultOverlay}. */
@@ -106,22 +138,32 @@ public final class ServedModel implements AutoCloseable {
     public Model draft() { return replicas.getFirst().draft(); }
 
     /**
-     * The replica a new request runs on: the one with the fewest running and waiting sequences, ties taken in turn.
-     * Two requests routed at the same instant may both see the same counts; the next ones see theirs.
+     * The replica a new request runs on: the one with the fewest running and waiting sequences, ties taken in turn, a
+     * replica whose last generation failed passed by for {@link #retryAfter} (unless every replica is). Two requests
+     * routed at the same instant may both see the same counts; the next ones see theirs.
      */
     public Replica route() {
         int n = replicas.size();
         if (n == 1) return replicas.getFirst();
         int start = Math.floorMod(next.getAndIncrement(), n);
+        long now = System.nanoTime(), retry = retryAfter.toNanos();
         Replica best = null;
         int least = Integer.MAX_VALUE;
-        for (int i = 0; i < n; i++) {
-            Replica r = replicas.get((start + i) % n);
-            int load = r.load();
-            if (load < least) { least = load; best = r; }
-        }
+        for (int pass = 0; pass < 2 && best == null; pass++)   // the healthy ones first; all of them when none is
+            for (int i = 0; i < n; i++) {
+                Replica r = replicas.get((start + i) % n);
+                if (pass == 0 && r.health().resting(now, retry)) continue;
+                int load = r.load();
+                if (load < least) { least = load; best = r; }
+            }
         return best;
     }
+
+    /** How long a replica whose last generation failed is passed by (default 30 s); then one request tries it again. */
+    private volatile java.time.Duration retryAfter = java.time.Duration.ofSeconds(30);
+
+    /** Sets how long {@link #route} passes a failing replica by. */
+    public void retryAfter(java.time.Duration d) { retryAfter = d; }
 
     /** The replicas' counters summed and their gauges combined (the KV usage as their mean: each holds parallel x context). */
     public Scheduler.Stats stats() {
