@@ -153,6 +153,7 @@ public final class ServeCommand implements Callable<Integer> {
         if (device.gpus != 1)
             throw new IllegalArgumentException("--replicas and --gpus do not combine: --gpus splits one copy of the model over"
                     + " several GPUs, --replicas puts a whole copy on each GPU (choose one)");
+        if (device.split != null) throw new IllegalArgumentException("--split is taken with --gpus by run and bench only");
         if (DeviceChoice.parse(device.device) != DeviceChoice.CUDA)
             throw new IllegalArgumentException("--replicas " + replicas + " needs --device cuda (one copy of the model per NVIDIA GPU;"
                     + " on the CPU the copies would share the same cores: raise --parallel instead)");

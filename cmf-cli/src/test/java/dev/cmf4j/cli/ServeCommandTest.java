@@ -41,6 +41,9 @@ class ServeCommandTest {
         Run gpus = Run.run("serve", "--replicas", "2", "--gpus", "2", "--device", "cuda", "--port", "0");
         assertThat(gpus.code()).isEqualTo(1);
         assertThat(gpus.err()).contains("cmf: error: --replicas and --gpus do not combine");
+        Run split = Run.run("serve", "--replicas", "2", "--device", "cuda", "--split", "layers", "--port", "0");
+        assertThat(split.code()).isEqualTo(1);
+        assertThat(split.err()).contains("cmf: error: --split is taken with --gpus by run and bench only");
         Run state = Run.run("serve", "--replicas", "2", "--device", "cuda", "--state-dir", System.getProperty("java.io.tmpdir"), "--port", "0");
         assertThat(state.code()).isEqualTo(1);
         assertThat(state.err()).contains("cmf: error: --state-dir does not combine with --replicas");
