@@ -4,9 +4,10 @@ package dev.cmf4j.backend.cpu.kernel;
  * Decode products on a {@link WorkerPool}, for one token or a few (a step of several sequences' decode rows):
  * prepares each matrix's activation once per token on the calling thread (cheap: one pass over x), then splits
  * the rows of all matrices into chunks of about equal bytes of weights (so matrices of different dtypes balance),
- * which the threads take dynamically. A chunk's rows are dotted with every token in turn: the first token reads
- * them from memory, the others from cache, so the weights are streamed once per call however many tokens, and each
- * token's result is exactly its single-token product. One instance per pool, reused for every call (the pool runs
+ * which the threads take dynamically. A chunk's rows are dotted with all the tokens ({@link WeightMatrix#dotRowsTokens}:
+ * one token after another, or q8's token pairs): the first pass reads them from memory, the others from cache, so the
+ * weights are streamed once per call however many tokens, and each token's result is bit for bit its single-token
+ * product. One instance per pool, reused for every call (the pool runs
  * one job at a time, and a job holds it from its set-up to its end).
  */
 final class MatvecJob implements WorkerPool.Task {
