@@ -34,7 +34,12 @@ public final class WorkerPool implements AutoCloseable {
         void run(int from, int to);
     }
 
-    private static final long DEFAULT_SPIN_NANOS = 200_000;
+    /**
+     * Long enough for the caller's serial work between two jobs of a token (norms, rope, merges: tens of µs), short
+     * enough that a worker sharing its core with another process parks instead of burning the time slice it needs
+     * for the next job (docs/CPU_KERNELS.md, "API").
+     */
+    private static final long DEFAULT_SPIN_NANOS = 50_000;
 
     private final int threads;
     private final long spinNanos;
