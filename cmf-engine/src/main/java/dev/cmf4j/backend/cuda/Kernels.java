@@ -133,6 +133,15 @@ final class Kernels {
                 "const float* q, const float* k, const float* v, " + e + "* kc, " + e + "* vc, " + ATTN_DECODE_TAIL + ", int chunk");
     }
 
+    /** r_attn_chunk: a few-row chunk's attention split over the keys as decode rows' (f32 and f16 caches; null for q8). */
+    static KernelSignature attnChunk(KvType kv) {
+        if (kv == KvType.Q8) return null;
+        String e = kvElement(kv);
+        return KernelSignature.of(ATTN_CU, "r_attn_chunk" + kvSuffix(kv),
+                "const float* q, const " + e + "* kc, const " + e + "* vc, float* pm, float* pl, float* pacc, int heads, int kvHeads,"
+                        + " int hd, float scale, const int* pos, int splits, int window, float* out, int* done, const float* sinks, int chunk");
+    }
+
     static KernelSignature attnRows(KvType kv) {
         String e = kvElement(kv);
         return KernelSignature.of(ATTN_CU, "r_attn_rows" + kvSuffix(kv),
@@ -254,6 +263,7 @@ final class Kernels {
         for (String k : Q4_KINDS) all.addAll(List.of(matvec(k), matvec3(k), glu(k), embed(k), widenQ4(k), moeGlu(k), moeDown(k)));
         for (KvType kv : KV_TYPES) {
             all.addAll(List.of(qkRopeAppend(kv), attnPartial(kv), attnRows(kv)));
+            if (attnChunk(kv) != null) all.add(attnChunk(kv));
             for (int d : ResidentLowering.PREFILL_DIMS) all.add(prefill(d, kv));
             for (int i = 0; i < prefillTensorCoreBuckets(kv); i++) all.add(prefillTensorCores(ResidentLowering.PREFILL_DIMS[i], kv));
         }

@@ -158,6 +158,7 @@ final class ResidentForward implements DeviceForward {
         for (Kernel[] ks : List.of(kernels.fnMatvec, kernels.fnMatvec3, kernels.fnGlu)) for (Kernel k : ks) waits.add(k.fn().address());
         waits.add(kernels.fnAttn.fn().address());
         waits.add(kernels.fnAttnRows.fn().address());   // (r_qk_rope_append waits too, but runs in prefill chunks only, which launch plainly)
+        if (kernels.fnAttnChunk != null) waits.add(kernels.fnAttnChunk.fn().address());
         weights = new ResidentWeights(mm, model);
         layers = weights.layers;
         int8Products = weights.int8Products;
@@ -511,8 +512,10 @@ final class ResidentForward implements DeviceForward {
         if (many) s.ensureAll(tokens);
         long out = many ? s.all : s.last;
         // a chunk whose every row's logits are wanted (a draft's verification) takes the products that read each
-        // weight once from as few rows as a batched step does, not once per row below gemmMinTokens
-        boolean gemm = cublas != null && (tokens >= gemmMinTokens || many && tokens >= batchGemmMinRows);
+        // weight once from as few rows as a batched step does, not once per row below gemmMinTokens: cuBLAS, or the
+        // int8 small-batch products where a batched step of as many rows would take them
+        boolean gemm = cublas != null && (tokens >= gemmMinTokens
+                || many && tokens >= batchGemmMinRows && !(int8Products && tokens <= smallBatchRows));
         if (gemm) lower.ws.prepare(s.stream, tokens, many);
         int headRows = rows == 0 ? -1 : many ? 0 : 1;
         // chunks of few rows recur with the same few row counts while drafting (a verification, every row's logits;

@@ -25,6 +25,8 @@ final class ResidentKernels {
     final Kernel[][] fnSmallMatvec = new Kernel[2][2], fnSmallMatvec3 = new Kernel[2][2], fnSmallGlu = new Kernel[2][2];
     /** r_qk_rope_append, r_attn_partial and r_attn_rows for the forward's KV cache type. */
     final Kernel fnRope, fnAttn, fnAttnRows;
+    /** r_attn_chunk for the forward's KV cache type (null for a q8 cache): few-row chunks' attention split over the keys. */
+    final Kernel fnAttnChunk;
     /** r_attn_prefill_{32,64,128,256}: prefill attention for head dims up to 32, 64, 128, 256. */
     final Kernel[] fnPrefill = new Kernel[PREFILL_DIMS.length];
     /** r_attn_prefill_tc_{32,64,128}: the same on tensor cores (f16 parts, f32 accuracy), sm_80 and up (q8: 32, 64); else null. */
@@ -65,6 +67,7 @@ final class ResidentKernels {
         fnRope = Kernels.qkRopeAppend(kv).load(ctx);
         fnAttn = Kernels.attnPartial(kv).load(ctx);
         fnAttnRows = Kernels.attnRows(kv).load(ctx);
+        fnAttnChunk = Kernels.attnChunk(kv) == null ? null : Kernels.attnChunk(kv).load(ctx);
         for (int i = 0; i < PREFILL_DIMS.length; i++) fnPrefill[i] = Kernels.prefill(PREFILL_DIMS[i], kv).load(ctx);
         if (ResidentLowering.tensorCoreAttention(ctx.info().ccMajor()))
             for (int i = 0; i < Kernels.prefillTensorCoreBuckets(kv); i++) fnPrefillTc[i] = Kernels.prefillTensorCores(PREFILL_DIMS[i], kv).load(ctx);

@@ -177,6 +177,14 @@ final class ResidentLowering {
         return Math.max(1, Math.min(32, 4 * smCount / Math.max(1, model.heads() * t)));
     }
 
+    /**
+     * Chunks of at most this many rows (a draft's verification, K + 1 rows) take r_attn_chunk after the rope: the keys
+     * split over heads × rows × splits blocks, as decode rows' are, where r_attn_prefill gives such a chunk one query
+     * tile per kv head (kvHeads blocks: 4 of the H200's 132 SMs for a model of 4 KV heads). Sessions size their
+     * partials for it.
+     */
+    static final int CHUNK_ATTENTION_ROWS = 8;
+
     /** Head-dimension buckets of r_attn_prefill_D (resident_attn.cu) and the query rows per block of each. */
     static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
@@ -467,6 +475,14 @@ final class ResidentLowering {
         // a warp per head row, 4 per block (ROPE_WARPS, resident_attn.cu's R_ROPE_WARPS)
         L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
                 w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo, spec.window(), sq.kvChunk()));
+        int t = sq.tokens();
+        if (t <= CHUNK_ATTENTION_ROWS && hd <= 256 && kernels.fnAttnChunk != null) {   // a draft's verification: split over the keys
+            int splits = splits(t);
+            L.add(launch("attn_chunk", kernels.fnAttnChunk, heads, t, splits, 128, a, s.q + qo, sq.kc()[li], sq.vc()[li],
+                    s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att + qo, s.done,
+                    w.sinks(), sq.kvChunk()));
+            return;
+        }
         int b = prefillBucket(hd);
         boolean tc = b < PREFILL_TC_BUCKETS && kernels.fnPrefillTc[b] != null;   // tensor cores: sm_80+, hd ≤ 128
         int[] grid = prefillGrid(sq.tokens(), heads, kvHeads, hd, tc);

@@ -127,14 +127,16 @@ final class ResidentSession {
             u = alloc(4L * maxChunk * model.intermediate());
             pli = ple == null ? NULL : alloc(4L * maxChunk * width);
             pliTab = ple == null ? NULL : alloc(4L * maxChunk * width);
-            long partials = 0;   // decode only: prefill chunks run r_attn_prefill
-            for (int r = 1; r <= decodeRows; r++) partials = Math.max(partials, (long) splits.applyAsInt(r) * model.heads() * r);
+            long partials = 0;   // decode rows and few-row chunks; longer chunks run r_attn_prefill
+            // decode rows, and chunks of few rows (ResidentLowering.CHUNK_ATTENTION_ROWS), split their keys over blocks
+            int splitRows = Math.max(decodeRows, Math.min(maxChunk, ResidentLowering.CHUNK_ATTENTION_ROWS));
+            for (int r = 1; r <= splitRows; r++) partials = Math.max(partials, (long) splits.applyAsInt(r) * model.heads() * r);
             pm = alloc(4L * partials);
             pl = alloc(4L * partials);
             pacc = alloc(4L * partials * model.headDim());
             // per row and head: splits finished this step (the last one resets it)
-            done = alloc(4L * model.heads() * decodeRows);
-            cu.memsetD8(done, (byte) 0, 4L * model.heads() * decodeRows);
+            done = alloc(4L * model.heads() * splitRows);
+            cu.memsetD8(done, (byte) 0, 4L * model.heads() * splitRows);
             cu.synchronize();   // the memset runs on the legacy stream, which the session's non-blocking stream does not wait for
             last = alloc(4L * vocab);
             boolean sandwich = false, beside = false;

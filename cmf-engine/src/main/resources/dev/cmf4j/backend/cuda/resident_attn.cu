@@ -451,6 +451,34 @@ R_ATTN_ROWS(r_attn_rows, float)
 R_ATTN_ROWS(r_attn_rows_h, r_u16)
 R_ATTN_ROWS(r_attn_rows_q, r_i8)
 
+// Block (head, row, split) of a chunk of a few rows of one sequence (a draft's verification: K + 1 rows), after
+// r_qk_rope_append appended the chunk's keys and values to the caches and normed and roped its q rows in place: row
+// t, at position p = pos[0] + t, walks the keys [first, p] from the caches, split over blocks and merged as a decode
+// row's (r_attn_walk with no key held apart, r_attn_split_end). r_attn_prefill gives such a chunk kvHeads blocks in
+// all (one query tile); this gives it heads × rows × splits. f32 and f16 caches (a q8 chunk reads its own keys in f32:
+// r_attn_prefill).
+#define R_ATTN_CHUNK(NAME, KV) \
+extern "C" __global__ void __launch_bounds__(128, 4) NAME( \
+        const float* q, const KV* kc, const KV* vc, float* pm, float* pl, float* pacc, \
+        int heads, int kvHeads, int hd, float scale, const int* pos, int splits, int window, \
+        float* out, int* done, const float* sinks, int chunk) { \
+    r_pdl_trigger(); \
+    const int t = blockIdx.y, p = pos[0] + t, ring = r_kv_ring(window, chunk); \
+    __shared__ float rq[256]; \
+    r_pdl_wait(); \
+    const float* qh = q + ((long long) t * heads + blockIdx.x) * hd; \
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) rq[i] = qh[i]; \
+    __syncthreads(); \
+    if (hd <= 64) r_attn_walk<KV, 2, 32>(rq, nullptr, nullptr, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, splits, \
+            window, ring, false, out, done, sinks, t); \
+    else if (hd <= 128) r_attn_walk<KV, 4, 32>(rq, nullptr, nullptr, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, \
+            splits, window, ring, false, out, done, sinks, t); \
+    else r_attn_walk<KV, 8, 32>(rq, nullptr, nullptr, kc, vc, pm, pl, pacc, heads, kvHeads, hd, scale, p, splits, window, \
+            ring, false, out, done, sinks, t); \
+}
+R_ATTN_CHUNK(r_attn_chunk, float)
+R_ATTN_CHUNK(r_attn_chunk_h, r_u16)
+
 // ---- prefill attention: flash-attention tiles (a chunk of T > 1 queries) ----
 //
 // Block (query tile, kv head · head group): R query rows = nT tokens × nH query heads that share one kv head

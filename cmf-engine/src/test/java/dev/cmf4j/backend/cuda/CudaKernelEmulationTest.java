@@ -973,6 +973,79 @@ class CudaKernelEmulationTest {
         for (boolean tc : new boolean[] {false, true}) prefillAttention(s, tc, q, kc, vc, new float[heads], false, out0, scale);
     }
 
+    /**
+     * r_attn_chunk (a draft's verification: a chunk of at most 8 rows after r_qk_rope_append, its keys split over heads
+     * × rows × splits blocks and merged by the last split of each head) against the same double-precision reference:
+     * shape = hd/heads/kvHeads/T/pos0/window/sinks/splits/cache, cache f32 or f16 (the reference reads the f16-rounded
+     * keys and values). Cache rows past the chunk's last key hold NaN (a key read past the causal end shows); more
+     * splits than a row has keys leave splits empty; GQA groups 1, 2, 4; a window inside the chunk; one row; every head
+     * dimension bucket (13, 40, 64, 128, 256). The per-head split counters must be back at 0 (the next step's launch
+     * relies on it): launched twice, the second launch gives the same output.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"128/8/2/5/200/0/0/4/f32", "64/4/4/8/25/0/1/3/f32", "13/8/2/3/9/6/1/2/f32", "256/4/1/2/5/0/0/3/f16",
+            "40/4/2/3/3/4/1/9/f16", "64/8/2/1/70/0/0/5/f32", "128/4/2/5/0/0/1/8/f16", "64/4/1/6/40/10/0/8/f32"})
+    void chunkAttentionSplitsItsKeysAndMatchesAReference(String shape) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
+        int pos0 = Integer.parseInt(f[4]), window = Integer.parseInt(f[5]), splits = Integer.parseInt(f[7]);
+        boolean withSinks = f[6].equals("1"), f16 = f[8].equals("f16");
+        int ctxLen = pos0 + T + 5, kvDim = kvHeads * hd;
+        java.util.Random r = new java.util.Random(shape.hashCode());
+        float[] q = rnd(r, T * heads * hd, -1f, 1f), kc = rnd(r, ctxLen * kvDim, -1f, 1f), vc = rnd(r, ctxLen * kvDim, -1f, 1f);
+        if (f16) for (int i = 0; i < kc.length; i++) {   // what an f16 cache holds
+            kc[i] = Float.float16ToFloat(Float.floatToFloat16(kc[i]));
+            vc[i] = Float.float16ToFloat(Float.floatToFloat16(vc[i]));
+        }
+        for (int i = (pos0 + T) * kvDim; i < ctxLen * kvDim; i++) kc[i] = vc[i] = Float.NaN;   // not yet written
+        float[] sinks = rnd(r, heads, -1f, 2f);
+        float scale = (float) (1.5 / Math.sqrt(hd));
+        float[] out0 = new float[(T + 1) * heads * hd];
+        java.util.Arrays.fill(out0, 7f);
+        String fn = "r_attn_chunk" + (f16 ? "_h" : "");
+        float[][] got = new float[2][out0.length];
+        int[] done = new int[heads * T];
+        long before = launches();
+        emulateProducts(1);
+        ctx.call(() -> {
+            CudaDriver cu = ctx.driver();
+            try (Arena a = Arena.ofConfined(); Uploads up = new Uploads(cu, a)) {
+                MemorySegment kcs = MemorySegment.ofArray(kc), vcs = MemorySegment.ofArray(vc);
+                if (f16) {
+                    short[] kh = new short[kc.length], vh = new short[vc.length];
+                    for (int i = 0; i < kc.length; i++) { kh[i] = Float.floatToFloat16(kc[i]); vh[i] = Float.floatToFloat16(vc[i]); }
+                    kcs = MemorySegment.ofArray(kh);
+                    vcs = MemorySegment.ofArray(vh);
+                }
+                long dq = up.apply(MemorySegment.ofArray(q)), dk = up.apply(kcs), dv = up.apply(vcs);
+                long dout = up.apply(MemorySegment.ofArray(out0)), dpos = up.apply(MemorySegment.ofArray(new int[] {pos0}));
+                long dsinks = withSinks ? up.apply(MemorySegment.ofArray(sinks)) : 0L;
+                long partials = (long) T * heads * splits;
+                long pm = up.apply(MemorySegment.ofArray(new float[(int) partials])), pl = up.apply(MemorySegment.ofArray(new float[(int) partials]));
+                long pacc = up.apply(MemorySegment.ofArray(new float[(int) partials * hd])), dd = up.apply(MemorySegment.ofArray(done));
+                for (int run = 0; run < 2; run++) {
+                    cu.launch(cu.function(ctx.module(Kernels.ATTN_CU), fn), heads, T, splits, 128, 1, 1, 0,
+                            Kernels.named(fn).pack(a, dq, dk, dv, pm, pl, pacc, heads, kvHeads, hd, scale, dpos, splits, window, dout,
+                                    dd, dsinks, 0));
+                    cu.synchronize();
+                    MemorySegment host = a.allocate(4L * out0.length, 4);
+                    cu.copyToHost(host, dout, host.byteSize());
+                    MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, got[run], 0, out0.length);
+                }
+                MemorySegment counters = a.allocate(4L * done.length, 4);
+                cu.copyToHost(counters, dd, counters.byteSize());
+                MemorySegment.copy(counters, ValueLayout.JAVA_INT, 0, done, 0, done.length);
+            } finally {
+                emulateProducts(0);
+            }
+            return null;
+        });
+        assertThat(launches() - before).as("launches of the emulated %s", fn).isEqualTo(2);
+        assertThat(done).as("every head's split counter back at 0").containsOnly(0);
+        assertThat(got[1]).as("the second launch").isEqualTo(got[0]);
+        assertAttentionMatchesAReference(fn, shape, q, kc, vc, sinks, withSinks, got[0], out0, scale);
+    }
+
     private void prefillAttention(String shape, boolean tc, float[] q, float[] kc, float[] vc, float[] sinks, boolean withSinks,
                                   float[] out0, float scale) {
         String[] f = shape.split("/");
@@ -1002,6 +1075,20 @@ class CudaKernelEmulationTest {
             return null;
         });
         assertThat(launches() - before).as("launches of the emulated %s", fn).isEqualTo(1);
+        assertAttentionMatchesAReference(fn, shape, q, kc, vc, sinks, withSinks, got, out0, scale);
+    }
+
+    /**
+     * got[t, h] (T rows of a chunk at pos0.., each head) against the double-precision causal attention over kc/vc (with the
+     * window and sinks of shape = hd/heads/kvHeads/T/pos0/window/…), to 2e-6 of the row's honest scale; nothing
+     * written past the chunk (out0's sentinel kept).
+     */
+    private static void assertAttentionMatchesAReference(String fn, String shape, float[] q, float[] kc, float[] vc, float[] sinks,
+                                                         boolean withSinks, float[] got, float[] out0, float scale) {
+        String[] f = shape.split("/");
+        int hd = Integer.parseInt(f[0]), heads = Integer.parseInt(f[1]), kvHeads = Integer.parseInt(f[2]), T = Integer.parseInt(f[3]);
+        int pos0 = Integer.parseInt(f[4]), window = Integer.parseInt(f[5]);
+        int kvDim = kvHeads * hd, group = heads / kvHeads;
         double worst = 0;
         String at = "";
         for (int t = 0; t < T; t++)
@@ -1025,7 +1112,7 @@ class CudaKernelEmulationTest {
                     if (!Double.isNaN(worst) && !(err <= worst)) { worst = err; at = String.format("token %d, head %d, column %d", t, h, c); }
                 }
             }
-        System.out.printf("emulated prefill attention %s %s: max|Δ| / (Σ p·max|v| / Σ p) %.3g%n", fn, shape, worst);
+        System.out.printf("emulated attention %s %s: max|Δ| / (Σ p·max|v| / Σ p) %.3g%n", fn, shape, worst);
         assertThat(worst).as("%s %s: %s", fn, shape, at).isLessThan(2e-6);
         for (int i = T * heads * hd; i < got.length; i++) assertThat(got[i]).as("%s: output past the chunk", shape).isEqualTo(7f);
     }

@@ -103,7 +103,7 @@ class CudaMtpDraftTest {
     record Gpu(Model model, Backend backend) implements AutoCloseable {
         @Override public void close() {
             model.close();
-            backend.close();
+            if (backend != null) backend.close();
         }
     }
 
@@ -308,6 +308,32 @@ class CudaMtpDraftTest {
             assertThat((long) argmaxRows() - argmaxes).as("drafts picked on the device").isEqualTo(st.drafted());
             assertThat(CudaMockTest.counter(lib, 0) - direct).as("kernels launched one by one: the prompt's, a few chunks' and"
                     + " each draft's argmax and input row").isGreaterThan(prompt).isLessThan(prompt + (2 * k + 1) * prompt + 4 * (int) st.drafted());
+        }
+    }
+
+    /**
+     * With the small-batch int8 products on (-Dcmf.cuda.smallBatchRows=8) and cuBLAS from 2 rows, an int8 model's
+     * verification chunks (K + 1 = 4 rows) take resident_mmvq.cu's products, as a batched step of as many rows would,
+     * not cuBLAS; and their attention is r_attn_chunk's (chunks of at most 8 rows). Greedy drafting stays token-exact
+     * against plain greedy decoding on the device.
+     */
+    @Test void anInt8ModelsVerificationTakesTheSmallBatchProducts() throws Exception {
+        Path file = quantizedHead("llama");
+        CudaMatMul mm = new CudaMatMul(ctx, CpuBackend.newMatMul());
+        mm.notes(x -> {});
+        mm.useCublas(List.of(lib.toString()), 2);
+        mm.useSmallBatchRows(8, 8);
+        try (Gpu gpu = new Gpu(Model.open(file, null, new CudaBackend(mm)), null)) {
+            Model m = gpu.model();
+            int n = 24;
+            int[] want = LastLayerRows.greedy(m, PROMPT, n);
+            int small = CudaMockTest.counter(lib, 9);
+            Speculation sp = new Speculation(new MtpDraft(m.mtpGraph(), 128), 3, SamplingParams.GREEDY);
+            Generator.Result got = sp.generate(new Generator(new Session(m.graph(), 128), new Sampler(SamplingParams.GREEDY), Set.of(),
+                    List.of()), PROMPT, n, null, null);
+            assertThat(got.tokens()).as("drafted as plain greedy decoding").containsExactly(want);
+            assertThat(sp.stats(got.tokens().length).rounds()).as("drafting rounds ran").isPositive();
+            assertThat(CudaMockTest.counter(lib, 9) - small).as("small-batch products in the verifications").isPositive();
         }
     }
 

@@ -279,7 +279,7 @@ extern "C" int emu_launch_o1(int kind, unsigned gx, unsigned gy, unsigned gz, un
 }
 
 // the mock's function handles of resident.cu's products: 10 + k r_matvec_{f32,bf16,f16,q8,q4_block,q4tp}, 20 + k
-// r_glu_{...}, 50 + k r_matvec3_{...}; 34, 35 r_embed_{q4_block,q4tp}, 74, 75 r_widen_{q4_block,q4tp}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; its prefill attention: 45 + b
+// r_glu_{...}, 50 + k r_matvec3_{...}; 34, 35 r_embed_{q4_block,q4tp}, 74, 75 r_widen_{q4_block,q4tp}; the prefill's q/k norm + rope + KV append: 42 r_qk_rope_append; its decode attention: 43 r_attn_partial, 44 r_attn_rows; a few-row chunk's: 76 r_attn_chunk; its prefill attention: 45 + b
 // r_attn_prefill_{32,64,128,256}, 70 + b r_attn_prefill_tc_{32,64,128} (their f16- and q8-cache instances at + 128
 // and + 384); the cuBLAS prefill's kernels: 60 r_split, 61 r_i8_widen,
 // 62 r_gemm_out, 63 r_glu_out, 64 r_split3, 65 r_gemm_out3, 66 + i r_glu_split_{1,2,4,8}, 73 r_residual_split3; resident_mmvq.cu's: 240 + 6·b +
@@ -351,8 +351,14 @@ extern "C" int emu_launch_resident(int kind, unsigned gx, unsigned gy, unsigned 
                        P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, float*), P(15, float*),
                        P(16, float*), P(17, int), P(18, int), P(19, int), P(20, float), P(21, const int*), P(22, int), P(23, int),
                        P(24, float*), P(25, int*), P(26, F), P(27, const int*)); }; break;
+        case 76: k = [p] { r_attn_chunk(P(0, F), P(1, F), P(2, F), P(3, float*), P(4, float*), P(5, float*), P(6, int), P(7, int),
+                       P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*), P(15, F),
+                       P(16, int)); }; break;
         // the f16-KV-cache instances (--kv f16): the f32 instance's kind + 128
         typedef const r_u16* H;
+        case 128 + 76: k = [p] { r_attn_chunk_h(P(0, F), P(1, H), P(2, H), P(3, float*), P(4, float*), P(5, float*), P(6, int),
+                       P(7, int), P(8, int), P(9, float), P(10, const int*), P(11, int), P(12, int), P(13, float*), P(14, int*),
+                       P(15, F), P(16, int)); }; break;
         case 128 + 42: k = [p] { r_qk_rope_append_h(P(0, float*), P(1, F), P(2, F), P(3, r_u16*), P(4, r_u16*), P(5, F), P(6, F),
                        P(7, int), P(8, int), P(9, float), P(10, int), P(11, F), P(12, int), P(13, float), P(14, int), P(15, int),
                        P(16, int), P(17, const int*), P(18, float*), P(19, int), P(20, int)); }; break;

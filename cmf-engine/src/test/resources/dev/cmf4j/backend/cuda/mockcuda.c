@@ -203,6 +203,7 @@ enum { R_MATVEC = 10, R_GLU = 20, R_EMBED = 30, R_ROPE = 42, R_ATTN = 43 /* kern
        R_PREFILL_TC = 70 /* kernel_emulator.cpp dispatches 70 + b: r_attn_prefill_tc_{32,64,128} */,
        R_RESIDUAL_SPLIT3 = 73 /* kernel_emulator.cpp: 73 */,
        R_WIDEN_Q4 = 74 /* + k - 4: r_widen_q4_block, r_widen_q4tp; kernel_emulator.cpp: 74, 75 */,
+       R_ATTN_CHUNK = 76 /* kernel_emulator.cpp: 76 */,
        RA_RMSNORM = 80, RA_GLU_ACT, RA_ROUTE, RA_ARGMAX, RA_PLE_COMBINE, RA_PLI_GATE, RA_SCALE_CAP, RA_EXPERT_SCALE, RA_MOE_GLU = 90, RA_MOE_DOWN = 100,
        RA_GDN_UNFUSE = 110, RA_GDN_CONV, RA_GDN_GATES, RA_GDN_RULE, RA_GDN_NORM, RA_SPLIT_GATE, RA_SIGMOID_MUL, RA_GATED_ADD,
        RE_ATTEND /* 118, kernel_emulator.cpp: 118-126 */, RE_COMMIT, RE_ROUTE, RE_CLUSTER_LSM, RE_HEAD_FINISH,
@@ -243,7 +244,7 @@ CUresult cuFuncGetAttribute(int* v, int attr, void* f) {
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     for (int i = 0; i < R_KVQ8 + R_KV16; i++) kinds[i] = i;
     {   /* the f16- and q8-cache instances: the f32 name with _h or _q before the size suffix (or at the end) */
-        static const char* kvs[] = {"r_qk_rope_append", "r_attn_partial", "r_attn_rows", "r_attn_prefill_32", "r_attn_prefill_64",
+        static const char* kvs[] = {"r_qk_rope_append", "r_attn_partial", "r_attn_rows", "r_attn_chunk", "r_attn_prefill_32", "r_attn_prefill_64",
             "r_attn_prefill_128", "r_attn_prefill_256", "r_attn_prefill_tc_32", "r_attn_prefill_tc_64", "r_attn_prefill_tc_128"};
         for (unsigned i = 0; i < sizeof kvs / sizeof kvs[0]; i++)
             for (int t = 1; t <= 2; t++) {
@@ -268,6 +269,7 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
     else if (!strcmp(name, "r_qk_rope_append")) *f = &kinds[R_ROPE];
     else if (!strcmp(name, "r_attn_partial")) *f = &kinds[R_ATTN];
     else if (!strcmp(name, "r_attn_rows")) *f = &kinds[R_ATTN_ROWS];
+    else if (!strcmp(name, "r_attn_chunk")) *f = &kinds[R_ATTN_CHUNK];
     else if (!strcmp(name, "r_attn_prefill_32")) *f = &kinds[R_PREFILL];
     else if (!strcmp(name, "r_attn_prefill_64")) *f = &kinds[R_PREFILL + 1];
     else if (!strcmp(name, "r_attn_prefill_128")) *f = &kinds[R_PREFILL + 2];
@@ -473,7 +475,7 @@ static int kv_type(int kind) { return kind >= R_KVQ8 ? 2 : kind >= R_KV16 && kin
 static int f32_kind(int kind) { return kind - (kv_type(kind) == 2 ? R_KVQ8 : kv_type(kind) * R_KV16); }
 static int waits_for_predecessor(int kind) {
     kind = f32_kind(kind);
-    return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS; }
+    return is_product(kind) || kind == R_ROPE || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ATTN_CHUNK; }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, shm; void* stream; const unsigned char* attrs; unsigned n; } launch_config_t;
 _Static_assert(sizeof(launch_config_t) == 56, "CUlaunchConfig is 56 bytes (CudaDriver.LAUNCH_CONFIG_BYTES)");
 CUresult cuLaunchKernelEx(const launch_config_t* c, void* f, void** p, void** extra) {
@@ -512,7 +514,7 @@ static CUresult run_kernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsig
    after the twins' launch-shape checks */
     /* and the prefill attention (r_attn_prefill_D) always: cheap at the fixtures' sizes, so the model-level tests
        (gemma3's sliding window, gpt-oss's sinks) run the real kernel against the CPU engine */
-    if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3)
+    if ((kind >= R_PREFILL && kind < R_PREFILL + 4) || (kind >= R_PREFILL_TC && kind < R_PREFILL_TC + 3) || kind == R_ATTN_CHUNK
         || (emulate_products && (is_product(kind) || kind == R_ATTN || kind == R_ATTN_ROWS || kind == R_ROPE
                                  || (kind >= R_SPLIT && kind <= R_PREFILL_LAST) || kind == R_RESIDUAL_SPLIT3
                                  || kind == R_EMBED + 4 || kind == R_EMBED + 5 || kind == R_WIDEN_Q4 || kind == R_WIDEN_Q4 + 1))) {
@@ -724,6 +726,10 @@ static int attn_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void**
 static int attn_rows_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     return bx != 128 || gx != (unsigned) INT(17) || gy < 1 || gy > 65535 || gz != (unsigned) INT(22) || INT(19) > 256;
 }
+/* r_attn_chunk's: 128 threads, heads × rows (1..8) × splits, hd ≤ 256; 1 if wrong */
+static int attn_chunk_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
+    return bx != 128 || gx != (unsigned) INT(6) || gy < 1 || gy > 8 || gz != (unsigned) INT(11) || INT(8) > 256;
+}
 /* r_qk_rope_append's: 128 threads, a warp per head row (4 per block) × T, hd ≤ 256; 1 if wrong */
 static int rope_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     return bx != 128 || gx != (unsigned) (INT(14) + INT(15) + 3) / 4 || gz != 1 || INT(16) > 256;
@@ -737,6 +743,7 @@ static int resident_shape(int kind, unsigned gx, unsigned gy, unsigned gz, unsig
         return prefill_shape(kind, gx, gy, gz, bx, p);
     if (kind == R_ATTN) return attn_shape(gx, gy, gz, bx, p);
     if (kind == R_ATTN_ROWS) return attn_rows_shape(gx, gy, gz, bx, p);
+    if (kind == R_ATTN_CHUNK) return attn_chunk_shape(gx, gy, gz, bx, p);
     if (kind == R_ROPE) return rope_shape(gx, gy, gz, bx, p);
     if (kind >= R_GLU_SPLIT && kind <= R_PREFILL_LAST) return prefill_kernel_shape(kind, gx, gy, gz, bx, p);
     if (kind >= R_SPLIT && kind <= R_PREFILL_LAST) return bx != 256 || gz != 1;   /* the prefill split, widening, epilogues */
@@ -1127,6 +1134,40 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
                         out[((long long) t * heads + h) * hd + c] = a / L;
                     }
                 }
+            return 0;
+        }
+        case R_ATTN_CHUNK: {
+            /* a few-row chunk's attention after r_qk_rope_append (q normed and roped in place, keys appended): row t at
+               pos[0] + t over the cache rows [first, p], sinks in the denominator only; the partials are the kernel's own */
+            if (attn_chunk_shape(gx, gy, gz, bx, p) || kvt == 2) return 1;
+            const float* q = PTR(0);
+            const void *kc = PTR(1), *vc = PTR(2);
+            int heads = INT(6), kvh = INT(7), hd = INT(8), window = INT(12), chunk = INT(16);
+            float scale = FLT(9);
+            const int* pos = PTR(10);
+            float* out = PTR(13);
+            const float* sinks = PTR(15);
+            float* sc = malloc(sizeof(float) * (pos[0] + gy));
+            for (unsigned t = 0; t < gy; t++)
+                for (int h = 0; h < heads; h++) {
+                    int pp = pos[0] + t, first = window > 0 && pp >= window ? pp - window + 1 : 0, g = h / (heads / kvh);
+                    const float* qr = q + ((long long) t * heads + h) * hd;
+                    float M = sinks ? sinks[h] : -INFINITY, L = 0;
+                    for (int j = first; j <= pp; j++) {
+                        float d = 0;
+                        for (int c = 0; c < hd; c++) d += qr[c] * kv_at(kc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt);
+                        sc[j] = d * scale;
+                        if (sc[j] > M) M = sc[j];
+                    }
+                    for (int j = first; j <= pp; j++) L += sc[j] = expf(sc[j] - M);
+                    if (sinks) L += expf(sinks[h] - M);
+                    for (int c = 0; c < hd; c++) {
+                        float a = 0;
+                        for (int j = first; j <= pp; j++) a += sc[j] * kv_at(vc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt);
+                        out[((long long) t * heads + h) * hd + c] = a / L;
+                    }
+                }
+            free(sc);
             return 0;
         }
         case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3:
