@@ -185,6 +185,9 @@ final class ResidentLowering {
      */
     static final int CHUNK_ATTENTION_ROWS = 8;
 
+    /** {@code -Dcmf.cuda.chunkAttention=false}: every chunk's attention on r_attn_prefill (as before r_attn_chunk). */
+    private static final boolean CHUNK_ATTENTION = !"false".equalsIgnoreCase(System.getProperty("cmf.cuda.chunkAttention"));
+
     /** Head-dimension buckets of r_attn_prefill_D (resident_attn.cu) and the query rows per block of each. */
     static final int[] PREFILL_DIMS = {32, 64, 128, 256}, PREFILL_ROWS = {64, 64, 32, 32};
 
@@ -476,7 +479,7 @@ final class ResidentLowering {
         L.add(launch("qk_norm_rope_append", kernels.fnRope, (heads + kvHeads + ROPE_WARPS - 1) / ROPE_WARPS, sq.tokens(), 1, 32 * ROPE_WARPS, a, s.q + qo, kBuf + ko, vBuf + ko, sq.kc()[li], sq.vc()[li], w.qNorm(), w.kNorm(), qn, kn, eps, off,
                 w.invFreq(), spec.rope().rotaryDim(), spec.rope().attentionScaling(), heads, kvHeads, hd, sq.pos(), kqo, spec.window(), sq.kvChunk()));
         int t = sq.tokens();
-        if (t <= CHUNK_ATTENTION_ROWS && hd <= 256 && kernels.fnAttnChunk != null) {   // a draft's verification: split over the keys
+        if (CHUNK_ATTENTION && t <= CHUNK_ATTENTION_ROWS && hd <= 256 && kernels.fnAttnChunk != null) {   // a draft's verification: split over the keys
             int splits = splits(t);
             L.add(launch("attn_chunk", kernels.fnAttnChunk, heads, t, splits, 128, a, s.q + qo, sq.kc()[li], sq.vc()[li],
                     s.pm, s.pl, s.pacc, heads, kvHeads, hd, spec.scale(), sq.pos(), splits, spec.window(), s.att + qo, s.done,
