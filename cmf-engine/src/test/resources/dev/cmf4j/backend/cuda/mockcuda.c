@@ -898,6 +898,37 @@ static CUresult small_batch(int kind, unsigned gx, unsigned gy, unsigned gz, uns
     return resident(f == 0 ? R_MATVEC + 3 : f == 1 ? R_MATVEC3 + 3 : R_GLU + 3, 0, (unsigned) as8, (unsigned) T, 1, 256, p);
 }
 
+/* causal attention of a chunk's T queries (q normed and roped, positions pos[0]..) over the caches, sinks in the
+   denominator only; q8 (kvt 2): the chunk's own keys and values read as f32 from kch/vch */
+static void causal_attention(const float* q, const void* kc, const void* vc, float* out, int T, int heads, int kvh, int hd,
+                             float scale, const int* pos, int window, const float* sinks, const float* kch, const float* vch,
+                             int chunk, int kvt) {
+#define PF_KV(c8, ch, j, c) (kvt == 2 && (j) >= pos[0] ? ch[((long long) ((j) - pos[0]) * kvh + g) * hd + (c)] \
+        : kv_at(c8, kv_slot(j, window, chunk), g, c, kvh, hd, kvt))
+    float* sc = malloc(sizeof(float) * (pos[0] + T));
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < heads; h++) {
+            int pp = pos[0] + t, first = window > 0 && pp >= window ? pp - window + 1 : 0, g = h / (heads / kvh);
+            const float* qr = q + ((long long) t * heads + h) * hd;
+            float M = sinks ? sinks[h] : -INFINITY, L = 0;
+            for (int j = first; j <= pp; j++) {
+                float d = 0;
+                for (int c = 0; c < hd; c++) d += qr[c] * PF_KV(kc, kch, j, c);
+                sc[j] = d * scale;
+                if (sc[j] > M) M = sc[j];
+            }
+            for (int j = first; j <= pp; j++) L += sc[j] = expf(sc[j] - M);
+            if (sinks) L += expf(sinks[h] - M);
+            for (int c = 0; c < hd; c++) {
+                float a = 0;
+                for (int j = first; j <= pp; j++) a += sc[j] * PF_KV(vc, vch, j, c);
+                out[((long long) t * heads + h) * hd + c] = a / L;
+            }
+        }
+    free(sc);
+#undef PF_KV
+}
+
 static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** p) {
     if (kind >= R_MATVEC && kind < R_MATVEC + 6) {
         int k = kind - R_MATVEC, rows = INT(6), cols = INT(7), acc = INT(8);
@@ -1136,75 +1167,19 @@ static CUresult resident(int kind, int kvt, unsigned gx, unsigned gy, unsigned g
                 }
             return 0;
         }
-        case R_ATTN_CHUNK: {
-            /* a few-row chunk's attention after r_qk_rope_append (q normed and roped in place, keys appended): row t at
-               pos[0] + t over the cache rows [first, p], sinks in the denominator only; the partials are the kernel's own */
+        case R_ATTN_CHUNK:
+            /* a few-row chunk's attention after r_qk_rope_append (q normed and roped in place, keys appended): as the
+               prefill's over the cache (f32 and f16 only); the kernel's split partials are its own business */
             if (attn_chunk_shape(gx, gy, gz, bx, p) || kvt == 2) return 1;
-            const float* q = PTR(0);
-            const void *kc = PTR(1), *vc = PTR(2);
-            int heads = INT(6), kvh = INT(7), hd = INT(8), window = INT(12), chunk = INT(16);
-            float scale = FLT(9);
-            const int* pos = PTR(10);
-            float* out = PTR(13);
-            const float* sinks = PTR(15);
-            float* sc = malloc(sizeof(float) * (pos[0] + gy));
-            for (unsigned t = 0; t < gy; t++)
-                for (int h = 0; h < heads; h++) {
-                    int pp = pos[0] + t, first = window > 0 && pp >= window ? pp - window + 1 : 0, g = h / (heads / kvh);
-                    const float* qr = q + ((long long) t * heads + h) * hd;
-                    float M = sinks ? sinks[h] : -INFINITY, L = 0;
-                    for (int j = first; j <= pp; j++) {
-                        float d = 0;
-                        for (int c = 0; c < hd; c++) d += qr[c] * kv_at(kc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt);
-                        sc[j] = d * scale;
-                        if (sc[j] > M) M = sc[j];
-                    }
-                    for (int j = first; j <= pp; j++) L += sc[j] = expf(sc[j] - M);
-                    if (sinks) L += expf(sinks[h] - M);
-                    for (int c = 0; c < hd; c++) {
-                        float a = 0;
-                        for (int j = first; j <= pp; j++) a += sc[j] * kv_at(vc, kv_slot(j, window, chunk), g, c, kvh, hd, kvt);
-                        out[((long long) t * heads + h) * hd + c] = a / L;
-                    }
-                }
-            free(sc);
+            causal_attention(PTR(0), PTR(1), PTR(2), PTR(13), gy, INT(6), INT(7), INT(8), FLT(9), PTR(10), INT(12), PTR(15),
+                             NULL, NULL, INT(16), kvt);
             return 0;
-        }
         case R_PREFILL: case R_PREFILL + 1: case R_PREFILL + 2: case R_PREFILL + 3:
         case R_PREFILL_TC: case R_PREFILL_TC + 1: case R_PREFILL_TC + 2: {
-            /* causal attention of the chunk's T queries over the cache, sinks in the denominator only */
-            const float* q = PTR(0);
-            const void *kc = PTR(1), *vc = PTR(2);
-            float* out = PTR(3);
-            int T = INT(4), heads = INT(5), kvh = INT(6), hd = INT(7), window = INT(10), chunk = INT(14);
-            float scale = FLT(8);
-            const int* pos = PTR(9);
-            const float* sinks = PTR(11);
             const float *kch = PTR(12), *vch = PTR(13);   /* q8: the chunk's own rows (positions pos[0]..) as f32 */
             if (prefill_shape(kind, gx, gy, gz, bx, p) || (kvt == 2 && (!kch || !vch))) return 1;
-#define PF_KV(c8, ch, j, c) (kvt == 2 && (j) >= pos[0] ? ch[((long long) ((j) - pos[0]) * kvh + g) * hd + (c)] \
-        : kv_at(c8, kv_slot(j, window, chunk), g, c, kvh, hd, kvt))
-            float* sc = malloc(sizeof(float) * (pos[0] + T));
-            for (int t = 0; t < T; t++)
-                for (int h = 0; h < heads; h++) {
-                    int pp = pos[0] + t, first = window > 0 && pp >= window ? pp - window + 1 : 0, g = h / (heads / kvh);
-                    const float* qr = q + ((long long) t * heads + h) * hd;
-                    float M = sinks ? sinks[h] : -INFINITY, L = 0;
-                    for (int j = first; j <= pp; j++) {
-                        float d = 0;
-                        for (int c = 0; c < hd; c++) d += qr[c] * PF_KV(kc, kch, j, c);
-                        sc[j] = d * scale;
-                        if (sc[j] > M) M = sc[j];
-                    }
-                    for (int j = first; j <= pp; j++) L += sc[j] = expf(sc[j] - M);
-                    if (sinks) L += expf(sinks[h] - M);
-                    for (int c = 0; c < hd; c++) {
-                        float a = 0;
-                        for (int j = first; j <= pp; j++) a += sc[j] * PF_KV(vc, vch, j, c);
-                        out[((long long) t * heads + h) * hd + c] = a / L;
-                    }
-                }
-            free(sc);
+            causal_attention(PTR(0), PTR(1), PTR(2), PTR(3), INT(4), INT(5), INT(6), INT(7), FLT(8), PTR(9), INT(10), PTR(11),
+                             kch, vch, INT(14), kvt);
             return 0;
         }
     }
