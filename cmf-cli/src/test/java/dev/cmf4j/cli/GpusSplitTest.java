@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@code cmf bench --gpus 2} on two mock GPUs, in a JVM of its own (the engine's mock driver, {@code mockcuda.c}, as
@@ -27,23 +26,7 @@ class GpusSplitTest {
     static Path lib;
 
     @BeforeAll static void buildMock() throws Exception {
-        Path root = Path.of("").toAbsolutePath(), src = null;
-        for (Path d = root; d != null && src == null; d = d.getParent()) {
-            Path c = d.resolve("cmf-engine/src/test/resources/dev/cmf4j/backend/cuda/mockcuda.c");
-            if (Files.isRegularFile(c)) src = c;
-        }
-        if (src == null) throw new IllegalStateException("cmf-engine's mockcuda.c not found above " + root);
-        lib = tmp.resolve("libmockcuda.so");
-        Process p;
-        try {
-            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", lib.toString(), src.toString(), "-lm", "-pthread")
-                    .redirectErrorStream(true).start();
-        } catch (java.io.IOException e) {
-            assumeTrue(false, "no C compiler (cc) to build the mock CUDA library");
-            return;
-        }
-        String log = new String(p.getInputStream().readAllBytes());
-        if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) throw new AssertionError("mockcuda.c does not build:\n" + log);
+        lib = dev.cmf4j.testkit.MockCudaLibrary.build(tmp);
     }
 
     record Result(int code, String out, String err) {}

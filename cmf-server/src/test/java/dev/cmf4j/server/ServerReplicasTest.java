@@ -36,7 +36,6 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@code serve --replicas 2} on two mock GPUs (the engine's mock driver, {@code mockcuda.c}, opened as the process's
@@ -197,27 +196,7 @@ class ServerReplicasTest {
     }
 
     /** Builds the engine's mock driver ({@code cmf-engine}'s test resource {@code mockcuda.c}) with the system C compiler. */
-    static Path buildMock(Path dir) throws Exception {
-        Path root = Path.of("").toAbsolutePath();
-        Path src = null;
-        for (Path d = root; d != null && src == null; d = d.getParent()) {
-            Path c = d.resolve("cmf-engine/src/test/resources/dev/cmf4j/backend/cuda/mockcuda.c");
-            if (Files.isRegularFile(c)) src = c;
-        }
-        if (src == null) throw new IllegalStateException("cmf-engine's mockcuda.c not found above " + root);
-        Path out = dir.resolve("libmockcuda.so");
-        Process p;
-        try {
-            p = new ProcessBuilder("cc", "-shared", "-fPIC", "-O1", "-o", out.toString(), src.toString(), "-lm", "-pthread")
-                    .redirectErrorStream(true).start();
-        } catch (java.io.IOException e) {
-            assumeTrue(false, "no C compiler (cc) to build the mock CUDA library");
-            return null;
-        }
-        String log = new String(p.getInputStream().readAllBytes());
-        if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) throw new AssertionError("mockcuda.c does not build:\n" + log);
-        return out;
-    }
+    static Path buildMock(Path dir) throws Exception { return dev.cmf4j.testkit.MockCudaLibrary.build(dir); }
 
     /** Calls the mock's test knob {@code void fn(int)}. */
     static void mock(String fn, int arg) {
