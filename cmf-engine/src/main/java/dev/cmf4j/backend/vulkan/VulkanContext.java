@@ -38,7 +38,7 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, matvecDecodeTiles, gemm;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, gemm;
     /** matmul.comp's tile: rows and tokens a workgroup takes. */
     static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
     /**
@@ -59,6 +59,11 @@ public final class VulkanContext implements AutoCloseable {
      * (-Dcmf.vulkan.decodeBlocks, matvec_decode.comp's NB): each tile of x' is staged once for all of them.
      */
     final int decodeBlocks = Math.max(1, Math.min(8, Integer.getInteger("cmf.vulkan.decodeBlocks", 2)));
+    /**
+     * Columns of x' the several-tiles pipeline stages at a time (-Dcmf.vulkan.decodeTile: 4096 or 8192; 8192 takes 37 KB
+     * of shared memory a workgroup).
+     */
+    final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
@@ -160,10 +165,13 @@ public final class VulkanContext implements AutoCloseable {
                 matvecDecode = new long[Shaders.KIND_I8 + 1];
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
                 matvecDecodeTiles = new long[matvecDecode.length];
-                // one pipeline for rows of one tile and one for longer rows, so neither holds the other's registers
+                matvecDecodeDirect = new long[matvecDecode.length];
+                // one pipeline for rows of one tile, one for longer rows and one reading x' from memory, so no path
+                // holds another's registers
                 for (int k = 0; k < matvecDecode.length; k++) {
-                    matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 0);
-                    matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1);
+                    matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 0, DECODE_TILE);
+                    matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1, decodeTile);
+                    matvecDecodeDirect[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 2, DECODE_TILE);
                 }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
@@ -177,6 +185,7 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
                     System.err.println("vulkan statistics: matvec_decode int8, several tiles: " + pipelineStatistics(matvecDecodeTiles[Shaders.KIND_I8]));
+                    System.err.println("vulkan statistics: matvec_decode int8, x' from memory: " + pipelineStatistics(matvecDecodeDirect[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
                 }
@@ -238,6 +247,13 @@ public final class VulkanContext implements AutoCloseable {
         if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
         return matvec[kind];
     }
+
+    /**
+     * The one-token pipeline that reads x' from memory (matvec_decode.comp's TILES = 2): for weights of {@code kind} with
+     * nothing folded into x' (no norm, GLU or column scales) and a width that is a multiple of 4; {@link #matvecGroups}'s
+     * count of a row of one tile.
+     */
+    long matvecDecodeDirect(int kind) { return matvecDecodeDirect[kind]; }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
@@ -441,7 +457,8 @@ public final class VulkanContext implements AutoCloseable {
 
     /**
      * The shader's {@code main} with specialization constants 0, 1, … set to {@code values} (constant 0: matvec's weight
-     * kind, ops' OP; matvec's constant 1: rows per workgroup, matvec_decode's: blocks taken together).
+     * kind, ops' OP; matvec's constant 1: rows per workgroup, matvec_decode's: blocks taken together, then its path and
+     * tile).
      */
     private long createPipeline(Arena a, long module, long layout, int... values) {
         MemorySegment entries = Vk.plain(a, 16L * values.length);
@@ -573,6 +590,7 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvec) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);

@@ -287,8 +287,31 @@ final class VulkanOpCheck {
                         });
                         float[] got = new float[rows];
                         MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, got, 0, rows);
-                        out.add(new OpResult("matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32") + (glu ? " glu" : " norm bias")
-                                + " scales add", rows + "x" + cols + ", 1 token", error(got, want), 2e-6 * Math.sqrt(cols)));
+                        String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32");
+                        out.add(new OpResult(name + (glu ? " glu" : " norm bias") + " scales add", rows + "x" + cols + ", 1 token",
+                                error(got, want), 2e-6 * Math.sqrt(cols)));
+                        if (glu && cols > VulkanContext.DECODE_TILE) {
+                            // the down product's other route: x' = act(x)·up·cf made by ops.comp's GLU, then read from
+                            // memory by the direct pipeline, by 1 workgroup (3 blocks in turn) and by 3; same sums as staged
+                            float[] xd = x.clone(), up = java.util.Arrays.copyOfRange(prm, pOff, pOff + cols);
+                            run(mm, 3, (cols + 63) / 64, new int[] {cols, dev.cmf4j.backend.Activation.SILU.ordinal(), 0, 1}, xd, up, cf, xd);
+                            MemorySegment.copy(xd, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
+                            MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, MatvecPush.ROW_SCALES | MatvecPush.ADD, 0, 0, 0);
+                            for (int direct : new int[] {1, (rows + 7) / 8}) {
+                                MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
+                                mm.submitRecorded(cb -> {
+                                    ctx.vk.cmdBindPipeline(cb, ctx.matvecDecodeDirect(kind));
+                                    ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+                                    ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+                                    ctx.vk.cmdDispatch(cb, direct, 1, 1);
+                                });
+                                float[] viaMemory = new float[rows];
+                                MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, viaMemory, 0, rows);
+                                String shape = rows + "x" + cols + ", 1 token, " + direct + " workgroup" + (direct == 1 ? "" : "s");
+                                out.add(new OpResult(name + " x' from memory (glu op) scales add", shape, error(viaMemory, want), 2e-6 * Math.sqrt(cols)));
+                                out.add(new OpResult(name + " x' from memory vs staged", shape, error(viaMemory, got), 0));
+                            }
+                        }
                     } finally {
                         for (VulkanContext.Buffer b : List.of(wb, xb, yb, pb)) ctx.free(b);
                     }

@@ -59,6 +59,11 @@ final class VulkanResidentForward implements DeviceForward {
     private boolean closed;
     /** -Dcmf.vulkan.profile=true: decode steps timed phase by phase (timestamps between their dispatches), printed per state. */
     static final boolean PROFILE = Boolean.getBoolean("cmf.vulkan.profile");
+    /**
+     * A decode step's down product of rows wider than a tile reads act(gate)·up, made once by an operator before it, from
+     * memory (-Dcmf.vulkan.directDown=false: each workgroup stages it tile by tile, as before).
+     */
+    static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
     /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
@@ -646,10 +651,18 @@ final class VulkanResidentForward implements DeviceForward {
             }
             sync("gate/up");
             if (step && folds(l.down())) {
-                // act(gate)·up staged by the product itself; the residual added by it too unless a norm comes between
                 boolean add = l.postFfnNorm() == null;
-                folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
-                sync("down");
+                if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
+                    // a row of several tiles: act(gate)·up (times the column scales) once into g, which the product
+                    // then reads from memory instead of each workgroup staging it tile by tile
+                    glu(s, l);
+                    sync("glu");
+                    direct(s, l.down(), s.g, add ? s.x : s.tmp, add ? MatvecPush.ADD : 0);
+                } else {
+                    // act(gate)·up staged by the product itself
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
+                }
+                sync("down");   // the residual added by the product too unless a norm comes between
             } else {
                 op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
                 sync("glu");
@@ -828,6 +841,34 @@ final class VulkanResidentForward implements DeviceForward {
                     r.flags() | flags, pOff, word, biasOff + (int) (lo - first));
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
             vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), w.cols(), 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
+        }
+    }
+
+    /**
+     * g = act(g)·u, times the down product's column scales where it has them (the x' its staged product would make, in
+     * the same order of operations), for {@link #direct}.
+     */
+    private void glu(State s, DecoderPlan.Layer l) {
+        VulkanMatMul.Resident r = mm.resident(l.down());
+        VulkanMatMul.Part first = r.parts().get(0);   // every part holds the column scales
+        boolean cf = (r.flags() & MatvecPush.COL_SCALES) != 0;
+        int n = l.gate().outDim();
+        op(s, 3, s.g, s.u, cf ? first.buffer : params, s.g, groups(n), n, l.act().ordinal(), cf ? Math.toIntExact(first.cfOff) : 0, cf ? 1 : 0);
+    }
+
+    /** A decode step's y (+)= W·x by matvec_decode.comp's pipeline that reads x from memory: nothing folded into x. */
+    private void direct(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int extra) {
+        VulkanMatMul.Resident r = mm.resident(w);
+        vk.cmdBindPipeline(rec, ctx.matvecDecodeDirect(r.kind()));
+        long first = w.firstRow(), end = first + w.rows();
+        for (VulkanMatMul.Part part : r.parts()) {
+            long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);
+            if (lo >= hi) continue;
+            bindMatvecSet(s, part, x, y, params);
+            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
+                    (r.flags() & ~MatvecPush.COL_SCALES) | extra, 0, 0, 0);
+            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
+            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), VulkanContext.DECODE_TILE, 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
         }
     }
 

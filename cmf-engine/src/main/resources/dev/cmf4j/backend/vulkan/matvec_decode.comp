@@ -27,12 +27,15 @@ layout(local_size_x = 256) in;
 // 0 f32, 1 bf16, 2 f16, 3 int8: set per pipeline (matvec.comp's numbering)
 layout(constant_id = 0) const uint KIND = 0u;
 const uint WG = 256u;
-const uint TILE = 4096u;   // columns staged at a time: 16 KiB of shared memory
+// columns staged at a time: 16 KiB of shared memory at 4096 (the one-tile pipeline's; VulkanContext.DECODE_TILE), more
+// for rows of several tiles with -Dcmf.vulkan.decodeTile
+layout(constant_id = 3) const uint TILE = 4096u;
 // blocks a workgroup takes together when a row spans several tiles: each tile's x' is staged once for all of them
 // (VulkanContext.decodeBlocks, -Dcmf.vulkan.decodeBlocks)
 layout(constant_id = 1) const uint NB = 2u;
-// 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles; a pipeline each, so
-// neither path's registers count against the other (VulkanContext.matvecPipeline picks by the width)
+// 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles, 2: x' read from memory
+// where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before); a
+// pipeline each, so no path's registers count against another's (VulkanContext.matvecPipeline picks)
 layout(constant_id = 2) const uint TILES = 0u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
@@ -153,6 +156,22 @@ void useBatch(uvec4 v[4][U], uint c, uint tc, inout float acc[4]) {
     }
 }
 
+// useBatch with x' = x read from memory (the direct pipeline): the batch's U vectors of x loaded together, then used
+void useBatchDirect(uvec4 v[4][U], uint c, uint cols, inout float acc[4]) {
+    vec4 xv[U];
+    if (c + (U - 1u) * 512u < cols) {
+        [[unroll]] for (uint u = 0u; u < U; u++) xv[u] = x4[(c + u * 512u) >> 2];
+        [[unroll]] for (uint u = 0u; u < U; u++)
+            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv[u], acc[i]);
+    } else {
+        [[unroll]] for (uint u = 0u; u < U; u++)
+            if (c + u * 512u < cols) {
+                vec4 xu = x4[(c + u * 512u) >> 2];
+                [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xu, acc[i]);
+            }
+    }
+}
+
 // the element offsets of the 4 rows of block r0 this invocation's group takes (rows past the end reread the last)
 void rowBase(uint r0, uint rb, out uint base[4]) {
     [[unroll]] for (uint i = 0u; i < 4u; i++) base[i] = (p.row0 + min(r0 + rb + i, p.rows - 1u)) * p.cols;
@@ -262,6 +281,30 @@ void main() {
     // no barrier after a block's sums are read: the next block writes the other set, which nobody reads then, and
     // this set again only after the next block's barrier, which the readers reach after reading
     uint set = 0u;
+    if (TILES == 2u) {
+        // x' is x: no staging and no barrier before the sums; each invocation walks its columns in the order the
+        // staged paths take them (so the sums are the same), the next block's first batch issued before the sums
+        uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u;
+        rowBase(first, rb, base);
+        if (first < p.rows) loadBatch(v, base, 0u, c0, p.cols);
+        for (uint r0 = first; r0 < p.rows; r0 += stride, set ^= PARTS) {
+            float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+            for (uint c = c0;;) {
+                useBatchDirect(v, c, p.cols, acc);
+                c += U * 512u;
+                if (c >= p.cols) break;
+                loadBatch(v, base, 0u, c, p.cols);
+            }
+            if (r0 + stride < p.rows) {
+                rowBase(r0 + stride, rb, base);
+                loadBatch(v, base, 0u, c0, p.cols);
+            }
+            blockSums(acc, rb, set, butterfly, hi, hi2);
+            barrier();
+            finish(tid, r0, set, false, inv);
+        }
+        return;
+    }
     if (TILES == 0u) {
         if (p.cols > TILE) return;   // (the other pipeline's rows)
         // a row of one tile: x' (and its sum of squares) staged once for every block of 8 rows the workgroup takes;

@@ -236,7 +236,61 @@ class VulkanGoldenTest {
     }
 
     /** {@code src} (safetensors) with {@code extra} f32 tensors appended, written to {@code dst}. */
+    /**
+     * models/llama with a feed-forward 4,224 wide (random gate, up and down): the decode steps' down product has rows of
+     * more than one tile (4,096 columns), which take act(gate)·up made once by the GLU operator (with the column scales
+     * at q8_2f) and read from memory (VulkanResidentForward.DIRECT_DOWN). Resident, against the CPU engine with its
+     * reference products on the same file, f32 and q8_2f.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"F32", "Q8_2F"})
+    void wideFeedForwardMatchesTheCpuEngine(String mode) throws Exception {
+        Path src = Fixtures.require("models/llama"), dir = tmp.resolve("llama-wide-" + mode);
+        java.nio.file.Files.createDirectories(dir);
+        var om = new com.fasterxml.jackson.databind.ObjectMapper();
+        var config = (com.fasterxml.jackson.databind.node.ObjectNode) om.readTree(src.resolve("config.json").toFile());
+        int wide = VulkanContext.DECODE_TILE + 128, hidden = config.get("hidden_size").asInt(), layers = config.get("num_hidden_layers").asInt();
+        config.put("intermediate_size", wide);
+        om.writeValue(dir.resolve("config.json").toFile(), config);
+        java.util.Map<String, float[]> mlp = new java.util.LinkedHashMap<>();
+        java.util.Map<String, int[]> shapes = new java.util.HashMap<>();
+        java.util.SplittableRandom r = new java.util.SplittableRandom(3);
+        for (int l = 0; l < layers; l++)
+            for (String t : List.of("gate", "up", "down")) {
+                String name = "model.layers." + l + ".mlp." + t + "_proj.weight";
+                float[] w = new float[wide * hidden];
+                for (int i = 0; i < w.length; i++) w[i] = (float) (0.05 * r.nextGaussian());
+                mlp.put(name, w);
+                shapes.put(name, t.equals("down") ? new int[] {hidden, wide} : new int[] {wide, hidden});
+            }
+        appendTensors(src.resolve("model.safetensors"), dir.resolve("model.safetensors"), mlp, shapes);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("llama-wide-" + mode + ".cmf"), TensorPolicy.Mode.valueOf(mode));
+        int[] ids = Golden.load(src).inputIds();
+        float[][] want, got;
+        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = steps(m, ids); }
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
+            got = steps(m, ids);
+        }
+        double ds = 0, range = 0;
+        for (int st = 0; st < want.length; st++)
+            for (int i = 0; i < want[st].length; i++) {
+                ds = Math.max(ds, Math.abs(got[st][i] - want[st][i]));
+                range = Math.max(range, Math.abs(want[st][i]));
+            }
+        System.out.println("vulkan llama with a " + wide + "-wide feed-forward (" + mode + ") vs cpu: decode steps max|Δ| " + ds
+                + " (logits up to " + range + ")");
+        assertThat(range).as("logits of some size").isGreaterThan(0.1);
+        assertThat(ds).isLessThanOrEqualTo(1e-4 * Math.max(1, range));
+    }
+
     private static void appendTensors(Path src, Path dst, java.util.Map<String, float[]> extra) throws java.io.IOException {
+        appendTensors(src, dst, extra, java.util.Map.of());
+    }
+
+    /** src's tensors and {@code extra} (replacing those of the same name), of the given shapes (else one dimension). */
+    private static void appendTensors(Path src, Path dst, java.util.Map<String, float[]> extra, java.util.Map<String, int[]> shapes)
+            throws java.io.IOException {
         byte[] all = java.nio.file.Files.readAllBytes(src);
         var bb = java.nio.ByteBuffer.wrap(all).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         int n = (int) bb.getLong(0);
@@ -252,7 +306,8 @@ class VulkanGoldenTest {
             data.write(b.array());
             var t = header.putObject(e.getKey());
             t.put("dtype", "F32");
-            t.putArray("shape").add(e.getValue().length);
+            var shape = t.putArray("shape");
+            for (int d : shapes.getOrDefault(e.getKey(), new int[] {e.getValue().length})) shape.add(d);
             t.putArray("data_offsets").add(start).add((long) data.size());
         }
         byte[] h = om.writeValueAsBytes(header);
