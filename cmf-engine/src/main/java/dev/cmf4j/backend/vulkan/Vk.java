@@ -50,6 +50,8 @@ final class Vk {
 
     static final int MEMORY_DEVICE_LOCAL = 1, MEMORY_HOST_VISIBLE = 2, MEMORY_HOST_COHERENT = 4, MEMORY_HOST_CACHED = 8;
     static final int QUEUE_COMPUTE = 2;
+    /** VkResult VK_NOT_READY (vkGetFenceStatus of an unsignalled fence). */
+    static final int NOT_READY = 1;
     static final int BUFFER_TRANSFER_SRC = 1, BUFFER_TRANSFER_DST = 2, BUFFER_STORAGE = 0x20;
     static final int DESCRIPTOR_STORAGE_BUFFER = 7, STAGE_COMPUTE = 0x20, BIND_POINT_COMPUTE = 1;
     static final int PIPELINE_STAGE_COMPUTE = 0x800, PIPELINE_STAGE_TRANSFER = 0x1000, PIPELINE_STAGE_BOTTOM = 0x2000, PIPELINE_STAGE_HOST = 0x4000;
@@ -122,6 +124,7 @@ final class Vk {
         t.put("vkDestroyFence", FunctionDescriptor.ofVoid(PTR, U64, PTR));
         t.put("vkWaitForFences", FunctionDescriptor.of(U32, PTR, U32, PTR, U32, U64));
         t.put("vkResetFences", FunctionDescriptor.of(U32, PTR, U32, PTR));
+        t.put("vkGetFenceStatus", FunctionDescriptor.of(U32, PTR, U64));
         t.put("vkGetDeviceProcAddr", FunctionDescriptor.of(PTR, PTR, PTR));
         // timestamps (-Dcmf.vulkan.profile=true)
         t.put("vkCreateQueryPool", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
@@ -134,7 +137,7 @@ final class Vk {
 
     /** The commands every product records and submits, bound once for exact (unboxed) invocation. */
     private final MethodHandle resetCommandBuffer, beginCommandBuffer, endCommandBuffer, cmdBindPipeline, cmdBindDescriptorSets,
-            cmdPushConstants, cmdDispatch, cmdPipelineBarrier, cmdCopyBuffer, queueSubmit, waitForFences, resetFences;
+            cmdPushConstants, cmdDispatch, cmdPipelineBarrier, cmdCopyBuffer, queueSubmit, waitForFences, resetFences, getFenceStatus;
 
     private Vk(Map<String, MethodHandle> h) {
         this.h = h;
@@ -143,6 +146,7 @@ final class Vk {
         cmdBindDescriptorSets = h.get("vkCmdBindDescriptorSets"); cmdPushConstants = h.get("vkCmdPushConstants");
         cmdDispatch = h.get("vkCmdDispatch"); cmdPipelineBarrier = h.get("vkCmdPipelineBarrier"); cmdCopyBuffer = h.get("vkCmdCopyBuffer");
         queueSubmit = h.get("vkQueueSubmit"); waitForFences = h.get("vkWaitForFences"); resetFences = h.get("vkResetFences");
+        getFenceStatus = h.get("vkGetFenceStatus");
     }
 
     private static RuntimeException rethrow(Throwable t) {
@@ -202,8 +206,20 @@ final class Vk {
     }
 
     /** Waits without a timeout for the one fence in {@code fences}, then resets it. */
-    void waitAndReset(MemorySegment device, MemorySegment fences) {
+    void waitAndReset(MemorySegment device, MemorySegment fences) { waitAndReset(device, fences, 0); }
+
+    /**
+     * As above, polling the fence for up to {@code spinNanos} first (a decode step's few milliseconds: a blocking wait
+     * is woken late by some drivers) before blocking.
+     */
+    void waitAndReset(MemorySegment device, MemorySegment fences, long spinNanos) {
         try {
+            if (spinNanos > 0) {
+                long fence = fences.get(ValueLayout.JAVA_LONG, 0), until = System.nanoTime() + spinNanos;
+                int status;
+                while ((status = (int) getFenceStatus.invokeExact(device, fence)) == NOT_READY && System.nanoTime() < until) Thread.onSpinWait();
+                if (status != NOT_READY) ok(status, "vkGetFenceStatus");
+            }
             ok((int) waitForFences.invokeExact(device, 1, fences, 1, -1L), "vkWaitForFences");
             ok((int) resetFences.invokeExact(device, 1, fences), "vkResetFences");
         } catch (Throwable t) { throw rethrow(t); }

@@ -63,6 +63,11 @@ final class VulkanResidentForward implements DeviceForward {
      * A decode step's down product of rows wider than a tile reads act(gate)·up, made once by an operator before it, from
      * memory (-Dcmf.vulkan.directDown=false: each workgroup stages it tile by tile, as before).
      */
+    /**
+     * How long a submission's fence is polled before a blocking wait (-Dcmf.vulkan.spinMicros, 0: block at once): a
+     * decode step takes milliseconds, and a blocking wait may be woken late.
+     */
+    static final long SPIN_NANOS = 1000L * Math.max(0, Long.getLong("cmf.vulkan.spinMicros", 20_000));
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
@@ -438,7 +443,7 @@ final class VulkanResidentForward implements DeviceForward {
             }
             commandBuffers.set(PTR, 0, cb);
             ctx.submit(submitInfo, fence);
-            vk.waitAndReset(ctx.device, fenceArray);
+            vk.waitAndReset(ctx.device, fenceArray, SPIN_NANOS);
             logitsBack(batch, want, logits);
             hiddenBack(batch, T, hidden);
         }
@@ -480,6 +485,7 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits, float[] hidden) {
+        long t0 = System.nanoTime();
         s.wantRows(hidden != null);
         embed(s, 0, ids, off, T);
         positions(s, T, pos0);
@@ -503,12 +509,28 @@ final class VulkanResidentForward implements DeviceForward {
             cb = commandBuffer;
         }
         commandBuffers.set(PTR, 0, cb);
+        long t1 = System.nanoTime();
         ctx.submit(submitInfo, fence);
-        vk.waitAndReset(ctx.device, fenceArray);
+        vk.waitAndReset(ctx.device, fenceArray, SPIN_NANOS);
+        long t2 = System.nanoTime();
         if (cb == s.decode && queryPool != 0) collectProfile();
         logitsBack(s, rows, logits);
         hiddenBack(s, T, hidden);
+        if (cb == s.decode && queryPool != 0) {
+            // the host's share of a decode step: before the submission, submission to fence, after; and since the last step
+            long t3 = System.nanoTime();
+            host[0] += t1 - t0;
+            host[1] += t2 - t1;
+            host[2] += t3 - t2;
+            if (lastStepEnd != 0) host[3] += t0 - lastStepEnd;
+            lastStepEnd = t3;
+            hostSteps++;
+        }
     }
+
+    /** With the profile: nanoseconds of decode steps' host work (see run), and the steps counted. */
+    private final long[] host = new long[4];
+    private long hostSteps, lastStepEnd;
 
     /**
      * Records a forward of {@code T} tokens whose last {@code rows} want logits into {@code cb} (positions: the step
@@ -762,6 +784,12 @@ final class VulkanResidentForward implements DeviceForward {
                 profiledSteps, total));
         profile.forEach((k, v) -> b.append(String.format(java.util.Locale.ROOT, " %s %.1f (%d)", k, v[0] / profiledSteps / 1e3, (long) v[1])));
         System.err.println(b);
+        if (hostSteps > 0)
+            System.err.printf(java.util.Locale.ROOT, "vulkan host: %d decode steps, us a step: recording and inputs %.1f, submission to fence %.1f,"
+                    + " logits back %.1f, between steps %.1f%n", hostSteps, host[0] / 1e3 / hostSteps, host[1] / 1e3 / hostSteps,
+                    host[2] / 1e3 / hostSteps, host[3] / 1e3 / Math.max(1, hostSteps - 1));
+        java.util.Arrays.fill(host, 0);
+        hostSteps = lastStepEnd = 0;
         profile.clear();
         profiledSteps = 0;
     }
