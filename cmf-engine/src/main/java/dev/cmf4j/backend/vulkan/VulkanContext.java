@@ -64,10 +64,13 @@ public final class VulkanContext implements AutoCloseable {
      * of shared memory a workgroup).
      */
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
-    /** ops.comp: five storage buffers (A..D and the step's S), 64 bytes of push constants, one pipeline per OP. */
+    /**
+     * ops.comp: eight storage buffers (A..D, the step's S, and E..G, which only the folded decode attention OP 9 reads),
+     * 64 bytes of push constants, one pipeline per OP.
+     */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 9, OPS_PUSH_BYTES = 64;
+    static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 8;
     private final long shaderModule, decodeModule, gemmModule, opsModule;
     /**
      * -Dcmf.vulkan.profile=true, where the device has VK_KHR_pipeline_executable_properties: the pipelines keep the
@@ -176,7 +179,7 @@ public final class VulkanContext implements AutoCloseable {
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
                 for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
-                opsSetLayout = createSetLayout(a, 5);
+                opsSetLayout = createSetLayout(a, OPS_BUFFERS);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
                 ops = new long[OPS];
@@ -188,6 +191,7 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec_decode int8, x' from memory: " + pipelineStatistics(matvecDecodeDirect[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
+                    System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[9]));
                 }
             } catch (RuntimeException e) {
                 if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);

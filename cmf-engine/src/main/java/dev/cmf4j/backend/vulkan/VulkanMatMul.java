@@ -304,13 +304,13 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         vk.cmdBindDescriptorSet(commandBuffer, ctx.pipelineLayout, setArray);
     }
 
-    /** A descriptor set of {@code layout} (four or five storage buffers) from this instance's pools. */
+    /** A descriptor set of {@code layout} (at most {@link VulkanContext#OPS_BUFFERS} storage buffers) from this instance's pools. */
     long allocateSet(long layout) {
         try (Arena a = Arena.ofConfined()) {
             if (setsLeft == 0) {
                 MemorySegment size = Vk.plain(a, 8);
                 size.set(U32, 0, Vk.DESCRIPTOR_STORAGE_BUFFER);
-                size.set(U32, 4, 5 * SETS_PER_POOL);
+                size.set(U32, 4, VulkanContext.OPS_BUFFERS * SETS_PER_POOL);
                 MemorySegment ci = Vk.struct(a, 40, Vk.ST_DESCRIPTOR_POOL_CREATE_INFO);
                 ci.set(U32, 20, SETS_PER_POOL);
                 ci.set(U32, 24, 1);

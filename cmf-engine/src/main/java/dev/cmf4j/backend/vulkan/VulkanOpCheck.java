@@ -100,6 +100,7 @@ final class VulkanOpCheck {
         // attention {tokens, heads, kv heads, head dim, first position, window, context}
         // (one token: also the split decode attention, over one split and over several, with a window past the first,
         // and a head dim that is not a multiple of 4: its one-float loads)
+        int foldedShape = 0;
         for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
                 {70, 2, 1, 16, 0, 0, 80}, {1, 4, 1, 128, 200, 0, 256}, {1, 2, 2, 256, 190, 70, 300}, {1, 3, 3, 40, 127, 0, 128},
                 {1, 2, 1, 18, 70, 0, 80}}) {
@@ -141,6 +142,7 @@ final class VulkanOpCheck {
                 out.add(new OpResult("split attention" + (window > 0 ? " window " + window : ""), "1 token at " + pos0 + ", " + heads + "/" + kvh
                         + " heads x" + hd + ", " + per + " groups a head", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
             }
+            if (T == 1) out.addAll(foldedAttention(mm, r, heads, kvh, hd, pos0, window, context, foldedShape++));
         }
         // GLU act(gate)·up, residual add, copy
         int n = 1000;
@@ -167,6 +169,79 @@ final class VulkanOpCheck {
     }
 
     /**
+     * A decode step's folded attention (OP 9) against float64: the raw q row and the step's raw key and value, rotated
+     * (all dims, some, or none: {@code variant} mod 3) by the tables at an offset, attending over a cache whose row at
+     * the step's position is NaN (OP 9 must take the step's own key and value from their rows, not the cache) and
+     * whose other rows are random; with as many workgroups a head as chunks, 2 (several chunks each) and more than
+     * chunks (some idle), the second of them on 3 workgroups in all (grid-stride: a workgroup taking several heads'
+     * work). Also checked: the cache row written (rotated key, value) and nothing else; the counters zero after;
+     * and the output bitwise OP 8's over OP 9's own partial sums (the combine's fixed order by partial, whichever
+     * workgroup finished last).
+     */
+    static List<OpResult> foldedAttention(VulkanMatMul mm, SplittableRandom r, int heads, int kvh, int hd, int pos, int window, int context,
+                                          int variant) {
+        List<OpResult> out = new ArrayList<>();
+        int qd = heads * hd, kvd = kvh * hd, rd = variant % 3 == 0 ? hd : variant % 3 == 1 ? hd / 4 * 2 : 0, half = rd / 2, tablesAt = 5;
+        float scale = (float) (1 / Math.sqrt(hd));
+        float[] inv = new float[half], cos = new float[half], sin = new float[half];
+        for (int i = 0; i < half; i++) inv[i] = (float) Math.pow(10000, -2.0 * i / Math.max(1, rd));
+        dev.cmf4j.backend.cpu.Rotary.table(pos, inv, 1.1f, cos, sin);
+        float[] tables = gauss(r, tablesAt + 2 * half, 1);
+        System.arraycopy(cos, 0, tables, tablesAt, half);
+        System.arraycopy(sin, 0, tables, tablesAt + half, half);
+        float[] q = gauss(r, qd, 1), kNew = gauss(r, kvd, 1), vNew = gauss(r, kvd, 1);
+        float[] kCache = gauss(r, context * kvd, 1), vCache = gauss(r, context * kvd, 1);
+        java.util.Arrays.fill(kCache, pos * kvd, (pos + 1) * kvd, Float.NaN);
+        java.util.Arrays.fill(vCache, pos * kvd, (pos + 1) * kvd, Float.NaN);
+        float[] qr = q.clone(), kr = kNew.clone();
+        dev.cmf4j.backend.cpu.Rotary.apply(qr, 0, heads, hd, rd, cos, sin);
+        dev.cmf4j.backend.cpu.Rotary.apply(kr, 0, kvh, hd, rd, cos, sin);
+        float[] wantK = kCache.clone(), wantV = vCache.clone();
+        System.arraycopy(kr, 0, wantK, pos * kvd, kvd);
+        System.arraycopy(vNew, 0, wantV, pos * kvd, kvd);
+        double[] want = new double[qd];
+        int lo = window > 0 ? Math.max(0, pos - window + 1) : 0;
+        for (int h = 0; h < heads; h++) {
+            int g = h / (heads / kvh);
+            double[] sc = new double[pos + 1];
+            double m = Double.NEGATIVE_INFINITY, l = 0;
+            for (int j = lo; j <= pos; j++) {
+                double sum = 0;
+                for (int i = 0; i < hd; i++) sum += (double) qr[h * hd + i] * wantK[j * kvd + g * hd + i];
+                sc[j] = sum * scale;
+                m = Math.max(m, sc[j]);
+            }
+            for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+            for (int i = 0; i < hd; i++) {
+                double acc = 0;
+                for (int j = lo; j <= pos; j++) acc += sc[j] * wantV[j * kvd + g * hd + i];
+                want[h * hd + i] = acc / l;
+            }
+        }
+        int chunks = (pos - lo) / VulkanResidentForward.ATTENTION_SPLIT + 1;
+        int[] pers = chunks > 2 ? new int[] {chunks, 2, chunks + 3} : new int[] {chunks, chunks + 3};
+        for (int k = 0; k < pers.length; k++) {
+            int per = pers[k], groups = k == 1 ? 3 : heads * per;
+            int[] u = {1, heads, kvh, hd, tablesAt, window, Float.floatToRawIntBits(scale), kvd, rd, 0, qd, per};
+            float[] kc = kCache.clone(), vc = vCache.clone(), att = new float[qd + heads * per * (hd + 2)];
+            int[] counts = run(mm, new int[] {9}, new int[] {groups}, u, pos, q, kc, vc, att, kNew, vNew, tables);
+            String shape = "1 token at " + pos + ", " + heads + "/" + kvh + " heads x" + hd + ", " + rd + " rotary, " + per + " groups a head"
+                    + (groups < heads * per ? " on " + groups : "");
+            String name = "folded attention" + (window > 0 ? " window " + window : "");
+            float[] got = java.util.Arrays.copyOf(att, qd);
+            out.add(new OpResult(name, shape, error(got, want), 1e-5));
+            double cacheErr = Math.max(error(kc, wantK), error(vc, wantV));
+            out.add(new OpResult(name + ": cache row", shape, cacheErr, 1e-6));
+            out.add(new OpResult(name + ": counters zero after", shape, java.util.Arrays.stream(counts).anyMatch(c -> c != 0) ? 1 : 0, 0));
+            run(mm, 8, heads, u, pos, att, att, att, att);
+            double same = 0;
+            for (int i = 0; i < qd; i++) if (Float.floatToRawIntBits(att[i]) != Float.floatToRawIntBits(got[i])) same = Math.max(same, Math.abs(att[i] - got[i]) + 1e-30);
+            out.add(new OpResult(name + ": combine = OP 8's, bitwise", shape, same, 0));
+        }
+        return out;
+    }
+
+    /**
      * One ops.comp dispatch of {@code groups} workgroups over host-visible buffers holding {@code a..d} (the same array
      * twice: the same buffer), push constants {@code u}; the arrays are overwritten with the buffers' contents after.
      */
@@ -179,18 +254,24 @@ final class VulkanOpCheck {
         run(mm, new int[] {op}, new int[] {groups}, u, pos0, a, b, c, d);
     }
 
-    /** Dispatches of {@code ops} (each of its {@code groups}) one after the other with the same buffers and push constants. */
-    private static void run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, float[] a, float[] b, float[] c, float[] d) {
+    /**
+     * Dispatches of {@code ops} (each of its {@code groups}) one after the other with the same buffers and push constants:
+     * {@code arrays} A..D and optionally E..G (those not given: A); the step buffer S holds {@code pos0} and 64 counters
+     * (zero before), returned after.
+     */
+    private static int[] run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, float[]... arrays) {
         VulkanContext ctx = mm.context();
         java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
-        VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
+        int counters = 64;
+        VulkanContext.Buffer step = ctx.buffer(16 + 4 * counters, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
+        step.mapped().fill((byte) 0);
         step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
-            long[] handles = new long[5];
+            long[] handles = new long[VulkanContext.OPS_BUFFERS];
             handles[4] = step.buffer();
-            float[][] arrays = {a, b, c, d};
-            for (int i = 0; i < 4; i++) {
-                float[] arr = arrays[i];
+            for (int i = 0; i < handles.length; i++) {
+                if (i == 4) continue;
+                float[] arr = arrays[i < 4 ? i : i - 1 < arrays.length ? i - 1 : 0];
                 VulkanContext.Buffer buf = made.computeIfAbsent(arr, x -> {
                     VulkanContext.Buffer nb = ctx.buffer(4L * Math.max(1, x.length), Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check");
                     MemorySegment.copy(x, 0, nb.mapped(), ValueLayout.JAVA_FLOAT, 0, x.length);
@@ -216,6 +297,9 @@ final class VulkanOpCheck {
                 }
             });
             made.forEach((arr, buf) -> MemorySegment.copy(buf.mapped(), ValueLayout.JAVA_FLOAT, 0, arr, 0, arr.length));
+            int[] after = new int[counters];
+            MemorySegment.copy(step.mapped(), ValueLayout.JAVA_INT, 16, after, 0, counters);
+            return after;
         } finally {
             made.values().forEach(ctx::free);
             ctx.free(step);

@@ -57,6 +57,14 @@ final class VulkanResidentForward implements DeviceForward {
             transferToHost = Vk.struct(arena, 24, Vk.ST_MEMORY_BARRIER);
     private final List<State> states = new ArrayList<>();
     private boolean closed;
+    /**
+     * A one-token row's rotary, cache append and combine folded into its attention (ops.comp OP 9: two phases a layer
+     * fewer); -Dcmf.vulkan.foldAttention=false keeps them apart (OP 1, OP 4, OP 7, OP 8) to measure one against the
+     * other. Read when a step is recorded (tests flip it for states made after).
+     */
+    boolean foldAttention = !"false".equals(System.getProperty("cmf.vulkan.foldAttention"));
+    /** Bytes of the step buffer: the position (4 words), then OP 9's counter per head (zero at every submission's start). */
+    private final int stepBytes;
     /** -Dcmf.vulkan.profile=true: decode steps timed phase by phase (timestamps between their dispatches), printed per state. */
     static final boolean PROFILE = Boolean.getBoolean("cmf.vulkan.profile");
     /**
@@ -150,6 +158,7 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
         qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half; headDimMax = hdm;
+        stepBytes = 16 + 4 * plan.heads();
         // device-local: every norm's workgroups read them each step
         params = mm.bufferFilled(4L * Math.max(1, size[0]), dst -> {
             for (int i = 0; i < weights.size(); i++)
@@ -220,11 +229,12 @@ final class VulkanResidentForward implements DeviceForward {
             try {
                 input = host(4L * chunk * hidden + 4L * Math.max(1, ropes.size()) * 2 * chunk * Math.max(1, maxHalf), "inputs");
                 out = add(ctx.buffer(4L * logitRows * plan.vocab(), ctx.readbackFlags(), "logits (host)"));
-                step = host(16, "step");
+                step = host(stepBytes, "step");
+                step.mapped().fill((byte) 0);   // the counters stay zero: copied in with the position
                 // device-local twins of the rotary tables and the step's position, copied in by each submission:
                 // every rotary and attention workgroup reads them, and host-visible memory may be across the bus
                 tables = dev(input.bytes(), "rotary tables");
-                stepDev = dev(16, "step (device)");
+                stepDev = dev(stepBytes, "step (device)");
                 x = dev(4L * chunk * hidden, "hidden");
                 xn = dev(4L * chunk * hidden, "normed hidden");
                 q = dev(4L * chunk * qDimMax, "q");
@@ -537,7 +547,8 @@ final class VulkanResidentForward implements DeviceForward {
      * buffer). Between dependent dispatches one compute-to-compute memory barrier; dispatches that read the same inputs
      * (q, k and v; gate and up; the rotary and the value copy) go without one between them. A decode step folds what
      * matvec_decode.comp can into its products (the RMSNorms before q/k/v, gate/up and the head, the biases, the GLU
-     * before down, the residual adds after o and down) and attends over splits of the context (OP 7, OP 8).
+     * before down, the residual adds after o and down) and attends over splits of the context (OP 9, which also rotates,
+     * appends to the caches and combines; unfolded: OP 1, OP 4, OP 7, OP 8).
      */
     private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows, boolean rowsBack) {
         record(s, List.of(new Part(s, 0, T)), cb, begin, T, rows == 0 ? new int[0] : new int[] {T - rows, rows}, rowsBack);
@@ -571,7 +582,7 @@ final class VulkanResidentForward implements DeviceForward {
             State ps = pt.state();
             long ropeBytes = 4L * ropes.size() * 2 * ps.chunk * maxHalf;
             if (ropeBytes > 0) copy(ps.input, 4L * ps.chunk * hidden, ps.tables, 4L * ps.chunk * hidden, ropeBytes);
-            copy(ps.step, 0, ps.stepDev, 0, 4);
+            copy(ps.step, 0, ps.stepDev, 0, stepBytes);
         }
         mark("copy in");
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
@@ -609,12 +620,15 @@ final class VulkanResidentForward implements DeviceForward {
                 }
                 vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
             }
-            // each chunk's keys (rotated on the way) and values into its cache at their positions
+            // each chunk's keys (rotated on the way) and values into its cache at their positions (a one-token row's
+            // by its attention when folded)
+            boolean fold = foldAttention;
+            int rd = ropeOf[li] >= 0 ? l.rope().rotaryDim() : 0;
             for (Part pt : parts) {
                 State ps = pt.state();
                 int n = pt.tokens();
+                if (fold && n == 1) continue;
                 if (ropeOf[li] >= 0) {
-                    int rd = l.rope().rotaryDim();
                     int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
                     op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[li], n * (heads + kvh), n * heads, heads, hd, rd, ropeOff, n, 0,
                             n * kvh, kvh, kvd);
@@ -623,20 +637,26 @@ final class VulkanResidentForward implements DeviceForward {
                 }
                 op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
             }
-            sync("rotary, cache");
+            if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
             int scale = Float.floatToRawIntBits(l.scale());
-            // one-token rows attend over splits of the context (OP 7, then OP 8 combines), chunks row by row (OP 2)
+            // one-token rows attend over splits of the context (OP 7, then OP 8 combines; folded: OP 9 with its rotary,
+            // cache append and combine), chunks row by row (OP 2)
             for (Part pt : parts) {
                 State ps = pt.state();
                 int n = pt.tokens();
-                if (n == 1) {
+                if (n == 1 && fold) {
+                    int per = attentionPerHead(ps.context);
+                    int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
+                    op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[li], ps.vCache[li], ps.att, ps.k, ps.v, ps.tables}, heads * per,
+                            1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per);
+                } else if (n == 1) {
                     int per = attentionPerHead(ps.context);
                     op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
                 } else {
                     op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd);
                 }
             }
-            if (parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
+            if (!fold && parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
                 sync("attention");
                 for (Part pt : parts) {
                     State ps = pt.state();
@@ -645,7 +665,7 @@ final class VulkanResidentForward implements DeviceForward {
                                 attentionPerHead(ps.context));
                 }
             }
-            sync("attention combine");
+            sync(fold ? "attention" : "attention combine");
             if (!own) {   // their attention rows back among the step's
                 vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
                 for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
@@ -810,11 +830,21 @@ final class VulkanResidentForward implements DeviceForward {
     /** One ops.comp dispatch of {@code groups} workgroups over buffers a..d with push constants {@code u}. */
     private void op(State s, int op, VulkanContext.Buffer a, VulkanContext.Buffer b, VulkanContext.Buffer c, VulkanContext.Buffer d,
                     int groups, int... u) {
-        List<Long> key = List.of(a.buffer(), b.buffer(), c.buffer(), d.buffer());
+        op(s, op, new VulkanContext.Buffer[] {a, b, c, d}, groups, u);
+    }
+
+    /** As above over buffers A..D then E..G (those not given: A), S the state's step buffer. */
+    private void op(State s, int op, VulkanContext.Buffer[] bufs, int groups, int... u) {
+        long[] handles = new long[VulkanContext.OPS_BUFFERS];
+        for (int i = 0; i < handles.length; i++) {
+            int at = i < 4 ? i : i - 1;   // binding 4 is S
+            handles[i] = i == 4 ? s.stepDev.buffer() : (at < bufs.length ? bufs[at] : bufs[0]).buffer();
+        }
+        List<Long> key = java.util.Arrays.stream(handles).boxed().toList();
         Long set = s.sets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, a.buffer(), b.buffer(), c.buffer(), d.buffer(), s.stepDev.buffer());
+            mm.writeSet(set, handles);
             s.sets.put(key, set);
         }
         for (int i = 0; i < 16; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, i < u.length ? u[i] : 0);
