@@ -235,6 +235,64 @@ class VulkanGoldenTest {
         assertThat(dc).isLessThanOrEqualTo(1e-3);
     }
 
+    /**
+     * A decode of 150 steps after the golden prompt (a context of 200: 4 workgroups a head, keys past the first chunk;
+     * gemma3's window of 8 past it) with the rotary, the cache append and the combine folded into the attention (OP 9)
+     * against the same steps unfolded (OP 1, OP 4, OP 7, OP 8, -Dcmf.vulkan.foldAttention=false) and against the CPU
+     * engine, every step's logits, the same tokens fed to all three (the CPU's greedy picks). The two device paths
+     * differ only in where the rotary and the combine run, so within 1e-5 (lavapipe: 0, bit for bit); the CPU within 1e-3.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen3", "gemma3"})
+    void foldedAttentionMatchesTheUnfolded(String model) throws Exception {
+        Path dir = Fixtures.require("models/" + model);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-fold.cmf"), TensorPolicy.Mode.F32);
+        int[] prompt = Golden.load(dir).inputIds();
+        int steps = 150;
+        int[] ids = java.util.Arrays.copyOf(prompt, prompt.length + steps);
+        float[][] cpu, folded, unfolded;
+        try (var b = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, b)) { cpu = decode(m, ids, prompt.length, true); }
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            assertThat(f.foldAttention).as("folded by default").isTrue();
+            folded = decode(m, ids, prompt.length, false);
+            f.foldAttention = false;
+            unfolded = decode(m, ids, prompt.length, false);
+        }
+        double dFold = 0, dCpu = 0;
+        for (int s = 0; s < steps; s++)
+            for (int i = 0; i < cpu[s].length; i++) {
+                dFold = Math.max(dFold, Math.abs(folded[s][i] - unfolded[s][i]));
+                dCpu = Math.max(dCpu, Math.abs(folded[s][i] - cpu[s][i]));
+            }
+        System.out.println("vulkan " + model + " " + steps + " decode steps, folded attention: max|Δ| " + dFold + " vs unfolded, " + dCpu + " vs cpu");
+        assertThat(dFold).isLessThanOrEqualTo(1e-5);
+        assertThat(dCpu).isLessThanOrEqualTo(1e-3);
+    }
+
+    /**
+     * The logits of each one-token step after a prompt of {@code promptLength} of {@code ids}; with {@code greedy} the
+     * later ids are overwritten with each step's argmax (so the other runs are fed the same tokens).
+     */
+    private static float[][] decode(Model m, int[] ids, int promptLength, boolean greedy) {
+        var g = m.graph();
+        var st = g.newState(promptLength, ids.length + 50);
+        float[] last = new float[g.vocab()];
+        g.forward(st, ids, 0, promptLength, last, false, null);
+        float[][] out = new float[ids.length - promptLength][];
+        for (int p = promptLength; p < ids.length; p++) {
+            if (greedy) {
+                int best = 0;
+                for (int i = 1; i < last.length; i++) if (last[i] > last[best]) best = i;
+                ids[p] = best;
+            }
+            g.forward(st, ids, p, 1, last, false, null);
+            out[p - promptLength] = last.clone();
+        }
+        st.close();
+        return out;
+    }
+
     /** {@code src} (safetensors) with {@code extra} f32 tensors appended, written to {@code dst}. */
     /**
      * models/llama with a feed-forward 4,224 wide (random gate, up and down): the decode steps' down product has rows of
