@@ -139,6 +139,11 @@ public final class VulkanContext implements AutoCloseable {
                     throw new VulkanUnavailableException(chosen.name() + " has subgroups of " + chosen.subgroupSize() + " invocations; the shaders need at least 4");
                 info = chosen;
                 MemorySegment pd = pds.get(chosen.index());
+                MemorySegment props = Vk.struct(a, 840, Vk.ST_PHYSICAL_DEVICE_PROPERTIES_2);
+                vk.call("vkGetPhysicalDeviceProperties2", pd, props);
+                int storageBuffers = props.get(U32, 16 + 296 + 76);   // VkPhysicalDeviceLimits.maxPerStageDescriptorStorageBuffers
+                if (storageBuffers < OPS_BUFFERS)
+                    throw new VulkanUnavailableException(chosen.name() + " binds " + storageBuffers + " storage buffers a shader; ops.comp needs " + OPS_BUFFERS);
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
                         && deviceExtensions(vk, pd, a).contains("VK_KHR_pipeline_executable_properties");
                 dev = createDevice(vk, pd, chosen, a, statistics);

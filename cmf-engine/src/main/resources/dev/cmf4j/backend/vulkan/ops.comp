@@ -255,14 +255,18 @@ void main() {
             }
             for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) if (tid + k * WG < hd) dc[o + tid + k * WG] = acc[k];
             if (tid == 0u) { dc[o + hd] = m; dc[o + hd + 1u] = l; }
-            // every invocation's partial sums out before the count says this workgroup is done
+            // every invocation's partial sums out before the count says this workgroup is done (the fences around the
+            // count as CUDA's threadFenceReduction: release before it, acquire after it, the barriers for the others)
             memoryBarrierBuffer();
             barrier();
-            if (tid == 0u) lastOfHead = atomicAdd(sc.count[h], 1u) == used - 1u;
+            if (tid == 0u) {
+                memoryBarrierBuffer();
+                lastOfHead = atomicAdd(sc.count[h], 1u) == used - 1u;
+                memoryBarrierBuffer();
+            }
             barrier();
             if (lastOfHead) {
                 // OP 8 for head h: the partial sums in the order of their workgroups, whichever finished first
-                memoryBarrierBuffer();
                 uint ob = p.u[10] + h * per * (hd + 2u);
                 float mx = -3.4e38;
                 for (uint w = 0u; w < used; w++) mx = max(mx, dc[ob + w * (hd + 2u) + hd]);
@@ -273,7 +277,7 @@ void main() {
                     for (uint w = 0u; w < used; w++) sum += dc[ob + w * (hd + 2u) + i] * exp(dc[ob + w * (hd + 2u) + hd] - mx);
                     d[h * hd + i] = sum / ls;
                 }
-                if (tid == 0u) sc.count[h] = 0u;   // for the next layer's dispatch and the next replay
+                if (tid == 0u) atomicExchange(sc.count[h], 0u);   // for the next layer's dispatch and the next replay
             }
         }
     } else if (OP == 8u) {
