@@ -6,6 +6,8 @@
 // replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Buffers E..G are OP 9's only
 // (every set binds all eight: the others' E..G stand in with A).
 
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_EXT_control_flow_attributes : enable   // [[unroll]]: OP 7's loads in flight together
 
 layout(local_size_x = 64) in;
@@ -38,16 +40,15 @@ shared float ps[SPLIT];
 shared float ks[MAX_HEAD_DIM];   // OP 9: the step's own key, rotated
 shared bool lastOfHead;          // OP 9: this workgroup was the head's last to finish
 
-// the workgroup's sum (op 0) or max (op 1) of v; every invocation gets it
+// the workgroup's sum or max of v; every invocation gets it: each subgroup's by the subgroup operation, then those
+// over the subgroups in order (two barriers, where a tree over shared memory took one per halving; the barriers also
+// publish what the invocations wrote to shared memory before the call)
 float reduce(float v, bool isMax) {
-    uint t = gl_LocalInvocationID.x;
-    red[t] = v;
+    float s = isMax ? subgroupMax(v) : subgroupAdd(v);
+    if (subgroupElect()) red[gl_SubgroupID] = s;
     barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1) {
-        if (t < s) red[t] = isMax ? max(red[t], red[t + s]) : red[t] + red[t + s];
-        barrier();
-    }
     float r = red[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) r = isMax ? max(r, red[i]) : r + red[i];
     barrier();
     return r;
 }
