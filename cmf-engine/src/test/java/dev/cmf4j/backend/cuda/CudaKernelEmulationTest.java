@@ -26,7 +26,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The real kernels of {@code matvec_q4.cu} and {@code resident_arch.cu} (not the mock's C twins) run on the CPU with
- * emulated warps and blocks ({@code kernel_emulator.cpp}: a host thread per GPU thread, barriers at each shuffle and
+ * emulated warps and blocks ({@code kernel_emulator.cpp}: a fiber per GPU thread, barriers at each shuffle and
  * {@code __syncthreads}) inside the mock driver: the q4 products through {@link CudaMatMul}'s upload and launch path
  * against the CPU kernels, and the resident forward of gemma3 (sandwich norms, GeLU-tanh, sliding windows, local and
  * global rope) and qwen3_moe (device routing and experts) against the CPU engine, logits and greedy ids. The
@@ -53,8 +53,8 @@ class CudaKernelEmulationTest {
             try (InputStream in = CudaKernelEmulationTest.class.getResourceAsStream(r)) { Files.write(tmp.resolve(r), in.readAllBytes()); }
         int rc;
         try {
-            rc = sh(tmp, "cc", "-c", "-fPIC", "-O1", "-DMOCK_EMULATE", "mockcuda.c", "-o", "mock.o");
-            if (rc == 0) rc = sh(tmp, "c++", "-c", "-fPIC", "-O1", "-std=c++17", "kernel_emulator.cpp", "-o", "emu.o");
+            rc = sh(tmp, "cc", "-c", "-fPIC", "-O2", "-DMOCK_EMULATE", "mockcuda.c", "-o", "mock.o");
+            if (rc == 0) rc = sh(tmp, "c++", "-c", "-fPIC", "-O2", "-std=c++17", "kernel_emulator.cpp", "-o", "emu.o");
             if (rc == 0) rc = sh(tmp, "c++", "-shared", "-pthread", "-o", "libemucuda.so", "mock.o", "emu.o");
         } catch (java.io.IOException e) {
             assumeTrue(false, "no C and C++ compiler (cc, c++) to build the kernel emulator");
@@ -1626,6 +1626,35 @@ class CudaKernelEmulationTest {
         }
         for (var s : st) s.close();
         return out;
+    }
+
+    /**
+     * The emulator's own barriers on purpose-made kernels (kernel_emulator.cpp's emu_selftest_barriers): a __syncthreads
+     * only one warp of two reaches and a shuffle only odd lanes make fail the launch (2) instead of hanging; a block
+     * that meets at both sees its neighbours' shared-memory writes and shuffled values.
+     */
+    @Test void divergentBarriersFailTheLaunchAndConvergentOnesMeet() {
+        var h = Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup(lib, Arena.global()).find("emu_selftest_barriers").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.ADDRESS));
+        int[][] out = new int[3][64];
+        int[] rc = new int[3];
+        ctx.call(() -> {
+            try (Arena a = Arena.ofConfined()) {
+                for (int k = 0; k < 3; k++) {
+                    MemorySegment o = a.allocate(4L * 64, 4);
+                    o.fill((byte) 0x7f);
+                    try { rc[k] = (int) h.invokeExact(k, o); } catch (Throwable t) { throw new AssertionError(t); }
+                    MemorySegment.copy(o, ValueLayout.JAVA_INT, 0, out[k], 0, 64);
+                }
+            }
+            return null;
+        });
+        assertThat(rc[0]).as("__syncthreads reached by one warp of two: a deadlock").isEqualTo(2);
+        assertThat(out[0][0]).as("the waiting warp never passed its barrier").isEqualTo(0x7f7f7f7f);
+        assertThat(out[0][63]).as("the other warp ran to its end").isEqualTo(1);
+        assertThat(rc[1]).as("a shuffle only odd lanes make: a deadlock").isEqualTo(2);
+        assertThat(rc[2]).isZero();
+        for (int t = 0; t < 64; t++) assertThat(out[2][t]).as("thread " + t).isEqualTo(63 - t + 100 * (t ^ 1));
     }
 
     @Test void argmaxRowsOnTheRealKernelPicksTheFirstLargest() {

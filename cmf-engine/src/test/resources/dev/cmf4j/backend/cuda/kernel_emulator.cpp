@@ -4,8 +4,13 @@
 // memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
 // Linked into the mock driver (mockcuda.c built with -DMOCK_EMULATE), whose cuLaunchKernel then runs these instead
 // of its C twins. One launch at a time. A barrier some threads never reach (a divergent __syncthreads) fails the
-// launch instead of hanging.
+// launch instead of hanging. On x86-64 Linux a fiber switch is a few hand-written instructions (emu_switch below);
+// elsewhere ucontext's swapcontext, which costs a sigprocmask system call per switch.
+#if defined(__x86_64__) && defined(__linux__)
+#define EMU_ASM_SWITCH 1
+#else
 #include <ucontext.h>
+#endif
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -51,16 +56,91 @@ static inline float __fmul_rn(float a, float b) { volatile float r = a * b; retu
 static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 
 // ---- fibers ----
-struct Fiber { ucontext_t ctx; unsigned tid; bool done; };
 static const size_t STACK = 256 * 1024;
-static ucontext_t scheduler;
-static Fiber fibers[1024];
 static char* stacks[1024];
 static int current;
 static long progress;   // arrivals and completions: a round without any is a deadlock
 static std::function<void()>* kernel_fn;
+static void fiber_main();
 
+#ifdef EMU_ASM_SWITCH
+// A suspended context is just its stack pointer: emu_switch pushes the callee-saved registers (the System V ABI's
+// rbx, rbp, r12-r15) and the FP control words (MXCSR, x87 CW) on the current stack, saves rsp in *from, loads rsp
+// = to and pops the same frame from there. Everything else is caller-saved, so the compiler has spilled it already.
+// No signal mask is touched, hence no system call (swapcontext's rt_sigprocmask was most of the emulator's time).
+extern "C" __attribute__((visibility("hidden"))) void emu_switch(void** from, void* to);
+asm(R"(
+    .text
+    .p2align 4
+    .globl emu_switch
+    .hidden emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $16, %rsp
+    stmxcsr 8(%rsp)
+    fnstcw (%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr 8(%rsp)
+    fldcw (%rsp)
+    addq $16, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+struct Fiber { void* sp; unsigned tid; bool done; };
+static Fiber fibers[1024];
+static void* scheduler_sp;
+static void yield() { emu_switch(&fibers[current].sp, scheduler_sp); }
+static void to_fiber(int i) { emu_switch(&scheduler_sp, fibers[i].sp); }
+
+// A new fiber runs fiber_main to its end, then switches to the scheduler for good (it is never resumed again: its
+// frame is simply abandoned, as is a deadlocked fiber's).
+[[noreturn]] static void fiber_entry() {
+    fiber_main();
+    emu_switch(&fibers[current].sp, scheduler_sp);
+    __builtin_unreachable();
+}
+
+// Lays out on a fresh stack the frame emu_switch pops: FP control words (the scheduler's, as getcontext would take),
+// six zero registers, then fiber_entry as the return address. The ABI wants rsp + 8 16-byte aligned at a function's
+// entry, i.e. right after ret pops into fiber_entry; the slot above it is a null return address nobody uses.
+static void fiber_init(Fiber& f, char* stack) {
+    uintptr_t top = ((uintptr_t) stack + STACK) & ~(uintptr_t) 15;
+    uint64_t* sp = (uint64_t*) (top - 80);            // 80 = 2 (FP words) + 6 (registers) + 2 (ret, null) slots
+    uint32_t mxcsr; uint16_t fcw;
+    asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fcw));
+    memset(sp, 0, 80);
+    memcpy(&sp[0], &fcw, 2);
+    memcpy(&sp[1], &mxcsr, 4);
+    sp[8] = (uint64_t) (uintptr_t) &fiber_entry;      // rsp after that ret: top - 8, as after a call
+    f.sp = sp;
+}
+#else
+struct Fiber { ucontext_t ctx; unsigned tid; bool done; };
+static Fiber fibers[1024];
+static ucontext_t scheduler;
 static void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+static void to_fiber(int i) { swapcontext(&scheduler, &fibers[i].ctx); }
+static void fiber_init(Fiber& f, char* stack) {
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = STACK;
+    f.ctx.uc_link = &scheduler;   // fiber_main returns to the scheduler
+    makecontext(&f.ctx, fiber_main, 0);
+}
+#endif
 
 struct Barrier { int count = 0; unsigned gen = 0; };
 static Barrier warp_bars[32], block_bar;
@@ -136,7 +216,7 @@ static void fiber_main() {
     (*kernel_fn)();
     fibers[current].done = true;
     progress++;
-}   // returns to uc_link = the scheduler
+}
 
 static long launches = 0;
 extern "C" long emu_launches() { return launches; }
@@ -161,11 +241,7 @@ static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, un
                     Fiber& f = fibers[i];
                     f.tid = i;
                     f.done = false;
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = stacks[i];
-                    f.ctx.uc_stack.ss_size = STACK;
-                    f.ctx.uc_link = &scheduler;
-                    makecontext(&f.ctx, fiber_main, 0);
+                    fiber_init(f, stacks[i]);
                 }
                 for (unsigned left = bx; left > 0;) {
                     long before = progress;
@@ -174,7 +250,7 @@ static int run_blocks(std::function<void()> kernel, unsigned gx, unsigned gy, un
                         if (fibers[i].done) continue;
                         current = (int) i;
                         threadIdx.x = fibers[i].tid; threadIdx.y = threadIdx.z = 0;
-                        swapcontext(&scheduler, &fibers[i].ctx);
+                        to_fiber((int) i);
                         if (!fibers[i].done) left++;
                     }
                     if (left > 0 && progress == before) return 2;
@@ -190,6 +266,23 @@ extern "C" int emu_launch_q4(int kind, unsigned gx, unsigned gy, const void* w, 
     auto k = kind == 4 ? matvec_q4_block : kind == 5 ? matvec_q4tp : nullptr;
     if (!k) return 500;
     return run_blocks([=] { k(w, rs, cf, x, y, row0, rows, cols); }, gx, gy, 1, 256);
+}
+
+// The deadlock check on purpose-made kernels (CudaKernelEmulationTest): a __syncthreads only the first warp of two
+// reaches, a shuffle only odd lanes make (each must fail with 2, not hang), and a block that does meet (0); for kind
+// 0, 1, 2 respectively. out[t] gets what thread t computed.
+extern "C" int emu_selftest_barriers(int kind, int* out) {
+    switch (kind) {
+        case 0: return run_blocks([out] { if (threadIdx.x < 32) __syncthreads(); out[threadIdx.x] = 1; }, 1, 1, 1, 64);
+        case 1: return run_blocks([out] { out[threadIdx.x] = threadIdx.x & 1 ? __shfl_xor_sync(~0u, (int) threadIdx.x, 1) : -1; }, 1, 1, 1, 64);
+        case 2: return run_blocks([out] {
+                    __shared__ int seen[64];
+                    seen[threadIdx.x] = (int) threadIdx.x;
+                    __syncthreads();
+                    out[threadIdx.x] = seen[63 - threadIdx.x] + __shfl_xor_sync(~0u, (int) threadIdx.x, 1) * 100;
+                }, 1, 1, 1, 64);
+        default: return 500;
+    }
 }
 
 #define P(i, T) (*(T*) p[i])
