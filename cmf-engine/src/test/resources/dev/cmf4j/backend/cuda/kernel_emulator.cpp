@@ -1,5 +1,5 @@
 // The real CUDA kernels of matvec_q4.cu, resident_arch.cu, resident_embryo.cu, resident_mmvq.cu and resident.cu's products compiled for the CPU (test-only): each thread of a
-// block is a fiber (ucontext) of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
+// block is a fiber of one host thread, run round-robin; a warp's 32 fibers meet at a barrier for every
 // shuffle and the block's at every __syncthreads, so the kernels' own indexing, reductions, shuffles and shared
 // memory are checked against the CPU engine without a GPU. __shared__ arrays are static: one block runs at a time.
 // Linked into the mock driver (mockcuda.c built with -DMOCK_EMULATE), whose cuLaunchKernel then runs these instead
