@@ -699,7 +699,7 @@ final class VulkanResidentForward implements DeviceForward {
                     // then reads from memory instead of each workgroup staging it tile by tile
                     glu(s, l);
                     sync("glu");
-                    direct(s, l.down(), s.g, add ? s.x : s.tmp, add ? MatvecPush.ADD : 0);
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true);
                 } else {
                     // act(gate)·up staged by the product itself
                     folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
@@ -877,6 +877,12 @@ final class VulkanResidentForward implements DeviceForward {
      * (ADD: y += the product).
      */
     private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra, DecoderPlan.Layer glu) {
+        folded(s, w, x, y, norm, bias, extra, glu, false);
+    }
+
+    /** As above; {@code direct}: x is x' already (nothing to fold, column scales applied), read from memory without staging. */
+    private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra,
+                        DecoderPlan.Layer glu, boolean direct) {
         int flags = extra, pOff = 0, word = 0, biasOff = 0;
         VulkanContext.Buffer p = params;
         if (norm != null) {
@@ -888,7 +894,9 @@ final class VulkanResidentForward implements DeviceForward {
         if (bias != null) { flags |= MatvecPush.BIAS; biasOff = biasAt.get(bias); }
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), w.inDim(), 1));
+        // x from memory: the pipeline without staging, its column scales already in x, grids as for a row of one tile
+        int kindFlags = direct ? r.flags() & ~MatvecPush.COL_SCALES : r.flags(), width = direct ? VulkanContext.DECODE_TILE : w.cols();
+        vk.cmdBindPipeline(rec, direct ? ctx.matvecDecodeDirect(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), 1));
         long first = w.firstRow(), end = first + w.rows();
         for (VulkanMatMul.Part part : r.parts()) {
             long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);
@@ -896,15 +904,15 @@ final class VulkanResidentForward implements DeviceForward {
             bindMatvecSet(s, part, x, y, p);
             // a bias is indexed by the product's row: its part starts lo - first rows in
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
-                    r.flags() | flags, pOff, word, biasOff + (int) (lo - first));
+                    kindFlags | flags, pOff, word, biasOff + (int) (lo - first));
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), w.cols(), 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
+            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), width, 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
         }
     }
 
     /**
      * g = act(g)·u, times the down product's column scales where it has them (the x' its staged product would make, in
-     * the same order of operations), for {@link #direct}.
+     * the same order of operations), for a direct product ({@link #folded}).
      */
     private void glu(State s, DecoderPlan.Layer l) {
         VulkanMatMul.Resident r = mm.resident(l.down());
@@ -912,22 +920,6 @@ final class VulkanResidentForward implements DeviceForward {
         boolean cf = (r.flags() & MatvecPush.COL_SCALES) != 0;
         int n = l.gate().outDim();
         op(s, 3, s.g, s.u, cf ? first.buffer : params, s.g, groups(n), n, l.act().ordinal(), cf ? Math.toIntExact(first.cfOff) : 0, cf ? 1 : 0);
-    }
-
-    /** A decode step's y (+)= W·x by matvec_decode.comp's pipeline that reads x from memory: nothing folded into x. */
-    private void direct(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int extra) {
-        VulkanMatMul.Resident r = mm.resident(w);
-        vk.cmdBindPipeline(rec, ctx.matvecDecodeDirect(r.kind()));
-        long first = w.firstRow(), end = first + w.rows();
-        for (VulkanMatMul.Part part : r.parts()) {
-            long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);
-            if (lo >= hi) continue;
-            bindMatvecSet(s, part, x, y, params);
-            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
-                    (r.flags() & ~MatvecPush.COL_SCALES) | extra, 0, 0, 0);
-            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), VulkanContext.DECODE_TILE, 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
-        }
     }
 
     private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p) {
