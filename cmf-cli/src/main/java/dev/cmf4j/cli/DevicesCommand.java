@@ -89,7 +89,7 @@ public final class DevicesCommand implements Callable<Integer> {
                         .put("vendor_id", d.vendorId()).put("driver", d.driverName()).put("driver_info", d.driverInfo())
                         .put("api_version", d.apiVersion()).put("device_local_bytes", d.deviceLocalBytes())
                         .put("subgroup_size", d.subgroupSize()).put("subgroup_arithmetic", d.subgroupArithmetic()).put("shader_float16", d.shaderFloat16()).put("shader_int8", d.shaderInt8())
-                        .put("cooperative_matrix", d.cooperativeMatrix()).put("compute_queue", d.computeQueueFamily() >= 0)
+                        .put("cooperative_matrix", d.cooperativeMatrix()).put("cooperative_matrix_prompt", d.coopMatmul()).put("compute_queue", d.computeQueueFamily() >= 0)
                         .put("software", d.software());
                 n.put("max_storage_buffer_bytes", d.maxStorageBufferRange());
             }

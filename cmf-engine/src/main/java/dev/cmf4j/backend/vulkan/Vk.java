@@ -46,7 +46,11 @@ final class Vk {
             ST_PIPELINE_EXECUTABLE_STATISTIC = 1000269004, ST_COMMAND_BUFFER_BEGIN_INFO = 42, ST_MEMORY_BARRIER = 46,
             ST_PHYSICAL_DEVICE_FEATURES_2 = 1000059000, ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001,
             ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES = 1000082000, ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000,
-            ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES = 1000168000, ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000;
+            ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES = 1000168000, ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000,
+            ST_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES = 1000211000, ST_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES = 1000506000,
+            ST_COOPERATIVE_MATRIX_PROPERTIES = 1000506001;
+    /** VkComponentTypeKHR and VkScopeKHR values of the cooperative-matrix shapes. */
+    static final int COMPONENT_FLOAT16 = 0, COMPONENT_FLOAT32 = 1, SCOPE_SUBGROUP = 3;
 
     static final int MEMORY_DEVICE_LOCAL = 1, MEMORY_HOST_VISIBLE = 2, MEMORY_HOST_COHERENT = 4, MEMORY_HOST_CACHED = 8;
     static final int QUEUE_COMPUTE = 2;
@@ -126,6 +130,7 @@ final class Vk {
         t.put("vkResetFences", FunctionDescriptor.of(U32, PTR, U32, PTR));
         t.put("vkGetFenceStatus", FunctionDescriptor.of(U32, PTR, U64));
         t.put("vkGetDeviceProcAddr", FunctionDescriptor.of(PTR, PTR, PTR));
+        t.put("vkGetInstanceProcAddr", FunctionDescriptor.of(PTR, PTR, PTR));
         // timestamps (-Dcmf.vulkan.profile=true)
         t.put("vkCreateQueryPool", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
         t.put("vkDestroyQueryPool", FunctionDescriptor.ofVoid(PTR, U64, PTR));
@@ -271,6 +276,18 @@ final class Vk {
             MemorySegment p = (MemorySegment) h.get("vkGetDeviceProcAddr").invokeWithArguments(device, a.allocateFrom(name));
             if (p.equals(MemorySegment.NULL)) throw new VulkanException(name + ": the device does not have it");
             return LINKER.downcallHandle(p, fd);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new VulkanException(name + ": " + t, t);
+        }
+    }
+
+    /** An instance command the loader does not export (an extension's), bound through vkGetInstanceProcAddr; null when absent. */
+    MethodHandle instanceCommand(MemorySegment instance, String name, FunctionDescriptor fd) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = (MemorySegment) h.get("vkGetInstanceProcAddr").invokeWithArguments(instance, a.allocateFrom(name));
+            return p.equals(MemorySegment.NULL) ? null : LINKER.downcallHandle(p, fd);
         } catch (RuntimeException | Error e) {
             throw e;
         } catch (Throwable t) {

@@ -71,7 +71,14 @@ public final class VulkanContext implements AutoCloseable {
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 8;
-    private final long shaderModule, decodeModule, gemmModule, opsModule;
+    private final long shaderModule, decodeModule, gemmModule, opsModule, gemmCoopModule;
+    /**
+     * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
+     * device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat is not false.
+     */
+    final long[] gemmCoop;
+    /** -Dcmf.vulkan.coopmat=false keeps the prompt products on matmul.comp where the device has cooperative matrices. */
+    static final String COOPMAT_PROPERTY = "cmf.vulkan.coopmat";
     /**
      * -Dcmf.vulkan.profile=true, where the device has VK_KHR_pipeline_executable_properties: the pipelines keep the
      * driver's statistics (registers, shared memory, …), printed for the decode step's hot pipelines when the device opens.
@@ -103,7 +110,7 @@ public final class VulkanContext implements AutoCloseable {
             MemorySegment inst = createInstance(vk, a);
             try {
                 List<VulkanDeviceInfo> out = new ArrayList<>();
-                for (MemorySegment pd : physicalDevices(vk, inst, a)) out.add(describe(vk, pd, out.size(), a));
+                for (MemorySegment pd : physicalDevices(vk, inst, a)) out.add(describe(vk, inst, pd, out.size(), a));
                 return out;
             } finally {
                 vk.call("vkDestroyInstance", inst, MemorySegment.NULL);
@@ -119,7 +126,7 @@ public final class VulkanContext implements AutoCloseable {
             try {
                 List<MemorySegment> pds = physicalDevices(vk, instance, a);
                 List<VulkanDeviceInfo> infos = new ArrayList<>();
-                for (MemorySegment pd : pds) infos.add(describe(vk, pd, infos.size(), a));
+                for (MemorySegment pd : pds) infos.add(describe(vk, instance, pd, infos.size(), a));
                 if (infos.isEmpty())
                     throw new VulkanUnavailableException("the Vulkan loader found no device (install your GPU's Vulkan driver, or mesa-vulkan-drivers for lavapipe)");
                 VulkanDeviceInfo chosen;
@@ -146,7 +153,8 @@ public final class VulkanContext implements AutoCloseable {
                     throw new VulkanUnavailableException(chosen.name() + " binds " + storageBuffers + " storage buffers a shader; ops.comp needs " + OPS_BUFFERS);
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
                         && deviceExtensions(vk, pd, a).contains("VK_KHR_pipeline_executable_properties");
-                dev = createDevice(vk, pd, chosen, a, statistics);
+                boolean wantCoop = chosen.coopMatmul() && !"false".equals(System.getProperty(COOPMAT_PROPERTY));
+                dev = createDevice(vk, pd, chosen, a, statistics, wantCoop);
                 device = dev;
                 MemorySegment q = a.allocate(PTR);
                 vk.call("vkGetDeviceQueue", device, chosen.computeQueueFamily(), 0, q);
@@ -184,6 +192,24 @@ public final class VulkanContext implements AutoCloseable {
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
                 for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
+                long coopModule = 0;
+                long[] coop = null;
+                if (wantCoop) {
+                    // a driver that refuses the pipelines leaves the prompts on matmul.comp, said once
+                    try {
+                        coopModule = createShaderModule(a, Shaders.load("matmul_coop"));
+                        coop = new long[Shaders.KIND_I8 + 1];
+                        for (int k = 0; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k);
+                    } catch (VulkanException e) {
+                        System.err.println("vulkan: cooperative-matrix prompt products unavailable (" + e.getMessage() + "); matmul.comp used");
+                        if (coop != null) for (long pl : coop) if (pl != 0) vk.call("vkDestroyPipeline", dev, pl, MemorySegment.NULL);
+                        if (coopModule != 0) vk.call("vkDestroyShaderModule", dev, coopModule, MemorySegment.NULL);
+                        coopModule = 0;
+                        coop = null;
+                    }
+                }
+                gemmCoopModule = coopModule;
+                gemmCoop = coop;
                 opsSetLayout = createSetLayout(a, OPS_BUFFERS);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
@@ -249,13 +275,21 @@ public final class VulkanContext implements AutoCloseable {
     /**
      * The product pipeline for weights of {@code kind} with rows of {@code cols} over {@code tokens} rows: one token of
      * kinds 0-3 takes matvec_decode.comp's (one of two, by whether a row is one tile), gemmMinTokens or more
-     * matmul.comp's, the rest matvec.comp's.
+     * matmul_coop.comp's (kinds 0-3, where the device has them) or matmul.comp's, the rest matvec.comp's.
      */
     long matvecPipeline(int kind, int cols, int tokens) {
-        if (tokens >= gemmMinTokens) return gemm[kind];
+        if (tokens >= gemmMinTokens) return gemmCoop != null && kind < gemmCoop.length ? gemmCoop[kind] : gemm[kind];
         if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
         return matvec[kind];
     }
+
+    /** Whether {@link #matvecPipeline} takes matmul_coop.comp's (f16 operands) for {@code kind} at {@code tokens}. */
+    boolean coopProduct(int kind, int tokens) {
+        return tokens >= gemmMinTokens && gemmCoop != null && kind < gemmCoop.length;
+    }
+
+    /** matmul.comp's pipeline of {@code kind} whatever the device has (the op checks compare the two). */
+    long plainGemm(int kind) { return gemm[kind]; }
 
     /**
      * The one-token pipeline that reads x' from memory (matvec_decode.comp's TILES = 2): for weights of {@code kind} with
@@ -343,7 +377,7 @@ public final class VulkanContext implements AutoCloseable {
         return out;
     }
 
-    private static VulkanDeviceInfo describe(Vk vk, MemorySegment pd, int index, Arena a) {
+    private static VulkanDeviceInfo describe(Vk vk, MemorySegment instance, MemorySegment pd, int index, Arena a) {
         // properties with the subgroup, maintenance3 and (1.2+) driver structs chained
         MemorySegment sub = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
         MemorySegment m3 = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
@@ -365,10 +399,23 @@ public final class VulkanContext implements AutoCloseable {
         long maxRange = Integer.toUnsignedLong(props.get(U32, limits + 28));
         int[] groups = {props.get(U32, limits + 220), props.get(U32, limits + 224), props.get(U32, limits + 228)};
         // features: shaderFloat16 / shaderInt8
+        // (and, where the extensions are listed, the Vulkan memory model and cooperative matrices: matmul_coop.comp's)
+        List<String> exts = deviceExtensions(vk, pd, a);
+        boolean coopExt = exts.contains("VK_KHR_cooperative_matrix");
+        // named as extensions: the instance asks for Vulkan 1.1, where neither is core
+        boolean modelExt = exts.contains("VK_KHR_vulkan_memory_model") && exts.contains("VK_KHR_shader_float16_int8");
         MemorySegment f16 = Vk.struct(a, 24, Vk.ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+        MemorySegment model = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
+        MemorySegment coopF = Vk.struct(a, 24, Vk.ST_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES);
         MemorySegment f2 = Vk.struct(a, 240, Vk.ST_PHYSICAL_DEVICE_FEATURES_2);
         f2.set(PTR, 8, f16);
+        if (coopExt && modelExt) {
+            f16.set(PTR, 8, model);
+            model.set(PTR, 8, coopF);
+        }
         vk.call("vkGetPhysicalDeviceFeatures2", pd, f2);
+        boolean coopMatmul = coopExt && modelExt && coopF.get(U32, 16) != 0 && model.get(U32, 16) != 0 && f16.get(U32, 16) != 0
+                && sub.get(U32, 16) == 32 && hasCoopShape(vk, instance, pd, a);
         // queues: the first family with compute
         MemorySegment n = a.allocate(U32);
         vk.call("vkGetPhysicalDeviceQueueFamilyProperties", pd, n, MemorySegment.NULL);
@@ -385,15 +432,47 @@ public final class VulkanContext implements AutoCloseable {
         List<VulkanDeviceInfo.Heap> heaps = new ArrayList<>();
         for (int i = 0; i < mp.get(U32, 260); i++)
             heaps.add(new VulkanDeviceInfo.Heap(mp.get(U64, 264 + 16L * i), (mp.get(U32, 264 + 16L * i + 8) & 1) != 0));
-        List<String> exts = deviceExtensions(vk, pd, a);
         return new VulkanDeviceInfo(index, name, VulkanDeviceInfo.typeName(type), props.get(U32, 8), props.get(U32, 12),
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
                 sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE)) == (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE),
-                f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, exts.contains("VK_KHR_cooperative_matrix"),
+                f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, coopExt, coopMatmul,
                 compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
     }
 
-    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics) {
+    /**
+     * Whether vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists f16 × f16 + f32 → f32 matrices of 16 × 16 × 16 at
+     * subgroup scope, matmul_coop.comp's shape.
+     */
+    private static boolean hasCoopShape(Vk vk, MemorySegment instance, MemorySegment pd, Arena a) {
+        java.lang.invoke.MethodHandle get = vk.instanceCommand(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+                java.lang.foreign.FunctionDescriptor.of(U32, PTR, PTR, PTR));
+        if (get == null) return false;
+        try {
+            MemorySegment n = a.allocate(U32);
+            if ((int) get.invokeWithArguments(pd, n, MemorySegment.NULL) != 0) return false;
+            int count = n.get(U32, 0);
+            if (count == 0) return false;
+            // VkCooperativeMatrixPropertiesKHR: sType, pNext, M N K at 16, A B C Result types at 28, saturating at 44, scope at 48
+            MemorySegment props = a.allocate(56L * count, 8);
+            for (int i = 0; i < count; i++) props.set(U32, 56L * i, Vk.ST_COOPERATIVE_MATRIX_PROPERTIES);
+            int r = (int) get.invokeWithArguments(pd, n, props);
+            if (r != 0 && r != 5) return false;
+            for (int i = 0; i < n.get(U32, 0); i++) {
+                long at = 56L * i;
+                if (props.get(U32, at + 16) == 16 && props.get(U32, at + 20) == 16 && props.get(U32, at + 24) == 16
+                        && props.get(U32, at + 28) == Vk.COMPONENT_FLOAT16 && props.get(U32, at + 32) == Vk.COMPONENT_FLOAT16
+                        && props.get(U32, at + 36) == Vk.COMPONENT_FLOAT32 && props.get(U32, at + 40) == Vk.COMPONENT_FLOAT32
+                        && props.get(U32, at + 48) == Vk.SCOPE_SUBGROUP) return true;
+            }
+            return false;
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new VulkanException("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: " + t, t);
+        }
+    }
+
+    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics, boolean coop) {
         MemorySegment prio = a.allocate(ValueLayout.JAVA_FLOAT);
         prio.set(ValueLayout.JAVA_FLOAT, 0, 1f);
         MemorySegment q = Vk.struct(a, 40, Vk.ST_DEVICE_QUEUE_CREATE_INFO);
@@ -407,7 +486,24 @@ public final class VulkanContext implements AutoCloseable {
             exts.add("VK_KHR_pipeline_executable_properties");
             MemorySegment feature = Vk.struct(a, 24, Vk.ST_PIPELINE_EXECUTABLE_FEATURES);
             feature.set(U32, 16, 1);
+            feature.set(PTR, 8, ci.get(PTR, 8));
             ci.set(PTR, 8, feature);
+        }
+        if (coop) {
+            // matmul_coop.comp: cooperative matrices, f16 arithmetic and the Vulkan memory model (its SPIR-V's capabilities);
+            exts.add("VK_KHR_cooperative_matrix");
+            exts.add("VK_KHR_shader_float16_int8");
+            exts.add("VK_KHR_vulkan_memory_model");
+            MemorySegment coopF = Vk.struct(a, 24, Vk.ST_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES);
+            coopF.set(U32, 16, 1);
+            MemorySegment f16 = Vk.struct(a, 24, Vk.ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+            f16.set(U32, 16, 1);
+            MemorySegment model = Vk.struct(a, 32, Vk.ST_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
+            model.set(U32, 16, 1);
+            coopF.set(PTR, 8, f16);
+            f16.set(PTR, 8, model);
+            model.set(PTR, 8, ci.get(PTR, 8));
+            ci.set(PTR, 8, coopF);
         }
         ci.set(U32, 20, 1);
         ci.set(PTR, 24, q);
@@ -601,6 +697,8 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        if (gemmCoop != null) for (long p : gemmCoop) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        if (gemmCoopModule != 0) vk.call("vkDestroyShaderModule", device, gemmCoopModule, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, decodeModule, MemorySegment.NULL);

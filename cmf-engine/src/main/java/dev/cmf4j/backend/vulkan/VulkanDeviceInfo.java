@@ -15,13 +15,15 @@ import java.util.Locale;
  * @param maxStorageBufferRange the largest storage-buffer binding in bytes (a weight larger than this is split by rows)
  * @param maxAllocationSize   the largest single allocation (maintenance3)
  * @param maxGroupCount       the most workgroups a dispatch may have in x, y, z
- * @param cooperativeMatrix   whether it has VK_KHR_cooperative_matrix (not used yet)
+ * @param cooperativeMatrix   whether it has VK_KHR_cooperative_matrix
+ * @param coopMatmul          whether it can run matmul_coop.comp: the extension's feature, f16 × f16 → f32 matrices of
+ *                            16 × 16 × 16 at subgroup scope, f16 arithmetic, the Vulkan memory model, 32-invocation subgroups
  * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
  * @param timestampPeriod     nanoseconds per timestamp tick, 0 when the compute queue family writes no timestamps
  */
 public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
                                String driverName, String driverInfo, List<Heap> heaps, int subgroupSize, boolean subgroupArithmetic,
-                               boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, int computeQueueFamily,
+                               boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, boolean coopMatmul, int computeQueueFamily,
                                long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
                                boolean portabilitySubset, float timestampPeriod) {
 
@@ -48,11 +50,11 @@ public record VulkanDeviceInfo(int index, String name, String type, int vendorId
 
     /** One line for people. */
     public String describe() {
-        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, cooperative matrix %s)",
+        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, cooperative matrix %s%s)",
                 name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
                 apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute subgroup adds and shuffles: unusable",
                 yes(shaderFloat16), yes(shaderInt8),
-                yes(cooperativeMatrix));
+                yes(cooperativeMatrix), !cooperativeMatrix ? "" : coopMatmul ? " (f16 16x16x16: prompt products on it)" : " (no f16 16x16x16 subgroup shape the prompt products use)");
     }
 
     private static String yes(boolean b) { return b ? "yes" : "no"; }

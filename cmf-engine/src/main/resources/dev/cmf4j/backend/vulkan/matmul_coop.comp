@@ -1,0 +1,130 @@
+#version 450
+// cmf4j Vulkan prompt product on cooperative matrices (VK_KHR_cooperative_matrix): matmul.comp's product
+// y[yOff + t*yStride + r] = rs[row0+r] * sum_c W[row0+r, c] * (cf[c] * x[t*cols + c]), same push constants, layout, tile
+// (64 rows × 64 tokens a workgroup) and grid-stride loops, for the kinds 0-3 (f32, bf16, f16, int8).
+// Built into matmul_coop.spv by tools/build-vulkan-shaders.sh with a glslc that knows GL_KHR_cooperative_matrix
+// (shaderc 2023.8 or newer; docs/VULKAN.md). The engine uses it only where the device has f16 × f16 → f32 16×16×16
+// matrices at subgroup scope and 32-invocation subgroups.
+//
+// Operands are f16: a weight as stored (int8 exactly; bf16 and f32 rounded to f16) and an activation times its column
+// scale rounded once to f16; products and sums in f32 (the matrix units'), the row scale applied to the f32 sum.
+// Per step of BK columns the workgroup decodes the tile's weights and activations into shared memory; each of its 4
+// subgroups multiplies a 32 × 32 quarter of the tile (2 × 2 matrices of 16 × 16) and the sums go through shared memory
+// to be scaled and written with the bounds checked (partial tiles).
+
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(local_size_x = 128) in;
+// 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f): matvec.comp's numbering
+layout(constant_id = 0) const uint KIND = 0u;
+const uint WG = 128u;
+const uint BM = 64u, BN = 64u, BK = 32u;
+const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (80 bytes: 16-byte aligned rows, off one bank)
+const uint SC = BM + 4u;   // row stride of the sums' tile in f32
+
+layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+    uint rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags;   // as matvec.comp's
+    uint pOff, eps, biasOff;   // matvec_decode.comp's (the pipelines share one layout); unused here
+} p;
+
+shared float16_t ws[BM * SK];   // [row][k] of the step: B, read column-major
+shared float16_t xs[BN * SK];   // [token][k] of the step: A, row-major
+shared float cs[BN * SC];       // [token][row]: the tile's sums
+
+// element e of the weights (any alignment)
+float w1(uint e) {
+    if (KIND == 0u) return uintBitsToFloat(w[e]);
+    if (KIND == 1u) { uint v = w[e >> 1]; return uintBitsToFloat((e & 1u) == 0u ? v << 16 : v & 0xffff0000u); }
+    if (KIND == 2u) { vec2 h = unpackHalf2x16(w[e >> 1]); return (e & 1u) == 0u ? h.x : h.y; }
+    return float(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
+}
+
+// elements e .. e+3 (e a multiple of 4)
+vec4 w4(uint e) {
+    if (KIND == 0u) return vec4(uintBitsToFloat(w[e]), uintBitsToFloat(w[e + 1u]), uintBitsToFloat(w[e + 2u]), uintBitsToFloat(w[e + 3u]));
+    if (KIND == 1u) {
+        uint a = w[e >> 1], b = w[(e >> 1) + 1u];
+        return vec4(uintBitsToFloat(a << 16), uintBitsToFloat(a & 0xffff0000u), uintBitsToFloat(b << 16), uintBitsToFloat(b & 0xffff0000u));
+    }
+    if (KIND == 2u) return vec4(unpackHalf2x16(w[e >> 1]), unpackHalf2x16(w[(e >> 1) + 1u]));
+    int v = int(w[e >> 2]);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+
+float colScale(uint c) { return uintBitsToFloat(w[p.cfOff + c]); }
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint lr = tid >> 1, lk = (tid & 1u) * 16u;   // what it loads: row (and token) lr, the step's columns lk .. lk+15
+    uint sg = gl_SubgroupID;
+    uint qt = (sg >> 1) * 32u, qr = (sg & 1u) * 32u;   // this subgroup's quarter: tokens qt.., rows qr..
+    bool wide = (p.cols & 3u) == 0u, colScales = (p.flags & 2u) != 0u, rowScales = (p.flags & 1u) != 0u;
+    for (uint rt = gl_WorkGroupID.x * BM; rt < p.rows; rt += gl_NumWorkGroups.x * BM) {
+        uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
+        for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
+            uint xt = min(t0 + lr, p.tokens - 1u);   // tokens past the end reread the last (never written)
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[2][2];
+            [[unroll]] for (uint i = 0u; i < 2u; i++)
+                [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+            for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
+                barrier();   // the previous step's tiles have been read
+                // columns past the end are zeros: they add 0·0 to every sum, which changes none
+                [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                    uint c = k0 + lk + 4u * q;
+                    vec4 wv = vec4(0.0), xv = vec4(0.0);
+                    if (wide) {
+                        if (c < p.cols) {
+                            wv = w4(sr * p.cols + c);
+                            uint xi = xt * p.cols + c;
+                            xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+                            if (colScales) xv *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
+                        }
+                    } else {
+                        for (uint j = 0u; j < 4u; j++) {
+                            if (c + j < p.cols) {
+                                wv[j] = w1(sr * p.cols + c + j);
+                                float v = x[xt * p.cols + c + j];
+                                xv[j] = colScales ? v * colScale(c + j) : v;
+                            }
+                        }
+                    }
+                    uint at = lr * SK + lk + 4u * q;
+                    ws[at] = float16_t(wv.x); ws[at + 1u] = float16_t(wv.y); ws[at + 2u] = float16_t(wv.z); ws[at + 3u] = float16_t(wv.w);
+                    xs[at] = float16_t(xv.x); xs[at + 1u] = float16_t(xv.y); xs[at + 2u] = float16_t(xv.z); xs[at + 3u] = float16_t(xv.w);
+                }
+                barrier();
+                [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[2];
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[2];
+                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                        coopMatLoad(a[i], xs, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint j = 0u; j < 2u; j++)
+                        coopMatLoad(b[j], ws, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                        [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+                }
+            }
+            barrier();   // the previous tile's sums have been written out
+            [[unroll]] for (uint i = 0u; i < 2u; i++)
+                [[unroll]] for (uint j = 0u; j < 2u; j++)
+                    coopMatStore(acc[i][j], cs, (qt + 16u * i) * SC + qr + 16u * j, SC, gl_CooperativeMatrixLayoutRowMajor);
+            barrier();
+            // consecutive invocations write consecutive rows of one token
+            for (uint i = tid; i < BM * BN; i += WG) {
+                uint t = t0 + i / BM, r = rt + i % BM;
+                if (t < p.tokens && r < p.rows) {
+                    float s = cs[(i / BM) * SC + i % BM];
+                    y[p.yOff + t * p.yStride + r] = rowScales ? s * uintBitsToFloat(w[p.rsOff + p.row0 + r]) : s;
+                }
+            }
+        }
+    }
+}
