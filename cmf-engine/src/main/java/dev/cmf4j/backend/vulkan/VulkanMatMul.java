@@ -37,6 +37,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     static final int SETS_PER_POOL = 64;
 
     private final VulkanContext ctx;
+    /** Prompt products on matmul.comp even where matmul_coop.comp is chosen: the op checks compare the two. */
+    volatile boolean plainPrompts;
     private final Vk vk;
     private final MatMul fallback;
     private final long budget;
@@ -237,7 +239,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             if (rs[i] == null) continue;
             Matrix w = ws[i];
             Resident r = rs[i];
-            long pipeline = ctx.matvecPipeline(r.kind(), w.inDim(), tokens);
+            long pipeline = plainPrompts && tokens >= ctx.gemmMinTokens ? ctx.plainGemm(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), tokens);
             if (bound != pipeline) {
                 vk.cmdBindPipeline(commandBuffer, pipeline);
                 bound = pipeline;

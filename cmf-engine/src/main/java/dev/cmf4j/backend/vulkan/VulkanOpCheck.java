@@ -18,7 +18,9 @@ import java.util.SplittableRandom;
  * each weight is written in its CMF layout (f32, bf16, f16, q8_row, q8_2f, q4_block, q4tp), and the device's y = W·x is
  * compared with the CPU's reference products ({@link CpuBackend#reference}) on the same {@link Matrix} and with a float64
  * sum over the dtype's own row decoder. The error is the largest difference over the float64 reference's largest
- * magnitude; the bound is 2e-6·√cols (f32 sums in another order).
+ * magnitude; the bound is 2e-6·√cols (f32 sums in another order). Where the device takes prompt products on cooperative
+ * matrices (matmul_coop.comp, f16 operands), those checks are named {@code matmul_coop_*} and bounded by {@link #COOP_BOUND},
+ * and the same shapes also run through matmul.comp under the f32 bound.
  */
 final class VulkanOpCheck {
     private VulkanOpCheck() {}
@@ -37,6 +39,23 @@ final class VulkanOpCheck {
             {70, 256, 40}, {5, 7, 33}, {130, 96, 70}};
     static final int[][] FULL = {{1000, 2048, 8}, {4096, 4096, 1}, {300, 1000, 33}};
 
+    /**
+     * matmul_coop.comp's products (only where the device has them) {rows, cols, tokens}: partial tiles of rows and tokens,
+     * whole ones, an odd width (the one-element loads) and a width of 4s that ends within a step of 32 columns.
+     */
+    static final int[][] COOP = {{70, 256, 40}, {130, 96, 70}, {64, 64, 64}, {5, 7, 33}, {129, 4100, 100}};
+    /** The benchmark's shape (llama-8b's q, o: 4096 × 4096 at a 512-token prompt), int8 with column scales only: its reference takes seconds. */
+    static final int[] COOP_LARGE = {4096, 4096, 512};
+    /**
+     * The bound of matmul_coop.comp's products over the reference's largest magnitude: 4u, u = 2^-11 the unit roundoff of
+     * f16. Each activation (times its column scale) is rounded once to f16, and an f32 weight too (int8, f16 and
+     * bf16 weights are exact in f16, bf16 barring f16's subnormals), so each term of a sum is off by at most u of itself,
+     * and on random data the worst output's error is about u/√3 of the largest output (the errors add as a random
+     * walk, as the sums do), 2.8e-4, independent of the width; 4u leaves room for that while a lost or doubled tile,
+     * step or scale gives errors of order 1. Plus the f32 sums' own 2e-6·√cols.
+     */
+    static final double COOP_BOUND = 4 * 0x1p-11;
+
     static List<OpResult> run(VulkanMatMul device, boolean quick) {
         List<OpResult> out = new ArrayList<>();
         MatMul cpu = CpuBackend.reference().matmul();
@@ -49,6 +68,7 @@ final class VulkanOpCheck {
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         out.addAll(foldedProducts(device, r));
+        if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
         return out;
     }
 
@@ -427,23 +447,64 @@ final class VulkanOpCheck {
         double[] want = reference(w, x, tokens);
         String shape = rows + "x" + cols + ", " + tokens + " tokens";
         double bound = 2e-6 * Math.sqrt(cols);
-        return List.of(new OpResult("matvec_" + dt.label + " vs float64", shape, error(got, want), bound),
-                new OpResult("matvec_" + dt.label + " vs cpu", shape, error(got, cpuY, want), bound));
+        String name = "matvec_";
+        if (device instanceof VulkanMatMul v && !v.plainPrompts && v.context().coopProduct(VulkanMatMul.kind(dt), tokens)) {
+            name = "matmul_coop_";
+            bound += COOP_BOUND;
+        }
+        return List.of(new OpResult(name + dt.label + " vs float64", shape, error(got, want), bound),
+                new OpResult(name + dt.label + " vs cpu", shape, error(got, cpuY, want), bound));
+    }
+
+    /**
+     * matmul_coop.comp where the device has it: the f32, bf16, f16 and int8 kinds at {@link #COOP}'s shapes (and int8
+     * with column scales at {@link #COOP_LARGE} unless quick) against float64 and the CPU under {@link #COOP_BOUND}, the
+     * same through matmul.comp under the f32 bound; and int8 products whose every term and sum is exact in f32
+     * (activations multiples of 1/4 in [-8, 8], no column scales), where the two shaders must give the float64 sum
+     * times the row scale rounded once: a check of the tiles' layout that no rounding hides.
+     */
+    static List<OpResult> coopProducts(VulkanMatMul device, MatMul cpu, SplittableRandom r, boolean quick) {
+        List<OpResult> out = new ArrayList<>();
+        List<int[]> shapes = new ArrayList<>(List.of(COOP));
+        for (DType dt : new DType[] {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F})
+            for (int[] s : shapes) {
+                out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
+                device.plainPrompts = true;
+                try {
+                    out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
+                } finally {
+                    device.plainPrompts = false;
+                }
+            }
+        if (!quick) out.addAll(product(device, cpu, r, DType.Q8_2F, COOP_LARGE[0], COOP_LARGE[1], COOP_LARGE[2]));
+        for (int[] s : new int[][] {{70, 256, 40}, {130, 4096, 70}}) {
+            int rows = s[0], cols = s[1], tokens = s[2];
+            Matrix w = Matrix.of("w", DType.Q8_ROW, randomPayload(r, DType.Q8_ROW, rows, cols), rows, cols);
+            float[] x = new float[tokens * cols];
+            for (int i = 0; i < x.length; i++) x[i] = (r.nextInt(65) - 32) / 4f;
+            double[] want = reference(w, x, tokens);
+            float[] got = new float[tokens * rows];
+            device.apply(w, x, tokens, got);
+            String shape = rows + "x" + cols + ", " + tokens + " tokens, exact terms";
+            out.add(new OpResult("matmul_coop_q8_row exact", shape, error(got, want), 0x1p-23));
+        }
+        return out;
     }
 
     /** y = W·x in float64 over the dtype's row decoder (what the file means, independent of any kernel). */
     static double[] reference(Matrix w, float[] x, int tokens) {
         int rows = w.outDim(), cols = w.inDim();
         double[] y = new double[tokens * rows];
-        float[] row = new float[cols];
-        for (int o = 0; o < rows; o++) {
+        // rows in parallel: the largest check (4096 × 4096 at 512 tokens) is 8.6e9 products
+        java.util.stream.IntStream.range(0, rows).parallel().forEach(o -> {
+            float[] row = new float[cols];
             w.decodeRow(o, row, 0);
             for (int t = 0; t < tokens; t++) {
                 double s = 0;
                 for (int c = 0; c < cols; c++) s += (double) row[c] * x[t * cols + c];
                 y[t * rows + o] = s;
             }
-        }
+        });
         return y;
     }
 
