@@ -210,17 +210,17 @@ final class Vk {
         try { ok((int) queueSubmit.invokeExact(queue, 1, submitInfo, fence), "vkQueueSubmit"); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    /** Waits without a timeout for the one fence in {@code fences}, then resets it. */
-    void waitAndReset(MemorySegment device, MemorySegment fences) { waitAndReset(device, fences, 0); }
-
     /**
-     * As above, polling the fence for up to {@code spinNanos} first (a decode step's few milliseconds: a blocking wait
-     * is woken late by some drivers) before blocking.
+     * How long a fence is polled before a blocking wait (-Dcmf.vulkan.spinMicros, 0: block at once): a decode step takes
+     * milliseconds, and a blocking wait may be woken late (docs/VULKAN.md, session 21).
      */
-    void waitAndReset(MemorySegment device, MemorySegment fences, long spinNanos) {
+    static final long FENCE_SPIN_NANOS = 1000L * Math.max(0, Long.getLong("cmf.vulkan.spinMicros", 20_000));
+
+    /** Waits without a timeout for the one fence in {@code fences} (polling it for up to FENCE_SPIN_NANOS first), then resets it. */
+    void waitAndReset(MemorySegment device, MemorySegment fences) {
         try {
-            if (spinNanos > 0) {
-                long fence = fences.get(ValueLayout.JAVA_LONG, 0), until = System.nanoTime() + spinNanos;
+            if (FENCE_SPIN_NANOS > 0) {
+                long fence = fences.get(ValueLayout.JAVA_LONG, 0), until = System.nanoTime() + FENCE_SPIN_NANOS;
                 int status;
                 while ((status = (int) getFenceStatus.invokeExact(device, fence)) == NOT_READY && System.nanoTime() < until) Thread.onSpinWait();
                 if (status != NOT_READY) ok(status, "vkGetFenceStatus");

@@ -290,7 +290,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
 
     private void submitAndWait() {
         ctx.submit(submitInfo, fence);
-        vk.waitAndReset(ctx.device, fenceArray, VulkanResidentForward.SPIN_NANOS);
+        vk.waitAndReset(ctx.device, fenceArray);
     }
 
     /** Binds {@code p}'s descriptor set, (re)written first when the staging buffers changed since. */

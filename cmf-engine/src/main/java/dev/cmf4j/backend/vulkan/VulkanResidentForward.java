@@ -71,11 +71,6 @@ final class VulkanResidentForward implements DeviceForward {
      * A decode step's down product of rows wider than a tile reads act(gate)·up, made once by an operator before it, from
      * memory (-Dcmf.vulkan.directDown=false: each workgroup stages it tile by tile, as before).
      */
-    /**
-     * How long a submission's fence is polled before a blocking wait (-Dcmf.vulkan.spinMicros, 0: block at once): a
-     * decode step takes milliseconds, and a blocking wait may be woken late.
-     */
-    static final long SPIN_NANOS = 1000L * Math.max(0, Long.getLong("cmf.vulkan.spinMicros", 20_000));
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
@@ -453,7 +448,7 @@ final class VulkanResidentForward implements DeviceForward {
             }
             commandBuffers.set(PTR, 0, cb);
             ctx.submit(submitInfo, fence);
-            vk.waitAndReset(ctx.device, fenceArray, SPIN_NANOS);
+            vk.waitAndReset(ctx.device, fenceArray);
             logitsBack(batch, want, logits);
             hiddenBack(batch, T, hidden);
         }
@@ -495,7 +490,8 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     private void run(State s, int[] ids, int off, int T, int pos0, float[] logits, boolean allLogits, float[] hidden) {
-        long t0 = System.nanoTime();
+        boolean timed = queryPool != 0;   // the profile's host times
+        long t0 = timed ? System.nanoTime() : 0;
         s.wantRows(hidden != null);
         embed(s, 0, ids, off, T);
         positions(s, T, pos0);
@@ -519,14 +515,14 @@ final class VulkanResidentForward implements DeviceForward {
             cb = commandBuffer;
         }
         commandBuffers.set(PTR, 0, cb);
-        long t1 = System.nanoTime();
+        long t1 = timed ? System.nanoTime() : 0;
         ctx.submit(submitInfo, fence);
-        vk.waitAndReset(ctx.device, fenceArray, SPIN_NANOS);
-        long t2 = System.nanoTime();
+        vk.waitAndReset(ctx.device, fenceArray);
+        long t2 = timed ? System.nanoTime() : 0;
         if (cb == s.decode && queryPool != 0) collectProfile();
         logitsBack(s, rows, logits);
         hiddenBack(s, T, hidden);
-        if (cb == s.decode && queryPool != 0) {
+        if (timed && cb == s.decode) {
             // the host's share of a decode step: before the submission, submission to fence, after; and since the last step
             long t3 = System.nanoTime();
             host[0] += t1 - t0;
