@@ -210,13 +210,12 @@ void main() {
                         if (vec) for (uint i = 0u; i < hd; i += 4u) dt += dot(vec4(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]), vec4(ks[i], ks[i + 1u], ks[i + 2u], ks[i + 3u]));
                         else for (uint i = 0u; i < hd; i++) dt += qs[i] * ks[i];
                     } else if (vec) {
-                        // the key's row: 16 loads of 16 bytes in flight at a time where it is 16-byte aligned (each
-                        // batch a memory latency: a 128-wide head in two)
+                        // the key's row: 8 loads of 16 bytes in flight at a time where it is 16-byte aligned
                         uint kb = (j0 + tid) * kvStride + k0;
-                        for (uint i = 0u; i < hd; i += 64u) {
-                            vec4 kv[16];
-                            [[unroll]] for (uint u = 0u; u < 16u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
-                            [[unroll]] for (uint u = 0u; u < 16u; u++) {
+                        for (uint i = 0u; i < hd; i += 32u) {
+                            vec4 kv[8];
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) {
                                 uint e = min(i + 4u * u, hd - 4u);
                                 dt += dot(vec4(qs[e], qs[e + 1u], qs[e + 2u], qs[e + 3u]), kv[u]);
                             }
@@ -232,27 +231,18 @@ void main() {
                 ps[tid] = e;
                 float corr = exp(m - mn);   // 0 before the first chunk
                 l = l * corr + reduce(e, false);   // its barriers publish ps
-                {
-                    // each of the invocation's dims (i = tid + k·WG) sums its keys' values in key order; the loads of 16
-                    // keys for every dim are in flight together (each batch a memory latency: 64 keys in four); ps is 0
-                    // past the chunk's n keys; the step's own value last
-                    const uint K = MAX_HEAD_DIM / WG;
-                    float sv[K];
-                    [[unroll]] for (uint k = 0u; k < K; k++) sv[k] = 0.0;
-                    for (uint j = 0u; j < nc; j += 16u) {
-                        float cv[K][16];
-                        [[unroll]] for (uint k = 0u; k < K; k++)
-                            [[unroll]] for (uint u = 0u; u < 16u; u++)
-                                cv[k][u] = tid + k * WG < hd && j + u < nc ? c[(j0 + j + u) * kvStride + k0 + tid + k * WG] : 0.0;
-                        [[unroll]] for (uint k = 0u; k < K; k++)
-                            [[unroll]] for (uint u = 0u; u < 16u; u++) sv[k] += ps[j + u] * cv[k][u];
-                    }
-                    [[unroll]] for (uint k = 0u; k < K; k++) {
-                        uint i = tid + k * WG;
-                        if (i < hd) {
-                            if (own) sv[k] += ps[nc] * vNew[k0 + i];
-                            acc[k] = acc[k] * corr + sv[k];
+                for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) {
+                    uint i = tid + k * WG;
+                    if (i < hd) {
+                        // 8 values in flight at a time (ps is 0 past the chunk's n keys); the step's own value last
+                        float sv = 0.0;
+                        for (uint j = 0u; j < nc; j += 8u) {
+                            float cv[8];
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < nc ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) sv += ps[j + u] * cv[u];
                         }
+                        if (own) sv += ps[nc] * vNew[k0 + i];
+                        acc[k] = acc[k] * corr + sv;
                     }
                 }
                 m = mn;
