@@ -55,11 +55,6 @@ public final class VulkanContext implements AutoCloseable {
      */
     final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 256));
     /**
-     * Workgroups (about) the gate-and-up dispatch is spread over (-Dcmf.vulkan.pairGroups): twice decodeGroups by
-     * default, as many as the two products alone had in flight together.
-     */
-    final int pairGroups = Math.max(1, Integer.getInteger("cmf.vulkan.pairGroups", 2 * decodeGroups));
-    /**
      * Blocks of 8 rows a workgroup takes together in a one-token product of more than DECODE_TILE columns
      * (-Dcmf.vulkan.decodeBlocks, matvec_decode.comp's NB): each tile of x' is staged once for all of them.
      */
@@ -335,7 +330,7 @@ public final class VulkanContext implements AutoCloseable {
 
     /** The workgroups of {@link #matvecDecodePair} for {@code rows} rows of gate and up: a block is 4 rows of each. */
     int pairGroups(int rows) {
-        long blocks = (rows + 3) / 4, per = (blocks + pairGroups - 1) / pairGroups;
+        long blocks = (rows + 3) / 4, per = (blocks + decodeGroups - 1) / decodeGroups;
         return (int) Math.min((blocks + per - 1) / per, Integer.toUnsignedLong(info.maxGroupCount()[0]));
     }
 
