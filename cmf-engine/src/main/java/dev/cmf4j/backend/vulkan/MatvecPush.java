@@ -3,19 +3,17 @@ package dev.cmf4j.backend.vulkan;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-/** The products' push constants, sixteen uint32 in the order matvec.comp and matvec_decode.comp declare them. */
+/** The products' push constants, twelve uint32 in the order matvec.comp and matvec_decode.comp declare them. */
 final class MatvecPush {
     private MatvecPush() {}
 
-    static final int BYTES = 64;
+    static final int BYTES = 48;
     static final int ROW_SCALES = 1, COL_SCALES = 2;
     /**
      * matvec_decode.comp's folded operators: the RMSNorm of x (its 1/rms, with a weight in P, or 1 + weight), a bias in
      * P, the GLU act(x)·P (the activation in the eps word), the result added to y.
      */
     static final int NORM = 4, NORM_WEIGHT = 8, NORM_OFFSET = 16, BIAS = 32, GLU = 64, ADD = 128;
-    /** matvec_decode.comp's gate and up together (TILES = 3): down's column scales applied; the activation's shift. */
-    static final int DOWN_COL_SCALES = 256, ACT_SHIFT = 10;
 
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags) {
         write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, 0, 0, 0);
@@ -24,14 +22,8 @@ final class MatvecPush {
     /** With the folded operators' words: P's first float of the norm weight or up values, eps bits or activation, bias. */
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
                       int pOff, int epsOrAct, int biasOff) {
-        write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, pOff, epsOrAct, biasOff, 0, 0, 0, 0);
-    }
-
-    /** With the gate-and-up words (TILES = 3): up's first row, row scales and column scales in its buffer, down's column scales in its. */
-    static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
-                      int pOff, int epsOrAct, int biasOff, long row0B, long rsOffB, long cfOffB, long cfdOff) {
         int[] v = {rows, cols, tokens, Math.toIntExact(row0), Math.toIntExact(yOff), yStride, Math.toIntExact(rsOff), Math.toIntExact(cfOff), flags,
-                pOff, epsOrAct, biasOff, Math.toIntExact(row0B), Math.toIntExact(rsOffB), Math.toIntExact(cfOffB), Math.toIntExact(cfdOff)};
+                pOff, epsOrAct, biasOff};
         for (int i = 0; i < v.length; i++) s.setAtIndex(ValueLayout.JAVA_INT, i, v[i]);
     }
 }

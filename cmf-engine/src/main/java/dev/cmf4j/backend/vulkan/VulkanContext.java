@@ -38,7 +38,7 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodePair, gemm;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, gemm;
     /** matmul.comp's tile: rows and tokens a workgroup takes. */
     static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
     /**
@@ -71,8 +71,6 @@ public final class VulkanContext implements AutoCloseable {
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 8;
-    /** The products' bindings: weights, x, y, P, then up's and down's weights for matvec_decode.comp's gate and up together. */
-    static final int PRODUCT_BUFFERS = 6;
     private final long shaderModule, decodeModule, gemmModule, opsModule, gemmCoopModule;
     /**
      * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
@@ -151,7 +149,6 @@ public final class VulkanContext implements AutoCloseable {
                 if (chosen.subgroupSize() < 4)   // matvec_decode.comp keeps one partial sum per subgroup, at most 64 of them
                     throw new VulkanUnavailableException(chosen.name() + " has subgroups of " + chosen.subgroupSize() + " invocations; the shaders need at least 4");
                 info = chosen;
-                pairTile = pairTile(chosen.maxSharedMemory());
                 MemorySegment pd = pds.get(chosen.index());
                 MemorySegment props = Vk.struct(a, 840, Vk.ST_PHYSICAL_DEVICE_PROPERTIES_2);
                 vk.call("vkGetPhysicalDeviceProperties2", pd, props);
@@ -180,7 +177,7 @@ public final class VulkanContext implements AutoCloseable {
                 weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
                         == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
                 // pipelines
-                descriptorSetLayout = createSetLayout(a, PRODUCT_BUFFERS);
+                descriptorSetLayout = createSetLayout(a, 4);
                 pipelineLayout = createPipelineLayout(a, descriptorSetLayout, MatvecPush.BYTES);
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
@@ -189,14 +186,12 @@ public final class VulkanContext implements AutoCloseable {
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
                 matvecDecodeTiles = new long[matvecDecode.length];
                 matvecDecodeDirect = new long[matvecDecode.length];
-                matvecDecodePair = new long[matvecDecode.length];
-                // one pipeline for rows of one tile, one for longer rows, one reading x' from memory and one for gate
-                // and up together, so no path holds another's registers
+                // one pipeline for rows of one tile, one for longer rows and one reading x' from memory, so no path
+                // holds another's registers
                 for (int k = 0; k < matvecDecode.length; k++) {
                     matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 0, DECODE_TILE);
                     matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1, decodeTile);
                     matvecDecodeDirect[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 2, DECODE_TILE);
-                    if (pairTile > 0) matvecDecodePair[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 3, pairTile);
                 }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
@@ -229,8 +224,6 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
                     System.err.println("vulkan statistics: matvec_decode int8, several tiles: " + pipelineStatistics(matvecDecodeTiles[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode int8, x' from memory: " + pipelineStatistics(matvecDecodeDirect[Shaders.KIND_I8]));
-                    if (hasDecodePair())
-                        System.err.println("vulkan statistics: matvec_decode int8, gate and up: " + pipelineStatistics(matvecDecodePair[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
                     System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[9]));
@@ -308,31 +301,6 @@ public final class VulkanContext implements AutoCloseable {
      * count of a row of one tile.
      */
     long matvecDecodeDirect(int kind) { return matvecDecodeDirect[kind]; }
-
-    /**
-     * The one-token pipeline taking gate and up together (matvec_decode.comp's TILES = 3): rows of one tile, a width that
-     * is a multiple of 4; it writes act(gate)·up·cf_down, the direct down product's x'. Its grid: {@link #pairGroups}.
-     */
-    long matvecDecodePair(int kind) { return matvecDecodePair[kind]; }
-
-    /**
-     * The widest row {@link #matvecDecodePair} takes: DECODE_TILE, or 2048 where the device's shared memory cannot hold two
-     * tiles of x' and the sums (lavapipe's 32 KiB, say); 0: no such pipeline.
-     */
-    final int pairTile;
-
-    private static int pairTile(int sharedBytes) {
-        for (int t = DECODE_TILE; t >= 2048; t /= 2) if (2 * 4 * t + 2 * 4 * (256 / 4 * 9) <= sharedBytes) return t;
-        return 0;
-    }
-
-    boolean hasDecodePair() { return pairTile > 0; }
-
-    /** The workgroups of {@link #matvecDecodePair} for {@code rows} rows of gate and up: a block is 4 rows of each. */
-    int pairGroups(int rows) {
-        long blocks = (rows + 3) / 4, per = (blocks + decodeGroups - 1) / decodeGroups;
-        return (int) Math.min((blocks + per - 1) / per, Integer.toUnsignedLong(info.maxGroupCount()[0]));
-    }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
@@ -472,7 +440,7 @@ public final class VulkanContext implements AutoCloseable {
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
                 sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE)) == (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE),
                 f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, coopExt, coopMatmul,
-                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick, props.get(U32, limits + 216));
+                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
     }
 
     /**
@@ -732,7 +700,6 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
-        for (long p : matvecDecodePair) if (p != 0) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoop != null) for (long p : gemmCoop) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoopModule != 0) vk.call("vkDestroyShaderModule", device, gemmCoopModule, MemorySegment.NULL);

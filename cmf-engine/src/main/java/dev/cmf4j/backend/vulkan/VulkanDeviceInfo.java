@@ -20,13 +20,12 @@ import java.util.Locale;
  *                            16 × 16 × 16 at subgroup scope, f16 arithmetic, the Vulkan memory model, 32-invocation subgroups
  * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
  * @param timestampPeriod     nanoseconds per timestamp tick, 0 when the compute queue family writes no timestamps
- * @param maxSharedMemory     bytes of shared memory a workgroup may declare (maxComputeSharedMemorySize)
  */
 public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
                                String driverName, String driverInfo, List<Heap> heaps, int subgroupSize, boolean subgroupArithmetic,
                                boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, boolean coopMatmul, int computeQueueFamily,
                                long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
-                               boolean portabilitySubset, float timestampPeriod, int maxSharedMemory) {
+                               boolean portabilitySubset, float timestampPeriod) {
 
     /** One memory heap. */
     public record Heap(long bytes, boolean deviceLocal) {}

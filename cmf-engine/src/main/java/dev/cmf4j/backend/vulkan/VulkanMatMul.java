@@ -299,7 +299,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         if (p.generation != stagingGeneration) {
             long xb = (copyActivations ? deviceX : stageX).buffer();
             // P (binding 3) is matvec_decode.comp's folded operators' and unused here: x stands in
-            writeProductSet(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
+            writeSet(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
             p.generation = stagingGeneration;
         }
         setArray.set(U64, 0, p.set);
@@ -334,9 +334,6 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             return out.get(U64, 0);
         }
     }
-
-    /** A product's set (the products' layout): weights, x, y, P; bindings 4 and 5 repeat the weights. */
-    void writeProductSet(long set, long weights, long x, long y, long p) { writeSet(set, weights, x, y, p, weights, weights); }
 
     void writeSet(long set, long... buffers) {
         try (Arena a = Arena.ofConfined()) {

@@ -68,7 +68,6 @@ final class VulkanOpCheck {
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         out.addAll(foldedProducts(device, r));
-        if (device.context().hasDecodePair()) out.addAll(gateUpProducts(device, r));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
         return out;
     }
@@ -378,7 +377,7 @@ final class VulkanOpCheck {
                         MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
                         MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
                         long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeProductSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        mm.writeSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
                         MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
                         MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, flags, pOff,
                                 glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps), biasOff);
@@ -421,119 +420,6 @@ final class VulkanOpCheck {
                         for (VulkanContext.Buffer b : List.of(wb, xb, yb, pb)) ctx.free(b);
                     }
                 }
-        return out;
-    }
-
-    /**
-     * matvec_decode.comp's gate and up together (TILES = 3) against float64 and, bit for bit, against the two products alone
-     * followed by ops.comp's GLU: f32 and int8 weights, 19 rows (a last block of 3) by 1,000 columns and by the pipeline's
-     * widest row, up starting 2 rows into its buffer, the RMSNorm with its weight, row and column scales, down's column
-     * scales, SiLU; one workgroup (every block in turn) and the usual grid.
-     */
-    static List<OpResult> gateUpProducts(VulkanMatMul mm, SplittableRandom r) {
-        List<OpResult> out = new ArrayList<>();
-        VulkanContext ctx = mm.context();
-        int rows = 19, upRow0 = 2, pOff = 4, cfdOff = 5, act = dev.cmf4j.backend.Activation.SILU.ordinal();
-        float eps = 1e-5f;
-        for (int kind : new int[] {Shaders.KIND_F32, Shaders.KIND_I8})
-            for (int cols : new int[] {1000, ctx.pairTile}) {
-                float[][] w = new float[2][], rs = new float[2][], cf = new float[2][];
-                int[] rsOff = new int[2], cfOff = new int[2];
-                List<VulkanContext.Buffer> bufs = new ArrayList<>();
-                try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
-                    VulkanContext.Buffer[] wb = new VulkanContext.Buffer[2];
-                    for (int m = 0; m < 2; m++) {
-                        int n = rows + (m == 1 ? upRow0 : 0);
-                        w[m] = new float[n * cols];
-                        for (int i = 0; i < w[m].length; i++) w[m][i] = kind == Shaders.KIND_I8 ? r.nextInt(-127, 128) : (float) r.nextGaussian();
-                        rs[m] = gauss(r, n, 0.5);
-                        cf[m] = gauss(r, cols, 0.5);
-                        int wWords = kind == Shaders.KIND_I8 ? n * cols / 4 : n * cols;
-                        rsOff[m] = wWords;
-                        cfOff[m] = (wWords + n + 3) / 4 * 4;
-                        wb[m] = ctx.buffer(4L * (cfOff[m] + cols), Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check weights");
-                        bufs.add(wb[m]);
-                        MemorySegment wm = wb[m].mapped();
-                        for (int i = 0; i < w[m].length; i++) {
-                            if (kind == Shaders.KIND_I8) wm.set(ValueLayout.JAVA_BYTE, i, (byte) w[m][i]);
-                            else wm.setAtIndex(ValueLayout.JAVA_FLOAT, i, w[m][i]);
-                        }
-                        MemorySegment.copy(rs[m], 0, wm, ValueLayout.JAVA_FLOAT, 4L * rsOff[m], n);
-                        MemorySegment.copy(cf[m], 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff[m], cols);
-                    }
-                    float[] x = gauss(r, cols, 1), prm = gauss(r, pOff + cols, 1), cfd = gauss(r, cfdOff + rows, 0.5);
-                    VulkanContext.Buffer xb = ctx.buffer(4L * cols, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check x");
-                    VulkanContext.Buffer pb = ctx.buffer(4L * prm.length, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check P");
-                    VulkanContext.Buffer db = ctx.buffer(4L * cfd.length, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check down");
-                    VulkanContext.Buffer[] yb = new VulkanContext.Buffer[3];
-                    for (int i = 0; i < 3; i++) yb[i] = ctx.buffer(4L * rows, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check y");
-                    bufs.addAll(List.of(xb, pb, db, yb[0], yb[1], yb[2]));
-                    MemorySegment.copy(x, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
-                    MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
-                    MemorySegment.copy(cfd, 0, db.mapped(), ValueLayout.JAVA_FLOAT, 0, cfd.length);
-                    // float64: g and u as the products make them, then act(g)·u·cfd
-                    double ss = 0;
-                    for (float v : x) ss += (double) v * v;
-                    double inv = 1 / Math.sqrt(ss / cols + eps);
-                    double[] want = new double[rows];
-                    for (int o = 0; o < rows; o++) {
-                        double[] gu = new double[2];
-                        for (int m = 0; m < 2; m++) {
-                            int row = o + (m == 1 ? upRow0 : 0);
-                            double sum = 0;
-                            for (int c = 0; c < cols; c++) sum += w[m][row * cols + c] * (double) cf[m][c] * x[c] * prm[pOff + c];
-                            gu[m] = sum * inv * rs[m][row];
-                        }
-                        want[o] = gu[0] / (1 + Math.exp(-gu[0])) * gu[1] * cfd[cfdOff + o];
-                    }
-                    int norm = MatvecPush.NORM | MatvecPush.NORM_WEIGHT, scales = MatvecPush.ROW_SCALES | MatvecPush.COL_SCALES;
-                    MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
-                    String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32") + " gate and up";
-                    float[] got = null;
-                    for (int groups : new int[] {1, ctx.pairGroups(rows)}) {
-                        long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeSet(set, wb[0].buffer(), xb.buffer(), yb[2].buffer(), pb.buffer(), wb[1].buffer(), db.buffer());
-                        sets.set(ValueLayout.JAVA_LONG, 0, set);
-                        MatvecPush.write(push, rows, cols, 1, 0, 0, 0, rsOff[0], cfOff[0],
-                                scales | norm | MatvecPush.DOWN_COL_SCALES | act << MatvecPush.ACT_SHIFT, pOff, Float.floatToRawIntBits(eps), 0,
-                                upRow0, rsOff[1], cfOff[1], cfdOff);
-                        mm.submitRecorded(cb -> {
-                            ctx.vk.cmdBindPipeline(cb, ctx.matvecDecodePair(kind));
-                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                            ctx.vk.cmdDispatch(cb, groups, 1, 1);
-                        });
-                        got = new float[rows];
-                        MemorySegment.copy(yb[2].mapped(), ValueLayout.JAVA_FLOAT, 0, got, 0, rows);
-                        out.add(new OpResult(name + ", norm, scales, glu", rows + "x" + cols + ", " + groups + " workgroup" + (groups == 1 ? "" : "s"),
-                                error(got, want), 4e-6 * Math.sqrt(cols)));
-                    }
-                    // the same by the two products and the GLU operator
-                    float[][] alone = new float[2][rows];
-                    for (int m = 0; m < 2; m++) {
-                        long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeProductSet(set, wb[m].buffer(), xb.buffer(), yb[m].buffer(), pb.buffer());
-                        sets.set(ValueLayout.JAVA_LONG, 0, set);
-                        MatvecPush.write(push, rows, cols, 1, m == 1 ? upRow0 : 0, 0, 0, rsOff[m], cfOff[m], scales | norm, pOff,
-                                Float.floatToRawIntBits(eps), 0);
-                        int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
-                        mm.submitRecorded(cb -> {
-                            ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
-                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                            ctx.vk.cmdDispatch(cb, groups, 1, 1);
-                        });
-                        MemorySegment.copy(yb[m].mapped(), ValueLayout.JAVA_FLOAT, 0, alone[m], 0, rows);
-                    }
-                    run(mm, 3, (rows + 63) / 64, new int[] {rows, act, cfdOff, 1}, alone[0], alone[1], cfd, alone[0]);
-                    double differ = 0;
-                    for (int i = 0; i < rows; i++)
-                        if (Float.floatToRawIntBits(got[i]) != Float.floatToRawIntBits(alone[0][i])) differ = Math.max(differ, Math.abs(got[i] - alone[0][i]) + 1e-30);
-                    out.add(new OpResult(name + " = gate, up, glu op, bitwise", rows + "x" + cols, differ, 0));
-                } finally {
-                    bufs.forEach(ctx::free);
-                }
-            }
         return out;
     }
 

@@ -72,11 +72,6 @@ final class VulkanResidentForward implements DeviceForward {
      * memory (-Dcmf.vulkan.directDown=false: each workgroup stages it tile by tile, as before).
      */
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
-    /**
-     * A decode step's gate and up in one dispatch that also applies the GLU (matvec_decode.comp's TILES = 3), down then
-     * reading act(gate)·up·cf from memory: one phase a layer fewer. -Dcmf.vulkan.gateUp=false: two products, as before.
-     */
-    static final boolean GATE_UP = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.gateUp"));
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
     /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
@@ -683,43 +678,34 @@ final class VulkanResidentForward implements DeviceForward {
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
             }
-            if (step && gateUpTogether(l)) {
-                // act(gate)·up·cf into g by one dispatch, down reading it from memory
-                gateUp(s, l);
-                sync("gate/up");
+            if (step && folds(l.gate(), l.up())) {
+                folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null);
+                folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null);
+            } else {
+                norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
+                sync("norm");
+                matvec(s, l.gate(), s.xn, s.g, T);
+                matvec(s, l.up(), s.xn, s.u, T);
+            }
+            sync("gate/up");
+            if (step && folds(l.down())) {
                 boolean add = l.postFfnNorm() == null;
-                folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true);
+                if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
+                    // a row of several tiles: act(gate)·up (times the column scales) once into g, which the product
+                    // then reads from memory instead of each workgroup staging it tile by tile
+                    glu(s, l);
+                    sync("glu");
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true);
+                } else {
+                    // act(gate)·up staged by the product itself
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
+                }
                 sync("down");   // the residual added by the product too unless a norm comes between
             } else {
-                if (step && folds(l.gate(), l.up())) {
-                    folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null);
-                    folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null);
-                } else {
-                    norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
-                    sync("norm");
-                    matvec(s, l.gate(), s.xn, s.g, T);
-                    matvec(s, l.up(), s.xn, s.u, T);
-                }
-                sync("gate/up");
-                if (step && folds(l.down())) {
-                    boolean add = l.postFfnNorm() == null;
-                    if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
-                        // a row of several tiles: act(gate)·up (times the column scales) once into g, which the product
-                        // then reads from memory instead of each workgroup staging it tile by tile
-                        glu(s, l);
-                        sync("glu");
-                        folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true);
-                    } else {
-                        // act(gate)·up staged by the product itself
-                        folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
-                    }
-                    sync("down");   // the residual added by the product too unless a norm comes between
-                } else {
-                    op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
-                    sync("glu");
-                    matvec(s, l.down(), s.g, s.tmp, T);
-                    sync("down");
-                }
+                op(s, 3, s.g, s.u, s.g, s.g, groups(T * l.gate().outDim()), T * l.gate().outDim(), l.act().ordinal());
+                sync("glu");
+                matvec(s, l.down(), s.g, s.tmp, T);
+                sync("down");
             }
             if (!step || l.postFfnNorm() != null || !folds(l.down())) {
                 if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
@@ -932,73 +918,12 @@ final class VulkanResidentForward implements DeviceForward {
         op(s, 3, s.g, s.u, cf ? first.buffer : params, s.g, groups(n), n, l.act().ordinal(), cf ? Math.toIntExact(first.cfOff) : 0, cf ? 1 : 0);
     }
 
-    /**
-     * Whether a decode step takes {@code l}'s gate and up together ({@link #gateUp}): int8/f32/16-bit weights of one kind
-     * and scales, rows of at most the pipeline's tile and a multiple of 4 wide, each matrix in one buffer, 16-byte aligned
-     * column scales and norm weight (the staging's vector loads), and a down product whose x' can come from memory.
-     */
-    private boolean gateUpTogether(DecoderPlan.Layer l) {
-        Matrix g = l.gate(), u = l.up(), d = l.down();
-        if (!GATE_UP || !DIRECT_DOWN || !ctx.hasDecodePair() || !folds(g, u, d)) return false;
-        int cols = g.cols();
-        if (u.cols() != cols || cols > ctx.pairTile || (cols & 3) != 0 || g.rows() != u.rows() || d.cols() != g.rows() || (d.cols() & 3) != 0)
-            return false;
-        VulkanMatMul.Resident rg = mm.resident(g), ru = mm.resident(u);
-        VulkanMatMul.Part pg = onePart(g), pu = onePart(u);
-        if (rg.kind() != ru.kind() || rg.flags() != ru.flags() || pg == null || pu == null) return false;
-        if ((rg.flags() & MatvecPush.COL_SCALES) != 0 && ((pg.cfOff | pu.cfOff) & 3) != 0) return false;
-        Integer nw = l.ffnNorm() == null ? null : normAt.get(l.ffnNorm());
-        return nw == null || (nw & 3) == 0;
-    }
-
-    /** The part of w's resident copy that holds all its rows, or null when they are split over several. */
-    private VulkanMatMul.Part onePart(Matrix w) {
-        long first = w.firstRow(), end = first + w.rows();
-        for (VulkanMatMul.Part p : mm.resident(w).parts()) if (p.firstRow <= first && end <= p.firstRow + p.rows) return p;
-        return null;
-    }
-
-    /**
-     * g = act(gate·x')·(up·x') (times down's column scales where it has them) for a decode step, x' the ffn-normed x: one
-     * matvec_decode.comp dispatch (TILES = 3) whose workgroups take 4 rows of each matrix a block. Each row's sum and its
-     * finishing are those of the two products alone, and the GLU's operations those of ops.comp's (the op harness checks it).
-     */
-    private void gateUp(State s, DecoderPlan.Layer l) {
-        Matrix g = l.gate(), u = l.up();
-        VulkanMatMul.Resident rg = mm.resident(g), rd = mm.resident(l.down());
-        VulkanMatMul.Part pg = onePart(g), pu = onePart(u), pd = rd.parts().get(0);   // every part of down holds its column scales
-        int flags = rg.flags() | l.act().ordinal() << MatvecPush.ACT_SHIFT, pOff = 0, eps = 0;
-        NormOp norm = l.ffnNorm();
-        if (norm != null) {
-            Integer nw = normAt.get(norm);
-            flags |= MatvecPush.NORM | (nw != null ? MatvecPush.NORM_WEIGHT : 0) | (nw != null && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
-            pOff = nw == null ? 0 : nw;
-            eps = Float.floatToRawIntBits(norm.eps());
-        }
-        boolean cfd = (rd.flags() & MatvecPush.COL_SCALES) != 0;
-        if (cfd) flags |= MatvecPush.DOWN_COL_SCALES;
-        vk.cmdBindPipeline(rec, ctx.matvecDecodePair(rg.kind()));
-        List<Object> key = List.of(pg, pu, pd, s.x.buffer(), s.g.buffer(), params.buffer());
-        Long set = s.matvecSets.get(key);
-        if (set == null) {
-            set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeSet(set, pg.buffer.buffer(), s.x.buffer(), s.g.buffer(), params.buffer(), pu.buffer.buffer(), pd.buffer.buffer());
-            s.matvecSets.put(key, set);
-        }
-        setArray.set(U64, 0, set);
-        vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
-        MatvecPush.write(mvPush, g.rows(), g.cols(), 1, g.firstRow() - pg.firstRow, 0, g.outDim(), pg.rsOff, pg.cfOff, flags, pOff, eps, 0,
-                u.firstRow() - pu.firstRow, pu.rsOff, pu.cfOff, cfd ? pd.cfOff : 0);
-        vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-        vk.cmdDispatch(rec, ctx.pairGroups(g.rows()), 1, 1);
-    }
-
     private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p) {
         List<Object> key = List.of(part, x.buffer(), y.buffer(), p.buffer());
         Long set = s.matvecSets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeProductSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer());
+            mm.writeSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer());
             s.matvecSets.put(key, set);
         }
         setArray.set(U64, 0, set);

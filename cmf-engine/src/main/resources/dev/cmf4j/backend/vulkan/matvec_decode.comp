@@ -34,10 +34,8 @@ layout(constant_id = 3) const uint TILE = 4096u;
 // (VulkanContext.decodeBlocks, -Dcmf.vulkan.decodeBlocks)
 layout(constant_id = 1) const uint NB = 2u;
 // 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles, 2: x' read from memory
-// where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before), 3:
-// gate and up of one tile together (a block: 4 rows of each, groups 0-3 on gate, 4-7 on up, x' staged for each with its
-// own column scales) writing act(gate)·up·cf_down, the x' of the direct down product; a pipeline each, so no path's
-// registers count against another's (VulkanContext.matvecPipeline picks)
+// where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before); a
+// pipeline each, so no path's registers count against another's (VulkanContext.matvecPipeline picks)
 layout(constant_id = 2) const uint TILES = 0u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
@@ -51,11 +49,6 @@ layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 2) buffer Y { float y[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P { float prm[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P4 { vec4 prm4[]; };
-// TILES = 3: up's weights (binding 4) and down's, for its column scales (binding 5); the other paths' sets repeat binding 0
-layout(std430, set = 0, binding = 4) readonly buffer WeightsB { uint wb[]; };
-layout(std430, set = 0, binding = 4) readonly buffer WeightsB2 { uvec2 wb2[]; };
-layout(std430, set = 0, binding = 4) readonly buffer WeightsB4 { uvec4 wb4[]; };
-layout(std430, set = 0, binding = 5) readonly buffer WeightsD { uint wd[]; };
 
 // matvec.comp's nine words, then the folded operators'
 layout(push_constant) uniform Push {
@@ -67,19 +60,13 @@ layout(push_constant) uniform Push {
     uint yStride;  // (unused: one token)
     uint rsOff;    // word offset of the f32 row scales (indexed by row0 + r)
     uint cfOff;    // word offset of the f32 column scales
-    uint flags;    // 1 row scales, 2 column scales, 4 RMSNorm, 8 norm weight, 16 offset norm weight, 32 bias, 64 GLU, 128 add,
-                   // 256 (TILES = 3) down's column scales, bits 10-11 (TILES = 3) the GLU's activation
+    uint flags;    // 1 row scales, 2 column scales, 4 RMSNorm, 8 norm weight, 16 offset norm weight, 32 bias, 64 GLU, 128 add
     uint pOff;     // P: the norm weight's first float (flags 8), or the GLU's up values' (flags 64)
     uint eps;      // the RMSNorm's epsilon, f32 bits; the GLU's activation (0 SiLU, 1 GELU tanh, 2 GELU)
     uint biasOff;  // P: the bias's first float (flags 32)
-    uint row0B;    // TILES = 3: up's first row, row scales and column scales in its buffer, down's column scales in its
-    uint rsOffB;
-    uint cfOffB;
-    uint cfdOff;
 } p;
 
 shared vec4 xs[TILE / 4u];
-shared vec4 xsB[TILES == 3u ? TILE / 4u : 1u];   // TILES = 3: up's x'
 // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares, two sets: a block writes one
 // while the previous block's may still be read
 const uint PARTS = WG / 4u * 9u;
@@ -124,14 +111,6 @@ uvec4 load4(uint e) {
     return uvec4(w2[e >> 2], 0u, 0u);
 }
 
-// the same from up's buffer (TILES = 3, groups 4-7), else as load4
-uvec4 loadAB(bool B, uint e) {
-    if (!B) return load4(e);
-    if (KIND == 0u) return wb4[e >> 2];
-    if (KIND == 3u) return uvec4(wb[e >> 2], 0u, 0u, 0u);
-    return uvec4(wb2[e >> 2], 0u, 0u);
-}
-
 // acc + Σ widen(v)·xv by an fma chain; int8 widened exactly without integer-to-float conversion: each byte, made
 // offset binary, under the exponent of 2^23, less 2^23 + 128
 float fma4(uvec4 v, vec4 xv, float acc) {
@@ -151,42 +130,31 @@ float fma4(uvec4 v, vec4 xv, float acc) {
 
 // the batch of U loads per row from column c of the tile at k0 (width tc) for the 4 rows at base; unchecked when it
 // lies inside the tile (a branch per load kept the driver from having them all in flight at once)
-void loadBatch(inout uvec4 v[4][U], uint base[4], uint k0, uint c, uint tc, bool B) {
+void loadBatch(inout uvec4 v[4][U], uint base[4], uint k0, uint c, uint tc) {
     if (c + (U - 1u) * 512u < tc) {
         [[unroll]] for (uint u = 0u; u < U; u++)
-            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = loadAB(B, base[i] + k0 + c + u * 512u);
+            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
     } else {
         [[unroll]] for (uint u = 0u; u < U; u++)
             if (c + u * 512u < tc)
-                [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = loadAB(B, base[i] + k0 + c + u * 512u);
+                [[unroll]] for (uint i = 0u; i < 4u; i++) v[i][u] = load4(base[i] + k0 + c + u * 512u);
     }
 }
 
-void loadBatch(inout uvec4 v[4][U], uint base[4], uint k0, uint c, uint tc) { loadBatch(v, base, k0, c, tc, false); }
-
-// the staged x' at vec4 index i: up's for TILES = 3's groups 4-7
-vec4 xsAt(bool B, uint i) {
-    vec4 r;
-    if (B) r = xsB[i]; else r = xs[i];
-    return r;
-}
-
-void useBatch(uvec4 v[4][U], uint c, uint tc, inout float acc[4], bool B) {
+void useBatch(uvec4 v[4][U], uint c, uint tc, inout float acc[4]) {
     if (c + (U - 1u) * 512u < tc) {
         [[unroll]] for (uint u = 0u; u < U; u++) {
-            vec4 xv = xsAt(B, (c + u * 512u) >> 2);
+            vec4 xv = xs[(c + u * 512u) >> 2];
             [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
         }
     } else {
         [[unroll]] for (uint u = 0u; u < U; u++)
             if (c + u * 512u < tc) {
-                vec4 xv = xsAt(B, (c + u * 512u) >> 2);
+                vec4 xv = xs[(c + u * 512u) >> 2];
                 [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i] = fma4(v[i][u], xv, acc[i]);
             }
     }
 }
-
-void useBatch(uvec4 v[4][U], uint c, uint tc, inout float acc[4]) { useBatch(v, c, tc, acc, false); }
 
 // useBatch with x' = x read from memory (the direct pipeline): the batch's U vectors of x loaded together, then used
 void useBatchDirect(uvec4 v[4][U], uint c, uint cols, inout float acc[4]) {
@@ -236,27 +204,6 @@ void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
     }
 }
 
-// TILES = 3: x' of gate (xs) and of up (xsB) for the whole row, each with its matrix's column scales, adding x's squares
-// to ss; the same operations as stage's vector path
-void stagePair(uint tid, uint tc, inout float ss) {
-    [[dont_unroll]] for (uint q = 0u; q < SV; q++) {
-        uint j = tid * 4u + q * WG * 4u, cc = j >> 2;
-        if (j < tc) {
-            vec4 v = x4[cc], nw = vec4(0.0);
-            if ((p.flags & 8u) != 0u) nw = prm4[(p.pOff >> 2) + cc];
-            ss += dot(v, v);
-            if ((p.flags & 8u) != 0u) v *= (p.flags & 16u) != 0u ? 1.0 + nw : nw;
-            vec4 a = v, b = v;
-            if ((p.flags & 2u) != 0u) {
-                a *= uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
-                b *= uintBitsToFloat(wb4[(p.cfOffB >> 2) + cc]);
-            }
-            xs[cc] = a;
-            xsB[cc] = b;
-        }
-    }
-}
-
 // the 4 rows' sums of this invocation's group into set `set` of part[]: by the butterfly, or one subgroup add per row
 void blockSums(float acc[4], uint rb, uint set, bool butterfly, bool hi, bool hi2) {
     uint S = gl_SubgroupSize, sl = gl_SubgroupInvocationID;
@@ -292,29 +239,6 @@ void finish(uint tid, uint r0, uint set, bool norm, inout float inv) {
         if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
         if ((p.flags & 128u) != 0u) v += y[p.yOff + r];
         y[p.yOff + r] = v;
-    }
-}
-
-// TILES = 3, after the barrier: invocation tid < 4 sums gate's and up's row r0 + tid over the subgroups in order, each
-// finished as finish finishes a row (1/rms, row scales), and writes act(gate)·up (times down's column scale), as ops.comp's GLU
-void finishPair(uint tid, uint r0, uint set, bool norm, inout float inv) {
-    uint r = r0 + tid;
-    if (tid < 4u && r < p.rows) {
-        float g = 0.0, u = 0.0;
-        for (uint s = 0u; s < gl_NumSubgroups; s++) g += part[set + s * 9u + tid];
-        for (uint s = 0u; s < gl_NumSubgroups; s++) u += part[set + s * 9u + 4u + tid];
-        if (norm) {
-            float sq = 0.0;
-            for (uint s = 0u; s < gl_NumSubgroups; s++) sq += part[set + s * 9u + 8u];
-            inv = 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
-        }
-        if ((p.flags & 4u) != 0u) { g *= inv; u *= inv; }
-        if ((p.flags & 1u) != 0u) {
-            g *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
-            u *= uintBitsToFloat(wb[p.rsOffB + p.row0B + r]);
-        }
-        float h = act(g, (p.flags >> 10) & 3u) * u;
-        y[p.yOff + r] = (p.flags & 256u) != 0u ? h * uintBitsToFloat(wd[p.cfdOff + r]) : h;
     }
 }
 
@@ -357,41 +281,6 @@ void main() {
     // no barrier after a block's sums are read: the next block writes the other set, which nobody reads then, and
     // this set again only after the next block's barrier, which the readers reach after reading
     uint set = 0u;
-    if (TILES == 3u) {
-        // gate and up together: blocks of 4 rows of each, x' of both staged once per workgroup, the first block's
-        // loads before the staging and each next block's before the sums, as TILES = 0
-        if (p.cols > TILE || !wide) return;   // (VulkanResidentForward sends only such rows)
-        bool B = rb != 0u;
-        uint first = gl_WorkGroupID.x * 4u, stride = gl_NumWorkGroups.x * 4u;
-        [[unroll]] for (uint i = 0u; i < 4u; i++) base[i] = ((B ? p.row0B : p.row0) + min(first + i, p.rows - 1u)) * p.cols;
-        if (first < p.rows) {
-            loadBatch(v, base, 0u, c0, p.cols, B);
-            stagePair(tid, p.cols, ss);
-            barrier();
-        }
-        for (uint r0 = first; r0 < p.rows; r0 += stride, set ^= PARTS) {
-            float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-            for (uint c = c0;;) {
-                useBatch(v, c, p.cols, acc, B);
-                c += U * 512u;
-                if (c >= p.cols) break;
-                loadBatch(v, base, 0u, c, p.cols, B);
-            }
-            if (r0 + stride < p.rows) {
-                [[unroll]] for (uint i = 0u; i < 4u; i++) base[i] = ((B ? p.row0B : p.row0) + min(r0 + stride + i, p.rows - 1u)) * p.cols;
-                loadBatch(v, base, 0u, c0, p.cols, B);
-            }
-            blockSums(acc, rb, set, butterfly, hi, hi2);
-            bool norm = (p.flags & 4u) != 0u && r0 == first;
-            if (norm) {
-                float s = subgroupAdd(ss);
-                if (subgroupElect()) part[set + gl_SubgroupID * 9u + 8u] = s;
-            }
-            barrier();
-            finishPair(tid, r0, set, norm, inv);
-        }
-        return;
-    }
     if (TILES == 2u) {
         // x' is x: no staging and no barrier before the sums; each invocation walks its columns in the order the
         // staged paths take them (so the sums are the same), the next block's first batch issued before the sums
