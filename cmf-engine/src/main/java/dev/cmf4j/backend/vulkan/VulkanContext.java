@@ -38,7 +38,7 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, gemm;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodeTokens, gemm;
     /** matmul.comp's tile: rows and tokens a workgroup takes. */
     static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
     /**
@@ -186,12 +186,14 @@ public final class VulkanContext implements AutoCloseable {
                 decodeModule = createShaderModule(a, Shaders.load("matvec_decode"));
                 matvecDecodeTiles = new long[matvecDecode.length];
                 matvecDecodeDirect = new long[matvecDecode.length];
-                // one pipeline for rows of one tile, one for longer rows and one reading x' from memory, so no path
-                // holds another's registers
+                matvecDecodeTokens = new long[matvecDecode.length];
+                // one pipeline for rows of one tile, one for longer rows, one reading x' from memory and one for several
+                // tokens, so no path holds another's registers
                 for (int k = 0; k < matvecDecode.length; k++) {
                     matvecDecode[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 0, DECODE_TILE);
                     matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1, decodeTile);
                     matvecDecodeDirect[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 2, DECODE_TILE);
+                    matvecDecodeTokens[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 3, DECODE_TILE);
                 }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
@@ -284,7 +286,25 @@ public final class VulkanContext implements AutoCloseable {
     long matvecPipeline(int kind, int cols, int tokens) {
         if (tokens >= gemmMinTokens) return gemmCoop != null && kind < gemmCoop.length ? gemmCoop[kind] : gemm[kind];
         if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
+        if (tokenProducts(kind, cols, tokens)) return matvecDecodeTokens[kind];
         return matvec[kind];
+    }
+
+    /**
+     * -Dcmf.vulkan.tokenProducts=false: products of 2 to gemmMinTokens - 1 tokens by matvec.comp (its sums in another
+     * order than a one-token product's) instead of matvec_decode.comp's several-token pipeline.
+     */
+    private final boolean tokenProducts = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.tokenProducts"));
+    /** Tokens a workgroup of matvec_decode.comp's several-token pipeline takes (its TILE / 512). */
+    static final int DECODE_TOKENS = DECODE_TILE / 512;
+
+    /**
+     * Whether a product of {@code tokens} (2 … gemmMinTokens - 1) takes matvec_decode.comp's several-token pipeline,
+     * which gives each token the bits a one-token product gives it: kinds 0-3, rows a multiple of 4 wide (the one-token
+     * paths' vector order), subgroups of at least 8 (its shared sums).
+     */
+    boolean tokenProducts(int kind, int cols, int tokens) {
+        return tokenProducts && tokens > 1 && tokens < gemmMinTokens && kind < matvecDecode.length && (cols & 3) == 0 && info.subgroupSize() >= 8;
     }
 
     /** Whether {@link #matvecPipeline} takes matmul_coop.comp's (f16 operands) for {@code kind} at {@code tokens}. */
@@ -308,6 +328,9 @@ public final class VulkanContext implements AutoCloseable {
             return new int[] {(int) Math.min((rows + GEMM_ROWS - 1) / GEMM_ROWS, Integer.toUnsignedLong(info.maxGroupCount()[0])),
                     (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         long gx = rows;
+        if (tokenProducts(kind, cols, tokens))
+            return new int[] {(int) Math.min((rows + DECODE_ROWS - 1) / DECODE_ROWS, Integer.toUnsignedLong(info.maxGroupCount()[0])),
+                    (int) Math.min((tokens + DECODE_TOKENS - 1) / DECODE_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         if (tokens == 1 && kind < matvecDecode.length) {
             long blocks = (rows + DECODE_ROWS - 1) / DECODE_ROWS;
             // blocks spread evenly: ceil(blocks / per) workgroups of per blocks (the last fewer)
@@ -700,6 +723,7 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : matvecDecodeTokens) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoop != null) for (long p : gemmCoop) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoopModule != 0) vk.call("vkDestroyShaderModule", device, gemmCoopModule, MemorySegment.NULL);

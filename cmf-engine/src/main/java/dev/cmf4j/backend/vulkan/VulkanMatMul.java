@@ -401,7 +401,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         return inParts(w, flags, partRows, (r0, n) -> {
             long wb = n * rowBytes, wb4 = (wb + 3) & ~3L;
             // the column scales start on 16 bytes: matvec_decode.comp stages them with x 4 at a time
-            long rsOff = wb4 / 4, cfOff = rsOff + (q8 ? (n + 3) & ~3L : 0);
+            long rsOff = wb4 / 4, cfOff = (rsOff + (q8 ? n : 0) + 3) & ~3L;
             VulkanContext.Buffer buf = bufferFilled(4 * cfOff + (colScales ? 4L * cols : 0), dst -> {
                 MemorySegment.copy(data, r0 * rowBytes, dst, 0, wb);
                 if (q8) for (int i = 0; i < n; i++)

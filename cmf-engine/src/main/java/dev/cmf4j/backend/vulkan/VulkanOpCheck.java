@@ -36,7 +36,7 @@ final class VulkanOpCheck {
      * tile and short of the next, an odd width; not quick: larger products.
      */
     static final int[][] QUICK = {{13, 64, 1}, {11, 30, 1}, {19, 4500, 1}, {6, 4099, 1}, {9, 30, 3}, {70, 256, 9}, {5, 7, 17},
-            {70, 256, 40}, {5, 7, 33}, {130, 96, 70}};
+            {19, 4500, 5}, {33, 1024, 31}, {70, 256, 40}, {5, 7, 33}, {130, 96, 70}};
     static final int[][] FULL = {{1000, 2048, 8}, {4096, 4096, 1}, {300, 1000, 33}};
 
     /**
@@ -452,8 +452,21 @@ final class VulkanOpCheck {
             name = "matmul_coop_";
             bound += COOP_BOUND;
         }
-        return List.of(new OpResult(name + dt.label + " vs float64", shape, error(got, want), bound),
-                new OpResult(name + dt.label + " vs cpu", shape, error(got, cpuY, want), bound));
+        List<OpResult> out = new ArrayList<>(List.of(new OpResult(name + dt.label + " vs float64", shape, error(got, want), bound),
+                new OpResult(name + dt.label + " vs cpu", shape, error(got, cpuY, want), bound)));
+        if (device instanceof VulkanMatMul v && v.context().tokenProducts(VulkanMatMul.kind(dt), cols, tokens)) {
+            // several tokens by matvec_decode.comp: each token's row the bits of that token's product alone
+            float[] alone = new float[rows];
+            double differ = 0;
+            for (int t = 0; t < tokens; t++) {
+                device.apply(w, java.util.Arrays.copyOfRange(x, t * cols, (t + 1) * cols), 1, alone);
+                for (int i = 0; i < rows; i++)
+                    if (Float.floatToRawIntBits(alone[i]) != Float.floatToRawIntBits(got[t * rows + i]))
+                        differ = Math.max(differ, Math.abs(alone[i] - got[t * rows + i]) + 1e-30);
+            }
+            out.add(new OpResult("matvec_decode " + dt.label + " tokens = each token alone, bitwise", shape, differ, 0));
+        }
+        return out;
     }
 
     /**

@@ -34,8 +34,10 @@ layout(constant_id = 3) const uint TILE = 4096u;
 // (VulkanContext.decodeBlocks, -Dcmf.vulkan.decodeBlocks)
 layout(constant_id = 1) const uint NB = 2u;
 // 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles, 2: x' read from memory
-// where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before); a
-// pipeline each, so no path's registers count against another's (VulkanContext.matvecPipeline picks)
+// where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before), 3:
+// up to NT tokens (several sequences' decode rows, a short chunk), each row's sum of each token in the order the one-token
+// paths take it, so a token's result does not depend on the rows beside it; a pipeline each, so no path's registers
+// count against another's (VulkanContext.matvecPipeline picks)
 layout(constant_id = 2) const uint TILES = 0u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
@@ -70,7 +72,12 @@ shared vec4 xs[TILE / 4u];
 // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares, two sets: a block writes one
 // while the previous block's may still be read
 const uint PARTS = WG / 4u * 9u;
-shared float part[2u * PARTS];
+shared float part[TILES == 3u ? 1u : 2u * PARTS];
+// TILES = 3: tokens a workgroup takes (its staged tile: NT tokens × 512 columns, TILE floats), and per token and
+// subgroup (of at least 8 invocations: VulkanContext takes this pipeline only then) the 8 rows' sums
+const uint NT = TILE / 512u;
+const uint SGMAX = WG / 8u;
+shared float partT[TILES == 3u ? NT * SGMAX * 8u : 1u];
 
 // Numerical Recipes' erfc fit, as the CPU's Activation.GELU (ops.comp's)
 float erf1(float v) {
@@ -259,6 +266,80 @@ void blockTile(inout uvec4 v[4][U], uint base[4], uint k0, uint tc, uint c0, uin
     }
 }
 
+// TILES = 3: the products of up to NT tokens. Per block of 8 rows, the row's columns in steps of 512: the step's x' of the
+// tokens staged (x times the column scales, as stage), the step's weight loads (issued before the staging), each weight
+// widened once and used for every token by fma4 into that token's chain; so each (row, token) chain is the one-token
+// paths' (invocation l of group g: columns 4l + 128(g%4) + 512j, j ascending), its sum the same butterfly and the same
+// fixed-order sum over the subgroups (slots of rows a subgroup does not take hold 0, as there). x' is staged for every
+// block (its NT × 512-column tiles from memory: L2-resident, 4 × the int8 weights' bytes at 8 tokens).
+void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, bool hi2) {
+    uint c0 = kq * 128u + lane * 4u;
+    uint sg = gl_SubgroupID, sl = gl_SubgroupInvocationID;
+    for (uint t0 = gl_WorkGroupID.y * NT; t0 < p.tokens; t0 += gl_NumWorkGroups.y * NT) {
+        uint nt = min(NT, p.tokens - t0);
+        for (uint r0 = gl_WorkGroupID.x * 8u; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u) {
+            uint base[4];
+            rowBase(r0, rb, base);
+            float acc[4][NT];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) [[unroll]] for (uint t = 0u; t < NT; t++) acc[i][t] = 0.0;
+            uvec4 v[4];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) v[i] = c0 < p.cols ? load4(base[i] + c0) : uvec4(0u);
+            for (uint k0 = 0u; k0 < p.cols; k0 += 512u) {
+                uint tc = min(512u, p.cols - k0);
+                barrier();   // the previous step's x' has been read
+                for (uint j = tid; j < nt * 128u; j += WG) {
+                    uint t = j >> 7, c = (j & 127u) * 4u;
+                    if (c < tc) {
+                        vec4 xv = x4[((t0 + t) * p.cols + k0 + c) >> 2];
+                        if ((p.flags & 2u) != 0u) xv *= uintBitsToFloat(w4[(p.cfOff + k0 + c) >> 2]);
+                        xs[j] = xv;
+                    }
+                }
+                barrier();
+                uvec4 cur[4] = v;
+                uint cn = k0 + 512u + c0;
+                if (cn < p.cols) [[unroll]] for (uint i = 0u; i < 4u; i++) v[i] = load4(base[i] + cn);
+                if (c0 < tc)
+                    [[unroll]] for (uint t = 0u; t < NT; t++)
+                        if (t < nt) {
+                            vec4 xv = xs[t * 128u + (c0 >> 2)];
+                            [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][t] = fma4(cur[i], xv, acc[i][t]);
+                        }
+            }
+            // the non-owned slots 0 (the butterfly writes only its 4 rows), then each token's sums as blockSums
+            if (butterfly && sl < 4u)
+                [[unroll]] for (uint t = 0u; t < NT; t++) partT[(t * SGMAX + sg) * 8u + (rb ^ 4u) + sl] = 0.0;
+            [[unroll]] for (uint t = 0u; t < NT; t++) {
+                float a[4] = float[4](acc[0][t], acc[1][t], acc[2][t], acc[3][t]);
+                uint S = gl_SubgroupSize;
+                if (butterfly) {
+                    float k0 = (hi ? a[2] : a[0]) + subgroupShuffleXor(hi ? a[0] : a[2], S >> 1u);
+                    float k1 = (hi ? a[3] : a[1]) + subgroupShuffleXor(hi ? a[1] : a[3], S >> 1u);
+                    float s = (hi2 ? k1 : k0) + subgroupShuffleXor(hi2 ? k0 : k1, S >> 2u);
+                    for (uint m = S >> 3u; m > 0u; m >>= 1u) s += subgroupShuffleXor(s, m);
+                    if ((sl & ((S >> 2u) - 1u)) == 0u) partT[(t * SGMAX + sg) * 8u + rb + (hi ? 2u : 0u) + (hi2 ? 1u : 0u)] = s;
+                } else {
+                    [[unroll]] for (uint row = 0u; row < 8u; row++) {
+                        uint i = row - rb;
+                        float s = subgroupAdd(i == 0u ? a[0] : i == 1u ? a[1] : i == 2u ? a[2] : i == 3u ? a[3] : 0.0);
+                        if (subgroupElect()) partT[(t * SGMAX + sg) * 8u + row] = s;
+                    }
+                }
+            }
+            barrier();
+            // invocation tid < 8·nt: row r0 + tid % 8 of token t0 + tid / 8, finished as finish finishes it (row scales)
+            uint r = r0 + (tid & 7u), t = tid >> 3;
+            if (t < nt && r < p.rows) {
+                float s = 0.0;
+                for (uint g = 0u; g < gl_NumSubgroups; g++) s += partT[(t * SGMAX + g) * 8u + (tid & 7u)];
+                if ((p.flags & 1u) != 0u) s *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+                y[p.yOff + (t0 + t) * p.yStride + r] = s;
+            }
+            barrier();   // partT is read before the next block writes it
+        }
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x, grp = tid >> 5, lane = tid & 31u;
     uint rb = (grp >> 2) * 4u, kq = grp & 3u;
@@ -274,13 +355,17 @@ void main() {
     bool butterfly = subgroupMin(rb) == subgroupMax(rb);
     uint sl = gl_SubgroupInvocationID;
     bool hi = (sl & (gl_SubgroupSize >> 1u)) != 0u, hi2 = (sl & (gl_SubgroupSize >> 2u)) != 0u;
-    if (butterfly && sl < 4u) {
+    if (TILES != 3u && butterfly && sl < 4u) {
         part[gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
         part[PARTS + gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
     }
     // no barrier after a block's sums are read: the next block writes the other set, which nobody reads then, and
     // this set again only after the next block's barrier, which the readers reach after reading
     uint set = 0u;
+    if (TILES == 3u) {
+        tokensMain(tid, rb, kq, lane, butterfly, hi, hi2);
+        return;
+    }
     if (TILES == 2u) {
         // x' is x: no staging and no barrier before the sums; each invocation walks its columns in the order the
         // staged paths take them (so the sums are the same), the next block's first batch issued before the sums
