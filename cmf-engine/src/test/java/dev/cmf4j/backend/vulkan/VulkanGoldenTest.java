@@ -69,8 +69,9 @@ class VulkanGoldenTest {
     /**
      * Batched steps on the resident forward (one submission for every sequence's rows, each attending over its own
      * caches): BatchConformance's 8 sequences joining at different steps, prompt chunks beside decode rows, every row
-     * against the sequence alone, greedy ids the same; a composition met again replays its recorded commands. The rows' products go through matvec.comp or matmul.comp
-     * together where alone a decode row takes matvec_decode.comp: sums in another order, so within 1e-4, not exact.
+     * against the sequence alone, greedy ids the same; a composition met again replays its recorded commands. A batch normalises its rows before the products
+     * (matvec_decode.comp's several-token pipeline, matmul.comp from 32 rows) where alone a decode step folds the RMSNorm
+     * into them: roundings in another order, so within 1e-4, not exact.
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3"})
