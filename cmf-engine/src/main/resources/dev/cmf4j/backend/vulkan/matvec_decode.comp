@@ -211,20 +211,26 @@ void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
     }
 }
 
-// the 4 rows' sums of this invocation's group into set `set` of part[]: by the butterfly, or one subgroup add per row
-void blockSums(float acc[4], uint rb, uint set, bool butterfly, bool hi, bool hi2) {
+// a subgroup's sum of row slot i: into part[], or partT[] for TILES = 3
+void putSum(uint i, float v) {
+    if (TILES == 3u) partT[i] = v; else part[i] = v;
+}
+
+// the 4 rows' sums of this invocation's group into the subgroup's 8 row slots from `at` (of part[] or partT[]): by the
+// butterfly, or one subgroup add per row
+void blockSums(float acc[4], uint rb, uint at, bool butterfly, bool hi, bool hi2) {
     uint S = gl_SubgroupSize, sl = gl_SubgroupInvocationID;
     if (butterfly) {
         float k0 = (hi ? acc[2] : acc[0]) + subgroupShuffleXor(hi ? acc[0] : acc[2], S >> 1u);
         float k1 = (hi ? acc[3] : acc[1]) + subgroupShuffleXor(hi ? acc[1] : acc[3], S >> 1u);
         float s = (hi2 ? k1 : k0) + subgroupShuffleXor(hi2 ? k0 : k1, S >> 2u);
         for (uint m = S >> 3u; m > 0u; m >>= 1u) s += subgroupShuffleXor(s, m);
-        if ((sl & ((S >> 2u) - 1u)) == 0u) part[set + gl_SubgroupID * 9u + rb + (hi ? 2u : 0u) + (hi2 ? 1u : 0u)] = s;
+        if ((sl & ((S >> 2u) - 1u)) == 0u) putSum(at + rb + (hi ? 2u : 0u) + (hi2 ? 1u : 0u), s);
     } else {
         [[unroll]] for (uint row = 0u; row < 8u; row++) {
             uint i = row - rb;   // (wraps past 3 for rows below rb)
             float s = subgroupAdd(i == 0u ? acc[0] : i == 1u ? acc[1] : i == 2u ? acc[2] : i == 3u ? acc[3] : 0.0);
-            if (subgroupElect()) part[set + gl_SubgroupID * 9u + row] = s;
+            if (subgroupElect()) putSum(at + row, s);
         }
     }
 }
@@ -309,23 +315,8 @@ void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, 
             // the non-owned slots 0 (the butterfly writes only its 4 rows), then each token's sums as blockSums
             if (butterfly && sl < 4u)
                 [[unroll]] for (uint t = 0u; t < NT; t++) partT[(t * SGMAX + sg) * 8u + (rb ^ 4u) + sl] = 0.0;
-            [[unroll]] for (uint t = 0u; t < NT; t++) {
-                float a[4] = float[4](acc[0][t], acc[1][t], acc[2][t], acc[3][t]);
-                uint S = gl_SubgroupSize;
-                if (butterfly) {
-                    float k0 = (hi ? a[2] : a[0]) + subgroupShuffleXor(hi ? a[0] : a[2], S >> 1u);
-                    float k1 = (hi ? a[3] : a[1]) + subgroupShuffleXor(hi ? a[1] : a[3], S >> 1u);
-                    float s = (hi2 ? k1 : k0) + subgroupShuffleXor(hi2 ? k0 : k1, S >> 2u);
-                    for (uint m = S >> 3u; m > 0u; m >>= 1u) s += subgroupShuffleXor(s, m);
-                    if ((sl & ((S >> 2u) - 1u)) == 0u) partT[(t * SGMAX + sg) * 8u + rb + (hi ? 2u : 0u) + (hi2 ? 1u : 0u)] = s;
-                } else {
-                    [[unroll]] for (uint row = 0u; row < 8u; row++) {
-                        uint i = row - rb;
-                        float s = subgroupAdd(i == 0u ? a[0] : i == 1u ? a[1] : i == 2u ? a[2] : i == 3u ? a[3] : 0.0);
-                        if (subgroupElect()) partT[(t * SGMAX + sg) * 8u + row] = s;
-                    }
-                }
-            }
+            [[unroll]] for (uint t = 0u; t < NT; t++)
+                blockSums(float[4](acc[0][t], acc[1][t], acc[2][t], acc[3][t]), rb, (t * SGMAX + sg) * 8u, butterfly, hi, hi2);
             barrier();
             // invocation tid < 8·nt: row r0 + tid % 8 of token t0 + tid / 8, finished as finish finishes it (row scales)
             uint r = r0 + (tid & 7u), t = tid >> 3;
@@ -384,7 +375,7 @@ void main() {
                 rowBase(r0 + stride, rb, base);
                 loadBatch(v, base, 0u, c0, p.cols);
             }
-            blockSums(acc, rb, set, butterfly, hi, hi2);
+            blockSums(acc, rb, set + gl_SubgroupID * 9u, butterfly, hi, hi2);
             barrier();
             finish(tid, r0, set, false, inv);
         }
@@ -409,7 +400,7 @@ void main() {
                 rowBase(r0 + stride, rb, base);
                 if (wide) loadBatch(v, base, 0u, c0, p.cols);
             }
-            blockSums(acc, rb, set, butterfly, hi, hi2);
+            blockSums(acc, rb, set + gl_SubgroupID * 9u, butterfly, hi, hi2);
             bool norm = (p.flags & 4u) != 0u && r0 == first;
             if (norm) {
                 float s = subgroupAdd(ss);
@@ -444,7 +435,7 @@ void main() {
         }
         [[unroll]] for (uint b = 0u; b < NB; b++, set ^= PARTS) {
             if (r0 + 8u * b >= p.rows) break;
-            blockSums(acc[b], rb, set, butterfly, hi, hi2);
+            blockSums(acc[b], rb, set + gl_SubgroupID * 9u, butterfly, hi, hi2);
             bool norm = (p.flags & 4u) != 0u && b == 0u;
             if (norm) {
                 float s = subgroupAdd(ss);
