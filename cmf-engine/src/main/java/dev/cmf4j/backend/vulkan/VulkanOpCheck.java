@@ -68,6 +68,7 @@ final class VulkanOpCheck {
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         out.addAll(foldedProducts(device, r));
+        out.addAll(foldedTokens(device, r));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
         return out;
     }
@@ -418,6 +419,89 @@ final class VulkanOpCheck {
                         }
                     } finally {
                         for (VulkanContext.Buffer b : List.of(wb, xb, yb, pb)) ctx.free(b);
+                    }
+                }
+        return out;
+    }
+
+    /**
+     * matvec_decode.comp's several-token pipeline with the folded operators (a batched decode step's products): 3 tokens
+     * of f32 and int8 weights, 19 rows by 1,000 columns (one tile) and 4,500 (several), the RMSNorm with its weight, row
+     * and column scales, a bias and the add into y (P aligned: x' 4 columns at a time), and the GLU with each token's
+     * up row (P unaligned: one at a time); every token's row bit for bit the one-token product's of that token alone.
+     */
+    static List<OpResult> foldedTokens(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        VulkanContext ctx = mm.context();
+        int rows = 19, yOff = 3, yStride = rows + 2, T = 3;
+        float eps = 1e-5f;
+        for (int kind : new int[] {Shaders.KIND_F32, Shaders.KIND_I8})
+            for (int cols : new int[] {1000, 4500})
+                for (boolean glu : new boolean[] {false, true}) {
+                    if (!ctx.tokenProducts(kind, cols, T)) continue;
+                    int n = rows * cols, wWords = kind == Shaders.KIND_I8 ? n / 4 : n;
+                    int rsOff = wWords, cfOff = (rsOff + rows + 3) / 4 * 4, words = cfOff + cols;
+                    int pOff = glu ? 1 : 4, biasOff = pOff + T * cols;
+                    float[] prm = gauss(r, biasOff + rows, 1), x = gauss(r, T * cols, 1), y0 = gauss(r, yOff + T * yStride, 1);
+                    int flags = MatvecPush.ROW_SCALES | MatvecPush.COL_SCALES | MatvecPush.ADD
+                            | (glu ? MatvecPush.GLU : MatvecPush.NORM | MatvecPush.NORM_WEIGHT | MatvecPush.BIAS);
+                    int word = glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps);
+                    List<VulkanContext.Buffer> bufs = new ArrayList<>();
+                    try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                        java.util.function.IntFunction<VulkanContext.Buffer> buffer = floats -> {
+                            VulkanContext.Buffer b = ctx.buffer(4L * floats, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check");
+                            bufs.add(b);
+                            return b;
+                        };
+                        VulkanContext.Buffer wb = buffer.apply(words), xb = buffer.apply(T * cols), yb = buffer.apply(y0.length),
+                                pb = buffer.apply(prm.length);
+                        MemorySegment wm = wb.mapped();
+                        for (int i = 0; i < n; i++) {
+                            if (kind == Shaders.KIND_I8) wm.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt(-127, 128));
+                            else wm.setAtIndex(ValueLayout.JAVA_FLOAT, i, (float) r.nextGaussian());
+                        }
+                        MemorySegment.copy(gauss(r, rows, 0.5), 0, wm, ValueLayout.JAVA_FLOAT, 4L * rsOff, rows);
+                        MemorySegment.copy(gauss(r, cols, 0.5), 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff, cols);
+                        MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
+                        long set = mm.allocateSet(ctx.descriptorSetLayout);
+                        mm.writeSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
+                        sets.set(ValueLayout.JAVA_LONG, 0, set);
+                        // each token alone: its x at 0, its up row (GLU) by the P offset, its y row by the y offset
+                        float[] alone = new float[T * rows];
+                        for (int t = 0; t < T; t++) {
+                            MemorySegment.copy(x, t * cols, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
+                            MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
+                            MatvecPush.write(push, rows, cols, 1, 0, yOff + t * yStride, 0, rsOff, cfOff, flags, glu ? pOff + t * cols : pOff, word, biasOff);
+                            int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
+                            mm.submitRecorded(cb -> {
+                                ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
+                                ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+                                ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+                                ctx.vk.cmdDispatch(cb, groups, 1, 1);
+                            });
+                            MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * (yOff + t * yStride), alone, t * rows, rows);
+                        }
+                        MemorySegment.copy(x, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, T * cols);
+                        MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
+                        MatvecPush.write(push, rows, cols, T, 0, yOff, yStride, rsOff, cfOff, flags, pOff, word, biasOff);
+                        int[] g = ctx.matvecGroups(kind, rows, cols, T, 1);
+                        mm.submitRecorded(cb -> {
+                            ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, T));
+                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+                            ctx.vk.cmdDispatch(cb, g[0], g[1], 1);
+                        });
+                        double differ = 0;
+                        for (int t = 0; t < T; t++)
+                            for (int i = 0; i < rows; i++) {
+                                float got = yb.mapped().getAtIndex(ValueLayout.JAVA_FLOAT, yOff + (long) t * yStride + i), want = alone[t * rows + i];
+                                if (Float.floatToRawIntBits(got) != Float.floatToRawIntBits(want)) differ = Math.max(differ, Math.abs(got - want) + 1e-30);
+                            }
+                        String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32") + (glu ? " glu" : " norm bias") + " scales add";
+                        out.add(new OpResult(name + ", " + T + " tokens = each alone, bitwise", rows + "x" + cols, differ, 0));
+                    } finally {
+                        bufs.forEach(ctx::free);
                     }
                 }
         return out;

@@ -78,6 +78,7 @@ shared float part[TILES == 3u ? 1u : 2u * PARTS];
 const uint NT = TILE / 512u;
 const uint SGMAX = WG / 8u;
 shared float partT[TILES == 3u ? NT * SGMAX * 8u : 1u];
+shared float ssT[TILES == 3u ? NT * SGMAX : 1u];   // TILES = 3 with the RMSNorm: each token's sum of squares by subgroup
 
 // Numerical Recipes' erfc fit, as the CPU's Activation.GELU (ops.comp's)
 float erf1(float v) {
@@ -272,17 +273,47 @@ void blockTile(inout uvec4 v[4][U], uint base[4], uint k0, uint tc, uint c0, uin
     }
 }
 
-// TILES = 3: the products of up to NT tokens. Per block of 8 rows, the row's columns in steps of 512: the step's x' of the
-// tokens staged (x times the column scales, as stage), the step's weight loads (issued before the staging), each weight
-// widened once and used for every token by fma4 into that token's chain; so each (row, token) chain is the one-token
-// paths' (invocation l of group g: columns 4l + 128(g%4) + 512j, j ascending), its sum the same butterfly and the same
-// fixed-order sum over the subgroups (slots of rows a subgroup does not take hold 0, as there). x' is staged for every
-// block (its NT × 512-column tiles from memory: L2-resident, 4 × the int8 weights' bytes at 8 tokens).
+// TILES = 3: the products of up to NT tokens, with what a decode step folds into its products (the RMSNorm, its weight,
+// the GLU act(x)·up with up's rows in P one per token, the bias, the add into y). Per block of 8 rows, the row's columns
+// in steps of 512: the step's x' of the tokens staged (as stage makes x'), the step's weight loads (issued before the
+// staging), each weight widened once and used for every token by fma4 into that token's chain; so each (row, token)
+// chain is the one-token paths' (invocation l of group g: columns 4l + 128(g%4) + 512j, j ascending), its sum the same
+// butterfly and the same fixed-order sum over the subgroups (slots of rows a subgroup does not take hold 0, as there),
+// and a token's sum of squares is taken over the same columns per invocation, subgroup add and order as stage and
+// finish take it. x' is staged for every block (its NT × 512-column tiles from memory: L2-resident, 4 × the int8
+// weights' bytes at 8 tokens).
 void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, bool hi2) {
     uint c0 = kq * 128u + lane * 4u;
     uint sg = gl_SubgroupID, sl = gl_SubgroupInvocationID;
+    bool glu = (p.flags & 64u) != 0u, nweight = (p.flags & 8u) != 0u, norm = (p.flags & 4u) != 0u;
+    // as main's: x' 4 columns at a time where every source of it is 16-byte aligned, else one (which changes the sums
+    // of squares' order, so it follows the same rule)
+    bool vectors = ((p.flags & 2u) == 0u || (p.cfOff & 3u) == 0u) && ((p.flags & 72u) == 0u || (p.pOff & 3u) == 0u);
     for (uint t0 = gl_WorkGroupID.y * NT; t0 < p.tokens; t0 += gl_NumWorkGroups.y * NT) {
         uint nt = min(NT, p.tokens - t0);
+        if (norm) {
+            [[unroll]] for (uint t = 0u; t < NT; t++) {
+                if (t >= nt) break;
+                uint xt = (t0 + t) * p.cols, ut = p.pOff + (t0 + t) * p.cols;
+                float ss = 0.0;
+                if (vectors) {
+                    for (uint j = tid * 4u; j < p.cols; j += WG * 4u) {
+                        vec4 v = x4[(xt + j) >> 2];
+                        if (glu) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps))
+                                * vec4(prm[ut + j], prm[ut + j + 1u], prm[ut + j + 2u], prm[ut + j + 3u]);
+                        ss += dot(v, v);
+                    }
+                } else {
+                    for (uint j = tid; j < p.cols; j += WG) {
+                        float v = x[xt + j];
+                        if (glu) v = act(v, p.eps) * prm[ut + j];
+                        ss += v * v;
+                    }
+                }
+                float s = subgroupAdd(ss);
+                if (subgroupElect()) ssT[t * SGMAX + sg] = s;
+            }
+        }
         for (uint r0 = gl_WorkGroupID.x * 8u; r0 < p.rows; r0 += gl_NumWorkGroups.x * 8u) {
             uint base[4];
             rowBase(r0, rb, base);
@@ -294,10 +325,15 @@ void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, 
                 uint tc = min(512u, p.cols - k0);
                 barrier();   // the previous step's x' has been read
                 for (uint j = tid; j < nt * 128u; j += WG) {
-                    uint t = j >> 7, c = (j & 127u) * 4u;
-                    if (c < tc) {
-                        vec4 xv = x4[((t0 + t) * p.cols + k0 + c) >> 2];
-                        if ((p.flags & 2u) != 0u) xv *= uintBitsToFloat(w4[(p.cfOff + k0 + c) >> 2]);
+                    uint t = j >> 7, c = k0 + (j & 127u) * 4u;
+                    if (c < k0 + tc) {
+                        // stage's operations on the column's 4 values (stage1's on each: the same per value)
+                        vec4 xv = x4[((t0 + t) * p.cols + c) >> 2];
+                        uint pc = glu ? p.pOff + (t0 + t) * p.cols + c : p.pOff + c;
+                        vec4 nw = glu || nweight ? vec4(prm[pc], prm[pc + 1u], prm[pc + 2u], prm[pc + 3u]) : vec4(0.0);
+                        if (glu) xv = vec4(act(xv.x, p.eps), act(xv.y, p.eps), act(xv.z, p.eps), act(xv.w, p.eps)) * nw;
+                        if (nweight) xv *= (p.flags & 16u) != 0u ? 1.0 + nw : nw;
+                        if ((p.flags & 2u) != 0u) xv *= uintBitsToFloat(w4[(p.cfOff + c) >> 2]);
                         xs[j] = xv;
                     }
                 }
@@ -318,13 +354,21 @@ void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, 
             [[unroll]] for (uint t = 0u; t < NT; t++)
                 blockSums(float[4](acc[0][t], acc[1][t], acc[2][t], acc[3][t]), rb, (t * SGMAX + sg) * 8u, butterfly, hi, hi2);
             barrier();
-            // invocation tid < 8·nt: row r0 + tid % 8 of token t0 + tid / 8, finished as finish finishes it (row scales)
+            // invocation tid < 8·nt: row r0 + tid % 8 of token t0 + tid / 8, finished as finish finishes it
             uint r = r0 + (tid & 7u), t = tid >> 3;
             if (t < nt && r < p.rows) {
                 float s = 0.0;
                 for (uint g = 0u; g < gl_NumSubgroups; g++) s += partT[(t * SGMAX + g) * 8u + (tid & 7u)];
+                if (norm) {
+                    float sq = 0.0;
+                    for (uint g = 0u; g < gl_NumSubgroups; g++) sq += ssT[t * SGMAX + g];
+                    s *= 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+                }
                 if ((p.flags & 1u) != 0u) s *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
-                y[p.yOff + (t0 + t) * p.yStride + r] = s;
+                if ((p.flags & 32u) != 0u) s += prm[p.biasOff + r];
+                uint yi = p.yOff + (t0 + t) * p.yStride + r;
+                if ((p.flags & 128u) != 0u) s += y[yi];
+                y[yi] = s;
             }
             barrier();   // partT is read before the next block writes it
         }
