@@ -7,25 +7,31 @@ import jdk.incubator.vector.FloatVector;
  *
  * <p>Bound: arithmetic. Every weight is widened to float once per chunk (into a small panel that
  * stays in L2) and then used by all the chunk's tokens; the inner loop is a register tile of
- * {@value #MR} rows × {@code 2·L} tokens (10 vector accumulators, 2 token vectors, 1 broadcast
- * weight) doing 10 FMAs per 7 loads, which keeps both FMA ports busy.
+ * {@code MR} rows × {@code 2·L} tokens: 8 rows (16 vector accumulators, 2 token vectors, 1 broadcast
+ * weight: 16 FMAs per 10 loads) where the machine has 32 vector registers (AVX-512), 5 rows (10
+ * accumulators) where it has 16 (AVX2). Each output is one FMA chain per K-panel whatever the tile,
+ * so both tiles give the same bits.
  *
  * <p>Steps: (1) X [tokens, cols] is packed once into token tiles [tp / 2L][cols][2L] (tp = tokens
  * rounded up to the tile, padding zero; each tile's K-panel contiguous, columns in the 4-bit group
  * order when the matrices unpack that way), shared by all matrices of the call, split over threads
  * by columns;
- * (2) work chunks are blocks of {@value #MC} rows of one matrix; per block and per K-panel of
+ * (2) work chunks are blocks of {@code MC} = 16·MR rows of one matrix; per block and per K-panel of
  * {@value #KC} columns the matrix's {@code unpack} writes the block's panel as float, then every
  * token tile runs the register tile over it, accumulating into a per-thread Y^T block; (3) the
  * block is written to Y (transposed back, optionally added).
  */
 final class GemmJob implements WorkerPool.Task {
-    static final int MR = 5;
+    private static final int L = Simd.L;
+    /**
+     * Rows of the register tile: 8 on 512-bit vectors (AVX-512 has 32 vector registers), 5 on 256-bit ones (16
+     * registers; 6 rows' 12 accumulators were boxed by C2 there).
+     */
+    static final int MR = L == 16 ? 8 : 5;
     static final int MC = 16 * MR;
     static final int KC = 256;
     private static final int PACK_COLS = 128;
 
-    private static final int L = Simd.L;
     private static final int NR = 2 * L;
 
     private final WeightMatrix[] one = new WeightMatrix[1];
@@ -160,7 +166,8 @@ final class GemmJob implements WorkerPool.Task {
             for (int t0 = 0; t0 < tp; t0 += NR) {
                 int i = 0;
                 int xo = (t0 / NR * cols + k0) * NR;
-                for (; i + MR <= mc; i += MR) tile5(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
+                if (MR == 8) for (; i + 8 <= mc; i += 8) tile8(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
+                else for (; i + 5 <= mc; i += 5) tile5(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
                 for (; i < mc; i++) tile1(wp, i * kc, kc, xT, xo, tp, yT, i * tp + t0);
             }
         }
@@ -173,6 +180,62 @@ final class GemmJob implements WorkerPool.Task {
         }
     }
 
+
+    /**
+     * yT[8 rows][2L tokens] += wp[8 rows][kc] · xT[kc][2L tokens], for 512-bit vectors: 16 accumulators + 2 token
+     * vectors + 1 broadcast of AVX-512's 32 registers. The sums are added to yT inline, not through
+     * {@link #accumulate}: with this tile's size C2 stopped inlining that helper (its node budget,
+     * NodeCountInliningCutoff), and the vectors passed to it were boxed on every iteration (6× slower).
+     */
+    private static void tile8(float[] wp, int w0, int kc, float[] xT, int x0, int ldy, float[] yT, int y0) {
+        var F = Simd.F;
+        FloatVector a00 = FloatVector.zero(F), a01 = FloatVector.zero(F);
+        FloatVector a10 = FloatVector.zero(F), a11 = FloatVector.zero(F);
+        FloatVector a20 = FloatVector.zero(F), a21 = FloatVector.zero(F);
+        FloatVector a30 = FloatVector.zero(F), a31 = FloatVector.zero(F);
+        FloatVector a40 = FloatVector.zero(F), a41 = FloatVector.zero(F);
+        FloatVector a50 = FloatVector.zero(F), a51 = FloatVector.zero(F);
+        FloatVector a60 = FloatVector.zero(F), a61 = FloatVector.zero(F);
+        FloatVector a70 = FloatVector.zero(F), a71 = FloatVector.zero(F);
+        int w1 = w0 + kc, w2 = w1 + kc, w3 = w2 + kc, w4 = w3 + kc, w5 = w4 + kc, w6 = w5 + kc, w7 = w6 + kc;
+        for (int k = 0; k < kc; k++) {
+            int xo = x0 + k * NR;
+            FloatVector x0v = FloatVector.fromArray(F, xT, xo);
+            FloatVector x1v = FloatVector.fromArray(F, xT, xo + L);
+            FloatVector b = FloatVector.broadcast(F, wp[w0 + k]);
+            a00 = b.fma(x0v, a00); a01 = b.fma(x1v, a01);
+            b = FloatVector.broadcast(F, wp[w1 + k]);
+            a10 = b.fma(x0v, a10); a11 = b.fma(x1v, a11);
+            b = FloatVector.broadcast(F, wp[w2 + k]);
+            a20 = b.fma(x0v, a20); a21 = b.fma(x1v, a21);
+            b = FloatVector.broadcast(F, wp[w3 + k]);
+            a30 = b.fma(x0v, a30); a31 = b.fma(x1v, a31);
+            b = FloatVector.broadcast(F, wp[w4 + k]);
+            a40 = b.fma(x0v, a40); a41 = b.fma(x1v, a41);
+            b = FloatVector.broadcast(F, wp[w5 + k]);
+            a50 = b.fma(x0v, a50); a51 = b.fma(x1v, a51);
+            b = FloatVector.broadcast(F, wp[w6 + k]);
+            a60 = b.fma(x0v, a60); a61 = b.fma(x1v, a61);
+            b = FloatVector.broadcast(F, wp[w7 + k]);
+            a70 = b.fma(x0v, a70); a71 = b.fma(x1v, a71);
+        }
+        FloatVector.fromArray(F, yT, y0).add(a00).intoArray(yT, y0);
+        FloatVector.fromArray(F, yT, y0 + L).add(a01).intoArray(yT, y0 + L);
+        FloatVector.fromArray(F, yT, y0 + 1 * ldy).add(a10).intoArray(yT, y0 + 1 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 1 * ldy + L).add(a11).intoArray(yT, y0 + 1 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 2 * ldy).add(a20).intoArray(yT, y0 + 2 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 2 * ldy + L).add(a21).intoArray(yT, y0 + 2 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 3 * ldy).add(a30).intoArray(yT, y0 + 3 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 3 * ldy + L).add(a31).intoArray(yT, y0 + 3 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 4 * ldy).add(a40).intoArray(yT, y0 + 4 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 4 * ldy + L).add(a41).intoArray(yT, y0 + 4 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 5 * ldy).add(a50).intoArray(yT, y0 + 5 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 5 * ldy + L).add(a51).intoArray(yT, y0 + 5 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 6 * ldy).add(a60).intoArray(yT, y0 + 6 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 6 * ldy + L).add(a61).intoArray(yT, y0 + 6 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 7 * ldy).add(a70).intoArray(yT, y0 + 7 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 7 * ldy + L).add(a71).intoArray(yT, y0 + 7 * ldy + L);
+    }
 
     /**
      * yT[5 rows][2L tokens] += wp[5 rows][kc] · xT[kc][2L tokens]. Five rows, not six: with 12

@@ -98,6 +98,48 @@ class WeightMatrixTest {
     }
 
     /**
+     * The prefill GEMM's scalar twin, bit for bit: each output is, per K-panel of {@link GemmJob#KC} columns, one
+     * FMA chain from zero over the panel's columns in order (the 4-bit layouts' nibble order within each 32-group),
+     * of {@code unpack}'s floats and the activation; the panel sums are added in order to zero (then stored, or added
+     * to y). Whatever register tile runs it (8 rows on AVX-512, 5 on AVX2) and however the rows fall into blocks,
+     * tiles and ragged rows (rows 5..203 here, blocks of {@link GemmJob#MC}).
+     */
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"F32", "F16", "BF16", "Q8_ROW", "Q8_2F", "Q4_BLOCK", "Q4TP"})
+    void matmulGivesTheBitsOfItsScalarTwin(DType dtype) {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Simd.VECTOR, "the GEMM runs only on vector paths");
+        Random rnd = new Random(7 + dtype.id);
+        int[][] shapes = {{5, 31}, {13, 64}, {203, 300}, {130, 544}, {37, 1024}};
+        for (int[] s : shapes) {
+            int rows = s[0], cols = s[1];
+            WeightMatrix w = matrix(rnd, dtype, rows, cols);
+            float[] wf = new float[rows * cols];
+            w.unpack(0, rows, 0, cols, wf, 0, cols);            // one call: unpack is per element, the panel cut does not matter
+            for (int tokens : new int[] {Simd.L, 2 * Simd.L + 3, 70}) {
+                float[] x = TestWeights.randomVector(rnd, tokens * cols);
+                float[] y = new float[tokens * rows], yAdd = TestWeights.randomVector(rnd, tokens * rows), yAdd0 = yAdd.clone();
+                w.matmul(x, tokens, y, pool);
+                w.matmulAdd(x, tokens, yAdd, pool);
+                float[] xp = new float[cols];
+                for (int t = 0; t < tokens; t++) {
+                    for (int c = 0; c < cols; c++) xp[w.groupPermuted() ? WeightMatrix.permutedColumn(c) : c] = x[t * cols + c];
+                    for (int r = 0; r < rows; r++) {
+                        float total = 0f;
+                        for (int k0 = 0; k0 < cols; k0 += GemmJob.KC) {
+                            float chain = 0f;
+                            for (int k = k0; k < Math.min(cols, k0 + GemmJob.KC); k++) chain = Math.fma(wf[r * cols + k], xp[k], chain);
+                            total += chain;
+                        }
+                        String what = dtype + " " + rows + "x" + cols + " tokens=" + tokens + " t=" + t + " r=" + r;
+                        assertThat(y[t * rows + r]).as(what).isEqualTo(total);
+                        assertThat(yAdd[t * rows + r]).as(what + " (add)").isEqualTo(yAdd0[t * rows + r] + total);
+                    }
+                }
+            }
+        }
+    }
+
+    /**
      * A few tokens as decode products (several sequences' decode rows): each token's output is what matvec gives for
      * it alone (the same dot; within the kernels' rounding bound of the sum of |terms|, as a not yet compiled Vector
      * API loop and another chunking of the rows may round differently), with offsets, the residual add, and for
