@@ -52,7 +52,7 @@ final class CpuPlan {
                 case Plan.BeginLayer b -> new BeginLayer(b.layer(), hidden);
                 case Plan.Normalize n -> new Normalize(l.normOp(n.norm()), n.from().ordinal(), n.to().ordinal());
                 case Plan.Mix m -> new Mix(mixers[m.layer()] = mixer(m, hidden, l, mm, backend, plan), m.layer());
-                case Plan.FeedForward f -> new FeedForward(ffns[f.layer()] = ffn(f.ffn(), hidden, l, mm, f.layer()), f.layer());
+                case Plan.FeedForward f -> new FeedForward(ffns[f.layer()] = ffn(f.ffn(), hidden, l, mm, f.layer(), backend.hostPool()), f.layer());
                 case Plan.AllReduce a -> new AllReduce(group(collective, a.ranks()), a.slot().ordinal(), hidden);
                 case Plan.AddResidual a -> new AddResidual(a.from().ordinal(), hidden);
                 case Plan.PerLayerInput p -> new PerLayerInput(p.layer(), l.linear(p.input().gate(), null, p.dim(), hidden),
@@ -101,9 +101,9 @@ final class CpuPlan {
         };
     }
 
-    private static FfnStep ffn(Ffn f, int hidden, Loader l, MatMul mm, int layer) {
+    private static FfnStep ffn(Ffn f, int hidden, Loader l, MatMul mm, int layer, dev.cmf4j.backend.cpu.kernel.WorkerPool pool) {
         return switch (f) {
-            case Ffn.GatedMlp m -> new MlpStep(m, hidden, l, mm, layer);
+            case Ffn.GatedMlp m -> new MlpStep(m, hidden, l, mm, layer, pool);
             case Ffn.Moe m -> new MoeStep(m, hidden, l, mm, layer);
             case Ffn.DenseAndMoe d -> new DenseAndMoeStep(d, hidden, l, mm, layer);
         };
