@@ -142,14 +142,19 @@ final class GemmJob implements WorkerPool.Task {
         float[] src = x, dst = xT;
         int n = tokens, ld = tp, c = cols, base = xOff;
         boolean p = permuted;
-        for (int k = k0; k < k1; k++) {
-            int kk = p ? WeightMatrix.permutedColumn(k) : k;
-            int s = base + k;
-            for (int t0 = 0; t0 < ld; t0 += NR) {
-                int row = (t0 / NR * c + kk) * NR - t0;      // tile t0/NR, column kk, lane t - t0
-                int t1 = Math.min(n, t0 + NR);
-                for (int t = t0; t < t1; t++) dst[row + t] = src[s + t * c];
-                for (int t = Math.max(t0, n); t < t0 + NR; t++) dst[row + t] = 0f;
+        // token by token, each reading its columns in a row: X's rows are cols·4 bytes apart (a multiple of 4 KiB for
+        // the usual widths), so walking one column down the tokens put every load in the same L1 set
+        for (int t0 = 0; t0 < ld; t0 += NR) {
+            int tile = t0 / NR * c * NR;
+            for (int t = t0; t < t0 + NR; t++) {
+                int lane = tile + t - t0;
+                if (t >= n) {
+                    for (int k = k0; k < k1; k++) dst[lane + (p ? WeightMatrix.permutedColumn(k) : k) * NR] = 0f;
+                    continue;
+                }
+                int s = base + t * c;
+                if (p) for (int k = k0; k < k1; k++) dst[lane + WeightMatrix.permutedColumn(k) * NR] = src[s + k];
+                else for (int k = k0; k < k1; k++) dst[lane + k * NR] = src[s + k];
             }
         }
     }
