@@ -399,7 +399,7 @@ final class VulkanOpCheck {
                             // the down product's other route: x' = act(x)·up·cf made by ops.comp's GLU, then read from
                             // memory by the direct pipeline, by 1 workgroup (3 blocks in turn) and by 3; same sums as staged
                             float[] xd = x.clone(), up = java.util.Arrays.copyOfRange(prm, pOff, pOff + cols);
-                            run(mm, 3, (cols + 63) / 64, new int[] {cols, dev.cmf4j.backend.Activation.SILU.ordinal(), 0, 1}, xd, up, cf, xd);
+                            run(mm, 3, (cols + 63) / 64, new int[] {cols, dev.cmf4j.backend.Activation.SILU.ordinal(), 0, 1, cols}, xd, up, cf, xd);
                             MemorySegment.copy(xd, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
                             MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, MatvecPush.ROW_SCALES | MatvecPush.ADD, 0, 0, 0);
                             for (int direct : new int[] {1, (rows + 7) / 8}) {

@@ -72,6 +72,11 @@ final class VulkanResidentForward implements DeviceForward {
      * memory (-Dcmf.vulkan.directDown=false: each workgroup stages it tile by tile, as before).
      */
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
+    /**
+     * -Dcmf.vulkan.foldRows=false: a batched step of decode rows normalises, adds and applies the GLU by separate
+     * operators around plain products (as a prompt chunk does) instead of folding them as a sequence's own decode step.
+     */
+    static final boolean FOLD_ROWS = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.foldRows"));
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
     /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
@@ -562,6 +567,9 @@ final class VulkanResidentForward implements DeviceForward {
     private void record(State s, List<Part> parts, MemorySegment cb, MemorySegment begin, int T, int[] logitRows, boolean rowsBack) {
         int hidden = plan.hidden(), heads = plan.heads(), vocab = plan.vocab();
         boolean step = T == 1 && parts.size() == 1;
+        // a batch of decode rows (one token a sequence, fewer than gemmMinTokens): its products fold what a decode step's
+        // fold, through the several-token pipeline, so each row gets the bits its sequence's own step gives it
+        boolean rowsFold = step || FOLD_ROWS && T > 1 && T < ctx.gemmMinTokens && parts.stream().allMatch(pt -> pt.tokens() == 1);
         boolean own = parts.size() == 1 && parts.get(0).state() == s;
         int rows = 0;
         for (int i = 1; i < logitRows.length; i += 2) rows += logitRows[i];
@@ -585,10 +593,10 @@ final class VulkanResidentForward implements DeviceForward {
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
             int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
-            if (step && folds(l.q(), l.k(), l.v())) {
-                folded(s, l.q(), s.x, s.q, l.attnNorm(), l.qBias(), 0, null);
-                folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null);
-                folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null);
+            if (rowsFold && folds(T, l.q(), l.k(), l.v())) {
+                folded(s, l.q(), s.x, s.q, l.attnNorm(), l.qBias(), 0, null, false, T);
+                folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null, false, T);
+                folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null, false, T);
                 sync("q/k/v");
             } else {
                 norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
@@ -667,8 +675,8 @@ final class VulkanResidentForward implements DeviceForward {
                 for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
                 vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
             }
-            if (step && l.postAttnNorm() == null && folds(l.o())) {
-                folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null);
+            if (rowsFold && l.postAttnNorm() == null && folds(T, l.o())) {
+                folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null, false, T);
                 sync("o");
             } else {
                 matvec(s, l.o(), s.att, s.tmp, T);
@@ -678,9 +686,9 @@ final class VulkanResidentForward implements DeviceForward {
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
             }
-            if (step && folds(l.gate(), l.up())) {
-                folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null);
-                folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null);
+            if (rowsFold && folds(T, l.gate(), l.up())) {
+                folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null, false, T);
+                folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null, false, T);
             } else {
                 norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
                 sync("norm");
@@ -688,17 +696,17 @@ final class VulkanResidentForward implements DeviceForward {
                 matvec(s, l.up(), s.xn, s.u, T);
             }
             sync("gate/up");
-            if (step && folds(l.down())) {
+            if (rowsFold && folds(T, l.down())) {
                 boolean add = l.postFfnNorm() == null;
                 if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
                     // a row of several tiles: act(gate)·up (times the column scales) once into g, which the product
                     // then reads from memory instead of each workgroup staging it tile by tile
-                    glu(s, l);
+                    glu(s, l, T);
                     sync("glu");
-                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true);
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true, T);
                 } else {
                     // act(gate)·up staged by the product itself
-                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l);
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, l, false, T);
                 }
                 sync("down");   // the residual added by the product too unless a norm comes between
             } else {
@@ -707,7 +715,7 @@ final class VulkanResidentForward implements DeviceForward {
                 matvec(s, l.down(), s.g, s.tmp, T);
                 sync("down");
             }
-            if (!step || l.postFfnNorm() != null || !folds(l.down())) {
+            if (!rowsFold || l.postFfnNorm() != null || !folds(T, l.down())) {
                 if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
@@ -719,8 +727,8 @@ final class VulkanResidentForward implements DeviceForward {
             if (rows == 0) vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         if (rows > 0) {
-            if (step && folds(plan.head())) {
-                folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null);
+            if (rowsFold && rows == T && folds(T, plan.head())) {   // (every row wants its logits: none to gather)
+                folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null, false, T);
             } else {
                 VulkanContext.Buffer src = s.x;
                 int from = logitRows[0];
@@ -757,8 +765,14 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     /** Whether matvec_decode.comp takes every one of {@code ms} (f32, bf16, f16, int8 weights), so an operator can fold into it. */
-    private boolean folds(Matrix... ms) {
-        for (Matrix m : ms) if (mm.resident(m).kind() > Shaders.KIND_I8) return false;
+    private boolean folds(Matrix... ms) { return folds(1, ms); }
+
+    /** As above for products of {@code T} rows: more than one take the several-token pipeline (it takes only some widths). */
+    private boolean folds(int T, Matrix... ms) {
+        for (Matrix m : ms) {
+            int kind = mm.resident(m).kind();
+            if (kind > Shaders.KIND_I8 || T > 1 && !ctx.tokenProducts(kind, m.cols(), T)) return false;
+        }
         return true;
     }
 
@@ -873,12 +887,16 @@ final class VulkanResidentForward implements DeviceForward {
      * (ADD: y += the product).
      */
     private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra, DecoderPlan.Layer glu) {
-        folded(s, w, x, y, norm, bias, extra, glu, false);
+        folded(s, w, x, y, norm, bias, extra, glu, false, 1);
     }
 
-    /** As above; {@code direct}: x is x' already (nothing to fold, column scales applied), read from memory without staging. */
+    /**
+     * As above for {@code T} rows of x and y (more than one: the several-token pipeline, each row's result that of the
+     * row alone); {@code direct}: x is x' already (nothing to fold, column scales applied), read from memory without
+     * staging by one row (by the several-token pipeline, which stages it, for more).
+     */
     private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra,
-                        DecoderPlan.Layer glu, boolean direct) {
+                        DecoderPlan.Layer glu, boolean direct, int T) {
         int flags = extra, pOff = 0, word = 0, biasOff = 0;
         VulkanContext.Buffer p = params;
         if (norm != null) {
@@ -891,18 +909,19 @@ final class VulkanResidentForward implements DeviceForward {
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
         // x from memory: the pipeline without staging, its column scales already in x, grids as for a row of one tile
-        int kindFlags = direct ? r.flags() & ~MatvecPush.COL_SCALES : r.flags(), width = direct ? VulkanContext.DECODE_TILE : w.cols();
-        vk.cmdBindPipeline(rec, direct ? ctx.matvecDecodeDirect(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), 1));
+        int kindFlags = direct ? r.flags() & ~MatvecPush.COL_SCALES : r.flags(), width = direct && T == 1 ? VulkanContext.DECODE_TILE : w.cols();
+        vk.cmdBindPipeline(rec, direct && T == 1 ? ctx.matvecDecodeDirect(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), T));
         long first = w.firstRow(), end = first + w.rows();
         for (VulkanMatMul.Part part : r.parts()) {
             long lo = Math.max(first, part.firstRow), hi = Math.min(end, part.firstRow + part.rows);
             if (lo >= hi) continue;
             bindMatvecSet(s, part, x, y, p);
             // a bias is indexed by the product's row: its part starts lo - first rows in
-            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), 1, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
+            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), T, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
                     kindFlags | flags, pOff, word, biasOff + (int) (lo - first));
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
-            vk.cmdDispatch(rec, ctx.matvecGroups(r.kind(), (int) (hi - lo), width, 1, VulkanMatMul.TOKEN_TILE)[0], 1, 1);
+            int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), width, T, VulkanMatMul.TOKEN_TILE);
+            vk.cmdDispatch(rec, g[0], g[1], 1);
         }
     }
 
@@ -910,12 +929,13 @@ final class VulkanResidentForward implements DeviceForward {
      * g = act(g)·u, times the down product's column scales where it has them (the x' its staged product would make, in
      * the same order of operations), for a direct product ({@link #folded}).
      */
-    private void glu(State s, DecoderPlan.Layer l) {
+    private void glu(State s, DecoderPlan.Layer l, int T) {
         VulkanMatMul.Resident r = mm.resident(l.down());
         VulkanMatMul.Part first = r.parts().get(0);   // every part holds the column scales
         boolean cf = (r.flags() & MatvecPush.COL_SCALES) != 0;
         int n = l.gate().outDim();
-        op(s, 3, s.g, s.u, cf ? first.buffer : params, s.g, groups(n), n, l.act().ordinal(), cf ? Math.toIntExact(first.cfOff) : 0, cf ? 1 : 0);
+        op(s, 3, s.g, s.u, cf ? first.buffer : params, s.g, groups((long) T * n), T * n, l.act().ordinal(), cf ? Math.toIntExact(first.cfOff) : 0,
+                cf ? 1 : 0, n);
     }
 
     private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p) {

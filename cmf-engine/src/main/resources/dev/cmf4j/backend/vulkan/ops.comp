@@ -300,11 +300,12 @@ void main() {
             }
         }
     } else {
-        // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b (* c[u2 + i] where u3 != 0); 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;
+        // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b (* c[u2 + i mod u4] where u3 != 0: rows of width u4);
+        // 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;
         // 6 a[i] += c[u1 + i mod u2] (a bias of width u2 on every row)
         uint n = p.u[0];
         for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
-            if (OP == 3u) { float h = act(a[i], p.u[1]) * b[i]; a[i] = p.u[3] != 0u ? h * c[p.u[2] + i] : h; }
+            if (OP == 3u) { float h = act(a[i], p.u[1]) * b[i]; a[i] = p.u[3] != 0u ? h * c[p.u[2] + i % p.u[4]] : h; }
             else if (OP == 4u) b[p.u[2] + st.pos0 * p.u[3] + i] = a[p.u[1] + i];
             else if (OP == 5u) a[i] += b[i];
             else a[i] += c[p.u[1] + i % p.u[2]];

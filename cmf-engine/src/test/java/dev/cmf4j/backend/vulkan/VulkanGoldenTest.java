@@ -90,6 +90,60 @@ class VulkanGoldenTest {
     }
 
     /**
+     * A step of decode rows only (one token of each of 3 sequences) folds its products as each sequence's own decode step
+     * does (matvec_decode.comp's several-token pipeline): every row's logits are bit for bit those of its sequence run
+     * alone, step after step (the recorded batch step replayed among them).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen3", "gemma3"})
+    void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
+        Path dir = Fixtures.require("models/" + model);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
+        int[] ids = Golden.load(dir).inputIds();
+        int n = 3, steps = 5, ctxLen = 32;
+        int[] length = {5, 9, 3};
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            var g = m.graph();
+            assertThat(g.device()).as("runs whole on the device").isNotNull();
+            int V = g.vocab();
+            var alone = new dev.cmf4j.model.graph.State[n];
+            var together = new dev.cmf4j.model.graph.State[n];
+            int[][] prompts = new int[n][];
+            float[] buf = new float[16 * V];
+            int[] next = new int[n];
+            for (int i = 0; i < n; i++) {
+                prompts[i] = new int[length[i]];
+                for (int t = 0; t < length[i]; t++) prompts[i][t] = ids[(5 * i + t) % ids.length];
+                alone[i] = g.newState(16, ctxLen);
+                together[i] = g.newState(16, ctxLen);
+                g.forward(alone[i], prompts[i], 0, length[i], buf, false, null);
+                g.forward(together[i], prompts[i], 0, length[i], buf, false, null);
+                next[i] = ids[(7 * i + 1) % ids.length];
+            }
+            var ws = g.newWorkspace(n, ctxLen);
+            var batch = new dev.cmf4j.model.graph.Batch();
+            float[] rows = new float[n * V];
+            try {
+                for (int step = 0; step < steps; step++) {
+                    batch.clear();
+                    for (int i = 0; i < n; i++) batch.add(together[i], new int[] {next[i]}, 0, 1, dev.cmf4j.model.graph.Batch.Logits.ALL);
+                    g.forward(batch, ws, rows, null);
+                    for (int i = 0; i < n; i++) {
+                        g.forward(alone[i], new int[] {next[i]}, 0, 1, buf, true, null);
+                        float[] one = java.util.Arrays.copyOf(buf, V), inBatch = java.util.Arrays.copyOfRange(rows, batch.logitRow(i) * V, (batch.logitRow(i) + 1) * V);
+                        assertThat(inBatch).as("step " + step + ", sequence " + i + ": its row in the batch, bit for bit").containsExactly(one);
+                        int best = 0;
+                        for (int v = 1; v < V; v++) if (one[v] > one[best]) best = v;
+                        next[i] = best;
+                    }
+                }
+            } finally {
+                for (int i = 0; i < n; i++) { alone[i].close(); together[i].close(); }
+            }
+        }
+    }
+
+    /**
      * Embryo's three fixture models (the reference's own files, float64 log-probabilities) on the device, hybrid path
      * (anchors, delta nets, the clustered head on the CPU): whole prompt and token by token, within the CPU's 1e-3.
      */
