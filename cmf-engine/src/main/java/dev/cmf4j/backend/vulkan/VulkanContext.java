@@ -295,6 +295,11 @@ public final class VulkanContext implements AutoCloseable {
      * order than a one-token product's) instead of matvec_decode.comp's several-token pipeline.
      */
     private final boolean tokenProducts = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.tokenProducts"));
+    /**
+     * Workgroups (at most) over a several-token product's rows (-Dcmf.vulkan.tokenGroups), each taking its blocks in
+     * turn: a folded RMSNorm's sums of squares are taken once per workgroup.
+     */
+    final int tokenGroups = Math.max(1, Integer.getInteger("cmf.vulkan.tokenGroups", 128));
     /** Tokens a workgroup of matvec_decode.comp's several-token pipeline takes (its TILE / 512). */
     static final int DECODE_TOKENS = DECODE_TILE / 512;
 
@@ -329,7 +334,7 @@ public final class VulkanContext implements AutoCloseable {
                     (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         long gx = rows;
         if (tokenProducts(kind, cols, tokens))
-            return new int[] {(int) Math.min((rows + DECODE_ROWS - 1) / DECODE_ROWS, Integer.toUnsignedLong(info.maxGroupCount()[0])),
+            return new int[] {(int) Math.min(Math.min((rows + DECODE_ROWS - 1) / DECODE_ROWS, tokenGroups), Integer.toUnsignedLong(info.maxGroupCount()[0])),
                     (int) Math.min((tokens + DECODE_TOKENS - 1) / DECODE_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         if (tokens == 1 && kind < matvecDecode.length) {
             long blocks = (rows + DECODE_ROWS - 1) / DECODE_ROWS;
