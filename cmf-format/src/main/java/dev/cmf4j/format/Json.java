@@ -3,10 +3,14 @@ package dev.cmf4j.format;
 import com.fasterxml.jackson.core.JacksonException;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParseException;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.MissingNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.util.ArrayList;
@@ -25,16 +29,24 @@ import java.util.Set;
 public final class Json {
     private Json() {}
 
-    /** Jackson with nesting depth bounded so a hostile header cannot exhaust the stack. */
-    static final ObjectMapper MAPPER = new ObjectMapper(JsonFactory.builder()
-            .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(200).build()).build());
+    /** Jackson's parser with nesting depth bounded so a hostile header cannot exhaust the stack. */
+    static final JsonFactory FACTORY = JsonFactory.builder()
+            .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(200).build()).build();
     static final JsonNodeFactory NODES = JsonNodeFactory.instance;
+
+    /**
+     * The mapper, for writing only. Built on first use: constructing an ObjectMapper initializes date formats and
+     * locale data, ~0.1-0.25 s of a fresh {@code cmf run} that only reads (docs/CPU_KERNELS.md, "Time to first token").
+     */
+    private static final class Mapper {
+        static final ObjectMapper MAPPER = new ObjectMapper(FACTORY);
+    }
 
     /** Parses UTF-8 JSON bytes that must hold one object. */
     static ObjectNode parseObject(byte[] bytes, String label, long offset, String what) {
         JsonNode n;
-        try {
-            n = MAPPER.readTree(bytes);
+        try (JsonParser p = FACTORY.createParser(bytes)) {
+            n = p.nextToken() == null ? MissingNode.getInstance() : tree(p);
         } catch (JacksonException e) {
             throw new CmfException.Parse(label, offset, what + " is not valid JSON: " + e.getOriginalMessage(), e);
         } catch (java.io.IOException e) {
@@ -47,10 +59,54 @@ public final class Json {
         return o;
     }
 
+    /**
+     * The tree of the value at the parser's current token, node for node what {@code ObjectMapper.readTree} builds
+     * with default features (ints as int, long or BigInteger nodes by size; floats as doubles; a repeated key's
+     * last value, in the first one's place; anything after the value is not read); leaves the parser on the
+     * value's last token. Nesting is bounded by the parser's constraints.
+     */
+    public static JsonNode tree(JsonParser p) throws java.io.IOException {
+        JsonToken t = p.currentToken();
+        if (t == null) throw new JsonParseException(p, "no JSON value");
+        return switch (t) {
+            case START_OBJECT -> {
+                ObjectNode o = NODES.objectNode();
+                for (JsonToken k = p.nextToken(); k != JsonToken.END_OBJECT; k = p.nextToken()) {
+                    if (k != JsonToken.FIELD_NAME) throw new JsonParseException(p, "expected a field name, found " + k);
+                    String name = p.currentName();
+                    p.nextToken();
+                    o.replace(name, tree(p));
+                }
+                yield o;
+            }
+            case START_ARRAY -> {
+                ArrayNode a = NODES.arrayNode();
+                for (JsonToken k = p.nextToken(); k != JsonToken.END_ARRAY; k = p.nextToken()) {
+                    if (k == null) throw new JsonParseException(p, "unexpected end of input in an array");
+                    a.add(tree(p));
+                }
+                yield a;
+            }
+            case VALUE_STRING -> NODES.textNode(p.getText());
+            case VALUE_NUMBER_INT -> switch (p.getNumberType()) {
+                case INT -> NODES.numberNode(p.getIntValue());
+                case LONG -> NODES.numberNode(p.getLongValue());
+                default -> NODES.numberNode(p.getBigIntegerValue());
+            };
+            case VALUE_NUMBER_FLOAT -> p.getNumberType() == JsonParser.NumberType.BIG_DECIMAL
+                    ? NODES.numberNode(p.getDecimalValue()) : NODES.numberNode(p.getDoubleValue());
+            case VALUE_TRUE -> NODES.booleanNode(true);
+            case VALUE_FALSE -> NODES.booleanNode(false);
+            case VALUE_NULL -> NODES.nullNode();
+            case VALUE_EMBEDDED_OBJECT -> NODES.pojoNode(p.getEmbeddedObject());
+            default -> throw new JsonParseException(p, "unexpected token " + t);
+        };
+    }
+
     /** Compact UTF-8 bytes of a tree (no whitespace, like serde_json's to_vec). */
     public static byte[] compact(JsonNode node) {
         try {
-            return MAPPER.writeValueAsBytes(node);
+            return Mapper.MAPPER.writeValueAsBytes(node);
         } catch (JacksonException e) {
             throw new IllegalStateException("cannot serialize JSON", e);
         }

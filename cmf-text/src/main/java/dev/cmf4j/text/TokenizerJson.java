@@ -1,12 +1,17 @@
 package dev.cmf4j.text;
 
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.NullNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
 
 import java.io.IOException;
 import java.util.ArrayList;
@@ -28,7 +33,13 @@ final class TokenizerJson {
             .disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES)
             .disable(JsonFactory.Feature.INTERN_FIELD_NAMES)
             .build();
-    private static final ObjectMapper MAPPER = new ObjectMapper(FACTORY);
+    /**
+     * For the overrides only: the file's components are read with {@link #tree}, as constructing an ObjectMapper
+     * initializes date formats and locale data, ~0.1-0.25 s of a fresh {@code cmf run} (docs/CPU_KERNELS.md).
+     */
+    private static final class Mapper {
+        static final ObjectMapper MAPPER = new ObjectMapper(FACTORY);
+    }
 
     static Tokenizer parse(byte[] json) {
         try (JsonParser p = FACTORY.createParser(json)) {
@@ -52,18 +63,18 @@ final class TokenizerJson {
             switch (name) {
                 case "model" -> model = readModel(p);
                 case "version" -> {
-                    JsonNode v = MAPPER.readTree(p);
+                    JsonNode v = tree(p);
                     if (!v.isTextual() || !v.asText().equals("1.0")) {
                         throw new TokenizerException("$.version", "unknown tokenizer.json version " + v);
                     }
                 }
-                case "added_tokens" -> addedTokens = MAPPER.readTree(p);
-                case "normalizer" -> normalizer = MAPPER.readTree(p);
-                case "pre_tokenizer" -> preTokenizer = MAPPER.readTree(p);
-                case "post_processor" -> postProcessor = MAPPER.readTree(p);
-                case "decoder" -> decoder = MAPPER.readTree(p);
-                case "truncation" -> truncation = MAPPER.readTree(p);
-                case "padding" -> padding = MAPPER.readTree(p);
+                case "added_tokens" -> addedTokens = tree(p);
+                case "normalizer" -> normalizer = tree(p);
+                case "pre_tokenizer" -> preTokenizer = tree(p);
+                case "post_processor" -> postProcessor = tree(p);
+                case "decoder" -> decoder = tree(p);
+                case "truncation" -> truncation = tree(p);
+                case "padding" -> padding = tree(p);
                 default -> p.skipChildren();
             }
         }
@@ -78,6 +89,50 @@ final class TokenizerJson {
     }
 
     /**
+     * The tree of the value at the parser's current token, node for node what {@code ObjectMapper.readTree} builds
+     * with default features (ints as int, long or BigInteger nodes by size; floats as doubles; a repeated key's
+     * last value, in the first one's place; anything after the value is not read); leaves the parser on the
+     * value's last token. The same as dev.cmf4j.format.Json#tree (cmf-text does not depend on cmf-format).
+     */
+    private static JsonNode tree(JsonParser p) throws IOException {
+        JsonToken t = p.currentToken();
+        if (t == null) throw new JsonParseException(p, "no JSON value");
+        return switch (t) {
+            case START_OBJECT -> {
+                ObjectNode o = JsonNodeFactory.instance.objectNode();
+                for (JsonToken k = p.nextToken(); k != JsonToken.END_OBJECT; k = p.nextToken()) {
+                    if (k != JsonToken.FIELD_NAME) throw new JsonParseException(p, "expected a field name, found " + k);
+                    String name = p.currentName();
+                    p.nextToken();
+                    o.replace(name, tree(p));
+                }
+                yield o;
+            }
+            case START_ARRAY -> {
+                ArrayNode a = JsonNodeFactory.instance.arrayNode();
+                for (JsonToken k = p.nextToken(); k != JsonToken.END_ARRAY; k = p.nextToken()) {
+                    if (k == null) throw new JsonParseException(p, "unexpected end of input in an array");
+                    a.add(tree(p));
+                }
+                yield a;
+            }
+            case VALUE_STRING -> JsonNodeFactory.instance.textNode(p.getText());
+            case VALUE_NUMBER_INT -> switch (p.getNumberType()) {
+                case INT -> JsonNodeFactory.instance.numberNode(p.getIntValue());
+                case LONG -> JsonNodeFactory.instance.numberNode(p.getLongValue());
+                default -> JsonNodeFactory.instance.numberNode(p.getBigIntegerValue());
+            };
+            case VALUE_NUMBER_FLOAT -> p.getNumberType() == JsonParser.NumberType.BIG_DECIMAL
+                    ? JsonNodeFactory.instance.numberNode(p.getDecimalValue()) : JsonNodeFactory.instance.numberNode(p.getDoubleValue());
+            case VALUE_TRUE -> JsonNodeFactory.instance.booleanNode(true);
+            case VALUE_FALSE -> JsonNodeFactory.instance.booleanNode(false);
+            case VALUE_NULL -> JsonNodeFactory.instance.nullNode();
+            case VALUE_EMBEDDED_OBJECT -> JsonNodeFactory.instance.pojoNode(p.getEmbeddedObject());
+            default -> throw new JsonParseException(p, "unexpected token " + t);
+        };
+    }
+
+    /**
      * {@code base} with some components replaced: each top-level key of {@code overrides}
      * ({@code normalizer}, {@code pre_tokenizer}, {@code post_processor}, {@code decoder},
      * {@code added_tokens}, {@code truncation}, {@code padding}; null removes the component) replaces the base's, and
@@ -87,7 +142,7 @@ final class TokenizerJson {
     static Tokenizer withOverrides(Tokenizer base, byte[] overrides) {
         JsonNode o;
         try {
-            o = MAPPER.readTree(overrides);
+            o = Mapper.MAPPER.readTree(overrides);
         } catch (IOException e) {
             throw new TokenizerException(null, "malformed overrides: " + e.getMessage(), e);
         }
