@@ -6,11 +6,17 @@
 // (shaderc 2023.8 or newer; docs/VULKAN.md). The engine uses it only where the device has f16 × f16 → f32 16×16×16
 // matrices at subgroup scope and 32-invocation subgroups.
 //
-// Operands are f16: a weight as stored (int8 exactly; bf16 and f32 rounded to f16) and an activation times its column
-// scale rounded once to f16; products and sums in f32 (the matrix units'), the row scale applied to the f32 sum.
-// Per step of BK columns the workgroup decodes the tile's weights and activations into shared memory; each of its 4
-// subgroups multiplies a 32 × 32 quarter of the tile (2 × 2 matrices of 16 × 16) and the sums go through shared memory
-// to be scaled and written with the bounds checked (partial tiles).
+// Operands are split into f16 pairs so the products keep f32-class precision (session 23): an activation times its
+// column scale times its token's power of two 2^s_t (chosen so the token's largest |x·cf| lies in [2^14, 2^15): nothing
+// overflows f16, nothing that matters is subnormal) is v = hi + lo + e with hi = f16(v), lo = f16(v - hi), |e| <= 2^-22|v|;
+// int8 and f16 weights are exact in f16 (one part), f32 and bf16 weights are split the same way (w = wh + wl + e', |e'| <=
+// 2^-22|w| for |w| in [2^-14, 65504]; smaller ones lose at most 2^-25 absolute, larger ones overflow: none in a model).
+// Per 16-column slice the matrix units add X_hi·W_h + X_lo·W_h (+ X_hi·W_l for f32 and bf16) into f32 sums, the dropped
+// X_lo·W_l is below 2^-22 of its term; the sum times 2^-s_t (exact) times the row scale is the output.
+// Per step of BK columns the workgroup decodes the tile's weights and activations into shared memory (the next step's
+// global loads are issued before the current step's products); each of its 4 subgroups multiplies a 32 × 32 quarter of
+// the tile (2 × 2 matrices of 16 × 16) and the sums go through shared memory to be scaled and written with the bounds
+// checked (partial tiles).
 
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -35,8 +41,13 @@ layout(push_constant) uniform Push {
     uint pOff, eps, biasOff;   // matvec_decode.comp's (the pipelines share one layout); unused here
 } p;
 
-shared float16_t ws[BM * SK];   // [row][k] of the step: B, read column-major
-shared float16_t xs[BN * SK];   // [token][k] of the step: A, row-major
+const bool SPLIT_W = KIND < 2u;   // f32 and bf16 weights: two f16 parts
+shared float16_t ws[BM * SK];   // [row][k] of the step: B, read column-major (the weights' f16 part, or their hi)
+shared float16_t wl[SPLIT_W ? BM * SK : 1u];   // [row][k]: the weights' lo (f32, bf16)
+shared float16_t xs[BN * SK];   // [token][k] of the step: A, row-major (the activations' hi)
+shared float16_t xl[BN * SK];   // [token][k]: the activations' lo
+shared float pm[WG];            // the pre-pass's partial maxima
+shared float tinv[BN];          // 2^-s_t of the tile's tokens
 shared float cs[BN * SC];       // [token][row]: the tile's sums
 
 // element e of the weights (any alignment)
@@ -61,6 +72,27 @@ vec4 w4(uint e) {
 
 float colScale(uint c) { return uintBitsToFloat(w[p.cfOff + c]); }
 
+// element c .. c+3 of token xt's activations times their column scales (zeros past the end)
+void load(uint sr, uint xt, uint c, bool wide, bool colScales, out vec4 wv, out vec4 xv) {
+    wv = vec4(0.0); xv = vec4(0.0);
+    if (wide) {
+        if (c < p.cols) {
+            wv = w4(sr * p.cols + c);
+            uint xi = xt * p.cols + c;
+            xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+            if (colScales) xv *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
+        }
+    } else {
+        for (uint j = 0u; j < 4u; j++) {
+            if (c + j < p.cols) {
+                wv[j] = w1(sr * p.cols + c + j);
+                float v = x[xt * p.cols + c + j];
+                xv[j] = colScales ? v * colScale(c + j) : v;
+            }
+        }
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint lr = tid >> 1, lk = (tid & 1u) * 16u;   // what it loads: row (and token) lr, the step's columns lk .. lk+15
@@ -71,45 +103,68 @@ void main() {
         uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
         for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
             uint xt = min(t0 + lr, p.tokens - 1u);   // tokens past the end reread the last (never written)
+            // pre-pass: token xt's largest |x·cf| (the pair of invocations lr takes alternate 4-column chunks)
+            float m = 0.0;
+            for (uint c = 4u * (tid & 1u); c < p.cols; c += 8u) {
+                vec4 wv, xv;
+                load(sr, xt, c, wide, colScales, wv, xv);
+                m = max(m, max(max(abs(xv.x), abs(xv.y)), max(abs(xv.z), abs(xv.w))));
+            }
+            barrier();   // the previous tile's pm, tinv and sums have been read
+            pm[tid] = m;
+            barrier();
+            m = max(pm[tid & ~1u], pm[tid | 1u]);
+            int e = 0;
+            if (m > 0.0) frexp(m, e);   // m = f·2^e, f in [0.5, 1)
+            int sh = clamp(15 - e, -126, 127);   // m·2^sh in [2^14, 2^15)
+            float ts = ldexp(1.0, sh);
+            if ((tid & 1u) == 0u) tinv[lr] = ldexp(1.0, -sh);
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[2][2];
             [[unroll]] for (uint i = 0u; i < 2u; i++)
                 [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+            vec4 wv[4], xv[4];
+            [[unroll]] for (uint q = 0u; q < 4u; q++) load(sr, xt, lk + 4u * q, wide, colScales, wv[q], xv[q]);
             for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
                 barrier();   // the previous step's tiles have been read
                 // columns past the end are zeros: they add 0·0 to every sum, which changes none
                 [[unroll]] for (uint q = 0u; q < 4u; q++) {
-                    uint c = k0 + lk + 4u * q;
-                    vec4 wv = vec4(0.0), xv = vec4(0.0);
-                    if (wide) {
-                        if (c < p.cols) {
-                            wv = w4(sr * p.cols + c);
-                            uint xi = xt * p.cols + c;
-                            xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
-                            if (colScales) xv *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
-                        }
-                    } else {
-                        for (uint j = 0u; j < 4u; j++) {
-                            if (c + j < p.cols) {
-                                wv[j] = w1(sr * p.cols + c + j);
-                                float v = x[xt * p.cols + c + j];
-                                xv[j] = colScales ? v * colScale(c + j) : v;
-                            }
-                        }
-                    }
                     uint at = lr * SK + lk + 4u * q;
-                    ws[at] = float16_t(wv.x); ws[at + 1u] = float16_t(wv.y); ws[at + 2u] = float16_t(wv.z); ws[at + 3u] = float16_t(wv.w);
-                    xs[at] = float16_t(xv.x); xs[at + 1u] = float16_t(xv.y); xs[at + 2u] = float16_t(xv.z); xs[at + 3u] = float16_t(xv.w);
+                    vec4 v = xv[q] * ts;
+                    f16vec4 h = f16vec4(v);
+                    f16vec4 l = f16vec4(v - vec4(h));
+                    xs[at] = h.x; xs[at + 1u] = h.y; xs[at + 2u] = h.z; xs[at + 3u] = h.w;
+                    xl[at] = l.x; xl[at + 1u] = l.y; xl[at + 2u] = l.z; xl[at + 3u] = l.w;
+                    f16vec4 g = f16vec4(wv[q]);
+                    ws[at] = g.x; ws[at + 1u] = g.y; ws[at + 2u] = g.z; ws[at + 3u] = g.w;
+                    if (SPLIT_W) {
+                        f16vec4 gl = f16vec4(wv[q] - vec4(g));
+                        wl[at] = gl.x; wl[at + 1u] = gl.y; wl[at + 2u] = gl.z; wl[at + 3u] = gl.w;
+                    }
                 }
                 barrier();
+                // the next step's loads go out before this step's products
+                if (k0 + BK < p.cols)
+                    [[unroll]] for (uint q = 0u; q < 4u; q++) load(sr, xt, k0 + BK + lk + 4u * q, wide, colScales, wv[q], xv[q]);
                 [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[2];
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a[2], al[2];
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[2];
-                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
                         coopMatLoad(a[i], xs, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
+                        coopMatLoad(al[i], xl, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
+                    }
                     [[unroll]] for (uint j = 0u; j < 2u; j++)
                         coopMatLoad(b[j], ws, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
                     [[unroll]] for (uint i = 0u; i < 2u; i++)
-                        [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+                        [[unroll]] for (uint j = 0u; j < 2u; j++) {
+                            acc[i][j] = coopMatMulAdd(al[i], b[j], acc[i][j]);
+                            acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+                        }
+                    if (SPLIT_W) {
+                        [[unroll]] for (uint j = 0u; j < 2u; j++)
+                            coopMatLoad(b[j], wl, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint i = 0u; i < 2u; i++)
+                            [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+                    }
                 }
             }
             barrier();   // the previous tile's sums have been written out
@@ -117,11 +172,11 @@ void main() {
                 [[unroll]] for (uint j = 0u; j < 2u; j++)
                     coopMatStore(acc[i][j], cs, (qt + 16u * i) * SC + qr + 16u * j, SC, gl_CooperativeMatrixLayoutRowMajor);
             barrier();
-            // consecutive invocations write consecutive rows of one token
+            // consecutive invocations write consecutive rows of one token; 2^-s_t undoes the token's scale exactly
             for (uint i = tid; i < BM * BN; i += WG) {
                 uint t = t0 + i / BM, r = rt + i % BM;
                 if (t < p.tokens && r < p.rows) {
-                    float s = cs[(i / BM) * SC + i % BM];
+                    float s = cs[(i / BM) * SC + i % BM] * tinv[i / BM];
                     y[p.yOff + t * p.yStride + r] = rowScales ? s * uintBitsToFloat(w[p.rsOff + p.row0 + r]) : s;
                 }
             }
