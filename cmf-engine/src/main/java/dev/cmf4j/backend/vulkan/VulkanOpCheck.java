@@ -19,7 +19,7 @@ import java.util.SplittableRandom;
  * compared with the CPU's reference products ({@link CpuBackend#reference}) on the same {@link Matrix} and with a float64
  * sum over the dtype's own row decoder. The error is the largest difference over the float64 reference's largest
  * magnitude; the bound is 2e-6·√cols (f32 sums in another order). Where the device takes prompt products on cooperative
- * matrices (matmul_coop.comp, f16 hi + lo operands), those checks are named {@code matmul_coop_*} and bounded by {@link #COOP_BOUND},
+ * matrices (matmul_coop.comp, operands in three f16 parts), those checks are named {@code matmul_coop_*} and bounded by {@link #COOP_BOUND},
  * and the same shapes also run through matmul.comp under the f32 bound.
  */
 final class VulkanOpCheck {
@@ -48,15 +48,16 @@ final class VulkanOpCheck {
     static final int[] COOP_LARGE = {4096, 4096, 512};
     /**
      * The bound of matmul_coop.comp's products over the reference's largest magnitude beyond the f32 sums' 2e-6·√cols:
-     * 4·2^-20. Each activation (times its column scale and its token's power of two, which puts the token's largest in
-     * [2^14, 2^15)) is split into f16 hi + lo, and so is an f32 or bf16 weight (int8 and f16 weights are exact in f16);
-     * with f16 conversions that round to nearest or toward zero, each part is off by at most 2^-20 of the value (2^-10
-     * twice), the dropped lo·lo product is below 2^-20 of its term, so a term is off by at most 3·2^-20 of itself (f16
-     * products are exact in f32, the sums are f32) and on random data the worst output by far less (a float model of the
-     * splits: 1e-7 to 1e-6); session 21's one-part f16 operands (about 2.3e-4) fail it below a few thousand columns, and a
-     * lost or doubled tile, step, scale or lo part at any width.
+     * 2^-24. Each activation (times its column scale and its token's power of two, which puts the token's largest in
+     * [2^14, 2^15)) is split into three f16 parts h + m + l, and so is an f32 weight (times its row's power of two);
+     * int8, f16 and bf16 weights are one exact part. With f16 conversions that round to nearest or toward zero each part
+     * is off by at most 2^-10 of what it rounds, so the three parts are within 2^-30 of the value, the dropped products
+     * (orders summing to 3 or more) below 2^-30 of their term: a term is off by at most 6·2^-30 < 2^-27 of itself (f16
+     * products are exact in f32, the sums are f32), below f32's own rounding; 2^-24 leaves room for that while
+     * session 21's one-part f16 operands (about 2.3e-4) fail it below a few thousand columns, and a lost or doubled tile,
+     * step, scale or part at any width.
      */
-    static final double COOP_BOUND = 4 * 0x1p-20;
+    static final double COOP_BOUND = 0x1p-24;
 
     static List<OpResult> run(VulkanMatMul device, boolean quick) {
         List<OpResult> out = new ArrayList<>();
