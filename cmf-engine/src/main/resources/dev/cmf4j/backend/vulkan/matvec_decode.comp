@@ -238,6 +238,19 @@ void blockSums(float acc[4], uint rb, uint at, bool butterfly, bool hi, bool hi2
 
 // after the barrier: invocation tid < 8 sums row r0 + tid over the subgroups in order and writes it with the epilogue;
 // `norm`: this set holds the sum of squares, whose 1/rms it keeps in inv for the blocks after
+// 1/rms from a row's sum of squares
+float invRms(float sq) { return 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps)); }
+
+// row r's sum v finished into y[yi]: times 1/rms (flags 4), the row scale, plus the bias, plus y[yi] (flags 128); one
+// function for every path, so a token's result is the same bits whichever pipeline took it
+void epilogue(float v, uint r, float inv, uint yi) {
+    if ((p.flags & 4u) != 0u) v *= inv;
+    if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+    if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
+    if ((p.flags & 128u) != 0u) v += y[yi];
+    y[yi] = v;
+}
+
 void finish(uint tid, uint r0, uint set, bool norm, inout float inv) {
     uint r = r0 + tid;
     if (tid < 8u && r < p.rows) {
@@ -246,13 +259,9 @@ void finish(uint tid, uint r0, uint set, bool norm, inout float inv) {
         if (norm) {
             float sq = 0.0;
             for (uint g = 0u; g < gl_NumSubgroups; g++) sq += part[set + g * 9u + 8u];
-            inv = 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+            inv = invRms(sq);
         }
-        if ((p.flags & 4u) != 0u) v *= inv;
-        if ((p.flags & 1u) != 0u) v *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
-        if ((p.flags & 32u) != 0u) v += prm[p.biasOff + r];
-        if ((p.flags & 128u) != 0u) v += y[p.yOff + r];
-        y[p.yOff + r] = v;
+        epilogue(v, r, inv, p.yOff + r);
     }
 }
 
@@ -357,18 +366,14 @@ void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, 
             // invocation tid < 8·nt: row r0 + tid % 8 of token t0 + tid / 8, finished as finish finishes it
             uint r = r0 + (tid & 7u), t = tid >> 3;
             if (t < nt && r < p.rows) {
-                float s = 0.0;
+                float s = 0.0, inv = 1.0;
                 for (uint g = 0u; g < gl_NumSubgroups; g++) s += partT[(t * SGMAX + g) * 8u + (tid & 7u)];
                 if (norm) {
                     float sq = 0.0;
                     for (uint g = 0u; g < gl_NumSubgroups; g++) sq += ssT[t * SGMAX + g];
-                    s *= 1.0 / sqrt(sq / float(p.cols) + uintBitsToFloat(p.eps));
+                    inv = invRms(sq);
                 }
-                if ((p.flags & 1u) != 0u) s *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
-                if ((p.flags & 32u) != 0u) s += prm[p.biasOff + r];
-                uint yi = p.yOff + (t0 + t) * p.yStride + r;
-                if ((p.flags & 128u) != 0u) s += y[yi];
-                y[yi] = s;
+                epilogue(s, r, inv, p.yOff + (t0 + t) * p.yStride + r);
             }
             barrier();   // partT is read before the next block writes it
         }
