@@ -66,12 +66,14 @@ public final class VulkanContext implements AutoCloseable {
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /**
      * ops.comp: eight storage buffers (A..D, the step's S, and E..G, which only the folded decode attention OP 9 reads),
-     * 64 bytes of push constants, one pipeline per OP.
+     * 64 bytes of push constants, one pipeline per OP (OP 9's from attend_decode.comp).
      */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
     static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 8;
-    private final long shaderModule, decodeModule, gemmModule, opsModule, gemmCoopModule;
+    private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gemmCoopModule;
+    /** The OP whose pipeline is attend_decode.comp's (same bindings and push constants as ops.comp's): the folded decode attention. */
+    static final int OP_ATTEND_DECODE = 9;
     /**
      * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
      * device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
@@ -219,8 +221,10 @@ public final class VulkanContext implements AutoCloseable {
                 opsSetLayout = createSetLayout(a, OPS_BUFFERS);
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
+                attendModule = createShaderModule(a, Shaders.load("attend_decode"));
                 ops = new long[OPS];
-                for (int k = 0; k < OPS; k++) ops[k] = createPipeline(a, opsModule, opsPipelineLayout, k);
+                for (int k = 0; k < OPS; k++)
+                    ops[k] = createPipeline(a, k == OP_ATTEND_DECODE ? attendModule : opsModule, opsPipelineLayout, k);
                 if (statistics) {
                     System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
@@ -228,7 +232,7 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec_decode int8, x' from memory: " + pipelineStatistics(matvecDecodeDirect[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
-                    System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[9]));
+                    System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[OP_ATTEND_DECODE]));
                 }
             } catch (RuntimeException e) {
                 if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);
@@ -737,6 +741,7 @@ public final class VulkanContext implements AutoCloseable {
         vk.call("vkDestroyShaderModule", device, decodeModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, gemmModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, attendModule, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, pipelineLayout, MemorySegment.NULL);

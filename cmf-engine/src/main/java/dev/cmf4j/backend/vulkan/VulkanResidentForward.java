@@ -58,7 +58,7 @@ final class VulkanResidentForward implements DeviceForward {
     private final List<State> states = new ArrayList<>();
     private boolean closed;
     /**
-     * A one-token row's rotary, cache append and combine folded into its attention (ops.comp OP 9: two phases a layer
+     * A one-token row's rotary, cache append and combine folded into its attention (OP 9, attend_decode.comp: two phases a layer
      * fewer); -Dcmf.vulkan.foldAttention=false keeps them apart (OP 1, OP 4, OP 7, OP 8) to measure one against the
      * other. Read when a step is recorded (tests flip it for states made after).
      */

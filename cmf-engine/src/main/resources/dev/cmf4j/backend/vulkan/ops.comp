@@ -3,8 +3,8 @@
 // per OP (specialization constant 0). Buffers A..D and the push constants u[] mean what each OP below says; offsets
 // and strides are in floats. The step's first position is read from buffer S (written by the host before each
 // submission and copied to device memory by it), not pushed, so a decode step's command buffer is recorded once and
-// replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Buffers E..G are OP 9's only
-// (every set binds all eight: the others' E..G stand in with A).
+// replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Buffers E..G are attend_decode.comp's
+// only (OP 9, the folded decode attention, is that shader's; every set binds all eight: the others' E..G stand in with A).
 
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -23,13 +23,6 @@ layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
 // B and C 16 bytes at a time (OP 7's keys and values, where the head dim and the cache row are multiples of 4)
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
-// OP 9: its partial sums, which the head's last workgroup reads (coherent: written by other workgroups of the same
-// dispatch), and a counter per head after S's position, zero before the dispatch and left zero by it
-layout(std430, set = 0, binding = 3) coherent buffer DC { float dc[]; };
-layout(std430, set = 0, binding = 4) buffer SC { uint pos0; uint pad0; uint pad1; uint pad2; uint count[]; } sc;
-layout(std430, set = 0, binding = 5) readonly buffer E { float kNew[]; };
-layout(std430, set = 0, binding = 6) readonly buffer F { float vNew[]; };
-layout(std430, set = 0, binding = 7) readonly buffer G { float gt[]; };
 
 layout(push_constant) uniform Push { uint u[16]; } p;
 
@@ -37,8 +30,6 @@ shared float red[WG];
 const uint SPLIT = WG;   // keys per workgroup of the split decode attention (OP 7): one an invocation
 shared float qs[MAX_HEAD_DIM];
 shared float ps[SPLIT];
-shared float ks[MAX_HEAD_DIM];   // OP 9: the step's own key, rotated
-shared bool lastOfHead;          // OP 9: this workgroup was the head's last to finish
 
 // the workgroup's sum or max of v; every invocation gets it: each subgroup's by the subgroup operation, then those
 // over the subgroups in order (two barriers, where a tree over shared memory took one per halving; the barriers also
@@ -145,73 +136,35 @@ void main() {
             }
             barrier();
         }
-    } else if (OP == 7u || OP == 9u) {
+    } else if (OP == 7u) {
         // one query row's attention (a decode step: position S.pos0, query a[h*hd]) by u11 workgroups per head: the
         // keys lo .. pos (lo as OP 2) in chunks of SPLIT, workgroup h*u11 + w taking chunks w, w + u11, ... with an
         // online softmax; its max score, its sum of exp(score - max) and its sum of exp(score - max)·v written to
         // d[u10 + (h*u11 + w)*(hd + 2)]: hd sums, then max and sum. heads u1, kv heads u2, head dim u3, window u5,
-        // scale u6, cache row u7.
-        // OP 9 also does OP 1, OP 4 and OP 8's work for the step: a is the raw q, e and f the step's raw k and v rows
-        // kNew, vNew (kv head g at g*hd); each workgroup rotates q as OP 1 (rotary dims u8, cos at gt[u4 + i], sin at
-        // gt[u4 + u8/2 + i]; u8 = 0: no rotary); the workgroup taking the last chunk uses the step's own key (rotated)
-        // and value from kNew and vNew, the first head of each kv group's one also stores them into the caches at pos for
-        // later steps (no workgroup reads that row of the caches in this dispatch); the head's last workgroup to
-        // finish (a counter per head in S) combines the partial sums as OP 8 into d[h*hd + i] and zeroes the counter.
-        const bool FUSED = OP == 9u;
+        // scale u6, cache row u7. (The folded decode step's OP 9, which also rotates, appends and combines, is
+        // attend_decode.comp.)
         uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], per = p.u[11];
-        uint tables = p.u[4], hl = p.u[8] / 2u;
         float scale = uintBitsToFloat(p.u[6]);
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
-        uint chunks = (pos - lo) / SPLIT + 1u, used = min(per, chunks);
+        uint chunks = (pos - lo) / SPLIT + 1u;
         bool vec = (hd & 3u) == 0u && (kvStride & 3u) == 0u;
         for (uint wg = gl_WorkGroupID.x; wg < heads * per; wg += gl_NumWorkGroups.x) {
             uint h = wg / per, w0 = wg % per;
             if (w0 >= chunks) continue;   // no keys for it at this position (the dispatch covers the whole context)
             uint group = heads / kvHeads, k0 = (h / group) * hd;
-            bool cur = FUSED && w0 == (chunks - 1u) % per;   // it takes the last chunk, whose last key is the step's own
-            if (FUSED) {
-                // rotate-hl as OP 1: dims i < hl paired with i + hl, dims past 2·hl copied
-                for (uint i = tid; i < hl; i += WG) {
-                    float co = gt[tables + i], si = gt[tables + hl + i];
-                    float x1 = a[h * hd + i], x2 = a[h * hd + i + hl];
-                    qs[i] = x1 * co - x2 * si;
-                    qs[i + hl] = x2 * co + x1 * si;
-                    if (cur) {
-                        float y1 = kNew[k0 + i], y2 = kNew[k0 + i + hl];
-                        ks[i] = y1 * co - y2 * si;
-                        ks[i + hl] = y2 * co + y1 * si;
-                    }
-                }
-                for (uint i = 2u * hl + tid; i < hd; i += WG) {
-                    qs[i] = a[h * hd + i];
-                    if (cur) ks[i] = kNew[k0 + i];
-                }
-                barrier();
-                if (cur && h % group == 0u) {
-                    uint row = pos * kvStride + k0;
-                    for (uint i = tid; i < hd; i += WG) { b[row + i] = ks[i]; c[row + i] = vNew[k0 + i]; }
-                }
-            } else {
-                for (uint i = tid; i < hd; i += WG) qs[i] = a[h * hd + i];
-                barrier();
-            }
+            for (uint i = tid; i < hd; i += WG) qs[i] = a[h * hd + i];
+            barrier();
             float m = -3.4e38, l = 0.0;
             float acc[MAX_HEAD_DIM / WG];
             for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) acc[k] = 0.0;
             for (uint ch = w0; ch < chunks; ch += per) {
                 uint j0 = lo + ch * SPLIT, n = min(SPLIT, pos + 1u - j0);
-                bool own = cur && ch == chunks - 1u;   // the chunk's last key is the step's: from ks and vNew, not the caches
-                uint nc = own ? n - 1u : n;            // keys read from the caches
                 float sc = -3.4e38;
                 if (tid < n) {
                     float dt = 0.0;
-                    if (tid == nc) {
-                        // the step's own key, summed in the order of the cached keys' loads
-                        if (vec) for (uint i = 0u; i < hd; i += 4u) dt += dot(vec4(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]), vec4(ks[i], ks[i + 1u], ks[i + 2u], ks[i + 3u]));
-                        else for (uint i = 0u; i < hd; i++) dt += qs[i] * ks[i];
-                    } else if (vec) {
+                    uint kb = (j0 + tid) * kvStride + k0;
+                    if (vec) {
                         // the key's row: 8 loads of 16 bytes in flight at a time where it is 16-byte aligned
-                        uint kb = (j0 + tid) * kvStride + k0;
                         for (uint i = 0u; i < hd; i += 32u) {
                             vec4 kv[8];
                             [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
@@ -221,7 +174,6 @@ void main() {
                             }
                         }
                     } else {
-                        uint kb = (j0 + tid) * kvStride + k0;
                         for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
                     }
                     sc = dt * scale;
@@ -234,14 +186,13 @@ void main() {
                 for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) {
                     uint i = tid + k * WG;
                     if (i < hd) {
-                        // 8 values in flight at a time (ps is 0 past the chunk's n keys); the step's own value last
+                        // 8 values in flight at a time (ps is 0 past the chunk's n keys)
                         float sv = 0.0;
-                        for (uint j = 0u; j < nc; j += 8u) {
+                        for (uint j = 0u; j < n; j += 8u) {
                             float cv[8];
-                            [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < nc ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
+                            [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < n ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
                             [[unroll]] for (uint u = 0u; u < 8u; u++) sv += ps[j + u] * cv[u];
                         }
-                        if (own) sv += ps[nc] * vNew[k0 + i];
                         acc[k] = acc[k] * corr + sv;
                     }
                 }
@@ -249,37 +200,8 @@ void main() {
                 barrier();   // ps is read before the next chunk writes it
             }
             uint o = p.u[10] + wg * (hd + 2u);
-            if (!FUSED) {
-                for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) if (tid + k * WG < hd) d[o + tid + k * WG] = acc[k];
-                if (tid == 0u) { d[o + hd] = m; d[o + hd + 1u] = l; }
-                continue;
-            }
-            for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) if (tid + k * WG < hd) dc[o + tid + k * WG] = acc[k];
-            if (tid == 0u) { dc[o + hd] = m; dc[o + hd + 1u] = l; }
-            // every invocation's partial sums out before the count says this workgroup is done (the fences around the
-            // count as CUDA's threadFenceReduction: release before it, acquire after it, the barriers for the others)
-            memoryBarrierBuffer();
-            barrier();
-            if (tid == 0u) {
-                memoryBarrierBuffer();
-                lastOfHead = atomicAdd(sc.count[h], 1u) == used - 1u;
-                memoryBarrierBuffer();
-            }
-            barrier();
-            if (lastOfHead) {
-                // OP 8 for head h: the partial sums in the order of their workgroups, whichever finished first
-                uint ob = p.u[10] + h * per * (hd + 2u);
-                float mx = -3.4e38;
-                for (uint w = 0u; w < used; w++) mx = max(mx, dc[ob + w * (hd + 2u) + hd]);
-                float ls = 0.0;
-                for (uint w = 0u; w < used; w++) ls += dc[ob + w * (hd + 2u) + hd + 1u] * exp(dc[ob + w * (hd + 2u) + hd] - mx);
-                for (uint i = tid; i < hd; i += WG) {
-                    float sum = 0.0;
-                    for (uint w = 0u; w < used; w++) sum += dc[ob + w * (hd + 2u) + i] * exp(dc[ob + w * (hd + 2u) + hd] - mx);
-                    d[h * hd + i] = sum / ls;
-                }
-                if (tid == 0u) atomicExchange(sc.count[h], 0u);   // for the next layer's dispatch and the next replay
-            }
+            for (uint k = 0u; k < MAX_HEAD_DIM / WG; k++) if (tid + k * WG < hd) d[o + tid + k * WG] = acc[k];
+            if (tid == 0u) { d[o + hd] = m; d[o + hd + 1u] = l; }
         }
     } else if (OP == 8u) {
         // OP 7's partial sums of head h (workgroup h) combined into the output d[h*hd + i]: each one's sums scaled by

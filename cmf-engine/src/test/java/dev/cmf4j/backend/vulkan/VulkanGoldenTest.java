@@ -294,8 +294,10 @@ class VulkanGoldenTest {
      * A decode of 150 steps after the golden prompt (a context of 200: 4 workgroups a head, keys past the first chunk;
      * gemma3's window of 8 past it) with the rotary, the cache append and the combine folded into the attention (OP 9)
      * against the same steps unfolded (OP 1, OP 4, OP 7, OP 8, -Dcmf.vulkan.foldAttention=false) and against the CPU
-     * engine, every step's logits, the same tokens fed to all three (the CPU's greedy picks). The two device paths
-     * differ only in where the rotary and the combine run, so within 1e-5 (lavapipe: 0, bit for bit); the CPU within 1e-3.
+     * engine, every step's logits, the same tokens fed to all three (the CPU's greedy picks). The folded path
+     * (attend_decode.comp) sums a key's dot product in 4 parts and the values by groups of keys, so the two device paths
+     * differ by rounding, grown over 150 steps: within 1e-4 (lavapipe: 0 to 2.4e-5, each as close to the CPU as the
+     * other); a wrong rotary, cache row or combine is off by orders more. The CPU within 1e-3.
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3"})
@@ -321,7 +323,7 @@ class VulkanGoldenTest {
                 dCpu = Math.max(dCpu, Math.abs(folded[s][i] - cpu[s][i]));
             }
         System.out.println("vulkan " + model + " " + steps + " decode steps, folded attention: max|Δ| " + dFold + " vs unfolded, " + dCpu + " vs cpu");
-        assertThat(dFold).isLessThanOrEqualTo(1e-5);
+        assertThat(dFold).isLessThanOrEqualTo(1e-4);
         assertThat(dCpu).isLessThanOrEqualTo(1e-3);
     }
 
