@@ -79,6 +79,38 @@ class PackagedJarTest {
         assertThat(second.out()).isEqualTo(Run.run("run", embryo, "--greedy", "-p", head + tail, "-n", "24").out());
     }
 
+    /**
+     * The build rewrites picocli's Java 5 class files as version 50 with stack maps (src/build/UpgradeClassFiles.java), so
+     * the JDK's AOT cache can hold them: every class file in the jar is version 50 or later and passes the JDK's verifier
+     * port, and the rewritten picocli prints the usage and the errors the original prints in process.
+     */
+    @Test void everyClassFileIsJava6OrLaterAndPicocliStillWorks() throws Exception {
+        int picocli = 0;
+        try (java.util.zip.ZipFile z = new java.util.zip.ZipFile(jar.toFile())) {
+            java.lang.classfile.ClassFile cf = java.lang.classfile.ClassFile.of(java.lang.classfile.ClassFile.ClassHierarchyResolverOption.of(
+                    java.lang.classfile.ClassHierarchyResolver.defaultResolver().orElse(java.lang.classfile.ClassHierarchyResolver.ofResourceParsing(
+                            new java.net.URLClassLoader(new java.net.URL[] {jar.toUri().toURL()}, null)))));
+            for (var e : java.util.Collections.list(z.entries())) {
+                if (!e.getName().endsWith(".class") || e.getName().startsWith("META-INF/")) continue;
+                byte[] b = z.getInputStream(e).readAllBytes();
+                assertThat(cf.parse(b).majorVersion()).as(e.getName()).isGreaterThanOrEqualTo(50);
+                if (e.getName().startsWith("picocli/")) {
+                    picocli++;
+                    assertThat(cf.verify(b)).as(e.getName()).isEmpty();
+                }
+            }
+        }
+        assertThat(picocli).as("picocli classes in the jar").isGreaterThan(100);
+        String[] jvm = {"--add-modules", "jdk.incubator.vector", "-Dcmf.relaunched=true", "-jar", jar.toString()};
+        for (String[] args : new String[][] {{"--help"}, {"run", "--help"}, {"run", "--no-such-option"}, {"rnu"}, {"--version"}}) {
+            Result r = java(concat(jvm, args));
+            Run want = Run.run(args);
+            assertThat(r.code()).as(String.join(" ", args)).isEqualTo(want.code());
+            assertThat(r.out()).as(String.join(" ", args)).isEqualTo(want.out());
+            assertThat(r.err().replaceAll("WARNING: Using incubator modules: jdk.incubator.vector\\R", "")).as(String.join(" ", args)).isEqualTo(want.err());
+        }
+    }
+
     private static String[] concat(String[] a, String... b) {
         String[] out = java.util.Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);
