@@ -101,6 +101,22 @@ final class Q8Matrix extends WeightMatrix {
     @Override
     void dotRows(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         if (!Simd.VECTOR) { dotRowsScalar(x, xo, r0, r1, y, yo, add); return; }
+        if (warm || r1 - r0 < 2) { dotRowsVector(x, xo, r0, r1, y, yo, add); return; }
+        // Cold JVM: the Vector API runs interpreted or in C1 (every op a boxed fallback) until C2 has compiled this
+        // loop. Meanwhile one row a call goes through it (so it gets profiled and compiled) and the others through its
+        // lane-exact twin, which C1 compiles at once; the same bits either way, so the switch may depend on timing.
+        long t0 = System.nanoTime();
+        dotRowsVector(x, xo, r0, r0 + 1, y, yo, add);
+        long t1 = System.nanoTime();
+        dotRowsLanes(x, xo, r0 + 1, r1, y, yo, add);
+        long t2 = System.nanoTime();
+        if (2 * (t1 - t0) * (r1 - r0 - 1) < t2 - t1) warm = true;   // the vector row under half a twin row: compiled
+    }
+
+    /** False until the vector {@link #dotRows} has been seen running faster than its twin ({@code -Dcmf.q8.coldTwin=false}: always true). */
+    private static volatile boolean warm = !Boolean.parseBoolean(System.getProperty("cmf.q8.coldTwin", "true"));
+
+    void dotRowsVector(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         MemorySegment m = data;
         int n = cols, full = n - n % BLOCK, pairs = full - full % (2 * BLOCK);
         float sumx = x[xo + n];
@@ -156,7 +172,7 @@ final class Q8Matrix extends WeightMatrix {
     @Override
     void dotRowsTokens(float[] x, int xo, int xStride, short[] xs, int xsOff, int xsStride, int tokens, int r0, int r1,
                        float[] y, int yo, int yStride, boolean add) {
-        if (!Simd.VECTOR || !TOKEN_PAIRS || tokens == 1) {
+        if (!Simd.VECTOR || !TOKEN_PAIRS || tokens == 1 || !warm) {   // cold: each token through dotRows (the same bits)
             super.dotRowsTokens(x, xo, xStride, xs, xsOff, xsStride, tokens, r0, r1, y, yo, yStride, add);
             return;
         }
@@ -283,6 +299,40 @@ final class Q8Matrix extends WeightMatrix {
 
     private static FloatVector cvt(IntVector v) {
         return (FloatVector) v.convert(VectorOperators.I2F, 0);
+    }
+
+    /**
+     * The vector {@link #dotRows}' scalar twin, bit for bit: each of its 4·L float chains (lane i of chain k: byte k of
+     * int lane i, (q+128)·256^k as {@code v & (255 << 8k)} gives it, or {@code v >>> 24} for k = 3, times the prepared
+     * x at {@code c + k·L + i}) an fma chain over the whole blocks in order from +0, the chains added (a0 + a1) + (a2 +
+     * a3) per lane, the lanes by {@link Simd#laneSum}, then −128·Σx', the tail columns and the row scale as there. No
+     * vector types: the interpreter and C1 run it at scalar speed, where the Vector API's fallback boxes every op.
+     */
+    void dotRowsLanes(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
+        MemorySegment m = data;
+        int n = cols, full = n - n % BLOCK, lanes = L;
+        float sumx = x[xo + n];
+        byte[] row = new byte[n];
+        float[] acc = new float[lanes];
+        for (int r = r0; r < r1; r++) {
+            long sr = row0 + r;
+            MemorySegment.copy(m, ValueLayout.JAVA_BYTE, sr * n, row, 0, n);
+            for (int i = 0; i < lanes; i++) {
+                float a0 = 0f, a1 = 0f, a2 = 0f, a3 = 0f;
+                for (int c = 0; c < full; c += BLOCK) {
+                    int p = c + 4 * i, xb = xo + c + i;
+                    a0 = Math.fma((float) ((row[p] ^ 0x80) & 0xFF), x[xb], a0);
+                    a1 = Math.fma((float) (((row[p + 1] ^ 0x80) & 0xFF) << 8), x[xb + lanes], a1);
+                    a2 = Math.fma((float) (((row[p + 2] ^ 0x80) & 0xFF) << 16), x[xb + 2 * lanes], a2);
+                    a3 = Math.fma((float) ((row[p + 3] ^ 0x80) & 0xFF), x[xb + 3 * lanes], a3);
+                }
+                acc[i] = (a0 + a1) + (a2 + a3);
+            }
+            float s = Simd.laneSum(acc, 0) - 128f * sumx;
+            for (int c = full; c < n; c++) s += row[c] * x[xo + c];
+            s *= Simd.f16(m, scalesOff + 2L * sr);
+            y[yo + r] = add ? y[yo + r] + s : s;
+        }
     }
 
     /** Machines without usable vectors: plain loops over the unprepared activation. */

@@ -30,6 +30,17 @@ public final class KernelTierProbe {
                             out.append(dtype.label).append(' ').append(rows).append('x').append(cols).append(" tokens ").append(tokens).append(':');
                             for (float v : y) out.append(' ').append(Integer.toHexString(Float.floatToRawIntBits(v)));
                             out.append('\n');
+                            if (tokens == 1 && Simd.VECTOR) {   // the cold JVM's scalar twin, called directly
+                                Q8Matrix q = (Q8Matrix) w;
+                                float[] xp = new float[q.preparedLength()], twin = new float[rows];
+                                q.prepare(x, 0, xp, 0);
+                                q.dotRowsLanes(xp, 0, 0, rows, twin, 0, false);
+                                for (int r = 0; r < rows; r++)
+                                    if (Float.floatToRawIntBits(twin[r]) != Float.floatToRawIntBits(y[r]))
+                                        problems.append("round ").append(rep).append(' ').append(dtype.label).append(' ').append(rows).append('x')
+                                                .append(cols).append(" row ").append(r).append(": twin differs, ").append(twin[r]).append(" against ")
+                                                .append(y[r]).append('\n');
+                            }
                             for (int t = 0; t < tokens; t++) {
                                 w.matvec(x, t * cols, one, 0, false, pool);
                                 for (int r = 0; r < rows; r++)

@@ -235,6 +235,45 @@ class WeightMatrixTest {
         }
     }
 
+    /**
+     * q8's scalar twin (what a cold JVM runs until C2 has compiled the vector loop) gives the vector loop's bits: ragged
+     * widths (under one block, a block, pairs of blocks, tails), with and without the add, activations spanning huge,
+     * tiny, subnormal and signed-zero values, all 256 byte codes. A run's text must not depend on which one ran.
+     */
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"Q8_ROW", "Q8_2F"})
+    void q8ColdTwinGivesTheVectorLoopsBits(DType dtype) {
+        Random rnd = new Random(515 + dtype.id);
+        for (int cols : new int[] {1, 7, 63, 64, 65, 127, 128, 129, 192, 255, 256, 257, 384, 640, 1000, 1152, 2048, 2049}) {
+            int rows = 19;
+            float[] wf = TestWeights.randomMatrix(rnd, rows, cols);
+            for (int i = 0; i < Math.min(256, cols); i++) wf[i] = (i - 128) / 127f * 0.3f;   // row 0: every code
+            Q8Matrix w = (Q8Matrix) matrix(dtype, rows, cols, wf);
+            for (int trial = 0; trial < 6; trial++) {
+                float[] x = TestWeights.randomVector(rnd, cols);
+                for (int c = 0; c < cols; c++)
+                    switch (trial) {
+                        case 1 -> x[c] *= 1e30f;
+                        case 2 -> x[c] *= 1e-36f;                    // prepared ·2^-16 goes subnormal
+                        case 3 -> x[c] = rnd.nextInt(4) == 0 ? (rnd.nextBoolean() ? 0f : -0f) : x[c] * (float) Math.pow(10, rnd.nextInt(41) - 20);
+                        case 4 -> x[c] = Float.MIN_VALUE * (rnd.nextInt(2001) - 1000);
+                        default -> { }
+                    }
+                float[] xp = new float[3 + w.preparedLength()];
+                w.prepare(x, 0, xp, 3);
+                float[] base = TestWeights.randomVector(rnd, rows + 2);
+                for (boolean add : new boolean[] {false, true}) {
+                    float[] vec = base.clone(), twin = base.clone();
+                    w.dotRowsVector(xp, 3, 0, rows, vec, 2, add);
+                    w.dotRowsLanes(xp, 3, 0, rows, twin, 2, add);
+                    for (int r = 0; r < rows + 2; r++)
+                        assertThat(Float.floatToIntBits(twin[r])).as(dtype + " cols " + cols + " trial " + trial + " add " + add + " row " + r
+                                + ": twin " + twin[r] + " vector " + vec[r]).isEqualTo(Float.floatToIntBits(vec[r]));
+                }
+            }
+        }
+    }
+
     @Test
     void severalMatricesOfMixedDtypesInOneJob() {
         Random rnd = new Random(7);
@@ -393,7 +432,10 @@ class WeightMatrixTest {
     }
 
     static WeightMatrix matrix(Random rnd, DType dtype, int rows, int cols) {
-        float[] w = TestWeights.randomMatrix(rnd, rows, cols);
+        return matrix(dtype, rows, cols, TestWeights.randomMatrix(rnd, rows, cols));
+    }
+
+    static WeightMatrix matrix(DType dtype, int rows, int cols, float[] w) {
         return of(dtype, TestWeights.encode(dtype, w, rows, cols), rows, cols, 0, rows);
     }
 
