@@ -398,6 +398,21 @@ final class VulkanOpCheck {
                         String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32");
                         out.add(new OpResult(name + (glu ? " glu" : " norm bias") + " scales add", rows + "x" + cols + ", 1 token",
                                 error(got, want), 2e-6 * Math.sqrt(cols)));
+                        if (cols <= VulkanContext.DECODE_TILE) {
+                            // one workgroup taking the 3 blocks in turn (each block's loads issued while the one before
+                            // is summed): the same sums as one block a workgroup
+                            MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
+                            mm.submitRecorded(cb -> {
+                                ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
+                                ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+                                ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+                                ctx.vk.cmdDispatch(cb, 1, 1, 1);
+                            });
+                            float[] oneGroup = new float[rows];
+                            MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, oneGroup, 0, rows);
+                            out.add(new OpResult(name + (glu ? " glu" : " norm bias") + " by 1 workgroup vs " + groups, rows + "x" + cols + ", 1 token",
+                                    error(oneGroup, got), 0));
+                        }
                         if (glu && cols > VulkanContext.DECODE_TILE) {
                             // the down product's other route: x' = act(x)·up·cf made by ops.comp's GLU, then read from
                             // memory by the direct pipeline, by 1 workgroup (3 blocks in turn) and by 3; same sums as staged
