@@ -172,10 +172,42 @@ final class Q8Matrix extends WeightMatrix {
     @Override
     void dotRowsTokens(float[] x, int xo, int xStride, short[] xs, int xsOff, int xsStride, int tokens, int r0, int r1,
                        float[] y, int yo, int yStride, boolean add) {
-        if (!Simd.VECTOR || !TOKEN_PAIRS || tokens == 1 || !warm) {   // cold: each token through dotRows (the same bits)
+        if (!Simd.VECTOR || !TOKEN_PAIRS || tokens == 1) {
             super.dotRowsTokens(x, xo, xStride, xs, xsOff, xsStride, tokens, r0, r1, y, yo, yStride, add);
             return;
         }
+        if (!pairsWarm) { coldTokens(x, xo, xStride, xs, xsOff, xsStride, tokens, r0, r1, y, yo, yStride, add); return; }
+        pairRows(x, xo, xStride, tokens, r0, r1, y, yo, yStride, add);
+    }
+
+    /**
+     * Several tokens while the pair loops are cold (interpreted, each one sixteen boxed chains: a 3-token prompt of
+     * llama-1b took 0.4 s longer through them): token by token through {@link #dotRows}, the bits each token's own
+     * product has either way. Once dotRows runs compiled, one row pair of every 64th call goes through the pair
+     * loop, so it gets compiled, and is timed against the single-token rows of its first two tokens.
+     */
+    private void coldTokens(float[] x, int xo, int xStride, short[] xs, int xsOff, int xsStride, int tokens, int r0, int r1,
+                            float[] y, int yo, int yStride, boolean add) {
+        if (!warm || r1 - r0 < 4 || (pairProbes++ & 63) != 0) {
+            super.dotRowsTokens(x, xo, xStride, xs, xsOff, xsStride, tokens, r0, r1, y, yo, yStride, add);
+            return;
+        }
+        long t0 = System.nanoTime();
+        pairRows(x, xo, xStride, 2, r0, r0 + 2, y, yo, yStride, add);
+        long t1 = System.nanoTime();
+        for (int t = 0; t < 2; t++) dotRows(x, xo + t * xStride, r0 + 2, r1, y, yo + t * yStride, add);
+        long t2 = System.nanoTime();
+        for (int t = 2; t < tokens; t++) dotRows(x, xo + t * xStride, r0, r1, y, yo + t * yStride, add);
+        if ((t1 - t0) * (r1 - r0 - 2) < 2 * (t2 - t1)) pairsWarm = true;   // a (row, token) cheaper in the pair loop
+    }
+
+    /** False until the pair loops have been seen beating single-token rows (always true with {@code -Dcmf.q8.coldTwin=false}). */
+    private static volatile boolean pairsWarm = !Boolean.parseBoolean(System.getProperty("cmf.q8.coldTwin", "true"));
+    /** Cold several-token calls so far (racy: it only spaces the probes). */
+    private static int pairProbes;
+
+    /** Tokens in pairs against pairs of rows (an odd token through {@link #dotRows}, an odd row through the one-row loop). */
+    void pairRows(float[] x, int xo, int xStride, int tokens, int r0, int r1, float[] y, int yo, int yStride, boolean add) {
         float[] acc = new float[4 * L];
         int t = 0;
         for (; t + 2 <= tokens; t += 2) {

@@ -24,11 +24,13 @@ class KernelTierTest {
         assertThat(here).as("several-token products against single-token ones, and rounds against the first")
                 .doesNotContain("alone").doesNotContain("differs");
         assertThat(child("-Xint")).isEqualTo(here);
+        assertThat(child("-Xint", "-Dcmf.q8.coldTwin=false")).isEqualTo(here);   // the vector and pair loops interpreted
         assertThat(child("-XX:TieredStopAtLevel=1")).isEqualTo(here);
         assertThat(child("-XX:-TieredCompilation", "-Xbatch", "-XX:CompileThreshold=100", "REPS=20")).isEqualTo(here);
 
         String narrowInterpreted = child("-XX:MaxVectorSize=32", "-Dcmf.q8.tokenPairs=true", "-Xint");
         assertThat(narrowInterpreted).doesNotContain("alone").doesNotContain("differs");
+        assertThat(child("-XX:MaxVectorSize=32", "-Dcmf.q8.tokenPairs=true", "-Dcmf.q8.coldTwin=false", "-Xint")).isEqualTo(narrowInterpreted);
         assertThat(child("-XX:MaxVectorSize=32", "-Dcmf.q8.tokenPairs=true", "-XX:-TieredCompilation", "-Xbatch",
                 "-XX:CompileThreshold=100", "REPS=20")).isEqualTo(narrowInterpreted);
     }

@@ -271,6 +271,18 @@ class WeightMatrixTest {
                                 + ": twin " + twin[r] + " vector " + vec[r]).isEqualTo(Float.floatToIntBits(vec[r]));
                 }
             }
+            // the pair loops (which a cold JVM leaves aside until they run compiled) against each token's vector loop
+            if (Simd.VECTOR)
+                for (int tokens = 2; tokens <= 5; tokens++) {
+                    int len = w.preparedLength();
+                    float[] xp = new float[tokens * len];
+                    for (int t = 0; t < tokens; t++) w.prepare(TestWeights.randomVector(rnd, cols), 0, xp, t * len);
+                    float[] pairs = new float[tokens * rows], single = new float[tokens * rows];
+                    w.pairRows(xp, 0, len, tokens, 1, rows, pairs, 0, rows, false);
+                    for (int t = 0; t < tokens; t++) w.dotRowsVector(xp, t * len, 1, rows, single, t * rows, false);
+                    for (int i = 0; i < pairs.length; i++)
+                        assertThat(Float.floatToIntBits(pairs[i])).as(dtype + " cols " + cols + " tokens " + tokens + " at " + i).isEqualTo(Float.floatToIntBits(single[i]));
+                }
         }
     }
 
