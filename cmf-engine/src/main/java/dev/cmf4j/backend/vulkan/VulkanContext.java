@@ -38,9 +38,12 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodeTokens, gemm;
-    /** matmul.comp's tile: rows and tokens a workgroup takes. */
-    static final int GEMM_ROWS = 64, GEMM_TOKENS = 64;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodeTokens, gemm, gemmNarrow;
+    /**
+     * matmul.comp's tiles: rows and tokens a workgroup takes; products of fewer than GEMM_WIDE_TOKENS tokens take the
+     * narrow pipeline's rows (twice the workgroups where there is one tile of tokens); matmul_coop.comp's: COOP_ROWS rows.
+     */
+    static final int GEMM_ROWS = 128, GEMM_ROWS_NARROW = 64, GEMM_TOKENS = 64, GEMM_WIDE_TOKENS = 128, COOP_ROWS = 64;
     /**
      * Tokens from which a product takes matmul.comp's tiles (-Dcmf.vulkan.gemmMinTokens): a tile computes its 64 tokens
      * whether there are so many or not, so few tokens stay with matvec.comp's tiles of 8.
@@ -199,7 +202,11 @@ public final class VulkanContext implements AutoCloseable {
                 }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
-                for (int k = 0; k < gemm.length; k++) gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k);
+                gemmNarrow = new long[gemm.length];
+                for (int k = 0; k < gemm.length; k++) {
+                    gemm[k] = createPipeline(a, gemmModule, pipelineLayout, k, 8);
+                    gemmNarrow[k] = createPipeline(a, gemmModule, pipelineLayout, k, 4);
+                }
                 long coopModule = 0;
                 long[] coop = null;
                 if (wantCoop) {
@@ -288,7 +295,7 @@ public final class VulkanContext implements AutoCloseable {
      * matmul_coop.comp's (kinds 0-3, where the device has them) or matmul.comp's, the rest matvec.comp's.
      */
     long matvecPipeline(int kind, int cols, int tokens) {
-        if (tokens >= gemmMinTokens) return gemmCoop != null && kind < gemmCoop.length ? gemmCoop[kind] : gemm[kind];
+        if (tokens >= gemmMinTokens) return gemmCoop != null && kind < gemmCoop.length ? gemmCoop[kind] : plainGemm(kind, tokens);
         if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
         if (tokenProducts(kind, cols, tokens)) return matvecDecodeTokens[kind];
         return matvec[kind];
@@ -322,7 +329,7 @@ public final class VulkanContext implements AutoCloseable {
     }
 
     /** matmul.comp's pipeline of {@code kind} whatever the device has (the op checks compare the two). */
-    long plainGemm(int kind) { return gemm[kind]; }
+    long plainGemm(int kind, int tokens) { return tokens >= GEMM_WIDE_TOKENS ? gemm[kind] : gemmNarrow[kind]; }
 
     /**
      * The one-token pipeline that reads x' from memory (matvec_decode.comp's TILES = 2): for weights of {@code kind} with
@@ -333,9 +340,11 @@ public final class VulkanContext implements AutoCloseable {
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
-        if (tokens >= gemmMinTokens)
-            return new int[] {(int) Math.min((rows + GEMM_ROWS - 1) / GEMM_ROWS, Integer.toUnsignedLong(info.maxGroupCount()[0])),
+        if (tokens >= gemmMinTokens) {
+            int tileRows = gemmCoop != null && kind < gemmCoop.length ? COOP_ROWS : tokens >= GEMM_WIDE_TOKENS ? GEMM_ROWS : GEMM_ROWS_NARROW;
+            return new int[] {(int) Math.min((rows + tileRows - 1) / tileRows, Integer.toUnsignedLong(info.maxGroupCount()[0])),
                     (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
+        }
         long gx = rows;
         if (tokenProducts(kind, cols, tokens))
             return new int[] {(int) Math.min(Math.min((rows + DECODE_ROWS - 1) / DECODE_ROWS, tokenGroups), Integer.toUnsignedLong(info.maxGroupCount()[0])),
@@ -734,6 +743,7 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTokens) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : gemmNarrow) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoop != null) for (long p : gemmCoop) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoopModule != 0) vk.call("vkDestroyShaderModule", device, gemmCoopModule, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);

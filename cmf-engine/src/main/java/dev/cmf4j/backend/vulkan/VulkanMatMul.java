@@ -239,7 +239,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             if (rs[i] == null) continue;
             Matrix w = ws[i];
             Resident r = rs[i];
-            long pipeline = plainPrompts && tokens >= ctx.gemmMinTokens ? ctx.plainGemm(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), tokens);
+            long pipeline = plainPrompts && tokens >= ctx.gemmMinTokens ? ctx.plainGemm(r.kind(), tokens) : ctx.matvecPipeline(r.kind(), w.inDim(), tokens);
             if (bound != pipeline) {
                 vk.cmdBindPipeline(commandBuffer, pipeline);
                 bound = pipeline;

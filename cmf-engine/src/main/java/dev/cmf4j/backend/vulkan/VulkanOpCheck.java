@@ -32,11 +32,11 @@ final class VulkanOpCheck {
     /**
      * {rows, cols, tokens}: one token (matvec_decode.comp, 8 rows a workgroup; a width of 4s and an odd one, and both past
      * its 4096-column tile), odd widths (the shader's one-element path), a tile of 8 tokens and one more, a row count over
-     * the 64-invocation workgroup and a wide one; from 32 tokens matmul.comp's 64 × 64 tiles: rows and tokens past one
-     * tile and short of the next, an odd width; not quick: larger products.
+     * the 64-invocation workgroup and a wide one; from 32 tokens matmul.comp's 64 × 64 tiles, from 128 its 128 × 64
+     * ones: rows and tokens past one tile and short of the next, an odd width; not quick: larger products.
      */
     static final int[][] QUICK = {{13, 64, 1}, {11, 30, 1}, {19, 4500, 1}, {6, 4099, 1}, {9, 30, 3}, {70, 256, 9}, {5, 7, 17},
-            {19, 4500, 5}, {33, 1024, 31}, {70, 256, 40}, {5, 7, 33}, {130, 96, 70}};
+            {19, 4500, 5}, {33, 1024, 31}, {70, 256, 40}, {5, 7, 33}, {130, 96, 70}, {130, 96, 130}, {5, 7, 129}};
     static final int[][] FULL = {{1000, 2048, 8}, {4096, 4096, 1}, {300, 1000, 33}};
 
     /**

@@ -5,9 +5,11 @@
 //
 // A workgroup of 256 invocations takes a tile of BM rows × BN tokens: per step of BK columns it decodes the tile's
 // weights (times the column scales) and copies the tokens' activations into shared memory, and each invocation adds
-// the products of its 4 rows × 4 tokens, so a weight is read from memory once per BN tokens (matvec.comp: once per 8)
-// and each shared-memory read serves 4 products. An output's sum runs over the columns in order, one fma at a time.
-// Row and token tiles beyond the dispatch's workgroup counts are taken in grid-stride loops.
+// the products of its TM rows × 4 tokens, reading them as vec4s (TM = 8: 3 a column), so a weight is read from memory
+// once per BN tokens (matvec.comp: once per 8) and a shared-memory read serves 4 or 8 products; the next step's
+// weights and activations are loaded into registers while this step's products run. TM = 8 (128-row tiles) for
+// prompts, 4 (64 rows, twice the workgroups) for steps of few tokens (VulkanContext.matvecPipeline). An output's sum runs over the columns in
+// order, one fma at a time. Row and token tiles beyond the dispatch's workgroup counts are taken in grid-stride loops.
 
 #extension GL_EXT_control_flow_attributes : enable   // [[unroll]]: the tile of sums stays in registers
 
@@ -15,7 +17,9 @@ layout(local_size_x = 256) in;
 // 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f), 4 q4_block, 5 q4tp: matvec.comp's numbering
 layout(constant_id = 0) const uint KIND = 0u;
 const uint WG = 256u;
-const uint BM = 64u, BN = 64u, BK = 16u;
+// rows an invocation takes: 8 or 4
+layout(constant_id = 1) const uint TM = 8u;
+const uint BM = 16u * TM, BN = 64u, BK = 16u;   // VulkanContext.GEMM_ROWS or GEMM_ROWS_NARROW, GEMM_TOKENS
 const uint PAD = 4u;   // keeps the loaders' column-major stores off one bank, and the vec4 reads aligned
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
@@ -27,8 +31,9 @@ layout(push_constant) uniform Push {
     uint pOff, eps, biasOff;   // matvec_decode.comp's (the pipelines share one layout); unused here
 } p;
 
-shared float ws[BK * (BM + PAD)];   // [k][row] of the step
-shared float xs[BK * (BN + PAD)];   // [k][token]
+const uint WS = (BM + PAD) / 4u, XS = (BN + PAD) / 4u;   // vec4s a column of the tiles
+shared vec4 ws[BK * WS];   // [k][row] of the step
+shared vec4 xs[BK * XS];   // [k][token]
 shared float rung[KIND == 5u ? BM * 32u : 1u];   // q4tp: the ladder of each row of the tile
 
 // byte b of the buffer
@@ -72,10 +77,44 @@ vec4 w4(uint e, uint sr, uint lr, uint c) {
     return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
 }
 
+// the step's weights at column c of stored row sr (the tile's row lr): 4 from c (zeros past the end), times the column scales
+vec4 weights4(uint c, uint sr, uint lr, bool wide, bool colScales) {
+    vec4 wv = vec4(0.0);
+    if (wide) {
+        if (c < p.cols) {
+            wv = w4(sr * p.cols + c, sr, lr, c);
+            if (colScales) wv *= vec4(uintBitsToFloat(w[p.cfOff + c]), uintBitsToFloat(w[p.cfOff + c + 1u]),
+                                      uintBitsToFloat(w[p.cfOff + c + 2u]), uintBitsToFloat(w[p.cfOff + c + 3u]));
+        }
+    } else {
+        for (uint j = 0u; j < 4u; j++)
+            if (c + j < p.cols) {
+                float v = w1(sr * p.cols + c + j, sr, lr, c + j);
+                wv[j] = colScales ? v * uintBitsToFloat(w[p.cfOff + c + j]) : v;
+            }
+    }
+    return wv;
+}
+
+// the activations of token row xt at columns c .. c+3 (zeros past the end)
+vec4 acts4(uint xt, uint c, bool wide) {
+    vec4 xv = vec4(0.0);
+    uint xi = xt * p.cols + c;
+    if (wide) {
+        if (c < p.cols) xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+    } else {
+        for (uint j = 0u; j < 4u; j++) if (c + j < p.cols) xv[j] = x[xi + j];
+    }
+    return xv;
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint tr = (tid & 15u) * 4u, tt = (tid >> 4) * 4u;   // this invocation's 4 rows and 4 tokens within the tile
-    uint lr = tid >> 2, lk = (tid & 3u) * 4u;          // what it loads: row (and token) lr, the step's columns lk .. lk+3
+    // this invocation's rows tr .. tr+3 (and tr+64 .. tr+67 when TM = 8), tokens tt .. tt+3 within the tile
+    uint tr = (tid & 15u) * 4u, tt = (tid >> 4) * 4u;
+    // what it loads: the weights of row lr at the step's columns lk .. lk+3 (.. lk+7 when TM = 8), the activations of
+    // token lt at lx .. lx+3
+    uint lr = TM == 8u ? tid >> 1 : tid >> 2, lk = TM == 8u ? (tid & 1u) * 8u : (tid & 3u) * 4u, lt = tid >> 2, lx = (tid & 3u) * 4u;
     bool wide = (p.cols & 3u) == 0u, colScales = (p.flags & 2u) != 0u;
     for (uint rt = gl_WorkGroupID.x * BM; rt < p.rows; rt += gl_NumWorkGroups.x * BM) {
         uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
@@ -91,45 +130,36 @@ void main() {
             barrier();
         }
         for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
-            uint xt = min(t0 + lr, p.tokens - 1u);   // tokens past the end reread the last (never written)
-            float acc[4][4];
-            [[unroll]] for (uint i = 0u; i < 4u; i++) [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
+            uint xt = min(t0 + lt, p.tokens - 1u);   // tokens past the end reread the last (never written)
+            float acc[TM][4];
+            [[unroll]] for (uint i = 0u; i < TM; i++) [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
+            // columns past the end are zeros: they add 0·0 to every sum, which changes none
+            vec4 wa = weights4(lk, sr, lr, wide, colScales), wb = TM == 8u ? weights4(lk + 4u, sr, lr, wide, colScales) : vec4(0.0);
+            vec4 xv = acts4(xt, lx, wide);
             for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
-                uint c = k0 + lk;
-                // columns past the end are zeros: they add 0·0 to every sum, which changes none
-                vec4 wv = vec4(0.0), xv = vec4(0.0);
-                if (wide) {
-                    if (c < p.cols) {
-                        wv = w4(sr * p.cols + c, sr, lr, c);
-                        if (colScales) wv *= vec4(uintBitsToFloat(w[p.cfOff + c]), uintBitsToFloat(w[p.cfOff + c + 1u]),
-                                                  uintBitsToFloat(w[p.cfOff + c + 2u]), uintBitsToFloat(w[p.cfOff + c + 3u]));
-                        uint xi = xt * p.cols + c;
-                        xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
-                    }
-                } else {
-                    for (uint j = 0u; j < 4u; j++) {
-                        if (c + j < p.cols) {
-                            float v = w1(sr * p.cols + c + j, sr, lr, c + j);
-                            wv[j] = colScales ? v * uintBitsToFloat(w[p.cfOff + c + j]) : v;
-                            xv[j] = x[xt * p.cols + c + j];
-                        }
-                    }
-                }
                 barrier();   // the previous step's tiles have been read
                 [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                    ws[(lk + j) * (BM + PAD) + lr] = wv[j];
-                    xs[(lk + j) * (BN + PAD) + lr] = xv[j];
+                    ws[(lk + j) * WS + (lr >> 2)][lr & 3u] = wa[j];
+                    if (TM == 8u) ws[(lk + 4u + j) * WS + (lr >> 2)][lr & 3u] = wb[j];
+                    xs[(lx + j) * XS + (lt >> 2)][lt & 3u] = xv[j];
                 }
                 barrier();
+                if (k0 + BK < p.cols) {
+                    wa = weights4(k0 + BK + lk, sr, lr, wide, colScales);
+                    if (TM == 8u) wb = weights4(k0 + BK + lk + 4u, sr, lr, wide, colScales);
+                    xv = acts4(xt, k0 + BK + lx, wide);
+                }
                 [[unroll]] for (uint k = 0u; k < BK; k++) {
-                    vec4 a = vec4(ws[k * (BM + PAD) + tr], ws[k * (BM + PAD) + tr + 1u], ws[k * (BM + PAD) + tr + 2u], ws[k * (BM + PAD) + tr + 3u]);
-                    vec4 b = vec4(xs[k * (BN + PAD) + tt], xs[k * (BN + PAD) + tt + 1u], xs[k * (BN + PAD) + tt + 2u], xs[k * (BN + PAD) + tt + 3u]);
-                    [[unroll]] for (uint i = 0u; i < 4u; i++)
-                        [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+                    vec4 a0 = ws[k * WS + (tr >> 2)], b = xs[k * XS + (tt >> 2)];
+                    vec4 a1 = TM == 8u ? ws[k * WS + (tr >> 2) + 16u] : vec4(0.0);
+                    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                        [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][j] = fma(a0[i], b[j], acc[i][j]);
+                        if (TM == 8u) [[unroll]] for (uint i = 0u; i < 4u; i++) acc[4u + i][j] = fma(a1[i], b[j], acc[4u + i][j]);
+                    }
                 }
             }
-            [[unroll]] for (uint i = 0u; i < 4u; i++) {
-                uint r = rt + tr + i;
+            [[unroll]] for (uint i = 0u; i < TM; i++) {
+                uint r = rt + tr + (i < 4u ? i : 60u + i);
                 if (r < p.rows) {
                     float s = (p.flags & 1u) != 0u ? uintBitsToFloat(w[p.rsOff + p.row0 + r]) : 1.0;
                     [[unroll]] for (uint j = 0u; j < 4u; j++) {
