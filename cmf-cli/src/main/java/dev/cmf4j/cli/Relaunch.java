@@ -15,11 +15,13 @@ import java.util.List;
 final class Relaunch {
     static final String VECTOR = "jdk.incubator.vector";
     /**
-     * The CPU kernels compile after 1/50 of the JIT's usual call counts, as {@code ./cmf} asks: a fresh JVM otherwise
-     * runs the first tokens' Vector API loops interpreted (docs/CPU_KERNELS.md, "Time to first token").
+     * The CPU kernels and the attention kernel compile after 1/50 of the JIT's usual call counts, as {@code ./cmf} asks:
+     * a fresh JVM otherwise runs the first tokens' Vector API loops interpreted (docs/CPU_KERNELS.md, "Time to first
+     * token").
      */
     static final List<String> EARLY_KERNELS = List.of("-XX:CompileCommand=quiet",
-            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.*::*,0.02");
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.*::*,0.02",
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.AttentionKernel::*,0.02");
 
     private Relaunch() {}
 
