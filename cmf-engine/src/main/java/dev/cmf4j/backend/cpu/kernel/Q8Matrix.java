@@ -103,18 +103,33 @@ final class Q8Matrix extends WeightMatrix {
         if (!Simd.VECTOR) { dotRowsScalar(x, xo, r0, r1, y, yo, add); return; }
         if (warm || r1 - r0 < 2) { dotRowsVector(x, xo, r0, r1, y, yo, add); return; }
         // Cold JVM: the Vector API runs interpreted or in C1 (every op a boxed fallback) until C2 has compiled this
-        // loop. Meanwhile one row a call goes through it (so it gets profiled and compiled) and the others through its
-        // lane-exact twin, which C1 compiles at once; the same bits either way, so the switch may depend on timing.
+        // loop. Meanwhile the rows go through its lane-exact twin, which C1 compiles at once, and one row of a call
+        // through the vector loop (so it gets profiled and compiled) while those rows' time stays within the twin's
+        // (the first one, which carries the Vector API's one-time set-up, aside), or after 16 calls without one. The
+        // same bits either way, so which one runs may depend on timing.
+        int since = callsSinceProbe++;
+        if (probes > 0 && probeNanos > twinNanos && since < 16) {
+            long t0 = System.nanoTime();
+            dotRowsLanes(x, xo, r0, r1, y, yo, add);
+            twinNanos += System.nanoTime() - t0;
+            return;
+        }
+        callsSinceProbe = 0;
         long t0 = System.nanoTime();
         dotRowsVector(x, xo, r0, r0 + 1, y, yo, add);
         long t1 = System.nanoTime();
         dotRowsLanes(x, xo, r0 + 1, r1, y, yo, add);
         long t2 = System.nanoTime();
+        if (probes++ > 0) probeNanos += t1 - t0;
+        twinNanos += t2 - t1;
         if (2 * (t1 - t0) * (r1 - r0 - 1) < t2 - t1) warm = true;   // the vector row under half a twin row: compiled
     }
 
     /** False until the vector {@link #dotRows} has been seen running faster than its twin ({@code -Dcmf.q8.coldTwin=false}: always true). */
     private static volatile boolean warm = !Boolean.parseBoolean(System.getProperty("cmf.q8.coldTwin", "true"));
+    /** While cold: the vector rows run so far and their time (the first one's left out), the twin's time, calls since the last (racy: they only space the probes). */
+    private static int probes, callsSinceProbe;
+    private static long probeNanos, twinNanos;
 
     void dotRowsVector(float[] x, int xo, int r0, int r1, float[] y, int yo, boolean add) {
         MemorySegment m = data;
