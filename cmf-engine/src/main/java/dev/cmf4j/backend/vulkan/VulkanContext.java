@@ -295,7 +295,7 @@ public final class VulkanContext implements AutoCloseable {
      * matmul_coop.comp's (kinds 0-3, where the device has them) or matmul.comp's, the rest matvec.comp's.
      */
     long matvecPipeline(int kind, int cols, int tokens) {
-        if (tokens >= gemmMinTokens) return gemmCoop != null && kind < gemmCoop.length ? gemmCoop[kind] : plainGemm(kind, tokens);
+        if (tokens >= gemmMinTokens) return coopProduct(kind, tokens) ? gemmCoop[kind] : plainGemm(kind, tokens);
         if (tokens == 1 && kind < matvecDecode.length) return cols <= DECODE_TILE ? matvecDecode[kind] : matvecDecodeTiles[kind];
         if (tokenProducts(kind, cols, tokens)) return matvecDecodeTokens[kind];
         return matvec[kind];
@@ -341,7 +341,7 @@ public final class VulkanContext implements AutoCloseable {
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
         if (tokens >= gemmMinTokens) {
-            int tileRows = gemmCoop != null && kind < gemmCoop.length ? COOP_ROWS : tokens >= GEMM_WIDE_TOKENS ? GEMM_ROWS : GEMM_ROWS_NARROW;
+            int tileRows = coopProduct(kind, tokens) ? COOP_ROWS : tokens >= GEMM_WIDE_TOKENS ? GEMM_ROWS : GEMM_ROWS_NARROW;
             return new int[] {(int) Math.min((rows + tileRows - 1) / tileRows, Integer.toUnsignedLong(info.maxGroupCount()[0])),
                     (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         }

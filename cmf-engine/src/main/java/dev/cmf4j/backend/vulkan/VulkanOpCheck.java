@@ -265,6 +265,17 @@ final class VulkanOpCheck {
         return out;
     }
 
+    /** One product dispatch of {@code gx} × {@code gy} workgroups of {@code pipeline} over the descriptor set in {@code sets}, push constants {@code push}. */
+    private static void dispatch(VulkanMatMul mm, long pipeline, MemorySegment sets, MemorySegment push, int gx, int gy) {
+        VulkanContext ctx = mm.context();
+        mm.submitRecorded(cb -> {
+            ctx.vk.cmdBindPipeline(cb, pipeline);
+            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
+            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
+            ctx.vk.cmdDispatch(cb, gx, gy, 1);
+        });
+    }
+
     /**
      * One ops.comp dispatch of {@code groups} workgroups over host-visible buffers holding {@code a..d} (the same array
      * twice: the same buffer), push constants {@code u}; the arrays are overwritten with the buffers' contents after.
@@ -387,12 +398,7 @@ final class VulkanOpCheck {
                                 glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps), biasOff);
                         sets.set(ValueLayout.JAVA_LONG, 0, set);
                         int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
-                        mm.submitRecorded(cb -> {
-                            ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
-                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                            ctx.vk.cmdDispatch(cb, groups, 1, 1);
-                        });
+                        dispatch(mm, ctx.matvecPipeline(kind, cols, 1), sets, push, groups, 1);
                         float[] got = new float[rows];
                         MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, got, 0, rows);
                         String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32");
@@ -402,12 +408,7 @@ final class VulkanOpCheck {
                             // one workgroup taking the 3 blocks in turn (each block's loads issued while the one before
                             // is summed): the same sums as one block a workgroup
                             MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
-                            mm.submitRecorded(cb -> {
-                                ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
-                                ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                                ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                                ctx.vk.cmdDispatch(cb, 1, 1, 1);
-                            });
+                            dispatch(mm, ctx.matvecPipeline(kind, cols, 1), sets, push, 1, 1);
                             float[] oneGroup = new float[rows];
                             MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, oneGroup, 0, rows);
                             out.add(new OpResult(name + (glu ? " glu" : " norm bias") + " by 1 workgroup vs " + groups, rows + "x" + cols + ", 1 token",
@@ -422,12 +423,7 @@ final class VulkanOpCheck {
                             MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, MatvecPush.ROW_SCALES | MatvecPush.ADD, 0, 0, 0);
                             for (int direct : new int[] {1, (rows + 7) / 8}) {
                                 MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
-                                mm.submitRecorded(cb -> {
-                                    ctx.vk.cmdBindPipeline(cb, ctx.matvecDecodeDirect(kind));
-                                    ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                                    ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                                    ctx.vk.cmdDispatch(cb, direct, 1, 1);
-                                });
+                                dispatch(mm, ctx.matvecDecodeDirect(kind), sets, push, direct, 1);
                                 float[] viaMemory = new float[rows];
                                 MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * yOff, viaMemory, 0, rows);
                                 String shape = rows + "x" + cols + ", 1 token, " + direct + " workgroup" + (direct == 1 ? "" : "s");
@@ -492,24 +488,14 @@ final class VulkanOpCheck {
                             MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
                             MatvecPush.write(push, rows, cols, 1, 0, yOff + t * yStride, 0, rsOff, cfOff, flags, glu ? pOff + t * cols : pOff, word, biasOff);
                             int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
-                            mm.submitRecorded(cb -> {
-                                ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, 1));
-                                ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                                ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                                ctx.vk.cmdDispatch(cb, groups, 1, 1);
-                            });
+                            dispatch(mm, ctx.matvecPipeline(kind, cols, 1), sets, push, groups, 1);
                             MemorySegment.copy(yb.mapped(), ValueLayout.JAVA_FLOAT, 4L * (yOff + t * yStride), alone, t * rows, rows);
                         }
                         MemorySegment.copy(x, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, T * cols);
                         MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
                         MatvecPush.write(push, rows, cols, T, 0, yOff, yStride, rsOff, cfOff, flags, pOff, word, biasOff);
                         int[] g = ctx.matvecGroups(kind, rows, cols, T, 1);
-                        mm.submitRecorded(cb -> {
-                            ctx.vk.cmdBindPipeline(cb, ctx.matvecPipeline(kind, cols, T));
-                            ctx.vk.cmdBindDescriptorSet(cb, ctx.pipelineLayout, sets);
-                            ctx.vk.cmdPushConstants(cb, ctx.pipelineLayout, MatvecPush.BYTES, push);
-                            ctx.vk.cmdDispatch(cb, g[0], g[1], 1);
-                        });
+                        dispatch(mm, ctx.matvecPipeline(kind, cols, T), sets, push, g[0], g[1]);
                         double differ = 0;
                         for (int t = 0; t < T; t++)
                             for (int i = 0; i < rows; i++) {
