@@ -68,12 +68,12 @@ public final class VulkanContext implements AutoCloseable {
      */
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /**
-     * ops.comp: eight storage buffers (A..D, the step's S, and E..G, which only the folded decode attention OP 9 reads),
-     * 64 bytes of push constants, one pipeline per OP (OP 9's from attend_decode.comp).
+     * ops.comp: nine storage buffers (A..D, the step's S, E..G, which only the folded decode attention OP 9 reads, and P,
+     * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from attend_decode.comp).
      */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 8;
+    static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
     private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gemmCoopModule;
     /** The OP whose pipeline is attend_decode.comp's (same bindings and push constants as ops.comp's): the folded decode attention. */
     static final int OP_ATTEND_DECODE = 9;

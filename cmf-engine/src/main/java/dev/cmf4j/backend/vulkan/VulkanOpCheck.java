@@ -123,12 +123,17 @@ final class VulkanOpCheck {
         }
         // attention {tokens, heads, kv heads, head dim, first position, window, context}
         // (one token: also the split decode attention, over one split and over several, with a window past the first,
-        // and a head dim that is not a multiple of 4: its one-float loads)
-        int foldedShape = 0;
+        // and a head dim that is not a multiple of 4: its one-float loads); every other shape with a sink logit per head
+        // (gpt-oss: it joins the softmax's denominator only; some above every score, some below)
+        int foldedShape = 0, shapeIndex = 0;
         for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
                 {70, 2, 1, 16, 0, 0, 80}, {1, 4, 1, 128, 200, 0, 256}, {1, 2, 2, 256, 190, 70, 300}, {1, 3, 3, 40, 127, 0, 128},
                 {1, 2, 1, 18, 70, 0, 80}}) {
             int T = sh[0], heads = sh[1], kvh = sh[2], hd = sh[3], pos0 = sh[4], window = sh[5], context = sh[6];
+            boolean withSinks = shapeIndex++ % 2 == 1;
+            float[] sinks = withSinks ? gauss(r, heads, 3) : new float[1];
+            int sinkArg = withSinks ? 1 : 0;   // u12: the sinks' offset + 1 in P
+            String sinkName = withSinks ? " sinks" : "";
             int qd = heads * hd, kvd = kvh * hd;
             float scale = (float) (1 / Math.sqrt(hd));
             float[] q = gauss(r, T * qd, 1), k = gauss(r, context * kvd, 1), v = gauss(r, context * kvd, 1);
@@ -145,15 +150,18 @@ final class VulkanOpCheck {
                         sc[j] = sum * scale;
                         m = Math.max(m, sc[j]);
                     }
+                    if (withSinks) m = Math.max(m, sinks[h]);
                     for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+                    if (withSinks) l += Math.exp(sinks[h] - m);
                     for (int i = 0; i < hd; i++) {
                         double acc = 0;
                         for (int j = lo; j <= pos; j++) acc += sc[j] * v[j * kvd + g * hd + i];
                         want[t * qd + h * hd + i] = acc / l;
                     }
                 }
-            run(mm, 2, T * heads, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd}, pos0, q, k, v, d);
-            out.add(new OpResult("attention" + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
+            run(mm, new int[] {2}, new int[] {T * heads}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd, 0, sinkArg},
+                    pos0, q, k, v, d, q, q, q, sinks);
+            out.add(new OpResult("attention" + sinkName + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
                     + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
             // a decode step's split attention: OP 7 by workgroups of chunks of the context, OP 8 combining them; one
             // workgroup per chunk, and 2 per head taking several chunks each
@@ -161,12 +169,12 @@ final class VulkanOpCheck {
             for (int per : chunks > 2 ? new int[] {chunks, 2} : new int[] {chunks}) {
                 if (T != 1) break;
                 float[] ds = new float[qd + heads * per * (hd + 2)];
-                int[] u = {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, 0, 0, qd, per};
-                run(mm, new int[] {7, 8}, new int[] {heads * per, heads}, u, pos0, q, k, v, ds);
-                out.add(new OpResult("split attention" + (window > 0 ? " window " + window : ""), "1 token at " + pos0 + ", " + heads + "/" + kvh
+                int[] u = {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, 0, 0, qd, per, sinkArg};
+                run(mm, new int[] {7, 8}, new int[] {heads * per, heads}, u, pos0, q, k, v, ds, q, q, q, sinks);
+                out.add(new OpResult("split attention" + sinkName + (window > 0 ? " window " + window : ""), "1 token at " + pos0 + ", " + heads + "/" + kvh
                         + " heads x" + hd + ", " + per + " groups a head", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
             }
-            if (T == 1) out.addAll(foldedAttention(mm, r, heads, kvh, hd, pos0, window, context, foldedShape++));
+            if (T == 1) out.addAll(foldedAttention(mm, r, heads, kvh, hd, pos0, window, context, foldedShape++, withSinks ? sinks : null));
         }
         // GLU act(gate)·up, residual add, copy
         int n = 1000;
@@ -200,10 +208,10 @@ final class VulkanOpCheck {
      * chunks (some idle), the second of them on 3 workgroups in all (grid-stride: a workgroup taking several heads'
      * work). Also checked: the cache row written (rotated key, value) and nothing else; the counters zero after;
      * and the output bitwise OP 8's over OP 9's own partial sums (the combine's fixed order by partial, whichever
-     * workgroup finished last).
+     * workgroup finished last). {@code sinks}: a sink logit per head joining the combine's denominator, or null.
      */
     static List<OpResult> foldedAttention(VulkanMatMul mm, SplittableRandom r, int heads, int kvh, int hd, int pos, int window, int context,
-                                          int variant) {
+                                          int variant, float[] sinks) {
         List<OpResult> out = new ArrayList<>();
         int qd = heads * hd, kvd = kvh * hd, rd = variant % 3 == 0 ? hd : variant % 3 == 1 ? hd / 4 * 2 : 0, half = rd / 2, tablesAt = 5;
         float scale = (float) (1 / Math.sqrt(hd));
@@ -235,7 +243,9 @@ final class VulkanOpCheck {
                 sc[j] = sum * scale;
                 m = Math.max(m, sc[j]);
             }
+            if (sinks != null) m = Math.max(m, sinks[h]);
             for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+            if (sinks != null) l += Math.exp(sinks[h] - m);
             for (int i = 0; i < hd; i++) {
                 double acc = 0;
                 for (int j = lo; j <= pos; j++) acc += sc[j] * wantV[j * kvd + g * hd + i];
@@ -246,18 +256,19 @@ final class VulkanOpCheck {
         int[] pers = chunks > 2 ? new int[] {chunks, 2, chunks + 3} : new int[] {chunks, chunks + 3};
         for (int k = 0; k < pers.length; k++) {
             int per = pers[k], groups = k == 1 ? 3 : heads * per;
-            int[] u = {1, heads, kvh, hd, tablesAt, window, Float.floatToRawIntBits(scale), kvd, rd, 0, qd, per};
+            float[] p = sinks == null ? new float[1] : sinks;
+            int[] u = {1, heads, kvh, hd, tablesAt, window, Float.floatToRawIntBits(scale), kvd, rd, 0, qd, per, sinks == null ? 0 : 1};
             float[] kc = kCache.clone(), vc = vCache.clone(), att = new float[qd + heads * per * (hd + 2)];
-            int[] counts = run(mm, new int[] {9}, new int[] {groups}, u, pos, q, kc, vc, att, kNew, vNew, tables);
+            int[] counts = run(mm, new int[] {9}, new int[] {groups}, u, pos, q, kc, vc, att, kNew, vNew, tables, p);
             String shape = "1 token at " + pos + ", " + heads + "/" + kvh + " heads x" + hd + ", " + rd + " rotary, " + per + " groups a head"
                     + (groups < heads * per ? " on " + groups : "");
-            String name = "folded attention" + (window > 0 ? " window " + window : "");
+            String name = "folded attention" + (sinks != null ? " sinks" : "") + (window > 0 ? " window " + window : "");
             float[] got = java.util.Arrays.copyOf(att, qd);
             out.add(new OpResult(name, shape, error(got, want), 1e-5));
             double cacheErr = Math.max(error(kc, wantK), error(vc, wantV));
             out.add(new OpResult(name + ": cache row", shape, cacheErr, 1e-6));
             out.add(new OpResult(name + ": counters zero after", shape, java.util.Arrays.stream(counts).anyMatch(c -> c != 0) ? 1 : 0, 0));
-            run(mm, 8, heads, u, pos, att, att, att, att);
+            run(mm, new int[] {8}, new int[] {heads}, u, pos, att, att, att, att, att, att, att, p);
             double same = 0;
             for (int i = 0; i < qd; i++) if (Float.floatToRawIntBits(att[i]) != Float.floatToRawIntBits(got[i])) same = Math.max(same, Math.abs(att[i] - got[i]) + 1e-30);
             out.add(new OpResult(name + ": combine = OP 8's, bitwise", shape, same, 0));
@@ -291,7 +302,7 @@ final class VulkanOpCheck {
 
     /**
      * Dispatches of {@code ops} (each of its {@code groups}) one after the other with the same buffers and push constants:
-     * {@code arrays} A..D and optionally E..G (those not given: A); the step buffer S holds {@code pos0} and 64 counters
+     * {@code arrays} A..D and optionally E..G and P (those not given: A); the step buffer S holds {@code pos0} and 64 counters
      * (zero before), returned after.
      */
     private static int[] run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, float[]... arrays) {

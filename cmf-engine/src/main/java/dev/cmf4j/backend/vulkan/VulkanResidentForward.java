@@ -42,6 +42,8 @@ final class VulkanResidentForward implements DeviceForward {
     private final Map<NormOp, Integer> normAt = new IdentityHashMap<>();
     /** Every projection bias, likewise by identity: its float offset in {@link #params}. */
     private final Map<float[], Integer> biasAt = new IdentityHashMap<>();
+    /** Every layer's attention sinks (a logit per head), likewise: its float offset in {@link #params}. */
+    private final Map<float[], Integer> sinkAt = new IdentityHashMap<>();
     /** The plan's distinct rotary tables (index per layer). */
     private final List<RopeTable> ropes = new ArrayList<>();
     private final int[] ropeOf;
@@ -106,7 +108,7 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.perLayerInput() != null || l.postMlpNorm() != null || l.vNorm() != null) return at + "gemma4's per-layer parts";
             if (l.outputGate()) return at + "a gated attention output";
             if (l.sharesKv()) return at + "a shared KV cache";
-            if (l.sinks() != null) return at + "attention sinks";
+            if (l.sinks() != null && l.sinks().length != plan.heads()) return at + l.sinks().length + " attention sinks for " + plan.heads() + " heads";
             if (l.layerScalar() != 1f) return at + "a layer scalar";
             if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
             if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
@@ -151,6 +153,10 @@ final class VulkanResidentForward implements DeviceForward {
                     biasAt.put(b, size[0]);
                     place.accept(b);
                 }
+            if (l.sinks() != null && !sinkAt.containsKey(l.sinks())) {
+                sinkAt.put(l.sinks(), size[0]);
+                place.accept(l.sinks());
+            }
             int r = -1;
             for (int j = 0; j < ropes.size() && l.rope() != null; j++) if (ropes.get(j) == l.rope()) r = j;
             if (r < 0 && l.rope() != null && l.rope().rotaryDim() > 0) { ropes.add(l.rope()); r = ropes.size() - 1; }
@@ -643,6 +649,7 @@ final class VulkanResidentForward implements DeviceForward {
             }
             if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
             int scale = Float.floatToRawIntBits(l.scale());
+            int sink = l.sinks() == null ? 0 : 1 + sinkAt.get(l.sinks());   // OP 2, 8 and 9: the sinks' offset + 1 in P (0: none)
             // one-token rows attend over splits of the context (OP 7, then OP 8 combines; folded: OP 9 with its rotary,
             // cache append and combine), chunks row by row (OP 2)
             for (Part pt : parts) {
@@ -652,12 +659,13 @@ final class VulkanResidentForward implements DeviceForward {
                     int per = attentionPerHead(ps.context);
                     int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
                     op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[li], ps.vCache[li], ps.att, ps.k, ps.v, ps.tables}, heads * per,
-                            1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per);
+                            1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per, sink);
                 } else if (n == 1) {
                     int per = attentionPerHead(ps.context);
                     op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
                 } else {
-                    op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd);
+                    op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
+                            0, sink);
                 }
             }
             if (!fold && parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
@@ -666,7 +674,7 @@ final class VulkanResidentForward implements DeviceForward {
                     State ps = pt.state();
                     if (pt.tokens() == 1)
                         op(ps, 8, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
-                                attentionPerHead(ps.context));
+                                attentionPerHead(ps.context), sink);
                 }
             }
             sync(fold ? "attention" : "attention combine");
@@ -847,8 +855,8 @@ final class VulkanResidentForward implements DeviceForward {
     private void op(State s, int op, VulkanContext.Buffer[] bufs, int groups, int... u) {
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         for (int i = 0; i < handles.length; i++) {
-            int at = i < 4 ? i : i - 1;   // binding 4 is S
-            handles[i] = i == 4 ? s.stepDev.buffer() : (at < bufs.length ? bufs[at] : bufs[0]).buffer();
+            int at = i < 4 ? i : i - 1;   // binding 4 is S, binding 8 P (the parameters)
+            handles[i] = i == 4 ? s.stepDev.buffer() : i == 8 ? params.buffer() : (at < bufs.length ? bufs[at] : bufs[0]).buffer();
         }
         List<Long> key = java.util.Arrays.stream(handles).boxed().toList();
         Long set = s.sets.get(key);

@@ -34,10 +34,11 @@ layout(std430, set = 0, binding = 4) buffer S { uint pos0; uint pad0; uint pad1;
 layout(std430, set = 0, binding = 5) readonly buffer E { float kNew[]; };      // the step's raw key row
 layout(std430, set = 0, binding = 6) readonly buffer F { float vNew[]; };      // the step's value row
 layout(std430, set = 0, binding = 7) readonly buffer G { float gt[]; };        // the rotary tables
+layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };       // the forward's parameters (sinks)
 
 // u1 heads, u2 kv heads, u3 head dim, u4 the tables' offset (cos at u4 + i, sin at u4 + u8/2 + i), u5 window (0: none),
 // u6 scale (f32 bits), u7 cache row stride, u8 rotary dims (0: no rotary), u10 the partial sums' offset, u11
-// workgroups per head
+// workgroups per head, u12 > 0: head h's sink logit at P[u12 - 1 + h] joins the combine's max and sum (as OP 8's)
 layout(push_constant) uniform Push { uint u[16]; } p;
 
 shared float qs[MAX_HEAD_DIM];   // q rotated
@@ -184,8 +185,11 @@ void main() {
             uint ob = p.u[10] + h * per * (hd + 2u);
             float mx = -3.4e38;
             for (uint w = 0u; w < used; w++) mx = max(mx, d[ob + w * (hd + 2u) + hd]);
+            float sink = p.u[12] != 0u ? prm[p.u[12] - 1u + h] : 0.0;
+            if (p.u[12] != 0u) mx = max(mx, sink);
             float ls = 0.0;
             for (uint w = 0u; w < used; w++) ls += d[ob + w * (hd + 2u) + hd + 1u] * exp(d[ob + w * (hd + 2u) + hd] - mx);
+            if (p.u[12] != 0u) ls += exp(sink - mx);
             for (uint i = tid; i < hd; i += WG) {
                 float sum = 0.0;
                 for (uint w = 0u; w < used; w++) sum += d[ob + w * (hd + 2u) + i] * exp(d[ob + w * (hd + 2u) + hd] - mx);

@@ -4,7 +4,8 @@
 // and strides are in floats. The step's first position is read from buffer S (written by the host before each
 // submission and copied to device memory by it), not pushed, so a decode step's command buffer is recorded once and
 // replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Buffers E..G are attend_decode.comp's
-// only (OP 9, the folded decode attention, is that shader's; every set binds all eight: the others' E..G stand in with A).
+// only (OP 9, the folded decode attention, is that shader's; every set binds all nine: the others' E..G stand in with A).
+// Buffer P is the forward's parameters (norm weights, biases, attention sinks), bound to every set.
 
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -20,6 +21,7 @@ layout(std430, set = 0, binding = 1) buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) buffer C { float c[]; };
 layout(std430, set = 0, binding = 3) buffer D { float d[]; };
 layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
+layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };
 // B and C 16 bytes at a time (OP 7's keys and values, where the head dim and the cache row are multiples of 4)
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
@@ -102,7 +104,9 @@ void main() {
     } else if (OP == 2u) {
         // causal GQA attention of query row r = t*heads + h (a[t*u9 + h*hd]) over cached keys b and values c
         // [position, u7 floats]; position pos = S.pos0 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
-        // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6
+        // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6;
+        // u12 > 0: head h's sink logit P[u12 - 1 + h] joins the softmax's denominator (gpt-oss), as the CPU's: the max
+        // taken over it too, exp(sink - max) added to the sum
         uint tokens = p.u[0], heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7];
         float scale = uintBitsToFloat(p.u[6]);
         for (uint r = gl_WorkGroupID.x; r < tokens * heads; r += gl_NumWorkGroups.x) {
@@ -120,6 +124,8 @@ void main() {
                 m = max(m, s);
             }
             m = reduce(m, true);
+            float sink = p.u[12] != 0u ? prm[p.u[12] - 1u + h] : 0.0;
+            if (p.u[12] != 0u) m = max(m, sink);
             float l = 0.0;
             for (uint j = lo + tid; j <= pos; j += WG) {
                 float e = exp(d[s0 + j] - m);
@@ -127,6 +133,7 @@ void main() {
                 l += e;
             }
             l = reduce(l, false);
+            if (p.u[12] != 0u) l += exp(sink - m);
             memoryBarrierBuffer();
             barrier();
             for (uint i = tid; i < hd; i += WG) {
@@ -205,7 +212,8 @@ void main() {
         }
     } else if (OP == 8u) {
         // OP 7's partial sums of head h (workgroup h) combined into the output d[h*hd + i]: each one's sums scaled by
-        // exp(its max - the max over them all), divided by the scaled sum. heads u1, head dim u3, window u5, u10, u11 as OP 7
+        // exp(its max - the max over them all), divided by the scaled sum. heads u1, head dim u3, window u5, u10, u11 as OP 7;
+        // u12 > 0: the head's sink logit P[u12 - 1 + h] joins the max and the sum (as OP 2's)
         uint heads = p.u[1], hd = p.u[3], window = p.u[5], per = p.u[11];
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
         uint used = min(per, (pos - lo) / SPLIT + 1u);
@@ -213,8 +221,11 @@ void main() {
             uint o = p.u[10] + h * per * (hd + 2u);
             float m = -3.4e38;
             for (uint w0 = 0u; w0 < used; w0++) m = max(m, d[o + w0 * (hd + 2u) + hd]);
+            float sink = p.u[12] != 0u ? prm[p.u[12] - 1u + h] : 0.0;
+            if (p.u[12] != 0u) m = max(m, sink);
             float l = 0.0;
             for (uint w0 = 0u; w0 < used; w0++) l += d[o + w0 * (hd + 2u) + hd + 1u] * exp(d[o + w0 * (hd + 2u) + hd] - m);
+            if (p.u[12] != 0u) l += exp(sink - m);
             for (uint i = tid; i < hd; i += WG) {
                 float acc = 0.0;
                 for (uint w0 = 0u; w0 < used; w0++) acc += d[o + w0 * (hd + 2u) + i] * exp(d[o + w0 * (hd + 2u) + hd] - m);

@@ -53,7 +53,8 @@ class VulkanOpsTest {
         results.forEach(r -> System.out.printf("%-28s %-22s error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound()));
         assertThat(results).hasSizeGreaterThan((VulkanOpCheck.DTYPES.length - 1) * VulkanOpCheck.QUICK.length * 2);
         assertThat(results.stream().map(OpResult::op).toList()).contains("matvec_q4_block vs cpu", "matvec_q4tp vs float64");
-        assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy", "bias");
+        assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy", "bias",
+                "attention sinks", "split attention sinks", "folded attention sinks");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
 
