@@ -69,14 +69,18 @@ public final class VulkanContext implements AutoCloseable {
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /**
      * ops.comp: nine storage buffers (A..D, the step's S, E..G, which only the folded decode attention OP 9 reads, and P,
-     * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from attend_decode.comp).
+     * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from
+     * attend_decode.comp, OPs 24-31 from gdn.comp).
      */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 10, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
-    private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gemmCoopModule;
+    static final int OPS = 32, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
+    private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gdnModule, gemmCoopModule;
     /** The OP whose pipeline is attend_decode.comp's (same bindings and push constants as ops.comp's): the folded decode attention. */
     static final int OP_ATTEND_DECODE = 9;
+    /** gdn.comp's OPs (Qwen3-Next): the delta net's unfuse, conv, gates, rule and gated norm, the output gate's split and product, the gated add. */
+    static final int OP_GDN_UNFUSE = 24, OP_GDN_CONV = 25, OP_GDN_GATES = 26, OP_GDN_RULE = 27, OP_GDN_NORM = 28, OP_SPLIT_GATE = 29,
+            OP_SIGMOID_MUL = 30, OP_GATED_ADD = 31;
     /**
      * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
      * device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
@@ -229,9 +233,10 @@ public final class VulkanContext implements AutoCloseable {
                 opsPipelineLayout = createPipelineLayout(a, opsSetLayout, OPS_PUSH_BYTES);
                 opsModule = createShaderModule(a, Shaders.load("ops"));
                 attendModule = createShaderModule(a, Shaders.load("attend_decode"));
+                gdnModule = createShaderModule(a, Shaders.load("gdn"));
                 ops = new long[OPS];
                 for (int k = 0; k < OPS; k++)
-                    ops[k] = createPipeline(a, k == OP_ATTEND_DECODE ? attendModule : opsModule, opsPipelineLayout, k);
+                    ops[k] = createPipeline(a, k == OP_ATTEND_DECODE ? attendModule : k >= OP_GDN_UNFUSE ? gdnModule : opsModule, opsPipelineLayout, k);
                 if (statistics) {
                     System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
@@ -752,6 +757,7 @@ public final class VulkanContext implements AutoCloseable {
         vk.call("vkDestroyShaderModule", device, gemmModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, attendModule, MemorySegment.NULL);
+        vk.call("vkDestroyShaderModule", device, gdnModule, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, pipelineLayout, MemorySegment.NULL);

@@ -70,6 +70,7 @@ final class VulkanOpCheck {
                 if (dt != DType.Q4TP || s[1] % 32 == 0)   // q4tp: whole groups
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
+        out.addAll(deltaNet(device, r));
         out.addAll(foldedProducts(device, r));
         out.addAll(foldedTokens(device, r));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
@@ -519,6 +520,128 @@ final class VulkanOpCheck {
                         bufs.forEach(ctx::free);
                     }
                 }
+        return out;
+    }
+
+    /**
+     * gdn.comp's operators (Qwen3-Next) against the CPU's, each stage fed the same inputs: the fused projections'
+     * unfuse (exact copies), the causal conv + SiLU of a span at position 3 over random carried inputs and at position 0
+     * over carried inputs of NaN (which it must not read) with and without a bias, the gates (L2-normed q and k, β, g),
+     * the delta rule over a random state (and over a NaN one at position 0) with {@code GatedDeltaRule.recurrent}, the
+     * gated norm; the output gate's split and σ product and the shared expert's gated add. {nk, nv, dk, dv, kernel,
+     * tokens}: a value head per key head and two, value dims past a workgroup (two columns an invocation).
+     */
+    static List<OpResult> deltaNet(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        for (int[] sh : new int[][] {{2, 4, 16, 16, 4, 5}, {1, 2, 128, 72, 3, 3}}) {
+            int nk = sh[0], nv = sh[1], dk = sh[2], dv = sh[3], kernel = sh[4], T = sh[5], rep = nv / nk;
+            int qk = nk * dk, vd = nv * dv, convDim = 2 * qk + vd, group = 2 * dk + 2 * rep * dv, hist = kernel - 1;
+            String shape = nk + "/" + nv + " heads, " + dk + "x" + dv + ", " + T + " tokens";
+            // unfuse: DeltaNetStep's copies
+            float[] proj = gauss(r, T * (2 * qk + 2 * vd), 1), ba = gauss(r, T * 2 * nv, 1);
+            float[] mixed = new float[T * convDim], z = new float[T * vd], b = new float[T * nv], a = new float[T * nv];
+            float[] wMixed = mixed.clone(), wZ = z.clone(), wB = b.clone(), wA = a.clone();
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < nk; h++) {
+                    int gb = t * (2 * qk + 2 * vd) + h * group, dst = t * convDim;
+                    System.arraycopy(proj, gb, wMixed, dst + h * dk, dk);
+                    System.arraycopy(proj, gb + dk, wMixed, dst + qk + h * dk, dk);
+                    System.arraycopy(proj, gb + 2 * dk, wMixed, dst + 2 * qk + h * rep * dv, rep * dv);
+                    System.arraycopy(proj, gb + 2 * dk + rep * dv, wZ, t * vd + h * rep * dv, rep * dv);
+                    System.arraycopy(ba, t * 2 * nv + h * 2 * rep, wB, t * nv + h * rep, rep);
+                    System.arraycopy(ba, t * 2 * nv + h * 2 * rep + rep, wA, t * nv + h * rep, rep);
+                }
+            run(mm, new int[] {VulkanContext.OP_GDN_UNFUSE}, new int[] {T}, new int[] {nk, nv, dk, dv}, 0, proj, ba, mixed, z, b, a);
+            double unfuse = Math.max(Math.max(error(mixed, wMixed), error(z, wZ)), Math.max(error(b, wB), error(a, wA)));
+            out.add(new OpResult("delta net unfuse", shape, unfuse, 0));
+            // conv: weights and bias in one parameter array (as the forward's params), rows of the span from row 1
+            float[] conv = gauss(r, convDim * kernel, 0.5), bias = gauss(r, convDim, 0.2);
+            float[] params = new float[5 + conv.length + bias.length];
+            System.arraycopy(conv, 0, params, 5, conv.length);
+            System.arraycopy(bias, 0, params, 5 + conv.length, bias.length);
+            for (int pos0 : new int[] {3, 0})
+                for (boolean withBias : new boolean[] {true, false}) {
+                    int n = T - 1;
+                    float[] x = gauss(r, T * convDim, 1), state = gauss(r, convDim * hist, 1), wantX = x.clone();
+                    float[] wantState = pos0 == 0 ? new float[state.length] : state.clone();
+                    if (pos0 == 0) java.util.Arrays.fill(state, Float.NaN);
+                    dev.cmf4j.backend.cpu.CausalConv1d.apply(wantX, convDim, n, convDim, conv, withBias ? bias : null, kernel, wantState,
+                            new float[hist + n]);
+                    run(mm, VulkanContext.OP_GDN_CONV, (convDim + 63) / 64, new int[] {n, convDim, kernel, 1, 5, 5 + conv.length, withBias ? 1 : 0},
+                            pos0, x, params, state, x);
+                    out.add(new OpResult("delta net conv" + (withBias ? "" : " no bias") + (pos0 == 0 ? " at 0" : ""), shape,
+                            Math.max(error(x, wantX), error(state, wantState)), 1e-6));
+                }
+            // gates
+            float[] negA = gauss(r, nv, 1), dtBias = gauss(r, nv, 1), gp = new float[7 + 2 * nv];
+            for (int i = 0; i < nv; i++) { negA[i] = -Math.abs(negA[i]); gp[7 + i] = negA[i]; gp[7 + nv + i] = dtBias[i]; }
+            float[] x = gauss(r, T * convDim, 1), gb = gauss(r, T * nv, 2), ga = gauss(r, T * nv, 3);
+            ga[0] = 25;   // softplus's linear branch
+            float[] q = new float[T * nv * dk], k = new float[T * nv * dk], wq = q.clone(), wk = k.clone(), wBeta = gb.clone(), wG = ga.clone();
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < nv; h++) {
+                    int kh = h / rep, o = (t * nv + h) * dk;
+                    double sq = 0, sk = 0;
+                    for (int i = 0; i < dk; i++) {
+                        sq += (double) x[t * convDim + kh * dk + i] * x[t * convDim + kh * dk + i];
+                        sk += (double) x[t * convDim + qk + kh * dk + i] * x[t * convDim + qk + kh * dk + i];
+                    }
+                    for (int i = 0; i < dk; i++) {
+                        wq[o + i] = (float) (x[t * convDim + kh * dk + i] / Math.sqrt(sq + 1e-6) / Math.sqrt(dk));
+                        wk[o + i] = (float) (x[t * convDim + qk + kh * dk + i] / Math.sqrt(sk + 1e-6));
+                    }
+                    int i = t * nv + h;
+                    wBeta[i] = (float) (1 / (1 + Math.exp(-gb[i])));
+                    double sp = ga[i] + dtBias[h];
+                    wG[i] = (float) (negA[h] * (sp > 20 ? sp : Math.log1p(Math.exp(sp))));
+                }
+            run(mm, new int[] {VulkanContext.OP_GDN_GATES}, new int[] {T * nv}, new int[] {nk, nv, dk, convDim, 7, 7 + nv}, 0, x, gb, ga, gp, q, k);
+            out.add(new OpResult("delta net gates", shape, Math.max(Math.max(error(q, wq), error(k, wk)), Math.max(error(gb, wBeta), error(ga, wG))), 1e-5));
+            // the rule over a span of T - 1 rows from row 1 (q, k, g, β, v: the CPU's operands above, fresh ones)
+            for (int pos0 : new int[] {5, 0}) {
+                int n = T - 1;
+                float[] rq = gauss(r, T * nv * dk, 0.3), rk = gauss(r, T * nv * dk, 0.3), v = gauss(r, T * convDim, 1);
+                float[] g = gauss(r, T * nv, 0.5), beta = new float[T * nv];
+                for (int i = 0; i < beta.length; i++) { g[i] = -Math.abs(g[i]); beta[i] = (float) r.nextDouble(); }
+                float[] S = gauss(r, nv * dk * dv, 1), wantS = pos0 == 0 ? new float[S.length] : S.clone(), core = new float[T * vd];
+                float[] wantCore = core.clone();
+                if (pos0 == 0) java.util.Arrays.fill(S, Float.NaN);
+                for (int h = 0; h < nv; h++)
+                    dev.cmf4j.backend.cpu.GatedDeltaRule.recurrent(n, dk, dv, rq, nv * dk, nv * dk + h * dk, rk, nv * dk + h * dk,
+                            v, convDim, convDim + 2 * qk + h * dv, g, beta, nv, nv + h, wantS, h * dk * dv, wantCore, vd, vd + h * dv, new float[dv]);
+                run(mm, new int[] {VulkanContext.OP_GDN_RULE}, new int[] {nv}, new int[] {n, nv, dk, dv, convDim, 2 * qk, 1}, pos0,
+                        rq, rk, v, g, beta, S, core);
+                out.add(new OpResult("delta net rule" + (pos0 == 0 ? " at 0" : ""), shape, Math.max(error(core, wantCore), error(S, wantS)), 1e-5));
+            }
+            // the gated norm, weights plain and offset
+            for (int flags : new int[] {1, 3, 0}) {
+                float[] core = gauss(r, T * vd, 1), zz = gauss(r, T * vd, 1), w = gauss(r, 3 + dv, 1), want = new float[T * vd];
+                float[] nw = java.util.Arrays.copyOfRange(w, 3, 3 + dv);
+                for (int row = 0; row < T * nv; row++) {
+                    dev.cmf4j.backend.cpu.RmsNorm.apply(core, row * dv, want, row * dv, dv, flags == 0 ? null : nw, flags == 3, 1e-6f);
+                    for (int c = 0; c < dv; c++) want[row * dv + c] *= zz[row * dv + c] / (1f + (float) Math.exp(-zz[row * dv + c]));
+                }
+                run(mm, VulkanContext.OP_GDN_NORM, T * nv, new int[] {0, dv, 3, flags, Float.floatToRawIntBits(1e-6f)}, core, zz, w, core);
+                out.add(new OpResult("delta net norm" + (flags == 3 ? " offset" : flags == 0 ? " no weight" : ""), shape, error(core, want), 1e-5));
+            }
+        }
+        // the output gate: q and gate per head apart, then att ·= σ(gate); the shared expert's y += σ(logit)·src
+        int rows = 6, hd = 24, n = rows * hd;
+        float[] qg = gauss(r, 2 * n, 1), q = new float[n], gate = new float[n], wantQ = new float[n], wantGate = new float[n];
+        for (int i = 0; i < n; i++) { wantQ[i] = qg[i / hd * 2 * hd + i % hd]; wantGate[i] = qg[i / hd * 2 * hd + hd + i % hd]; }
+        run(mm, VulkanContext.OP_SPLIT_GATE, (n + 63) / 64, new int[] {n, hd}, qg, q, gate, qg);
+        out.add(new OpResult("output gate split", rows + "x" + hd, Math.max(error(q, wantQ), error(gate, wantGate)), 0));
+        float[] att = gauss(r, n, 1), gated = new float[n];
+        for (int i = 0; i < n; i++) gated[i] = att[i] * (1f / (1f + (float) Math.exp(-gate[i])));
+        run(mm, VulkanContext.OP_SIGMOID_MUL, (n + 63) / 64, new int[] {n}, att, gate, att, att);
+        out.add(new OpResult("output gate", n + " values", error(att, gated), 1e-6));
+        for (boolean withGate : new boolean[] {true, false}) {
+            int hidden = 40, tokens = 3;
+            float[] y = gauss(r, tokens * hidden, 1), src = gauss(r, tokens * hidden, 1), logit = gauss(r, tokens, 2), want = y.clone();
+            for (int i = 0; i < want.length; i++) want[i] += (withGate ? 1f / (1f + (float) Math.exp(-logit[i / hidden])) : 1f) * src[i];
+            run(mm, VulkanContext.OP_GATED_ADD, 2, new int[] {tokens * hidden, hidden, withGate ? 1 : 0}, y, src, logit, y);
+            out.add(new OpResult("gated add" + (withGate ? "" : " ungated"), tokens + "x" + hidden, error(y, want), 1e-6));
+        }
         return out;
     }
 

@@ -36,6 +36,17 @@ final class VulkanResidentForward implements DeviceForward {
     private final Vk vk;
     private final DecoderPlan plan;
     private final int qDimMax, kvDimMax, interMax, maxHalf, headDimMax;
+    /** gdn.comp's conv window in registers: the widest causal conv of a delta net it takes. */
+    static final int MAX_CONV_KERNEL = 8;
+    /**
+     * Widest rows of the delta nets' buffers (floats a token; 0 without delta nets): the fused projections, b and a
+     * fused, the conv input [q; k; v], z and the core, a value per value head, q and k per value head.
+     */
+    private final int dnProjMax, dnBaMax, dnConvMax, dnVMax, dnHeadsMax, dnQkMax;
+    /** Whether a layer has the attention output gate (its q product twice as wide: q and the gate per head). */
+    private final boolean outputGates;
+    /** The delta nets' vectors (conv weights and bias, −exp(A_log), dt bias), by identity: float offsets in {@link #params}. */
+    private final Map<float[], Integer> vectorAt = new IdentityHashMap<>();
     /** Keys per chunk of the split decode attention (ops.comp OP 7's SPLIT), and its most workgroups per head. */
     static final int ATTENTION_SPLIT = 64, ATTENTION_PER_HEAD = 32;
     /** Every norm weight the plan has, uploaded once, by the norm's identity: its float offset in {@link #params}. */
@@ -102,18 +113,26 @@ final class VulkanResidentForward implements DeviceForward {
         if (!VulkanMatMul.supports(plan.head())) return plan.head().name() + " is " + plan.head().dtype().label;
         for (DecoderPlan.Layer l : plan.layers()) {
             String at = "layer " + plan.layers().indexOf(l) + ": ";
-            if (l.deltaNet() != null) return at + "a gated delta net";
             if (l.anchor() != null) return at + "a bounded anchor";
             if (l.moe() != null) return at + "a mixture of experts";
             if (l.perLayerInput() != null || l.postMlpNorm() != null || l.vNorm() != null) return at + "gemma4's per-layer parts";
-            if (l.outputGate()) return at + "a gated attention output";
             if (l.sharesKv()) return at + "a shared KV cache";
             if (l.sinks() != null && l.sinks().length != plan.heads()) return at + l.sinks().length + " attention sinks for " + plan.heads() + " heads";
             if (l.layerScalar() != 1f) return at + "a layer scalar";
-            if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
-            if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
-            if (l.rope() != null && l.rope().rotaryDim() % 2 != 0) return at + "an odd rotary width";
-            for (Matrix m : List.of(l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down()))
+            List<Matrix> ms = new ArrayList<>();
+            DecoderPlan.DeltaNet dn = l.deltaNet();
+            if (dn != null) {
+                if (dn.convKernel() > MAX_CONV_KERNEL) return at + "a causal conv of " + dn.convKernel() + " taps (gdn.comp takes " + MAX_CONV_KERNEL + ")";
+                ms.addAll(dn.inputs());
+                ms.add(dn.outProj());
+            } else {
+                if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
+                if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
+                if (l.rope() != null && l.rope().rotaryDim() % 2 != 0) return at + "an odd rotary width";
+                ms.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
+            }
+            for (Matrix m : new Matrix[] {l.gate(), l.up(), l.down()}) if (m != null) ms.add(m);
+            for (Matrix m : ms)
                 if (!VulkanMatMul.supports(m)) return m.name() + " is " + m.dtype().label + (m.inputMajor() ? ", input-major" : "");
         }
         return null;
@@ -141,12 +160,30 @@ final class VulkanResidentForward implements DeviceForward {
             place.accept(n.w());
         };
         norm.accept(plan.finalNorm());
+        int proj = 0, ba = 0, conv = 0, vd = 0, nv = 0, qk = 0;
+        boolean gates = false;
         for (int i = 0; i < plan.layers().size(); i++) {
             DecoderPlan.Layer l = plan.layers().get(i);
+            gates |= l.outputGate();
+            DecoderPlan.DeltaNet dn = l.deltaNet();
+            if (dn != null) {
+                proj = Math.max(proj, dn.qkvz() != null ? dn.qkvz().outDim() : 0);
+                ba = Math.max(ba, dn.ba() != null ? dn.ba().outDim() : 0);
+                conv = Math.max(conv, dn.convDim());
+                vd = Math.max(vd, dn.vDim());
+                nv = Math.max(nv, dn.valueHeads());
+                qk = Math.max(qk, dn.valueHeads() * dn.keyDim());
+                norm.accept(dn.norm());
+                for (float[] v : new float[][] {dn.conv(), dn.convBias(), dn.negA(), dn.dtBias()})
+                    if (v != null && !vectorAt.containsKey(v)) {
+                        vectorAt.put(v, size[0]);
+                        place.accept(v);
+                    }
+            }
             q = Math.max(q, plan.heads() * l.headDim());
             hdm = Math.max(hdm, l.headDim());
             kvd = Math.max(kvd, l.kvHeads() * l.headDim());
-            in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
+            if (l.gate() != null) in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm()}) norm.accept(n);
             for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
                 if (b != null && !biasAt.containsKey(b)) {
@@ -164,6 +201,8 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
         qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half; headDimMax = hdm;
+        dnProjMax = proj; dnBaMax = ba; dnConvMax = conv; dnVMax = vd; dnHeadsMax = nv; dnQkMax = qk;
+        outputGates = gates;
         stepBytes = 16 + 4 * plan.heads();
         // device-local: every norm's workgroups read them each step
         params = mm.bufferFilled(4L * Math.max(1, size[0]), dst -> {
@@ -220,6 +259,11 @@ final class VulkanResidentForward implements DeviceForward {
         /** The last layer's rows read back (an MTP head's input): made when first asked for. */
         VulkanContext.Buffer hiddenOut;
         final VulkanContext.Buffer[] kCache, vCache;
+        /** With output gates: q and the gate per head as the q product leaves them, and the gate. Else null. */
+        final VulkanContext.Buffer qg, gate;
+        /** With delta nets: their rows of a step (see dnProjMax …), and per delta-net layer its conv inputs and state S. Else null. */
+        final VulkanContext.Buffer dnProj, dnBa, dnMixed, dnZ, dnB, dnA, dnQ, dnK, dnCore;
+        final VulkanContext.Buffer[] dnConv, dnS;
         final List<VulkanContext.Buffer> all = new ArrayList<>();
         final Map<List<Long>, Long> sets = new HashMap<>();
         final Map<Object, Long> matvecSets = new HashMap<>();
@@ -256,12 +300,32 @@ final class VulkanResidentForward implements DeviceForward {
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
+                dnConv = new VulkanContext.Buffer[n];
+                dnS = new VulkanContext.Buffer[n];
                 for (int l = 0; l < n; l++) {
                     DecoderPlan.Layer layer = plan.layers().get(l);
+                    DecoderPlan.DeltaNet dn = layer.deltaNet();
+                    if (dn != null) {   // no KV cache: its conv's last inputs and the delta rule's state
+                        dnConv[l] = dev(4L * Math.max(1, dn.convDim() * (dn.convKernel() - 1)), "delta net conv inputs");
+                        dnS[l] = dev(4L * dn.valueHeads() * dn.keyDim() * dn.valueDim(), "delta net state");
+                        continue;
+                    }
                     long bytes = 4L * context * layer.kvHeads() * layer.headDim();
                     kCache[l] = dev(bytes, "key cache");
                     vCache[l] = dev(bytes, "value cache");
                 }
+                qg = outputGates ? dev(8L * chunk * qDimMax, "q and output gate") : null;
+                gate = outputGates ? dev(4L * chunk * qDimMax, "output gate") : null;
+                boolean dn = dnConvMax > 0;
+                dnProj = dn && dnProjMax > 0 ? dev(4L * chunk * dnProjMax, "delta net projections") : null;
+                dnBa = dn && dnBaMax > 0 ? dev(4L * chunk * dnBaMax, "delta net b and a") : null;
+                dnMixed = dn ? dev(4L * chunk * dnConvMax, "delta net conv rows") : null;
+                dnZ = dn ? dev(4L * chunk * dnVMax, "delta net z") : null;
+                dnB = dn ? dev(4L * chunk * dnHeadsMax, "delta net b and beta") : null;
+                dnA = dn ? dev(4L * chunk * dnHeadsMax, "delta net a and g") : null;
+                dnQ = dn ? dev(4L * chunk * dnQkMax, "delta net q") : null;
+                dnK = dn ? dev(4L * chunk * dnQkMax, "delta net k") : null;
+                dnCore = dn ? dev(4L * chunk * dnVMax, "delta net output") : null;
             } catch (RuntimeException e) {
                 free();
                 throw e;
@@ -598,96 +662,17 @@ final class VulkanResidentForward implements DeviceForward {
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
-            int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
-            if (rowsFold && folds(T, l.q(), l.k(), l.v())) {
-                folded(s, l.q(), s.x, s.q, l.attnNorm(), l.qBias(), 0, null, false, T);
-                folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null, false, T);
-                folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null, false, T);
-                sync("q/k/v");
-            } else {
-                norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
-                sync("norm");
-                matvec(s, l.q(), s.xn, s.q, T);
-                matvec(s, l.k(), s.xn, s.k, T);
-                matvec(s, l.v(), s.xn, s.v, T);
-                sync("q/k/v");
-                if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
-                    bias(s, l.qBias(), s.q, T, qd);
-                    bias(s, l.kBias(), s.k, T, kvd);
-                    bias(s, l.vBias(), s.v, T, kvd);
-                    sync("bias");
-                }
-            }
-            if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
-            if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
-            if (l.qNorm() != null || l.kNorm() != null) sync("q/k norm");
-            if (!own) {   // each sequence's q, k and v rows into its own buffers
-                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
-                for (Part pt : parts) {
-                    copy(s.q, 4L * pt.row0() * qd, pt.state().q, 0, 4L * pt.tokens() * qd);
-                    copy(s.k, 4L * pt.row0() * kvd, pt.state().k, 0, 4L * pt.tokens() * kvd);
-                    copy(s.v, 4L * pt.row0() * kvd, pt.state().v, 0, 4L * pt.tokens() * kvd);
-                }
-                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
-            }
-            // each chunk's keys (rotated on the way) and values into its cache at their positions (a one-token row's
-            // by its attention when folded)
-            boolean fold = foldAttention;
-            int rd = ropeOf[li] >= 0 ? l.rope().rotaryDim() : 0;
-            for (Part pt : parts) {
-                State ps = pt.state();
-                int n = pt.tokens();
-                if (fold && n == 1) continue;
-                if (ropeOf[li] >= 0) {
-                    int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
-                    op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[li], n * (heads + kvh), n * heads, heads, hd, rd, ropeOff, n, 0,
-                            n * kvh, kvh, kvd);
-                } else {
-                    op(ps, 4, ps.k, ps.kCache[li], ps.k, ps.k, groups(n * kvd), n * kvd, 0, 0, kvd);
-                }
-                op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
-            }
-            if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
-            int scale = Float.floatToRawIntBits(l.scale());
-            int sink = l.sinks() == null ? 0 : 1 + sinkAt.get(l.sinks());   // OP 2, 8 and 9: the sinks' offset + 1 in P (0: none)
-            // one-token rows attend over splits of the context (OP 7, then OP 8 combines; folded: OP 9 with its rotary,
-            // cache append and combine), chunks row by row (OP 2)
-            for (Part pt : parts) {
-                State ps = pt.state();
-                int n = pt.tokens();
-                if (n == 1 && fold) {
-                    int per = attentionPerHead(ps.context);
-                    int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
-                    op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[li], ps.vCache[li], ps.att, ps.k, ps.v, ps.tables}, heads * per,
-                            1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per, sink);
-                } else if (n == 1) {
-                    int per = attentionPerHead(ps.context);
-                    op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
-                } else {
-                    op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
-                            0, sink);
-                }
-            }
-            if (!fold && parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
-                sync("attention");
-                for (Part pt : parts) {
-                    State ps = pt.state();
-                    if (pt.tokens() == 1)
-                        op(ps, 8, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
-                                attentionPerHead(ps.context), sink);
-                }
-            }
-            sync(fold ? "attention" : "attention combine");
-            if (!own) {   // their attention rows back among the step's
-                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
-                for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
-                vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
-            }
-            if (rowsFold && l.postAttnNorm() == null && folds(T, l.o())) {
-                folded(s, l.o(), s.att, s.x, null, l.oBias(), MatvecPush.ADD, null, false, T);
+            DecoderPlan.DeltaNet dn = l.deltaNet();
+            if (dn != null) deltaNet(s, parts, l, li, T);
+            else attention(s, parts, l, li, T, rowsFold, own);
+            // the mixer's output projection: o of the attention, or the delta net's
+            Matrix o = dn != null ? dn.outProj() : l.o();
+            VulkanContext.Buffer mixed = dn != null ? s.dnCore : s.att;
+            if (rowsFold && l.postAttnNorm() == null && folds(T, o)) {
+                folded(s, o, mixed, s.x, null, l.oBias(), MatvecPush.ADD, null, false, T);
                 sync("o");
             } else {
-                matvec(s, l.o(), s.att, s.tmp, T);
+                matvec(s, o, mixed, s.tmp, T);
                 sync("o");
                 if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync("bias"); }
                 if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
@@ -760,6 +745,156 @@ final class VulkanResidentForward implements DeviceForward {
         }
         vk.endCommandBuffer(rec);
         profiling = false;
+    }
+
+    /**
+     * A gated delta net layer of {@code T} rows into s.dnCore (gdn.comp; CUDA's ResidentLowering.deltaNet): the norm and
+     * the input projections over every row (fused ones unfused), then per part its causal conv and delta rule over its
+     * own state's conv inputs and S (a part at position 0 starts from zeros), the gates and the gated norm over every row.
+     */
+    private void deltaNet(State s, List<Part> parts, DecoderPlan.Layer l, int li, int T) {
+        DecoderPlan.DeltaNet dn = l.deltaNet();
+        int nk = dn.keyHeads(), nv = dn.valueHeads(), dk = dn.keyDim(), dv = dn.valueDim(), convDim = dn.convDim();
+        norm(s, l.attnNorm(), s.x, s.xn, T, plan.hidden(), 0, 0);
+        sync("norm");
+        if (dn.qkvz() != null) {
+            matvec(s, dn.qkvz(), s.xn, s.dnProj, T);
+            matvec(s, dn.ba(), s.xn, s.dnBa, T);
+            sync("delta net products");
+            op(s, VulkanContext.OP_GDN_UNFUSE, new VulkanContext.Buffer[] {s.dnProj, s.dnBa, s.dnMixed, s.dnZ, s.dnB, s.dnA}, T, nk, nv, dk, dv);
+            sync("delta net unfuse");
+        } else {
+            matvec(s, dn.qkv(), s.xn, s.dnMixed, T);
+            matvec(s, dn.z(), s.xn, s.dnZ, T);
+            matvec(s, dn.b(), s.xn, s.dnB, T);
+            matvec(s, dn.a(), s.xn, s.dnA, T);
+            sync("delta net products");
+        }
+        for (Part pt : parts) {   // each part's conv over its own carried inputs (its step buffer's position: 0 starts afresh)
+            State ps = pt.state();
+            op(ps, VulkanContext.OP_GDN_CONV, new VulkanContext.Buffer[] {s.dnMixed, params, ps.dnConv[li]}, (convDim + 63) / 64,
+                    pt.tokens(), convDim, dn.convKernel(), pt.row0(), vectorAt.get(dn.conv()),
+                    dn.convBias() == null ? 0 : vectorAt.get(dn.convBias()), dn.convBias() == null ? 0 : 1);
+        }
+        sync("delta net conv");
+        op(s, VulkanContext.OP_GDN_GATES, new VulkanContext.Buffer[] {s.dnMixed, s.dnB, s.dnA, params, s.dnQ, s.dnK}, T * nv,
+                nk, nv, dk, convDim, vectorAt.get(dn.negA()), vectorAt.get(dn.dtBias()));
+        sync("delta net gates");
+        for (Part pt : parts) {
+            State ps = pt.state();
+            op(ps, VulkanContext.OP_GDN_RULE, new VulkanContext.Buffer[] {s.dnQ, s.dnK, s.dnMixed, s.dnA, s.dnB, ps.dnS[li], s.dnCore}, nv,
+                    pt.tokens(), nv, dk, dv, convDim, 2 * dn.qkDim(), pt.row0());
+        }
+        sync("delta net rule");
+        NormOp n = dn.norm();
+        Integer w = normAt.get(n);
+        op(s, VulkanContext.OP_GDN_NORM, s.dnCore, s.dnZ, params, s.dnCore, T * nv, 0, dv, w == null ? 0 : w,
+                (w != null ? 1 : 0) | (w != null && n.offset() ? 2 : 0), Float.floatToRawIntBits(n.eps()));
+        sync("delta net norm");
+    }
+
+    /**
+     * A layer's attention of {@code T} rows into s.att: the norm and the q/k/v products (folded for decode rows), q/k norms,
+     * each part's rotary and cache append and its attention over its own state's caches (a part other than s gets its
+     * q, k and v rows copied into its state's buffers and its attention rows copied back).
+     */
+    private void attention(State s, List<Part> parts, DecoderPlan.Layer l, int li, int T, boolean rowsFold, boolean own) {
+        int hidden = plan.hidden(), heads = plan.heads();
+        int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
+        // with the output gate the q product leaves q and the gate per head, split apart after it
+        VulkanContext.Buffer qOut = l.outputGate() ? s.qg : s.q;
+        if (rowsFold && folds(T, l.q(), l.k(), l.v())) {
+            folded(s, l.q(), s.x, qOut, l.attnNorm(), l.qBias(), 0, null, false, T);
+            folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null, false, T);
+            folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null, false, T);
+            sync("q/k/v");
+        } else {
+            norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
+            sync("norm");
+            matvec(s, l.q(), s.xn, qOut, T);
+            matvec(s, l.k(), s.xn, s.k, T);
+            matvec(s, l.v(), s.xn, s.v, T);
+            sync("q/k/v");
+            if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
+                bias(s, l.qBias(), qOut, T, l.q().outDim());
+                bias(s, l.kBias(), s.k, T, kvd);
+                bias(s, l.vBias(), s.v, T, kvd);
+                sync("bias");
+            }
+        }
+        if (l.outputGate()) {
+            op(s, VulkanContext.OP_SPLIT_GATE, s.qg, s.q, s.gate, s.qg, groups((long) T * qd), T * qd, hd);
+            sync("output gate split");
+        }
+        if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
+        if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
+        if (l.qNorm() != null || l.kNorm() != null) sync("q/k norm");
+        if (!own) {   // each sequence's q, k and v rows into its own buffers
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            for (Part pt : parts) {
+                copy(s.q, 4L * pt.row0() * qd, pt.state().q, 0, 4L * pt.tokens() * qd);
+                copy(s.k, 4L * pt.row0() * kvd, pt.state().k, 0, 4L * pt.tokens() * kvd);
+                copy(s.v, 4L * pt.row0() * kvd, pt.state().v, 0, 4L * pt.tokens() * kvd);
+            }
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        }
+        // each chunk's keys (rotated on the way) and values into its cache at their positions (a one-token row's
+        // by its attention when folded)
+        boolean fold = foldAttention;
+        int rd = ropeOf[li] >= 0 ? l.rope().rotaryDim() : 0;
+        for (Part pt : parts) {
+            State ps = pt.state();
+            int n = pt.tokens();
+            if (fold && n == 1) continue;
+            if (ropeOf[li] >= 0) {
+                int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
+                op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[li], n * (heads + kvh), n * heads, heads, hd, rd, ropeOff, n, 0,
+                        n * kvh, kvh, kvd);
+            } else {
+                op(ps, 4, ps.k, ps.kCache[li], ps.k, ps.k, groups(n * kvd), n * kvd, 0, 0, kvd);
+            }
+            op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
+        }
+        if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
+        int scale = Float.floatToRawIntBits(l.scale());
+        int sink = l.sinks() == null ? 0 : 1 + sinkAt.get(l.sinks());   // OP 2, 8 and 9: the sinks' offset + 1 in P (0: none)
+        // one-token rows attend over splits of the context (OP 7, then OP 8 combines; folded: OP 9 with its rotary,
+        // cache append and combine), chunks row by row (OP 2)
+        for (Part pt : parts) {
+            State ps = pt.state();
+            int n = pt.tokens();
+            if (n == 1 && fold) {
+                int per = attentionPerHead(ps.context);
+                int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
+                op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[li], ps.vCache[li], ps.att, ps.k, ps.v, ps.tables}, heads * per,
+                        1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per, sink);
+            } else if (n == 1) {
+                int per = attentionPerHead(ps.context);
+                op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
+            } else {
+                op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
+                        0, sink);
+            }
+        }
+        if (!fold && parts.stream().anyMatch(pt -> pt.tokens() == 1)) {
+            sync("attention");
+            for (Part pt : parts) {
+                State ps = pt.state();
+                if (pt.tokens() == 1)
+                    op(ps, 8, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
+                            attentionPerHead(ps.context), sink);
+            }
+        }
+        sync(fold ? "attention" : "attention combine");
+        if (!own) {   // their attention rows back among the step's
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        }
+        if (l.outputGate()) {   // att ·= σ(gate)
+            op(s, VulkanContext.OP_SIGMOID_MUL, s.att, s.gate, s.att, s.att, groups((long) T * qd), T * qd);
+            sync("output gate");
+        }
     }
 
     /** The split decode attention's workgroups per head for a context: one per chunk of keys, at most ATTENTION_PER_HEAD. */
