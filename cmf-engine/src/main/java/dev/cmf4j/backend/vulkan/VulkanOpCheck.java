@@ -198,6 +198,46 @@ final class VulkanOpCheck {
         System.arraycopy(src, 10, moved, 50, n - 10);
         run(mm, 4, 2, new int[] {n - 10, 10, 50 - 33, 11}, 3, src, dst, src, src);
         out.add(new OpResult("copy", (n - 10) + " values", error(dst, moved), 0));
+        out.addAll(gemma4Operators(mm, r));
+        return out;
+    }
+
+    /**
+     * Gemma4's operators against the CPU graph's arithmetic (CpuPlan's PerLayerTable, PerLayerInput, ScaleLayer): the
+     * per-layer inputs' combine (OP 16: the projection's slices scaled, RMSNorm'd with a plain, offset or no weight, plus
+     * the table's rows, times the combine scale) over rows of 16 and of 300 (past a workgroup's 64), the per-layer gate
+     * times one layer's slice (OP 17) for each activation, the layer scalar (OP 18).
+     */
+    static List<OpResult> gemma4Operators(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        float projScale = 0.125f, combine = 0.70710677f, eps = 1e-6f;
+        for (int[] sh : new int[][] {{3, 5, 16}, {2, 3, 300}})
+            for (int variant = 0; variant < 3; variant++) {
+                int T = sh[0], layers = sh[1], dim = sh[2], rows = T * layers, tabAt = 7;
+                float[] p = gauss(r, rows * dim, 2), tab = gauss(r, tabAt + rows * dim, 1), w = gauss(r, 3 + dim, 1);
+                float[] want = p.clone(), weight = variant == 2 ? null : java.util.Arrays.copyOfRange(w, 3, 3 + dim);
+                for (int i = 0; i < want.length; i++) want[i] *= projScale;
+                dev.cmf4j.backend.cpu.RmsNorm.rows(want, rows, dim, weight, variant == 1, eps);
+                for (int i = 0; i < want.length; i++) want[i] = (want[i] + tab[tabAt + i]) * combine;
+                run(mm, 16, rows, new int[] {rows, dim, 3, variant == 2 ? 0 : variant == 1 ? 3 : 1, Float.floatToRawIntBits(eps),
+                        Float.floatToRawIntBits(projScale), Float.floatToRawIntBits(combine), tabAt}, p, tab, w, p);
+                out.add(new OpResult("per-layer inputs" + (variant == 0 ? "" : variant == 1 ? " offset" : " no weight"),
+                        T + " tokens x " + layers + " layers x " + dim, error(p, want), 1e-5));
+            }
+        int T = 3, layers = 5, dim = 16, layer = 3, width = layers * dim;
+        for (dev.cmf4j.backend.Activation act : dev.cmf4j.backend.Activation.values()) {
+            float[] g = gauss(r, T * dim, 3), pli = gauss(r, T * width, 1), want = new float[T * dim];
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < dim; i++) want[t * dim + i] = act.apply(g[t * dim + i]) * pli[t * width + layer * dim + i];
+            run(mm, 17, 1, new int[] {T * dim, act.ordinal(), layer * dim, dim, width}, g, pli, g, g);
+            out.add(new OpResult("per-layer gate " + act.name().toLowerCase(java.util.Locale.ROOT), T + " tokens, layer " + layer + " of " + layers
+                    + " x " + dim, error(g, want), 1e-5));
+        }
+        float[] x = gauss(r, 1000, 1), scaled = x.clone();
+        float scalar = 0.3712f;
+        for (int i = 0; i < scaled.length; i++) scaled[i] *= scalar;
+        run(mm, 18, 3, new int[] {x.length, Float.floatToRawIntBits(scalar)}, x, x, x, x);
+        out.add(new OpResult("layer scalar", x.length + " values", error(x, scaled), 0));
         return out;
     }
 
@@ -274,6 +314,17 @@ final class VulkanOpCheck {
             for (int i = 0; i < qd; i++) if (Float.floatToRawIntBits(att[i]) != Float.floatToRawIntBits(got[i])) same = Math.max(same, Math.abs(att[i] - got[i]) + 1e-30);
             out.add(new OpResult(name + ": combine = OP 8's, bitwise", shape, same, 0));
         }
+        // a layer reading an earlier layer's caches (u9 = 1, gemma4): the step's key and value already there (its own
+        // rows NaN: not to be read), the same output, nothing written
+        float[] kc = wantK.clone(), vc = wantV.clone(), kNaN = new float[kvd], vNaN = new float[kvd], att = new float[qd + heads * chunks * (hd + 2)];
+        java.util.Arrays.fill(kNaN, Float.NaN);
+        java.util.Arrays.fill(vNaN, Float.NaN);
+        int[] u = {1, heads, kvh, hd, tablesAt, window, Float.floatToRawIntBits(scale), kvd, rd, 1, qd, chunks, sinks == null ? 0 : 1};
+        run(mm, new int[] {9}, new int[] {heads * chunks}, u, pos, q, kc, vc, att, kNaN, vNaN, tables, sinks == null ? new float[1] : sinks);
+        String shape = "1 token at " + pos + ", " + heads + "/" + kvh + " heads x" + hd + ", " + rd + " rotary";
+        String name = "folded attention" + (sinks != null ? " sinks" : "") + (window > 0 ? " window " + window : "") + " over an earlier layer's caches";
+        out.add(new OpResult(name, shape, error(java.util.Arrays.copyOf(att, qd), want), 1e-5));
+        out.add(new OpResult(name + ": caches untouched", shape, java.util.Arrays.equals(kc, wantK) && java.util.Arrays.equals(vc, wantV) ? 0 : 1, 0));
         return out;
     }
 

@@ -24,10 +24,11 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
 /**
  * A dense decoder run whole on a Vulkan device: the hidden state, every operator of a layer (RMSNorm, the products,
  * per-head q/k norms, rotary, the KV cache append, causal GQA attention with an optional sliding window, the gated MLP,
- * the residual adds, sandwich norms, projection biases) and the head stay on the device, one submission per forward call; the host gathers
- * the embedding rows and computes the rotary tables (as the CPU graph does, so both paths rotate by the same cos and
- * sin), and takes back the logits. Supports the plan shapes {@link #unsupported} does not name (llama, qwen3, gemma3 and
- * alike with an f32 KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the
+ * the residual adds, sandwich norms, projection biases; gemma4's per-layer inputs, v norm, layer scalars and layers reading
+ * an earlier layer's caches) and the head stay on the device, one submission per forward call; the host gathers
+ * the embedding rows (and per-layer table rows) and computes the rotary tables (as the CPU graph does, so both paths rotate
+ * by the same cos and sin), and takes back the logits. Supports the plan shapes {@link #unsupported} does not name (llama,
+ * qwen3, gemma3, gemma4 and alike with an f32 KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the
  * weights {@link VulkanMatMul} holds. All calls are serialised on the matmul.
  */
 final class VulkanResidentForward implements DeviceForward {
@@ -106,7 +107,10 @@ final class VulkanResidentForward implements DeviceForward {
     /** Why {@code plan} with a {@code kv} cache cannot run here, or null when it can. */
     static String unsupported(DecoderPlan plan, KvType kv) {
         if (kv != KvType.F32) return "a " + kv.label() + " KV cache (the Vulkan forward keeps f32)";
-        if (plan.perLayerEmbedding() != null) return "per-layer embeddings";
+        DecoderPlan.PerLayerEmbedding pe = plan.perLayerEmbedding();
+        if (pe != null && !VulkanMatMul.supports(pe.projection())) return pe.projection().name() + " is " + pe.projection().dtype().label;
+        if (pe != null && (pe.projection().outDim() != pe.dim() * plan.layers().size() || pe.table().cols() != pe.projection().outDim()))
+            return "per-layer inputs of " + pe.projection().outDim() + " for " + plan.layers().size() + " layers of " + pe.dim();
         if (plan.mtpProjection() != null) return "an MTP head (its input rows come from the host)";
         if (plan.inputRows()) return "a pipeline stage's input rows (--split layers runs on CUDA)";
         if (plan.headClusters() != null) return "a hierarchical head";
@@ -115,10 +119,16 @@ final class VulkanResidentForward implements DeviceForward {
             String at = "layer " + plan.layers().indexOf(l) + ": ";
             if (l.anchor() != null) return at + "a bounded anchor";
             if (l.moe() != null) return at + "a mixture of experts";
-            if (l.perLayerInput() != null || l.postMlpNorm() != null || l.vNorm() != null) return at + "gemma4's per-layer parts";
-            if (l.sharesKv()) return at + "a shared KV cache";
+            if (l.postMlpNorm() != null) return at + "a dense MLP beside the experts";
+            if (l.perLayerInput() != null && (pe == null || l.perLayerInput().gate().outDim() != pe.dim()))
+                return at + "a per-layer input without per-layer embeddings of its width";
             if (l.sinks() != null && l.sinks().length != plan.heads()) return at + l.sinks().length + " attention sinks for " + plan.heads() + " heads";
-            if (l.layerScalar() != 1f) return at + "a layer scalar";
+            if (l.sharesKv()) {   // it attends over the source's caches: they must be its shape
+                DecoderPlan.Layer src = l.kvSource() < plan.layers().indexOf(l) ? plan.layers().get(l.kvSource()) : null;
+                if (src == null || src.sharesKv() || src.deltaNet() != null || src.kvHeads() != l.kvHeads() || src.headDim() != l.headDim()
+                        || src.window() != l.window())
+                    return at + "keys and values shared with layer " + l.kvSource() + " of another shape";
+            }
             List<Matrix> ms = new ArrayList<>();
             DecoderPlan.DeltaNet dn = l.deltaNet();
             if (dn != null) {
@@ -129,9 +139,10 @@ final class VulkanResidentForward implements DeviceForward {
                 if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
                 if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
                 if (l.rope() != null && l.rope().rotaryDim() % 2 != 0) return at + "an odd rotary width";
-                ms.addAll(List.of(l.q(), l.k(), l.v(), l.o()));
+                for (Matrix m : new Matrix[] {l.q(), l.k(), l.v(), l.o()}) if (m != null) ms.add(m);   // k, v: none when shared
             }
             for (Matrix m : new Matrix[] {l.gate(), l.up(), l.down()}) if (m != null) ms.add(m);
+            if (l.perLayerInput() != null) ms.addAll(List.of(l.perLayerInput().gate(), l.perLayerInput().projection()));
             for (Matrix m : ms)
                 if (!VulkanMatMul.supports(m)) return m.name() + " is " + m.dtype().label + (m.inputMajor() ? ", input-major" : "");
         }
@@ -160,6 +171,7 @@ final class VulkanResidentForward implements DeviceForward {
             place.accept(n.w());
         };
         norm.accept(plan.finalNorm());
+        if (plan.perLayerEmbedding() != null) norm.accept(plan.perLayerEmbedding().projectionNorm());
         int proj = 0, ba = 0, conv = 0, vd = 0, nv = 0, qk = 0;
         boolean gates = false;
         for (int i = 0; i < plan.layers().size(); i++) {
@@ -184,7 +196,9 @@ final class VulkanResidentForward implements DeviceForward {
             hdm = Math.max(hdm, l.headDim());
             kvd = Math.max(kvd, l.kvHeads() * l.headDim());
             if (l.gate() != null) in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
-            for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm()}) norm.accept(n);
+            if (l.perLayerInput() != null) in = Math.max(in, l.perLayerInput().gate().outDim());   // its gate's rows go to g too
+            for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.vNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm(),
+                    l.perLayerInput() == null ? null : l.perLayerInput().postNorm()}) norm.accept(n);
             for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
                 if (b != null && !biasAt.containsKey(b)) {
                     biasAt.put(b, size[0]);
@@ -252,6 +266,8 @@ final class VulkanResidentForward implements DeviceForward {
     final class State {
         final int chunk, context;
         final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
+        /** Gemma4's per-layer inputs: the table's rows the host gathers (times its scale), and pli [chunk, layers·dim]; else null. */
+        VulkanContext.Buffer pleRows, pli;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
         /** Whether {@link #decode} copies the step's last-layer row back too. */
@@ -297,6 +313,11 @@ final class VulkanResidentForward implements DeviceForward {
                 g = dev(4L * chunk * interMax, "gate");
                 u = dev(4L * chunk * interMax, "up");
                 logits = dev(4L * logitRows * plan.vocab(), "logits");
+                if (plan.perLayerEmbedding() != null) {
+                    long bytes = 4L * chunk * plan.perLayerEmbedding().projection().outDim();
+                    pleRows = host(bytes, "per-layer table rows");   // read once a step by OP 16: no device twin
+                    pli = dev(bytes, "per-layer inputs");
+                }
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
@@ -416,7 +437,25 @@ final class VulkanResidentForward implements DeviceForward {
             if (plan.embedScale() != 1f) for (int i = 0; i < hidden; i++) row[i] *= plan.embedScale();
             MemorySegment.copy(row, 0, in, ValueLayout.JAVA_FLOAT, 4L * (row0 + t) * hidden, hidden);
         }
+        perLayerRows(into, row0, ids, off, T);
     }
+
+    /** Host: gemma4's per-layer table rows of {@code T} tokens, times the table's scale (as the CPU graph), from row {@code row0}. */
+    private void perLayerRows(State into, int row0, int[] ids, int off, int T) {
+        DecoderPlan.PerLayerEmbedding pe = plan.perLayerEmbedding();
+        if (pe == null) return;
+        int width = pe.projection().outDim();
+        float[] row = new float[width];
+        for (int t = 0; t < T; t++) {
+            int id = ids[off + t];
+            if (id < 0 || id >= pe.table().rows())
+                throw new IllegalArgumentException("token id " + id + " outside the per-layer table [0, " + pe.table().rows() + ")");
+            pe.table().decodeRow(id, row, 0);
+            for (int i = 0; i < width; i++) row[i] *= pe.tableScale();
+            MemorySegment.copy(row, 0, into.pleRows.mapped(), ValueLayout.JAVA_FLOAT, 4L * (row0 + t) * width, width);
+        }
+    }
+
 
     /** Host: each rotary table of {@code s}'s {@code T} positions from {@code pos0} into its input buffer, and its step's position. */
     private void positions(State s, int T, int pos0) {
@@ -660,6 +699,7 @@ final class VulkanResidentForward implements DeviceForward {
         }
         mark("copy in");
         vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        perLayerInputs(s, T);
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
             DecoderPlan.DeltaNet dn = l.deltaNet();
@@ -713,6 +753,7 @@ final class VulkanResidentForward implements DeviceForward {
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
             }
+            perLayerInput(s, l, li, T);
         }
         if (rowsBack) {
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
@@ -803,17 +844,24 @@ final class VulkanResidentForward implements DeviceForward {
         int hd = l.headDim(), kvh = l.kvHeads(), qd = heads * hd, kvd = kvh * hd;
         // with the output gate the q product leaves q and the gate per head, split apart after it
         VulkanContext.Buffer qOut = l.outputGate() ? s.qg : s.q;
-        if (rowsFold && folds(T, l.q(), l.k(), l.v())) {
+        // a layer reading an earlier one's caches (gemma4) makes no keys or values: that layer appended this step's
+        boolean shared = l.sharesKv();
+        int kvLayer = shared ? l.kvSource() : li;
+        if (rowsFold && (shared ? folds(T, l.q()) : folds(T, l.q(), l.k(), l.v()))) {
             folded(s, l.q(), s.x, qOut, l.attnNorm(), l.qBias(), 0, null, false, T);
-            folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null, false, T);
-            folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null, false, T);
+            if (!shared) {
+                folded(s, l.k(), s.x, s.k, l.attnNorm(), l.kBias(), 0, null, false, T);
+                folded(s, l.v(), s.x, s.v, l.attnNorm(), l.vBias(), 0, null, false, T);
+            }
             sync("q/k/v");
         } else {
             norm(s, l.attnNorm(), s.x, s.xn, T, hidden, 0, 0);
             sync("norm");
             matvec(s, l.q(), s.xn, qOut, T);
-            matvec(s, l.k(), s.xn, s.k, T);
-            matvec(s, l.v(), s.xn, s.v, T);
+            if (!shared) {
+                matvec(s, l.k(), s.xn, s.k, T);
+                matvec(s, l.v(), s.xn, s.v, T);
+            }
             sync("q/k/v");
             if (l.qBias() != null || l.kBias() != null || l.vBias() != null) {
                 bias(s, l.qBias(), qOut, T, l.q().outDim());
@@ -828,11 +876,13 @@ final class VulkanResidentForward implements DeviceForward {
         }
         if (l.qNorm() != null) norm(s, l.qNorm(), s.q, s.q, T * heads, hd, 0, 0);
         if (l.kNorm() != null) norm(s, l.kNorm(), s.k, s.k, T * kvh, hd, 0, 0);
-        if (l.qNorm() != null || l.kNorm() != null) sync("q/k norm");
+        if (l.vNorm() != null) norm(s, l.vNorm(), s.v, s.v, T * kvh, hd, 0, 0);
+        if (l.qNorm() != null || l.kNorm() != null || l.vNorm() != null) sync("q/k norm");
         if (!own) {   // each sequence's q, k and v rows into its own buffers
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             for (Part pt : parts) {
                 copy(s.q, 4L * pt.row0() * qd, pt.state().q, 0, 4L * pt.tokens() * qd);
+                if (shared) continue;
                 copy(s.k, 4L * pt.row0() * kvd, pt.state().k, 0, 4L * pt.tokens() * kvd);
                 copy(s.v, 4L * pt.row0() * kvd, pt.state().v, 0, 4L * pt.tokens() * kvd);
             }
@@ -847,13 +897,13 @@ final class VulkanResidentForward implements DeviceForward {
             int n = pt.tokens();
             if (fold && n == 1) continue;
             if (ropeOf[li] >= 0) {
-                int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
-                op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[li], n * (heads + kvh), n * heads, heads, hd, rd, ropeOff, n, 0,
-                        n * kvh, kvh, kvd);
-            } else {
+                int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf, kRows = shared ? 0 : n * kvh;
+                op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[kvLayer], n * heads + kRows, n * heads, heads, hd, rd, ropeOff, n, 0,
+                        kRows, kvh, kvd);
+            } else if (!shared) {
                 op(ps, 4, ps.k, ps.kCache[li], ps.k, ps.k, groups(n * kvd), n * kvd, 0, 0, kvd);
             }
-            op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
+            if (!shared) op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
         }
         if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
         int scale = Float.floatToRawIntBits(l.scale());
@@ -866,13 +916,13 @@ final class VulkanResidentForward implements DeviceForward {
             if (n == 1 && fold) {
                 int per = attentionPerHead(ps.context);
                 int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
-                op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[li], ps.vCache[li], ps.att, ps.k, ps.v, ps.tables}, heads * per,
-                        1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, 0, qd, per, sink);
+                op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, ps.k, ps.v, ps.tables}, heads * per,
+                        1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, shared ? 1 : 0, qd, per, sink);
             } else if (n == 1) {
                 int per = attentionPerHead(ps.context);
-                op(ps, 7, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
+                op(ps, 7, ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
             } else {
-                op(ps, 2, ps.q, ps.kCache[li], ps.vCache[li], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
+                op(ps, 2, ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
                         0, sink);
             }
         }
@@ -881,7 +931,7 @@ final class VulkanResidentForward implements DeviceForward {
             for (Part pt : parts) {
                 State ps = pt.state();
                 if (pt.tokens() == 1)
-                    op(ps, 8, ps.q, ps.kCache[li], ps.vCache[li], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
+                    op(ps, 8, ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, heads, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd,
                             attentionPerHead(ps.context), sink);
             }
         }
@@ -894,6 +944,49 @@ final class VulkanResidentForward implements DeviceForward {
         if (l.outputGate()) {   // att ·= σ(gate)
             op(s, VulkanContext.OP_SIGMOID_MUL, s.att, s.gate, s.att, s.att, groups((long) T * qd), T * qd);
             sync("output gate");
+        }
+    }
+
+    /**
+     * Gemma4's per-layer inputs of the step's rows, once before the layers: pli = (norm(P·x · projScale) + rows) ·
+     * combineScale per layer slice (OP 16), P the model projection of the embedded rows x, rows the table's (the host's).
+     */
+    private void perLayerInputs(State s, int T) {
+        DecoderPlan.PerLayerEmbedding pe = plan.perLayerEmbedding();
+        if (pe == null) return;
+        matvec(s, pe.projection(), s.x, s.pli, T);
+        sync("per-layer projection");
+        NormOp n = pe.projectionNorm();
+        Integer w = normAt.get(n);
+        int rows = T * plan.layers().size();
+        op(s, 16, s.pli, s.pleRows, params, s.pli, Math.min(rows, ctx.info().maxGroupCount()[0]), rows, pe.dim(), w == null ? 0 : w,
+                (w != null ? 1 : 0) | (w != null && n.offset() ? 2 : 0), Float.floatToRawIntBits(n.eps()),
+                Float.floatToRawIntBits(pe.projectionScale()), Float.floatToRawIntBits(pe.combineScale()), 0);
+        sync("per-layer inputs");
+    }
+
+    /**
+     * The end of gemma4's layer {@code li}: x += postNorm(proj(act(gate·x) · pli[li])) (gate's rows in g, OP 17), then x
+     * times the layer scalar (OP 18); nothing for a layer without them.
+     */
+    private void perLayerInput(State s, DecoderPlan.Layer l, int li, int T) {
+        int hidden = plan.hidden();
+        DecoderPlan.PerLayerInput pi = l.perLayerInput();
+        if (pi != null) {
+            int dim = plan.perLayerEmbedding().dim(), n = T * pi.gate().outDim();
+            matvec(s, pi.gate(), s.x, s.g, T);
+            sync("per-layer gate");
+            op(s, 17, s.g, s.pli, s.g, s.g, groups(n), n, pi.act().ordinal(), li * dim, dim, plan.perLayerEmbedding().projection().outDim());
+            sync("per-layer act");
+            matvec(s, pi.projection(), s.g, s.tmp, T);
+            sync("per-layer projection");
+            if (pi.postNorm() != null) { norm(s, pi.postNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
+            op(s, 5, s.x, s.tmp, s.x, s.x, groups((long) T * hidden), T * hidden);
+            sync("add");
+        }
+        if (l.layerScalar() != 1f) {
+            op(s, 18, s.x, s.x, s.x, s.x, groups((long) T * hidden), T * hidden, Float.floatToRawIntBits(l.layerScalar()));
+            sync("layer scalar");
         }
     }
 

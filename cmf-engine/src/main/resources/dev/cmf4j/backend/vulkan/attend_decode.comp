@@ -37,8 +37,9 @@ layout(std430, set = 0, binding = 7) readonly buffer G { float gt[]; };        /
 layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };       // the forward's parameters (sinks)
 
 // u1 heads, u2 kv heads, u3 head dim, u4 the tables' offset (cos at u4 + i, sin at u4 + u8/2 + i), u5 window (0: none),
-// u6 scale (f32 bits), u7 cache row stride, u8 rotary dims (0: no rotary), u10 the partial sums' offset, u11
-// workgroups per head, u12 > 0: head h's sink logit at P[u12 - 1 + h] joins the combine's max and sum (as OP 8's)
+// u6 scale (f32 bits), u7 cache row stride, u8 rotary dims (0: no rotary), u9 1 where the caches hold the step's key
+// already, u10 the partial sums' offset, u11 workgroups per head, u12 > 0: head h's sink logit at P[u12 - 1 + h] joins
+// the combine's max and sum (as OP 8's)
 layout(push_constant) uniform Push { uint u[16]; } p;
 
 shared float qs[MAX_HEAD_DIM];   // q rotated
@@ -79,7 +80,9 @@ void main() {
         uint h = wg / per, w0 = wg % per;
         if (w0 >= chunks) continue;   // no keys for it at this position (the dispatch covers the whole context)
         uint group = heads / kvHeads, k0 = (h / group) * hd;
-        bool cur = w0 == (chunks - 1u) % per;   // it takes the last chunk, whose last key is the step's own
+        // it takes the last chunk, whose last key is the step's own (u9 = 1: a layer reading an earlier layer's
+        // caches, which already hold the step's key and value: nothing rotated or appended, every key from the caches)
+        bool cur = p.u[9] == 0u && w0 == (chunks - 1u) % per;
         // rotate-hl: dims i < hl paired with i + hl, dims past 2·hl copied
         for (uint i = tid; i < hl; i += WG) {
             float co = gt[tables + i], si = gt[tables + hl + i];

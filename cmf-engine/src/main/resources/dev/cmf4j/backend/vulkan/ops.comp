@@ -232,6 +232,32 @@ void main() {
                 d[h * hd + i] = acc / l;
             }
         }
+    } else if (OP == 16u) {
+        // gemma4's per-layer inputs, row r = t*layers + l (u0 rows of width u1): a = (RMSNorm(a * u5) * s + b[u7 + ...]) * u6,
+        // a the model projection's slice, b the table's row slice (already times its scale, gathered by the host);
+        // s = c[u2 + i] (u3 bit 0), 1 + c[u2 + i] (bit 1 too) or 1; eps u4; u4..u6 f32 bits
+        uint rows = p.u[0], n = p.u[1];
+        float eps = uintBitsToFloat(p.u[4]), projScale = uintBitsToFloat(p.u[5]), combine = uintBitsToFloat(p.u[6]);
+        bool weight = (p.u[3] & 1u) != 0u, offset = (p.u[3] & 2u) != 0u;
+        for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
+            float ss = 0.0;
+            for (uint i = tid; i < n; i += WG) { float v = a[r * n + i] * projScale; ss += v * v; }
+            float inv = 1.0 / sqrt(reduce(ss, false) / float(n) + eps);
+            for (uint i = tid; i < n; i += WG) {
+                float v = a[r * n + i] * projScale * inv;
+                if (weight) v = offset ? v * (1.0 + c[p.u[2] + i]) : c[p.u[2] + i] * v;
+                a[r * n + i] = (v + b[p.u[7] + r * n + i]) * combine;
+            }
+            barrier();
+        }
+    } else if (OP >= 17u && OP <= 18u) {
+        // element-wise over i < u0, grid-stride: 17 a = act_u1(a) * b[u2 + (i / u3)*u4 + i mod u3] (gemma4's per-layer
+        // gate times layer l's slice: u2 = l*dim, u3 dim, u4 the row's width); 18 a *= u1 (f32 bits: a layer scalar)
+        uint n = p.u[0];
+        for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
+            if (OP == 17u) a[i] = act(a[i], p.u[1]) * b[p.u[2] + (i / p.u[3]) * p.u[4] + i % p.u[3]];
+            else a[i] *= uintBitsToFloat(p.u[1]);
+        }
     } else {
         // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b (* c[u2 + i mod u4] where u3 != 0: rows of width u4);
         // 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;

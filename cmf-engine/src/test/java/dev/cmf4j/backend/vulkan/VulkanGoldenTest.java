@@ -28,7 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class VulkanGoldenTest {
     /** The fixture models the device-resident forward takes; the others run the hybrid path. */
-    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3");
+    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4");
 
     @TempDir static Path tmp;
     static VulkanContext ctx;
@@ -39,8 +39,8 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Every fixture model: the three the resident forward takes and the hybrid path's (experts; gpt-oss's sinks and
-     * biases, gemma4's per-layer parts, qwen3_next's delta nets on the CPU). On lavapipe a fixture costs ~10× its CPU run
+     * Every fixture model: the four the resident forward takes and the hybrid path's (experts; gpt-oss's sinks and
+     * biases, qwen3_next's delta nets on the CPU). On lavapipe a fixture costs ~10× its CPU run
      * (each dispatch is a thread-pool round).
      */
     @ParameterizedTest
@@ -74,7 +74,7 @@ class VulkanGoldenTest {
      * into them: roundings in another order, so within 1e-4, not exact.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
     void batchedStepsMatchEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-batch.cmf"), TensorPolicy.Mode.F32);
@@ -95,7 +95,7 @@ class VulkanGoldenTest {
      * alone, step after step (the recorded batch step replayed among them).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
     void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
@@ -167,16 +167,16 @@ class VulkanGoldenTest {
     /**
      * Quantized files against the CPU engine with its reference products ({@code CpuBackend.reference()}) on the same file
      * (the goldens are no quantized reference): the reference
-     * converter's q8_2f, and our converter's q4_block and q4tp; whole on the device, and (llama q4_block) on the hybrid
-     * path.
+     * converter's q8_2f, and our converter's q4_block, q4tp and (gemma4, which the reference converter has no file of)
+     * q8_2f; whole on the device, and (llama q4_block) on the hybrid path.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp"})
+    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];
         boolean hybrid = run.endsWith("hybrid");
-        Path cmf = w[1].equals("q8_2f") ? Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf")
+        Path cmf = w[1].equals("q8_2f") && !run.endsWith("converted") ? Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf")
                 : ConvertedGoldenTest.convert(Fixtures.require("models/" + model), tmp.resolve(model + "-" + w[1] + ".cmf"), TensorPolicy.Mode.parse(w[1]));
         int[] ids = Golden.load(Fixtures.require("models/" + model)).inputIds();
         float[] want, got;
@@ -292,16 +292,16 @@ class VulkanGoldenTest {
 
     /**
      * A decode of 150 steps after the golden prompt (a context of 200: 4 workgroups a head, keys past the first chunk;
-     * gemma3's window of 8 past it) with the rotary, the cache append and the combine folded into the attention (OP 9)
+     * gemma3's and gemma4's windows of 8 past it; gemma4's last two layers attending over earlier layers' caches) with the rotary, the cache append and the combine folded into the attention (OP 9)
      * against the same steps unfolded (OP 1, OP 4, OP 7, OP 8, -Dcmf.vulkan.foldAttention=false) and against the CPU
      * engine, every step's logits, the same tokens fed to all three (the CPU's greedy picks). The folded path
      * (attend_decode.comp) sums a key's dot product in 4 parts and the values by groups of keys, so the two device paths
      * differ by rounding, grown over 150 steps: within 1e-4 (lavapipe: 0 to 2.4e-5, each as close to the CPU as the
-     * other; the rotary, the cache row and the combine are held to float64 at 1e-5 and 1e-6 by the op checks). The CPU
+     * other, gemma4 8.7e-5 from it; the rotary, the cache row and the combine are held to float64 at 1e-5 and 1e-6 by the op checks). The CPU
      * within 1e-3.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
     void foldedAttentionMatchesTheUnfolded(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-fold.cmf"), TensorPolicy.Mode.F32);

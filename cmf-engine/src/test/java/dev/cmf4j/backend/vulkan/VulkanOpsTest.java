@@ -54,7 +54,8 @@ class VulkanOpsTest {
         assertThat(results).hasSizeGreaterThan((VulkanOpCheck.DTYPES.length - 1) * VulkanOpCheck.QUICK.length * 2);
         assertThat(results.stream().map(OpResult::op).toList()).contains("matvec_q4_block vs cpu", "matvec_q4tp vs float64");
         assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy", "bias",
-                "attention sinks", "split attention sinks", "folded attention sinks");
+                "attention sinks", "split attention sinks", "folded attention sinks",
+                "per-layer inputs offset", "per-layer gate gelu_tanh", "layer scalar", "folded attention over an earlier layer's caches: caches untouched");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
 
