@@ -331,6 +331,11 @@ final class VulkanResidentForward implements DeviceForward {
                         dnS[l] = dev(4L * dn.valueHeads() * dn.keyDim() * dn.valueDim(), "delta net state");
                         continue;
                     }
+                    if (layer.sharesKv()) {   // it reads its source's caches (an earlier layer's): none of its own
+                        kCache[l] = kCache[layer.kvSource()];
+                        vCache[l] = vCache[layer.kvSource()];
+                        continue;
+                    }
                     long bytes = 4L * context * layer.kvHeads() * layer.headDim();
                     kCache[l] = dev(bytes, "key cache");
                     vCache[l] = dev(bytes, "value cache");

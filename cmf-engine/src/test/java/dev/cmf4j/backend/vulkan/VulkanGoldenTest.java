@@ -144,6 +144,38 @@ class VulkanGoldenTest {
     }
 
     /**
+     * gemma4's last two layers read earlier layers' keys and values: a state holds caches for the other three only. Its
+     * bytes grow with the context by less than every layer's caches would (a key and a value row a layer a position).
+     */
+    @org.junit.jupiter.api.Test
+    void layersSharingKeysAndValuesHoldNoCaches() throws Exception {
+        Path dir = Fixtures.require("models/gemma4");
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("gemma4-caches.cmf"), TensorPolicy.Mode.F32);
+        var om = new com.fasterxml.jackson.databind.ObjectMapper();
+        var config = om.readTree(dir.resolve("config.json").toFile());
+        int layers = config.get("num_hidden_layers").asInt(), shared = config.get("num_kv_shared_layers").asInt();
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            var g = m.graph();
+            assertThat(g.device()).as("runs whole on the device").isNotNull();
+            long every = 0, own = 0;   // bytes a position: every layer's key and value rows, those of the layers not sharing
+            for (int l = 0; l < layers; l++) {
+                int hd = config.at("/per_layer_config/" + l + "/head_dim").asInt(config.get("head_dim").asInt());
+                long row = 2L * 4 * config.get("num_key_value_heads").asInt() * hd;
+                every += row;
+                if (l < layers - shared) own += row;
+            }
+            var small = g.newState(16, 1000);
+            var large = g.newState(16, 2000);
+            double perPosition = (large.heldBytes() - small.heldBytes()) / 1000.0;
+            small.close();
+            large.close();
+            System.out.println("vulkan gemma4 state: " + perPosition + " bytes a position (caches of every layer: " + every
+                    + ", of those not sharing: " + own + ")");
+            assertThat(perPosition).isGreaterThanOrEqualTo(own).isLessThan(every);
+        }
+    }
+
+    /**
      * Embryo's three fixture models (the reference's own files, float64 log-probabilities) on the device, hybrid path
      * (anchors, delta nets, the clustered head on the CPU): whole prompt and token by token, within the CPU's 1e-3.
      */
