@@ -88,7 +88,7 @@ public final class DevicesCommand implements Callable<Integer> {
                 ObjectNode n = v.addObject().put("index", d.index()).put("name", d.name()).put("type", d.type())
                         .put("vendor_id", d.vendorId()).put("driver", d.driverName()).put("driver_info", d.driverInfo())
                         .put("api_version", d.apiVersion()).put("device_local_bytes", d.deviceLocalBytes())
-                        .put("subgroup_size", d.subgroupSize()).put("subgroup_arithmetic", d.subgroupArithmetic()).put("shader_float16", d.shaderFloat16()).put("shader_int8", d.shaderInt8())
+                        .put("subgroup_size", d.subgroupSize()).put("subgroup_arithmetic", d.subgroupArithmetic()).put("shader_float16", d.shaderFloat16()).put("shader_int8", d.shaderInt8()).put("shader_float64", d.shaderFloat64())
                         .put("cooperative_matrix", d.cooperativeMatrix()).put("cooperative_matrix_prompt", d.coopMatmul()).put("compute_queue", d.computeQueueFamily() >= 0)
                         .put("software", d.software());
                 n.put("max_storage_buffer_bytes", d.maxStorageBufferRange());

@@ -70,17 +70,20 @@ public final class VulkanContext implements AutoCloseable {
     /**
      * ops.comp: nine storage buffers (A..D, the step's S, E..G, which only the folded decode attention OP 9 reads, and P,
      * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from
-     * attend_decode.comp, OPs 24-31 from gdn.comp).
+     * attend_decode.comp, OPs 24-31 from gdn.comp, OPs 32-36 from embryo.comp where the device computes in 64-bit floats:
+     * else those are 0).
      */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 32, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
-    private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gdnModule, gemmCoopModule;
+    static final int OPS = 37, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
+    private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gdnModule, embryoModule, gemmCoopModule;
     /** The OP whose pipeline is attend_decode.comp's (same bindings and push constants as ops.comp's): the folded decode attention. */
     static final int OP_ATTEND_DECODE = 9;
     /** gdn.comp's OPs (Qwen3-Next): the delta net's unfuse, conv, gates, rule and gated norm, the output gate's split and product, the gated add. */
     static final int OP_GDN_UNFUSE = 24, OP_GDN_CONV = 25, OP_GDN_GATES = 26, OP_GDN_RULE = 27, OP_GDN_NORM = 28, OP_SPLIT_GATE = 29,
             OP_SIGMOID_MUL = 30, OP_GATED_ADD = 31;
+    /** embryo.comp's OPs (the Embryo family): the anchor's ring attend and commit, the resonance router, the clustered head's two log-softmaxes. */
+    static final int OP_ANCHOR_ATTEND = 32, OP_ANCHOR_COMMIT = 33, OP_RESONANCE_ROUTE = 34, OP_CLUSTER_LOGSOFTMAX = 35, OP_HEAD_FINISH = 36;
     /**
      * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
      * device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
@@ -234,9 +237,13 @@ public final class VulkanContext implements AutoCloseable {
                 opsModule = createShaderModule(a, Shaders.load("ops"));
                 attendModule = createShaderModule(a, Shaders.load("attend_decode"));
                 gdnModule = createShaderModule(a, Shaders.load("gdn"));
+                // (its SPIR-V declares Float64: a device without the feature must not see it)
+                embryoModule = info.shaderFloat64() ? createShaderModule(a, Shaders.load("embryo")) : 0;
                 ops = new long[OPS];
-                for (int k = 0; k < OPS; k++)
-                    ops[k] = createPipeline(a, k == OP_ATTEND_DECODE ? attendModule : k >= OP_GDN_UNFUSE ? gdnModule : opsModule, opsPipelineLayout, k);
+                for (int k = 0; k < OPS; k++) {
+                    long module = k == OP_ATTEND_DECODE ? attendModule : k >= OP_ANCHOR_ATTEND ? embryoModule : k >= OP_GDN_UNFUSE ? gdnModule : opsModule;
+                    ops[k] = module == 0 ? 0 : createPipeline(a, module, opsPipelineLayout, k);
+                }
                 if (statistics) {
                     System.err.println("vulkan statistics: matvec_decode int8: " + pipelineStatistics(matvecDecode[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
@@ -486,7 +493,8 @@ public final class VulkanContext implements AutoCloseable {
                 Vk.versionString(api), v12 ? Vk.chars(drv, 20, 256) : "", v12 ? Vk.chars(drv, 276, 256) : "", List.copyOf(heaps),
                 sub.get(U32, 16), (sub.get(U32, 20) & Vk.STAGE_COMPUTE) != 0 && (sub.get(U32, 24) & (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE)) == (SUBGROUP_ARITHMETIC | SUBGROUP_SHUFFLE),
                 f16.get(U32, 16) != 0, f16.get(U32, 20) != 0, coopExt, coopMatmul,
-                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick);
+                compute, maxRange, m3.get(U64, 24), groups, exts.contains("VK_KHR_portability_subset"), tick,
+                f2.get(U32, 16 + 4 * FEATURE_SHADER_FLOAT64) != 0);
     }
 
     /**
@@ -522,6 +530,9 @@ public final class VulkanContext implements AutoCloseable {
         }
     }
 
+    /** VkPhysicalDeviceFeatures.shaderFloat64: the index of its VkBool32 in the struct (55 of them). */
+    private static final int FEATURE_SHADER_FLOAT64 = 39, FEATURES = 55;
+
     private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics, boolean coop) {
         MemorySegment prio = a.allocate(ValueLayout.JAVA_FLOAT);
         prio.set(ValueLayout.JAVA_FLOAT, 0, 1f);
@@ -554,6 +565,11 @@ public final class VulkanContext implements AutoCloseable {
             f16.set(PTR, 8, model);
             model.set(PTR, 8, ci.get(PTR, 8));
             ci.set(PTR, 8, coopF);
+        }
+        if (info.shaderFloat64()) {   // pEnabledFeatures: 64-bit floats (embryo.comp), nothing else
+            MemorySegment features = Vk.plain(a, 4L * FEATURES);
+            features.set(U32, 4L * FEATURE_SHADER_FLOAT64, 1);
+            ci.set(PTR, 64, features);
         }
         ci.set(U32, 20, 1);
         ci.set(PTR, 24, q);
@@ -758,6 +774,7 @@ public final class VulkanContext implements AutoCloseable {
         vk.call("vkDestroyShaderModule", device, opsModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, attendModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, gdnModule, MemorySegment.NULL);
+        if (embryoModule != 0) vk.call("vkDestroyShaderModule", device, embryoModule, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, opsPipelineLayout, MemorySegment.NULL);
         vk.call("vkDestroyDescriptorSetLayout", device, opsSetLayout, MemorySegment.NULL);
         vk.call("vkDestroyPipelineLayout", device, pipelineLayout, MemorySegment.NULL);

@@ -20,12 +20,13 @@ import java.util.Locale;
  *                            16 × 16 × 16 at subgroup scope, f16 arithmetic, the Vulkan memory model, 32-invocation subgroups
  * @param portabilitySubset   whether it is a portability implementation (MoltenVK), which must enable VK_KHR_portability_subset
  * @param timestampPeriod     nanoseconds per timestamp tick, 0 when the compute queue family writes no timestamps
+ * @param shaderFloat64       whether shaders may compute in 64-bit floats (embryo.comp's sums need them; enabled when there)
  */
 public record VulkanDeviceInfo(int index, String name, String type, int vendorId, int deviceId, String apiVersion,
                                String driverName, String driverInfo, List<Heap> heaps, int subgroupSize, boolean subgroupArithmetic,
                                boolean shaderFloat16, boolean shaderInt8, boolean cooperativeMatrix, boolean coopMatmul, int computeQueueFamily,
                                long maxStorageBufferRange, long maxAllocationSize, int[] maxGroupCount,
-                               boolean portabilitySubset, float timestampPeriod) {
+                               boolean portabilitySubset, float timestampPeriod, boolean shaderFloat64) {
 
     /** One memory heap. */
     public record Heap(long bytes, boolean deviceLocal) {}
@@ -50,10 +51,10 @@ public record VulkanDeviceInfo(int index, String name, String type, int vendorId
 
     /** One line for people. */
     public String describe() {
-        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, cooperative matrix %s%s)",
+        return String.format(Locale.ROOT, "%s (%s, vendor 0x%04x, %s%s, Vulkan %s, %.1f GiB device-local, subgroup %d%s, f16 %s, int8 %s, f64 %s, cooperative matrix %s%s)",
                 name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
                 apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute subgroup adds and shuffles: unusable",
-                yes(shaderFloat16), yes(shaderInt8),
+                yes(shaderFloat16), yes(shaderInt8), yes(shaderFloat64),
                 yes(cooperativeMatrix), !cooperativeMatrix ? "" : coopMatmul ? " (f16 16x16x16: prompt products can take it, -Dcmf.vulkan.coopmat=true)" : " (no f16 16x16x16 subgroup shape the prompt products use)");
     }
 

@@ -177,6 +177,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         String hybrid = "vulkan: " + plan.label() + ": hybrid path (weight products on the device, every other operator on the CPU): ";
         if (!resident) { notes.accept(hybrid + "-Dcmf.vulkan.resident=false"); return null; }
         String why = VulkanResidentForward.unsupported(plan, kv);
+        if (why == null && VulkanResidentForward.needsFloat64(plan) && !ctx.info().shaderFloat64())
+            why = "this device has no 64-bit floats in shaders (the Embryo head's and router's sums need them)";
         if (why != null) { notes.accept(hybrid + why); return null; }
         if (closed) throw new IllegalStateException("VulkanMatMul closed");
         VulkanResidentForward f = new VulkanResidentForward(this, plan);

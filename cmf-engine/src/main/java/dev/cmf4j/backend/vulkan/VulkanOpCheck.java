@@ -71,6 +71,7 @@ final class VulkanOpCheck {
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         out.addAll(deltaNet(device, r));
+        if (device.context().info().shaderFloat64()) out.addAll(embryo(device, r));
         out.addAll(foldedProducts(device, r));
         out.addAll(foldedTokens(device, r));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
@@ -358,12 +359,18 @@ final class VulkanOpCheck {
      * (zero before), returned after.
      */
     private static int[] run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, float[]... arrays) {
+        return run(mm, ops, groups, u, pos0, Double.NEGATIVE_INFINITY, arrays);
+    }
+
+    /** As above with the step buffer's head gate (embryo.comp's, 8 bytes in) {@code gate}; binding 8 (P): the eighth array. */
+    private static int[] run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, double gate, float[]... arrays) {
         VulkanContext ctx = mm.context();
         java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
         int counters = 64;
         VulkanContext.Buffer step = ctx.buffer(16 + 4 * counters, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
         step.mapped().fill((byte) 0);
         step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
+        step.mapped().set(ValueLayout.JAVA_DOUBLE, 8, gate);
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
             long[] handles = new long[VulkanContext.OPS_BUFFERS];
             handles[4] = step.buffer();
@@ -692,6 +699,139 @@ final class VulkanOpCheck {
             for (int i = 0; i < want.length; i++) want[i] += (withGate ? 1f / (1f + (float) Math.exp(-logit[i / hidden])) : 1f) * src[i];
             run(mm, VulkanContext.OP_GATED_ADD, 2, new int[] {tokens * hidden, hidden, withGate ? 1 : 0}, y, src, logit, y);
             out.add(new OpResult("gated add" + (withGate ? "" : " ungated"), tokens + "x" + hidden, error(y, want), 1e-6));
+        }
+        return out;
+    }
+
+    /**
+     * embryo.comp's operators against float64: the bounded anchor's attend (sinks unrotated, the window's keys from the
+     * ring or this span's rows, the query rotated by distance) over a span of rows from row 1, at a position whose window
+     * is not full yet and at one where it wraps the ring, then the ring commit (a span longer than the window keeps its
+     * last W rows); the resonance router against the CPU's ResonanceRouter (rank 2 and 0, an exact tie to the lower
+     * expert); the clustered head's cluster log-softmax and finish, ungated and with a gate dropping some clusters.
+     */
+    static List<OpResult> embryo(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        // anchor {heads, kv heads, head dim, rotary dims, window, sinks, span rows, first position}
+        for (int[] sh : new int[][] {{4, 2, 16, 16, 8, 4, 3, 2}, {4, 2, 16, 8, 8, 4, 3, 13}, {6, 2, 8, 8, 16, 3, 20, 5}}) {
+            int heads = sh[0], kvh = sh[1], hd = sh[2], rd = sh[3], W = sh[4], S = sh[5], n = sh[6], pos0 = sh[7], half = rd / 2;
+            int qd = heads * hd, kvd = kvh * hd, rows = n + 1;
+            float scale = (float) (1 / Math.sqrt(hd));
+            float[] q = gauss(r, rows * qd, 1), k = gauss(r, rows * kvd, 1), v = gauss(r, rows * kvd, 1);
+            float[] ringK = gauss(r, W * kvd, 1), ringV = gauss(r, W * kvd, 1), att = new float[rows * qd];
+            // P: sinkK, sinkV [kvh, S, hd], cos, sin [W, half] (real rotations by distance)
+            int sk = 3, sv = sk + kvh * S * hd, cs = sv + kvh * S * hd, sn = cs + W * half;
+            float[] prm = new float[sn + W * half];
+            for (int i = sk; i < cs; i++) prm[i] = (float) r.nextGaussian();
+            for (int d = 0; d < W; d++)
+                for (int i = 0; i < half; i++) {
+                    double th = d * Math.pow(1000, -2.0 * i / rd);
+                    prm[cs + d * half + i] = (float) Math.cos(th);
+                    prm[sn + d * half + i] = (float) Math.sin(th);
+                }
+            double[] want = new double[rows * qd];
+            for (int t = 0; t < n; t++)
+                for (int h = 0; h < heads; h++) {
+                    int g = h / (heads / kvh), p = pos0 + t, first = Math.max(0, p - W + 1), cnt = S + p - first + 1;
+                    double[] sc = new double[cnt], val = new double[cnt * hd];
+                    int qo = (1 + t) * qd + h * hd;
+                    for (int s2 = 0; s2 < cnt; s2++) {
+                        double acc = 0;
+                        if (s2 < S) {
+                            for (int i = 0; i < hd; i++) {
+                                acc += (double) q[qo + i] * prm[sk + (g * S + s2) * hd + i];
+                                val[s2 * hd + i] = prm[sv + (g * S + s2) * hd + i];
+                            }
+                        } else {
+                            int d = s2 - S, j = p - d;
+                            boolean own = j >= pos0;
+                            float[] kk = own ? k : ringK, vv = own ? v : ringV;
+                            int ko = own ? (1 + j - pos0) * kvd + g * hd : (j % W) * kvd + g * hd;
+                            double[] rq = new double[hd];
+                            for (int i = 0; i < hd; i++) rq[i] = q[qo + i];
+                            for (int i = 0; i < half; i++) {
+                                double c = prm[cs + d * half + i], si = prm[sn + d * half + i];
+                                rq[i] = q[qo + i] * c - q[qo + i + half] * si;
+                                rq[i + half] = q[qo + i] * si + q[qo + i + half] * c;
+                            }
+                            for (int i = 0; i < hd; i++) { acc += rq[i] * kk[ko + i]; val[s2 * hd + i] = vv[ko + i]; }
+                        }
+                        sc[s2] = acc * scale;
+                    }
+                    double m = java.util.Arrays.stream(sc).max().orElseThrow(), l = 0;
+                    for (int s2 = 0; s2 < cnt; s2++) { sc[s2] = Math.exp(sc[s2] - m); l += sc[s2]; }
+                    for (int i = 0; i < hd; i++) {
+                        double acc = 0;
+                        for (int s2 = 0; s2 < cnt; s2++) acc += sc[s2] * val[s2 * hd + i];
+                        want[(1 + t) * qd + h * hd + i] = acc / l;
+                    }
+                }
+            float[] wantRingK = ringK.clone(), wantRingV = ringV.clone();
+            for (int t = Math.max(0, n - W); t < n; t++) {
+                System.arraycopy(k, (1 + t) * kvd, wantRingK, ((pos0 + t) % W) * kvd, kvd);
+                System.arraycopy(v, (1 + t) * kvd, wantRingV, ((pos0 + t) % W) * kvd, kvd);
+            }
+            int[] u = {heads, kvh, hd, W, S, half, Float.floatToRawIntBits(scale), 1, 0, sk, sv, cs, sn};
+            run(mm, new int[] {VulkanContext.OP_ANCHOR_ATTEND}, new int[] {heads * n}, u, pos0, q, k, v, ringK, ringV, q, att, prm);
+            String shape = n + " rows at " + pos0 + ", " + heads + "/" + kvh + " heads x" + hd + ", window " + W + ", " + S + " sinks";
+            out.add(new OpResult("anchor attend", shape, error(att, want), 1e-5));
+            run(mm, new int[] {VulkanContext.OP_ANCHOR_COMMIT}, new int[] {Math.min(n, W)}, new int[] {n, W, kvd, 1}, pos0, k, v, ringK, ringV);
+            out.add(new OpResult("anchor commit", shape, Math.max(error(ringK, wantRingK), error(ringV, wantRingV)), 0));
+        }
+        // resonance router {experts, rank, dim, rows}; row 0 of the second: experts 1 and 3 identical (a tie to 1)
+        for (int[] sh : new int[][] {{5, 2, 48, 3}, {4, 0, 20, 2}}) {
+            int E = sh[0], rank = sh[1], dim = sh[2], T = sh[3];
+            float[] y = gauss(r, T * dim, 1), mu = gauss(r, E * dim, 1), uu = rank == 0 ? new float[0] : gauss(r, E * rank * dim, 0.3f), bias = gauss(r, E, 2);
+            if (rank == 0) { System.arraycopy(mu, dim, mu, 3 * dim, dim); bias[3] = bias[1]; System.arraycopy(mu, dim, y, 0, dim); }
+            float[] prm = new float[E * dim + uu.length + E], idx = new float[T], wts = new float[T];
+            System.arraycopy(mu, 0, prm, 0, mu.length);
+            System.arraycopy(uu, 0, prm, mu.length, uu.length);
+            System.arraycopy(bias, 0, prm, mu.length + uu.length, E);
+            dev.cmf4j.backend.cpu.ResonanceRouter router = new dev.cmf4j.backend.cpu.ResonanceRouter(E, rank, dim, mu, rank == 0 ? null : uu, bias, null);
+            run(mm, new int[] {VulkanContext.OP_RESONANCE_ROUTE}, new int[] {T}, new int[] {E, rank, dim, 0, mu.length, mu.length + uu.length}, 0,
+                    y, idx, wts, y, y, y, y, prm);
+            int wrong = 0;
+            for (int t = 0; t < T; t++)
+                if (Float.floatToRawIntBits(idx[t]) != router.route(y, t * dim, new double[E], new double[E], new double[dim]) || wts[t] != 1f) wrong++;
+            out.add(new OpResult("resonance router" + (rank == 0 ? " with a tie" : ""), E + " experts, rank " + rank + ", " + T + " rows", wrong, 0));
+        }
+        // clustered head {rows, clusters, size}: ungated, then a gate between the clusters' log-probabilities
+        int rows = 3, count = 6, size = 10, vocab = count * size;
+        for (boolean gated : new boolean[] {false, true}) {
+            float[] z = gauss(r, rows * vocab, 3), lc = gauss(r, rows * count, 2);
+            double[] want = new double[rows * vocab];
+            double[] lp = new double[rows * count];
+            for (int row = 0; row < rows; row++) {
+                double m = Double.NEGATIVE_INFINITY, l = 0;
+                for (int c = 0; c < count; c++) m = Math.max(m, lc[row * count + c]);
+                for (int c = 0; c < count; c++) l += Math.exp(lc[row * count + c] - m);
+                for (int c = 0; c < count; c++) lp[row * count + c] = lc[row * count + c] - m - Math.log(l);
+            }
+            double gate = gated ? lp[count + 2] - 1e-3 : Double.NEGATIVE_INFINITY;   // row 1's cluster 2 stays, some others drop
+            int dropped = 0;
+            for (int row = 0; row < rows; row++)
+                for (int c = 0; c < count; c++) {
+                    double p = lp[row * count + c];
+                    int at = row * vocab + c * size;
+                    if ((float) p < gate) {
+                        dropped++;
+                        for (int i = 0; i < size; i++) want[at + i] = p - Math.log(size);
+                        continue;
+                    }
+                    double m = Double.NEGATIVE_INFINITY, l = 0;
+                    for (int i = 0; i < size; i++) m = Math.max(m, z[at + i]);
+                    for (int i = 0; i < size; i++) l += Math.exp(z[at + i] - m);
+                    for (int i = 0; i < size; i++) want[at + i] = z[at + i] - m - Math.log(l) + p;
+                }
+            run(mm, new int[] {VulkanContext.OP_CLUSTER_LOGSOFTMAX}, new int[] {rows}, new int[] {count}, 0, lc, lc, lc, lc);
+            float[] zz = z.clone();
+            run(mm, new int[] {VulkanContext.OP_HEAD_FINISH}, new int[] {rows * count}, new int[] {vocab, count, size,
+                    Float.floatToRawIntBits((float) Math.log(size)), 0}, 0, gate, zz, lc, zz, zz);
+            double[] wantLc = lp.clone();
+            out.add(new OpResult("cluster log-softmax", rows + "x" + count, error(lc, wantLc), 1e-6));
+            out.add(new OpResult("clustered head" + (gated ? " gated (" + dropped + " clusters dropped)" : ""), rows + " rows, " + count + "x" + size,
+                    error(zz, want), 1e-6));
+            if (gated && dropped == 0) throw new IllegalStateException("the gated head check dropped no cluster");
         }
         return out;
     }

@@ -37,6 +37,16 @@ final class VulkanResidentForward implements DeviceForward {
     private final Vk vk;
     private final DecoderPlan plan;
     private final int qDimMax, kvDimMax, interMax, maxHalf, headDimMax;
+    /** embryo.comp's scores of one anchor query in shared memory: sinks + window at most. */
+    static final int MAX_ANCHOR_SCORES = 160;
+
+    /** Whether {@code plan} needs embryo.comp's 64-bit sums (the resonance router, the clustered head). */
+    static boolean needsFloat64(DecoderPlan plan) {
+        if (plan.headClusters() != null) return true;
+        for (DecoderPlan.Layer l : plan.layers()) if (l.moe() != null && l.moe().resonance() != null) return true;
+        return false;
+    }
+
     /** gdn.comp's conv window in registers: the widest causal conv of a delta net it takes. */
     static final int MAX_CONV_KERNEL = 8;
     /**
@@ -46,7 +56,10 @@ final class VulkanResidentForward implements DeviceForward {
     private final int dnProjMax, dnBaMax, dnConvMax, dnVMax, dnHeadsMax, dnQkMax;
     /** Whether a layer has the attention output gate (its q product twice as wide: q and the gate per head). */
     private final boolean outputGates;
-    /** The delta nets' vectors (conv weights and bias, −exp(A_log), dt bias), by identity: float offsets in {@link #params}. */
+    /**
+     * The delta nets' vectors (conv weights and bias, −exp(A_log), dt bias), the anchors' (sinks, rotation tables) and the
+     * resonance routers' descriptors, by identity: float offsets in {@link #params}.
+     */
     private final Map<float[], Integer> vectorAt = new IdentityHashMap<>();
     /** Keys per chunk of the split decode attention (ops.comp OP 7's SPLIT), and its most workgroups per head. */
     static final int ATTENTION_SPLIT = 64, ATTENTION_PER_HEAD = 32;
@@ -113,11 +126,16 @@ final class VulkanResidentForward implements DeviceForward {
             return "per-layer inputs of " + pe.projection().outDim() + " for " + plan.layers().size() + " layers of " + pe.dim();
         if (plan.mtpProjection() != null) return "an MTP head (its input rows come from the host)";
         if (plan.inputRows()) return "a pipeline stage's input rows (--split layers runs on CUDA)";
-        if (plan.headClusters() != null) return "a hierarchical head";
+        DecoderPlan.HeadClusters hc = plan.headClusters();
+        if (hc != null && plan.vocab() % hc.count() != 0) return "a hierarchical head of " + hc.count() + " clusters over " + plan.vocab() + " tokens";
+        if (hc != null && !VulkanMatMul.supports(hc.clusters())) return hc.clusters().name() + " is " + hc.clusters().dtype().label;
         if (!VulkanMatMul.supports(plan.head())) return plan.head().name() + " is " + plan.head().dtype().label;
         for (DecoderPlan.Layer l : plan.layers()) {
             String at = "layer " + plan.layers().indexOf(l) + ": ";
-            if (l.anchor() != null) return at + "a bounded anchor";
+            DecoderPlan.Anchor an = l.anchor();
+            if (an != null && an.sinks() + an.window() > MAX_ANCHOR_SCORES)
+                return at + "an anchor of " + an.sinks() + " sinks and a window of " + an.window() + " (embryo.comp takes " + MAX_ANCHOR_SCORES + " scores)";
+            if (an != null && (an.rotaryDim() % 2 != 0 || an.rotaryDim() > l.headDim())) return at + "an anchor's rotary width " + an.rotaryDim();
             if (l.moe() != null) return at + "a mixture of experts";
             if (l.postMlpNorm() != null) return at + "a dense MLP beside the experts";
             if (l.perLayerInput() != null && (pe == null || l.perLayerInput().gate().outDim() != pe.dim()))
@@ -177,6 +195,15 @@ final class VulkanResidentForward implements DeviceForward {
         for (int i = 0; i < plan.layers().size(); i++) {
             DecoderPlan.Layer l = plan.layers().get(i);
             gates |= l.outputGate();
+            java.util.function.Consumer<float[]> vector = v -> {
+                if (v != null && !vectorAt.containsKey(v)) {
+                    vectorAt.put(v, size[0]);
+                    place.accept(v);
+                }
+            };
+            if (l.anchor() != null) for (float[] v : new float[][] {l.anchor().sinkK(), l.anchor().sinkV(), l.anchor().cos(), l.anchor().sin()}) vector.accept(v);
+            DecoderPlan.Resonance res = l.moe() == null ? null : l.moe().resonance();
+            if (res != null) for (float[] v : new float[][] {res.mu(), res.rank() == 0 ? null : res.u(), res.bias()}) vector.accept(v);
             DecoderPlan.DeltaNet dn = l.deltaNet();
             if (dn != null) {
                 proj = Math.max(proj, dn.qkvz() != null ? dn.qkvz().outDim() : 0);
@@ -186,11 +213,7 @@ final class VulkanResidentForward implements DeviceForward {
                 nv = Math.max(nv, dn.valueHeads());
                 qk = Math.max(qk, dn.valueHeads() * dn.keyDim());
                 norm.accept(dn.norm());
-                for (float[] v : new float[][] {dn.conv(), dn.convBias(), dn.negA(), dn.dtBias()})
-                    if (v != null && !vectorAt.containsKey(v)) {
-                        vectorAt.put(v, size[0]);
-                        place.accept(v);
-                    }
+                for (float[] v : new float[][] {dn.conv(), dn.convBias(), dn.negA(), dn.dtBias()}) vector.accept(v);
             }
             q = Math.max(q, plan.heads() * l.headDim());
             hdm = Math.max(hdm, l.headDim());
@@ -280,6 +303,10 @@ final class VulkanResidentForward implements DeviceForward {
         /** With delta nets: their rows of a step (see dnProjMax …), and per delta-net layer its conv inputs and state S. Else null. */
         final VulkanContext.Buffer dnProj, dnBa, dnMixed, dnZ, dnB, dnA, dnQ, dnK, dnCore;
         final VulkanContext.Buffer[] dnConv, dnS;
+        /** With a hierarchical head: the cluster log-probabilities of the logit rows. Else null. */
+        final VulkanContext.Buffer lc;
+        /** The head gate ({@link #gateHead}): clusters of lower log-probability are dropped; written to the step buffer. */
+        double headGate = Double.NEGATIVE_INFINITY;
         final List<VulkanContext.Buffer> all = new ArrayList<>();
         final Map<List<Long>, Long> sets = new HashMap<>();
         final Map<Object, Long> matvecSets = new HashMap<>();
@@ -336,9 +363,10 @@ final class VulkanResidentForward implements DeviceForward {
                         vCache[l] = vCache[layer.kvSource()];
                         continue;
                     }
-                    long bytes = 4L * context * layer.kvHeads() * layer.headDim();
-                    kCache[l] = dev(bytes, "key cache");
-                    vCache[l] = dev(bytes, "value cache");
+                    // an anchor keeps a ring of its window's keys and values, slot p mod W, instead of a cache
+                    long bytes = 4L * (layer.anchor() != null ? layer.anchor().window() : context) * layer.kvHeads() * layer.headDim();
+                    kCache[l] = dev(bytes, layer.anchor() != null ? "anchor key ring" : "key cache");
+                    vCache[l] = dev(bytes, layer.anchor() != null ? "anchor value ring" : "value cache");
                 }
                 qg = outputGates ? dev(8L * chunk * qDimMax, "q and output gate") : null;
                 gate = outputGates ? dev(4L * chunk * qDimMax, "output gate") : null;
@@ -352,6 +380,7 @@ final class VulkanResidentForward implements DeviceForward {
                 dnQ = dn ? dev(4L * chunk * dnQkMax, "delta net q") : null;
                 dnK = dn ? dev(4L * chunk * dnQkMax, "delta net k") : null;
                 dnCore = dn ? dev(4L * chunk * dnVMax, "delta net output") : null;
+                lc = plan.headClusters() != null ? dev(4L * logitRows * plan.headClusters().count(), "cluster log-probabilities") : null;
             } catch (RuntimeException e) {
                 free();
                 throw e;
@@ -400,6 +429,8 @@ final class VulkanResidentForward implements DeviceForward {
             return s;
         }
     }
+
+    @Override public void gateHead(Object state, double gate) { ((State) state).headGate = gate; }
 
     @Override public void release(Object state) {
         synchronized (mm) {
@@ -480,6 +511,7 @@ final class VulkanResidentForward implements DeviceForward {
             }
         }
         s.step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
+        s.step.mapped().set(ValueLayout.JAVA_DOUBLE, 8, s.headGate);   // (embryo.comp's head finish reads it)
     }
 
     /** A batched step's activations: rows for the largest step so far, no context of its own (its rows attend in their states). */
@@ -709,6 +741,7 @@ final class VulkanResidentForward implements DeviceForward {
             DecoderPlan.Layer l = plan.layers().get(li);
             DecoderPlan.DeltaNet dn = l.deltaNet();
             if (dn != null) deltaNet(s, parts, l, li, T);
+            else if (l.anchor() != null) anchor(s, parts, l, li, T, rowsFold);
             else attention(s, parts, l, li, T, rowsFold, own);
             // the mixer's output projection: o of the attention, or the delta net's
             Matrix o = dn != null ? dn.outProj() : l.o();
@@ -766,8 +799,10 @@ final class VulkanResidentForward implements DeviceForward {
             if (rows == 0) vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         if (rows > 0) {
-            if (rowsFold && rows == T && folds(T, plan.head())) {   // (every row wants its logits: none to gather)
+            Matrix clusters = plan.headClusters() == null ? null : plan.headClusters().clusters();
+            if (rowsFold && rows == T && folds(T, plan.head()) && (clusters == null || folds(T, clusters))) {   // (every row wants its logits: none to gather)
                 folded(s, plan.head(), s.x, s.logits, plan.finalNorm(), null, 0, null, false, T);
+                if (clusters != null) folded(s, clusters, s.x, s.lc, plan.finalNorm(), null, 0, null, false, T);
             } else {
                 VulkanContext.Buffer src = s.x;
                 int from = logitRows[0];
@@ -782,7 +817,9 @@ final class VulkanResidentForward implements DeviceForward {
                 norm(s, plan.finalNorm(), src, s.xn, rows, hidden, from * hidden, 0);
                 sync("norm");
                 matvec(s, plan.head(), s.xn, s.logits, rows);
+                if (clusters != null) matvec(s, clusters, s.xn, s.lc, rows);
             }
+            if (clusters != null) clusteredHead(s, parts, logitRows, rows);
             mark("head");
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             copy(s.logits, 0, s.out, 0, 4L * rows * vocab);
@@ -791,6 +828,60 @@ final class VulkanResidentForward implements DeviceForward {
         }
         vk.endCommandBuffer(rec);
         profiling = false;
+    }
+
+    /**
+     * An Embryo bounded anchor (swa_sink_v1) of {@code T} rows into s.att (embryo.comp; CUDA's EmbryoSteps.anchor): the
+     * norm and q/k/v products over every row (folded for decode rows), then per part one softmax over its sinks and
+     * window (the window's earlier keys from the part's ring, this step's from the rows) and its rows into the ring.
+     */
+    private void anchor(State s, List<Part> parts, DecoderPlan.Layer l, int li, int T, boolean rowsFold) {
+        DecoderPlan.Anchor an = l.anchor();
+        int heads = plan.heads(), hd = l.headDim(), kvd = l.kvHeads() * hd;
+        if (rowsFold && folds(T, l.q(), l.k(), l.v())) {
+            folded(s, l.q(), s.x, s.q, l.attnNorm(), null, 0, null, false, T);
+            folded(s, l.k(), s.x, s.k, l.attnNorm(), null, 0, null, false, T);
+            folded(s, l.v(), s.x, s.v, l.attnNorm(), null, 0, null, false, T);
+        } else {
+            norm(s, l.attnNorm(), s.x, s.xn, T, plan.hidden(), 0, 0);
+            sync("norm");
+            matvec(s, l.q(), s.xn, s.q, T);
+            matvec(s, l.k(), s.xn, s.k, T);
+            matvec(s, l.v(), s.xn, s.v, T);
+        }
+        sync("q/k/v");
+        for (Part pt : parts) {
+            State ps = pt.state();
+            op(ps, VulkanContext.OP_ANCHOR_ATTEND, new VulkanContext.Buffer[] {s.q, s.k, s.v, ps.kCache[li], ps.vCache[li], s.q, s.att},
+                    heads * pt.tokens(), heads, l.kvHeads(), hd, an.window(), an.sinks(), an.rotaryDim() / 2, Float.floatToRawIntBits(l.scale()),
+                    pt.row0(), 0, vectorAt.get(an.sinkK()), vectorAt.get(an.sinkV()), vectorAt.get(an.cos()), vectorAt.get(an.sin()));
+        }
+        sync("anchor attend");
+        for (Part pt : parts) {   // (after every head has read the ring)
+            State ps = pt.state();
+            op(ps, VulkanContext.OP_ANCHOR_COMMIT, s.k, s.v, ps.kCache[li], ps.vCache[li], Math.min(pt.tokens(), an.window()),
+                    pt.tokens(), an.window(), kvd, pt.row0());
+        }
+        sync("anchor commit");
+    }
+
+    /**
+     * The hierarchical head over the {@code rows} logit rows whose z = head·x̂ are in s.logits and cluster logits in s.lc
+     * (embryo.comp): the clusters' log-softmax, then per cluster of each row log p = z − logsumexp(cluster's z) + its
+     * log-probability, or for a cluster below the row's sequence's gate its spread mass. Every head row is computed (the
+     * CPU reads only kept clusters' rows; the kept ones' values are the same).
+     */
+    private void clusteredHead(State s, List<Part> parts, int[] logitRows, int rows) {
+        int count = plan.headClusters().count(), size = plan.vocab() / count;
+        sync("head");
+        op(s, VulkanContext.OP_CLUSTER_LOGSOFTMAX, s.lc, s.lc, s.lc, s.lc, rows, count);
+        sync("cluster log-softmax");
+        for (int i = 0, at = 0; i < logitRows.length; at += logitRows[i + 1], i += 2) {
+            State ps = s;   // the gate is the sequence's: the part whose rows hold these logit rows
+            for (Part pt : parts) if (logitRows[i] >= pt.row0() && logitRows[i] < pt.row0() + pt.tokens()) ps = pt.state();
+            op(ps, VulkanContext.OP_HEAD_FINISH, s.logits, s.lc, s.logits, s.logits, logitRows[i + 1] * count, plan.vocab(), count, size,
+                    Float.floatToRawIntBits((float) Math.log(size)), at);
+        }
     }
 
     /**
