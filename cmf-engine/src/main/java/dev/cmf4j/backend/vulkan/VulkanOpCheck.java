@@ -74,6 +74,8 @@ final class VulkanOpCheck {
         if (device.context().info().shaderFloat64()) out.addAll(embryo(device, r));
         out.addAll(foldedProducts(device, r));
         out.addAll(foldedTokens(device, r));
+        out.addAll(moeRouting(device, r));
+        out.addAll(moeExperts(device, r));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
         return out;
     }
@@ -834,6 +836,183 @@ final class VulkanOpCheck {
             if (gated && dropped == 0) throw new IllegalStateException("the gated head check dropped no cluster");
         }
         return out;
+    }
+
+    /**
+     * moe.comp's routing against the CPU's (MoeStep: Softmax.apply, Softmax.topK) on random logits drawn from a few
+     * values, so many tie: {experts, k} by the three modes (softmax and the top k, renormalised over the k or not; the
+     * top k of the logits and a softmax over them). The expert ids must be the CPU's exactly (ties to the lower index);
+     * the weights within 1e-5 of the largest (exp and the sums in f32 in another order: 8e-7 on lavapipe at 1,000 experts).
+     */
+    static List<OpResult> moeRouting(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        for (int[] sh : new int[][] {{8, 2}, {128, 8}, {1000, 32}, {5, 5}})
+            for (int mode : new int[] {1, 0, 2}) {
+                int n = sh[0], k = sh[1], tokens = 3;
+                float[] logits = new float[tokens * n];
+                for (int i = 0; i < logits.length; i++) logits[i] = (float) (r.nextInt(-6, 7) * 0.5);   // 13 values: ties
+                float[] route = new float[2 * tokens * k], wantW = new float[tokens * k];
+                int[] wantIdx = new int[tokens * k], pick = new int[k];
+                for (int t = 0; t < tokens; t++) {
+                    float[] p = java.util.Arrays.copyOfRange(logits, t * n, (t + 1) * n);
+                    if (mode == 2) {
+                        dev.cmf4j.backend.cpu.Softmax.topK(p, n, k, pick);
+                        for (int j = 0; j < k; j++) wantW[t * k + j] = p[pick[j]];
+                        dev.cmf4j.backend.cpu.Softmax.apply(wantW, t * k, k);
+                    } else {
+                        dev.cmf4j.backend.cpu.Softmax.apply(p, 0, n);
+                        dev.cmf4j.backend.cpu.Softmax.topK(p, n, k, pick);
+                        float sum = 0f;
+                        for (int j = 0; j < k; j++) sum += p[pick[j]];
+                        for (int j = 0; j < k; j++) wantW[t * k + j] = mode == 1 ? p[pick[j]] / sum : p[pick[j]];
+                    }
+                    System.arraycopy(pick, 0, wantIdx, t * k, k);
+                }
+                moeRun(mm, VulkanContext.MOE_ROUTE, Shaders.KIND_F32, null, 2, 1, new int[] {n, k, mode, tokens}, logits, route, logits, logits);
+                int wrong = 0;
+                float[] gotW = new float[tokens * k];
+                for (int i = 0; i < tokens * k; i++) {
+                    if (Float.floatToRawIntBits(route[2 * i]) != wantIdx[i]) wrong++;
+                    gotW[i] = route[2 * i + 1];
+                }
+                String name = "moe route " + (mode == 2 ? "top-k then softmax" : mode == 1 ? "softmax top-k renormalised" : "softmax top-k");
+                String shape = tokens + " tokens, " + n + " experts, top " + k;
+                out.add(new OpResult(name + ": ids (ties to the lower index)", shape, wrong, 0));
+                out.add(new OpResult(name + ": weights", shape, error(gotW, wantW), 1e-5));
+            }
+        return out;
+    }
+
+    /**
+     * moe.comp's expert kernels against the CPU's reference products on random weights of every dtype the stacks take:
+     * {@code tokens} rows each routed to {@code k} distinct experts of {@code experts} with random weights (the routing
+     * given, not computed), gate and up separate (stacked gate, up, gate, up, …) or one fused interleaved [2I] product
+     * per expert (row windows of a 3-D tensor), with biases, SiLU or gpt-oss's clamped SwiGLU; then the down products
+     * weighted and summed in ascending expert order (as MoeStep adds them) into a random residual. Widths of 4s and odd
+     * ones (the one-element loads). Error over the reference's largest magnitude, bound 1e-5 (f32 sums in another order).
+     */
+    static List<OpResult> moeExperts(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        MatMul cpu = CpuBackend.reference().matmul();
+        int experts = 6, k = 2, tokens = 3;
+        for (DType dt : new DType[] {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F})
+            for (int[] sh : new int[][] {{40, 24}, {37, 13}})
+                for (boolean fused : new boolean[] {false, true}) {
+                    int hidden = sh[0], inter = sh[1];
+                    dev.cmf4j.backend.Glu glu = fused ? new dev.cmf4j.backend.Glu.ClampedSwiglu(1.702f, 0.7f)
+                            : new dev.cmf4j.backend.Glu.Gated(dev.cmf4j.backend.Activation.SILU);
+                    List<Matrix> pieces = new ArrayList<>(), down = new ArrayList<>();
+                    Matrix gateUp3d = Matrix.of("gate_up", dt, randomPayload(r, dt, experts * 2 * inter, hidden), (long) experts * 2 * inter, hidden);
+                    for (int e = 0; e < experts; e++) {
+                        if (fused) pieces.add(gateUp3d.slice((long) e * 2 * inter, 2 * inter, false));
+                        else for (int h = 0; h < 2; h++) pieces.add(Matrix.of("gate/up " + e, dt, randomPayload(r, dt, inter, hidden), inter, hidden));
+                        down.add(Matrix.of("down " + e, dt, randomPayload(r, dt, hidden, inter), hidden, inter));
+                    }
+                    float[] x = gauss(r, tokens * hidden, 1), guBias = gauss(r, experts * 2 * inter, 0.5), dBias = gauss(r, experts * hidden, 0.5);
+                    float[] params = new float[guBias.length + dBias.length];
+                    System.arraycopy(guBias, 0, params, 0, guBias.length);
+                    System.arraycopy(dBias, 0, params, guBias.length, dBias.length);
+                    float[] route = new float[2 * tokens * k];
+                    int[] idx = new int[tokens * k];
+                    float[] wts = new float[tokens * k];
+                    for (int t = 0; t < tokens; t++) {
+                        int a = r.nextInt(experts), b = (a + 1 + r.nextInt(experts - 1)) % experts;
+                        idx[t * k] = t == 1 ? Math.max(a, b) : a;   // one token with its larger expert first (the sum's order)
+                        idx[t * k + 1] = t == 1 ? Math.min(a, b) : b;
+                        for (int j = 0; j < k; j++) {
+                            wts[t * k + j] = (float) r.nextDouble();
+                            route[2 * (t * k + j)] = Float.intBitsToFloat(idx[t * k + j]);
+                            route[2 * (t * k + j) + 1] = wts[t * k + j];
+                        }
+                    }
+                    // the CPU: each slot's gate and up, the GLU, then each token's experts' down in ascending order
+                    float[] wantH = new float[tokens * k * inter], resid = gauss(r, tokens * hidden, 1), wantY = resid.clone();
+                    for (int t = 0; t < tokens; t++) {
+                        float[] xt = java.util.Arrays.copyOfRange(x, t * hidden, (t + 1) * hidden), sum = new float[hidden];
+                        Integer[] order = {0, 1};
+                        final int tt = t;
+                        java.util.Arrays.sort(order, java.util.Comparator.comparingInt(j -> idx[tt * k + j]));
+                        for (int j : order) {
+                            int e = idx[t * k + j], slot = t * k + j;
+                            float[] g = new float[2 * inter], h = new float[inter], y = new float[hidden];
+                            if (fused) cpu.apply(pieces.get(e), xt, 1, g);
+                            else {
+                                float[] gg = new float[inter], uu = new float[inter];
+                                cpu.apply(pieces.get(2 * e), xt, 1, gg);
+                                cpu.apply(pieces.get(2 * e + 1), xt, 1, uu);
+                                System.arraycopy(gg, 0, g, 0, inter);
+                                System.arraycopy(uu, 0, g, inter, inter);
+                            }
+                            for (int i = 0; i < 2 * inter; i++) g[i] += guBias[e * 2 * inter + i];
+                            for (int i = 0; i < inter; i++)
+                                h[i] = fused ? glu.apply(g[2 * i], g[2 * i + 1]) : glu.apply(g[i], g[inter + i]);
+                            System.arraycopy(h, 0, wantH, slot * inter, inter);
+                            cpu.apply(down.get(e), h, 1, y);
+                            for (int i = 0; i < hidden; i++) sum[i] += (y[i] + dBias[e * hidden + i]) * wts[slot];
+                        }
+                        for (int i = 0; i < hidden; i++) wantY[t * hidden + i] += sum[i];
+                    }
+                    long range = Math.min(VulkanMatMul.PART_CAP, mm.context().info().maxStorageBufferRange());
+                    VulkanResidentForward.Stack gu = VulkanResidentForward.stack(mm, pieces, 2 * inter, range);
+                    VulkanResidentForward.Stack dn = VulkanResidentForward.stack(mm, down, hidden, range);
+                    try {
+                        float[] h = new float[tokens * k * inter], y = resid.clone();
+                        int act = glu instanceof dev.cmf4j.backend.Glu.Gated gt ? gt.act().ordinal() : 3;
+                        moeRun(mm, VulkanContext.MOE_GATE_UP, gu.kind(), gu, inter, tokens * k, new int[] {inter, hidden, k, gu.rsOff(), gu.cfOff(),
+                                gu.flags(), 1, gu.cfRows(), gu.rowsPerExpert(), fused ? 1 : 0, act, Float.floatToRawIntBits(1.702f),
+                                Float.floatToRawIntBits(0.7f)}, x, route, h, params);
+                        String shape = tokens + " tokens x top " + k + " of " + experts + ", " + inter + "x" + hidden + (fused ? ", fused interleaved" : ", gate and up");
+                        out.add(new OpResult("moe gate/up " + dt.label, shape, error(h, wantH), 1e-5));
+                        moeRun(mm, VulkanContext.MOE_DOWN, dn.kind(), dn, hidden, tokens, new int[] {hidden, inter, k, dn.rsOff(), dn.cfOff(), dn.flags(),
+                                1 + guBias.length, dn.cfRows(), dn.rowsPerExpert(), 1}, wantH, route, y, params);
+                        out.add(new OpResult("moe down " + dt.label, shape, error(y, wantY), 1e-5));
+                    } finally {
+                        mm.context().free(gu.buffer());
+                        mm.context().free(dn.buffer());
+                    }
+                }
+        return out;
+    }
+
+    /**
+     * One moe.comp dispatch of {@code op} over the stack {@code w} (A; null: b stands in), host-visible buffers holding
+     * b, c, d and the parameters p (B, C, D, P), {@code gx} × {@code gy} workgroups, push constants {@code u}; the arrays
+     * are overwritten with the buffers' contents after.
+     */
+    private static void moeRun(VulkanMatMul mm, int op, int kind, VulkanResidentForward.Stack w, int gx, int gy, int[] u,
+                               float[] b, float[] c, float[] d, float[] p) {
+        VulkanContext ctx = mm.context();
+        java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
+        VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            float[][] arrays = {b, b, c, d, null, b, b, b, p};
+            long[] handles = new long[VulkanContext.OPS_BUFFERS];
+            for (int i = 0; i < handles.length; i++) {
+                if (i == 4) { handles[i] = step.buffer(); continue; }
+                if (i == 0 && w != null) { handles[i] = w.buffer().buffer(); continue; }
+                handles[i] = made.computeIfAbsent(arrays[i], x -> {
+                    VulkanContext.Buffer nb = ctx.buffer(4L * Math.max(1, x.length), Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check");
+                    MemorySegment.copy(x, 0, nb.mapped(), ValueLayout.JAVA_FLOAT, 0, x.length);
+                    return nb;
+                }).buffer();
+            }
+            long set = mm.allocateSet(ctx.opsSetLayout);
+            mm.writeSet(set, handles);
+            MemorySegment push = arena.allocate(VulkanContext.OPS_PUSH_BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
+            for (int i = 0; i < u.length; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, u[i]);
+            sets.set(ValueLayout.JAVA_LONG, 0, set);
+            long pipeline = ctx.moePipeline(op, kind);
+            mm.submitRecorded(cb -> {
+                ctx.vk.cmdBindPipeline(cb, pipeline);
+                ctx.vk.cmdBindDescriptorSet(cb, ctx.opsPipelineLayout, sets);
+                ctx.vk.cmdPushConstants(cb, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
+                ctx.vk.cmdDispatch(cb, gx, gy, 1);
+            });
+            made.forEach((arr, buf) -> MemorySegment.copy(buf.mapped(), ValueLayout.JAVA_FLOAT, 0, arr, 0, arr.length));
+        } finally {
+            made.values().forEach(ctx::free);
+            ctx.free(step);
+        }
     }
 
     static float[] gauss(SplittableRandom r, int n, double sd) {

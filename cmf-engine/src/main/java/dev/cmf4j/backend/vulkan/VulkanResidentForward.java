@@ -7,6 +7,7 @@ import dev.cmf4j.backend.Matrix;
 import dev.cmf4j.backend.NormOp;
 import dev.cmf4j.backend.RopeTable;
 import dev.cmf4j.backend.cpu.Rotary;
+import dev.cmf4j.format.DType;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -22,14 +23,16 @@ import static dev.cmf4j.backend.vulkan.Vk.U32;
 import static dev.cmf4j.backend.vulkan.Vk.U64;
 
 /**
- * A dense decoder run whole on a Vulkan device: the hidden state, every operator of a layer (RMSNorm, the products,
- * per-head q/k norms, rotary, the KV cache append, causal GQA attention with an optional sliding window, the gated MLP,
- * the residual adds, sandwich norms, projection biases; gemma4's per-layer inputs, v norm, layer scalars and layers reading
- * an earlier layer's caches) and the head stay on the device, one submission per forward call; the host gathers
- * the embedding rows (and per-layer table rows) and computes the rotary tables (as the CPU graph does, so both paths rotate
- * by the same cos and sin), and takes back the logits. Supports the plan shapes {@link #unsupported} does not name (llama,
- * qwen3, gemma3, gemma4 and alike with an f32 KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the
- * weights {@link VulkanMatMul} holds. All calls are serialised on the matmul.
+ * A decoder run whole on a Vulkan device: the hidden state, every operator of a layer (RMSNorm, the products,
+ * per-head q/k norms, rotary, the KV cache append, causal GQA attention with an optional sliding window and attention
+ * sinks, the gated MLP or a mixture of experts, the residual adds, sandwich norms, projection biases; gemma4's per-layer
+ * inputs, v norm, layer scalars and layers reading an earlier layer's caches) and the head stay on the device, one
+ * submission per forward call; the host gathers the embedding rows (and per-layer table rows) and computes the rotary
+ * tables (as the CPU graph does, so both paths rotate by the same cos and sin), and takes back the logits. Supports the
+ * plan shapes {@link #unsupported} does not name (llama, qwen3, gemma3, gemma4, qwen3_moe, gpt_oss and alike with an f32
+ * KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the weights
+ * {@link VulkanMatMul} holds; experts: moe.comp over the forward's own expert stacks. All calls are serialised on the
+ * matmul.
  */
 final class VulkanResidentForward implements DeviceForward {
     private final VulkanMatMul mm;
@@ -136,7 +139,10 @@ final class VulkanResidentForward implements DeviceForward {
             if (an != null && an.sinks() + an.window() > MAX_ANCHOR_SCORES)
                 return at + "an anchor of " + an.sinks() + " sinks and a window of " + an.window() + " (embryo.comp takes " + MAX_ANCHOR_SCORES + " scores)";
             if (an != null && (an.rotaryDim() % 2 != 0 || an.rotaryDim() > l.headDim())) return at + "an anchor's rotary width " + an.rotaryDim();
-            if (l.moe() != null) return at + "a mixture of experts";
+            if (l.moe() != null) {
+                String why = moeUnsupported(plan, l);
+                if (why != null) return at + why;
+            }
             if (l.postMlpNorm() != null) return at + "a dense MLP beside the experts";
             if (l.perLayerInput() != null && (pe == null || l.perLayerInput().gate().outDim() != pe.dim()))
                 return at + "a per-layer input without per-layer embeddings of its width";
@@ -220,6 +226,7 @@ final class VulkanResidentForward implements DeviceForward {
             kvd = Math.max(kvd, l.kvHeads() * l.headDim());
             if (l.gate() != null) in = Math.max(in, Math.max(l.gate().outDim(), l.up().outDim()));
             if (l.perLayerInput() != null) in = Math.max(in, l.perLayerInput().gate().outDim());   // its gate's rows go to g too
+            if (l.moe() != null) moeParams(l, place, size);
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.vNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm(),
                     l.perLayerInput() == null ? null : l.perLayerInput().postNorm()}) norm.accept(n);
             for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
@@ -237,7 +244,7 @@ final class VulkanResidentForward implements DeviceForward {
             ropeOf[i] = l.rope() == null || l.rope().rotaryDim() == 0 ? -1 : r;
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
-        qDimMax = q; kvDimMax = kvd; interMax = in; maxHalf = half; headDimMax = hdm;
+        qDimMax = q; kvDimMax = kvd; interMax = Math.max(1, in); maxHalf = half; headDimMax = hdm;
         dnProjMax = proj; dnBaMax = ba; dnConvMax = conv; dnVMax = vd; dnHeadsMax = nv; dnQkMax = qk;
         outputGates = gates;
         stepBytes = 16 + 4 * plan.heads();
@@ -246,6 +253,13 @@ final class VulkanResidentForward implements DeviceForward {
             for (int i = 0; i < weights.size(); i++)
                 MemorySegment.copy(weights.get(i), 0, dst, ValueLayout.JAVA_FLOAT, 4L * offsets.get(i), weights.get(i).length);
         });
+        try {
+            moeStacks();
+        } catch (RuntimeException e) {
+            for (MoeLayer m : moeLayers.values()) m.free(ctx);
+            ctx.free(params);
+            throw e;
+        }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ci = Vk.struct(a, 24, Vk.ST_COMMAND_POOL_CREATE_INFO);
             ci.set(U32, 16, 2);
@@ -291,6 +305,8 @@ final class VulkanResidentForward implements DeviceForward {
         final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
         /** Gemma4's per-layer inputs: the table's rows the host gathers (times its scale), and pli [chunk, layers·dim]; else null. */
         VulkanContext.Buffer pleRows, pli;
+        /** A mixture of experts' router logits, expert ids and weights, and the chosen experts' GLU rows (null without experts). */
+        final VulkanContext.Buffer moeLogits, moeRoute, moeH;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
         /** Whether {@link #decode} copies the step's last-layer row back too. */
@@ -345,6 +361,9 @@ final class VulkanResidentForward implements DeviceForward {
                     pleRows = host(bytes, "per-layer table rows");   // read once a step by OP 16: no device twin
                     pli = dev(bytes, "per-layer inputs");
                 }
+                moeLogits = moeExperts == 0 ? null : dev(4L * chunk * moeExperts, "router logits");
+                moeRoute = moeExperts == 0 ? null : dev(8L * chunk * moeTopK, "expert ids and weights");
+                moeH = moeExperts == 0 ? null : dev(4L * chunk * moeTopK * moeInter, "experts' GLU rows");
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
@@ -695,7 +714,7 @@ final class VulkanResidentForward implements DeviceForward {
      * (q, k and v; gate and up; the rotary and the value copy) go without one between them. A decode step folds what
      * matvec_decode.comp can into its products (the RMSNorms before q/k/v, gate/up and the head, the biases, the GLU
      * before down, the residual adds after o and down) and attends over splits of the context (OP 9, which also rotates,
-     * appends to the caches and combines; unfolded: OP 1, OP 4, OP 7, OP 8).
+     * appends to the caches and combines; unfolded: OP 1, OP 4, OP 7, OP 8). An MoE layer's FFN is {@link #moeFfn}.
      */
     private void record(State s, MemorySegment cb, MemorySegment begin, int T, int rows, boolean rowsBack) {
         record(s, List.of(new Part(s, 0, T)), cb, begin, T, rows == 0 ? new int[0] : new int[] {T - rows, rows}, rowsBack);
@@ -756,6 +775,10 @@ final class VulkanResidentForward implements DeviceForward {
                 if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
+            }
+            if (l.moe() != null && l.gate() == null) {
+                moeFfn(s, l, T);
+                continue;
             }
             if (rowsFold && folds(T, l.gate(), l.up())) {
                 folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null, false, T);
@@ -1282,6 +1305,251 @@ final class VulkanResidentForward implements DeviceForward {
         vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
     }
 
+    // ---- mixture of experts (moe.comp) ----
+
+    /** Why {@code l}'s mixture of experts cannot run here, or null. */
+    private static String moeUnsupported(DecoderPlan plan, DecoderPlan.Layer l) {
+        DecoderPlan.Moe m = l.moe();
+        if (m.router() == null || m.resonance() != null) return "a resonance router";
+        if (m.routerNorm() != null || m.expertScale() != null) return "an MoE router with its own norm and expert scales";
+        if (m.shared() != null) return "a shared expert";
+        if (l.gate() != null) return "a dense MLP beside the experts";
+        if (m.experts() > DecoderPlan.MAX_EXPERTS || m.topK() > DecoderPlan.MAX_TOP_K)
+            return m.experts() + " experts, top " + m.topK() + " (moe.comp takes at most " + DecoderPlan.MAX_EXPERTS + ", top " + DecoderPlan.MAX_TOP_K + ")";
+        List<List<Matrix>> groups = new ArrayList<>(List.of(List.of(m.router()), m.gate(), m.down()));
+        if (m.up() != null) groups.add(m.up());
+        DType expertType = m.gate().get(0).dtype();
+        for (List<Matrix> g : groups)
+            for (Matrix w : g) {
+                String what = w == m.router() ? "router " : "expert ";
+                if (w.inputMajor()) return what + w.name() + " is input-major (the Vulkan experts read output-major rows)";
+                if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f)";
+                if (w != m.router() && w.dtype() != expertType) return "experts of mixed dtypes (" + w.name() + " is " + w.dtype().label + ")";
+                if (w.cols() != g.get(0).cols() || w.rows() != g.get(0).rows()) return "experts of different shapes (" + w.name() + ")";
+            }
+        long rows = 0;
+        for (List<Matrix> g : groups.subList(1, groups.size())) rows += (long) g.size() * g.get(0).rows();
+        for (List<Matrix> g : List.of(m.gate(), m.down())) {
+            long stack = stackBytes(g.get(0).dtype(), (m.up() != null && g == m.gate() ? 2L : 1L) * g.size() * g.get(0).rows(), g.get(0).cols(), 2L * g.size());
+            if (stack > VulkanMatMul.PART_CAP) return "experts of " + stack + " bytes a product, more than one Vulkan buffer holds (" + VulkanMatMul.PART_CAP + ")";
+        }
+        return rows > 0 ? null : "no experts";
+    }
+
+    /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16 and int8. */
+    private static boolean stackable(DType dt) {
+        return dt == DType.F32 || dt == DType.BF16 || dt == DType.F16 || dt == DType.Q8_ROW || dt == DType.Q8_2F;
+    }
+
+    /** Bytes of a stack of {@code rows} rows of {@code cols} with at most {@code colVectors} column-scale vectors. */
+    private static long stackBytes(DType dt, long rows, int cols, long colVectors) {
+        int elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
+        boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F;
+        return ((rows * cols * elem + 3) & ~3L) + (q8 ? 4 * rows : 0) + (dt == DType.Q8_2F ? 4L * colVectors * cols : 0);
+    }
+
+    /**
+     * One product's rows for every expert back to back in one device buffer, as moe.comp reads them: the weights in their
+     * stored dtype, then (int8) an f32 scale per row from word {@code rsOff}, then (q8_2f) one f32 column-scale vector per
+     * run of {@code cfRows} rows from word {@code cfOff}; expert e's rows from stack row e·{@code rowsPerExpert}.
+     */
+    record Stack(VulkanContext.Buffer buffer, int kind, int flags, int rsOff, int cfOff, int cfRows, int rowsPerExpert) {}
+
+    /** A layer's experts on the device: the router's, gate/up's and down's stacks, and their biases' offsets in P (-1: none). */
+    private static final class MoeLayer {
+        Stack router, gateUp, down;
+        int routerBias = -1, gateUpBias = -1, downBias = -1;
+
+        void free(VulkanContext ctx) {
+            for (Stack st : new Stack[] {router, gateUp, down}) if (st != null) ctx.free(st.buffer());
+            router = gateUp = down = null;
+        }
+    }
+
+    /** The distinct weight kinds of the experts' stacks (gate/up and down; tests). */
+    java.util.Set<Integer> expertKinds() {
+        java.util.Set<Integer> kinds = new java.util.TreeSet<>();
+        for (MoeLayer m : moeLayers.values()) { kinds.add(m.gateUp.kind()); kinds.add(m.down.kind()); }
+        return kinds;
+    }
+
+    /** Every MoE layer's stacks (made in the constructor), by layer identity. */
+    private final Map<DecoderPlan.Layer, MoeLayer> moeLayers = new IdentityHashMap<>();
+    /** The widest routing, top-k and expert width of the plan's MoE layers (0: none): the states' MoE buffers. */
+    private int moeExperts, moeTopK, moeInter;
+
+    /** {@code l}'s expert biases into the parameters ({@code place}), laid out by stack row; its widths into the maxima. */
+    private void moeParams(DecoderPlan.Layer l, java.util.function.Consumer<float[]> place, int[] size) {
+        DecoderPlan.Moe m = l.moe();
+        int n = m.experts(), in = m.intermediate();
+        MoeLayer ml = new MoeLayer();
+        moeLayers.put(l, ml);
+        moeExperts = Math.max(moeExperts, n);
+        moeTopK = Math.max(moeTopK, m.topK());
+        moeInter = Math.max(moeInter, in);
+        if (m.routerBias() != null) { ml.routerBias = size[0]; place.accept(m.routerBias()); }
+        float[] gateUp = m.gateBias();   // fused: [experts, 2I] as the stack's rows already
+        if (m.up() != null && (m.gateBias() != null || m.upBias() != null)) {
+            // separate: expert e's stack rows are its gate's I rows, then its up's
+            gateUp = new float[2 * n * in];
+            for (int e = 0; e < n; e++) {
+                if (m.gateBias() != null) System.arraycopy(m.gateBias(), e * in, gateUp, 2 * e * in, in);
+                if (m.upBias() != null) System.arraycopy(m.upBias(), e * in, gateUp, (2 * e + 1) * in, in);
+            }
+        }
+        if (gateUp != null) { ml.gateUpBias = size[0]; place.accept(gateUp); }
+        if (m.downBias() != null) { ml.downBias = size[0]; place.accept(m.downBias()); }
+    }
+
+    /** Uploads every MoE layer's stacks. */
+    private void moeStacks() {
+        long range = Math.min(VulkanMatMul.PART_CAP, ctx.info().maxStorageBufferRange());
+        for (DecoderPlan.Layer l : plan.layers()) {
+            MoeLayer ml = moeLayers.get(l);
+            if (ml == null) continue;
+            DecoderPlan.Moe m = l.moe();
+            List<Matrix> gu = new ArrayList<>();
+            for (int e = 0; e < m.experts(); e++) {
+                gu.add(m.gate().get(e));
+                if (m.up() != null) gu.add(m.up().get(e));
+            }
+            ml.router = m.router() == null ? null : stack(mm, List.of(m.router()), m.experts(), range);
+            ml.gateUp = stack(mm, gu, 2 * m.intermediate(), range);
+            ml.down = stack(mm, m.down(), plan.hidden(), range);
+        }
+    }
+
+    /**
+     * {@code pieces} (each a row window of its tensor, the same shape and dtype) stacked in order into one buffer of
+     * {@code mm}'s device (a column-scale vector per piece), at most {@code range} bytes.
+     */
+    static Stack stack(VulkanMatMul mm, List<Matrix> pieces, int rowsPerExpert, long range) {
+        Matrix first = pieces.get(0);
+        DType dt = first.dtype();
+        int rows = first.rows(), cols = first.cols(), elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
+        boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F, colScales = dt == DType.Q8_2F;
+        long total = (long) pieces.size() * rows, bytes = stackBytes(dt, total, cols, pieces.size());
+        if (bytes > range)
+            throw new IllegalArgumentException(first.name() + ": the experts' stack takes " + bytes + " bytes, more than this device's buffer range ("
+                    + range + "): use -Dcmf.vulkan.resident=false");
+        long wBytes = total * cols * elem, rsOff = (wBytes + 3) / 4, cfOff = rsOff + (q8 ? total : 0);
+        VulkanContext.Buffer buf = mm.bufferFilled(bytes, dst -> {
+            for (int i = 0; i < pieces.size(); i++) {
+                Matrix w = pieces.get(i);
+                MemorySegment src = w.data();
+                long stored = w.storedRows() * cols * elem, at = (long) i * rows;
+                MemorySegment.copy(src, w.firstRow() * cols * elem, dst, at * cols * elem, (long) rows * cols * elem);
+                if (q8) for (int r = 0; r < rows; r++)
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + at + r), Float.float16ToFloat(src.get(VulkanMatMul.U16_LE, stored + 2 * (w.firstRow() + r))));
+                if (colScales) for (int c = 0; c < cols; c++)
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (cfOff + (long) i * cols + c),
+                            Float.float16ToFloat(src.get(VulkanMatMul.U16_LE, stored + 2 * w.storedRows() + 2L * c)));
+            }
+        });
+        int flags = (q8 ? MatvecPush.ROW_SCALES : 0) | (colScales ? MatvecPush.COL_SCALES : 0);
+        return new Stack(buf, VulkanMatMul.kind(dt), flags, Math.toIntExact(rsOff), Math.toIntExact(cfOff), rows, rowsPerExpert);
+    }
+
+    /** An MoE layer's FFN: x += moe(ffnNorm(x)) (with a post-FFN norm: x += postFfnNorm(moe(ffnNorm(x)))). */
+    private void moeFfn(State s, DecoderPlan.Layer l, int T) {
+        int hidden = plan.hidden();
+        norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
+        sync("norm");
+        boolean post = l.postFfnNorm() != null;
+        moe(s, l, s.xn, post ? s.tmp : s.x, T, !post);
+        if (post) {
+            norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0);
+            sync("norm");
+            op(s, 5, s.x, s.tmp, s.x, s.x, groups((long) T * hidden), T * hidden);
+            sync("add");
+        }
+    }
+
+    /**
+     * {@code l}'s mixture of experts over {@code T} rows of {@code in} (the experts' input, normed) into {@code out}
+     * ({@code add}: added to it, as to the residual; else written): the router's logits (+ bias), the routing into
+     * the state's expert ids and weights (on the device: a recorded step replays it), each chosen expert's gate and up
+     * through the GLU, and the chosen experts' down products weighted and summed (moe.comp).
+     */
+    void moe(State s, DecoderPlan.Layer l, VulkanContext.Buffer in, VulkanContext.Buffer out, int T, boolean add) {
+        moeRoute(s, l, in, T);
+        moeExperts(s, l, in, out, T, add);
+    }
+
+    /**
+     * {@code l}'s router over {@code T} rows of {@code routerIn} (+ bias) and the routing into {@code s.moeRoute}: per row t
+     * and pick j, at 2·(t·k + j), the expert id (its bits) then its weight. Another router fills those pairs and calls
+     * {@link #moeExperts}.
+     */
+    void moeRoute(State s, DecoderPlan.Layer l, VulkanContext.Buffer routerIn, int T) {
+        DecoderPlan.Moe m = l.moe();
+        MoeLayer ml = moeLayers.get(l);
+        int n = m.experts(), k = m.topK();
+        moeOp(s, VulkanContext.MOE_PRODUCT, ml.router, routerIn, s.moeRoute, s.moeLogits, n, T, ml.routerBias, n, plan.hidden(), 0, 0, 0, 0, 0);
+        sync("router");
+        int mode = (m.normTopK() ? 1 : 0) | (m.topKThenSoftmax() ? 2 : 0);
+        moeOp(s, VulkanContext.MOE_ROUTE, ml.router, s.moeLogits, s.moeRoute, s.moeLogits, Math.min(T, ctx.info().maxGroupCount()[0]), 1,
+                n, k, mode, T);
+        sync("route");
+    }
+
+    /**
+     * The experts {@code s.moeRoute} names for {@code T} rows of {@code in}: each pick's gate and up through the GLU, then
+     * per row the picks' down products weighted and summed into {@code out} ({@code add}: added to it, else written).
+     */
+    void moeExperts(State s, DecoderPlan.Layer l, VulkanContext.Buffer in, VulkanContext.Buffer out, int T, boolean add) {
+        DecoderPlan.Moe m = l.moe();
+        MoeLayer ml = moeLayers.get(l);
+        int hidden = plan.hidden(), k = m.topK(), inter = m.intermediate();
+        if ((long) T * k > ctx.info().maxGroupCount()[1])
+            throw new IllegalArgumentException(T + " rows of top " + k + " experts exceed the device's workgroup count");
+        int glu, alpha = 0, limit = 0;
+        switch (m.glu()) {
+            case dev.cmf4j.backend.Glu.Gated g -> glu = g.act().ordinal();
+            case dev.cmf4j.backend.Glu.ClampedSwiglu c -> { glu = 3; alpha = Float.floatToRawIntBits(c.alpha()); limit = Float.floatToRawIntBits(c.limit()); }
+        }
+        boolean interleaved = m.up() == null && m.interleaved();
+        moeOp(s, VulkanContext.MOE_GATE_UP, ml.gateUp, in, s.moeRoute, s.moeH, inter, T * k, ml.gateUpBias, inter, hidden, k,
+                interleaved ? 1 : 0, glu, alpha, limit);
+        sync("experts gate/up");
+        moeOp(s, VulkanContext.MOE_DOWN, ml.down, s.moeH, s.moeRoute, out, hidden, T, ml.downBias, hidden, inter, k, add ? 1 : 0, 0, 0, 0);
+        sync("experts down");
+    }
+
+    /**
+     * One moe.comp dispatch of {@code op} over {@code w}'s stack (A), b, c (the routing) and d: {@code gx} × {@code gy}
+     * workgroups. Products: u0 {@code rows}, u1 {@code cols}, u2 {@code k}, the stack's scales, {@code bias}'s offset,
+     * then {@code u9}..{@code u12}; the routing (gx its workgroups): u0 experts, u1 k, u2 mode, u3 tokens.
+     */
+    private void moeOp(State s, int op, Stack w, VulkanContext.Buffer b, VulkanContext.Buffer c, VulkanContext.Buffer d, int gx, int gy,
+                       int... u) {
+        int[] push;
+        if (op == VulkanContext.MOE_ROUTE) {
+            push = u;
+        } else {
+            int bias = u[0], rows = u[1], cols = u[2], k = u[3];
+            push = new int[] {rows, cols, k, w.rsOff(), w.cfOff(), w.flags(), bias < 0 ? 0 : bias + 1, w.cfRows(), w.rowsPerExpert(),
+                    u[4], u[5], u[6], u[7]};
+        }
+        long[] handles = new long[VulkanContext.OPS_BUFFERS];
+        VulkanContext.Buffer[] bufs = {w.buffer(), b, c, d};
+        for (int i = 0; i < handles.length; i++)
+            handles[i] = i == 4 ? s.stepDev.buffer() : i == 8 ? params.buffer() : bufs[i < 4 ? i : 0].buffer();
+        List<Long> key = java.util.Arrays.stream(handles).boxed().toList();
+        Long set = s.sets.get(key);
+        if (set == null) {
+            set = mm.allocateSet(ctx.opsSetLayout);
+            mm.writeSet(set, handles);
+            s.sets.put(key, set);
+        }
+        for (int i = 0; i < 16; i++) this.push.setAtIndex(ValueLayout.JAVA_INT, i, i < push.length ? push[i] : 0);
+        vk.cmdBindPipeline(rec, ctx.moePipeline(op, w.kind()));
+        setArray.set(U64, 0, set);
+        vk.cmdBindDescriptorSet(rec, ctx.opsPipelineLayout, setArray);
+        vk.cmdPushConstants(rec, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, this.push);
+        vk.cmdDispatch(rec, Math.max(1, Math.min(gx, ctx.info().maxGroupCount()[0])), gy, 1);
+    }
+
     @Override public int preferredChunk() { return 64; }
 
     /** The state's device buffers: KV caches, activations, scores, staging. */
@@ -1302,6 +1570,8 @@ final class VulkanResidentForward implements DeviceForward {
         batchSteps.clear();   // freed with the command pool below
         if (queryPool != 0) vk.call("vkDestroyQueryPool", ctx.device, queryPool, MemorySegment.NULL);
         ctx.free(params);
+        for (MoeLayer m : moeLayers.values()) m.free(ctx);
+        moeLayers.clear();
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
         vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);
         arena.close();

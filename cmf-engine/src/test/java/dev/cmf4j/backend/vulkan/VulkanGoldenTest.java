@@ -28,7 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class VulkanGoldenTest {
     /** The fixture models the device-resident forward takes; the others run the hybrid path. */
-    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4");
+    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss");
 
     @TempDir static Path tmp;
     static VulkanContext ctx;
@@ -39,9 +39,9 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Every fixture model: the four the resident forward takes and the hybrid path's (experts; gpt-oss's sinks and
-     * biases, qwen3_next's delta nets on the CPU). On lavapipe a fixture costs ~10× its CPU run
-     * (each dispatch is a thread-pool round).
+     * Every fixture model: the six the resident forward takes (qwen3_moe's and gpt_oss's experts, routing and gpt-oss's
+     * sinks on the device too) and the hybrid path's (gemma4_moe's router and dense MLP beside the experts, qwen3_next's
+     * shared expert). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a thread-pool round).
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "gemma4", "gemma4_moe", "qwen3_next"})
@@ -71,10 +71,11 @@ class VulkanGoldenTest {
      * caches): BatchConformance's 8 sequences joining at different steps, prompt chunks beside decode rows, every row
      * against the sequence alone, greedy ids the same; a composition met again replays its recorded commands. A batch normalises its rows before the products
      * (matvec_decode.comp's several-token pipeline, matmul.comp from 32 rows) where alone a decode step folds the RMSNorm
-     * into them: roundings in another order, so within 1e-4, not exact.
+     * into them: roundings in another order, so within 1e-4, not exact. (The experts' kernels give a row the same bits
+     * whatever the rows around it; their attention and router inputs differ as a dense layer's do.)
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss"})
     void batchedStepsMatchEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-batch.cmf"), TensorPolicy.Mode.F32);
@@ -92,10 +93,11 @@ class VulkanGoldenTest {
     /**
      * A step of decode rows only (one token of each of 3 sequences) folds its products as each sequence's own decode step
      * does (matvec_decode.comp's several-token pipeline): every row's logits are bit for bit those of its sequence run
-     * alone, step after step (the recorded batch step replayed among them).
+     * alone, step after step (the recorded batch step replayed among them). The MoE models too: moe.comp computes each
+     * row's router logits, routing and experts by workgroups of that row alone, however many rows the step has.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss"})
     void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
@@ -200,27 +202,38 @@ class VulkanGoldenTest {
      * Quantized files against the CPU engine with its reference products ({@code CpuBackend.reference()}) on the same file
      * (the goldens are no quantized reference): the reference
      * converter's q8_2f, and our converter's q4_block, q4tp and (gemma4, which the reference converter has no file of)
-     * q8_2f; whole on the device, and (llama q4_block) on the hybrid path.
+     * q8_2f; whole on the device, and (llama q4_block) on the hybrid path. The MoE models' experts in each dtype moe.comp
+     * reads (qwen3_moe's reference q8_2f file, gpt_oss at q8_2f, q8_row and f16, qwen3_moe at bf16), their stacks checked
+     * to hold that dtype.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted"})
+    @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted", "qwen3_moe q8_2f",
+            "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];
         boolean hybrid = run.endsWith("hybrid");
-        Path cmf = w[1].equals("q8_2f") && !run.endsWith("converted") ? Fixtures.require("cmf/refconv/" + model + "-Q8_2F.cmf")
+        // the reference converter's q8_2f file where the fixtures have one (qwen3_moe's: 3-D expert tensors), else ours
+        Path ref = Fixtures.root().resolve("cmf/refconv/" + model + "-Q8_2F.cmf");
+        Path cmf = w[1].equals("q8_2f") && !run.endsWith("converted") && java.nio.file.Files.exists(ref) ? ref
                 : ConvertedGoldenTest.convert(Fixtures.require("models/" + model), tmp.resolve(model + "-" + w[1] + ".cmf"), TensorPolicy.Mode.parse(w[1]));
         int[] ids = Golden.load(Fixtures.require("models/" + model)).inputIds();
+        // the reference converter writes "moe": null for qwen3_moe: its top-k comes from the model's config (RefconvQuantTest)
+        var overrides = cmf.equals(ref) && model.equals("qwen3_moe")
+                ? new com.fasterxml.jackson.databind.ObjectMapper().readTree("{\"moe\": {\"top_k\": 2, \"norm_topk_prob\": true}}") : null;
         float[] want, got;
         float[][] wantSteps, gotSteps;
-        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) {
+        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, overrides, cpu)) {
             want = logits(m, ids);
             wantSteps = steps(m, ids);
         }
         VulkanMatMul mm = new VulkanMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
         mm.useResident(!hybrid);
-        try (VulkanBackend b = new VulkanBackend(mm); Model m = Model.open(cmf, null, b)) {
+        try (VulkanBackend b = new VulkanBackend(mm); Model m = Model.open(cmf, overrides, b)) {
             assertThat(m.graph().device() != null).as("runs whole on the device").isEqualTo(!hybrid);
+            if (model.endsWith("moe") || model.equals("gpt_oss"))   // the experts read in the file's dtype
+                assertThat(((VulkanResidentForward) m.graph().device()).expertKinds()).as("the experts' weight kinds")
+                        .containsExactly(VulkanMatMul.kind(dev.cmf4j.format.DType.valueOf(w[1].toUpperCase(java.util.Locale.ROOT))));
             got = logits(m, ids);
             gotSteps = steps(m, ids);
             assertThat(mm.deviceBytes()).isPositive();
@@ -286,11 +299,11 @@ class VulkanGoldenTest {
     /**
      * A prompt of 70 tokens (the golden's ids over again) in one chunk, so every product of the prefill takes matmul.comp's
      * 64 × 64 tiles (from VulkanContext.gemmMinTokens), the head's too, and then in chunks of 40 and 30 (tiles, then
-     * matvec.comp), against the CPU engine with its reference products on the same file: resident (llama) and hybrid
-     * (qwen3_moe: its experts' few rows a chunk stay below the tiles).
+     * matvec.comp), against the CPU engine with its reference products on the same file: resident (llama; qwen3_moe, its
+     * experts by moe.comp for 140 routed rows, a router over 70) and hybrid (qwen3_next: its dense products on the tiles).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3_moe"})
+    @ValueSource(strings = {"llama", "qwen3_moe", "qwen3_next"})
     void longPromptsMatchTheCpuEngine(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-long.cmf"), TensorPolicy.Mode.F32);
@@ -324,7 +337,8 @@ class VulkanGoldenTest {
 
     /**
      * A decode of 150 steps after the golden prompt (a context of 200: 4 workgroups a head, keys past the first chunk;
-     * gemma3's and gemma4's windows of 8 past it; gemma4's last two layers attending over earlier layers' caches) with the rotary, the cache append and the combine folded into the attention (OP 9)
+     * gemma3's, gemma4's and gpt_oss's windows of 8 past it; gemma4's last two layers attending over earlier layers' caches;
+     * gpt_oss's sinks in the combine) with the rotary, the cache append and the combine folded into the attention (OP 9)
      * against the same steps unfolded (OP 1, OP 4, OP 7, OP 8, -Dcmf.vulkan.foldAttention=false) and against the CPU
      * engine, every step's logits, the same tokens fed to all three (the CPU's greedy picks). The folded path
      * (attend_decode.comp) sums a key's dot product in 4 parts and the values by groups of keys, so the two device paths
@@ -333,7 +347,7 @@ class VulkanGoldenTest {
      * within 1e-3.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "gpt_oss"})
     void foldedAttentionMatchesTheUnfolded(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-fold.cmf"), TensorPolicy.Mode.F32);
