@@ -209,7 +209,8 @@ final class VulkanOpCheck {
      * Gemma4's operators against the CPU graph's arithmetic (CpuPlan's PerLayerTable, PerLayerInput, ScaleLayer): the
      * per-layer inputs' combine (OP 16: the projection's slices scaled, RMSNorm'd with a plain, offset or no weight, plus
      * the table's rows, times the combine scale) over rows of 16 and of 300 (past a workgroup's 64), the per-layer gate
-     * times one layer's slice (OP 17) for each activation, the layer scalar (OP 18).
+     * times one layer's slice (OP 17) for each activation, the layer scalar (OP 18), the MoE routing's per-expert scales
+     * (OP 19).
      */
     static List<OpResult> gemma4Operators(VulkanMatMul mm, SplittableRandom r) {
         List<OpResult> out = new ArrayList<>();
@@ -241,6 +242,20 @@ final class VulkanOpCheck {
         for (int i = 0; i < scaled.length; i++) scaled[i] *= scalar;
         run(mm, 18, 3, new int[] {x.length, Float.floatToRawIntBits(scalar)}, x, x, x, x);
         out.add(new OpResult("layer scalar", x.length + " values", error(x, scaled), 0));
+        // per-expert scales on a routing of 7 rows, top 3 of 5 experts: (id, weight bits) pairs, the ids kept
+        int slots = 21, experts = 5, scalesAt = 4;
+        float[] route = new float[2 * slots], wantRoute = new float[2 * slots], scales = gauss(r, scalesAt + experts, 1);
+        for (int i = 0; i < slots; i++) {
+            int id = r.nextInt(experts);
+            float w = (float) r.nextDouble();
+            route[2 * i] = wantRoute[2 * i] = Float.intBitsToFloat(id);
+            route[2 * i + 1] = w;
+            wantRoute[2 * i + 1] = w * scales[scalesAt + id];
+        }
+        run(mm, 19, 1, new int[] {slots, scalesAt}, route, route, scales, route);
+        boolean same = true;
+        for (int i = 0; i < route.length; i++) same &= Float.floatToRawIntBits(route[i]) == Float.floatToRawIntBits(wantRoute[i]);
+        out.add(new OpResult("expert scales", slots + " picks of " + experts + " experts, bitwise", same ? 0 : 1, 0));
         return out;
     }
 

@@ -143,7 +143,6 @@ final class VulkanResidentForward implements DeviceForward {
                 String why = moeUnsupported(plan, l);
                 if (why != null) return at + why;
             }
-            if (l.postMlpNorm() != null) return at + "a dense MLP beside the experts";
             if (l.perLayerInput() != null && (pe == null || l.perLayerInput().gate().outDim() != pe.dim()))
                 return at + "a per-layer input without per-layer embeddings of its width";
             if (l.sinks() != null && l.sinks().length != plan.heads()) return at + l.sinks().length + " attention sinks for " + plan.heads() + " heads";
@@ -228,7 +227,8 @@ final class VulkanResidentForward implements DeviceForward {
             if (l.perLayerInput() != null) in = Math.max(in, l.perLayerInput().gate().outDim());   // its gate's rows go to g too
             if (l.moe() != null) moeParams(l, place, size);
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.vNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm(),
-                    l.perLayerInput() == null ? null : l.perLayerInput().postNorm()}) norm.accept(n);
+                    l.perLayerInput() == null ? null : l.perLayerInput().postNorm(), l.postMlpNorm(), l.preMoeNorm(), l.postMoeNorm(),
+                    l.moe() == null ? null : l.moe().routerNorm()}) norm.accept(n);
             for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
                 if (b != null && !biasAt.containsKey(b)) {
                     biasAt.put(b, size[0]);
@@ -307,6 +307,8 @@ final class VulkanResidentForward implements DeviceForward {
         VulkanContext.Buffer pleRows, pli;
         /** A mixture of experts' router logits, expert ids and weights, and the chosen experts' GLU rows (null without experts). */
         final VulkanContext.Buffer moeLogits, moeRoute, moeH;
+        /** Beside a dense MLP (gemma4): the router's normed rows and the experts' output rows (null otherwise). */
+        VulkanContext.Buffer moeRouterIn, moeOut;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
         MemorySegment decode;
         /** Whether {@link #decode} copies the step's last-layer row back too. */
@@ -364,6 +366,10 @@ final class VulkanResidentForward implements DeviceForward {
                 moeLogits = moeExperts == 0 ? null : dev(4L * chunk * moeExperts, "router logits");
                 moeRoute = moeExperts == 0 ? null : dev(8L * chunk * moeTopK, "expert ids and weights");
                 moeH = moeExperts == 0 ? null : dev(4L * chunk * moeTopK * moeInter, "experts' GLU rows");
+                if (plan.layers().stream().anyMatch(l -> l.moe() != null && l.gate() != null)) {
+                    moeRouterIn = dev(4L * chunk * hidden, "router's normed rows");
+                    moeOut = dev(4L * chunk * hidden, "experts' output rows");
+                }
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
@@ -778,6 +784,7 @@ final class VulkanResidentForward implements DeviceForward {
             }
             if (l.moe() != null && l.gate() == null) {
                 moeFfn(s, l, T);
+                perLayerInput(s, l, li, T);
                 continue;
             }
             if (rowsFold && folds(T, l.gate(), l.up())) {
@@ -809,6 +816,7 @@ final class VulkanResidentForward implements DeviceForward {
                 matvec(s, l.down(), s.g, s.tmp, T);
                 sync("down");
             }
+            if (l.moe() != null) moeBesideMlp(s, l, T);
             if (!rowsFold || l.postFfnNorm() != null || !folds(T, l.down())) {
                 if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
                 op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
@@ -1311,9 +1319,10 @@ final class VulkanResidentForward implements DeviceForward {
     private static String moeUnsupported(DecoderPlan plan, DecoderPlan.Layer l) {
         DecoderPlan.Moe m = l.moe();
         if (m.router() == null || m.resonance() != null) return "a resonance router";
-        if (m.routerNorm() != null || m.expertScale() != null) return "an MoE router with its own norm and expert scales";
+        if (m.expertScale() != null && m.expertScale().length != m.experts()) return m.expertScale().length + " expert scales for " + m.experts() + " experts";
         if (m.shared() != null) return "a shared expert";
-        if (l.gate() != null) return "a dense MLP beside the experts";
+        if (l.gate() != null && (l.postMlpNorm() == null || l.postFfnNorm() == null))   // gemma4's block has all its norms
+            return "a dense MLP beside the experts without its post norms";
         if (m.experts() > DecoderPlan.MAX_EXPERTS || m.topK() > DecoderPlan.MAX_TOP_K)
             return m.experts() + " experts, top " + m.topK() + " (moe.comp takes at most " + DecoderPlan.MAX_EXPERTS + ", top " + DecoderPlan.MAX_TOP_K + ")";
         List<List<Matrix>> groups = new ArrayList<>(List.of(List.of(m.router()), m.gate(), m.down()));
@@ -1359,6 +1368,8 @@ final class VulkanResidentForward implements DeviceForward {
     private static final class MoeLayer {
         Stack router, gateUp, down;
         int routerBias = -1, gateUpBias = -1, downBias = -1;
+        /** Gemma4's per-expert scales' offset in P, or -1. */
+        int expertScale = -1;
 
         void free(VulkanContext ctx) {
             for (Stack st : new Stack[] {router, gateUp, down}) if (st != null) ctx.free(st.buffer());
@@ -1388,6 +1399,7 @@ final class VulkanResidentForward implements DeviceForward {
         moeTopK = Math.max(moeTopK, m.topK());
         moeInter = Math.max(moeInter, in);
         if (m.routerBias() != null) { ml.routerBias = size[0]; place.accept(m.routerBias()); }
+        if (m.expertScale() != null) { ml.expertScale = size[0]; place.accept(m.expertScale()); }
         float[] gateUp = m.gateBias();   // fused: [experts, 2I] as the stack's rows already
         if (m.up() != null && (m.gateBias() != null || m.upBias() != null)) {
             // separate: expert e's stack rows are its gate's I rows, then its up's
@@ -1450,6 +1462,28 @@ final class VulkanResidentForward implements DeviceForward {
         return new Stack(buf, VulkanMatMul.kind(dt), flags, Math.toIntExact(rsOff), Math.toIntExact(cfOff), rows, rowsPerExpert);
     }
 
+    /**
+     * Gemma4's experts beside its dense MLP, whose output is in tmp: tmp = postMlp(tmp) + postMoe(moe(preMoe(x))), the
+     * router reading its own norm of x (its weight the router scale · hidden^-½); the post-FFN norm and the add follow.
+     */
+    private void moeBesideMlp(State s, DecoderPlan.Layer l, int T) {
+        int hidden = plan.hidden();
+        norm(s, l.postMlpNorm(), s.tmp, s.tmp, T, hidden, 0, 0);
+        if (l.preMoeNorm() != null) norm(s, l.preMoeNorm(), s.x, s.xn, T, hidden, 0, 0);
+        else copy(s.x, 0, s.xn, 0, 4L * T * hidden);   // (not met: the plan's block has its norms)
+        VulkanContext.Buffer routerIn = s.x;
+        if (l.moe().routerNorm() != null) {
+            norm(s, l.moe().routerNorm(), s.x, s.moeRouterIn, T, hidden, 0, 0);
+            routerIn = s.moeRouterIn;
+        }
+        sync("moe norms");
+        moeRoute(s, l, routerIn, T);
+        moeExperts(s, l, s.xn, s.moeOut, T, false);
+        if (l.postMoeNorm() != null) { norm(s, l.postMoeNorm(), s.moeOut, s.moeOut, T, hidden, 0, 0); sync("norm"); }
+        op(s, 5, s.tmp, s.moeOut, s.tmp, s.tmp, groups((long) T * hidden), T * hidden);
+        sync("add");
+    }
+
     /** An MoE layer's FFN: x += moe(ffnNorm(x)) (with a post-FFN norm: x += postFfnNorm(moe(ffnNorm(x)))). */
     private void moeFfn(State s, DecoderPlan.Layer l, int T) {
         int hidden = plan.hidden();
@@ -1491,6 +1525,10 @@ final class VulkanResidentForward implements DeviceForward {
         moeOp(s, VulkanContext.MOE_ROUTE, ml.router, s.moeLogits, s.moeRoute, s.moeLogits, Math.min(T, ctx.info().maxGroupCount()[0]), 1,
                 n, k, mode, T);
         sync("route");
+        if (ml.expertScale >= 0) {   // each pick's weight times its expert's scale (OP 19)
+            op(s, 19, s.moeRoute, s.moeRoute, params, s.moeRoute, groups((long) T * k), T * k, ml.expertScale);
+            sync("expert scales");
+        }
     }
 
     /**

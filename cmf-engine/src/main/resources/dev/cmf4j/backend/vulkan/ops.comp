@@ -24,6 +24,7 @@ layout(std430, set = 0, binding = 4) readonly buffer S { uint pos0; } st;
 layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };
 // B and C 16 bytes at a time (OP 7's keys and values, where the head dim and the cache row are multiples of 4)
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(std430, set = 0, binding = 0) buffer AU { uint au[]; };   // A's words as ids (OP 19's routing)
 layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
 
 layout(push_constant) uniform Push { uint u[16]; } p;
@@ -258,6 +259,11 @@ void main() {
             if (OP == 17u) a[i] = act(a[i], p.u[1]) * b[p.u[2] + (i / p.u[3]) * p.u[4] + i % p.u[3]];
             else a[i] *= uintBitsToFloat(p.u[1]);
         }
+    } else if (OP == 19u) {
+        // gemma4's per-expert scales: slot i < u0 of a routing (moe.comp's pairs of expert id, weight bits in A) has its
+        // weight times c[u1 + id]
+        for (uint i = gl_GlobalInvocationID.x; i < p.u[0]; i += gl_NumWorkGroups.x * WG)
+            au[2u * i + 1u] = floatBitsToUint(uintBitsToFloat(au[2u * i + 1u]) * c[p.u[1] + au[2u * i]]);
     } else {
         // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b (* c[u2 + i mod u4] where u3 != 0: rows of width u4);
         // 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;

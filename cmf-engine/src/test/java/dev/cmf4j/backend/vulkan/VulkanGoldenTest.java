@@ -28,7 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class VulkanGoldenTest {
     /** The fixture models the device-resident forward takes; the others run the hybrid path. */
-    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss");
+    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe");
 
     @TempDir static Path tmp;
     static VulkanContext ctx;
@@ -39,9 +39,10 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Every fixture model: the six the resident forward takes (qwen3_moe's and gpt_oss's experts, routing and gpt-oss's
-     * sinks on the device too) and the hybrid path's (gemma4_moe's router and dense MLP beside the experts, qwen3_next's
-     * shared expert). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a thread-pool round).
+     * Every fixture model: the seven the resident forward takes (qwen3_moe's, gpt_oss's and gemma4_moe's experts and
+     * routing, gpt-oss's sinks, gemma4's per-layer parts and gemma4_moe's dense MLP beside its experts on the device too)
+     * and the hybrid path's (qwen3_next's shared expert). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a
+     * thread-pool round).
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "gemma4", "gemma4_moe", "qwen3_next"})
@@ -75,7 +76,7 @@ class VulkanGoldenTest {
      * whatever the rows around it; their attention and router inputs differ as a dense layer's do.)
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe"})
     void batchedStepsMatchEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-batch.cmf"), TensorPolicy.Mode.F32);
@@ -97,7 +98,7 @@ class VulkanGoldenTest {
      * row's router logits, routing and experts by workgroups of that row alone, however many rows the step has.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe"})
     void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
@@ -208,7 +209,7 @@ class VulkanGoldenTest {
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted", "qwen3_moe q8_2f",
-            "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16"})
+            "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16", "gemma4_moe q8_2f"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];
