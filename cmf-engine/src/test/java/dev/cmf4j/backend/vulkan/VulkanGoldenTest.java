@@ -301,10 +301,11 @@ class VulkanGoldenTest {
      * A prompt of 70 tokens (the golden's ids over again) in one chunk, so every product of the prefill takes matmul.comp's
      * 64 × 64 tiles (from VulkanContext.gemmMinTokens), the head's too, and then in chunks of 40 and 30 (tiles, then
      * matvec.comp), against the CPU engine with its reference products on the same file: resident (llama; qwen3_moe, its
-     * experts by moe.comp for 140 routed rows, a router over 70) and hybrid (qwen3_next: its dense products on the tiles).
+     * experts by moe.comp for 140 routed rows, a router over 70; gemma4, its per-layer products on the tiles and its last
+     * layers' 70 rows over earlier layers' caches; gemma4_moe) and hybrid (qwen3_next: its dense products on the tiles).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3_moe", "qwen3_next"})
+    @ValueSource(strings = {"llama", "qwen3_moe", "gemma4", "gemma4_moe", "qwen3_next"})
     void longPromptsMatchTheCpuEngine(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-long.cmf"), TensorPolicy.Mode.F32);
