@@ -244,7 +244,7 @@ final class VulkanResidentForward implements DeviceForward {
             ropeOf[i] = l.rope() == null || l.rope().rotaryDim() == 0 ? -1 : r;
             if (l.rope() != null) half = Math.max(half, l.rope().rotaryDim() / 2);
         }
-        qDimMax = q; kvDimMax = kvd; interMax = Math.max(1, in); maxHalf = half; headDimMax = hdm;
+        qDimMax = q; kvDimMax = kvd; interMax = Math.max(1, Math.max(in, moeSharedInter)); maxHalf = half; headDimMax = hdm;
         dnProjMax = proj; dnBaMax = ba; dnConvMax = conv; dnVMax = vd; dnHeadsMax = nv; dnQkMax = qk;
         outputGates = gates;
         stepBytes = 16 + 4 * plan.heads();
@@ -1320,7 +1320,10 @@ final class VulkanResidentForward implements DeviceForward {
         DecoderPlan.Moe m = l.moe();
         if (m.router() == null || m.resonance() != null) return "a resonance router";
         if (m.expertScale() != null && m.expertScale().length != m.experts()) return m.expertScale().length + " expert scales for " + m.experts() + " experts";
-        if (m.shared() != null) return "a shared expert";
+        if (m.shared() != null && (l.postFfnNorm() != null || l.gate() != null)) return "a shared expert with a post-FFN norm or a dense MLP";
+        if (m.shared() != null)
+            for (Matrix w : new Matrix[] {m.shared().gate(), m.shared().up(), m.shared().down(), m.shared().gateProj()})
+                if (w != null && !VulkanMatMul.supports(w)) return "shared expert " + w.name() + " is " + w.dtype().label + (w.inputMajor() ? ", input-major" : "");
         if (l.gate() != null && (l.postMlpNorm() == null || l.postFfnNorm() == null))   // gemma4's block has all its norms
             return "a dense MLP beside the experts without its post norms";
         if (m.experts() > DecoderPlan.MAX_EXPERTS || m.topK() > DecoderPlan.MAX_TOP_K)
@@ -1388,6 +1391,8 @@ final class VulkanResidentForward implements DeviceForward {
     private final Map<DecoderPlan.Layer, MoeLayer> moeLayers = new IdentityHashMap<>();
     /** The widest routing, top-k and expert width of the plan's MoE layers (0: none): the states' MoE buffers. */
     private int moeExperts, moeTopK, moeInter;
+    /** The widest shared expert (its gate and up rows go to the states' g and u). */
+    private int moeSharedInter;
 
     /** {@code l}'s expert biases into the parameters ({@code place}), laid out by stack row; its widths into the maxima. */
     private void moeParams(DecoderPlan.Layer l, java.util.function.Consumer<float[]> place, int[] size) {
@@ -1398,6 +1403,7 @@ final class VulkanResidentForward implements DeviceForward {
         moeExperts = Math.max(moeExperts, n);
         moeTopK = Math.max(moeTopK, m.topK());
         moeInter = Math.max(moeInter, in);
+        if (m.shared() != null) moeSharedInter = Math.max(moeSharedInter, Math.max(m.shared().gate().outDim(), m.shared().up().outDim()));
         if (m.routerBias() != null) { ml.routerBias = size[0]; place.accept(m.routerBias()); }
         if (m.expertScale() != null) { ml.expertScale = size[0]; place.accept(m.expertScale()); }
         float[] gateUp = m.gateBias();   // fused: [experts, 2I] as the stack's rows already
@@ -1484,12 +1490,24 @@ final class VulkanResidentForward implements DeviceForward {
         sync("add");
     }
 
-    /** An MoE layer's FFN: x += moe(ffnNorm(x)) (with a post-FFN norm: x += postFfnNorm(moe(ffnNorm(x)))). */
+    /**
+     * An MoE layer's FFN: x += moe(ffnNorm(x)) (with a post-FFN norm: x += postFfnNorm(moe(ffnNorm(x)))); a shared expert
+     * (qwen3-next) adds σ(gateProj·x')·mlp(x') after the routed ones, as MoeStep does.
+     */
     private void moeFfn(State s, DecoderPlan.Layer l, int T) {
         int hidden = plan.hidden();
         norm(s, l.ffnNorm(), s.x, s.xn, T, hidden, 0, 0);
         sync("norm");
         boolean post = l.postFfnNorm() != null;
+        DecoderPlan.SharedExpert se = l.moe().shared();
+        if (se != null) {   // (unsupported: none with a post-FFN norm)
+            moeRoute(s, l, s.xn, T);
+            sharedExpert(s, se, T);   // into tmp, its gate logits into moeLogits (the routing is done with them)
+            moeExperts(s, l, s.xn, s.x, T, true);
+            op(s, VulkanContext.OP_GATED_ADD, s.x, s.tmp, s.moeLogits, s.x, groups((long) T * hidden), T * hidden, hidden, se.gateProj() != null ? 1 : 0);
+            sync("shared expert add");
+            return;
+        }
         moe(s, l, s.xn, post ? s.tmp : s.x, T, !post);
         if (post) {
             norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0);
@@ -1497,6 +1515,19 @@ final class VulkanResidentForward implements DeviceForward {
             op(s, 5, s.x, s.tmp, s.x, s.x, groups((long) T * hidden), T * hidden);
             sync("add");
         }
+    }
+
+    /** A shared expert over {@code T} rows of xn: mlp(xn) into tmp, gateProj·xn (when it has one) into moeLogits[t]. */
+    private void sharedExpert(State s, DecoderPlan.SharedExpert se, int T) {
+        matvec(s, se.gate(), s.xn, s.g, T);
+        matvec(s, se.up(), s.xn, s.u, T);
+        if (se.gateProj() != null) matvec(s, se.gateProj(), s.xn, s.moeLogits, T);
+        sync("shared gate/up");
+        int n = se.gate().outDim();
+        op(s, 3, s.g, s.u, s.g, s.g, groups((long) T * n), T * n, se.act().ordinal());
+        sync("shared glu");
+        matvec(s, se.down(), s.g, s.tmp, T);
+        sync("shared down");
     }
 
     /**

@@ -28,7 +28,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class VulkanGoldenTest {
     /** The fixture models the device-resident forward takes; the others run the hybrid path. */
-    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe");
+    static final java.util.Set<String> RESIDENT = java.util.Set.of("llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe",
+            "qwen3_next");
 
     @TempDir static Path tmp;
     static VulkanContext ctx;
@@ -39,10 +40,10 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Every fixture model: the seven the resident forward takes (qwen3_moe's, gpt_oss's and gemma4_moe's experts and
-     * routing, gpt-oss's sinks, gemma4's per-layer parts and gemma4_moe's dense MLP beside its experts on the device too)
-     * and the hybrid path's (qwen3_next's shared expert). On lavapipe a fixture costs ~10× its CPU run (each dispatch is a
-     * thread-pool round).
+     * Every fixture model, each whole on the device (qwen3_moe's, gpt_oss's, gemma4_moe's and qwen3_next's experts and
+     * routing, gpt-oss's sinks, gemma4's per-layer parts, gemma4_moe's dense MLP beside its experts, qwen3_next's delta nets
+     * and shared expert); the test asserts the path each takes (RESIDENT). On lavapipe a fixture costs ~10× its CPU run
+     * (each dispatch is a thread-pool round).
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3", "qwen3_moe", "gpt_oss", "gemma4", "gemma4_moe", "qwen3_next"})
@@ -73,10 +74,12 @@ class VulkanGoldenTest {
      * against the sequence alone, greedy ids the same; a composition met again replays its recorded commands. A batch normalises its rows before the products
      * (matvec_decode.comp's several-token pipeline, matmul.comp from 32 rows) where alone a decode step folds the RMSNorm
      * into them: roundings in another order, so within 1e-4, not exact. (The experts' kernels give a row the same bits
-     * whatever the rows around it; their attention and router inputs differ as a dense layer's do.)
+     * whatever the rows around it; their attention and router inputs differ as a dense layer's do.) qwen3_next within
+     * 5e-4: its delta nets carry those roundings through their recurrent state (on the CPU the fast kernels' row-count
+     * dependent sums alone move it by ~1e-4, BatchTest; here 2.6e-4 on lavapipe).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe", "qwen3_next"})
     void batchedStepsMatchEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-batch.cmf"), TensorPolicy.Mode.F32);
@@ -86,7 +89,7 @@ class VulkanGoldenTest {
             System.out.println("vulkan " + model + " batch of 8: max|Δ| " + r.maxDiff() + " at " + r.worstAt() + ", " + r.mixedSteps() + " mixed steps");
             assertThat(r.mixedSteps()).as("steps mixing prompt chunks and decode rows").isPositive();
             assertThat(((VulkanResidentForward) m.graph().device()).batchReplays).as("batched steps replayed as recorded").isPositive();
-            assertThat(r.maxDiff()).as(r.worstAt()).isLessThanOrEqualTo(1e-4);
+            assertThat(r.maxDiff()).as(r.worstAt()).isLessThanOrEqualTo(model.equals("qwen3_next") ? 5e-4 : 1e-4);
             assertThat(r.greedySame()).isTrue();
         }
     }
@@ -98,7 +101,7 @@ class VulkanGoldenTest {
      * row's router logits, routing and experts by workgroups of that row alone, however many rows the step has.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe", "qwen3_next"})
     void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
@@ -209,7 +212,7 @@ class VulkanGoldenTest {
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted", "qwen3_moe q8_2f",
-            "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16", "gemma4_moe q8_2f"})
+            "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16", "gemma4_moe q8_2f", "qwen3_next q8_2f"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];
@@ -302,20 +305,25 @@ class VulkanGoldenTest {
      * 64 × 64 tiles (from VulkanContext.gemmMinTokens), the head's too, and then in chunks of 40 and 30 (tiles, then
      * matvec.comp), against the CPU engine with its reference products on the same file: resident (llama; qwen3_moe, its
      * experts by moe.comp for 140 routed rows, a router over 70; gemma4, its per-layer products on the tiles and its last
-     * layers' 70 rows over earlier layers' caches; gemma4_moe) and hybrid (qwen3_next: its dense products on the tiles).
+     * layers' 70 rows over earlier layers' caches; gemma4_moe; qwen3_next, its delta nets and shared expert) and hybrid
+     * (llama with the resident forward turned off: every product of the host graph on the tiles).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3_moe", "gemma4", "gemma4_moe", "qwen3_next"})
-    void longPromptsMatchTheCpuEngine(String model) throws Exception {
+    @ValueSource(strings = {"llama", "qwen3_moe", "gemma4", "gemma4_moe", "qwen3_next", "llama hybrid"})
+    void longPromptsMatchTheCpuEngine(String run) throws Exception {
+        String model = run.split(" ")[0];
+        boolean hybrid = run.endsWith("hybrid");
         Path dir = Fixtures.require("models/" + model);
-        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-long.cmf"), TensorPolicy.Mode.F32);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(run.replace(" ", "-") + "-long.cmf"), TensorPolicy.Mode.F32);
         int[] golden = Golden.load(dir).inputIds(), ids = new int[70];
         for (int i = 0; i < ids.length; i++) ids[i] = golden[i % golden.length];
         assertThat(ids.length).isGreaterThanOrEqualTo(ctx.gemmMinTokens);
         float[] want, got, gotChunked;
         try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = logits(m, ids); }
-        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
-            assertThat(m.graph().device() != null).as("runs whole on the device").isEqualTo(RESIDENT.contains(model));
+        VulkanMatMul mm = new VulkanMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
+        mm.useResident(!hybrid);
+        try (VulkanBackend b = new VulkanBackend(mm); Model m = Model.open(cmf, null, b)) {
+            assertThat(m.graph().device() != null).as("runs whole on the device").isEqualTo(!hybrid && RESIDENT.contains(model));
             got = logits(m, ids);
             var g = m.graph();
             var st = g.newState(40, ids.length + 1);
@@ -332,7 +340,7 @@ class VulkanGoldenTest {
             d = Math.max(d, Math.abs(got[i] - want[i]));
             dc = Math.max(dc, Math.abs(gotChunked[i] - want[i]));
         }
-        System.out.println("vulkan " + model + " 70-token prompt vs cpu: logits max|Δ| " + d + " in one chunk, " + dc + " in chunks of 40");
+        System.out.println("vulkan " + run + " 70-token prompt vs cpu: logits max|Δ| " + d + " in one chunk, " + dc + " in chunks of 40");
         assertThat(d).isLessThanOrEqualTo(1e-3);
         assertThat(dc).isLessThanOrEqualTo(1e-3);
     }
