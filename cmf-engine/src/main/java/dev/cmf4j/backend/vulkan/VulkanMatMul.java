@@ -177,6 +177,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         String hybrid = "vulkan: " + plan.label() + ": hybrid path (weight products on the device, every other operator on the CPU): ";
         if (!resident) { notes.accept(hybrid + "-Dcmf.vulkan.resident=false"); return null; }
         String why = VulkanResidentForward.unsupported(plan, kv);
+        if (why == null) why = VulkanResidentForward.expertsTooLarge(plan, Math.min(PART_CAP, ctx.info().maxStorageBufferRange()));
         if (why == null && VulkanResidentForward.needsFloat64(plan) && !ctx.info().shaderFloat64())
             why = "this device has no 64-bit floats in shaders (the Embryo head's and router's sums need them)";
         if (why != null) { notes.accept(hybrid + why); return null; }
@@ -186,6 +187,9 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         notes.accept("vulkan: " + plan.label() + ": device-resident forward (every operator on the device, one submission per step)");
         return f;
     }
+
+    /** A resident forward's own weight buffers (its expert stacks) made ({@code bytes} > 0) or freed, in {@link #deviceBytes}. */
+    synchronized void countWeights(long bytes) { deviceBytes += bytes; }
 
     /** Bytes of device memory this instance holds for weights. */
     public synchronized long deviceBytes() { return deviceBytes; }

@@ -256,7 +256,7 @@ final class VulkanResidentForward implements DeviceForward {
         try {
             moeStacks();
         } catch (RuntimeException e) {
-            for (MoeLayer m : moeLayers.values()) m.free(ctx);
+            for (MoeLayer m : moeLayers.values()) m.free(mm);
             ctx.free(params);
             throw e;
         }
@@ -1339,13 +1339,33 @@ final class VulkanResidentForward implements DeviceForward {
                 if (w != m.router() && w.dtype() != expertType) return "experts of mixed dtypes (" + w.name() + " is " + w.dtype().label + ")";
                 if (w.cols() != g.get(0).cols() || w.rows() != g.get(0).rows()) return "experts of different shapes (" + w.name() + ")";
             }
-        long rows = 0;
-        for (List<Matrix> g : groups.subList(1, groups.size())) rows += (long) g.size() * g.get(0).rows();
-        for (List<Matrix> g : List.of(m.gate(), m.down())) {
-            long stack = stackBytes(g.get(0).dtype(), (m.up() != null && g == m.gate() ? 2L : 1L) * g.size() * g.get(0).rows(), g.get(0).cols(), 2L * g.size());
-            if (stack > VulkanMatMul.PART_CAP) return "experts of " + stack + " bytes a product, more than one Vulkan buffer holds (" + VulkanMatMul.PART_CAP + ")";
+        return stackTooLarge(m, VulkanMatMul.PART_CAP);
+    }
+
+    /** Why one of {@code plan}'s expert stacks would not fit a buffer of {@code range} bytes (this device's), or null. */
+    static String expertsTooLarge(DecoderPlan plan, long range) {
+        for (DecoderPlan.Layer l : plan.layers()) {
+            String why = l.moe() == null || l.moe().router() == null ? null : stackTooLarge(l.moe(), range);
+            if (why != null) return "layer " + plan.layers().indexOf(l) + ": " + why;
         }
-        return rows > 0 ? null : "no experts";
+        return null;
+    }
+
+    /** Why a stack of {@code m}'s (as {@link #moeStacks} makes them) would exceed {@code range} bytes, or null. */
+    private static String stackTooLarge(DecoderPlan.Moe m, long range) {
+        List<List<Matrix>> stacks = new ArrayList<>();
+        stacks.add(List.of(m.router()));
+        List<Matrix> gu = new ArrayList<>(m.gate());
+        if (m.up() != null) gu.addAll(m.up());
+        stacks.add(gu);
+        stacks.add(m.down());
+        for (List<Matrix> st : stacks) {
+            Matrix w = st.get(0);
+            long bytes = stackBytes(w.dtype(), (long) st.size() * w.rows(), w.cols(), st.size());
+            if (bytes > range)
+                return "experts' " + w.name() + " stack of " + bytes + " bytes, more than one Vulkan buffer holds here (" + range + ")";
+        }
+        return null;
     }
 
     /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16 and int8. */
@@ -1374,11 +1394,26 @@ final class VulkanResidentForward implements DeviceForward {
         /** Gemma4's per-expert scales' offset in P, or -1. */
         int expertScale = -1;
 
-        void free(VulkanContext ctx) {
-            for (Stack st : new Stack[] {router, gateUp, down}) if (st != null) ctx.free(st.buffer());
+        long bytes() {
+            long b = 0;
+            for (Stack st : new Stack[] {router, gateUp, down}) if (st != null) b += st.buffer().bytes();
+            return b;
+        }
+
+        /** Whether {@link #bytes} are in the matmul's count of weight bytes. */
+        boolean counted;
+
+        /** Frees the stacks (and takes them off {@code mm}'s count of weight bytes). */
+        void free(VulkanMatMul mm) {
+            if (counted) mm.countWeights(-bytes());
+            counted = false;
+            for (Stack st : new Stack[] {router, gateUp, down}) if (st != null) mm.context().free(st.buffer());
             router = gateUp = down = null;
         }
     }
+
+    /** The plan this forward runs (tests). */
+    DecoderPlan plan() { return plan; }
 
     /** The distinct weight kinds of the experts' stacks (gate/up and down; tests). */
     java.util.Set<Integer> expertKinds() {
@@ -1434,6 +1469,8 @@ final class VulkanResidentForward implements DeviceForward {
             ml.router = m.router() == null ? null : stack(mm, List.of(m.router()), m.experts(), range);
             ml.gateUp = stack(mm, gu, 2 * m.intermediate(), range);
             ml.down = stack(mm, m.down(), plan.hidden(), range);
+            mm.countWeights(ml.bytes());
+            ml.counted = true;
         }
     }
 
@@ -1639,7 +1676,7 @@ final class VulkanResidentForward implements DeviceForward {
         batchSteps.clear();   // freed with the command pool below
         if (queryPool != 0) vk.call("vkDestroyQueryPool", ctx.device, queryPool, MemorySegment.NULL);
         ctx.free(params);
-        for (MoeLayer m : moeLayers.values()) m.free(ctx);
+        for (MoeLayer m : moeLayers.values()) m.free(mm);
         moeLayers.clear();
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
         vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);

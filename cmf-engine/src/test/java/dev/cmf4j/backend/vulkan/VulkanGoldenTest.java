@@ -252,6 +252,28 @@ class VulkanGoldenTest {
     }
 
     /**
+     * An expert stack larger than one buffer of the device is refused by name (the model then runs hybrid) rather than
+     * failing when the forward uploads it: qwen3_moe's plan against a 4,096-byte range names its first layer's stack and
+     * its size; against this device's range, nothing. The stacks count among the device's weight bytes until closed.
+     */
+    @org.junit.jupiter.api.Test
+    void expertStacksPastABufferAreRefusedByName() throws Exception {
+        Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/qwen3_moe"), tmp.resolve("qwen3_moe-stacks.cmf"), TensorPolicy.Mode.F32);
+        VulkanMatMul mm = new VulkanMatMul(ctx, dev.cmf4j.backend.cpu.CpuBackend.newMatMul());
+        long without;
+        try (VulkanBackend b = new VulkanBackend(mm); Model m = Model.open(cmf, null, b)) {
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            assertThat(VulkanResidentForward.expertsTooLarge(f.plan(), 4096)).startsWith("layer 0: experts' ").contains(" bytes, more than one Vulkan buffer holds here (4096)");
+            assertThat(VulkanResidentForward.expertsTooLarge(f.plan(), Math.min(VulkanMatMul.PART_CAP, ctx.info().maxStorageBufferRange()))).isNull();
+            long stacks = 0;
+            for (var l : f.plan().layers())
+                for (var list : List.of(l.moe().gate(), l.moe().up(), l.moe().down())) for (var w : list) stacks += 4L * w.rows() * w.cols();
+            without = mm.deviceBytes() - stacks;
+            assertThat(without).as("the experts' f32 stacks among the weight bytes (" + mm.deviceBytes() + ")").isPositive();
+        }
+    }
+
+    /**
      * Projection biases (qwen2's q/k/v, gpt-oss's o too) on the resident forward: models/llama with random q, k, v and o
      * biases added ({@code attention_bias}), converted at f32, against the CPU engine on the same file — no golden has
      * them — and against the file without them, which must differ (the biases were applied).
