@@ -1335,7 +1335,9 @@ final class VulkanResidentForward implements DeviceForward {
             for (Matrix w : g) {
                 String what = w == m.router() ? "router " : "expert ";
                 if (w.inputMajor()) return what + w.name() + " is input-major (the Vulkan experts read output-major rows)";
-                if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f)";
+                if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f, q4_block)";
+                if (w.dtype() == DType.Q4_BLOCK && w.cols() % 32 != 0)
+                    return what + w.name() + " is q4_block of " + w.cols() + " columns (the Vulkan experts read whole groups of 32 a row)";
                 if (w != m.router() && w.dtype() != expertType) return "experts of mixed dtypes (" + w.name() + " is " + w.dtype().label + ")";
                 if (w.cols() != g.get(0).cols() || w.rows() != g.get(0).rows()) return "experts of different shapes (" + w.name() + ")";
             }
@@ -1368,13 +1370,14 @@ final class VulkanResidentForward implements DeviceForward {
         return null;
     }
 
-    /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16 and int8. */
+    /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16, int8 and q4_block (rows of whole groups). */
     private static boolean stackable(DType dt) {
-        return dt == DType.F32 || dt == DType.BF16 || dt == DType.F16 || dt == DType.Q8_ROW || dt == DType.Q8_2F;
+        return dt == DType.F32 || dt == DType.BF16 || dt == DType.F16 || dt == DType.Q8_ROW || dt == DType.Q8_2F || dt == DType.Q4_BLOCK;
     }
 
     /** Bytes of a stack of {@code rows} rows of {@code cols} with at most {@code colVectors} column-scale vectors. */
     private static long stackBytes(DType dt, long rows, int cols, long colVectors) {
+        if (dt == DType.Q4_BLOCK) return rows * cols / 2 + 4 * (rows * cols / 32);   // nibbles, an f32 scale a group
         int elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
         boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F;
         return ((rows * cols * elem + 3) & ~3L) + (q8 ? 4 * rows : 0) + (dt == DType.Q8_2F ? 4L * colVectors * cols : 0);
@@ -1383,7 +1386,8 @@ final class VulkanResidentForward implements DeviceForward {
     /**
      * One product's rows for every expert back to back in one device buffer, as moe.comp reads them: the weights in their
      * stored dtype, then (int8) an f32 scale per row from word {@code rsOff}, then (q8_2f) one f32 column-scale vector per
-     * run of {@code cfRows} rows from word {@code cfOff}; expert e's rows from stack row e·{@code rowsPerExpert}.
+     * run of {@code cfRows} rows from word {@code cfOff}; q4_block: the nibbles of whole groups of 32 a row, then an f32
+     * scale per group from word {@code rsOff}. Expert e's rows from stack row e·{@code rowsPerExpert}.
      */
     record Stack(VulkanContext.Buffer buffer, int kind, int flags, int rsOff, int cfOff, int cfRows, int rowsPerExpert) {}
 
@@ -1481,6 +1485,7 @@ final class VulkanResidentForward implements DeviceForward {
     static Stack stack(VulkanMatMul mm, List<Matrix> pieces, int rowsPerExpert, long range) {
         Matrix first = pieces.get(0);
         DType dt = first.dtype();
+        if (dt == DType.Q4_BLOCK) return stackQ4(mm, pieces, rowsPerExpert, range);
         int rows = first.rows(), cols = first.cols(), elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
         boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F, colScales = dt == DType.Q8_2F;
         long total = (long) pieces.size() * rows, bytes = stackBytes(dt, total, cols, pieces.size());
@@ -1525,6 +1530,29 @@ final class VulkanResidentForward implements DeviceForward {
         if (l.postMoeNorm() != null) { norm(s, l.postMoeNorm(), s.moeOut, s.moeOut, T, hidden, 0, 0); sync("norm"); }
         op(s, 5, s.tmp, s.moeOut, s.tmp, s.tmp, groups((long) T * hidden), T * hidden);
         sync("add");
+    }
+
+    /** q4_block pieces (rows of whole groups of 32) stacked: their groups' nibbles in order, then each group's scale as f32. */
+    private static Stack stackQ4(VulkanMatMul mm, List<Matrix> pieces, int rowsPerExpert, long range) {
+        Matrix first = pieces.get(0);
+        int rows = first.rows(), cols = first.cols();
+        if (cols % 32 != 0) throw new IllegalArgumentException(first.name() + ": q4_block experts of " + cols + " columns (whole groups of 32 a row)");
+        long groups = (long) rows * cols / 32, total = groups * pieces.size(), bytes = stackBytes(DType.Q4_BLOCK, (long) pieces.size() * rows, cols, 0);
+        if (bytes > range)
+            throw new IllegalArgumentException(first.name() + ": the experts' stack takes " + bytes + " bytes, more than this device's buffer range ("
+                    + range + "): use -Dcmf.vulkan.resident=false");
+        long rsOff = total * 16 / 4;
+        VulkanContext.Buffer buf = mm.bufferFilled(bytes, dst -> {
+            for (int i = 0; i < pieces.size(); i++) {
+                Matrix w = pieces.get(i);
+                MemorySegment src = w.data();
+                long plane = w.storedRows() * cols / 32 * 16, g0 = w.firstRow() * cols / 32;
+                MemorySegment.copy(src, g0 * 16, dst, i * groups * 16, groups * 16);
+                for (long g = 0; g < groups; g++)
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + i * groups + g), Float.float16ToFloat(src.get(VulkanMatMul.U16_LE, plane + 2 * (g0 + g))));
+            }
+        });
+        return new Stack(buf, Shaders.KIND_Q4_BLOCK, 0, Math.toIntExact(rsOff), 0, rows, rowsPerExpert);
     }
 
     /**

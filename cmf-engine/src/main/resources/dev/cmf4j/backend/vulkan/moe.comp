@@ -4,7 +4,8 @@
 // products weighted and summed into the output. The expert ids and weights stay in buffer C (no host read-back), so a
 // decode step is recorded once and replayed. Weights are read from an expert stack (VulkanResidentForward.Stack): a
 // product's rows for every expert back to back in one buffer in their stored dtype, then (int8) an f32 scale per row,
-// then (q8_2f) an f32 column-scale vector per run of u7 rows. Every row's dot product is one workgroup's, the same
+// then (q8_2f) an f32 column-scale vector per run of u7 rows; q4_block's nibbles (rows of whole groups of 32) with an
+// f32 scale per group from word u3. Every row's dot product is one workgroup's, the same
 // whatever the number of rows in the step, so a row's result does not depend on the batch around it. Built into
 // moe.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Bindings are ops.comp's layout (4..7 unused here).
 
@@ -13,7 +14,7 @@
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0u;     // 0 route, 1 gate/up + GLU, 2 down + weighted sum, 3 plain product (router)
-layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f)
+layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block
 const uint WG = 64u;
 const uint MAX_EXPERTS = 1024u, MAX_TOP_K = 32u;   // DecoderPlan.MAX_EXPERTS, MAX_TOP_K
 const uint NONE = 0xffffffffu;
@@ -73,6 +74,7 @@ float glu(float g, float u, uint kind) {
 
 // element e of the weight plane (any alignment)
 float w1(uint e) {
+    if (KIND == 4u) return (float((w[e >> 3] >> ((e & 7u) * 4u)) & 15u) - 8.0) * uintBitsToFloat(w[p.u[3] + (e >> 5)]);
     if (KIND == 0u) return uintBitsToFloat(w[e]);
     if (KIND == 1u) {
         uint v = w[e >> 1];
@@ -85,8 +87,13 @@ float w1(uint e) {
     return float(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
 }
 
-// elements e .. e+3 (e a multiple of 4)
+// elements e .. e+3 (e a multiple of 4: within one group of 32)
 vec4 w4(uint e) {
+    if (KIND == 4u) {   // (nibble e first, low nibbles first, as matvec.comp's)
+        uint v = w[e >> 3] >> ((e & 7u) * 4u);
+        return (vec4(float(v & 15u), float((v >> 4) & 15u), float((v >> 8) & 15u), float((v >> 12) & 15u)) - 8.0)
+                * uintBitsToFloat(w[p.u[3] + (e >> 5)]);
+    }
     if (KIND == 0u) return vec4(uintBitsToFloat(w[e]), uintBitsToFloat(w[e + 1u]), uintBitsToFloat(w[e + 2u]), uintBitsToFloat(w[e + 3u]));
     if (KIND == 1u) {
         uint a = w[e >> 1], b = w[(e >> 1) + 1u];
