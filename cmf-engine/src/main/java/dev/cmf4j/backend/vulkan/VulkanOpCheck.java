@@ -800,16 +800,17 @@ final class VulkanOpCheck {
             int E = sh[0], rank = sh[1], dim = sh[2], T = sh[3];
             float[] y = gauss(r, T * dim, 1), mu = gauss(r, E * dim, 1), uu = rank == 0 ? new float[0] : gauss(r, E * rank * dim, 0.3f), bias = gauss(r, E, 2);
             if (rank == 0) { System.arraycopy(mu, dim, mu, 3 * dim, dim); bias[3] = bias[1]; System.arraycopy(mu, dim, y, 0, dim); }
-            float[] prm = new float[E * dim + uu.length + E], idx = new float[T], wts = new float[T];
+            float[] prm = new float[E * dim + uu.length + E], route = new float[2 * T];
             System.arraycopy(mu, 0, prm, 0, mu.length);
             System.arraycopy(uu, 0, prm, mu.length, uu.length);
             System.arraycopy(bias, 0, prm, mu.length + uu.length, E);
             dev.cmf4j.backend.cpu.ResonanceRouter router = new dev.cmf4j.backend.cpu.ResonanceRouter(E, rank, dim, mu, rank == 0 ? null : uu, bias, null);
             run(mm, new int[] {VulkanContext.OP_RESONANCE_ROUTE}, new int[] {T}, new int[] {E, rank, dim, 0, mu.length, mu.length + uu.length}, 0,
-                    y, idx, wts, y, y, y, y, prm);
-            int wrong = 0;
+                    y, route, y, y, y, y, y, prm);
+            int wrong = 0;   // (moe.comp's routing: per row its expert id, then its weight)
             for (int t = 0; t < T; t++)
-                if (Float.floatToRawIntBits(idx[t]) != router.route(y, t * dim, new double[E], new double[E], new double[dim]) || wts[t] != 1f) wrong++;
+                if (Float.floatToRawIntBits(route[2 * t]) != router.route(y, t * dim, new double[E], new double[E], new double[dim])
+                        || route[2 * t + 1] != 1f) wrong++;
             out.add(new OpResult("resonance router" + (rank == 0 ? " with a tie" : ""), E + " experts, rank " + rank + ", " + T + " rows", wrong, 0));
         }
         // clustered head {rows, clusters, size}: ungated, then a gate between the clusters' log-probabilities

@@ -1318,7 +1318,8 @@ final class VulkanResidentForward implements DeviceForward {
     /** Why {@code l}'s mixture of experts cannot run here, or null. */
     private static String moeUnsupported(DecoderPlan plan, DecoderPlan.Layer l) {
         DecoderPlan.Moe m = l.moe();
-        if (m.router() == null || m.resonance() != null) return "a resonance router";
+        if (m.resonance() != null && m.topK() != 1) return "a resonance router with top-k " + m.topK();
+        if (m.router() == null && m.resonance() == null) return "an MoE without a router";
         if (m.expertScale() != null && m.expertScale().length != m.experts()) return m.expertScale().length + " expert scales for " + m.experts() + " experts";
         if (m.shared() != null && (l.postFfnNorm() != null || l.gate() != null)) return "a shared expert with a post-FFN norm or a dense MLP";
         if (m.shared() != null)
@@ -1328,8 +1329,9 @@ final class VulkanResidentForward implements DeviceForward {
             return "a dense MLP beside the experts without its post norms";
         if (m.experts() > DecoderPlan.MAX_EXPERTS || m.topK() > DecoderPlan.MAX_TOP_K)
             return m.experts() + " experts, top " + m.topK() + " (moe.comp takes at most " + DecoderPlan.MAX_EXPERTS + ", top " + DecoderPlan.MAX_TOP_K + ")";
-        List<List<Matrix>> groups = new ArrayList<>(List.of(List.of(m.router()), m.gate(), m.down()));
+        List<List<Matrix>> groups = new ArrayList<>(List.of(m.gate(), m.down()));
         if (m.up() != null) groups.add(m.up());
+        if (m.router() != null) groups.add(0, List.of(m.router()));   // (a resonance router has descriptors, no matrix)
         DType expertType = m.gate().get(0).dtype();
         for (List<Matrix> g : groups)
             for (Matrix w : g) {
@@ -1356,7 +1358,7 @@ final class VulkanResidentForward implements DeviceForward {
     /** Why a stack of {@code m}'s (as {@link #moeStacks} makes them) would exceed {@code range} bytes, or null. */
     private static String stackTooLarge(DecoderPlan.Moe m, long range) {
         List<List<Matrix>> stacks = new ArrayList<>();
-        stacks.add(List.of(m.router()));
+        if (m.router() != null) stacks.add(List.of(m.router()));   // (a resonance router has descriptors, no matrix)
         List<Matrix> gu = new ArrayList<>(m.gate());
         if (m.up() != null) gu.addAll(m.up());
         stacks.add(gu);
@@ -1615,6 +1617,13 @@ final class VulkanResidentForward implements DeviceForward {
         DecoderPlan.Moe m = l.moe();
         MoeLayer ml = moeLayers.get(l);
         int n = m.experts(), k = m.topK();
+        DecoderPlan.Resonance res = m.resonance();
+        if (res != null) {   // Embryo: the expert that reconstructs the row best, weight 1 (embryo.comp)
+            op(s, VulkanContext.OP_RESONANCE_ROUTE, routerIn, s.moeRoute, s.moeRoute, s.moeRoute, T, n, res.rank(), plan.hidden(),
+                    vectorAt.get(res.mu()), res.rank() == 0 ? 0 : vectorAt.get(res.u()), vectorAt.get(res.bias()));
+            sync("route");
+            return;
+        }
         moeOp(s, VulkanContext.MOE_PRODUCT, ml.router, routerIn, s.moeRoute, s.moeLogits, n, T, ml.routerBias, n, plan.hidden(), 0, 0, 0, 0, 0);
         sync("router");
         int mode = (m.normTopK() ? 1 : 0) | (m.topKThenSoftmax() ? 2 : 0);

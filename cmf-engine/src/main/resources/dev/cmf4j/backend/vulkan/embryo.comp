@@ -126,8 +126,9 @@ void main() {
         }
     } else if (OP == 34u) {
         // the resonance router of row t = wg of A y [T, dim]: r = y − μ_e, err_e = ‖r‖² − Σ_i (r·u_ei)² in double,
-        // score_e = b_e − err_e; B idx[t] (uint) = the first maximum (a tie to the lower id), C wts[t] = 1. u0 experts,
-        // u1 rank, u2 dim; P: mu [E, dim] at u3, u [E, rank, dim] at u4, bias [E] at u5
+        // score_e = b_e − err_e; into B route (moe.comp's: per row its expert id, then its weight's f32 bits) the first
+        // maximum (a tie to the lower id) with weight 1. u0 experts, u1 rank, u2 dim; P: mu [E, dim] at u3,
+        // u [E, rank, dim] at u4, bias [E] at u5
         uint experts = p.u[0], rank = p.u[1], dim = p.u[2], y = wg * dim;
         for (uint ex = tid; ex < experts; ex += WG) {
             uint mu = p.u[3] + ex * dim;
@@ -145,8 +146,8 @@ void main() {
         if (tid == 0u) {
             uint best = 0u;
             for (uint ex = 1u; ex < experts; ex++) if (score[ex] > score[best]) best = ex;
-            bu[wg] = best;
-            c[wg] = 1.0;
+            bu[2u * wg] = best;
+            bu[2u * wg + 1u] = floatBitsToUint(1.0);
         }
     } else if (OP == 35u) {
         // row wg of A lc [rows, clusters]: lc − logsumexp(lc), in place. u0 clusters

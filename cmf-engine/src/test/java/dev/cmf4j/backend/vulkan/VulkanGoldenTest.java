@@ -182,8 +182,9 @@ class VulkanGoldenTest {
     }
 
     /**
-     * Embryo's three fixture models (the reference's own files, float64 log-probabilities) on the device, hybrid path
-     * (anchors, delta nets, the clustered head on the CPU): whole prompt and token by token, within the CPU's 1e-3.
+     * Embryo's three fixture models (the reference's own files, float64 log-probabilities) whole on the device (anchors,
+     * delta nets, the resonance-routed experts, the clustered head): whole prompt and token by token, within the CPU's
+     * 1e-3.
      */
     @ParameterizedTest
     @ValueSource(strings = {"embryo_a", "embryo_b", "embryo_c"})
@@ -191,6 +192,7 @@ class VulkanGoldenTest {
         Path dir = Fixtures.require("embryo/" + name);
         Golden golden = Golden.load(dir);
         try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(dir.resolve("model.cmf"), null, b)) {
+            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
             for (int chunk : new int[] {golden.inputIds().length, 1}) {
                 Golden.Result r = golden.check(m.graph(), chunk, 1e-3);
                 System.out.println("vulkan " + name + " chunk " + chunk + ": " + r);
