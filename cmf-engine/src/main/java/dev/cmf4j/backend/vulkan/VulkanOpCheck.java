@@ -210,7 +210,7 @@ final class VulkanOpCheck {
      * per-layer inputs' combine (OP 16: the projection's slices scaled, RMSNorm'd with a plain, offset or no weight, plus
      * the table's rows, times the combine scale) over rows of 16 and of 300 (past a workgroup's 64), the per-layer gate
      * times one layer's slice (OP 17) for each activation, the layer scalar (OP 18), the MoE routing's per-expert scales
-     * (OP 19).
+     * (OP 19), the sandwich norm's add into the residual with a layer scalar (OP 20).
      */
     static List<OpResult> gemma4Operators(VulkanMatMul mm, SplittableRandom r) {
         List<OpResult> out = new ArrayList<>();
@@ -242,6 +242,20 @@ final class VulkanOpCheck {
         for (int i = 0; i < scaled.length; i++) scaled[i] *= scalar;
         run(mm, 18, 3, new int[] {x.length, Float.floatToRawIntBits(scalar)}, x, x, x, x);
         out.add(new OpResult("layer scalar", x.length + " values", error(x, scaled), 0));
+        // a sandwich norm's output added to the residual, times a layer scalar (OP 20): plain, offset and no weight
+        for (int[] sh : new int[][] {{3, 7}, {2, 300}})
+            for (int variant = 0; variant < 3; variant++) {
+                int rows = sh[0], n = sh[1];
+                float[] src = gauss(r, rows * n, 2), res = gauss(r, rows * n, 1), w = gauss(r, n, 1), want = new float[rows * n];
+                float scale = variant == 2 ? 1f : 0.8125f;
+                for (int i = 0; i < rows; i++)
+                    dev.cmf4j.backend.cpu.RmsNorm.apply(src, i * n, want, i * n, n, variant == 2 ? null : w, variant == 1, eps);
+                for (int i = 0; i < want.length; i++) want[i] = (res[i] + want[i]) * scale;
+                run(mm, 20, rows, new int[] {rows, n, 0, 0, 0, variant == 2 ? 0 : variant == 1 ? 3 : 1, Float.floatToRawIntBits(eps), n, n,
+                        Float.floatToRawIntBits(scale)}, src, res, w, src);
+                out.add(new OpResult("norm add" + (variant == 0 ? "" : variant == 1 ? " offset" : " no weight"), rows + "x" + n
+                        + (scale != 1f ? ", scaled" : ""), error(res, want), 1e-5));
+            }
         // per-expert scales on a routing of 7 rows, top 3 of 5 experts: (id, weight bits) pairs, the ids kept
         int slots = 21, experts = 5, scalesAt = 4;
         float[] route = new float[2 * slots], wantRoute = new float[2 * slots], scales = gauss(r, scalesAt + experts, 1);

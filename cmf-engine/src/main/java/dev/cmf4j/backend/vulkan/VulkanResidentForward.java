@@ -778,13 +778,13 @@ final class VulkanResidentForward implements DeviceForward {
                 matvec(s, o, mixed, s.tmp, T);
                 sync("o");
                 if (l.oBias() != null) { bias(s, l.oBias(), s.tmp, T, hidden); sync("bias"); }
-                if (l.postAttnNorm() != null) { norm(s, l.postAttnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
-                op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
+                if (l.postAttnNorm() != null) normAdd(s, l.postAttnNorm(), s.tmp, T, 1f);
+                else op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
                 sync("add");
             }
             if (l.moe() != null && l.gate() == null) {
                 moeFfn(s, l, T);
-                perLayerInput(s, l, li, T);
+                perLayerInput(s, l, li, T, false);
                 continue;
             }
             if (rowsFold && folds(T, l.gate(), l.up())) {
@@ -817,12 +817,17 @@ final class VulkanResidentForward implements DeviceForward {
                 sync("down");
             }
             if (l.moe() != null) moeBesideMlp(s, l, T);
+            boolean scaled = false;   // the layer scalar applied with the post-FFN norm's add (no per-layer input after it)
             if (!rowsFold || l.postFfnNorm() != null || !folds(T, l.down())) {
-                if (l.postFfnNorm() != null) { norm(s, l.postFfnNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
-                op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
+                if (l.postFfnNorm() != null) {
+                    scaled = l.perLayerInput() == null;
+                    normAdd(s, l.postFfnNorm(), s.tmp, T, scaled ? l.layerScalar() : 1f);
+                } else {
+                    op(s, 5, s.x, s.tmp, s.x, s.x, groups(T * hidden), T * hidden);
+                }
                 sync("add");
             }
-            perLayerInput(s, l, li, T);
+            perLayerInput(s, l, li, T, scaled);
         }
         if (rowsBack) {
             vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
@@ -1094,9 +1099,10 @@ final class VulkanResidentForward implements DeviceForward {
 
     /**
      * The end of gemma4's layer {@code li}: x += postNorm(proj(act(gate·x) · pli[li])) (gate's rows in g, OP 17), then x
-     * times the layer scalar (OP 18); nothing for a layer without them.
+     * times the layer scalar (with the post norm's add, OP 20; else OP 18), unless {@code scaled} (done already);
+     * nothing for a layer without them.
      */
-    private void perLayerInput(State s, DecoderPlan.Layer l, int li, int T) {
+    private void perLayerInput(State s, DecoderPlan.Layer l, int li, int T, boolean scaled) {
         int hidden = plan.hidden();
         DecoderPlan.PerLayerInput pi = l.perLayerInput();
         if (pi != null) {
@@ -1107,11 +1113,15 @@ final class VulkanResidentForward implements DeviceForward {
             sync("per-layer act");
             matvec(s, pi.projection(), s.g, s.tmp, T);
             sync("per-layer projection");
-            if (pi.postNorm() != null) { norm(s, pi.postNorm(), s.tmp, s.tmp, T, hidden, 0, 0); sync("norm"); }
-            op(s, 5, s.x, s.tmp, s.x, s.x, groups((long) T * hidden), T * hidden);
+            if (pi.postNorm() != null) {
+                normAdd(s, pi.postNorm(), s.tmp, T, scaled ? 1f : l.layerScalar());
+                scaled = true;
+            } else {
+                op(s, 5, s.x, s.tmp, s.x, s.x, groups((long) T * hidden), T * hidden);
+            }
             sync("add");
         }
-        if (l.layerScalar() != 1f) {
+        if (!scaled && l.layerScalar() != 1f) {
             op(s, 18, s.x, s.x, s.x, s.x, groups((long) T * hidden), T * hidden, Float.floatToRawIntBits(l.layerScalar()));
             sync("layer scalar");
         }
@@ -1193,6 +1203,17 @@ final class VulkanResidentForward implements DeviceForward {
         int flags = (w != null ? 1 : 0) | (w != null && n.offset() ? 2 : 0);
         op(s, 0, src, dst, params, src, Math.min(rows, ctx.info().maxGroupCount()[0]), rows, dim, srcOff, dstOff, w == null ? 0 : w, flags,
                 Float.floatToRawIntBits(n.eps()), dim, dim);
+    }
+
+    /**
+     * x = (x + RMSNorm(src)) · scale for {@code rows} rows of the hidden width (OP 20: a sandwich norm's output added to
+     * the residual, a layer scalar after it, in one phase).
+     */
+    private void normAdd(State s, NormOp n, VulkanContext.Buffer src, int rows, float scale) {
+        Integer w = normAt.get(n);
+        int flags = (w != null ? 1 : 0) | (w != null && n.offset() ? 2 : 0), dim = plan.hidden();
+        op(s, 20, src, s.x, params, src, Math.min(rows, ctx.info().maxGroupCount()[0]), rows, dim, 0, 0, w == null ? 0 : w, flags,
+                Float.floatToRawIntBits(n.eps()), dim, dim, Float.floatToRawIntBits(scale));
     }
 
     /** x[t, i] += b[i] for {@code T} rows of {@code width} (nothing when b is null). */

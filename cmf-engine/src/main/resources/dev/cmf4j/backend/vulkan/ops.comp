@@ -64,9 +64,10 @@ float act(float x, uint kind) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    if (OP == 0u) {
+    if (OP == 0u || OP == 20u) {
         // RMSNorm of rows: b[u3 + r*u8 + i] = a[u2 + r*u7 + i] / sqrt(mean + eps) * s_i, s = c[u4 + i] (u5 bit 0),
-        // 1 + c[u4 + i] (bit 1 too) or 1; rows u0, width u1, eps bits u6
+        // 1 + c[u4 + i] (bit 1 too) or 1; rows u0, width u1, eps bits u6. OP 20 adds it to b instead, then multiplies
+        // by u9 (f32 bits): a sandwich norm's output into the residual (and a layer scalar) in one phase
         uint rows = p.u[0], n = p.u[1];
         float eps = uintBitsToFloat(p.u[6]);
         bool weight = (p.u[5] & 1u) != 0u, offset = (p.u[5] & 2u) != 0u;
@@ -78,6 +79,7 @@ void main() {
             for (uint i = tid; i < n; i += WG) {
                 float v = a[src + i] * inv;
                 if (weight) v = offset ? v * (1.0 + c[p.u[4] + i]) : c[p.u[4] + i] * v;
+                if (OP == 20u) v = (b[dst + i] + v) * uintBitsToFloat(p.u[9]);
                 b[dst + i] = v;
             }
             barrier();
