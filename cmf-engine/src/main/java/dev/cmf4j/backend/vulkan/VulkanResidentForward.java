@@ -1346,8 +1346,8 @@ final class VulkanResidentForward implements DeviceForward {
         if (m.shared() != null)
             for (Matrix w : new Matrix[] {m.shared().gate(), m.shared().up(), m.shared().down(), m.shared().gateProj()})
                 if (w != null && !VulkanMatMul.supports(w)) return "shared expert " + w.name() + " is " + w.dtype().label + (w.inputMajor() ? ", input-major" : "");
-        if (l.gate() != null && (l.postMlpNorm() == null || l.postFfnNorm() == null))   // gemma4's block has all its norms
-            return "a dense MLP beside the experts without its post norms";
+        if (l.gate() != null && (l.postMlpNorm() == null || l.preMoeNorm() == null || l.postMoeNorm() == null || l.postFfnNorm() == null))
+            return "a dense MLP beside the experts without its norms";   // (gemma4's block has all four)
         if (m.experts() > DecoderPlan.MAX_EXPERTS || m.topK() > DecoderPlan.MAX_TOP_K)
             return m.experts() + " experts, top " + m.topK() + " (moe.comp takes at most " + DecoderPlan.MAX_EXPERTS + ", top " + DecoderPlan.MAX_TOP_K + ")";
         List<List<Matrix>> groups = new ArrayList<>(List.of(m.gate(), m.down()));
@@ -1540,8 +1540,7 @@ final class VulkanResidentForward implements DeviceForward {
     private void moeBesideMlp(State s, DecoderPlan.Layer l, int T) {
         int hidden = plan.hidden();
         norm(s, l.postMlpNorm(), s.tmp, s.tmp, T, hidden, 0, 0);
-        if (l.preMoeNorm() != null) norm(s, l.preMoeNorm(), s.x, s.xn, T, hidden, 0, 0);
-        else copy(s.x, 0, s.xn, 0, 4L * T * hidden);   // (not met: the plan's block has its norms)
+        norm(s, l.preMoeNorm(), s.x, s.xn, T, hidden, 0, 0);
         VulkanContext.Buffer routerIn = s.x;
         if (l.moe().routerNorm() != null) {
             norm(s, l.moe().routerNorm(), s.x, s.moeRouterIn, T, hidden, 0, 0);
@@ -1550,7 +1549,8 @@ final class VulkanResidentForward implements DeviceForward {
         sync("moe norms");
         moeRoute(s, l, routerIn, T);
         moeExperts(s, l, s.xn, s.moeOut, T, false);
-        if (l.postMoeNorm() != null) { norm(s, l.postMoeNorm(), s.moeOut, s.moeOut, T, hidden, 0, 0); sync("norm"); }
+        norm(s, l.postMoeNorm(), s.moeOut, s.moeOut, T, hidden, 0, 0);
+        sync("norm");
         op(s, 5, s.tmp, s.moeOut, s.tmp, s.tmp, groups((long) T * hidden), T * hidden);
         sync("add");
     }
