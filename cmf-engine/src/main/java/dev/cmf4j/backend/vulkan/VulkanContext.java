@@ -751,10 +751,14 @@ public final class VulkanContext implements AutoCloseable {
         vk.queueSubmit(queue, submitInfo, fence);
     }
 
-    /** moe.comp's OPs (VulkanResidentForward.moe): route, gate/up with the GLU, down with the weighted sum, the router's product. */
-    static final int MOE_ROUTE = 0, MOE_GATE_UP = 1, MOE_DOWN = 2, MOE_PRODUCT = 3;
+    /**
+     * moe.comp's OPs (VulkanResidentForward.moe): route, gate/up with the GLU, down with the weighted sum, the router's
+     * product; for chunks, by expert: gate/up with the GLU, down per pick, the picks' weighted sum.
+     */
+    static final int MOE_ROUTE = 0, MOE_GATE_UP = 1, MOE_DOWN = 2, MOE_PRODUCT = 3, MOE_GATE_UP_BY_EXPERT = 4, MOE_DOWN_BY_EXPERT = 5,
+            MOE_SUM = 6, MOE_OPS = 7;
     /** moe.comp's pipelines by OP and weight kind (f32, bf16, f16, int8, q4_block), made when a forward first records one; ops.comp's layout. */
-    private final long[] moe = new long[4 * (Shaders.KIND_Q4_BLOCK + 1)];
+    private final long[] moe = new long[MOE_OPS * (Shaders.KIND_Q4_BLOCK + 1)];
     private long moeModule;
 
     synchronized long moePipeline(int op, int kind) {

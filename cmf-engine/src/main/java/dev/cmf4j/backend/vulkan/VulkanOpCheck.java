@@ -998,12 +998,53 @@ final class VulkanOpCheck {
                         moeRun(mm, VulkanContext.MOE_DOWN, dn.kind(), dn, hidden, tokens, new int[] {hidden, inter, k, dn.rsOff(), dn.cfOff(), dn.flags(),
                                 1 + guBias.length, dn.cfRows(), dn.rowsPerExpert(), 1}, wantH, route, y, params);
                         out.add(new OpResult("moe down " + dt.label, shape, error(y, wantY), 1e-5));
+                        out.addAll(moeByExpert(mm, r, gu, dn, dt, experts, k, hidden, inter, fused, act, params, 1 + guBias.length, shape));
                     } finally {
                         mm.context().free(gu.buffer());
                         mm.context().free(dn.buffer());
                     }
                 }
         return out;
+    }
+
+    /**
+     * A chunk's experts by expert (OPs 4, 5, 6: each expert's picks 8 at a time) against the same by pick (OPs 1, 2, which
+     * {@link #moeExperts} holds to the CPU), bit for bit: 40 rows of top {@code k} over random routing (80 picks: two
+     * windows of 64, several tiles of 8 an expert and partial ones), into a random residual.
+     */
+    private static List<OpResult> moeByExpert(VulkanMatMul mm, SplittableRandom r, VulkanResidentForward.Stack gu, VulkanResidentForward.Stack dn,
+                                              DType dt, int experts, int k, int hidden, int inter, boolean fused, int act, float[] params,
+                                              int downBias, String shape) {
+        int tokens = 40, slots = tokens * k;
+        float[] x = gauss(r, tokens * hidden, 1), route = new float[2 * slots], resid = gauss(r, tokens * hidden, 1);
+        for (int t = 0; t < tokens; t++) {
+            int a = r.nextInt(experts), b = (a + 1 + r.nextInt(experts - 1)) % experts;
+            for (int j = 0; j < k; j++) {
+                route[2 * (t * k + j)] = Float.intBitsToFloat(j == 0 ? a : b);
+                route[2 * (t * k + j) + 1] = (float) r.nextDouble();
+            }
+        }
+        int[] guPush = {inter, hidden, k, gu.rsOff(), gu.cfOff(), gu.flags(), 1, gu.cfRows(), gu.rowsPerExpert(), fused ? 1 : 0, act,
+                Float.floatToRawIntBits(1.702f), Float.floatToRawIntBits(0.7f), slots};
+        int[] dnPush = {hidden, inter, k, dn.rsOff(), dn.cfOff(), dn.flags(), downBias, dn.cfRows(), dn.rowsPerExpert(), 1, 0, 0, 0, slots};
+        float[] hPick = new float[slots * inter], hExpert = new float[slots * inter];
+        moeRun(mm, VulkanContext.MOE_GATE_UP, gu.kind(), gu, inter, slots, guPush, x, route, hPick, params);
+        moeRun(mm, VulkanContext.MOE_GATE_UP_BY_EXPERT, gu.kind(), gu, 7, experts, guPush, x, route, hExpert, params);
+        float[] yPick = resid.clone(), yExpert = resid.clone(), perPick = new float[slots * hidden];
+        moeRun(mm, VulkanContext.MOE_DOWN, dn.kind(), dn, hidden, tokens, dnPush, hPick, route, yPick, params);
+        moeRun(mm, VulkanContext.MOE_DOWN_BY_EXPERT, dn.kind(), dn, 5, experts, dnPush, hPick, route, perPick, params);
+        moeRun(mm, VulkanContext.MOE_SUM, dn.kind(), dn, 1, tokens, new int[] {hidden, 0, k, 0, 0, 0, 0, 1, 0, 1}, perPick, route, yExpert, params);
+        String chunk = shape.replace("3 tokens", tokens + " tokens");
+        return List.of(new OpResult("moe gate/up " + dt.label + " by expert = by pick, bitwise", chunk, bitwise(hExpert, hPick), 0),
+                new OpResult("moe down " + dt.label + " by expert = by pick, bitwise", chunk, bitwise(yExpert, yPick), 0));
+    }
+
+    /** 0 when {@code a} and {@code b} hold the same bits, else their largest difference (at least 1e-30). */
+    private static double bitwise(float[] a, float[] b) {
+        double d = 0;
+        for (int i = 0; i < a.length; i++)
+            if (Float.floatToRawIntBits(a[i]) != Float.floatToRawIntBits(b[i])) d = Math.max(d, Math.abs(a[i] - b[i]) + 1e-30);
+        return d;
     }
 
     /**

@@ -307,6 +307,8 @@ final class VulkanResidentForward implements DeviceForward {
         VulkanContext.Buffer pleRows, pli;
         /** A mixture of experts' router logits, expert ids and weights, and the chosen experts' GLU rows (null without experts). */
         final VulkanContext.Buffer moeLogits, moeRoute, moeH;
+        /** A chunk's picks' down products before their weighted sum (moe.comp OP 5, then OP 6), or null without experts. */
+        VulkanContext.Buffer moeY;
         /** Beside a dense MLP (gemma4): the router's normed rows and the experts' output rows (null otherwise). */
         VulkanContext.Buffer moeRouterIn, moeOut;
         /** The decode step (one token, its logits) recorded once for this state and replayed, or null until the first. */
@@ -366,6 +368,7 @@ final class VulkanResidentForward implements DeviceForward {
                 moeLogits = moeExperts == 0 ? null : dev(4L * chunk * moeExperts, "router logits");
                 moeRoute = moeExperts == 0 ? null : dev(8L * chunk * moeTopK, "expert ids and weights");
                 moeH = moeExperts == 0 ? null : dev(4L * chunk * moeTopK * moeInter, "experts' GLU rows");
+                if (moeExperts > 0 && chunk >= ctx.gemmMinTokens) moeY = dev(4L * chunk * moeTopK * hidden, "experts' down rows");
                 if (plan.layers().stream().anyMatch(l -> l.moe() != null && l.gate() != null)) {
                     moeRouterIn = dev(4L * chunk * hidden, "router's normed rows");
                     moeOut = dev(4L * chunk * hidden, "experts' output rows");
@@ -1673,6 +1676,20 @@ final class VulkanResidentForward implements DeviceForward {
             case dev.cmf4j.backend.Glu.ClampedSwiglu c -> { glu = 3; alpha = Float.floatToRawIntBits(c.alpha()); limit = Float.floatToRawIntBits(c.limit()); }
         }
         boolean interleaved = m.up() == null && m.interleaved();
+        if (T >= ctx.gemmMinTokens && s.moeY != null) {
+            // a chunk: by expert, each taking its picks 8 at a time, so an expert's rows are read once for 8 picks instead
+            // of once a pick (the same sums as below, bit for bit: the op checks)
+            int n = m.experts(), slots = T * k;
+            moeOp(s, VulkanContext.MOE_GATE_UP_BY_EXPERT, ml.gateUp, in, s.moeRoute, s.moeH, inter, n, ml.gateUpBias, inter, hidden, k,
+                    interleaved ? 1 : 0, glu, alpha, limit, slots);
+            sync("experts gate/up");
+            moeOp(s, VulkanContext.MOE_DOWN_BY_EXPERT, ml.down, s.moeH, s.moeRoute, s.moeY, hidden, n, ml.downBias, hidden, inter, k,
+                    0, 0, 0, 0, slots);
+            sync("experts down");
+            moeOp(s, VulkanContext.MOE_SUM, ml.down, s.moeY, s.moeRoute, out, (hidden + 63) / 64, T, -1, hidden, 0, k, add ? 1 : 0, 0, 0, 0);
+            sync("experts sum");
+            return;
+        }
         moeOp(s, VulkanContext.MOE_GATE_UP, ml.gateUp, in, s.moeRoute, s.moeH, inter, T * k, ml.gateUpBias, inter, hidden, k,
                 interleaved ? 1 : 0, glu, alpha, limit);
         sync("experts gate/up");
@@ -1683,7 +1700,8 @@ final class VulkanResidentForward implements DeviceForward {
     /**
      * One moe.comp dispatch of {@code op} over {@code w}'s stack (A), b, c (the routing) and d: {@code gx} × {@code gy}
      * workgroups. Products: u0 {@code rows}, u1 {@code cols}, u2 {@code k}, the stack's scales, {@code bias}'s offset,
-     * then {@code u9}..{@code u12}; the routing (gx its workgroups): u0 experts, u1 k, u2 mode, u3 tokens.
+     * then {@code u9}..{@code u12} (and u13 when given); the routing (gx its workgroups): u0 experts, u1 k, u2 mode, u3
+     * tokens.
      */
     private void moeOp(State s, int op, Stack w, VulkanContext.Buffer b, VulkanContext.Buffer c, VulkanContext.Buffer d, int gx, int gy,
                        int... u) {
@@ -1693,7 +1711,7 @@ final class VulkanResidentForward implements DeviceForward {
         } else {
             int bias = u[0], rows = u[1], cols = u[2], k = u[3];
             push = new int[] {rows, cols, k, w.rsOff(), w.cfOff(), w.flags(), bias < 0 ? 0 : bias + 1, w.cfRows(), w.rowsPerExpert(),
-                    u[4], u[5], u[6], u[7]};
+                    u[4], u[5], u[6], u[7], u.length > 8 ? u[8] : 0};
         }
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         VulkanContext.Buffer[] bufs = {w.buffer(), b, c, d};

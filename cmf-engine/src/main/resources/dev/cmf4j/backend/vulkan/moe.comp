@@ -13,11 +13,14 @@
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 
 layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint OP = 0u;     // 0 route, 1 gate/up + GLU, 2 down + weighted sum, 3 plain product (router)
+// 0 route, 1 gate/up + GLU, 2 down + weighted sum, 3 plain product (router); for chunks, by expert: 4 gate/up + GLU,
+// 5 down per pick, 6 the picks' weighted sum
+layout(constant_id = 0) const uint OP = 0u;
 layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block
 const uint WG = 64u;
 const uint MAX_EXPERTS = 1024u, MAX_TOP_K = 32u;   // DecoderPlan.MAX_EXPERTS, MAX_TOP_K
 const uint NONE = 0xffffffffu;
+const uint TT = 8u;   // picks of one expert a workgroup takes together (OPs 4, 5): each weight read once for them
 
 layout(std430, set = 0, binding = 0) readonly buffer A { uint w[]; };       // the expert stack
 layout(std430, set = 0, binding = 1) readonly buffer B { float x[]; };      // input rows (route: the router's logits)
@@ -30,7 +33,7 @@ layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };    // t
 // scales, bit 1 column scales, u6 the biases' offset in P + 1 (0: none; indexed by the stack row), u7 rows a
 // column-scale vector covers, u8 stack rows an expert, u9 (gate/up) 1: gate and up interleaved (2r, 2r + 1), 0: halves
 // (r, rows + r); (down) 1: add into y; u10 (gate/up) the GLU: 0 SiLU, 1 GELU tanh, 2 GELU, 3 gpt-oss's clamped SwiGLU
-// with alpha u11 and limit u12 (f32 bits)
+// with alpha u11 and limit u12 (f32 bits); u13 (OPs 4, 5) the step's picks T·k
 layout(push_constant) uniform Push { uint u[16]; } p;
 
 shared float red[WG];
@@ -41,6 +44,8 @@ shared uint bestI[WG];
 shared uint picked[MAX_TOP_K];
 shared float pw[MAX_TOP_K];
 shared uint order[MAX_TOP_K];
+shared uint list[WG];   // OPs 4, 5: the picks of the workgroup's expert among a window of WG
+shared uint listN;
 
 // the workgroup's sum or max of v, every invocation gets it (as ops.comp's; the barriers also publish shared memory)
 float reduce(float v, bool isMax) {
@@ -129,6 +134,48 @@ float rowDot(uint sr, uint xo) {
 }
 
 float bias(uint sr) { return p.u[6] != 0u ? prm[p.u[6] - 1u + sr] : 0.0; }
+
+// stack row sr · x[xo[t] ..] for t < nt, each as rowDot gives it (the same sums in the same order), the row read once
+void rowDots(uint sr, uint nt, uint xo[TT], inout float res[TT]) {
+    uint tid = gl_LocalInvocationID.x, n = p.u[1], base = sr * n;
+    bool colScales = (p.u[5] & 2u) != 0u;
+    uint cf = p.u[4] + (sr / p.u[7]) * n;
+    float acc[TT];
+    for (uint t = 0u; t < TT; t++) acc[t] = 0.0;
+    if ((n & 3u) == 0u) {
+        for (uint c = tid * 4u; c < n; c += WG * 4u) {
+            vec4 wv = w4(base + c);
+            if (colScales) wv *= vec4(uintBitsToFloat(w[cf + c]), uintBitsToFloat(w[cf + c + 1u]), uintBitsToFloat(w[cf + c + 2u]),
+                                      uintBitsToFloat(w[cf + c + 3u]));
+            for (uint t = 0u; t < TT; t++)
+                if (t < nt) acc[t] += dot(wv, vec4(x[xo[t] + c], x[xo[t] + c + 1u], x[xo[t] + c + 2u], x[xo[t] + c + 3u]));
+        }
+    } else {
+        for (uint c = tid; c < n; c += WG) {
+            float wv = w1(base + c);
+            if (colScales) wv *= uintBitsToFloat(w[cf + c]);
+            for (uint t = 0u; t < TT; t++)
+                if (t < nt) acc[t] += wv * x[xo[t] + c];
+        }
+    }
+    for (uint t = 0u; t < TT; t++) {
+        if (t < nt) {
+            float s = reduce(acc[t], false);
+            res[t] = (p.u[5] & 1u) != 0u ? s * uintBitsToFloat(w[p.u[3] + sr]) : s;
+        }
+    }
+}
+
+// OPs 4, 5: lists into `list` the picks among slots [base, base + WG) that chose expert e (in slot order)
+void listPicks(uint base, uint slots, uint e) {
+    barrier();   // the previous window's list is read
+    if (gl_LocalInvocationID.x == 0u) {
+        uint n = 0u;
+        for (uint i = 0u; i < WG && base + i < slots; i++) if (route[2u * (base + i)] == e) list[n++] = base + i;
+        listN = n;
+    }
+    barrier();
+}
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -225,6 +272,67 @@ void main() {
                 uint o = t * rows + r;
                 y[o] = p.u[9] != 0u ? y[o] + acc : acc;
             }
+        }
+    } else if (OP == 4u) {
+        // OP 1 by expert (workgroup y), for chunks: its picks among the step's u13 taken TT at a time, each weight row
+        // read once for them; h as OP 1 writes it, bit for bit
+        uint rows = p.u[0], k = p.u[2], e = gl_WorkGroupID.y, slots = p.u[13];
+        bool inter = p.u[9] != 0u;
+        for (uint base = 0u; base < slots; base += WG) {
+            listPicks(base, slots, e);
+            uint n = listN;
+            for (uint r = gl_WorkGroupID.x; r < rows && n > 0u; r += gl_NumWorkGroups.x) {
+                uint gr = e * p.u[8] + (inter ? 2u * r : r), ur = e * p.u[8] + (inter ? 2u * r + 1u : rows + r);
+                for (uint s0 = 0u; s0 < n; s0 += TT) {
+                    uint nt = min(TT, n - s0), xo[TT];
+                    for (uint t = 0u; t < TT; t++) xo[t] = t < nt ? (list[s0 + t] / k) * p.u[1] : 0u;
+                    float g[TT], u[TT];
+                    rowDots(gr, nt, xo, g);
+                    rowDots(ur, nt, xo, u);
+                    if (tid == 0u)
+                        for (uint t = 0u; t < nt; t++) y[list[s0 + t] * rows + r] = glu(g[t] + bias(gr), u[t] + bias(ur), p.u[10]);
+                }
+            }
+        }
+    } else if (OP == 5u) {
+        // OP 2's products by expert (workgroup y), for chunks: y[slot*u0 + r] = D_e[r]·h_slot + db[e, r] for each of its
+        // picks, TT at a time (OP 6 weighs and adds them)
+        uint rows = p.u[0], e = gl_WorkGroupID.y, slots = p.u[13];
+        for (uint base = 0u; base < slots; base += WG) {
+            listPicks(base, slots, e);
+            uint n = listN;
+            for (uint r = gl_WorkGroupID.x; r < rows && n > 0u; r += gl_NumWorkGroups.x) {
+                uint sr = e * p.u[8] + r;
+                for (uint s0 = 0u; s0 < n; s0 += TT) {
+                    uint nt = min(TT, n - s0), xo[TT];
+                    for (uint t = 0u; t < TT; t++) xo[t] = t < nt ? list[s0 + t] * p.u[1] : 0u;
+                    float v[TT];
+                    rowDots(sr, nt, xo, v);
+                    if (tid == 0u)
+                        for (uint t = 0u; t < nt; t++) y[list[s0 + t] * rows + r] = v[t] + bias(sr);
+                }
+            }
+        }
+    } else if (OP == 6u) {
+        // token t (workgroup y), output i (invocations): y[t*u0 + i] (+)= Σ_j w_j·x[(t*k + j)*u0 + i] in ascending
+        // expert order (OP 2's sum over OP 5's products)
+        uint rows = p.u[0], k = p.u[2], t = gl_WorkGroupID.y;
+        if (tid == 0u) {
+            for (uint j = 0u; j < k; j++) order[j] = j;
+            for (uint j = 1u; j < k; j++)
+                for (uint q = j; q > 0u && route[2u * (t * k + order[q])] < route[2u * (t * k + order[q - 1u])]; q--) {
+                    uint o = order[q]; order[q] = order[q - 1u]; order[q - 1u] = o;
+                }
+        }
+        barrier();
+        for (uint i = gl_WorkGroupID.x * WG + tid; i < rows; i += gl_NumWorkGroups.x * WG) {
+            float acc = 0.0;
+            for (uint q = 0u; q < k; q++) {
+                uint slot = t * k + order[q];
+                acc += x[slot * rows + i] * uintBitsToFloat(route[2u * slot + 1u]);
+            }
+            uint o = t * rows + i;
+            y[o] = p.u[9] != 0u ? y[o] + acc : acc;
         }
     } else {
         // token t (workgroup y): y[t*u0 + r] = W[r]·x_t + b[r] (the router's logits)
