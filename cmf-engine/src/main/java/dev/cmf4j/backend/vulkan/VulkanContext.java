@@ -757,14 +757,14 @@ public final class VulkanContext implements AutoCloseable {
      */
     static final int MOE_ROUTE = 0, MOE_GATE_UP = 1, MOE_DOWN = 2, MOE_PRODUCT = 3, MOE_GATE_UP_BY_EXPERT = 4, MOE_DOWN_BY_EXPERT = 5,
             MOE_SUM = 6, MOE_OPS = 7;
-    /** moe.comp's pipelines by OP and weight kind (f32, bf16, f16, int8, q4_block), made when a forward first records one; ops.comp's layout. */
-    private final long[] moe = new long[MOE_OPS * (Shaders.KIND_Q4_BLOCK + 1)];
+    /** moe.comp's pipelines by OP and weight kind (f32, bf16, f16, int8, q4_block, q4tp), made when a forward first records one; ops.comp's layout. */
+    private final long[] moe = new long[MOE_OPS * (Shaders.KIND_Q4TP + 1)];
     private long moeModule;
 
     synchronized long moePipeline(int op, int kind) {
         if (closed) throw new IllegalStateException("Vulkan context closed");
-        if (kind < 0 || kind > Shaders.KIND_Q4_BLOCK) throw new IllegalArgumentException("moe.comp reads no weight kind " + kind);
-        int at = op * (Shaders.KIND_Q4_BLOCK + 1) + kind;
+        if (kind < 0 || kind > Shaders.KIND_Q4TP) throw new IllegalArgumentException("moe.comp reads no weight kind " + kind);
+        int at = op * (Shaders.KIND_Q4TP + 1) + kind;
         if (moe[at] == 0) {
             try (Arena a = Arena.ofConfined()) {
                 if (moeModule == 0) moeModule = createShaderModule(a, Shaders.load("moe"));

@@ -915,7 +915,7 @@ final class VulkanOpCheck {
 
     /**
      * moe.comp's expert kernels against the CPU's reference products on random weights of every dtype the stacks take
-     * (q4_block at widths of whole groups of 32 only):
+     * (q4_block and q4tp at widths of whole groups of 32 only):
      * {@code tokens} rows each routed to {@code k} distinct experts of {@code experts} with random weights (the routing
      * given, not computed), gate and up separate (stacked gate, up, gate, up, …) or one fused interleaved [2I] product
      * per expert (row windows of a 3-D tensor), with biases, SiLU or gpt-oss's clamped SwiGLU; then the down products
@@ -926,11 +926,11 @@ final class VulkanOpCheck {
         List<OpResult> out = new ArrayList<>();
         MatMul cpu = CpuBackend.reference().matmul();
         int experts = 6, k = 2, tokens = 3;
-        for (DType dt : new DType[] {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F, DType.Q4_BLOCK})
+        for (DType dt : new DType[] {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F, DType.Q4_BLOCK, DType.Q4TP})
             for (int[] sh : new int[][] {{40, 24}, {37, 13}, {64, 32}})
                 for (boolean fused : new boolean[] {false, true}) {
                     int hidden = sh[0], inter = sh[1];
-                    if (dt == DType.Q4_BLOCK && (hidden % 32 != 0 || inter % 32 != 0)) continue;   // its experts: rows of whole groups
+                    if ((dt == DType.Q4_BLOCK || dt == DType.Q4TP) && (hidden % 32 != 0 || inter % 32 != 0)) continue;   // rows of whole groups
                     dev.cmf4j.backend.Glu glu = fused ? new dev.cmf4j.backend.Glu.ClampedSwiglu(1.702f, 0.7f)
                             : new dev.cmf4j.backend.Glu.Gated(dev.cmf4j.backend.Activation.SILU);
                     List<Matrix> pieces = new ArrayList<>(), down = new ArrayList<>();

@@ -1361,9 +1361,9 @@ final class VulkanResidentForward implements DeviceForward {
             for (Matrix w : g) {
                 String what = w == m.router() ? "router " : "expert ";
                 if (w.inputMajor()) return what + w.name() + " is input-major (the Vulkan experts read output-major rows)";
-                if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f, q4_block)";
-                if (w.dtype() == DType.Q4_BLOCK && w.cols() % 32 != 0)
-                    return what + w.name() + " is q4_block of " + w.cols() + " columns (the Vulkan experts read whole groups of 32 a row)";
+                if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f, q4_block, q4tp)";
+                if ((w.dtype() == DType.Q4_BLOCK || w.dtype() == DType.Q4TP) && w.cols() % 32 != 0)
+                    return what + w.name() + " is " + w.dtype().label + " of " + w.cols() + " columns (the Vulkan experts read whole groups of 32 a row)";
                 if (w != m.router() && w.dtype() != expertType) return "experts of mixed dtypes (" + w.name() + " is " + w.dtype().label + ")";
                 if (w.cols() != g.get(0).cols() || w.rows() != g.get(0).rows()) return "experts of different shapes (" + w.name() + ")";
             }
@@ -1396,14 +1396,17 @@ final class VulkanResidentForward implements DeviceForward {
         return null;
     }
 
-    /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16, int8 and q4_block (rows of whole groups). */
+    /** Whether an expert stack takes {@code dt}: moe.comp's kinds f32, bf16, f16, int8, q4_block and q4tp (rows of whole groups). */
     private static boolean stackable(DType dt) {
-        return dt == DType.F32 || dt == DType.BF16 || dt == DType.F16 || dt == DType.Q8_ROW || dt == DType.Q8_2F || dt == DType.Q4_BLOCK;
+        return dt == DType.F32 || dt == DType.BF16 || dt == DType.F16 || dt == DType.Q8_ROW || dt == DType.Q8_2F || dt == DType.Q4_BLOCK
+                || dt == DType.Q4TP;
     }
 
     /** Bytes of a stack of {@code rows} rows of {@code cols} with at most {@code colVectors} column-scale vectors. */
     private static long stackBytes(DType dt, long rows, int cols, long colVectors) {
         if (dt == DType.Q4_BLOCK) return rows * cols / 2 + 4 * (rows * cols / 32);   // nibbles, an f32 scale a group
+        if (dt == DType.Q4TP)   // nibbles, {exp2(lo), exp2(step)} a row, the rows' group codes (to a whole word)
+            return rows * cols / 2 + 8 * rows + ((rows * dev.cmf4j.format.quant.TpLadder.codeStride(cols / 32) + 3) & ~3L);
         int elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
         boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F;
         return ((rows * cols * elem + 3) & ~3L) + (q8 ? 4 * rows : 0) + (dt == DType.Q8_2F ? 4L * colVectors * cols : 0);
@@ -1413,7 +1416,8 @@ final class VulkanResidentForward implements DeviceForward {
      * One product's rows for every expert back to back in one device buffer, as moe.comp reads them: the weights in their
      * stored dtype, then (int8) an f32 scale per row from word {@code rsOff}, then (q8_2f) one f32 column-scale vector per
      * run of {@code cfRows} rows from word {@code cfOff}; q4_block: the nibbles of whole groups of 32 a row, then an f32
-     * scale per group from word {@code rsOff}. Expert e's rows from stack row e·{@code rowsPerExpert}.
+     * scale per group from word {@code rsOff}; q4tp: the nibbles, each row's {exp2(lo), exp2(step)} from word
+     * {@code rsOff}, the rows' group codes from word {@code cfOff}. Expert e's rows from stack row e·{@code rowsPerExpert}.
      */
     record Stack(VulkanContext.Buffer buffer, int kind, int flags, int rsOff, int cfOff, int cfRows, int rowsPerExpert) {}
 
@@ -1512,6 +1516,7 @@ final class VulkanResidentForward implements DeviceForward {
         Matrix first = pieces.get(0);
         DType dt = first.dtype();
         if (dt == DType.Q4_BLOCK) return stackQ4(mm, pieces, rowsPerExpert, range);
+        if (dt == DType.Q4TP) return stackQ4tp(mm, pieces, rowsPerExpert, range);
         int rows = first.rows(), cols = first.cols(), elem = dt == DType.F32 ? 4 : dt == DType.BF16 || dt == DType.F16 ? 2 : 1;
         boolean q8 = dt == DType.Q8_ROW || dt == DType.Q8_2F, colScales = dt == DType.Q8_2F;
         long total = (long) pieces.size() * rows, bytes = stackBytes(dt, total, cols, pieces.size());
@@ -1579,6 +1584,34 @@ final class VulkanResidentForward implements DeviceForward {
             }
         });
         return new Stack(buf, Shaders.KIND_Q4_BLOCK, 0, Math.toIntExact(rsOff), 0, rows, rowsPerExpert);
+    }
+
+    /** q4tp pieces (rows of whole groups of 32) stacked as VulkanMatMul uploads q4tp: nibbles, row ladders, codes. */
+    private static Stack stackQ4tp(VulkanMatMul mm, List<Matrix> pieces, int rowsPerExpert, long range) {
+        Matrix first = pieces.get(0);
+        int rows = first.rows(), cols = first.cols();
+        if (cols % 32 != 0) throw new IllegalArgumentException(first.name() + ": q4tp experts of " + cols + " columns (whole groups of 32 a row)");
+        long gpr = cols / 32, stride = dev.cmf4j.format.quant.TpLadder.codeStride(gpr), total = (long) pieces.size() * rows;
+        long bytes = stackBytes(DType.Q4TP, total, cols, 0);
+        if (bytes > range)
+            throw new IllegalArgumentException(first.name() + ": the experts' stack takes " + bytes + " bytes, more than this device's buffer range ("
+                    + range + "): use -Dcmf.vulkan.resident=false");
+        long nib = total * gpr * 16, rsOff = nib / 4, cfOff = rsOff + 2 * total;
+        VulkanContext.Buffer buf = mm.bufferFilled(bytes, dst -> {
+            for (int i = 0; i < pieces.size(); i++) {
+                Matrix w = pieces.get(i);
+                MemorySegment src = w.data();
+                long plane = w.storedRows() * gpr * 16, at = (long) i * rows;
+                MemorySegment.copy(src, w.firstRow() * gpr * 16, dst, at * gpr * 16, rows * gpr * 16);
+                for (int r = 0; r < rows; r++) {
+                    long sc = plane + 4 * (w.firstRow() + r);
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2 * (at + r)), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(src.get(VulkanMatMul.U16_LE, sc))));
+                    dst.set(ValueLayout.JAVA_FLOAT, 4 * (rsOff + 2 * (at + r) + 1), dev.cmf4j.format.quant.TpLadder.exp2(Float.float16ToFloat(src.get(VulkanMatMul.U16_LE, sc + 2))));
+                }
+                MemorySegment.copy(src, plane + 4 * w.storedRows() + w.firstRow() * stride, dst, 4 * cfOff + at * stride, rows * stride);
+            }
+        });
+        return new Stack(buf, Shaders.KIND_Q4TP, 0, Math.toIntExact(rsOff), Math.toIntExact(cfOff), rows, rowsPerExpert);
     }
 
     /**

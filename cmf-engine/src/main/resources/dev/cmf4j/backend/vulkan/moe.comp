@@ -5,7 +5,8 @@
 // decode step is recorded once and replayed. Weights are read from an expert stack (VulkanResidentForward.Stack): a
 // product's rows for every expert back to back in one buffer in their stored dtype, then (int8) an f32 scale per row,
 // then (q8_2f) an f32 column-scale vector per run of u7 rows; q4_block's nibbles (rows of whole groups of 32) with an
-// f32 scale per group from word u3. Every row's dot product is one workgroup's, the same
+// f32 scale per group from word u3; q4tp's nibbles, each row's {exp2(lo), exp2(step)} from word u3 and its 5-bit group
+// codes from word u4 (matvec.comp's layout, rows of whole groups). Every row's dot product is one workgroup's, the same
 // whatever the number of rows in the step, so a row's result does not depend on the batch around it. Built into
 // moe.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Bindings are ops.comp's layout (4..7 unused here).
 
@@ -16,7 +17,7 @@ layout(local_size_x = 64) in;
 // 0 route, 1 gate/up + GLU, 2 down + weighted sum, 3 plain product (router); for chunks, by expert: 4 gate/up + GLU,
 // 5 down per pick, 6 the picks' weighted sum
 layout(constant_id = 0) const uint OP = 0u;
-layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block
+layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block, 5 q4tp
 const uint WG = 64u;
 const uint MAX_EXPERTS = 1024u, MAX_TOP_K = 32u;   // DecoderPlan.MAX_EXPERTS, MAX_TOP_K
 const uint NONE = 0xffffffffu;
@@ -46,6 +47,7 @@ shared float pw[MAX_TOP_K];
 shared uint order[MAX_TOP_K];
 shared uint list[WG];   // OPs 4, 5: the picks of the workgroup's expert among a window of WG
 shared uint listN;
+shared float rung[32];   // q4tp: the ladder of the row being read
 
 // the workgroup's sum or max of v, every invocation gets it (as ops.comp's; the barriers also publish shared memory)
 float reduce(float v, bool isMax) {
@@ -77,8 +79,37 @@ float glu(float g, float u, uint kind) {
     return (uc + 1.0) * (gc / (1.0 + exp(-gc * alpha)));
 }
 
+// byte b of the stack
+uint byteAt(uint b) { return (w[b >> 2] >> ((b & 3u) * 8u)) & 255u; }
+
+// q4tp: the scale of group g of stack row sr, from the row's LSB-first 5-bit code stream (as matvec.comp's)
+float tpScale(uint sr, uint g) {
+    uint gpr = (p.u[1] + 31u) >> 5, bytes = (gpr * 5u + 7u) >> 3;
+    uint base = p.u[4] * 4u + sr * bytes, bit = g * 5u, at = bit >> 3;
+    uint v = byteAt(base + at);
+    if (at + 1u < bytes) v |= byteAt(base + at + 1u) << 8;
+    return rung[(v >> (bit & 7u)) & 31u];
+}
+
+// q4tp: rung k = exp2(lo) · exp2(step)^k of stack row sr by k sequential f32 products (as the CPU builds the ladder);
+// then a barrier. The previous row's rungs were last read before its sums' barriers.
+void ladder(uint sr) {
+    if (KIND != 5u) return;
+    uint tid = gl_LocalInvocationID.x;
+    if (tid < 32u) {
+        float v = uintBitsToFloat(w[p.u[3] + 2u * sr]), ratio = uintBitsToFloat(w[p.u[3] + 2u * sr + 1u]);
+        for (uint k = 0u; k < tid; k++) v *= ratio;
+        rung[tid] = v;
+    }
+    barrier();
+}
+
 // element e of the weight plane (any alignment)
 float w1(uint e) {
+    if (KIND == 5u) {
+        uint sr = e / p.u[1];
+        return (float((w[e >> 3] >> ((e & 7u) * 4u)) & 15u) - 8.0) * tpScale(sr, (e - sr * p.u[1]) >> 5);
+    }
     if (KIND == 4u) return (float((w[e >> 3] >> ((e & 7u) * 4u)) & 15u) - 8.0) * uintBitsToFloat(w[p.u[3] + (e >> 5)]);
     if (KIND == 0u) return uintBitsToFloat(w[e]);
     if (KIND == 1u) {
@@ -94,10 +125,12 @@ float w1(uint e) {
 
 // elements e .. e+3 (e a multiple of 4: within one group of 32)
 vec4 w4(uint e) {
-    if (KIND == 4u) {   // (nibble e first, low nibbles first, as matvec.comp's)
+    if (KIND >= 4u) {   // (nibble e first, low nibbles first, as matvec.comp's)
         uint v = w[e >> 3] >> ((e & 7u) * 4u);
-        return (vec4(float(v & 15u), float((v >> 4) & 15u), float((v >> 8) & 15u), float((v >> 12) & 15u)) - 8.0)
-                * uintBitsToFloat(w[p.u[3] + (e >> 5)]);
+        vec4 q = vec4(float(v & 15u), float((v >> 4) & 15u), float((v >> 8) & 15u), float((v >> 12) & 15u)) - 8.0;
+        if (KIND == 4u) return q * uintBitsToFloat(w[p.u[3] + (e >> 5)]);
+        uint sr = e / p.u[1];
+        return q * tpScale(sr, (e - sr * p.u[1]) >> 5);
     }
     if (KIND == 0u) return vec4(uintBitsToFloat(w[e]), uintBitsToFloat(w[e + 1u]), uintBitsToFloat(w[e + 2u]), uintBitsToFloat(w[e + 3u]));
     if (KIND == 1u) {
@@ -111,6 +144,7 @@ vec4 w4(uint e) {
 
 // stack row sr · x[xo, xo + cols): rs[sr] · Σ_c W[sr, c]·cf[c]·x[c] (as matvec.comp), by the whole workgroup
 float rowDot(uint sr, uint xo) {
+    ladder(sr);
     uint tid = gl_LocalInvocationID.x, n = p.u[1], base = sr * n;
     bool colScales = (p.u[5] & 2u) != 0u;
     uint cf = p.u[4] + (sr / p.u[7]) * n;
@@ -137,6 +171,7 @@ float bias(uint sr) { return p.u[6] != 0u ? prm[p.u[6] - 1u + sr] : 0.0; }
 
 // stack row sr · x[xo[t] ..] for t < nt, each as rowDot gives it (the same sums in the same order), the row read once
 void rowDots(uint sr, uint nt, uint xo[TT], inout float res[TT]) {
+    ladder(sr);
     uint tid = gl_LocalInvocationID.x, n = p.u[1], base = sr * n;
     bool colScales = (p.u[5] & 2u) != 0u;
     uint cf = p.u[4] + (sr / p.u[7]) * n;

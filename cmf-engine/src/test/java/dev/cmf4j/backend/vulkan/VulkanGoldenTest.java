@@ -209,13 +209,13 @@ class VulkanGoldenTest {
      * (the goldens are no quantized reference): the reference
      * converter's q8_2f, and our converter's q4_block, q4tp and (gemma4, which the reference converter has no file of)
      * q8_2f; whole on the device, and (llama q4_block) on the hybrid path. The MoE models' experts in each dtype moe.comp
-     * reads (qwen3_moe's reference q8_2f file, gpt_oss at q8_2f, q8_row and f16, qwen3_moe at bf16 and q4_block: its widths
-     * of 64 and 32 are whole groups), their stacks checked to hold that dtype.
+     * reads (qwen3_moe's reference q8_2f file, gpt_oss at q8_2f, q8_row and f16, qwen3_moe at bf16, q4_block and q4tp: its
+     * widths of 64 and 32 are whole groups), their stacks checked to hold that dtype.
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama q8_2f", "qwen3 q8_2f", "llama q4_block hybrid", "qwen3 q4tp", "gemma4 q8_2f converted", "qwen3_moe q8_2f",
             "gpt_oss q8_2f", "gpt_oss q8_row", "qwen3_moe bf16", "gpt_oss f16", "gemma4_moe q8_2f", "qwen3_next q8_2f",
-            "qwen3_moe q4_block"})
+            "qwen3_moe q4_block", "qwen3_moe q4tp"})
     void quantizedMatchesTheCpuEngine(String run) throws Exception {
         String[] w = run.split(" ");
         String model = w[0];

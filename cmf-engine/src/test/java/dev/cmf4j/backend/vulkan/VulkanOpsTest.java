@@ -56,7 +56,7 @@ class VulkanOpsTest {
         assertThat(results.stream().map(OpResult::op).toList()).contains("rmsnorm offset", "rope", "attention window 4", "glu gelu", "copy", "bias",
                 "attention sinks", "split attention sinks", "folded attention sinks",
                 "per-layer inputs offset", "per-layer gate gelu_tanh", "layer scalar", "expert scales", "norm add offset", "folded attention over an earlier layer's caches: caches untouched",
-                "moe route top-k then softmax: ids (ties to the lower index)", "moe route softmax top-k renormalised: weights", "moe gate/up q8_2f", "moe down q4_block", "moe down q8_2f by expert = by pick, bitwise",
+                "moe route top-k then softmax: ids (ties to the lower index)", "moe route softmax top-k renormalised: weights", "moe gate/up q8_2f", "moe down q4_block", "moe gate/up q4tp", "moe down q8_2f by expert = by pick, bitwise",
                 "moe down bf16");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
