@@ -753,10 +753,11 @@ public final class VulkanContext implements AutoCloseable {
 
     /**
      * moe.comp's OPs (VulkanResidentForward.moe): route, gate/up with the GLU, down with the weighted sum, the router's
-     * product; for chunks, by expert: gate/up with the GLU, down per pick, the picks' weighted sum.
+     * product; for chunks, by expert: gate/up with the GLU, down per pick, the picks' weighted sum; input-major experts:
+     * gate/up with the GLU, down with the weighted sum.
      */
     static final int MOE_ROUTE = 0, MOE_GATE_UP = 1, MOE_DOWN = 2, MOE_PRODUCT = 3, MOE_GATE_UP_BY_EXPERT = 4, MOE_DOWN_BY_EXPERT = 5,
-            MOE_SUM = 6, MOE_OPS = 7;
+            MOE_SUM = 6, MOE_GATE_UP_INPUT_MAJOR = 7, MOE_DOWN_INPUT_MAJOR = 8, MOE_OPS = 9;
     /** moe.comp's pipelines by OP and weight kind (f32, bf16, f16, int8, q4_block, q4tp), made when a forward first records one; ops.comp's layout. */
     private final long[] moe = new long[MOE_OPS * (Shaders.KIND_Q4TP + 1)];
     private long moeModule;

@@ -915,7 +915,7 @@ final class VulkanOpCheck {
 
     /**
      * moe.comp's expert kernels against the CPU's reference products on random weights of every dtype the stacks take
-     * (q4_block and q4tp at widths of whole groups of 32 only):
+     * (q4_block and q4tp at widths of whole groups of 32 only), output-major and (not the 4-bit kinds) input-major:
      * {@code tokens} rows each routed to {@code k} distinct experts of {@code experts} with random weights (the routing
      * given, not computed), gate and up separate (stacked gate, up, gate, up, …) or one fused interleaved [2I] product
      * per expert (row windows of a 3-D tensor), with biases, SiLU or gpt-oss's clamped SwiGLU; then the down products
@@ -928,17 +928,23 @@ final class VulkanOpCheck {
         int experts = 6, k = 2, tokens = 3;
         for (DType dt : new DType[] {DType.F32, DType.BF16, DType.F16, DType.Q8_ROW, DType.Q8_2F, DType.Q4_BLOCK, DType.Q4TP})
             for (int[] sh : new int[][] {{40, 24}, {37, 13}, {64, 32}})
-                for (boolean fused : new boolean[] {false, true}) {
+                for (boolean fused : new boolean[] {false, true})
+                for (boolean im : new boolean[] {false, true}) {
                     int hidden = sh[0], inter = sh[1];
-                    if ((dt == DType.Q4_BLOCK || dt == DType.Q4TP) && (hidden % 32 != 0 || inter % 32 != 0)) continue;   // rows of whole groups
+                    if ((dt == DType.Q4_BLOCK || dt == DType.Q4TP) && (im || hidden % 32 != 0 || inter % 32 != 0)) continue;   // rows of whole groups
                     dev.cmf4j.backend.Glu glu = fused ? new dev.cmf4j.backend.Glu.ClampedSwiglu(1.702f, 0.7f)
                             : new dev.cmf4j.backend.Glu.Gated(dev.cmf4j.backend.Activation.SILU);
                     List<Matrix> pieces = new ArrayList<>(), down = new ArrayList<>();
-                    Matrix gateUp3d = Matrix.of("gate_up", dt, randomPayload(r, dt, experts * 2 * inter, hidden), (long) experts * 2 * inter, hidden);
+                    // input-major: [in, out] pieces (gpt-oss's HF layout), a 3-D [experts·hidden, 2I] tensor when fused
+                    Matrix gateUp3d = im ? Matrix.of("gate_up", dt, randomPayload(r, dt, experts * hidden, 2 * inter), (long) experts * hidden, 2 * inter)
+                            : Matrix.of("gate_up", dt, randomPayload(r, dt, experts * 2 * inter, hidden), (long) experts * 2 * inter, hidden);
                     for (int e = 0; e < experts; e++) {
-                        if (fused) pieces.add(gateUp3d.slice((long) e * 2 * inter, 2 * inter, false));
-                        else for (int h = 0; h < 2; h++) pieces.add(Matrix.of("gate/up " + e, dt, randomPayload(r, dt, inter, hidden), inter, hidden));
-                        down.add(Matrix.of("down " + e, dt, randomPayload(r, dt, hidden, inter), hidden, inter));
+                        if (fused) pieces.add(im ? gateUp3d.slice((long) e * hidden, hidden, true) : gateUp3d.slice((long) e * 2 * inter, 2 * inter, false));
+                        else for (int h = 0; h < 2; h++)
+                            pieces.add(im ? Matrix.of("gate/up " + e, dt, randomPayload(r, dt, hidden, inter), hidden, inter).slice(0, hidden, true)
+                                    : Matrix.of("gate/up " + e, dt, randomPayload(r, dt, inter, hidden), inter, hidden));
+                        down.add(im ? Matrix.of("down " + e, dt, randomPayload(r, dt, inter, hidden), inter, hidden).slice(0, inter, true)
+                                : Matrix.of("down " + e, dt, randomPayload(r, dt, hidden, inter), hidden, inter));
                     }
                     float[] x = gauss(r, tokens * hidden, 1), guBias = gauss(r, experts * 2 * inter, 0.5), dBias = gauss(r, experts * hidden, 0.5);
                     float[] params = new float[guBias.length + dBias.length];
@@ -990,15 +996,17 @@ final class VulkanOpCheck {
                     try {
                         float[] h = new float[tokens * k * inter], y = resid.clone();
                         int act = glu instanceof dev.cmf4j.backend.Glu.Gated gt ? gt.act().ordinal() : 3;
-                        moeRun(mm, VulkanContext.MOE_GATE_UP, gu.kind(), gu, inter, tokens * k, new int[] {inter, hidden, k, gu.rsOff(), gu.cfOff(),
-                                gu.flags(), 1, gu.cfRows(), gu.rowsPerExpert(), fused ? 1 : 0, act, Float.floatToRawIntBits(1.702f),
-                                Float.floatToRawIntBits(0.7f)}, x, route, h, params);
-                        String shape = tokens + " tokens x top " + k + " of " + experts + ", " + inter + "x" + hidden + (fused ? ", fused interleaved" : ", gate and up");
+                        moeRun(mm, im ? VulkanContext.MOE_GATE_UP_INPUT_MAJOR : VulkanContext.MOE_GATE_UP, gu.kind(), gu, im ? (inter + 63) / 64 : inter,
+                                tokens * k, new int[] {inter, hidden, k, gu.rsOff(), gu.cfOff(), gu.flags(), 1, gu.cfRows(), gu.rowsPerExpert(), fused ? 1 : 0,
+                                        act, Float.floatToRawIntBits(1.702f), Float.floatToRawIntBits(0.7f), 0, 2 * inter / (fused ? 1 : 2)}, x, route, h, params);
+                        String shape = tokens + " tokens x top " + k + " of " + experts + ", " + inter + "x" + hidden + (fused ? ", fused interleaved" : ", gate and up")
+                                + (im ? ", input-major" : "");
                         out.add(new OpResult("moe gate/up " + dt.label, shape, error(h, wantH), 1e-5));
-                        moeRun(mm, VulkanContext.MOE_DOWN, dn.kind(), dn, hidden, tokens, new int[] {hidden, inter, k, dn.rsOff(), dn.cfOff(), dn.flags(),
-                                1 + guBias.length, dn.cfRows(), dn.rowsPerExpert(), 1}, wantH, route, y, params);
+                        moeRun(mm, im ? VulkanContext.MOE_DOWN_INPUT_MAJOR : VulkanContext.MOE_DOWN, dn.kind(), dn, im ? (hidden + 63) / 64 : hidden, tokens,
+                                new int[] {hidden, inter, k, dn.rsOff(), dn.cfOff(), dn.flags(), 1 + guBias.length, dn.cfRows(), dn.rowsPerExpert(), 1, 0, 0, 0, 0,
+                                        hidden}, wantH, route, y, params);
                         out.add(new OpResult("moe down " + dt.label, shape, error(y, wantY), 1e-5));
-                        out.addAll(moeByExpert(mm, r, gu, dn, dt, experts, k, hidden, inter, fused, act, params, 1 + guBias.length, shape));
+                        if (!im) out.addAll(moeByExpert(mm, r, gu, dn, dt, experts, k, hidden, inter, fused, act, params, 1 + guBias.length, shape));
                     } finally {
                         mm.context().free(gu.buffer());
                         mm.context().free(dn.buffer());

@@ -1360,7 +1360,10 @@ final class VulkanResidentForward implements DeviceForward {
         for (List<Matrix> g : groups)
             for (Matrix w : g) {
                 String what = w == m.router() ? "router " : "expert ";
-                if (w.inputMajor()) return what + w.name() + " is input-major (the Vulkan experts read output-major rows)";
+                if (w.inputMajor() && (w == m.router() || w.dtype() == DType.Q4_BLOCK || w.dtype() == DType.Q4TP))
+                    return what + w.name() + " is input-major " + w.dtype().label + " (the Vulkan experts read input-major f32, bf16, f16 and int8 only)";
+                if (w.inputMajor() != g.get(0).inputMajor() || g == m.up() && w.inputMajor() != m.gate().get(0).inputMajor())
+                    return "experts of mixed layouts (" + w.name() + (w.inputMajor() ? " is" : " is not") + " input-major)";
                 if (!stackable(w.dtype())) return what + w.name() + " is " + w.dtype().label + " (the Vulkan experts read f32, bf16, f16, q8_row, q8_2f, q4_block, q4tp)";
                 if ((w.dtype() == DType.Q4_BLOCK || w.dtype() == DType.Q4TP) && w.cols() % 32 != 0)
                     return what + w.name() + " is " + w.dtype().label + " of " + w.cols() + " columns (the Vulkan experts read whole groups of 32 a row)";
@@ -1709,6 +1712,20 @@ final class VulkanResidentForward implements DeviceForward {
             case dev.cmf4j.backend.Glu.ClampedSwiglu c -> { glu = 3; alpha = Float.floatToRawIntBits(c.alpha()); limit = Float.floatToRawIntBits(c.limit()); }
         }
         boolean interleaved = m.up() == null && m.interleaved();
+        boolean gateIm = m.gate().get(0).inputMajor(), downIm = m.down().get(0).inputMajor();
+        if (gateIm || downIm) {
+            // input-major pieces ([in, out], gpt-oss's HF layout): an invocation an output, so a warp reads consecutive columns
+            if (gateIm) moeOp(s, VulkanContext.MOE_GATE_UP_INPUT_MAJOR, ml.gateUp, in, s.moeRoute, s.moeH, (inter + 63) / 64, T * k, ml.gateUpBias,
+                    inter, hidden, k, m.up() != null ? 0 : interleaved ? 1 : 2, glu, alpha, limit, 0, m.gate().get(0).cols());
+            else moeOp(s, VulkanContext.MOE_GATE_UP, ml.gateUp, in, s.moeRoute, s.moeH, inter, T * k, ml.gateUpBias, inter, hidden, k,
+                    interleaved ? 1 : 0, glu, alpha, limit);
+            sync("experts gate/up");
+            if (downIm) moeOp(s, VulkanContext.MOE_DOWN_INPUT_MAJOR, ml.down, s.moeH, s.moeRoute, out, (hidden + 63) / 64, T, ml.downBias, hidden,
+                    inter, k, add ? 1 : 0, 0, 0, 0, 0, hidden);
+            else moeOp(s, VulkanContext.MOE_DOWN, ml.down, s.moeH, s.moeRoute, out, hidden, T, ml.downBias, hidden, inter, k, add ? 1 : 0, 0, 0, 0);
+            sync("experts down");
+            return;
+        }
         if (T >= ctx.gemmMinTokens && s.moeY != null) {
             // a chunk: by expert, each taking its picks 8 at a time, so an expert's rows are read once for 8 picks instead
             // of once a pick (the same sums as below, bit for bit: the op checks)
@@ -1733,7 +1750,7 @@ final class VulkanResidentForward implements DeviceForward {
     /**
      * One moe.comp dispatch of {@code op} over {@code w}'s stack (A), b, c (the routing) and d: {@code gx} × {@code gy}
      * workgroups. Products: u0 {@code rows}, u1 {@code cols}, u2 {@code k}, the stack's scales, {@code bias}'s offset,
-     * then {@code u9}..{@code u12} (and u13 when given); the routing (gx its workgroups): u0 experts, u1 k, u2 mode, u3
+     * then {@code u9}..{@code u12} (and u13, u14 when given); the routing (gx its workgroups): u0 experts, u1 k, u2 mode, u3
      * tokens.
      */
     private void moeOp(State s, int op, Stack w, VulkanContext.Buffer b, VulkanContext.Buffer c, VulkanContext.Buffer d, int gx, int gy,
@@ -1744,7 +1761,7 @@ final class VulkanResidentForward implements DeviceForward {
         } else {
             int bias = u[0], rows = u[1], cols = u[2], k = u[3];
             push = new int[] {rows, cols, k, w.rsOff(), w.cfOff(), w.flags(), bias < 0 ? 0 : bias + 1, w.cfRows(), w.rowsPerExpert(),
-                    u[4], u[5], u[6], u[7], u.length > 8 ? u[8] : 0};
+                    u[4], u[5], u[6], u[7], u.length > 8 ? u[8] : 0, u.length > 9 ? u[9] : 0};
         }
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         VulkanContext.Buffer[] bufs = {w.buffer(), b, c, d};

@@ -15,7 +15,7 @@
 
 layout(local_size_x = 64) in;
 // 0 route, 1 gate/up + GLU, 2 down + weighted sum, 3 plain product (router); for chunks, by expert: 4 gate/up + GLU,
-// 5 down per pick, 6 the picks' weighted sum
+// 5 down per pick, 6 the picks' weighted sum; input-major experts ([in, out] pieces): 7 gate/up + GLU, 8 down + sum
 layout(constant_id = 0) const uint OP = 0u;
 layout(constant_id = 1) const uint KIND = 0u;   // the stack's weights: 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row, q8_2f), 4 q4_block, 5 q4tp
 const uint WG = 64u;
@@ -34,7 +34,7 @@ layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };    // t
 // scales, bit 1 column scales, u6 the biases' offset in P + 1 (0: none; indexed by the stack row), u7 rows a
 // column-scale vector covers, u8 stack rows an expert, u9 (gate/up) 1: gate and up interleaved (2r, 2r + 1), 0: halves
 // (r, rows + r); (down) 1: add into y; u10 (gate/up) the GLU: 0 SiLU, 1 GELU tanh, 2 GELU, 3 gpt-oss's clamped SwiGLU
-// with alpha u11 and limit u12 (f32 bits); u13 (OPs 4, 5) the step's picks T·k
+// with alpha u11 and limit u12 (f32 bits); u13 (OPs 4, 5) the step's picks T·k; u14 (OPs 7, 8) the stack's columns
 layout(push_constant) uniform Push { uint u[16]; } p;
 
 shared float red[WG];
@@ -307,6 +307,61 @@ void main() {
                 uint o = t * rows + r;
                 y[o] = p.u[9] != 0u ? y[o] + acc : acc;
             }
+        }
+    } else if (OP == 7u) {
+        // OP 1 over input-major pieces (slot: workgroup y; outputs r: invocations, so a warp reads consecutive columns):
+        // a piece's element (c, col) at stack row b*u1 + c, column col of u14; gate and up: pieces 2e and 2e + 1 at
+        // column r (u9 = 0), or piece e at columns 2r, 2r + 1 (u9 = 1) or r, u0 + r (u9 = 2). Row scales (int8) are the
+        // inputs' (x[c] times them), column scales the outputs'; biases [e][2·u0] by the halves' column
+        uint rows = p.u[0], cols = p.u[1], k = p.u[2], outs = p.u[14], slot = gl_WorkGroupID.y, t = slot / k, e = route[2u * slot];
+        uint r = gl_WorkGroupID.x * WG + tid;
+        if (r < rows) {
+            uint lay = p.u[9];
+            uint gb = lay == 0u ? 2u * e : e, ub = lay == 0u ? 2u * e + 1u : e;
+            uint gc = lay == 1u ? 2u * r : r, uc = lay == 1u ? 2u * r + 1u : lay == 2u ? rows + r : r;
+            float g = 0.0, u = 0.0;
+            for (uint c = 0u; c < cols; c++) {
+                float xv = x[t * cols + c];
+                float xg = (p.u[5] & 1u) != 0u ? xv * uintBitsToFloat(w[p.u[3] + gb * cols + c]) : xv;
+                float xu = (p.u[5] & 1u) != 0u ? xv * uintBitsToFloat(w[p.u[3] + ub * cols + c]) : xv;
+                g += w1((gb * cols + c) * outs + gc) * xg;
+                u += w1((ub * cols + c) * outs + uc) * xu;
+            }
+            if ((p.u[5] & 2u) != 0u) {
+                g *= uintBitsToFloat(w[p.u[4] + gb * outs + gc]);
+                u *= uintBitsToFloat(w[p.u[4] + ub * outs + uc]);
+            }
+            uint bg = e * 2u * rows + (lay == 1u ? 2u * r : r), bu = e * 2u * rows + (lay == 1u ? 2u * r + 1u : rows + r);
+            y[slot * rows + r] = glu(g + bias(bg), u + bias(bu), p.u[10]);
+        }
+    } else if (OP == 8u) {
+        // OP 2 over input-major pieces (token t: workgroup y; outputs r: invocations): expert e's piece e, element (c, r)
+        // at stack row e*u1 + c, column r of u14 (= u0); biases [e][u0]
+        uint rows = p.u[0], cols = p.u[1], k = p.u[2], t = gl_WorkGroupID.y;
+        if (tid == 0u) {
+            for (uint j = 0u; j < k; j++) order[j] = j;
+            for (uint j = 1u; j < k; j++)
+                for (uint q = j; q > 0u && route[2u * (t * k + order[q])] < route[2u * (t * k + order[q - 1u])]; q--) {
+                    uint o = order[q]; order[q] = order[q - 1u]; order[q - 1u] = o;
+                }
+        }
+        barrier();
+        uint r = gl_WorkGroupID.x * WG + tid;
+        if (r < rows) {
+            float acc = 0.0;
+            for (uint q = 0u; q < k; q++) {
+                uint slot = t * k + order[q], e = route[2u * slot];
+                float v = 0.0;
+                for (uint c = 0u; c < cols; c++) {
+                    float xv = x[slot * cols + c];
+                    if ((p.u[5] & 1u) != 0u) xv *= uintBitsToFloat(w[p.u[3] + e * cols + c]);
+                    v += w1((e * cols + c) * rows + r) * xv;
+                }
+                if ((p.u[5] & 2u) != 0u) v *= uintBitsToFloat(w[p.u[4] + e * rows + r]);
+                acc += (v + bias(e * rows + r)) * uintBitsToFloat(route[2u * slot + 1u]);
+            }
+            uint o = t * rows + r;
+            y[o] = p.u[9] != 0u ? y[o] + acc : acc;
         }
     } else if (OP == 4u) {
         // OP 1 by expert (workgroup y), for chunks: its picks among the step's u13 taken TT at a time, each weight row
