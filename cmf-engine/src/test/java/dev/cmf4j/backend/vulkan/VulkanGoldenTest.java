@@ -255,6 +255,97 @@ class VulkanGoldenTest {
     }
 
     /**
+     * Input-major experts ([in, out] pieces; no fixture file has them): qwen3_moe's plan with every expert matrix
+     * transposed into an input-major f32 piece, run by a resident forward of its own (moe.comp OPs 7 and 8), against the
+     * plan as converted (output-major experts): a 40-token prompt in chunks of 16 and 8 decode steps, every row's logits.
+     * The sums run in another order (a column at a time), so within 1e-4 of logits up to a few.
+     */
+    @org.junit.jupiter.api.Test
+    void inputMajorExpertsMatchOutputMajorOnes() throws Exception {
+        Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/qwen3_moe"), tmp.resolve("qwen3_moe-im.cmf"), TensorPolicy.Mode.F32);
+        int[] ids = Golden.load(Fixtures.require("models/qwen3_moe")).inputIds();
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            var plan = f.plan();
+            List<dev.cmf4j.backend.DecoderPlan.Layer> layers = new java.util.ArrayList<>();
+            for (var l : plan.layers()) {
+                var moe = l.moe();
+                var im = withComponent(moe, "gate", transposed(moe.gate()));
+                im = withComponent(im, "up", transposed(moe.up()));
+                im = withComponent(im, "down", transposed(moe.down()));
+                layers.add(withComponent(l, "moe", im));
+            }
+            var imPlan = withComponent(plan, "layers", List.copyOf(layers));
+            assertThat(VulkanResidentForward.unsupported(imPlan, dev.cmf4j.backend.KvType.F32)).isNull();
+            VulkanMatMul mm = (VulkanMatMul) b.matmul();
+            VulkanResidentForward g = new VulkanResidentForward(mm, imPlan);
+            try {
+                float[][] want = run(f, ids), got = run(g, ids);
+                double d = 0, range = 0;
+                for (int i = 0; i < want.length; i++)
+                    for (int j = 0; j < want[i].length; j++) { d = Math.max(d, Math.abs(got[i][j] - want[i][j])); range = Math.max(range, Math.abs(want[i][j])); }
+                System.out.println("vulkan qwen3_moe input-major experts vs output-major: max|Δ| " + d + " (logits up to " + range + ")");
+                assertThat(range).isGreaterThan(0.1);
+                assertThat(d).isLessThanOrEqualTo(1e-4);
+            } finally {
+                synchronized (mm) { g.closeOnOwner(); }
+            }
+        }
+    }
+
+    /** Logits of a prompt in chunks of 16 (all rows) then 8 decode steps of its first ids, on {@code f} alone. */
+    private static float[][] run(VulkanResidentForward f, int[] ids) {
+        int V = f.plan().vocab(), n = ids.length;
+        Object st = f.newState(16, n + 9);
+        try {
+            float[][] out = new float[n + 8][V];
+            float[] buf = new float[16 * V];
+            for (int p = 0; p < n; p += 16) {
+                int c = Math.min(16, n - p);
+                f.forward(st, ids, p, c, p, buf, true);
+                for (int t = 0; t < c; t++) System.arraycopy(buf, t * V, out[p + t], 0, V);
+            }
+            for (int i = 0; i < 8; i++) f.forward(st, ids, i, 1, n + i, out[n + i], false);
+            return out;
+        } finally {
+            f.release(st);
+        }
+    }
+
+    /** Each output-major f32 matrix as an input-major f32 piece of the same product (its transpose). */
+    private static List<dev.cmf4j.backend.Matrix> transposed(List<dev.cmf4j.backend.Matrix> ms) {
+        List<dev.cmf4j.backend.Matrix> out = new java.util.ArrayList<>();
+        for (var w : ms) {
+            assertThat(w.dtype()).isEqualTo(dev.cmf4j.format.DType.F32);
+            int rows = w.rows(), cols = w.cols();
+            float[] row = new float[cols];
+            var seg = java.lang.foreign.MemorySegment.ofArray(new byte[4 * rows * cols]);
+            for (int r = 0; r < rows; r++) {
+                w.decodeRow(r, row, 0);
+                for (int c = 0; c < cols; c++)
+                    seg.set(java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(java.nio.ByteOrder.LITTLE_ENDIAN), 4L * ((long) c * rows + r), row[c]);
+            }
+            out.add(dev.cmf4j.backend.Matrix.of(w.name() + " (input-major)", dev.cmf4j.format.DType.F32, seg, cols, rows).slice(0, cols, true));
+        }
+        return out;
+    }
+
+    /** {@code rec} with its component {@code name} replaced by {@code value} (the records' canonical constructors). */
+    @SuppressWarnings("unchecked")
+    private static <R extends Record> R withComponent(R rec, String name, Object value) throws Exception {
+        var comps = rec.getClass().getRecordComponents();
+        Object[] args = new Object[comps.length];
+        Class<?>[] types = new Class<?>[comps.length];
+        for (int i = 0; i < comps.length; i++) {
+            types[i] = comps[i].getType();
+            args[i] = comps[i].getName().equals(name) ? value : comps[i].getAccessor().invoke(rec);
+        }
+        var ctor = rec.getClass().getDeclaredConstructor(types);
+        ctor.setAccessible(true);
+        return (R) ctor.newInstance(args);
+    }
+
+    /**
      * An expert stack larger than one buffer of the device is refused by name (the model then runs hybrid) rather than
      * failing when the forward uploads it: qwen3_moe's plan against a 4,096-byte range names its first layer's stack and
      * its size; against this device's range, nothing. The stacks count among the device's weight bytes until closed.
