@@ -778,6 +778,22 @@ public final class VulkanContext implements AutoCloseable {
     /** One line for people. */
     public String describe() { return info.describe(); }
 
+    /** The OPs that read or write the KV cache (ops.comp's 1, 2, 4, 7; attend_decode.comp's 9): those with an f16 twin. */
+    static boolean readsKvCache(int op) { return op == 1 || op == 2 || op == 4 || op == 7 || op == OP_ATTEND_DECODE; }
+
+    /** Their pipelines over an f16 cache (specialization constant 1, KV_HALF), made when a forward first records one. */
+    private final long[] opsKvHalf = new long[OPS];
+
+    synchronized long opKvHalf(int op) {
+        if (closed) throw new IllegalStateException("Vulkan context closed");
+        if (!readsKvCache(op)) throw new IllegalArgumentException("OP " + op + " reads no KV cache");
+        if (opsKvHalf[op] == 0)
+            try (Arena a = Arena.ofConfined()) {
+                opsKvHalf[op] = createPipeline(a, op == OP_ATTEND_DECODE ? attendModule : opsModule, opsPipelineLayout, op, 1);
+            }
+        return opsKvHalf[op];
+    }
+
     @Override public synchronized void close() {
         if (closed) return;
         closed = true;
@@ -792,6 +808,7 @@ public final class VulkanContext implements AutoCloseable {
         if (gemmCoop != null) for (long p : gemmCoop) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (gemmCoopModule != 0) vk.call("vkDestroyShaderModule", device, gemmCoopModule, MemorySegment.NULL);
         for (long p : ops) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : opsKvHalf) if (p != 0) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : moe) if (p != 0) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         if (moeModule != 0) vk.call("vkDestroyShaderModule", device, moeModule, MemorySegment.NULL);
         vk.call("vkDestroyShaderModule", device, shaderModule, MemorySegment.NULL);

@@ -182,7 +182,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
             why = "this device has no 64-bit floats in shaders (the Embryo head's and router's sums need them)";
         if (why != null) { notes.accept(hybrid + why); return null; }
         if (closed) throw new IllegalStateException("VulkanMatMul closed");
-        VulkanResidentForward f = new VulkanResidentForward(this, plan);
+        VulkanResidentForward f = new VulkanResidentForward(this, plan, kv);
         forwards.add(f);
         notes.accept("vulkan: " + plan.label() + ": device-resident forward (every operator on the device, one submission per step)");
         return f;

@@ -76,6 +76,7 @@ final class VulkanOpCheck {
         out.addAll(foldedTokens(device, r));
         out.addAll(moeRouting(device, r));
         out.addAll(moeExperts(device, r));
+        out.addAll(kvHalf(device, new SplittableRandom(16)));
         if (device.context().gemmCoop != null) out.addAll(coopProducts(device, cpu, r, quick));
         return out;
     }
@@ -395,6 +396,11 @@ final class VulkanOpCheck {
 
     /** As above with the step buffer's head gate (embryo.comp's, 8 bytes in) {@code gate}; binding 8 (P): the eighth array. */
     private static int[] run(VulkanMatMul mm, int[] ops, int[] groups, int[] u, int pos0, double gate, float[]... arrays) {
+        return run(mm, ops, false, groups, u, pos0, gate, arrays);
+    }
+
+    /** As above; {@code kvHalf}: the OPs. f16 KV cache pipelines where they have one ({@link VulkanContext#opKvHalf}). */
+    private static int[] run(VulkanMatMul mm, int[] ops, boolean kvHalf, int[] groups, int[] u, int pos0, double gate, float[]... arrays) {
         VulkanContext ctx = mm.context();
         java.util.IdentityHashMap<float[], VulkanContext.Buffer> made = new java.util.IdentityHashMap<>();
         int counters = 64;
@@ -426,7 +432,7 @@ final class VulkanOpCheck {
             mm.submitRecorded(cb -> {
                 for (int i = 0; i < ops.length; i++) {
                     if (i > 0) ctx.vk.cmdBarrier(cb, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, between);
-                    ctx.vk.cmdBindPipeline(cb, ctx.ops[ops[i]]);
+                    ctx.vk.cmdBindPipeline(cb, kvHalf && VulkanContext.readsKvCache(ops[i]) ? ctx.opKvHalf(ops[i]) : ctx.ops[ops[i]]);
                     ctx.vk.cmdBindDescriptorSet(cb, ctx.opsPipelineLayout, sets);
                     ctx.vk.cmdPushConstants(cb, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
                     ctx.vk.cmdDispatch(cb, groups[i], 1, 1);
@@ -440,6 +446,167 @@ final class VulkanOpCheck {
             made.values().forEach(ctx::free);
             ctx.free(step);
         }
+    }
+
+    /**
+     * The f16 KV cache's pipelines (--kv f16; KV_HALF): the appends write exactly Java's Float.floatToFloat16 of what they
+     * append (the CPU cache's store; round to nearest even, subnormals, overflow to infinity), bitwise; attention (OP 2,
+     * OP 7 + OP 8, OP 9) against float64 over the halves widened before the chunk's first position and the chunk's own
+     * f32 keys and values (E, F) from it, as the CPU's cache reads its pending chunk; bounds as the f32 cache's.
+     * Caches are float arrays of words of two halves (element 2i in the low half).
+     */
+    static List<OpResult> kvHalf(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        // OP 4: 60 values into a cache at position 3 of rows of 12 halves, and into E in f32 (u4 = 1); among them f16's
+        // edge cases: ties to even, the largest half and past it, subnormals, the smallest, half of it and just above
+        float[] src = gauss(r, 60, 1);
+        float[] edges = {65504f, 65519.99f, 65520f, 1e9f, -70000f, 1f + 0x1p-11f, 1f + 3 * 0x1p-11f, 0x1p-14f, 0x1p-20f + 0x1p-30f,
+                0x1p-24f, 0x1p-25f, 0x1p-25f + 0x1p-40f, 3 * 0x1p-26f, -0x1p-26f, 0f, -0f, 1e-5f, 6.1e-5f};
+        System.arraycopy(edges, 0, src, 7, edges.length);
+        int stride = 12, at = 3, n = src.length;
+        float[] cache = new float[(at * stride + n) / 2 + 4], pending = new float[n];
+        run(mm, new int[] {4}, true, new int[] {2}, new int[] {n, 0, 0, stride, 1}, at, Double.NEGATIVE_INFINITY, src, cache, src, src, pending);
+        int wrong = 0;
+        for (int i = 0; i < n; i++) wrong += half(cache, at * stride + i) != Float.floatToFloat16(src[i]) ? 1 : 0;
+        for (int i = 0; i < at * stride; i++) wrong += half(cache, i) != 0 ? 1 : 0;
+        out.add(new OpResult("f16 cache copy: halves, bitwise", n + " values at " + at + " (" + edges.length + " edge cases)", wrong, 0));
+        out.add(new OpResult("f16 cache copy: f32 rows into E", n + " values", java.util.Arrays.equals(pending, src) ? 0 : 1, 0));
+        // OP 1: T tokens' keys rotated into E (in f32; E is B itself: in place) and into the cache as halves; dims past
+        // the rotary ones copied; rows of heads·hd + 2 halves at position 2 + t
+        for (int[] sh : new int[][] {{3, 2, 64, 64}, {2, 2, 40, 16}}) {
+            int T = sh[0], heads = sh[1], hd = sh[2], rd = sh[3], half = rd / 2, pos0 = 7, cachePos = 2;
+            int rowStride = heads * hd + 2;
+            float[] inv = new float[half], cos = new float[half], sin = new float[half], table = new float[2 * T * half];
+            for (int i = 0; i < half; i++) inv[i] = (float) Math.pow(10000, -2.0 * i / rd);
+            float[] keys = gauss(r, T * heads * hd, 1), rotated = keys.clone();
+            for (int t = 0; t < T; t++) {
+                dev.cmf4j.backend.cpu.Rotary.table(pos0 + t, inv, 1.1f, cos, sin);
+                System.arraycopy(cos, 0, table, t * half, half);
+                System.arraycopy(sin, 0, table, T * half + t * half, half);
+                dev.cmf4j.backend.cpu.Rotary.apply(rotated, t * heads * hd, heads, hd, rd, cos, sin);
+            }
+            float[] kc = new float[(cachePos + T) * rowStride / 2];
+            run(mm, new int[] {1}, true, new int[] {T * heads}, new int[] {0, heads, hd, rd, 0, T, 0, T * heads, heads, rowStride}, cachePos,
+                    Double.NEGATIVE_INFINITY, keys, keys, table, kc, keys);
+            String shape = T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary";
+            out.add(new OpResult("f16 rope into cache: f32 keys in E", shape, error(keys, rotated), 1e-6));
+            int bad = 0;
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < heads * hd; i++) bad += half(kc, (cachePos + t) * rowStride + i) != Float.floatToFloat16(keys[t * heads * hd + i]) ? 1 : 0;
+            for (int i = 0; i < cachePos * rowStride; i++) bad += half(kc, i) != 0 ? 1 : 0;
+            out.add(new OpResult("f16 rope into cache: halves of E's keys, bitwise", shape, bad, 0));
+        }
+        // attention {tokens, heads, kv heads, head dim, first position, window, context}: keys before the first position
+        // as halves, the chunk's own in E and F (f32); one token: also OP 7 + OP 8 (several chunks; a window; a head dim
+        // not a multiple of 4) and OP 9
+        int variant = 0;
+        for (int[] sh : new int[][] {{5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 2, 1, 18, 70, 0, 80}, {1, 4, 1, 128, 200, 0, 256},
+                {1, 2, 2, 256, 130, 70, 160}, {1, 3, 3, 40, 127, 0, 128}, {1, 2, 1, 18, 70, 0, 80}}) {
+            int T = sh[0], heads = sh[1], kvh = sh[2], hd = sh[3], pos0 = sh[4], window = sh[5], context = sh[6];
+            int qd = heads * hd, kvd = kvh * hd;
+            float scale = (float) (1 / Math.sqrt(hd));
+            float[] q = gauss(r, T * qd, 1), kStore = gauss(r, context * kvd, 1), vStore = gauss(r, context * kvd, 1);
+            float[] kOwn = gauss(r, T * kvd, 1), vOwn = gauss(r, T * kvd, 1);
+            float[] kw = halves(kStore), vw = halves(vStore);
+            // what attention must read: the widened halves before pos0, the chunk's own f32 rows from it
+            float[] kRead = new float[context * kvd], vRead = new float[context * kvd];
+            for (int i = 0; i < context * kvd; i++) { kRead[i] = Float.float16ToFloat(half(kw, i)); vRead[i] = Float.float16ToFloat(half(vw, i)); }
+            System.arraycopy(kOwn, 0, kRead, pos0 * kvd, T * kvd);
+            System.arraycopy(vOwn, 0, vRead, pos0 * kvd, T * kvd);
+            double[] want = attention(q, kRead, vRead, T, heads, kvh, hd, pos0, window, scale);
+            String shape = T + (T == 1 ? " token at " : " tokens at ") + pos0 + ", " + heads + "/" + kvh + " heads x" + hd;
+            String win = window > 0 ? " window " + window : "";
+            if (T > 1) {
+                float[] d = new float[T * qd + heads * T * context];
+                run(mm, new int[] {2}, true, new int[] {T * heads}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context,
+                        qd, T * qd, 0, 0}, pos0, Double.NEGATIVE_INFINITY, q, kw, vw, d, kOwn, vOwn);
+                out.add(new OpResult("f16 cache attention" + win, shape, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
+                continue;
+            }
+            int chunks = (context + VulkanResidentForward.ATTENTION_SPLIT - 1) / VulkanResidentForward.ATTENTION_SPLIT;
+            for (int per : chunks > 2 ? new int[] {chunks, 2} : new int[] {chunks}) {
+                float[] ds = new float[qd + heads * per * (hd + 2)];
+                run(mm, new int[] {7, 8}, true, new int[] {heads * per, heads}, new int[] {1, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale),
+                        kvd, 0, 0, qd, per, 0}, pos0, Double.NEGATIVE_INFINITY, q, kw, vw, ds, kOwn, vOwn);
+                out.add(new OpResult("f16 cache split attention" + win, shape + ", " + per + " groups a head", error(java.util.Arrays.copyOf(ds, qd), want), 1e-5));
+            }
+            // OP 9: the raw q and the step's raw key rotated (all dims, some, none) by tables at an offset; the cache's
+            // row at pos0 NaN halves (not to be read), written with the halves of the rotated key and of the value
+            int rd = variant % 3 == 0 ? hd : variant % 3 == 1 ? hd / 4 * 2 : 0, half = rd / 2, tablesAt = 5;
+            variant++;
+            float[] inv = new float[half], cos = new float[half], sin = new float[half];
+            for (int i = 0; i < half; i++) inv[i] = (float) Math.pow(10000, -2.0 * i / Math.max(1, rd));
+            dev.cmf4j.backend.cpu.Rotary.table(pos0, inv, 1.1f, cos, sin);
+            float[] tables = gauss(r, tablesAt + 2 * half, 1);
+            System.arraycopy(cos, 0, tables, tablesAt, half);
+            System.arraycopy(sin, 0, tables, tablesAt + half, half);
+            float[] qr = q.clone(), kr = kOwn.clone();
+            dev.cmf4j.backend.cpu.Rotary.apply(qr, 0, heads, hd, rd, cos, sin);
+            dev.cmf4j.backend.cpu.Rotary.apply(kr, 0, kvh, hd, rd, cos, sin);
+            System.arraycopy(kr, 0, kRead, pos0 * kvd, kvd);
+            double[] want9 = attention(qr, kRead, vRead, 1, heads, kvh, hd, pos0, window, scale);
+            float[] kc = kw.clone(), vc = vw.clone();
+            for (int i = pos0 * kvd / 2; i < (pos0 + 1) * kvd / 2; i++) { kc[i] = Float.intBitsToFloat(0x7e007e00); vc[i] = kc[i]; }
+            int per = chunks > 2 ? 2 : chunks;
+            float[] att = new float[qd + heads * per * (hd + 2)];
+            int[] counts = run(mm, new int[] {9}, true, new int[] {heads * per}, new int[] {1, heads, kvh, hd, tablesAt, window, Float.floatToRawIntBits(scale),
+                    kvd, rd, 0, qd, per, 0}, pos0, Double.NEGATIVE_INFINITY, q, kc, vc, att, kOwn, vOwn, tables, new float[1]);
+            String shape9 = shape + ", " + rd + " rotary, " + per + " groups a head";
+            out.add(new OpResult("f16 cache folded attention" + win, shape9, error(java.util.Arrays.copyOf(att, qd), want9), 1e-5));
+            // the row written: the value's halves exactly; the key's those of the key rotated in f32 (the CPU's rotation
+            // may differ from the device's by an f32 rounding: either neighbour's half of such a tie is right)
+            int bad = 0;
+            for (int i = 0; i < kvd; i++) {
+                short kh = half(kc, pos0 * kvd + i);
+                float x = kr[i];
+                bad += kh != Float.floatToFloat16(x) && kh != Float.floatToFloat16(Math.nextUp(x)) && kh != Float.floatToFloat16(Math.nextDown(x)) ? 1 : 0;
+                bad += half(vc, pos0 * kvd + i) != Float.floatToFloat16(vOwn[i]) ? 1 : 0;
+            }
+            for (int i = 0; i < context * kvd / 2; i++)   // every other row untouched
+                if (i < pos0 * kvd / 2 || i >= (pos0 + 1) * kvd / 2) bad += kc[i] != kw[i] && !(Float.isNaN(kc[i]) && Float.isNaN(kw[i])) || vc[i] != vw[i] && !(Float.isNaN(vc[i]) && Float.isNaN(vw[i])) ? 1 : 0;
+            out.add(new OpResult("f16 cache folded attention" + win + ": cache row halves", shape9, bad, 0));
+            out.add(new OpResult("f16 cache folded attention" + win + ": counters zero after", shape9, java.util.Arrays.stream(counts).anyMatch(c -> c != 0) ? 1 : 0, 0));
+        }
+        return out;
+    }
+
+    /** Element {@code i}'s f16 bits in an array of words of two halves (element 2i in the low half). */
+    static short half(float[] words, int i) {
+        int w = Float.floatToRawIntBits(words[i >> 1]);
+        return (short) ((i & 1) == 0 ? w : w >>> 16);
+    }
+
+    /** {@code x} (even length) as words of two halves, each Float.floatToFloat16 of its value. */
+    static float[] halves(float[] x) {
+        float[] w = new float[x.length / 2];
+        for (int i = 0; i < w.length; i++)
+            w[i] = Float.intBitsToFloat((Float.floatToFloat16(x[2 * i]) & 0xffff) | Float.floatToFloat16(x[2 * i + 1]) << 16);
+        return w;
+    }
+
+    /** Causal GQA attention in float64 of T rows at pos0 + t over keys k and values v [position, kvh·hd] (a window > 0: the last ones). */
+    static double[] attention(float[] q, float[] k, float[] v, int T, int heads, int kvh, int hd, int pos0, int window, float scale) {
+        int qd = heads * hd, kvd = kvh * hd;
+        double[] want = new double[T * qd];
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < heads; h++) {
+                int g = h / (heads / kvh), pos = pos0 + t, lo = window > 0 ? Math.max(0, pos - window + 1) : 0;
+                double[] sc = new double[pos + 1];
+                double m = Double.NEGATIVE_INFINITY, l = 0;
+                for (int j = lo; j <= pos; j++) {
+                    double sum = 0;
+                    for (int i = 0; i < hd; i++) sum += (double) q[t * qd + h * hd + i] * k[j * kvd + g * hd + i];
+                    sc[j] = sum * scale;
+                    m = Math.max(m, sc[j]);
+                }
+                for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+                for (int i = 0; i < hd; i++) {
+                    double acc = 0;
+                    for (int j = lo; j <= pos; j++) acc += sc[j] * v[j * kvd + g * hd + i];
+                    want[t * qd + h * hd + i] = acc / l;
+                }
+            }
+        return want;
     }
 
     /**

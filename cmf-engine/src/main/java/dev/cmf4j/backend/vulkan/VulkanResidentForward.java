@@ -30,7 +30,7 @@ import static dev.cmf4j.backend.vulkan.Vk.U64;
  * submission per forward call; the host gathers the embedding rows (and per-layer table rows) and computes the rotary
  * tables (as the CPU graph does, so both paths rotate by the same cos and sin), and takes back the logits. Supports the
  * plan shapes {@link #unsupported} does not name (llama, qwen3, gemma3, gemma4, qwen3_moe, gpt_oss and alike with an f32
- * KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the weights
+ * or f16 KV cache); anything else runs the hybrid path. Operators: ops.comp; products: matvec.comp over the weights
  * {@link VulkanMatMul} holds; experts: moe.comp over the forward's own expert stacks. All calls are serialised on the
  * matmul.
  */
@@ -122,7 +122,7 @@ final class VulkanResidentForward implements DeviceForward {
 
     /** Why {@code plan} with a {@code kv} cache cannot run here, or null when it can. */
     static String unsupported(DecoderPlan plan, KvType kv) {
-        if (kv != KvType.F32) return "a " + kv.label() + " KV cache (the Vulkan forward keeps f32)";
+        if (kv != KvType.F32 && kv != KvType.F16) return "a " + kv.label() + " KV cache (the Vulkan forward keeps f32 or f16)";
         DecoderPlan.PerLayerEmbedding pe = plan.perLayerEmbedding();
         if (pe != null && !VulkanMatMul.supports(pe.projection())) return pe.projection().name() + " is " + pe.projection().dtype().label;
         if (pe != null && (pe.projection().outDim() != pe.dim() * plan.layers().size() || pe.table().cols() != pe.projection().outDim()))
@@ -161,6 +161,7 @@ final class VulkanResidentForward implements DeviceForward {
             } else {
                 if (l.headDim() > DecoderPlan.MAX_HEAD_DIM) return at + "head dim " + l.headDim();
                 if (plan.heads() % l.kvHeads() != 0) return at + plan.heads() + " heads over " + l.kvHeads() + " KV heads";
+                if (kv == KvType.F16 && l.headDim() % 2 != 0) return at + "an f16 KV cache of odd head dim " + l.headDim() + " (stored by pairs)";
                 if (l.rope() != null && l.rope().rotaryDim() % 2 != 0) return at + "an odd rotary width";
                 for (Matrix m : new Matrix[] {l.q(), l.k(), l.v(), l.o()}) if (m != null) ms.add(m);   // k, v: none when shared
             }
@@ -172,11 +173,26 @@ final class VulkanResidentForward implements DeviceForward {
         return null;
     }
 
-    VulkanResidentForward(VulkanMatMul mm, DecoderPlan plan) {
+    /**
+     * Whether the KV caches hold IEEE halves (--kv f16; anchors' rings and delta-net states stay f32): OPs 1, 2, 4, 7 and
+     * 9 run their KV_HALF pipelines, and attention reads the chunk's own keys and values unrounded (as the CPU's cache
+     * reads its pending chunk) from the k and v rows, or from {@link State#kPending} where a later layer reads the caches.
+     */
+    private final boolean kvHalf;
+    /** Per layer: whether a later layer reads its caches (gemma4's KV sharing). */
+    private final boolean[] kvShared;
+
+    /** With an f32 KV cache. */
+    VulkanResidentForward(VulkanMatMul mm, DecoderPlan plan) { this(mm, plan, KvType.F32); }
+
+    VulkanResidentForward(VulkanMatMul mm, DecoderPlan plan, KvType kv) {
         this.mm = mm;
         this.ctx = mm.context();
         this.vk = ctx.vk;
         this.plan = plan;
+        this.kvHalf = kv == KvType.F16;
+        kvShared = new boolean[plan.layers().size()];
+        for (DecoderPlan.Layer l : plan.layers()) if (l.sharesKv()) kvShared[l.kvSource()] = true;
         int q = 0, kvd = 0, in = 0, half = 0, hdm = 0;
         ropeOf = new int[plan.layers().size()];
         List<float[]> weights = new ArrayList<>();
@@ -318,6 +334,12 @@ final class VulkanResidentForward implements DeviceForward {
         /** The last layer's rows read back (an MTP head's input): made when first asked for. */
         VulkanContext.Buffer hiddenOut;
         final VulkanContext.Buffer[] kCache, vCache;
+        /**
+         * With an f16 cache, per attention layer: the chunk's own keys (rotated) and values in f32, which its attention
+         * reads instead of their halves: k and v, or buffers of their own for a layer whose caches a later layer reads
+         * (that layer's too). Else null.
+         */
+        final VulkanContext.Buffer[] kPending, vPending;
         /** With output gates: q and the gate per head as the q product leaves them, and the gate. Else null. */
         final VulkanContext.Buffer qg, gate;
         /** With delta nets: their rows of a step (see dnProjMax …), and per delta-net layer its conv inputs and state S. Else null. */
@@ -376,6 +398,8 @@ final class VulkanResidentForward implements DeviceForward {
                 int n = plan.layers().size();
                 kCache = new VulkanContext.Buffer[n];
                 vCache = new VulkanContext.Buffer[n];
+                kPending = kvHalf ? new VulkanContext.Buffer[n] : null;
+                vPending = kvHalf ? new VulkanContext.Buffer[n] : null;
                 dnConv = new VulkanContext.Buffer[n];
                 dnS = new VulkanContext.Buffer[n];
                 for (int l = 0; l < n; l++) {
@@ -389,10 +413,16 @@ final class VulkanResidentForward implements DeviceForward {
                     if (layer.sharesKv()) {   // it reads its source's caches (an earlier layer's): none of its own
                         kCache[l] = kCache[layer.kvSource()];
                         vCache[l] = vCache[layer.kvSource()];
+                        if (kvHalf) { kPending[l] = kPending[layer.kvSource()]; vPending[l] = vPending[layer.kvSource()]; }
                         continue;
                     }
-                    // an anchor keeps a ring of its window's keys and values, slot p mod W, instead of a cache
-                    long bytes = 4L * (layer.anchor() != null ? layer.anchor().window() : context) * layer.kvHeads() * layer.headDim();
+                    if (kvHalf && layer.anchor() == null) {
+                        kPending[l] = kvShared[l] ? dev(4L * chunk * layer.kvHeads() * layer.headDim(), "pending keys") : k;
+                        vPending[l] = kvShared[l] ? dev(4L * chunk * layer.kvHeads() * layer.headDim(), "pending values") : v;
+                    }
+                    // an anchor keeps a ring of its window's keys and values, slot p mod W, instead of a cache (f32 always)
+                    long bytes = (kvHalf && layer.anchor() == null ? 2L : 4L) * (layer.anchor() != null ? layer.anchor().window() : context)
+                            * layer.kvHeads() * layer.headDim();
                     kCache[l] = dev(bytes, layer.anchor() != null ? "anchor key ring" : "key cache");
                     vCache[l] = dev(bytes, layer.anchor() != null ? "anchor value ring" : "value cache");
                 }
@@ -1025,7 +1055,9 @@ final class VulkanResidentForward implements DeviceForward {
         }
         // each chunk's keys (rotated on the way) and values into its cache at their positions (a one-token row's
         // by its attention when folded)
-        boolean fold = foldAttention;
+        // (an f16 cache: a layer whose caches another reads, and that one, unfolded: OP 9 keeps the step's own key
+        // rotated in f32 nowhere a later layer could read it)
+        boolean fold = foldAttention && !(kvHalf && (shared || kvShared[li]));
         int rd = ropeOf[li] >= 0 ? l.rope().rotaryDim() : 0;
         for (Part pt : parts) {
             State ps = pt.state();
@@ -1033,12 +1065,13 @@ final class VulkanResidentForward implements DeviceForward {
             if (fold && n == 1) continue;
             if (ropeOf[li] >= 0) {
                 int ropeOff = ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf, kRows = shared ? 0 : n * kvh;
-                op(ps, 1, ps.q, ps.k, ps.tables, ps.kCache[kvLayer], n * heads + kRows, n * heads, heads, hd, rd, ropeOff, n, 0,
-                        kRows, kvh, kvd);
+                VulkanContext.Buffer[] bufs = kvHalf ? new VulkanContext.Buffer[] {ps.q, ps.k, ps.tables, ps.kCache[kvLayer], ps.kPending[kvLayer]}
+                        : new VulkanContext.Buffer[] {ps.q, ps.k, ps.tables, ps.kCache[kvLayer]};
+                op(ps, 1, bufs, n * heads + kRows, n * heads, heads, hd, rd, ropeOff, n, 0, kRows, kvh, kvd);
             } else if (!shared) {
-                op(ps, 4, ps.k, ps.kCache[li], ps.k, ps.k, groups(n * kvd), n * kvd, 0, 0, kvd);
+                cacheAppend(ps, ps.k, ps.kCache[li], kvHalf ? ps.kPending[li] : null, n * kvd, kvd);
             }
-            if (!shared) op(ps, 4, ps.v, ps.vCache[li], ps.v, ps.v, groups(n * kvd), n * kvd, 0, 0, kvd);
+            if (!shared) cacheAppend(ps, ps.v, ps.vCache[li], kvHalf ? ps.vPending[li] : null, n * kvd, kvd);
         }
         if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
         int scale = Float.floatToRawIntBits(l.scale());
@@ -1055,9 +1088,9 @@ final class VulkanResidentForward implements DeviceForward {
                         1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, shared ? 1 : 0, qd, per, sink);
             } else if (n == 1) {
                 int per = attentionPerHead(ps.context);
-                op(ps, 7, ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
+                op(ps, 7, attentionBuffers(ps, kvLayer), heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
             } else {
-                op(ps, 2, ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
+                op(ps, 2, attentionBuffers(ps, kvLayer), n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
                         0, sink);
             }
         }
@@ -1080,6 +1113,21 @@ final class VulkanResidentForward implements DeviceForward {
             op(s, VulkanContext.OP_SIGMOID_MUL, s.att, s.gate, s.att, s.att, groups((long) T * qd), T * qd);
             sync("output gate");
         }
+    }
+
+    /** OP 2's and OP 7's buffers: q, the caches, the output; with an f16 cache the chunk's own keys and values (E, F). */
+    private static VulkanContext.Buffer[] attentionBuffers(State ps, int kvLayer) {
+        return ps.kPending == null ? new VulkanContext.Buffer[] {ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att}
+                : new VulkanContext.Buffer[] {ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, ps.kPending[kvLayer], ps.vPending[kvLayer]};
+    }
+
+    /**
+     * OP 4: {@code count} floats of {@code rows} into {@code cache} at the step's position (rows of {@code stride}); with an
+     * f16 cache as halves, and into {@code pending} in f32 too where that is not {@code rows} itself.
+     */
+    private void cacheAppend(State ps, VulkanContext.Buffer rows, VulkanContext.Buffer cache, VulkanContext.Buffer pending, int count, int stride) {
+        if (pending == null) op(ps, 4, rows, cache, rows, rows, groups(count), count, 0, 0, stride);
+        else op(ps, 4, new VulkanContext.Buffer[] {rows, cache, rows, rows, pending}, groups(count), count, 0, 0, stride, pending != rows ? 1 : 0);
     }
 
     /**
@@ -1245,7 +1293,7 @@ final class VulkanResidentForward implements DeviceForward {
             s.sets.put(key, set);
         }
         for (int i = 0; i < 16; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, i < u.length ? u[i] : 0);
-        vk.cmdBindPipeline(rec, ctx.ops[op]);
+        vk.cmdBindPipeline(rec, kvHalf && VulkanContext.readsKvCache(op) ? ctx.opKvHalf(op) : ctx.ops[op]);
         setArray.set(U64, 0, set);
         vk.cmdBindDescriptorSet(rec, ctx.opsPipelineLayout, setArray);
         vk.cmdPushConstants(rec, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);

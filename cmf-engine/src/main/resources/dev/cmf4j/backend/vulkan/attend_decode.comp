@@ -21,12 +21,19 @@ const uint MAX_HEAD_DIM = 256u;
 const uint SPLIT = 64u;        // keys a chunk (VulkanResidentForward.ATTENTION_SPLIT)
 const uint KP = WG / SPLIT;    // invocations a key in the scores
 const uint LOADS = 8u;         // loads of 16 bytes in flight per invocation
+// 1: the KV cache holds IEEE halves, two a word (--kv f16's pipeline; a layer reading an earlier layer's caches is not
+// folded then: u9 = 0 always); 0: f32
+layout(constant_id = 1) const uint KV_HALF = 0u;
 
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };         // the raw q rows, head h at h*hd
 layout(std430, set = 0, binding = 1) buffer B { float b[]; };                  // key cache, row j at j*u7
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 2) buffer C { float c[]; };                  // value cache
 layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
+layout(std430, set = 0, binding = 1) buffer BH { uint kh[]; };                 // KV_HALF: the caches' words, 4 halves at a time
+layout(std430, set = 0, binding = 1) readonly buffer BH2 { uvec2 kh2[]; };
+layout(std430, set = 0, binding = 2) buffer CH { uint vh[]; };
+layout(std430, set = 0, binding = 2) readonly buffer CH2 { uvec2 vh2[]; };
 // the output (head h at h*hd) and the partial sums from u10 (written by other workgroups of the same dispatch)
 layout(std430, set = 0, binding = 3) coherent buffer D { float d[]; };
 // the step's position, then a counter per head: zero before the dispatch and left zero by it
@@ -60,6 +67,22 @@ float reduce(float v, bool isMax) {
     barrier();
     return r;
 }
+
+// x's f16 bits rounded to nearest even, as Java's Float.floatToFloat16 (the CPU cache's store; ops.comp's f16Bits)
+uint f16Bits(float x) {
+    uint w = floatBitsToUint(x), s = (w >> 16u) & 0x8000u, m = w & 0x7fffffffu;
+    if (m > 0x7f800000u) return s | 0x7e00u;                       // NaN
+    if (m >= 0x477ff000u) return s | 0x7c00u;                      // 65520 and up round to infinity
+    if (m >= 0x38800000u) { uint r = m - 0x38000000u; return s | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u); }
+    if (m <= 0x33000000u) return s;                                // 2^-25 and below: zero (2^-25 ties to even)
+    uint sh = 126u - (m >> 23u), full = (m & 0x7fffffu) | 0x800000u, q = full >> sh;
+    uint rem = full & ((1u << sh) - 1u), halfway = 1u << (sh - 1u);
+    return s | (q + (rem > halfway || (rem == halfway && (q & 1u) != 0u) ? 1u : 0u));   // a subnormal half
+}
+
+uint packHalves(float x, float y) { return f16Bits(x) | (f16Bits(y) << 16u); }
+vec4 halves4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+float half1(uint w, uint i) { vec2 h = unpackHalf2x16(w); return (i & 1u) == 0u ? h.x : h.y; }
 
 vec4 q4(uint i) { return vec4(qs[4u * i], qs[4u * i + 1u], qs[4u * i + 2u], qs[4u * i + 3u]); }
 vec4 k4(uint i) { return vec4(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]); }
@@ -104,7 +127,14 @@ void main() {
             // the first head of the kv group stores the step's key and value for later steps (no workgroup of this
             // dispatch reads that row of the caches)
             uint row = pos * kvStride + k0;
-            for (uint i = tid; i < hd; i += WG) { b[row + i] = ks[i]; c[row + i] = vNew[k0 + i]; }
+            if (KV_HALF != 0u) {
+                for (uint i = tid; i < hd / 2u; i += WG) {   // by pairs (the row and hd even)
+                    kh[row / 2u + i] = packHalves(ks[2u * i], ks[2u * i + 1u]);
+                    vh[row / 2u + i] = packHalves(vNew[k0 + 2u * i], vNew[k0 + 2u * i + 1u]);
+                }
+            } else {
+                for (uint i = tid; i < hd; i += WG) { b[row + i] = ks[i]; c[row + i] = vNew[k0 + i]; }
+            }
         }
         float m = -3.4e38, l = 0.0, acc = 0.0;   // acc: dim tid's sum
         for (uint ch = w0; ch < chunks; ch += per) {
@@ -120,12 +150,17 @@ void main() {
                     uint kb = ((j0 + key) * kvStride + k0) >> 2;
                     for (uint i = part; i < nq; i += LOADS * KP) {
                         vec4 kv[LOADS];
-                        [[unroll]] for (uint u = 0u; u < LOADS; u++) kv[u] = i + u * KP < nq ? b4[kb + i + u * KP] : vec4(0.0);
+                        if (KV_HALF != 0u) {
+                            [[unroll]] for (uint u = 0u; u < LOADS; u++) kv[u] = i + u * KP < nq ? halves4(kh2[kb + i + u * KP]) : vec4(0.0);
+                        } else {
+                            [[unroll]] for (uint u = 0u; u < LOADS; u++) kv[u] = i + u * KP < nq ? b4[kb + i + u * KP] : vec4(0.0);
+                        }
                         [[unroll]] for (uint u = 0u; u < LOADS; u++) if (i + u * KP < nq) dt += dot(q4(i + u * KP), kv[u]);
                     }
                 } else {
                     uint kb = (j0 + key) * kvStride + k0;
-                    for (uint i = part; i < hd; i += KP) dt += qs[i] * b[kb + i];
+                    if (KV_HALF != 0u) for (uint i = part; i < hd; i += KP) dt += qs[i] * half1(kh[(kb + i) >> 1u], kb + i);
+                    else for (uint i = part; i < hd; i += KP) dt += qs[i] * b[kb + i];
                 }
             }
             sp[tid] = dt;
@@ -151,7 +186,8 @@ void main() {
                         vec4 cv[LOADS];
                         [[unroll]] for (uint u = 0u; u < LOADS; u++) {
                             uint jj = j + u * groups;
-                            cv[u] = jj < nc ? c4[(((j0 + jj) * kvStride) >> 2) + cb] : vec4(0.0);
+                            if (KV_HALF != 0u) cv[u] = jj < nc ? halves4(vh2[(((j0 + jj) * kvStride) >> 2) + cb]) : vec4(0.0);
+                            else cv[u] = jj < nc ? c4[(((j0 + jj) * kvStride) >> 2) + cb] : vec4(0.0);
                         }
                         [[unroll]] for (uint u = 0u; u < LOADS; u++) s4 += ps[min(j + u * groups, SPLIT - 1u)] * cv[u];
                     }
@@ -161,7 +197,8 @@ void main() {
                 if (tid < hd)
                     for (uint g = 0u; g < groups; g++) sv += vp[g * nq + (tid >> 2)][tid & 3u];
             } else if (tid < hd) {
-                for (uint j = 0u; j < nc; j++) sv += ps[j] * c[(j0 + j) * kvStride + k0 + tid];
+                if (KV_HALF != 0u) for (uint j = 0u; j < nc; j++) sv += ps[j] * half1(vh[((j0 + j) * kvStride + k0 + tid) >> 1u], k0 + tid);
+                else for (uint j = 0u; j < nc; j++) sv += ps[j] * c[(j0 + j) * kvStride + k0 + tid];
             }
             if (tid < hd) {
                 if (own) sv += ps[nc] * vNew[k0 + tid];

@@ -13,6 +13,8 @@
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint OP = 0u;
+// 1: the KV cache holds IEEE halves, two a word (--kv f16: OPs 1, 2, 4 and 7 of a second set of pipelines); 0: f32
+layout(constant_id = 1) const uint KV_HALF = 0u;
 const uint WG = 64u;
 const uint MAX_HEAD_DIM = 256u;
 
@@ -26,6 +28,18 @@ layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 0) buffer AU { uint au[]; };   // A's words as ids (OP 19's routing)
 layout(std430, set = 0, binding = 2) readonly buffer C4 { vec4 c4[]; };
+// KV_HALF: the caches' words (B, C; D the key cache of OP 1), 4 halves at a time (OP 7's loads), and the chunk's own
+// keys (rotated) and values in f32, E and F rows from S.pos0 on: attention reads those unrounded, as the CPU's cache
+// reads its pending chunk (rounded to f16 only in the store)
+layout(std430, set = 0, binding = 1) buffer BH { uint kh[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BH2 { uvec2 kh2[]; };
+layout(std430, set = 0, binding = 2) readonly buffer CH { uint vh[]; };
+layout(std430, set = 0, binding = 2) readonly buffer CH2 { uvec2 vh2[]; };
+layout(std430, set = 0, binding = 3) buffer DH { uint dh[]; };
+layout(std430, set = 0, binding = 5) buffer E { float e[]; };
+layout(std430, set = 0, binding = 5) readonly buffer E4 { vec4 e4[]; };
+layout(std430, set = 0, binding = 6) readonly buffer F { float f[]; };
+layout(std430, set = 0, binding = 6) readonly buffer F4 { vec4 f4[]; };
 
 layout(push_constant) uniform Push { uint u[16]; } p;
 
@@ -55,6 +69,31 @@ float erf1(float x) {
             + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
     return x >= 0.0 ? 1.0 - r : r - 1.0;
 }
+
+// x's f16 bits rounded to nearest even, as Java's Float.floatToFloat16 (the CPU cache's store): packHalf2x16 leaves
+// the rounding to the driver
+uint f16Bits(float x) {
+    uint w = floatBitsToUint(x), s = (w >> 16u) & 0x8000u, m = w & 0x7fffffffu;
+    if (m > 0x7f800000u) return s | 0x7e00u;                       // NaN
+    if (m >= 0x477ff000u) return s | 0x7c00u;                      // 65520 and up round to infinity
+    if (m >= 0x38800000u) { uint r = m - 0x38000000u; return s | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u); }
+    if (m <= 0x33000000u) return s;                                // 2^-25 and below: zero (2^-25 ties to even)
+    uint sh = 126u - (m >> 23u), full = (m & 0x7fffffu) | 0x800000u, q = full >> sh;
+    uint rem = full & ((1u << sh) - 1u), halfway = 1u << (sh - 1u);
+    return s | (q + (rem > halfway || (rem == halfway && (q & 1u) != 0u) ? 1u : 0u));   // a subnormal half
+}
+
+uint packHalves(float x, float y) { return f16Bits(x) | (f16Bits(y) << 16u); }
+
+// KV_HALF: element i (row and head offsets included) of the f16 key / value cache
+float keyHalf(uint i) { vec2 h = unpackHalf2x16(kh[i >> 1u]); return (i & 1u) == 0u ? h.x : h.y; }
+float valueHalf(uint i) { vec2 h = unpackHalf2x16(vh[i >> 1u]); return (i & 1u) == 0u ? h.x : h.y; }
+vec4 halves4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+
+// KV_HALF: column i of position j's key (value) in a cache of rows of `stride`: the f16 store before S.pos0, the
+// chunk's own f32 rows (E, F) from it
+float keyAt(uint j, uint i, uint stride) { return j >= st.pos0 ? e[(j - st.pos0) * stride + i] : keyHalf(j * stride + i); }
+float valueAt(uint j, uint i, uint stride) { return j >= st.pos0 ? f[(j - st.pos0) * stride + i] : valueHalf(j * stride + i); }
 
 float act(float x, uint kind) {
     if (kind == 0u) return x / (1.0 + exp(-x));                                                        // SiLU
@@ -88,7 +127,8 @@ void main() {
         // rotary (rotate-hl): q rows r = t*heads + h in place on a[u6 + r*u2] (r < u0), dims i < u3/2 paired with
         // i + u3/2 (hl = u3/2); then u7 k rows rk = t*u8 + h of b[rk*u2] rotated into the cache d at position
         // S.pos0 + t (rows of u9 floats, head h at h*u2; dims past u3 copied); cos at c[u4 + t*hl + i], sin at
-        // c[u4 + u5*hl + t*hl + i] (u5 = tokens); heads u1, head dim u2, kv heads u8
+        // c[u4 + u5*hl + t*hl + i] (u5 = tokens); heads u1, head dim u2, kv heads u8. KV_HALF: the rotated k rows also
+        // into E at their place in B, the cache d taking them as halves
         uint rows = p.u[0], heads = p.u[1], hd = p.u[2], hl = p.u[3] / 2u, tokens = p.u[5], kRows = p.u[7], kvHeads = p.u[8];
         for (uint r = gl_WorkGroupID.x; r < rows + kRows; r += gl_NumWorkGroups.x) {
             bool isQ = r < rows;
@@ -100,16 +140,25 @@ void main() {
                 float x1 = isQ ? a[src + i] : b[src + i], x2 = isQ ? a[src + i + hl] : b[src + i + hl];
                 float y1 = x1 * co - x2 * si, y2 = x2 * co + x1 * si;
                 if (isQ) { a[dst + i] = y1; a[dst + i + hl] = y2; }
+                else if (KV_HALF != 0u) { e[src + i] = y1; e[src + i + hl] = y2; }
                 else { d[dst + i] = y1; d[dst + i + hl] = y2; }
             }
-            if (!isQ) for (uint i = 2u * hl + tid; i < hd; i += WG) d[dst + i] = b[src + i];
+            if (!isQ && KV_HALF != 0u) {
+                // the rotated row in f32 into E (the chunk's keys attention reads; E may be B itself), then its
+                // halves into the cache by pairs (u9 and hd even)
+                for (uint i = 2u * hl + tid; i < hd; i += WG) e[src + i] = b[src + i];
+                memoryBarrierBuffer();
+                barrier();
+                for (uint i = tid; i < hd / 2u; i += WG) dh[dst / 2u + i] = packHalves(e[src + 2u * i], e[src + 2u * i + 1u]);
+                barrier();
+            } else if (!isQ) for (uint i = 2u * hl + tid; i < hd; i += WG) d[dst + i] = b[src + i];
         }
     } else if (OP == 2u) {
         // causal GQA attention of query row r = t*heads + h (a[t*u9 + h*hd]) over cached keys b and values c
         // [position, u7 floats]; position pos = S.pos0 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
         // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6;
         // u12 > 0: head h's sink logit P[u12 - 1 + h] joins the softmax's denominator (gpt-oss), as the CPU's: the max
-        // taken over it too, exp(sink - max) added to the sum
+        // taken over it too, exp(sink - max) added to the sum. KV_HALF: keys and values by keyAt and valueAt
         uint tokens = p.u[0], heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7];
         float scale = uintBitsToFloat(p.u[6]);
         for (uint r = gl_WorkGroupID.x; r < tokens * heads; r += gl_NumWorkGroups.x) {
@@ -121,7 +170,8 @@ void main() {
             float m = -3.4e38;
             for (uint j = lo + tid; j <= pos; j += WG) {
                 float s = 0.0;
-                for (uint i = 0u; i < hd; i++) s += qs[i] * b[j * kvStride + k0 + i];
+                if (KV_HALF != 0u) for (uint i = 0u; i < hd; i++) s += qs[i] * keyAt(j, k0 + i, kvStride);
+                else for (uint i = 0u; i < hd; i++) s += qs[i] * b[j * kvStride + k0 + i];
                 s *= scale;
                 d[s0 + j] = s;
                 m = max(m, s);
@@ -141,7 +191,8 @@ void main() {
             barrier();
             for (uint i = tid; i < hd; i += WG) {
                 float acc = 0.0;
-                for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * c[j * kvStride + k0 + i];
+                if (KV_HALF != 0u) for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * valueAt(j, k0 + i, kvStride);
+                else for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * c[j * kvStride + k0 + i];
                 d[q0 + i] = acc / l;
             }
             barrier();
@@ -152,7 +203,7 @@ void main() {
         // online softmax; its max score, its sum of exp(score - max) and its sum of exp(score - max)·v written to
         // d[u10 + (h*u11 + w)*(hd + 2)]: hd sums, then max and sum. heads u1, kv heads u2, head dim u3, window u5,
         // scale u6, cache row u7. (The folded decode step's OP 9, which also rotates, appends and combines, is
-        // attend_decode.comp.)
+        // attend_decode.comp.) KV_HALF: keys and values by keyAt and valueAt (the step's own from E's and F's row 0)
         uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], per = p.u[11];
         float scale = uintBitsToFloat(p.u[6]);
         uint pos = st.pos0, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
@@ -177,14 +228,21 @@ void main() {
                         // the key's row: 8 loads of 16 bytes in flight at a time where it is 16-byte aligned
                         for (uint i = 0u; i < hd; i += 32u) {
                             vec4 kv[8];
-                            [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
+                            if (KV_HALF == 0u) {
+                                [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? b4[(kb + i) / 4u + u] : vec4(0.0);
+                            } else if (j0 + tid >= pos) {   // the step's own key (E's row 0)
+                                [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? e4[(k0 + i) / 4u + u] : vec4(0.0);
+                            } else {
+                                [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = i + 4u * u < hd ? halves4(kh2[(kb + i) / 4u + u]) : vec4(0.0);
+                            }
                             [[unroll]] for (uint u = 0u; u < 8u; u++) {
                                 uint e = min(i + 4u * u, hd - 4u);
                                 dt += dot(vec4(qs[e], qs[e + 1u], qs[e + 2u], qs[e + 3u]), kv[u]);
                             }
                         }
                     } else {
-                        for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
+                        if (KV_HALF != 0u) for (uint i = 0u; i < hd; i++) dt += qs[i] * keyAt(j0 + tid, k0 + i, kvStride);
+                        else for (uint i = 0u; i < hd; i++) dt += qs[i] * b[kb + i];
                     }
                     sc = dt * scale;
                 }
@@ -200,7 +258,11 @@ void main() {
                         float sv = 0.0;
                         for (uint j = 0u; j < n; j += 8u) {
                             float cv[8];
-                            [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < n ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
+                            if (KV_HALF != 0u) {
+                                [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < n ? valueAt(j0 + j + u, k0 + i, kvStride) : 0.0;
+                            } else {
+                                [[unroll]] for (uint u = 0u; u < 8u; u++) cv[u] = j + u < n ? c[(j0 + j + u) * kvStride + k0 + i] : 0.0;
+                            }
                             [[unroll]] for (uint u = 0u; u < 8u; u++) sv += ps[j + u] * cv[u];
                         }
                         acc[k] = acc[k] * corr + sv;
@@ -268,11 +330,16 @@ void main() {
             au[2u * i + 1u] = floatBitsToUint(uintBitsToFloat(au[2u * i + 1u]) * c[p.u[1] + au[2u * i]]);
     } else {
         // element-wise over i < u0, grid-stride: 3 a = act_u1(a) * b (* c[u2 + i mod u4] where u3 != 0: rows of width u4);
-        // 4 b[u2 + S.pos0*u3 + i] = a[u1 + i]; 5 a += b;
+        // 4 b[u2 + S.pos0*u3 + i] = a[u1 + i] (KV_HALF: as halves, see below); 5 a += b;
         // 6 a[i] += c[u1 + i mod u2] (a bias of width u2 on every row)
         uint n = p.u[0];
         for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
             if (OP == 3u) { float h = act(a[i], p.u[1]) * b[i]; a[i] = p.u[3] != 0u ? h * c[p.u[2] + i % p.u[4]] : h; }
+            else if (OP == 4u && KV_HALF != 0u) {
+                // by pairs (i < u0/2; u0, u2 and u3 even), the f32 rows copied into E too where u4 != 0
+                if (2u * i < n) kh[(p.u[2] + st.pos0 * p.u[3]) / 2u + i] = packHalves(a[p.u[1] + 2u * i], a[p.u[1] + 2u * i + 1u]);
+                if (2u * i < n && p.u[4] != 0u) { e[2u * i] = a[p.u[1] + 2u * i]; e[2u * i + 1u] = a[p.u[1] + 2u * i + 1u]; }
+            }
             else if (OP == 4u) b[p.u[2] + st.pos0 * p.u[3] + i] = a[p.u[1] + i];
             else if (OP == 5u) a[i] += b[i];
             else a[i] += c[p.u[1] + i % p.u[2]];

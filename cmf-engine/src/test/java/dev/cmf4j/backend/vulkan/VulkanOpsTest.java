@@ -57,7 +57,19 @@ class VulkanOpsTest {
                 "attention sinks", "split attention sinks", "folded attention sinks",
                 "per-layer inputs offset", "per-layer gate gelu_tanh", "layer scalar", "expert scales", "norm add offset", "folded attention over an earlier layer's caches: caches untouched",
                 "moe route top-k then softmax: ids (ties to the lower index)", "moe route softmax top-k renormalised: weights", "moe gate/up q8_2f", "moe down q4_block", "moe gate/up q4tp", "moe down q8_2f by expert = by pick, bitwise",
-                "moe down bf16");
+                "moe down bf16", "f16 cache copy: halves, bitwise", "f16 cache folded attention: cache row halves");
+        assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
+    }
+
+    /** The f16 KV cache's pipelines alone (also among everyDtypeAndShapeMatchesTheCpu's): appends bitwise, attention against float64. */
+    @Test void f16KvCacheOperatorsMatchFloat64() {
+        List<OpResult> results;
+        try (VulkanMatMul m = new VulkanMatMul(ctx, CpuBackend.newMatMul())) {
+            results = VulkanOpCheck.kvHalf(m, new SplittableRandom(16));
+        }
+        results.forEach(r -> System.out.printf("%-50s %-40s error %.2e (bound %.1e)%n", r.op(), r.shape(), r.error(), r.bound()));
+        assertThat(results.stream().map(OpResult::op).toList()).contains("f16 cache copy: halves, bitwise", "f16 rope into cache: halves of E's keys, bitwise",
+                "f16 cache attention window 4", "f16 cache split attention", "f16 cache folded attention: cache row halves");
         assertThat(results.stream().filter(r -> !r.ok()).toList()).isEmpty();
     }
 
