@@ -95,6 +95,34 @@ class VulkanGoldenTest {
     }
 
     /**
+     * As above with an f16 KV cache (--kv f16): prompt chunks beside decode rows, each part reading its own state's
+     * halves and its chunk's own rows; greedy the same, within 3e-3 of each sequence alone (the bound of
+     * f16KvCacheMatchesTheCpuEngine, for the same reason: the batch's f32 roundings, as with the f32 cache, move some
+     * keys across a half's midpoint, so they are stored a whole f16 step apart; lavapipe: llama 9.2e-4, gemma4 1.9e-3,
+     * against the f32 cache's batch printed beside). A part bound to another part's rows or caches would be off by
+     * far more.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "gemma4"})
+    void batchedStepsMatchEachSequenceAloneWithAnF16Cache(String model) throws Exception {
+        Path dir = Fixtures.require("models/" + model);
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-batch.cmf"), TensorPolicy.Mode.F32);
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b, List.of(), h -> F16_CACHE)) {
+            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
+            var r = dev.cmf4j.model.graph.BatchConformance.run(m.graph(), Golden.load(dir).inputIds());
+            double f32 = 0;
+            try (VulkanBackend b32 = new VulkanBackend(ctx); Model m32 = Model.open(cmf, null, b32)) {
+                f32 = dev.cmf4j.model.graph.BatchConformance.run(m32.graph(), Golden.load(dir).inputIds()).maxDiff();
+            }
+            System.out.println("vulkan " + model + " f16 KV cache, batch of 8: max|Δ| " + r.maxDiff() + " at " + r.worstAt() + ", " + r.mixedSteps()
+                    + " mixed steps (the f32 cache's batch: " + f32 + ")");
+            assertThat(r.mixedSteps()).as("steps mixing prompt chunks and decode rows").isPositive();
+            assertThat(r.maxDiff()).as(r.worstAt()).isLessThanOrEqualTo(3e-3);
+            assertThat(r.greedySame()).isTrue();
+        }
+    }
+
+    /**
      * A step of decode rows only (one token of each of 3 sequences) folds its products as each sequence's own decode step
      * does (matvec_decode.comp's several-token pipeline): every row's logits are bit for bit those of its sequence run
      * alone, step after step (the recorded batch step replayed among them). The MoE models too: moe.comp computes each
@@ -103,12 +131,29 @@ class VulkanGoldenTest {
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3", "gemma4", "qwen3_moe", "gpt_oss", "gemma4_moe", "qwen3_next"})
     void decodeRowsOfABatchAreExactlyEachSequenceAlone(String model) throws Exception {
+        decodeRowsExactly(model, dev.cmf4j.model.AttentionMemory.EXACT);
+    }
+
+    /**
+     * As above with an f16 KV cache (--kv f16): each row's appends and attention over its own state's halves (and its
+     * chunk's own rows) give it its bits alone; gemma4's layers reading an earlier layer's caches through that layer's
+     * pending rows of each sequence.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "gemma4"})
+    void decodeRowsOfABatchAreExactlyEachSequenceAloneWithAnF16Cache(String model) throws Exception {
+        decodeRowsExactly(model, F16_CACHE);
+    }
+
+    static final dev.cmf4j.model.AttentionMemory F16_CACHE = new dev.cmf4j.model.AttentionMemory(null, dev.cmf4j.backend.KvType.F16);
+
+    private static void decodeRowsExactly(String model, dev.cmf4j.model.AttentionMemory memory) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-rows.cmf"), TensorPolicy.Mode.F32);
         int[] ids = Golden.load(dir).inputIds();
         int n = 3, steps = 5, ctxLen = 32;
         int[] length = {5, 9, 3};
-        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b, List.of(), h -> memory)) {
             var g = m.graph();
             assertThat(g.device()).as("runs whole on the device").isNotNull();
             int V = g.vocab();
@@ -552,6 +597,34 @@ class VulkanGoldenTest {
                 + " unfolded (cpu f16 vs cpu f32: " + dF32 + "; f32 cache: device vs cpu " + dDev32 + ")");
         assertThat(Math.max(dFold, dUnfold)).isLessThanOrEqualTo(3e-3).isLessThan(dF32 / 5);
         assertThat(greedyDiffers).as("steps whose greedy pick differs from the CPU's").isZero();
+    }
+
+    /**
+     * llama's state with an f16 KV cache: per position of context it holds exactly half of every layer's key and value
+     * rows fewer bytes than with an f32 one (the scores buffer grows with the context the same in both).
+     */
+    @org.junit.jupiter.api.Test
+    void anF16CacheHoldsHalfTheBytes() throws Exception {
+        Path dir = Fixtures.require("models/llama");
+        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("llama-kvbytes.cmf"), TensorPolicy.Mode.F32);
+        var config = new com.fasterxml.jackson.databind.ObjectMapper().readTree(dir.resolve("config.json").toFile());
+        int hd = config.get("head_dim").asInt();
+        long rows = 2L * config.get("num_hidden_layers").asInt() * config.get("num_key_value_heads").asInt() * hd;   // elements a position
+        double[] perPosition = new double[2];
+        for (int k = 0; k < 2; k++) {
+            dev.cmf4j.model.AttentionMemory memory = k == 0 ? dev.cmf4j.model.AttentionMemory.EXACT : F16_CACHE;
+            try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b, List.of(), h -> memory)) {
+                var g = m.graph();
+                assertThat(g.device()).as("runs whole on the device").isNotNull();
+                var small = g.newState(16, 200);
+                var large = g.newState(16, 400);
+                perPosition[k] = (large.heldBytes() - small.heldBytes()) / 200.0;
+                small.close();
+                large.close();
+            }
+        }
+        System.out.println("vulkan llama state: " + perPosition[0] + " bytes a position with an f32 cache, " + perPosition[1] + " with f16");
+        assertThat(perPosition[0] - perPosition[1]).isEqualTo(2.0 * rows);
     }
 
     private static int argmax(float[] x) {
