@@ -68,7 +68,7 @@ public final class VulkanContext implements AutoCloseable {
      */
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /**
-     * ops.comp: nine storage buffers (A..D, the step's S, E..G, which only the folded decode attention OP 9 reads, and P,
+     * ops.comp: nine storage buffers (A..D, the step's S, E..G, which the folded decode attention OP 9 reads, E and F also the f16 cache's OPs, and P,
      * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from
      * attend_decode.comp, OPs 24-31 from gdn.comp, OPs 32-36 from embryo.comp where the device computes in 64-bit floats:
      * else those are 0).

@@ -4,7 +4,8 @@
 // and strides are in floats. The step's first position is read from buffer S (written by the host before each
 // submission and copied to device memory by it), not pushed, so a decode step's command buffer is recorded once and
 // replayed. Built into ops.spv by tools/build-vulkan-shaders.sh. Every sum is in f32. Buffers E..G are attend_decode.comp's
-// only (OP 9, the folded decode attention, is that shader's; every set binds all nine: the others' E..G stand in with A).
+// (OP 9, the folded decode attention, is that shader's) and, E and F, the f16 cache's chunk rows here (KV_HALF); every
+// set binds all nine: where an OP reads none of them they stand in with A.
 // Buffer P is the forward's parameters (norm weights, biases, attention sinks), bound to every set.
 
 #extension GL_KHR_shader_subgroup_basic : enable
