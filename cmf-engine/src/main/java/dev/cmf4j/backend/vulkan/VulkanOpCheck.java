@@ -471,8 +471,9 @@ final class VulkanOpCheck {
         for (int i = 0; i < at * stride; i++) wrong += half(cache, i) != 0 ? 1 : 0;
         out.add(new OpResult("f16 cache copy: halves, bitwise", n + " values at " + at + " (" + edges.length + " edge cases)", wrong, 0));
         out.add(new OpResult("f16 cache copy: f32 rows into E", n + " values", java.util.Arrays.equals(pending, src) ? 0 : 1, 0));
-        // OP 1: T tokens' keys rotated into E (in f32; E is B itself: in place) and into the cache as halves; dims past
-        // the rotary ones copied; rows of heads·hd + 2 halves at position 2 + t
+        // OP 1: T tokens' keys rotated into E (in f32; E is B itself, in place, or, where some dims are past the rotary
+        // ones, a buffer of its own: those dims copied into it) and into the cache as halves; rows of heads·hd + 2
+        // halves at position 2 + t
         for (int[] sh : new int[][] {{3, 2, 64, 64}, {2, 2, 40, 16}}) {
             int T = sh[0], heads = sh[1], hd = sh[2], rd = sh[3], half = rd / 2, pos0 = 7, cachePos = 2;
             int rowStride = heads * hd + 2;
@@ -485,14 +486,15 @@ final class VulkanOpCheck {
                 System.arraycopy(sin, 0, table, T * half + t * half, half);
                 dev.cmf4j.backend.cpu.Rotary.apply(rotated, t * heads * hd, heads, hd, rd, cos, sin);
             }
-            float[] kc = new float[(cachePos + T) * rowStride / 2];
+            float[] kc = new float[(cachePos + T) * rowStride / 2], raw = keys.clone(), e = rd < hd ? new float[keys.length] : keys;
             run(mm, new int[] {1}, true, new int[] {T * heads}, new int[] {0, heads, hd, rd, 0, T, 0, T * heads, heads, rowStride}, cachePos,
-                    Double.NEGATIVE_INFINITY, keys, keys, table, kc, keys);
-            String shape = T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary";
-            out.add(new OpResult("f16 rope into cache: f32 keys in E", shape, error(keys, rotated), 1e-6));
+                    Double.NEGATIVE_INFINITY, keys, keys, table, kc, e);
+            String shape = T + " tokens, " + heads + "x" + hd + ", " + rd + " rotary" + (e != keys ? ", E apart" : "");
+            out.add(new OpResult("f16 rope into cache: f32 keys in E", shape, error(e, rotated), 1e-6));
+            if (e != keys) out.add(new OpResult("f16 rope into cache: B untouched with E apart", shape, java.util.Arrays.equals(keys, raw) ? 0 : 1, 0));
             int bad = 0;
             for (int t = 0; t < T; t++)
-                for (int i = 0; i < heads * hd; i++) bad += half(kc, (cachePos + t) * rowStride + i) != Float.floatToFloat16(keys[t * heads * hd + i]) ? 1 : 0;
+                for (int i = 0; i < heads * hd; i++) bad += half(kc, (cachePos + t) * rowStride + i) != Float.floatToFloat16(e[t * heads * hd + i]) ? 1 : 0;
             for (int i = 0; i < cachePos * rowStride; i++) bad += half(kc, i) != 0 ? 1 : 0;
             out.add(new OpResult("f16 rope into cache: halves of E's keys, bitwise", shape, bad, 0));
         }
