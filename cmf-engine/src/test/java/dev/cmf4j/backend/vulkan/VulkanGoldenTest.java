@@ -551,13 +551,14 @@ class VulkanGoldenTest {
      * OP 4, OP 7, OP 8; gemma4's layers reading an earlier layer's caches always unfolded), against the CPU engine with
      * the same f16 cache (stored values rounded to f16, the chunk's own keys and values read unrounded), every step's
      * logits and greedy picks, the same tokens fed to all. Within 3e-3 and a fifth of the f16 cache's own effect (the
-     * CPU's f16 logits against its f32 ones), greedy the same. Why looser than the f32 cache's 1e-3 (lavapipe: llama
-     * 2.7e-4, qwen3 1.6e-3, gemma4 1.3e-3 against the f32 cache's 6.9e-6, 2.1e-5, 8.2e-5 over the same steps): where the
+     * CPU's f16 logits against its f32 ones), greedy the same (gpt_oss: its sinks and windows over halves). Why looser
+     * than the f32 cache's 1e-3 (lavapipe: llama 2.7e-4, qwen3 1.6e-3, gemma4 1.3e-3, gpt_oss 8.3e-4 to 9.6e-4 between runs against the f32
+     * cache's 6.9e-6, 2.1e-5, 8.2e-5, 1.3e-5 over the same steps): where the
      * device's f32 key and the CPU's differ by a rounding and straddle a half's midpoint they round to neighbouring
      * halves, a whole f16 step (2^-11 relative) apart; the op checks hold each operator to float64 on the halves.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"llama", "qwen3", "gemma4"})
+    @ValueSource(strings = {"llama", "qwen3", "gemma4", "gpt_oss"})
     void f16KvCacheMatchesTheCpuEngine(String model) throws Exception {
         Path dir = Fixtures.require("models/" + model);
         Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve(model + "-kv16.cmf"), TensorPolicy.Mode.F32);
