@@ -60,18 +60,15 @@ final class VulkanResidentForward implements DeviceForward {
     /** Whether a layer has the attention output gate (its q product twice as wide: q and the gate per head). */
     private final boolean outputGates;
     /**
-     * The delta nets' vectors (conv weights and bias, −exp(A_log), dt bias), the anchors' (sinks, rotation tables) and the
-     * resonance routers' descriptors, by identity: float offsets in {@link #params}.
+     * Every projection bias, every attention layer's sinks (a logit per head), the delta nets' vectors (conv weights and bias, −exp(A_log), dt
+     * bias), the anchors' (sinks, rotation tables) and the resonance routers' descriptors, by identity: float offsets in
+     * {@link #params}.
      */
     private final Map<float[], Integer> vectorAt = new IdentityHashMap<>();
     /** Keys per chunk of the split decode attention (ops.comp OP 7's SPLIT), and its most workgroups per head. */
     static final int ATTENTION_SPLIT = 64, ATTENTION_PER_HEAD = 32;
     /** Every norm weight the plan has, uploaded once, by the norm's identity: its float offset in {@link #params}. */
     private final Map<NormOp, Integer> normAt = new IdentityHashMap<>();
-    /** Every projection bias, likewise by identity: its float offset in {@link #params}. */
-    private final Map<float[], Integer> biasAt = new IdentityHashMap<>();
-    /** Every layer's attention sinks (a logit per head), likewise: its float offset in {@link #params}. */
-    private final Map<float[], Integer> sinkAt = new IdentityHashMap<>();
     /** The plan's distinct rotary tables (index per layer). */
     private final List<RopeTable> ropes = new ArrayList<>();
     private final int[] ropeOf;
@@ -245,15 +242,8 @@ final class VulkanResidentForward implements DeviceForward {
             for (NormOp n : new NormOp[] {l.attnNorm(), l.qNorm(), l.kNorm(), l.vNorm(), l.postAttnNorm(), l.ffnNorm(), l.postFfnNorm(),
                     l.perLayerInput() == null ? null : l.perLayerInput().postNorm(), l.postMlpNorm(), l.preMoeNorm(), l.postMoeNorm(),
                     l.moe() == null ? null : l.moe().routerNorm()}) norm.accept(n);
-            for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()})
-                if (b != null && !biasAt.containsKey(b)) {
-                    biasAt.put(b, size[0]);
-                    place.accept(b);
-                }
-            if (l.sinks() != null && !sinkAt.containsKey(l.sinks())) {
-                sinkAt.put(l.sinks(), size[0]);
-                place.accept(l.sinks());
-            }
+            for (float[] b : new float[][] {l.qBias(), l.kBias(), l.vBias(), l.oBias()}) vector.accept(b);
+            vector.accept(l.sinks());
             int r = -1;
             for (int j = 0; j < ropes.size() && l.rope() != null; j++) if (ropes.get(j) == l.rope()) r = j;
             if (r < 0 && l.rope() != null && l.rope().rotaryDim() > 0) { ropes.add(l.rope()); r = ropes.size() - 1; }
@@ -1075,7 +1065,7 @@ final class VulkanResidentForward implements DeviceForward {
         }
         if (!fold || parts.stream().anyMatch(pt -> pt.tokens() > 1)) sync("rotary, cache");
         int scale = Float.floatToRawIntBits(l.scale());
-        int sink = l.sinks() == null ? 0 : 1 + sinkAt.get(l.sinks());   // OP 2, 8 and 9: the sinks' offset + 1 in P (0: none)
+        int sink = l.sinks() == null ? 0 : 1 + vectorAt.get(l.sinks());   // OP 2, 8 and 9: the sinks' offset + 1 in P (0: none)
         // one-token rows attend over splits of the context (OP 7, then OP 8 combines; folded: OP 9 with its rotary,
         // cache append and combine), chunks row by row (OP 2)
         for (Part pt : parts) {
@@ -1269,7 +1259,7 @@ final class VulkanResidentForward implements DeviceForward {
 
     /** x[t, i] += b[i] for {@code T} rows of {@code width} (nothing when b is null). */
     private void bias(State s, float[] b, VulkanContext.Buffer x, int T, int width) {
-        if (b != null) op(s, 6, x, x, params, x, groups((long) T * width), T * width, biasAt.get(b), width);
+        if (b != null) op(s, 6, x, x, params, x, groups((long) T * width), T * width, vectorAt.get(b), width);
     }
 
     /** One ops.comp dispatch of {@code groups} workgroups over buffers a..d with push constants {@code u}. */
@@ -1280,6 +1270,15 @@ final class VulkanResidentForward implements DeviceForward {
 
     /** As above over buffers A..D then E..G (those not given: A), S the state's step buffer. */
     private void op(State s, int op, VulkanContext.Buffer[] bufs, int groups, int... u) {
+        dispatch(s, kvHalf && VulkanContext.readsKvCache(op) ? ctx.opKvHalf(op) : ctx.ops[op], bufs, groups, 1, u);
+    }
+
+    /**
+     * One dispatch of {@code pipeline} (ops.comp's layout: ops.comp, attend_decode.comp, gdn.comp, embryo.comp, moe.comp)
+     * of {@code gx} × {@code gy} workgroups over buffers A..D then E..G (those not given: A), S the state's step buffer and
+     * P the parameters, push constants {@code u}; the state keeps a descriptor set per set of buffers.
+     */
+    private void dispatch(State s, long pipeline, VulkanContext.Buffer[] bufs, int gx, int gy, int[] u) {
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         for (int i = 0; i < handles.length; i++) {
             int at = i < 4 ? i : i - 1;   // binding 4 is S, binding 8 P (the parameters)
@@ -1293,11 +1292,11 @@ final class VulkanResidentForward implements DeviceForward {
             s.sets.put(key, set);
         }
         for (int i = 0; i < 16; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, i < u.length ? u[i] : 0);
-        vk.cmdBindPipeline(rec, kvHalf && VulkanContext.readsKvCache(op) ? ctx.opKvHalf(op) : ctx.ops[op]);
+        vk.cmdBindPipeline(rec, pipeline);
         setArray.set(U64, 0, set);
         vk.cmdBindDescriptorSet(rec, ctx.opsPipelineLayout, setArray);
         vk.cmdPushConstants(rec, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, push);
-        vk.cmdDispatch(rec, Math.max(1, Math.min(groups, ctx.info().maxGroupCount()[0])), 1, 1);
+        vk.cmdDispatch(rec, Math.max(1, Math.min(gx, ctx.info().maxGroupCount()[0])), gy, 1);
     }
 
     /** y = W·x for {@code tokens} rows: one matvec.comp dispatch per weight buffer of W. */
@@ -1340,7 +1339,7 @@ final class VulkanResidentForward implements DeviceForward {
             pOff = nw == null ? 0 : nw;
             word = Float.floatToRawIntBits(norm.eps());
         }
-        if (bias != null) { flags |= MatvecPush.BIAS; biasOff = biasAt.get(bias); }
+        if (bias != null) { flags |= MatvecPush.BIAS; biasOff = vectorAt.get(bias); }
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
         // x from memory: the pipeline without staging, its column scales already in x, grids as for a row of one tile
@@ -1811,23 +1810,7 @@ final class VulkanResidentForward implements DeviceForward {
             push = new int[] {rows, cols, k, w.rsOff(), w.cfOff(), w.flags(), bias < 0 ? 0 : bias + 1, w.cfRows(), w.rowsPerExpert(),
                     u[4], u[5], u[6], u[7], u.length > 8 ? u[8] : 0, u.length > 9 ? u[9] : 0};
         }
-        long[] handles = new long[VulkanContext.OPS_BUFFERS];
-        VulkanContext.Buffer[] bufs = {w.buffer(), b, c, d};
-        for (int i = 0; i < handles.length; i++)
-            handles[i] = i == 4 ? s.stepDev.buffer() : i == 8 ? params.buffer() : bufs[i < 4 ? i : 0].buffer();
-        List<Long> key = java.util.Arrays.stream(handles).boxed().toList();
-        Long set = s.sets.get(key);
-        if (set == null) {
-            set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, handles);
-            s.sets.put(key, set);
-        }
-        for (int i = 0; i < 16; i++) this.push.setAtIndex(ValueLayout.JAVA_INT, i, i < push.length ? push[i] : 0);
-        vk.cmdBindPipeline(rec, ctx.moePipeline(op, w.kind()));
-        setArray.set(U64, 0, set);
-        vk.cmdBindDescriptorSet(rec, ctx.opsPipelineLayout, setArray);
-        vk.cmdPushConstants(rec, ctx.opsPipelineLayout, VulkanContext.OPS_PUSH_BYTES, this.push);
-        vk.cmdDispatch(rec, Math.max(1, Math.min(gx, ctx.info().maxGroupCount()[0])), gy, 1);
+        dispatch(s, ctx.moePipeline(op, w.kind()), new VulkanContext.Buffer[] {w.buffer(), b, c, d}, gx, gy, push);
     }
 
     @Override public int preferredChunk() { return 64; }
