@@ -82,6 +82,8 @@ public final class VulkanContext implements AutoCloseable {
     /** gdn.comp's OPs (Qwen3-Next): the delta net's unfuse, conv, gates, rule and gated norm, the output gate's split and product, the gated add. */
     static final int OP_GDN_UNFUSE = 24, OP_GDN_CONV = 25, OP_GDN_GATES = 26, OP_GDN_RULE = 27, OP_GDN_NORM = 28, OP_SPLIT_GATE = 29,
             OP_SIGMOID_MUL = 30, OP_GATED_ADD = 31;
+    /** Whether the device was opened with 64-bit floats in shaders, so embryo.comp's OPs exist (else they are 0). */
+    final boolean float64;
     /** embryo.comp's OPs (the Embryo family): the anchor's ring attend and commit, the resonance router, the clustered head's two log-softmaxes. */
     static final int OP_ANCHOR_ATTEND = 32, OP_ANCHOR_COMMIT = 33, OP_RESONANCE_ROUTE = 34, OP_CLUSTER_LOGSOFTMAX = 35, OP_HEAD_FINISH = 36;
     /**
@@ -134,7 +136,13 @@ public final class VulkanContext implements AutoCloseable {
         }
     }
 
-    private VulkanContext(int wanted) {
+    private VulkanContext(int wanted) { this(wanted, true); }
+
+    /**
+     * Device {@code wanted} (-1: the best); {@code useFloat64} false opens it without 64-bit floats in shaders even where
+     * it has them (a test's stand-in for MoltenVK and the drivers without them).
+     */
+    VulkanContext(int wanted, boolean useFloat64) {
         vk = Vk.load();
         MemorySegment dev = null;
         try (Arena a = Arena.ofConfined()) {
@@ -161,6 +169,7 @@ public final class VulkanContext implements AutoCloseable {
                 if (chosen.subgroupSize() < 4)   // matvec_decode.comp keeps one partial sum per subgroup, at most 64 of them
                     throw new VulkanUnavailableException(chosen.name() + " has subgroups of " + chosen.subgroupSize() + " invocations; the shaders need at least 4");
                 info = chosen;
+                float64 = chosen.shaderFloat64() && useFloat64;
                 MemorySegment pd = pds.get(chosen.index());
                 MemorySegment props = Vk.struct(a, 840, Vk.ST_PHYSICAL_DEVICE_PROPERTIES_2);
                 vk.call("vkGetPhysicalDeviceProperties2", pd, props);
@@ -170,7 +179,7 @@ public final class VulkanContext implements AutoCloseable {
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
                         && deviceExtensions(vk, pd, a).contains("VK_KHR_pipeline_executable_properties");
                 boolean wantCoop = chosen.coopMatmul() && Boolean.getBoolean(COOPMAT_PROPERTY);
-                dev = createDevice(vk, pd, chosen, a, statistics, wantCoop);
+                dev = createDevice(vk, pd, chosen, a, statistics, wantCoop, float64);
                 device = dev;
                 MemorySegment q = a.allocate(PTR);
                 vk.call("vkGetDeviceQueue", device, chosen.computeQueueFamily(), 0, q);
@@ -238,7 +247,7 @@ public final class VulkanContext implements AutoCloseable {
                 attendModule = createShaderModule(a, Shaders.load("attend_decode"));
                 gdnModule = createShaderModule(a, Shaders.load("gdn"));
                 // (its SPIR-V declares Float64: a device without the feature must not see it)
-                embryoModule = info.shaderFloat64() ? createShaderModule(a, Shaders.load("embryo")) : 0;
+                embryoModule = float64 ? createShaderModule(a, Shaders.load("embryo")) : 0;
                 ops = new long[OPS];
                 for (int k = 0; k < OPS; k++) {
                     long module = k == OP_ATTEND_DECODE ? attendModule : k >= OP_ANCHOR_ATTEND ? embryoModule : k >= OP_GDN_UNFUSE ? gdnModule : opsModule;
@@ -533,7 +542,8 @@ public final class VulkanContext implements AutoCloseable {
     /** VkPhysicalDeviceFeatures.shaderFloat64: the index of its VkBool32 in the struct (55 of them). */
     private static final int FEATURE_SHADER_FLOAT64 = 39, FEATURES = 55;
 
-    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics, boolean coop) {
+    private static MemorySegment createDevice(Vk vk, MemorySegment pd, VulkanDeviceInfo info, Arena a, boolean statistics, boolean coop,
+                                              boolean float64) {
         MemorySegment prio = a.allocate(ValueLayout.JAVA_FLOAT);
         prio.set(ValueLayout.JAVA_FLOAT, 0, 1f);
         MemorySegment q = Vk.struct(a, 40, Vk.ST_DEVICE_QUEUE_CREATE_INFO);
@@ -566,7 +576,7 @@ public final class VulkanContext implements AutoCloseable {
             model.set(PTR, 8, ci.get(PTR, 8));
             ci.set(PTR, 8, coopF);
         }
-        if (info.shaderFloat64()) {   // pEnabledFeatures: 64-bit floats (embryo.comp), nothing else
+        if (float64) {   // pEnabledFeatures: 64-bit floats (embryo.comp), nothing else
             MemorySegment features = Vk.plain(a, 4L * FEATURES);
             features.set(U32, 4L * FEATURE_SHADER_FLOAT64, 1);
             ci.set(PTR, 64, features);

@@ -178,7 +178,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         if (!resident) { notes.accept(hybrid + "-Dcmf.vulkan.resident=false"); return null; }
         String why = VulkanResidentForward.unsupported(plan, kv);
         if (why == null) why = VulkanResidentForward.expertsTooLarge(plan, Math.min(PART_CAP, ctx.info().maxStorageBufferRange()));
-        if (why == null && VulkanResidentForward.needsFloat64(plan) && !ctx.info().shaderFloat64())
+        if (why == null && VulkanResidentForward.needsFloat64(plan) && !ctx.float64)
             why = "this device has no 64-bit floats in shaders (the Embryo head's and router's sums need them)";
         if (why != null) { notes.accept(hybrid + why); return null; }
         if (closed) throw new IllegalStateException("VulkanMatMul closed");

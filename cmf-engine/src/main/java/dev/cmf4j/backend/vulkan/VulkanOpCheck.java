@@ -71,7 +71,7 @@ final class VulkanOpCheck {
                     out.addAll(product(device, cpu, r, dt, s[0], s[1], s[2]));
         out.addAll(operators(device, r));
         out.addAll(deltaNet(device, r));
-        if (device.context().info().shaderFloat64()) out.addAll(embryo(device, r));
+        if (device.context().float64) out.addAll(embryo(device, r));
         out.addAll(foldedProducts(device, r));
         out.addAll(foldedTokens(device, r));
         out.addAll(moeRouting(device, r));

@@ -250,6 +250,31 @@ class VulkanGoldenTest {
     }
 
     /**
+     * A device without 64-bit floats in shaders (MoltenVK, some drivers; here the same device opened without them): no
+     * embryo.comp, so an Embryo model runs hybrid and still meets its golden; a dense model stays resident.
+     */
+    @org.junit.jupiter.api.Test
+    void withoutFloat64TheEmbryoModelsRunHybrid() throws Exception {
+        Path dir = Fixtures.require("embryo/embryo_c");
+        Golden golden = Golden.load(dir);
+        try (VulkanContext noFloat64 = new VulkanContext(ctx.info().index(), false)) {
+            assertThat(noFloat64.float64).isFalse();
+            assertThat(noFloat64.ops[VulkanContext.OP_ANCHOR_ATTEND]).as("no embryo.comp pipelines").isZero();
+            try (VulkanBackend b = new VulkanBackend(noFloat64); Model m = Model.open(dir.resolve("model.cmf"), null, b)) {
+                assertThat(m.graph().device()).as("hybrid: the Embryo head and router need 64-bit floats").isNull();
+                Golden.Result r = golden.check(m.graph(), golden.inputIds().length, 1e-3);
+                System.out.println("vulkan embryo_c without 64-bit floats (hybrid): " + r);
+                assertThat(r.logitsMaxDiff()).as(r.toString()).isLessThanOrEqualTo(1e-3);
+                assertThat(r.greedyMatches()).as(r.toString()).isTrue();
+            }
+            Path llama = ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-nof64.cmf"), TensorPolicy.Mode.F32);
+            try (VulkanBackend b = new VulkanBackend(noFloat64); Model m = Model.open(llama, null, b)) {
+                assertThat(m.graph().device()).as("a dense model needs no 64-bit floats").isNotNull();
+            }
+        }
+    }
+
+    /**
      * Quantized files against the CPU engine with its reference products ({@code CpuBackend.reference()}) on the same file
      * (the goldens are no quantized reference): the reference
      * converter's q8_2f, and our converter's q4_block, q4tp and (gemma4, which the reference converter has no file of)
