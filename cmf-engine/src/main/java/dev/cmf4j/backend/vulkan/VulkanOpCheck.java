@@ -143,27 +143,7 @@ final class VulkanOpCheck {
             float scale = (float) (1 / Math.sqrt(hd));
             float[] q = gauss(r, T * qd, 1), k = gauss(r, context * kvd, 1), v = gauss(r, context * kvd, 1);
             float[] d = new float[T * qd + heads * T * context];
-            double[] want = new double[T * qd];
-            for (int t = 0; t < T; t++)
-                for (int h = 0; h < heads; h++) {
-                    int g = h / (heads / kvh), pos = pos0 + t, lo = window > 0 ? Math.max(0, pos - window + 1) : 0;
-                    double[] sc = new double[pos + 1];
-                    double m = Double.NEGATIVE_INFINITY, l = 0;
-                    for (int j = lo; j <= pos; j++) {
-                        double sum = 0;
-                        for (int i = 0; i < hd; i++) sum += (double) q[t * qd + h * hd + i] * k[j * kvd + g * hd + i];
-                        sc[j] = sum * scale;
-                        m = Math.max(m, sc[j]);
-                    }
-                    if (withSinks) m = Math.max(m, sinks[h]);
-                    for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
-                    if (withSinks) l += Math.exp(sinks[h] - m);
-                    for (int i = 0; i < hd; i++) {
-                        double acc = 0;
-                        for (int j = lo; j <= pos; j++) acc += sc[j] * v[j * kvd + g * hd + i];
-                        want[t * qd + h * hd + i] = acc / l;
-                    }
-                }
+            double[] want = attention(q, k, v, T, heads, kvh, hd, pos0, window, scale, withSinks ? sinks : null);
             run(mm, new int[] {2}, new int[] {T * heads}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd, 0, sinkArg},
                     pos0, q, k, v, d, q, q, q, sinks);
             out.add(new OpResult("attention" + sinkName + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
@@ -305,27 +285,9 @@ final class VulkanOpCheck {
         float[] wantK = kCache.clone(), wantV = vCache.clone();
         System.arraycopy(kr, 0, wantK, pos * kvd, kvd);
         System.arraycopy(vNew, 0, wantV, pos * kvd, kvd);
-        double[] want = new double[qd];
+        // one row at pos over the cache as OP 9 must leave it (the step's rotated key and value at pos)
+        double[] want = attention(qr, wantK, wantV, 1, heads, kvh, hd, pos, window, scale, sinks);
         int lo = window > 0 ? Math.max(0, pos - window + 1) : 0;
-        for (int h = 0; h < heads; h++) {
-            int g = h / (heads / kvh);
-            double[] sc = new double[pos + 1];
-            double m = Double.NEGATIVE_INFINITY, l = 0;
-            for (int j = lo; j <= pos; j++) {
-                double sum = 0;
-                for (int i = 0; i < hd; i++) sum += (double) qr[h * hd + i] * wantK[j * kvd + g * hd + i];
-                sc[j] = sum * scale;
-                m = Math.max(m, sc[j]);
-            }
-            if (sinks != null) m = Math.max(m, sinks[h]);
-            for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
-            if (sinks != null) l += Math.exp(sinks[h] - m);
-            for (int i = 0; i < hd; i++) {
-                double acc = 0;
-                for (int j = lo; j <= pos; j++) acc += sc[j] * wantV[j * kvd + g * hd + i];
-                want[h * hd + i] = acc / l;
-            }
-        }
         int chunks = (pos - lo) / VulkanResidentForward.ATTENTION_SPLIT + 1;
         int[] pers = chunks > 2 ? new int[] {chunks, 2, chunks + 3} : new int[] {chunks, chunks + 3};
         for (int k = 0; k < pers.length; k++) {
@@ -588,6 +550,12 @@ final class VulkanOpCheck {
 
     /** Causal GQA attention in float64 of T rows at pos0 + t over keys k and values v [position, kvh·hd] (a window > 0: the last ones). */
     static double[] attention(float[] q, float[] k, float[] v, int T, int heads, int kvh, int hd, int pos0, int window, float scale) {
+        return attention(q, k, v, T, heads, kvh, hd, pos0, window, scale, null);
+    }
+
+    /** As above with a sink logit per head (gpt-oss; null: none) in the softmax's max and denominator only. */
+    static double[] attention(float[] q, float[] k, float[] v, int T, int heads, int kvh, int hd, int pos0, int window, float scale,
+                              float[] sinks) {
         int qd = heads * hd, kvd = kvh * hd;
         double[] want = new double[T * qd];
         for (int t = 0; t < T; t++)
@@ -601,7 +569,9 @@ final class VulkanOpCheck {
                     sc[j] = sum * scale;
                     m = Math.max(m, sc[j]);
                 }
+                if (sinks != null) m = Math.max(m, sinks[h]);
                 for (int j = lo; j <= pos; j++) { sc[j] = Math.exp(sc[j] - m); l += sc[j]; }
+                if (sinks != null) l += Math.exp(sinks[h] - m);
                 for (int i = 0; i < hd; i++) {
                     double acc = 0;
                     for (int j = lo; j <= pos; j++) acc += sc[j] * v[j * kvd + g * hd + i];
