@@ -3,11 +3,14 @@ package dev.cmf4j.backend.vulkan;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-/** The products' push constants, twelve uint32 in the order matvec.comp and matvec_decode.comp declare them. */
+/**
+ * The products' push constants, sixteen uint32 in the order matvec.comp and matvec_decode.comp declare them (the last
+ * three: a chained product's wait and signal, see VulkanResidentForward).
+ */
 final class MatvecPush {
     private MatvecPush() {}
 
-    static final int BYTES = 48;
+    static final int BYTES = 64;
     static final int ROW_SCALES = 1, COL_SCALES = 2;
     /**
      * matvec_decode.comp's folded operators: the RMSNorm of x (its 1/rms, with a weight in P, or 1 + weight), a bias in
@@ -22,8 +25,17 @@ final class MatvecPush {
     /** With the folded operators' words: P's first float of the norm weight or up values, eps bits or activation, bias. */
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
                       int pOff, int epsOrAct, int biasOff) {
+        write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, pOff, epsOrAct, biasOff, 0, 0, 0);
+    }
+
+    /**
+     * With a chained product's words: {@code wait} 1 + the counter whose {@code waitFor} workgroups it waits for after its
+     * first weight loads, {@code signal} 1 + the counter its workgroups count themselves into when done (0: none).
+     */
+    static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
+                      int pOff, int epsOrAct, int biasOff, int wait, long waitFor, int signal) {
         int[] v = {rows, cols, tokens, Math.toIntExact(row0), Math.toIntExact(yOff), yStride, Math.toIntExact(rsOff), Math.toIntExact(cfOff), flags,
-                pOff, epsOrAct, biasOff};
+                pOff, epsOrAct, biasOff, 0, wait, Math.toIntExact(waitFor), signal};
         for (int i = 0; i < v.length; i++) s.setAtIndex(ValueLayout.JAVA_INT, i, v[i]);
     }
 }

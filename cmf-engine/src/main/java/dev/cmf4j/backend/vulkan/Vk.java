@@ -123,6 +123,7 @@ final class Vk {
         t.put("vkCmdDispatch", FunctionDescriptor.ofVoid(PTR, U32, U32, U32));
         t.put("vkCmdPipelineBarrier", FunctionDescriptor.ofVoid(PTR, U32, U32, U32, U32, PTR, U32, PTR, U32, PTR));
         t.put("vkCmdCopyBuffer", FunctionDescriptor.ofVoid(PTR, U64, U64, U32, PTR));
+        t.put("vkCmdFillBuffer", FunctionDescriptor.ofVoid(PTR, U64, U64, U64, U32));
         t.put("vkQueueSubmit", FunctionDescriptor.of(U32, PTR, U32, PTR, U64));
         t.put("vkCreateFence", FunctionDescriptor.of(U32, PTR, PTR, PTR, PTR));
         t.put("vkDestroyFence", FunctionDescriptor.ofVoid(PTR, U64, PTR));

@@ -198,7 +198,7 @@ public final class VulkanContext implements AutoCloseable {
                 weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
                         == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
                 // pipelines
-                descriptorSetLayout = createSetLayout(a, 4);
+                descriptorSetLayout = createSetLayout(a, 5);
                 pipelineLayout = createPipelineLayout(a, descriptorSetLayout, MatvecPush.BYTES);
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];

@@ -342,6 +342,8 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     void writeSet(long set, long... buffers) {
+        // a product's set without the chained phases' counters (binding 4): a buffer no dispatch of it touches
+        if (buffers.length == 4) buffers = new long[] {buffers[0], buffers[1], buffers[2], buffers[3], noCounters().buffer()};
         try (Arena a = Arena.ofConfined()) {
             MemorySegment infos = Vk.plain(a, 24L * buffers.length);
             MemorySegment writes = Vk.plain(a, 64L * buffers.length);
@@ -532,6 +534,14 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     /** Frees the device buffers, descriptor pools and command pool (the fallback is not closed). */
+    /** The counters' binding of the products' sets that chain nothing (made on first use). */
+    private VulkanContext.Buffer noCounters;
+
+    private VulkanContext.Buffer noCounters() {
+        if (noCounters == null) noCounters = ctx.buffer(16, Vk.MEMORY_DEVICE_LOCAL, "no chained counters");
+        return noCounters;
+    }
+
     @Override public synchronized void close() {
         if (closed) return;
         closed = true;
@@ -539,6 +549,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         forwards.clear();
         uploaded.clear();
         freeStaging();
+        if (noCounters != null) ctx.free(noCounters);
         for (long p : descriptorPools) vk.call("vkDestroyDescriptorPool", ctx.device, p, MemorySegment.NULL);
         vk.call("vkDestroyFence", ctx.device, fence, MemorySegment.NULL);
         vk.call("vkDestroyCommandPool", ctx.device, commandPool, MemorySegment.NULL);

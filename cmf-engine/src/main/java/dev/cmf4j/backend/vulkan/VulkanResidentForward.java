@@ -104,6 +104,29 @@ final class VulkanResidentForward implements DeviceForward {
      * operators around plain products (as a prompt chunk does) instead of folding them as a sequence's own decode step.
      */
     static final boolean FOLD_ROWS = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.foldRows"));
+    /**
+     * A decode step's products chained without barriers (-Dcmf.vulkan.chain): a one-tile product after a phase of
+     * products (down, then the next layer's q/k/v; o, then gate/up; the last down, then the head) issues its first
+     * weight loads at once and waits on a counter of the phase's finished workgroups before it reads x, as CUDA's
+     * programmatic dependent launch overlaps a kernel's start with its predecessor's tail. It relies on the device
+     * starting a dispatch's workgroups only after the previous dispatch's have all started (so a waiting workgroup never
+     * holds back the ones it waits for); a wait gives up after SPIN_LIMIT polls rather than hang. Read when a step is
+     * recorded (tests flip it for states made after).
+     */
+    boolean chain = Boolean.getBoolean("cmf.vulkan.chain");
+    /** Counters a state's chained phases can use a step. */
+    private static final int CHAIN_COUNTERS = 1024;
+    /** While a step is recorded: whether its products chain, the counter this phase's products signal, ... */
+    private boolean chaining;
+    private int chainCounter, nextCounter;
+    /** ... this phase's workgroups that signal it, whether all of its dispatches do, ... */
+    private long chainGroups;
+    private boolean chainAll;
+    /** ... and the barrier left out after the phase before (0: none), its counter (1 + index) and workgroups. */
+    private int pendingWait;
+    private long pendingWaitFor;
+    /** Dispatches recorded to wait on a counter instead of a barrier, so far (tests see that chains were made). */
+    long chainedWaits;
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
     /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
@@ -308,7 +331,7 @@ final class VulkanResidentForward implements DeviceForward {
     /** One sequence's device buffers: activations for a chunk, its KV caches, the attention scores. */
     final class State {
         final int chunk, context;
-        final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits;
+        final VulkanContext.Buffer input, out, step, tables, stepDev, x, xn, q, k, v, att, tmp, g, u, logits, chain;
         /** Gemma4's per-layer inputs: the table's rows the host gathers (times its scale), and pli [chunk, layers·dim]; else null. */
         VulkanContext.Buffer pleRows, pli;
         /** A mixture of experts' router logits, expert ids and weights, and the chosen experts' GLU rows (null without experts). */
@@ -372,6 +395,7 @@ final class VulkanResidentForward implements DeviceForward {
                 g = dev(4L * chunk * interMax, "gate");
                 u = dev(4L * chunk * interMax, "up");
                 logits = dev(4L * logitRows * plan.vocab(), "logits");
+                chain = dev(4L * CHAIN_COUNTERS, "chained phases' counters");
                 if (plan.perLayerEmbedding() != null) {
                     long bytes = 4L * chunk * plan.perLayerEmbedding().projection().outDim();
                     pleRows = host(bytes, "per-layer table rows");   // read once a step by OP 16: no device twin
@@ -775,6 +799,11 @@ final class VulkanResidentForward implements DeviceForward {
             vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
             vk.call("vkCmdWriteTimestamp", cb, Vk.PIPELINE_STAGE_BOTTOM, queryPool, 0);
         }
+        chaining = chain && step && !profiling;
+        nextCounter = 0;
+        pendingWait = 0;
+        newPhase();
+        if (chaining) vk.call("vkCmdFillBuffer", rec, s.chain.buffer(), 0L, 4L * CHAIN_COUNTERS, 0);
         copy(s.input, 0, s.x, 0, 4L * T * hidden);
         for (Part pt : parts) {
             State ps = pt.state();
@@ -783,7 +812,7 @@ final class VulkanResidentForward implements DeviceForward {
             copy(ps.step, 0, ps.stepDev, 0, stepBytes);
         }
         mark("copy in");
-        vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+        cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         perLayerInputs(s, T);
         for (int li = 0; li < plan.layers().size(); li++) {
             DecoderPlan.Layer l = plan.layers().get(li);
@@ -853,9 +882,9 @@ final class VulkanResidentForward implements DeviceForward {
             perLayerInput(s, l, li, T, scaled);
         }
         if (rowsBack) {
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             copy(s.x, 0, s.hiddenOut, 0, 4L * T * hidden);
-            if (rows == 0) vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
+            if (rows == 0) cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         if (rows > 0) {
             Matrix clusters = plan.headClusters() == null ? null : plan.headClusters().clusters();
@@ -866,10 +895,10 @@ final class VulkanResidentForward implements DeviceForward {
                 VulkanContext.Buffer src = s.x;
                 int from = logitRows[0];
                 if (logitRows.length > 2) {   // the wanted rows of several sequences gathered first
-                    vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+                    cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
                     for (int i = 0, to = 0; i < logitRows.length; to += logitRows[i + 1], i += 2)
                         copy(s.x, 4L * logitRows[i] * hidden, s.tmp, 4L * to * hidden, 4L * logitRows[i + 1] * hidden);
-                    vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+                    cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
                     src = s.tmp;
                     from = 0;
                 }
@@ -880,10 +909,10 @@ final class VulkanResidentForward implements DeviceForward {
             }
             if (clusters != null) clusteredHead(s, parts, logitRows, rows);
             mark("head");
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             copy(s.logits, 0, s.out, 0, 4L * rows * vocab);
             mark("copy out");
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
+            cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         vk.endCommandBuffer(rec);
         profiling = false;
@@ -1034,14 +1063,14 @@ final class VulkanResidentForward implements DeviceForward {
         if (l.vNorm() != null) norm(s, l.vNorm(), s.v, s.v, T * kvh, hd, 0, 0);
         if (l.qNorm() != null || l.kNorm() != null || l.vNorm() != null) sync("q/k norm");
         if (!own) {   // each sequence's q, k and v rows into its own buffers
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             for (Part pt : parts) {
                 copy(s.q, 4L * pt.row0() * qd, pt.state().q, 0, 4L * pt.tokens() * qd);
                 if (shared) continue;
                 copy(s.k, 4L * pt.row0() * kvd, pt.state().k, 0, 4L * pt.tokens() * kvd);
                 copy(s.v, 4L * pt.row0() * kvd, pt.state().v, 0, 4L * pt.tokens() * kvd);
             }
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+            cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         }
         // each chunk's keys (rotated on the way) and values into its cache at their positions (a one-token row's
         // by its attention when folded)
@@ -1095,9 +1124,9 @@ final class VulkanResidentForward implements DeviceForward {
         }
         sync(fold ? "attention" : "attention combine");
         if (!own) {   // their attention rows back among the step's
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
+            cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             for (Part pt : parts) copy(pt.state().att, 0, s.att, 4L * pt.row0() * qd, 4L * pt.tokens() * qd);
-            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
+            cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_COMPUTE, transferToCompute);
         }
         if (l.outputGate()) {   // att ·= σ(gate)
             op(s, VulkanContext.OP_SIGMOID_MUL, s.att, s.gate, s.att, s.att, groups((long) T * qd), T * qd);
@@ -1172,6 +1201,7 @@ final class VulkanResidentForward implements DeviceForward {
     static int attentionPerHead(int context) { return Math.min(ATTENTION_PER_HEAD, (context + ATTENTION_SPLIT - 1) / ATTENTION_SPLIT); }
 
     private void copy(VulkanContext.Buffer src, long srcOff, VulkanContext.Buffer dst, long dstOff, long bytes) {
+        unchained();
         region.set(U64, 0, srcOff);
         region.set(U64, 8, dstOff);
         region.set(U64, 16, bytes);
@@ -1195,7 +1225,42 @@ final class VulkanResidentForward implements DeviceForward {
     /** The barrier after the dispatches of {@code phase} (with the profile, a timestamp first). */
     private void sync(String phase) {
         mark(phase);
-        vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute);
+        if (chaining && chainAll && chainGroups > 0) {
+            // left out: the next phase's products wait for this one's counter, anything else gets the barrier first
+            pendingWait = chainCounter + 1;
+            pendingWaitFor = chainGroups;
+        } else {
+            pendingWait = 0;
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute);
+        }
+        newPhase();
+    }
+
+    /** A barrier between commands of other kinds (transfers, the host), after the one a chain left out. */
+    private void cmdBarrier(int src, int dst, MemorySegment barrier) {
+        unchained();
+        vk.cmdBarrier(rec, src, dst, barrier);
+    }
+
+    /** A new phase: its products signal a fresh counter (none when they run out). */
+    private void newPhase() {
+        chainCounter = nextCounter++;
+        chainAll = chainCounter < CHAIN_COUNTERS;
+        chainGroups = 0;
+    }
+
+    /** Before a command that is not a chained product: the barrier left out, and this phase no longer chains. */
+    private void unchained() {
+        chainAll = false;
+        barrierLeftOut();
+    }
+
+    /** The barrier a chain left out, before a command that does not wait for its counter. */
+    private void barrierLeftOut() {
+        if (pendingWait != 0) {
+            pendingWait = 0;
+            vk.cmdBarrier(rec, Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_COMPUTE, computeToCompute);
+        }
     }
 
     /** With the profile, while a decode step is recorded: a timestamp once the commands before it are done, ending {@code phase}. */
@@ -1279,6 +1344,7 @@ final class VulkanResidentForward implements DeviceForward {
      * P the parameters, push constants {@code u}; the state keeps a descriptor set per set of buffers.
      */
     private void dispatch(State s, long pipeline, VulkanContext.Buffer[] bufs, int gx, int gy, int[] u) {
+        unchained();
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         for (int i = 0; i < handles.length; i++) {
             int at = i < 4 ? i : i - 1;   // binding 4 is S, binding 8 P (the parameters)
@@ -1301,6 +1367,7 @@ final class VulkanResidentForward implements DeviceForward {
 
     /** y = W·x for {@code tokens} rows: one matvec.comp dispatch per weight buffer of W. */
     private void matvec(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, int tokens) {
+        unchained();
         VulkanMatMul.Resident r = mm.resident(w);
         vk.cmdBindPipeline(rec, ctx.matvecPipeline(r.kind(), w.inDim(), tokens));
         long first = w.firstRow(), end = first + w.rows();
@@ -1342,6 +1409,11 @@ final class VulkanResidentForward implements DeviceForward {
         if (bias != null) { flags |= MatvecPush.BIAS; biasOff = vectorAt.get(bias); }
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
+        // chained: a one-tile product waits for the phase before if its barrier was left out; it and a direct one signal
+        boolean oneTile = T == 1 && !direct && w.cols() <= VulkanContext.DECODE_TILE;
+        if (!oneTile) barrierLeftOut();
+        if (!(chaining && (oneTile || direct && T == 1))) chainAll = false;
+        int wait = oneTile ? pendingWait : 0;
         // x from memory: the pipeline without staging, its column scales already in x, grids as for a row of one tile
         int kindFlags = direct ? r.flags() & ~MatvecPush.COL_SCALES : r.flags(), width = direct && T == 1 ? VulkanContext.DECODE_TILE : w.cols();
         vk.cmdBindPipeline(rec, direct && T == 1 ? ctx.matvecDecodeDirect(r.kind()) : ctx.matvecPipeline(r.kind(), w.inDim(), T));
@@ -1351,10 +1423,12 @@ final class VulkanResidentForward implements DeviceForward {
             if (lo >= hi) continue;
             bindMatvecSet(s, part, x, y, p);
             // a bias is indexed by the product's row: its part starts lo - first rows in
-            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), T, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
-                    kindFlags | flags, pOff, word, biasOff + (int) (lo - first));
-            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
             int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), width, T, VulkanMatMul.TOKEN_TILE);
+            MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), T, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
+                    kindFlags | flags, pOff, word, biasOff + (int) (lo - first), wait, wait == 0 ? 0 : pendingWaitFor, chainAll ? chainCounter + 1 : 0);
+            if (chainAll) chainGroups += (long) g[0] * g[1];
+            if (wait != 0) chainedWaits++;
+            vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
             vk.cmdDispatch(rec, g[0], g[1], 1);
         }
     }
@@ -1377,7 +1451,7 @@ final class VulkanResidentForward implements DeviceForward {
         Long set = s.matvecSets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer());
+            mm.writeSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer(), s.chain.buffer());
             s.matvecSets.put(key, set);
         }
         setArray.set(U64, 0, set);

@@ -48,7 +48,13 @@ layout(std430, set = 0, binding = 0) readonly buffer Weights2 { uvec2 w2[]; };
 layout(std430, set = 0, binding = 0) readonly buffer Weights4 { uvec4 w4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
-layout(std430, set = 0, binding = 2) buffer Y { float y[]; };
+// x as the staging reads it: past the non-coherent caches, so a chained product (below) sees what the phase before
+// it wrote without a barrier between them
+layout(std430, set = 0, binding = 1) coherent readonly buffer XC { float xc[]; };
+layout(std430, set = 0, binding = 1) coherent readonly buffer XC4 { vec4 xc4[]; };
+layout(std430, set = 0, binding = 2) coherent buffer Y { float y[]; };
+// chained phases (VulkanResidentForward): counters of workgroups done, zeroed at the start of each submission
+layout(std430, set = 0, binding = 4) coherent buffer Sync { uint done[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P { float prm[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P4 { vec4 prm4[]; };
 
@@ -66,7 +72,37 @@ layout(push_constant) uniform Push {
     uint pOff;     // P: the norm weight's first float (flags 8), or the GLU's up values' (flags 64)
     uint eps;      // the RMSNorm's epsilon, f32 bits; the GLU's activation (0 SiLU, 1 GELU tanh, 2 GELU)
     uint biasOff;  // P: the bias's first float (flags 32)
+    uint unused;
+    uint wait;     // chained: 1 + the counter of the phase before, whose workgroups this product waits for (0: none)
+    uint waitFor;  // chained: that phase's workgroups
+    uint signal;   // chained: 1 + the counter this product's workgroups add 1 to when done (0: none); a wait is
+                   // taken by the one-tile pipeline only (it reads x past the caches), a signal also by the direct one
 } p;
+
+// polls of a chained wait before it gives up: a product that waited that long flags counter 0 and goes on (its
+// results are then wrong, and the forward reports it) rather than hanging the device
+const uint SPIN_LIMIT = 1u << 24;
+
+// a chained product's wait (after its first weight loads are out) for the phase before it to be done
+void waitPhase(uint tid) {
+    if (p.wait == 0u) return;
+    if (tid == 0u) {
+        uint spins = 0u;
+        while (atomicAdd(done[p.wait - 1u], 0u) < p.waitFor) {
+            if (++spins == SPIN_LIMIT) { atomicOr(done[0], 1u); break; }
+        }
+    }
+    barrier();
+    memoryBarrierBuffer();
+}
+
+// a chained phase's workgroup done: its results visible, then counted
+void signalPhase(uint tid) {
+    if (p.signal == 0u) return;
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) atomicAdd(done[p.signal - 1u], 1u);
+}
 
 shared vec4 xs[TILE / 4u];
 // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares, two sets: a block writes one
@@ -97,7 +133,7 @@ float act(float v, uint kind) {
 
 // x'[c] and x[c] (for the sum of squares) of column c, one element
 vec2 stage1(uint c) {
-    float v = x[c], s = v;
+    float v = xc[c], s = v;
     if ((p.flags & 64u) != 0u) s = v = act(v, p.eps) * prm[p.pOff + c];
     if ((p.flags & 8u) != 0u) { float nw = prm[p.pOff + c]; s *= (p.flags & 16u) != 0u ? 1.0 + nw : nw; }
     if ((p.flags & 2u) != 0u) s *= uintBitsToFloat(w[p.cfOff + c]);
@@ -193,7 +229,7 @@ void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
         [[dont_unroll]] for (uint q = 0u; q < SV; q++) {
             uint j = tid * 4u + q * WG * 4u, cc = (k0 + j) >> 2;
             if (j < tc) {
-                vec4 v = x4[cc], nw = vec4(0.0), cf = vec4(1.0);
+                vec4 v = xc4[cc], nw = vec4(0.0), cf = vec4(1.0);
                 if ((p.flags & (8u | 64u)) != 0u) nw = prm4[(p.pOff >> 2) + cc];
                 if ((p.flags & 2u) != 0u) cf = uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
                 if ((p.flags & 64u) != 0u) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps)) * nw;
@@ -428,6 +464,7 @@ void main() {
             barrier();
             finish(tid, r0, set, false, inv);
         }
+        signalPhase(tid);
         return;
     }
     if (TILES == 0u) {
@@ -438,6 +475,7 @@ void main() {
         uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u;
         rowBase(first, rb, base);
         if (wide && first < p.rows) loadBatch(v, base, 0u, c0, p.cols);
+        waitPhase(tid);
         if (first < p.rows) {
             stage(tid, 0u, p.cols, vectors, ss);
             barrier();
@@ -458,6 +496,7 @@ void main() {
             barrier();
             finish(tid, r0, set, norm, inv);
         }
+        signalPhase(tid);
         return;
     }
     // a row of several tiles: the workgroup takes NB consecutive blocks together, tile by tile, each tile's x' staged

@@ -571,6 +571,38 @@ class VulkanGoldenTest {
     }
 
     /**
+     * Decode steps with their products chained (-Dcmf.vulkan.chain: a product phase's barrier left out, the next
+     * products waiting on its counter of finished workgroups) against the same steps with every barrier: the same
+     * kernels summing in the same order, so the same bits, 40 steps of each model and of llama with a feed-forward wider
+     * than a tile (its direct down product signals the next layer's q/k/v and the head).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen3", "gemma3", "wide"})
+    void chainedProductsGiveTheBarriersBits(String model) throws Exception {
+        Path cmf = model.equals("wide") ? wideFeedForward("F32")
+                : ConvertedGoldenTest.convert(Fixtures.require("models/" + model), tmp.resolve(model + "-chain.cmf"), TensorPolicy.Mode.F32);
+        int[] prompt = Golden.load(Fixtures.require("models/" + (model.equals("wide") ? "llama" : model))).inputIds();
+        int steps = 40;
+        int[] ids = java.util.Arrays.copyOf(prompt, prompt.length + steps);
+        float[][] barriers, chained;
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            f.chain = false;
+            barriers = decode(m, ids, prompt.length, false);
+            assertThat(f.chainedWaits).isZero();
+            f.chain = true;
+            chained = decode(m, ids, prompt.length, false);
+            // per layer: q/k/v after the previous down, gate/up after o; the head after the last down
+            assertThat(f.chainedWaits).as("products recorded waiting instead of a barrier").isGreaterThan(0);
+        }
+        double d = 0;
+        for (int s = 0; s < steps; s++)
+            for (int i = 0; i < barriers[s].length; i++) d = Math.max(d, Math.abs(chained[s][i] - barriers[s][i]));
+        System.out.println("vulkan " + model + " " + steps + " decode steps, chained products: max|Δ| " + d + " vs barriers");
+        assertThat(d).isZero();
+    }
+
+    /**
      * --kv f16 on the resident forward (issue 24): the golden prompt in two chunks (the second's attention, OP 2, reads
      * the first's keys and values as halves) and 80 decode steps (past a 64-key chunk), folded (OP 9) and unfolded (OP 1,
      * OP 4, OP 7, OP 8; gemma4's layers reading an earlier layer's caches always unfolded), against the CPU engine with
@@ -709,7 +741,30 @@ class VulkanGoldenTest {
     @ParameterizedTest
     @ValueSource(strings = {"F32", "Q8_2F"})
     void wideFeedForwardMatchesTheCpuEngine(String mode) throws Exception {
-        Path src = Fixtures.require("models/llama"), dir = tmp.resolve("llama-wide-" + mode);
+        Path src = Fixtures.require("models/llama"), cmf = wideFeedForward(mode);
+        int[] ids = Golden.load(src).inputIds();
+        float[][] want, got;
+        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = steps(m, ids); }
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
+            got = steps(m, ids);
+        }
+        double ds = 0, range = 0;
+        for (int st = 0; st < want.length; st++)
+            for (int i = 0; i < want[st].length; i++) {
+                ds = Math.max(ds, Math.abs(got[st][i] - want[st][i]));
+                range = Math.max(range, Math.abs(want[st][i]));
+            }
+        System.out.println("vulkan llama with a " + (VulkanContext.DECODE_TILE + 128) + "-wide feed-forward (" + mode + ") vs cpu: decode steps max|Δ| " + ds
+                + " (logits up to " + range + ")");
+        assertThat(range).as("logits of some size").isGreaterThan(0.1);
+        assertThat(ds).isLessThanOrEqualTo(1e-4 * Math.max(1, range));
+    }
+
+    /** models/llama with a random feed-forward 4,224 wide, converted at {@code mode} (once a mode). */
+    private static Path wideFeedForward(String mode) throws Exception {
+        Path src = Fixtures.require("models/llama"), dir = tmp.resolve("llama-wide-" + mode), cmf = tmp.resolve("llama-wide-" + mode + ".cmf");
+        if (java.nio.file.Files.exists(cmf)) return cmf;
         java.nio.file.Files.createDirectories(dir);
         var om = new com.fasterxml.jackson.databind.ObjectMapper();
         var config = (com.fasterxml.jackson.databind.node.ObjectNode) om.readTree(src.resolve("config.json").toFile());
@@ -728,24 +783,7 @@ class VulkanGoldenTest {
                 shapes.put(name, t.equals("down") ? new int[] {hidden, wide} : new int[] {wide, hidden});
             }
         appendTensors(src.resolve("model.safetensors"), dir.resolve("model.safetensors"), mlp, shapes);
-        Path cmf = ConvertedGoldenTest.convert(dir, tmp.resolve("llama-wide-" + mode + ".cmf"), TensorPolicy.Mode.valueOf(mode));
-        int[] ids = Golden.load(src).inputIds();
-        float[][] want, got;
-        try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = steps(m, ids); }
-        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
-            assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
-            got = steps(m, ids);
-        }
-        double ds = 0, range = 0;
-        for (int st = 0; st < want.length; st++)
-            for (int i = 0; i < want[st].length; i++) {
-                ds = Math.max(ds, Math.abs(got[st][i] - want[st][i]));
-                range = Math.max(range, Math.abs(want[st][i]));
-            }
-        System.out.println("vulkan llama with a " + wide + "-wide feed-forward (" + mode + ") vs cpu: decode steps max|Δ| " + ds
-                + " (logits up to " + range + ")");
-        assertThat(range).as("logits of some size").isGreaterThan(0.1);
-        assertThat(ds).isLessThanOrEqualTo(1e-4 * Math.max(1, range));
+        return ConvertedGoldenTest.convert(dir, cmf, TensorPolicy.Mode.valueOf(mode));
     }
 
     private static void appendTensors(Path src, Path dst, java.util.Map<String, float[]> extra) throws java.io.IOException {
