@@ -68,14 +68,14 @@ public final class VulkanContext implements AutoCloseable {
      */
     final int decodeTile = Integer.getInteger("cmf.vulkan.decodeTile", DECODE_TILE) >= 2 * DECODE_TILE ? 2 * DECODE_TILE : DECODE_TILE;
     /**
-     * ops.comp: nine storage buffers (A..D, the step's S, E..G, which the folded decode attention OP 9 reads, E and F also the f16 cache's OPs, and P,
-     * the forward's parameters: norm weights, biases, sinks), 64 bytes of push constants, one pipeline per OP (OP 9's from
+     * ops.comp: ten storage buffers (A..D, the step's S, E..G, which the folded decode attention OP 9 reads, E and F also the f16 cache's OPs, P,
+     * the forward's parameters: norm weights, biases, sinks, and the chained phases' counters OP 9 counts into), 64 bytes of push constants, one pipeline per OP (OP 9's from
      * attend_decode.comp, OPs 24-31 from gdn.comp, OPs 32-36 from embryo.comp where the device computes in 64-bit floats:
      * else those are 0).
      */
     final long opsSetLayout, opsPipelineLayout;
     final long[] ops;
-    static final int OPS = 37, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 9;
+    static final int OPS = 37, OPS_PUSH_BYTES = 64, OPS_BUFFERS = 10;
     private final long shaderModule, decodeModule, gemmModule, opsModule, attendModule, gdnModule, embryoModule, gemmCoopModule;
     /** The OP whose pipeline is attend_decode.comp's (same bindings and push constants as ops.comp's): the folded decode attention. */
     static final int OP_ATTEND_DECODE = 9;

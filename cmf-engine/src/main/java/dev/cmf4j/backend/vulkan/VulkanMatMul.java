@@ -342,8 +342,12 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
     }
 
     void writeSet(long set, long... buffers) {
-        // a product's set without the chained phases' counters (binding 4): a buffer no dispatch of it touches
-        if (buffers.length == 4) buffers = new long[] {buffers[0], buffers[1], buffers[2], buffers[3], noCounters().buffer()};
+        // the last binding of both layouts holds the chained phases' counters (VulkanResidentForward): a set given
+        // without them gets a buffer none of its dispatches counts into
+        if (buffers.length == 4 || buffers.length == VulkanContext.OPS_BUFFERS - 1) {
+            buffers = java.util.Arrays.copyOf(buffers, buffers.length + 1);
+            buffers[buffers.length - 1] = noCounters().buffer();
+        }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment infos = Vk.plain(a, 24L * buffers.length);
             MemorySegment writes = Vk.plain(a, 64L * buffers.length);

@@ -371,7 +371,7 @@ final class VulkanOpCheck {
         step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
         step.mapped().set(ValueLayout.JAVA_DOUBLE, 8, gate);
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
-            long[] handles = new long[VulkanContext.OPS_BUFFERS];
+            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSet adds a buffer for them)
             handles[4] = step.buffer();
             for (int i = 0; i < handles.length; i++) {
                 if (i == 4) continue;
@@ -1206,7 +1206,7 @@ final class VulkanOpCheck {
         VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
             float[][] arrays = {b, b, c, d, null, b, b, b, p};
-            long[] handles = new long[VulkanContext.OPS_BUFFERS];
+            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSet adds a buffer for them)
             for (int i = 0; i < handles.length; i++) {
                 if (i == 4) { handles[i] = step.buffer(); continue; }
                 if (i == 0 && w != null) { handles[i] = w.buffer().buffer(); continue; }

@@ -110,10 +110,12 @@ final class VulkanResidentForward implements DeviceForward {
      * weight loads at once and waits on a counter of the phase's finished workgroups before it reads x, as CUDA's
      * programmatic dependent launch overlaps a kernel's start with its predecessor's tail. It relies on the device
      * starting a dispatch's workgroups only after the previous dispatch's have all started (so a waiting workgroup never
-     * holds back the ones it waits for); a wait gives up after SPIN_LIMIT polls rather than hang. Read when a step is
-     * recorded (tests flip it for states made after).
+     * holds back the ones it waits for); a wait gives up after SPIN_LIMIT polls rather than hang. On by default on
+     * NVIDIA's devices, where that order was seen to hold (docs/VULKAN.md), off elsewhere; the property decides where
+     * set. Read when a step is recorded (tests flip it for states made after).
      */
-    boolean chain = Boolean.getBoolean("cmf.vulkan.chain");
+    boolean chain;
+    static final int NVIDIA = 0x10de;
     /** Counters a state's chained phases can use a step. */
     private static final int CHAIN_COUNTERS = 1024;
     /** While a step is recorded: whether its products chain, the counter this phase's products signal, ... */
@@ -208,6 +210,8 @@ final class VulkanResidentForward implements DeviceForward {
     VulkanResidentForward(VulkanMatMul mm, DecoderPlan plan, KvType kv) {
         this.mm = mm;
         this.ctx = mm.context();
+        String chainProperty = System.getProperty("cmf.vulkan.chain");
+        chain = chainProperty != null ? Boolean.parseBoolean(chainProperty) : ctx.info().vendorId() == NVIDIA;
         this.vk = ctx.vk;
         this.plan = plan;
         this.kvHalf = kv == KvType.F16;
@@ -799,7 +803,7 @@ final class VulkanResidentForward implements DeviceForward {
             vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
             vk.call("vkCmdWriteTimestamp", cb, Vk.PIPELINE_STAGE_BOTTOM, queryPool, 0);
         }
-        chaining = chain && step && !profiling;
+        chaining = chain && step && own && !profiling;
         nextCounter = 0;
         pendingWait = 0;
         newPhase();
@@ -1103,8 +1107,10 @@ final class VulkanResidentForward implements DeviceForward {
             if (n == 1 && fold) {
                 int per = attentionPerHead(ps.context);
                 int ropeOff = ropeOf[li] < 0 ? 0 : ps.chunk * hidden + ropeOf[li] * 2 * ps.chunk * maxHalf;
-                op(ps, 9, new VulkanContext.Buffer[] {ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, ps.k, ps.v, ps.tables}, heads * per,
-                        1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, shared ? 1 : 0, qd, per, sink);
+                VulkanContext.Buffer[] bufs = {ps.q, ps.kCache[kvLayer], ps.vCache[kvLayer], ps.att, ps.k, ps.v, ps.tables};
+                // (a layer reading an earlier layer's caches keeps its barrier: it reads them through the caches)
+                if (chaining && !shared) attendChained(ps, bufs, heads * per, 1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, shared ? 1 : 0, qd, per, sink);
+                else op(ps, 9, bufs, heads * per, 1, heads, kvh, hd, ropeOff, l.window(), scale, kvd, rd, shared ? 1 : 0, qd, per, sink);
             } else if (n == 1) {
                 int per = attentionPerHead(ps.context);
                 op(ps, 7, attentionBuffers(ps, kvLayer), heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
@@ -1345,10 +1351,35 @@ final class VulkanResidentForward implements DeviceForward {
      */
     private void dispatch(State s, long pipeline, VulkanContext.Buffer[] bufs, int gx, int gy, int[] u) {
         unchained();
+        recordDispatch(s, pipeline, bufs, gx, gy, u);
+    }
+
+    /**
+     * The folded decode attention (OP 9) of a chained step: it waits for the q/k/v products' counter where their barrier
+     * was left out, and counts its workgroups into this phase's, so the o product after it can chain (attend_decode.comp's
+     * u13-u15).
+     */
+    private void attendChained(State s, VulkanContext.Buffer[] bufs, int groups, int... u) {
+        int[] w = java.util.Arrays.copyOf(u, 16);
+        if (pendingWait != 0) {
+            w[14] = pendingWait;
+            w[15] = Math.toIntExact(pendingWaitFor);
+            chainedWaits++;
+        }
+        if (chainAll) {
+            w[13] = chainCounter + 1;
+            chainGroups += groups;
+        }
+        recordDispatch(s, kvHalf ? ctx.opKvHalf(9) : ctx.ops[9], bufs, groups, 1, w);
+    }
+
+    /** dispatch's recording. */
+    private void recordDispatch(State s, long pipeline, VulkanContext.Buffer[] bufs, int gx, int gy, int[] u) {
         long[] handles = new long[VulkanContext.OPS_BUFFERS];
         for (int i = 0; i < handles.length; i++) {
-            int at = i < 4 ? i : i - 1;   // binding 4 is S, binding 8 P (the parameters)
-            handles[i] = i == 4 ? s.stepDev.buffer() : i == 8 ? params.buffer() : (at < bufs.length ? bufs[at] : bufs[0]).buffer();
+            int at = i < 4 ? i : i - 1;   // binding 4 is S, binding 8 P (the parameters), binding 9 the chain's counters
+            handles[i] = i == 4 ? s.stepDev.buffer() : i == 8 ? params.buffer() : i == 9 ? s.chain.buffer()
+                    : (at < bufs.length ? bufs[at] : bufs[0]).buffer();
         }
         List<Long> key = java.util.Arrays.stream(handles).boxed().toList();
         Long set = s.sets.get(key);

@@ -25,7 +25,9 @@ const uint LOADS = 8u;         // loads of 16 bytes in flight per invocation
 // folded then: u9 = 0 always); 0: f32
 layout(constant_id = 1) const uint KV_HALF = 0u;
 
-layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };         // the raw q rows, head h at h*hd
+// (q, the step's key and value read past the caches: a chained dispatch reads what the products before it wrote
+// without a barrier between them)
+layout(std430, set = 0, binding = 0) coherent readonly buffer A { float a[]; };   // the raw q rows, head h at h*hd
 layout(std430, set = 0, binding = 1) buffer B { float b[]; };                  // key cache, row j at j*u7
 layout(std430, set = 0, binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 2) buffer C { float c[]; };                  // value cache
@@ -38,16 +40,23 @@ layout(std430, set = 0, binding = 2) readonly buffer CH2 { uvec2 vh2[]; };
 layout(std430, set = 0, binding = 3) coherent buffer D { float d[]; };
 // the step's position, then a counter per head: zero before the dispatch and left zero by it
 layout(std430, set = 0, binding = 4) buffer S { uint pos0; uint pad0; uint pad1; uint pad2; uint count[]; } st;
-layout(std430, set = 0, binding = 5) readonly buffer E { float kNew[]; };      // the step's raw key row
-layout(std430, set = 0, binding = 6) readonly buffer F { float vNew[]; };      // the step's value row
+layout(std430, set = 0, binding = 5) coherent readonly buffer E { float kNew[]; };   // the step's raw key row
+layout(std430, set = 0, binding = 6) coherent readonly buffer F { float vNew[]; };   // the step's value row
 layout(std430, set = 0, binding = 7) readonly buffer G { float gt[]; };        // the rotary tables
 layout(std430, set = 0, binding = 8) readonly buffer P { float prm[]; };       // the forward's parameters (sinks)
+// chained phases (VulkanResidentForward): counters of workgroups done, zeroed at the start of each submission
+layout(std430, set = 0, binding = 9) coherent buffer Sync { uint done[]; };
 
 // u1 heads, u2 kv heads, u3 head dim, u4 the tables' offset (cos at u4 + i, sin at u4 + u8/2 + i), u5 window (0: none),
 // u6 scale (f32 bits), u7 cache row stride, u8 rotary dims (0: no rotary), u9 1 where the caches hold the step's key
 // already, u10 the partial sums' offset, u11 workgroups per head, u12 > 0: head h's sink logit at P[u12 - 1 + h] joins
-// the combine's max and sum (as OP 8's)
+// the combine's max and sum (as OP 8's); chained: u13 1 + the counter its workgroups count themselves into when done,
+// u14 1 + the counter whose u15 workgroups (the q/k/v products') it waits for first (0: none)
 layout(push_constant) uniform Push { uint u[16]; } p;
+
+// as matvec_decode.comp's: polls of a chained wait before it gives up (setting the counter's top bit: the phases after
+// it go on too)
+const uint SPIN_LIMIT = 1u << 24;
 
 shared float qs[MAX_HEAD_DIM];   // q rotated
 shared float ks[MAX_HEAD_DIM];   // the step's own key, rotated
@@ -89,6 +98,15 @@ vec4 k4(uint i) { return vec4(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
+    if (p.u[14] != 0u) {
+        if (tid == 0u) {
+            uint spins = 0u;
+            while (atomicAdd(done[p.u[14] - 1u], 0u) < p.u[15])
+                if (++spins == SPIN_LIMIT) { atomicOr(done[p.u[14] - 1u], 0x80000000u); break; }
+        }
+        barrier();
+        memoryBarrierBuffer();
+    }
     uint heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7], per = p.u[11];
     uint tables = p.u[4], hl = p.u[8] / 2u;
     float scale = uintBitsToFloat(p.u[6]);
@@ -237,5 +255,10 @@ void main() {
             }
             if (tid == 0u) atomicExchange(st.count[h], 0u);   // for the next layer's dispatch and the next replay
         }
+    }
+    if (p.u[13] != 0u) {
+        memoryBarrierBuffer();
+        barrier();
+        if (tid == 0u) atomicAdd(done[p.u[13] - 1u], 1u);
     }
 }

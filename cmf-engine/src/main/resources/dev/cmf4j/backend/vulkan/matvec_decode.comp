@@ -57,6 +57,10 @@ layout(std430, set = 0, binding = 2) coherent buffer Y { float y[]; };
 layout(std430, set = 0, binding = 4) coherent buffer Sync { uint done[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P { float prm[]; };
 layout(std430, set = 0, binding = 3) readonly buffer P4 { vec4 prm4[]; };
+// P as the staging reads the GLU's up values (flags 64): past the caches, as x (a chained product's up is the product
+// before it's result)
+layout(std430, set = 0, binding = 3) coherent readonly buffer PC { float prmc[]; };
+layout(std430, set = 0, binding = 3) coherent readonly buffer PC4 { vec4 prmc4[]; };
 
 // matvec.comp's nine words, then the folded operators'
 layout(push_constant) uniform Push {
@@ -79,8 +83,8 @@ layout(push_constant) uniform Push {
                    // taken by the one-tile pipeline only (it reads x past the caches), a signal also by the direct one
 } p;
 
-// polls of a chained wait before it gives up: a product that waited that long flags counter 0 and goes on (its
-// results are then wrong, and the forward reports it) rather than hanging the device
+// polls of a chained wait before it gives up rather than hang the device: it sets the counter's top bit (so the
+// phases after it go on too) and goes on, its results then wrong
 const uint SPIN_LIMIT = 1u << 24;
 
 // a chained product's wait (after its first weight loads are out) for the phase before it to be done
@@ -89,7 +93,7 @@ void waitPhase(uint tid) {
     if (tid == 0u) {
         uint spins = 0u;
         while (atomicAdd(done[p.wait - 1u], 0u) < p.waitFor) {
-            if (++spins == SPIN_LIMIT) { atomicOr(done[0], 1u); break; }
+            if (++spins == SPIN_LIMIT) { atomicOr(done[p.wait - 1u], 0x80000000u); break; }
         }
     }
     barrier();
@@ -134,7 +138,7 @@ float act(float v, uint kind) {
 // x'[c] and x[c] (for the sum of squares) of column c, one element
 vec2 stage1(uint c) {
     float v = xc[c], s = v;
-    if ((p.flags & 64u) != 0u) s = v = act(v, p.eps) * prm[p.pOff + c];
+    if ((p.flags & 64u) != 0u) s = v = act(v, p.eps) * prmc[p.pOff + c];
     if ((p.flags & 8u) != 0u) { float nw = prm[p.pOff + c]; s *= (p.flags & 16u) != 0u ? 1.0 + nw : nw; }
     if ((p.flags & 2u) != 0u) s *= uintBitsToFloat(w[p.cfOff + c]);
     return vec2(s, v);
@@ -230,7 +234,8 @@ void stage(uint tid, uint k0, uint tc, bool vectors, inout float ss) {
             uint j = tid * 4u + q * WG * 4u, cc = (k0 + j) >> 2;
             if (j < tc) {
                 vec4 v = xc4[cc], nw = vec4(0.0), cf = vec4(1.0);
-                if ((p.flags & (8u | 64u)) != 0u) nw = prm4[(p.pOff >> 2) + cc];
+                if ((p.flags & 64u) != 0u) nw = prmc4[(p.pOff >> 2) + cc];
+                else if ((p.flags & 8u) != 0u) nw = prm4[(p.pOff >> 2) + cc];
                 if ((p.flags & 2u) != 0u) cf = uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
                 if ((p.flags & 64u) != 0u) v = vec4(act(v.x, p.eps), act(v.y, p.eps), act(v.z, p.eps), act(v.w, p.eps)) * nw;
                 ss += dot(v, v);
