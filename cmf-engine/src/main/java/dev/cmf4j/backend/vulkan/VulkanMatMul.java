@@ -537,8 +537,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         deviceBytes -= d.bytes();
     }
 
-    /** Frees the device buffers, descriptor pools and command pool (the fallback is not closed). */
-    /** The counters' binding of the products' sets that chain nothing (made on first use). */
+    /** The counters' binding of the sets that chain nothing (made on first use). */
     private VulkanContext.Buffer noCounters;
 
     private VulkanContext.Buffer noCounters() {
@@ -546,6 +545,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         return noCounters;
     }
 
+    /** Frees the device buffers, descriptor pools and command pool (the fallback is not closed). */
     @Override public synchronized void close() {
         if (closed) return;
         closed = true;

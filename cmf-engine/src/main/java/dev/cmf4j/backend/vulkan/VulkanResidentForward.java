@@ -105,10 +105,11 @@ final class VulkanResidentForward implements DeviceForward {
      */
     static final boolean FOLD_ROWS = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.foldRows"));
     /**
-     * A decode step's products chained without barriers (-Dcmf.vulkan.chain): a one-tile product after a phase of
-     * products (down, then the next layer's q/k/v; o, then gate/up; the last down, then the head) issues its first
-     * weight loads at once and waits on a counter of the phase's finished workgroups before it reads x, as CUDA's
-     * programmatic dependent launch overlaps a kernel's start with its predecessor's tail. It relies on the device
+     * A decode step's phases chained without barriers (-Dcmf.vulkan.chain): a one-tile product after a phase of
+     * products or the folded attention (down, then the next layer's q/k/v, then the attention, then o, then gate/up; the
+     * last down, then the head) issues its first weight loads at once and waits on a counter of the phase's finished
+     * workgroups before it reads x (the attention waits before it reads q, k and v), as CUDA's programmatic dependent
+     * launch overlaps a kernel's start with its predecessor's tail. It relies on the device
      * starting a dispatch's workgroups only after the previous dispatch's have all started (so a waiting workgroup never
      * holds back the ones it waits for); a wait gives up after SPIN_LIMIT polls rather than hang. On by default on
      * NVIDIA's devices, where that order was seen to hold (docs/VULKAN.md), off elsewhere; the property decides where
