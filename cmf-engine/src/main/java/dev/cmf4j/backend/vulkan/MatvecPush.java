@@ -25,17 +25,18 @@ final class MatvecPush {
     /** With the folded operators' words: P's first float of the norm weight or up values, eps bits or activation, bias. */
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
                       int pOff, int epsOrAct, int biasOff) {
-        write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, pOff, epsOrAct, biasOff, 0, 0, 0);
+        write(s, rows, cols, tokens, row0, yOff, yStride, rsOff, cfOff, flags, pOff, epsOrAct, biasOff, 0, 0, 0, 0);
     }
 
     /**
      * With a chained product's words: {@code wait} 1 + the counter whose {@code waitFor} workgroups it waits for after its
-     * first weight loads, {@code signal} 1 + the counter its workgroups count themselves into when done (0: none).
+     * first weight loads, {@code signal} 1 + the counter its workgroups count themselves into when done (0: none),
+     * {@code spins} the polls before a wait gives up (0: the shader's own limit).
      */
     static void write(MemorySegment s, int rows, int cols, int tokens, long row0, long yOff, int yStride, long rsOff, long cfOff, int flags,
-                      int pOff, int epsOrAct, int biasOff, int wait, long waitFor, int signal) {
+                      int pOff, int epsOrAct, int biasOff, int spins, int wait, long waitFor, int signal) {
         int[] v = {rows, cols, tokens, Math.toIntExact(row0), Math.toIntExact(yOff), yStride, Math.toIntExact(rsOff), Math.toIntExact(cfOff), flags,
-                pOff, epsOrAct, biasOff, 0, wait, Math.toIntExact(waitFor), signal};
+                pOff, epsOrAct, biasOff, spins, wait, Math.toIntExact(waitFor), signal};
         for (int i = 0; i < v.length; i++) s.setAtIndex(ValueLayout.JAVA_INT, i, v[i]);
     }
 }

@@ -130,6 +130,8 @@ final class VulkanResidentForward implements DeviceForward {
     private long pendingWaitFor;
     /** Dispatches recorded to wait on a counter instead of a barrier, so far (tests see that chains were made). */
     long chainedWaits;
+    /** Tests only: workgroups added to what each chained product waits for (so every such wait gives up), and its polls. */
+    int chainWaitSlack, chainSpins;
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
     /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
@@ -349,6 +351,9 @@ final class VulkanResidentForward implements DeviceForward {
         MemorySegment decode;
         /** Whether {@link #decode} copies the step's last-layer row back too. */
         boolean decodeHidden;
+        /** The chained phases' counters {@link #decode} uses (0: it does not chain), copied back with the logits. */
+        int decodeCounters;
+        VulkanContext.Buffer chainBack;
         /** The last layer's rows read back (an MTP head's input): made when first asked for. */
         VulkanContext.Buffer hiddenOut;
         final VulkanContext.Buffer[] kCache, vCache;
@@ -401,6 +406,7 @@ final class VulkanResidentForward implements DeviceForward {
                 u = dev(4L * chunk * interMax, "up");
                 logits = dev(4L * logitRows * plan.vocab(), "logits");
                 chain = dev(4L * CHAIN_COUNTERS, "chained phases' counters");
+                chainBack = add(ctx.buffer(4L * CHAIN_COUNTERS, ctx.readbackFlags(), "chained phases' counters (host)"));
                 if (plan.perLayerEmbedding() != null) {
                     long bytes = 4L * chunk * plan.perLayerEmbedding().projection().outDim();
                     pleRows = host(bytes, "per-layer table rows");   // read once a step by OP 16: no device twin
@@ -748,6 +754,7 @@ final class VulkanResidentForward implements DeviceForward {
         vk.waitAndReset(ctx.device, fenceArray);
         long t2 = timed ? System.nanoTime() : 0;
         if (cb == s.decode && queryPool != 0) collectProfile();
+        if (cb == s.decode && s.decodeCounters > 0) chainedWaitsHeld(s);
         logitsBack(s, rows, logits);
         hiddenBack(s, T, hidden);
         if (timed && cb == s.decode) {
@@ -760,6 +767,23 @@ final class VulkanResidentForward implements DeviceForward {
             lastStepEnd = t3;
             hostSteps++;
         }
+    }
+
+    /**
+     * Fails the decode step just run if one of its chained waits gave up (its counter's top bit set: the device started a
+     * dispatch's workgroups before those of the one before it had all started, so a wait could not end); the state's
+     * steps are recorded with barriers from then on.
+     */
+    private void chainedWaitsHeld(State s) {
+        for (int i = 0; i < s.decodeCounters; i++)
+            if (s.chainBack.mapped().getAtIndex(ValueLayout.JAVA_INT, i) < 0) {
+                chain = false;
+                freeCommandBuffer(s.decode);
+                s.decode = null;
+                throw new VulkanException("a chained decode phase on " + ctx.info().name() + " waited for the one before it and gave up: "
+                        + "this device does not start dispatches in order; its steps now keep every barrier (-Dcmf.vulkan.chain=false "
+                        + "from the start)");
+            }
     }
 
     /** With the profile: nanoseconds of decode steps' host work (see run), and the steps counted. */
@@ -804,7 +828,7 @@ final class VulkanResidentForward implements DeviceForward {
             vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
             vk.call("vkCmdWriteTimestamp", cb, Vk.PIPELINE_STAGE_BOTTOM, queryPool, 0);
         }
-        chaining = chain && step && own && !profiling;
+        chaining = chain && step && own && !profiling && cb == s.decode && logitRows.length > 0;
         nextCounter = 0;
         pendingWait = 0;
         newPhase();
@@ -916,10 +940,13 @@ final class VulkanResidentForward implements DeviceForward {
             mark("head");
             cmdBarrier(Vk.PIPELINE_STAGE_COMPUTE, Vk.PIPELINE_STAGE_TRANSFER, computeToTransfer);
             copy(s.logits, 0, s.out, 0, 4L * rows * vocab);
+            // the counters too: a wait that gave up marked its counter (the step's results are then wrong)
+            if (chaining) copy(s.chain, 0, s.chainBack, 0, 4L * nextCounter);
             mark("copy out");
             cmdBarrier(Vk.PIPELINE_STAGE_TRANSFER, Vk.PIPELINE_STAGE_HOST, transferToHost);
         }
         vk.endCommandBuffer(rec);
+        if (cb == s.decode) s.decodeCounters = chaining ? nextCounter : 0;
         profiling = false;
     }
 
@@ -1457,7 +1484,8 @@ final class VulkanResidentForward implements DeviceForward {
             // a bias is indexed by the product's row: its part starts lo - first rows in
             int[] g = ctx.matvecGroups(r.kind(), (int) (hi - lo), width, T, VulkanMatMul.TOKEN_TILE);
             MatvecPush.write(mvPush, (int) (hi - lo), w.cols(), T, lo - part.firstRow, lo - first, w.outDim(), part.rsOff, part.cfOff,
-                    kindFlags | flags, pOff, word, biasOff + (int) (lo - first), wait, wait == 0 ? 0 : pendingWaitFor, chainAll ? chainCounter + 1 : 0);
+                    kindFlags | flags, pOff, word, biasOff + (int) (lo - first), chainSpins, wait, wait == 0 ? 0 : pendingWaitFor + chainWaitSlack,
+                    chainAll ? chainCounter + 1 : 0);
             if (chainAll) chainGroups += (long) g[0] * g[1];
             if (wait != 0) chainedWaits++;
             vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);

@@ -76,7 +76,7 @@ layout(push_constant) uniform Push {
     uint pOff;     // P: the norm weight's first float (flags 8), or the GLU's up values' (flags 64)
     uint eps;      // the RMSNorm's epsilon, f32 bits; the GLU's activation (0 SiLU, 1 GELU tanh, 2 GELU)
     uint biasOff;  // P: the bias's first float (flags 32)
-    uint unused;
+    uint spins;    // chained: polls before a wait gives up (0: SPIN_LIMIT; tests make it small)
     uint wait;     // chained: 1 + the counter of the phase before, whose workgroups this product waits for (0: none)
     uint waitFor;  // chained: that phase's workgroups
     uint signal;   // chained: 1 + the counter this product's workgroups add 1 to when done (0: none); a wait is
@@ -84,7 +84,8 @@ layout(push_constant) uniform Push {
 } p;
 
 // polls of a chained wait before it gives up rather than hang the device: it sets the counter's top bit (so the
-// phases after it go on too) and goes on, its results then wrong
+// phases after it go on too) and goes on, its results then wrong; the forward reads the counters back after the step
+// and fails it
 const uint SPIN_LIMIT = 1u << 24;
 
 // a chained product's wait (after its first weight loads are out) for the phase before it to be done
@@ -92,8 +93,9 @@ void waitPhase(uint tid) {
     if (p.wait == 0u) return;
     if (tid == 0u) {
         uint spins = 0u;
+        uint limit = p.spins != 0u ? p.spins : SPIN_LIMIT;
         while (atomicAdd(done[p.wait - 1u], 0u) < p.waitFor) {
-            if (++spins == SPIN_LIMIT) { atomicOr(done[p.wait - 1u], 0x80000000u); break; }
+            if (++spins == limit) { atomicOr(done[p.wait - 1u], 0x80000000u); break; }
         }
     }
     barrier();

@@ -603,6 +603,40 @@ class VulkanGoldenTest {
     }
 
     /**
+     * A chained wait that cannot end (each product made to wait for one workgroup more than its phase has, giving up
+     * after 64 polls) fails its decode step with a message naming the cause, and the forward keeps every barrier from
+     * then on: a new sequence decodes with no chained wait and the barriers' bits.
+     */
+    @org.junit.jupiter.api.Test
+    void aChainedWaitThatGivesUpFailsItsStep() throws Exception {
+        Path cmf = ConvertedGoldenTest.convert(Fixtures.require("models/llama"), tmp.resolve("llama-chain-gives-up.cmf"), TensorPolicy.Mode.F32);
+        int[] prompt = Golden.load(Fixtures.require("models/llama")).inputIds();
+        int[] ids = java.util.Arrays.copyOf(prompt, prompt.length + 8);
+        try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            f.chain = false;
+            float[][] barriers = decode(m, ids, prompt.length, false);
+            f.chain = true;
+            f.chainWaitSlack = 1;
+            f.chainSpins = 64;
+            var g = m.graph();
+            var st = g.newState(prompt.length, ids.length + 50);
+            float[] last = new float[g.vocab()];
+            g.forward(st, ids, 0, prompt.length, last, false, null);
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> g.forward(st, ids, prompt.length, 1, last, false, null))
+                    .hasStackTraceContaining("waited for the one before it and gave up");
+            st.close();
+            assertThat(f.chain).as("barriers from then on").isFalse();
+            f.chainWaitSlack = 0;
+            f.chainSpins = 0;
+            long waits = f.chainedWaits;
+            float[][] after = decode(m, ids, prompt.length, false);
+            assertThat(f.chainedWaits).isEqualTo(waits);
+            for (int i = 0; i < after.length; i++) assertThat(after[i]).containsExactly(barriers[i]);
+        }
+    }
+
+    /**
      * --kv f16 on the resident forward (issue 24): the golden prompt in two chunks (the second's attention, OP 2, reads
      * the first's keys and values as halves) and 80 decode steps (past a 64-key chunk), folded (OP 9) and unfolded (OP 1,
      * OP 4, OP 7, OP 8; gemma4's layers reading an earlier layer's caches always unfolded), against the CPU engine with
