@@ -326,7 +326,8 @@ final class VulkanResidentForward implements DeviceForward {
         beginInfo.set(U32, 16, 1);
         barrier(computeToCompute, Vk.ACCESS_SHADER_WRITE, Vk.ACCESS_SHADER_READ | Vk.ACCESS_SHADER_WRITE);
         barrier(transferToCompute, Vk.ACCESS_TRANSFER_WRITE, Vk.ACCESS_SHADER_READ | Vk.ACCESS_SHADER_WRITE);
-        barrier(computeToTransfer, Vk.ACCESS_SHADER_WRITE, Vk.ACCESS_TRANSFER_READ);
+        // (transfers after shaders also write where shaders wrote: a batch's q/k/v rows into each state, attention rows back)
+        barrier(computeToTransfer, Vk.ACCESS_SHADER_WRITE, Vk.ACCESS_TRANSFER_READ | Vk.ACCESS_TRANSFER_WRITE);
         barrier(transferToHost, Vk.ACCESS_TRANSFER_WRITE, Vk.ACCESS_HOST_READ);
     }
 
