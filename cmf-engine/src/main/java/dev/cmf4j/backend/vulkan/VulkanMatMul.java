@@ -305,7 +305,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         if (p.generation != stagingGeneration) {
             long xb = (copyActivations ? deviceX : stageX).buffer();
             // P (binding 3) is matvec_decode.comp's folded operators' and unused here: x stands in
-            writeSet(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
+            writeSetUnchained(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
             p.generation = stagingGeneration;
         }
         setArray.set(U64, 0, p.set);
@@ -341,13 +341,18 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         }
     }
 
+    /**
+     * {@code set}'s bindings 0, 1, … to {@code buffers}, then its last binding (both layouts': the chained phases'
+     * counters, VulkanResidentForward) to a buffer none of its dispatches counts into.
+     */
+    void writeSetUnchained(long set, long... buffers) {
+        long[] all = java.util.Arrays.copyOf(buffers, buffers.length + 1);
+        all[buffers.length] = noCounters().buffer();
+        writeSet(set, all);
+    }
+
+    /** {@code set}'s bindings 0, 1, … to {@code buffers}, every binding of its layout. */
     void writeSet(long set, long... buffers) {
-        // the last binding of both layouts holds the chained phases' counters (VulkanResidentForward): a set given
-        // without them gets a buffer none of its dispatches counts into
-        if (buffers.length == 4 || buffers.length == VulkanContext.OPS_BUFFERS - 1) {
-            buffers = java.util.Arrays.copyOf(buffers, buffers.length + 1);
-            buffers[buffers.length - 1] = noCounters().buffer();
-        }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment infos = Vk.plain(a, 24L * buffers.length);
             MemorySegment writes = Vk.plain(a, 64L * buffers.length);

@@ -371,7 +371,7 @@ final class VulkanOpCheck {
         step.mapped().set(ValueLayout.JAVA_INT, 0, pos0);
         step.mapped().set(ValueLayout.JAVA_DOUBLE, 8, gate);
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
-            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSet adds a buffer for them)
+            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSetUnchained binds them)
             handles[4] = step.buffer();
             for (int i = 0; i < handles.length; i++) {
                 if (i == 4) continue;
@@ -384,7 +384,7 @@ final class VulkanOpCheck {
                 handles[i] = buf.buffer();
             }
             long set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, handles);
+            mm.writeSetUnchained(set, handles);
             MemorySegment push = arena.allocate(VulkanContext.OPS_PUSH_BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
             for (int i = 0; i < u.length; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, u[i]);
             sets.set(ValueLayout.JAVA_LONG, 0, set);
@@ -632,7 +632,7 @@ final class VulkanOpCheck {
                         MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
                         MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
                         long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        mm.writeSetUnchained(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
                         MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
                         MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, flags, pOff,
                                 glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps), biasOff);
@@ -718,7 +718,7 @@ final class VulkanOpCheck {
                         MemorySegment.copy(gauss(r, cols, 0.5), 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff, cols);
                         MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
                         long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        mm.writeSetUnchained(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
                         MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
                         sets.set(ValueLayout.JAVA_LONG, 0, set);
                         // each token alone: its x at 0, its up row (GLU) by the P offset, its y row by the y offset
@@ -1206,7 +1206,7 @@ final class VulkanOpCheck {
         VulkanContext.Buffer step = ctx.buffer(16, Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT, "op check step");
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
             float[][] arrays = {b, b, c, d, null, b, b, b, p};
-            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSet adds a buffer for them)
+            long[] handles = new long[VulkanContext.OPS_BUFFERS - 1];   // (no chained counters: writeSetUnchained binds them)
             for (int i = 0; i < handles.length; i++) {
                 if (i == 4) { handles[i] = step.buffer(); continue; }
                 if (i == 0 && w != null) { handles[i] = w.buffer().buffer(); continue; }
@@ -1217,7 +1217,7 @@ final class VulkanOpCheck {
                 }).buffer();
             }
             long set = mm.allocateSet(ctx.opsSetLayout);
-            mm.writeSet(set, handles);
+            mm.writeSetUnchained(set, handles);
             MemorySegment push = arena.allocate(VulkanContext.OPS_PUSH_BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
             for (int i = 0; i < u.length; i++) push.setAtIndex(ValueLayout.JAVA_INT, i, u[i]);
             sets.set(ValueLayout.JAVA_LONG, 0, set);
