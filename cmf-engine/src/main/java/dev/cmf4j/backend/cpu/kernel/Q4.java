@@ -4,6 +4,7 @@ import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShuffle;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -35,16 +36,11 @@ final class Q4 {
     /** Floats of prepared activation per load step: 8 nibble positions × L lanes, then L lane sums. */
     static final int STEP = 9 * L;
     private static final float[] POW16 = {1f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 1f};
-    /** Lanes of group j of a step (j ≥ 1), for building the scale vector. */
-    @SuppressWarnings("unchecked")
-    private static final jdk.incubator.vector.VectorMask<Float>[] GROUP_LANES = new jdk.incubator.vector.VectorMask[GPS];
-    static {
-        for (int j = 1; j < GPS; j++) {
-            boolean[] b = new boolean[L];
-            for (int i = 4 * j; i < 4 * j + 4; i++) b[i] = true;
-            GROUP_LANES[j] = jdk.incubator.vector.VectorMask.fromArray(F, b, 0);
-        }
-    }
+    /**
+     * Lane i takes group i/4 of a step's scales. A constant shuffle, not blends through an array of masks: C2 could
+     * not intrinsify a blend with a mask read from an array and boxed every vector of the row's loop.
+     */
+    private static final VectorShuffle<Float> SPREAD = VectorShuffle.fromOp(F, i -> i / 4);
 
     static int steps(int gpr) {
         return (gpr + GPS - 1) / GPS;
@@ -83,19 +79,15 @@ final class Q4 {
      */
     static float dotRow(MemorySegment m, long nib, int gpr, float[] sc, float[] xp, int xo) {
         FloatVector acc = FloatVector.zero(F), corr = acc;
-        int full = gpr / GPS;
+        int full = gpr / GPS, steps = steps(gpr);
         long o = nib;
         int x = xo;
-        for (int s = 0; s < full; s++, o += 4L * L, x += STEP) {
-            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
-            FloatVector sv = scales(sc, s * GPS);
-            acc = nibbleDot(v, xp, x).fma(sv, acc);
-            corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
-        }
-        int rest = gpr - full * GPS;
-        if (rest > 0) {                                   // last groups of the row: a masked load, scales of absent groups 0
-            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * rest));
-            FloatVector sv = scales(sc, full * GPS);
+        // One loop for whole and last steps, so nibbleDot is inlined once: a second copy for the last step put q4tp's
+        // dotRows past C2's node budget and boxed its vectors every iteration.
+        for (int s = 0; s < steps; s++, o += 4L * L, x += STEP) {
+            IntVector v = s < full ? IntVector.fromMemorySegment(Simd.I, m, o, LE)   // the last groups: a masked load
+                    : IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * (gpr - full * GPS)));
+            FloatVector sv = scales(sc, s * GPS);                                   // scales of absent groups are 0
             acc = nibbleDot(v, xp, x).fma(sv, acc);
             corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
         }
@@ -117,14 +109,12 @@ final class Q4 {
 
     /** Lanes 4j..4j+3 = sc[g0 + j]. */
     private static FloatVector scales(float[] sc, int g0) {
-        FloatVector v = FloatVector.broadcast(F, sc[g0]);
-        for (int j = 1; j < GPS; j++) v = v.blend(FloatVector.broadcast(F, sc[g0 + j]), GROUP_LANES[j]);
-        return v;
+        return FloatVector.fromArray(F, sc, g0).rearrange(SPREAD);
     }
 
-    /** Length of a row-scale buffer for {@code gpr} groups (whole load steps, padding zero). */
+    /** Length of a row-scale buffer for {@code gpr} groups (whole load steps and one vector more, padding zero). */
     static int scaleLength(int gpr) {
-        return steps(gpr) * GPS;
+        return steps(gpr) * GPS + L;
     }
 
     /** sc[g] = the f16 at {@code off + 2g} for g < n (the q4_block scale plane is contiguous per row). */

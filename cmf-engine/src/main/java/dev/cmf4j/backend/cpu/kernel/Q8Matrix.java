@@ -408,14 +408,14 @@ final class Q8Matrix extends WeightMatrix {
             float rs = Simd.f16(m, scalesOff + 2L * sr);
             int d = dOff + i * ld;
             int j = 0;
-            if (twoField) {
-                for (; j < vec; j += L)
-                    load(m, base + j).mul(rs).mul(FloatVector.fromArray(F, col, k0 + j)).intoArray(dst, d + j);
-                for (; j < nk; j++) dst[d + j] = m.get(ValueLayout.JAVA_BYTE, base + j) * rs * col[k0 + j];
-            } else {
-                for (; j < vec; j += L) load(m, base + j).mul(rs).intoArray(dst, d + j);
-                for (; j < nk; j++) dst[d + j] = m.get(ValueLayout.JAVA_BYTE, base + j) * rs;
+            // one inlined load for both layouts: with a copy per branch C2 boxed q8_2f's at 256 bits
+            for (; j < vec; j += L) {
+                FloatVector v = load(m, base + j).mul(rs);
+                if (col != null) v = v.mul(FloatVector.fromArray(F, col, k0 + j));
+                v.intoArray(dst, d + j);
             }
+            if (col != null) for (; j < nk; j++) dst[d + j] = m.get(ValueLayout.JAVA_BYTE, base + j) * rs * col[k0 + j];
+            else for (; j < nk; j++) dst[d + j] = m.get(ValueLayout.JAVA_BYTE, base + j) * rs;
         }
     }
 }
