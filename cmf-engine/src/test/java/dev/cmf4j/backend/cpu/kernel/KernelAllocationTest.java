@@ -14,9 +14,10 @@ import static org.assertj.core.api.Assertions.assertThat;
  * a method past its inlining budget, a tile with more live vectors than registers) is boxed on the heap on every
  * iteration, which makes a kernel several times slower while every result stays the same, so no test of values sees
  * it. Once a review folded the prefill tile's adds into a helper and CPU prefill ran at a fifth of its speed. Here a
- * child JVM compiles the kernels with C2 at once ({@code -Xbatch}) and reports the bytes each product allocates per
- * token; a few small arrays per call are fine, a box per vector per iteration is a hundred kilobytes and more. Also at 256-bit vectors
- * (AVX2's width and its 5-row tile).
+ * child JVM compiles the kernels with C2 at once ({@code -Xbatch}: deterministic, where tiered compilation finishes
+ * when it finishes on a busy machine) and reports the bytes each product allocates per
+ * token; a few small arrays per call are fine, a box per vector per iteration is a hundred kilobytes and more. Also at
+ * 256-bit vectors (AVX2's width and its 5-row tile).
  */
 class KernelAllocationTest {
     /**
