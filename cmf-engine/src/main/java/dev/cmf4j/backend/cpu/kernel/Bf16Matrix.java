@@ -64,8 +64,8 @@ final class Bf16Matrix extends WeightMatrix {
             float s = 0f;
             int c = 0;
             if (full > 0) {
-                // four loads a step into eight chains: the loads of a step go out together, which streams ~1.3x the
-                // bytes per second from DRAM of two loads a step with two threads (docs/CPU_KERNELS.md)
+                // four loads a step into eight chains: faster from DRAM than two loads into four (docs/CPU_KERNELS.md,
+                // "Boxed vectors")
                 FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
                 for (; c < quads; c += 4 * BLOCK) {
                     long o = base + 2L * c;

@@ -225,7 +225,7 @@ final class GemmJob implements WorkerPool.Task {
             a70 = b.fma(x0v, a70); a71 = b.fma(x1v, a71);
         }
         // Inline, not accumulate(): past C2's inlining budget here, the helper call boxes all 16 vectors on every
-        // call (prefill 8x slower on AVX-512; a review once folded these into accumulate() and it shipped).
+        // call (prefill about 5x slower on AVX-512; a review once folded these into accumulate() and it shipped).
         FloatVector.fromArray(F, yT, y0).add(a00).intoArray(yT, y0);
         FloatVector.fromArray(F, yT, y0 + L).add(a01).intoArray(yT, y0 + L);
         FloatVector.fromArray(F, yT, y0 + ldy).add(a10).intoArray(yT, y0 + ldy);
