@@ -37,8 +37,8 @@ final class Q4 {
     static final int STEP = 9 * L;
     private static final float[] POW16 = {1f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 1f};
     /**
-     * Lane i takes group i/4 of a step's scales. A constant shuffle, not blends through an array of masks: C2 could
-     * not intrinsify a blend with a mask read from an array and boxed every vector of the row's loop.
+     * Lane i takes group i/4 of a step's scales: one load and a constant shuffle, where blends through an array of
+     * masks were not intrinsified under {@code -Xbatch}.
      */
     private static final VectorShuffle<Float> SPREAD = VectorShuffle.fromOp(F, i -> i / 4);
 
@@ -79,15 +79,19 @@ final class Q4 {
      */
     static float dotRow(MemorySegment m, long nib, int gpr, float[] sc, float[] xp, int xo) {
         FloatVector acc = FloatVector.zero(F), corr = acc;
-        int full = gpr / GPS, steps = steps(gpr);
+        int full = gpr / GPS;
         long o = nib;
         int x = xo;
-        // One loop for whole and last steps, so nibbleDot is inlined once: a second copy for the last step put q4tp's
-        // dotRows past C2's node budget and boxed its vectors every iteration.
-        for (int s = 0; s < steps; s++, o += 4L * L, x += STEP) {
-            IntVector v = s < full ? IntVector.fromMemorySegment(Simd.I, m, o, LE)   // the last groups: a masked load
-                    : IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * (gpr - full * GPS)));
-            FloatVector sv = scales(sc, s * GPS);                                   // scales of absent groups are 0
+        for (int s = 0; s < full; s++, o += 4L * L, x += STEP) {
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
+            FloatVector sv = scales(sc, s * GPS);
+            acc = nibbleDot(v, xp, x).fma(sv, acc);
+            corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
+        }
+        int rest = gpr - full * GPS;
+        if (rest > 0) {                                   // last groups of the row: a masked load, scales of absent groups 0
+            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * rest));
+            FloatVector sv = scales(sc, full * GPS);
             acc = nibbleDot(v, xp, x).fma(sv, acc);
             corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
         }
