@@ -2,11 +2,9 @@ package dev.cmf4j.backend.cpu.kernel;
 
 import org.junit.jupiter.api.Test;
 
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -49,15 +47,8 @@ class KernelAllocationTest {
     }
 
     private static String child(String... options) throws Exception {
-        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--add-modules", "jdk.incubator.vector", "-XX:-TieredCompilation", "-Xbatch", "-XX:CompileThreshold=100",
-                "-cp", System.getProperty("java.class.path")));
-        cmd.addAll(List.of(options));
-        cmd.add(KernelAllocationProbe.class.getName());
-        Process p = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD).start();
-        String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("child " + List.of(options) + " finished").isTrue();
-        assertThat(p.exitValue()).as("child " + List.of(options) + ": " + out).isZero();
-        return out;
+        List<String> jvm = new ArrayList<>(List.of("-XX:-TieredCompilation", "-Xbatch", "-XX:CompileThreshold=100"));
+        jvm.addAll(List.of(options));
+        return ChildJvm.output(KernelAllocationProbe.class, jvm);
     }
 }

@@ -2,10 +2,8 @@ package dev.cmf4j.backend.cpu.kernel;
 
 import org.junit.jupiter.api.Test;
 
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -37,16 +35,9 @@ class KernelTierTest {
 
     /** The probe's report from a child JVM with these options ({@code REPS=n}: rounds, else 1). */
     private static String child(String... options) throws Exception {
-        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--add-modules", "jdk.incubator.vector", "-cp", System.getProperty("java.class.path")));
+        List<String> jvm = new ArrayList<>();
         String reps = "1";
-        for (String o : options) if (o.startsWith("REPS=")) reps = o.substring(5); else cmd.add(o);
-        cmd.add(KernelTierProbe.class.getName());
-        cmd.add(reps);
-        Process p = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD).start();
-        String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("child " + List.of(options) + " finished").isTrue();
-        assertThat(p.exitValue()).as("child " + List.of(options) + ": " + out).isZero();
-        return out;
+        for (String o : options) if (o.startsWith("REPS=")) reps = o.substring(5); else jvm.add(o);
+        return ChildJvm.output(KernelTierProbe.class, jvm, reps);
     }
 }
