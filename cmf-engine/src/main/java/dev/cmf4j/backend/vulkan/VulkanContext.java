@@ -43,7 +43,7 @@ public final class VulkanContext implements AutoCloseable {
      * matmul.comp's tiles: rows and tokens a workgroup takes; products of fewer than GEMM_WIDE_TOKENS tokens take the
      * narrow pipeline's rows (twice the workgroups where there is one tile of tokens); matmul_coop.comp's: COOP_ROWS rows.
      */
-    static final int GEMM_ROWS = 128, GEMM_ROWS_NARROW = 64, GEMM_TOKENS = 64, GEMM_WIDE_TOKENS = 128, COOP_ROWS = 64;
+    static final int GEMM_ROWS = 128, GEMM_ROWS_NARROW = 64, GEMM_TOKENS = 64, GEMM_WIDE_TOKENS = 128, COOP_ROWS = 128;
     /**
      * Tokens from which a product takes matmul.comp's tiles (-Dcmf.vulkan.gemmMinTokens): a tile computes its 64 tokens
      * whether there are so many or not, so few tokens stay with matvec.comp's tiles of 8.
@@ -87,8 +87,8 @@ public final class VulkanContext implements AutoCloseable {
     /** embryo.comp's OPs (the Embryo family): the anchor's ring attend and commit, the resonance router, the clustered head's two log-softmaxes. */
     static final int OP_ANCHOR_ATTEND = 32, OP_ANCHOR_COMMIT = 33, OP_RESONANCE_ROUTE = 34, OP_CLUSTER_LOGSOFTMAX = 35, OP_HEAD_FINISH = 36;
     /**
-     * matmul_coop.comp's pipelines for the kinds 0-3 (f32, bf16, f16, int8), same tile as matmul.comp's: null unless the
-     * device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
+     * matmul_coop.comp's pipelines, indexed by kind, for f16 and int8 weights (the kinds exact in f16; 0 for the others):
+     * null unless the device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
      */
     final long[] gemmCoop;
     /**
@@ -230,7 +230,7 @@ public final class VulkanContext implements AutoCloseable {
                     try {
                         coopModule = createShaderModule(a, Shaders.load("matmul_coop"));
                         coop = new long[Shaders.KIND_I8 + 1];
-                        for (int k = 0; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k);
+                        for (int k = Shaders.KIND_F16; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k);
                     } catch (VulkanException e) {
                         System.err.println("vulkan: cooperative-matrix prompt products unavailable (" + e.getMessage() + "); matmul.comp used");
                         if (coop != null) for (long pl : coop) if (pl != 0) vk.call("vkDestroyPipeline", dev, pl, MemorySegment.NULL);
@@ -346,7 +346,7 @@ public final class VulkanContext implements AutoCloseable {
 
     /** Whether {@link #matvecPipeline} takes matmul_coop.comp's (f16 operands) for {@code kind} at {@code tokens}. */
     boolean coopProduct(int kind, int tokens) {
-        return tokens >= gemmMinTokens && gemmCoop != null && kind < gemmCoop.length;
+        return tokens >= gemmMinTokens && gemmCoop != null && kind < gemmCoop.length && gemmCoop[kind] != 0;
     }
 
     /** matmul.comp's pipeline of {@code kind} whatever the device has (the op checks compare the two). */

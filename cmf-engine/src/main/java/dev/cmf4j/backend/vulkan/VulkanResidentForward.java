@@ -92,7 +92,10 @@ final class VulkanResidentForward implements DeviceForward {
     boolean foldAttention = !"false".equals(System.getProperty("cmf.vulkan.foldAttention"));
     /** Bytes of the step buffer: the position (4 words), then OP 9's counter per head (zero at every submission's start). */
     private final int stepBytes;
-    /** -Dcmf.vulkan.profile=true: decode steps timed phase by phase (timestamps between their dispatches), printed per state. */
+    /**
+     * -Dcmf.vulkan.profile=true: decode steps and prompt chunks timed phase by phase (timestamps between their dispatches),
+     * printed per state.
+     */
     static final boolean PROFILE = Boolean.getBoolean("cmf.vulkan.profile");
     /**
      * A decode step's down product of rows wider than a tile reads act(gate)·up, made once by an operator before it, from
@@ -134,12 +137,12 @@ final class VulkanResidentForward implements DeviceForward {
     int chainWaitSlack, chainSpins;
     private static final int PROFILE_QUERIES = 1024;
     private long queryPool;
-    /** Whether the command buffer being recorded is a profiled decode step; the phase each of its timestamps ends. */
+    /** Whether the command buffer being recorded is profiled (a decode step or a prompt chunk); the phase each of its timestamps ends. */
     private boolean profiling;
     private final List<String> phases = new ArrayList<>();
-    /** Per phase: nanoseconds summed over the steps, and timestamps per step. */
-    private final Map<String, double[]> profile = new java.util.LinkedHashMap<>();
-    private int profiledSteps;
+    /** Per phase: nanoseconds summed over the decode steps (and over the prompt chunks), and timestamps per step (chunk). */
+    private final Map<String, double[]> profile = new java.util.LinkedHashMap<>(), chunkProfile = new java.util.LinkedHashMap<>();
+    private int profiledSteps, profiledChunks, profiledChunkTokens;
     /** The command buffer being recorded (the shared one, or a state's decode buffer). */
     private MemorySegment rec;
     /** Begin info for a command buffer recorded once and submitted many times (no one-time flag). */
@@ -754,7 +757,13 @@ final class VulkanResidentForward implements DeviceForward {
         ctx.submit(submitInfo, fence);
         vk.waitAndReset(ctx.device, fenceArray);
         long t2 = timed ? System.nanoTime() : 0;
-        if (cb == s.decode && queryPool != 0) collectProfile();
+        if (queryPool != 0) {
+            if (cb == s.decode) profiledSteps = collectProfile(profile, profiledSteps);
+            else {
+                profiledChunks = collectProfile(chunkProfile, profiledChunks);
+                profiledChunkTokens += T;
+            }
+        }
         if (cb == s.decode && s.decodeCounters > 0) chainedWaitsHeld(s);
         logitsBack(s, rows, logits);
         hiddenBack(s, T, hidden);
@@ -823,7 +832,7 @@ final class VulkanResidentForward implements DeviceForward {
         for (int i = 1; i < logitRows.length; i += 2) rows += logitRows[i];
         rec = cb;
         vk.beginCommandBuffer(cb, begin);
-        profiling = queryPool != 0 && cb == s.decode;
+        profiling = queryPool != 0 && (cb == s.decode || cb == commandBuffer && parts.size() == 1 && T > 1);
         if (profiling) {
             phases.clear();
             vk.call("vkCmdResetQueryPool", cb, queryPool, 0, PROFILE_QUERIES);
@@ -1298,7 +1307,7 @@ final class VulkanResidentForward implements DeviceForward {
         }
     }
 
-    /** With the profile, while a decode step is recorded: a timestamp once the commands before it are done, ending {@code phase}. */
+    /** With the profile, while a decode step or prompt chunk is recorded: a timestamp once the commands before it are done, ending {@code phase}. */
     private void mark(String phase) {
         if (!profiling) return;
         if (phases.size() + 1 >= PROFILE_QUERIES) throw new IllegalStateException("more than " + PROFILE_QUERIES + " timestamps a step");
@@ -1306,8 +1315,8 @@ final class VulkanResidentForward implements DeviceForward {
         phases.add(phase);
     }
 
-    /** Adds the last decode step's phase times (its timestamps) to the profile. */
-    private void collectProfile() {
+    /** Adds the last step's or chunk's phase times (its timestamps) to {@code profile}; returns the steps counted, {@code counted} + 1. */
+    private int collectProfile(Map<String, double[]> profile, int counted) {
         int n = phases.size() + 1;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ticks = a.allocate(8L * n, 8);
@@ -1315,13 +1324,23 @@ final class VulkanResidentForward implements DeviceForward {
             double ns = ctx.info().timestampPeriod();
             for (int i = 1; i < n; i++)
                 profile.computeIfAbsent(phases.get(i - 1), k -> new double[2])[0] += ns * (ticks.get(U64, 8L * i) - ticks.get(U64, 8L * (i - 1)));
-            if (profiledSteps == 0) for (String p : phases) profile.get(p)[1]++;
-            profiledSteps++;
+            if (counted == 0) for (String p : phases) profile.get(p)[1]++;
+            return counted + 1;
         }
     }
 
     /** The profile so far on standard error (µs per decode step by phase, summed over layers), then cleared. */
     private void printProfile() {
+        if (profiledChunks > 0) {
+            double total = chunkProfile.values().stream().mapToDouble(v -> v[0]).sum() / profiledChunks / 1e3;
+            StringBuilder b = new StringBuilder(String.format(java.util.Locale.ROOT,
+                    "vulkan profile: %d prompt chunks of %.0f tokens on average, %.1f us a chunk on the device:", profiledChunks,
+                    (double) profiledChunkTokens / profiledChunks, total));
+            chunkProfile.forEach((k, v) -> b.append(String.format(java.util.Locale.ROOT, " %s %.1f (%d)", k, v[0] / profiledChunks / 1e3, (long) v[1])));
+            System.err.println(b);
+            chunkProfile.clear();
+            profiledChunks = profiledChunkTokens = 0;
+        }
         if (profiledSteps == 0) return;
         double total = profile.values().stream().mapToDouble(v -> v[0]).sum() / profiledSteps / 1e3;
         StringBuilder b = new StringBuilder(String.format(java.util.Locale.ROOT, "vulkan profile: %d decode steps, %.1f us a step on the device:",

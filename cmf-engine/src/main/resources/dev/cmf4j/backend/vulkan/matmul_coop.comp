@@ -1,24 +1,20 @@
 #version 450
-// cmf4j Vulkan prompt product on cooperative matrices (VK_KHR_cooperative_matrix): matmul.comp's product
-// y[yOff + t*yStride + r] = rs[row0+r] * sum_c W[row0+r, c] * (cf[c] * x[t*cols + c]), same push constants, layout, tile
-// (64 rows × 64 tokens a workgroup) and grid-stride loops, for the kinds 0-3 (f32, bf16, f16, int8).
-// Built into matmul_coop.spv by tools/build-vulkan-shaders.sh with a glslc that knows GL_KHR_cooperative_matrix
-// (shaderc 2023.8 or newer; docs/VULKAN.md). The engine uses it only where the device has f16 × f16 → f32 16×16×16
+// cmf4j Vulkan prompt product on cooperative matrices (VK_KHR_cooperative_matrix) for f16 and int8 (q8_row, q8_2f)
+// weights: matmul.comp's y[yOff + t*yStride + r] = rs[row0+r] * sum_c W[row0+r, c] * (cf[c] * x[t*cols + c]), same push
+// constants and layout. Built into matmul_coop.spv by tools/build-vulkan-shaders.sh with a glslc that knows
+// GL_KHR_cooperative_matrix (docs/VULKAN.md). The engine uses it only where the device has f16 × f16 → f32 16×16×16
 // matrices at subgroup scope and 32-invocation subgroups.
 //
-// Operands are split into three f16 parts so the products keep f32 precision (session 23): an activation times its
-// column scale times its token's power of two 2^s_t (chosen so the token's largest |x·cf| lies in [2^14, 2^15): nothing
-// overflows f16, nothing that matters is subnormal) is v = h + m + l + e with h = f16(v), m = f16(v - h), l = f16(v - h - m)
-// (both differences exact in f32), |e| <= 2^-30|v| (conversions to nearest or toward zero); int8 and f16 weights are one
-// f16 part (exact), bf16 and f32 weights are first multiplied by their row's power of two 2^s_r (a second pre-pass: the
-// row's largest |w| in [2^14, 2^15)), then bf16 is one part (exact down to 2^-28 of the row's largest) and f32 three
-// parts like the activations. Per 16-column slice the matrix units add the parts' products whose orders sum
-// to at most 2 (X_l·W_h + X_m·W_h + X_h·W_h, and for f32 weights X_h·W_l + X_m·W_m + X_h·W_m + ...) into f32 sums; the
-// dropped ones are below 2^-30 of their term; the sum times 2^-(s_t + s_r) (exact) times the row scale is the output.
-// Per step of BK columns the workgroup decodes the tile's weights and activations into shared memory as f16 parts (the next step's
-// global loads are issued before the current step's products); each of its 4 subgroups multiplies a 32 × 32 quarter of
-// the tile (2 × 2 matrices of 16 × 16) and the sums go through shared memory to be scaled and written with the bounds
-// checked (partial tiles).
+// Precision as the CUDA prefill's (resident_gemm.cu): the weights are exact in f16; an activation v = x·cf goes in as two
+// f16 parts of u = v/s (s = 2^e just above the token's largest |v|, so |u| < 1): p0 = u rounded to 11 significant bits,
+// p1 = (u - p0)·2^11, so u = p0 + p1·2^-11 within 2^-22 of u. p0 is rounded by masking bits, so no compiler can fold a
+// round trip through f16 into nothing. Each part has its own accumulators: the matrix units' sums need not keep bits
+// below the accumulator's leading ones (added into one accumulator, the low parts were lost on the H200: session 23).
+//
+// A workgroup of 256 invocations (8 subgroups) takes 64 tokens and, in turn, tiles of 128 rows; each subgroup a 32 × 32
+// quarter-of-a-quarter (2 × 2 matrices of 16 × 16 per part). Per step of 32 columns the weights (as f16) and the
+// activations' parts go into shared memory; the next step's global loads are issued before this step's products. The
+// sums go through shared memory a 16 × 16 matrix at a time to be scaled and written with the bounds checked.
 
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -26,16 +22,18 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_shader_subgroup_basic : require
 
-layout(local_size_x = 128) in;
-// 0 f32, 1 bf16, 2 f16, 3 int8 (q8_row / q8_2f): matvec.comp's numbering
-layout(constant_id = 0) const uint KIND = 0u;
-const uint WG = 128u;
-const uint BM = 64u, BN = 64u, BK = 32u;
+layout(local_size_x = 256) in;
+// 2 f16, 3 int8 (q8_row / q8_2f): matvec.comp's numbering
+layout(constant_id = 0) const uint KIND = 3u;
+const uint WG = 256u;
+const uint BM = 128u, BN = 64u, BK = 32u;   // VulkanContext.COOP_ROWS, GEMM_TOKENS
 const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (80 bytes: 16-byte aligned rows, off one bank)
-const uint SC = BM + 4u;   // row stride of the sums' tile in f32
+const float LOW = 2048.0;  // p1's scale
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
+layout(std430, set = 0, binding = 0) readonly buffer Weights4 { uvec4 w4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -43,185 +41,183 @@ layout(push_constant) uniform Push {
     uint pOff, eps, biasOff;   // matvec_decode.comp's (the pipelines share one layout); unused here
 } p;
 
-const bool SPLIT_W = KIND == 0u;   // f32 weights: three f16 parts
-const bool SCALE_W = KIND < 2u;    // f32 and bf16 weights: a power of two a row
-shared float16_t ws[BM * SK];   // [row][k] of the step: B, read column-major (the weights' f16 part, or their h)
-shared float16_t wm[SPLIT_W ? BM * SK : 1u];   // [row][k]: f32 weights' m
-shared float16_t wl[SPLIT_W ? BM * SK : 1u];   // [row][k]: f32 weights' l
-shared float16_t xs[BN * SK];   // [token][k] of the step: A, row-major (the activations' h)
-shared float16_t xm[BN * SK];   // [token][k]: the activations' m
-shared float16_t xl[BN * SK];   // [token][k]: the activations' l
-shared int tsh[BN];             // s_t of the tile's tokens
-shared int rsh[BM];             // s_r of the tile's rows (f32, bf16)
-shared float cs[BN * SC];       // [token][row]: the tile's sums (and, before, the pre-passes' partial maxima)
-
-// element e of the weights (any alignment)
-float w1(uint e) {
-    if (KIND == 0u) return uintBitsToFloat(w[e]);
-    if (KIND == 1u) { uint v = w[e >> 1]; return uintBitsToFloat((e & 1u) == 0u ? v << 16 : v & 0xffff0000u); }
-    if (KIND == 2u) { vec2 h = unpackHalf2x16(w[e >> 1]); return (e & 1u) == 0u ? h.x : h.y; }
-    return float(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
-}
-
-// elements e .. e+3 (e a multiple of 4)
-vec4 w4(uint e) {
-    if (KIND == 0u) return vec4(uintBitsToFloat(w[e]), uintBitsToFloat(w[e + 1u]), uintBitsToFloat(w[e + 2u]), uintBitsToFloat(w[e + 3u]));
-    if (KIND == 1u) {
-        uint a = w[e >> 1], b = w[(e >> 1) + 1u];
-        return vec4(uintBitsToFloat(a << 16), uintBitsToFloat(a & 0xffff0000u), uintBitsToFloat(b << 16), uintBitsToFloat(b & 0xffff0000u));
-    }
-    if (KIND == 2u) return vec4(unpackHalf2x16(w[e >> 1]), unpackHalf2x16(w[(e >> 1) + 1u]));
-    int v = int(w[e >> 2]);
-    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
-}
+shared float16_t ws[BM * SK];    // [row][k] of the step: B, read column-major
+shared float16_t xh[BN * SK];    // [token][k]: p0, A row-major
+shared float16_t xl[BN * SK];    // [token][k]: p1
+shared float scale[BN];          // s of the tile's tokens
+shared float red[WG];            // the pre-pass's partial maxima
+shared float cs[8u * 2u * 256u]; // per subgroup one 16 × 16 matrix of each part's sums
 
 float colScale(uint c) { return uintBitsToFloat(w[p.cfOff + c]); }
 
-// element c .. c+3 of token xt's activations times their column scales (zeros past the end)
-void load(uint sr, uint xt, uint c, bool wide, bool colScales, out vec4 wv, out vec4 xv) {
-    wv = vec4(0.0); xv = vec4(0.0);
-    if (wide) {
-        if (c < p.cols) {
-            wv = w4(sr * p.cols + c);
-            uint xi = xt * p.cols + c;
-            xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
-            if (colScales) xv *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
-        }
-    } else {
-        for (uint j = 0u; j < 4u; j++) {
-            if (c + j < p.cols) {
-                wv[j] = w1(sr * p.cols + c + j);
-                float v = x[xt * p.cols + c + j];
-                xv[j] = colScales ? v * colScale(c + j) : v;
+// element e of the weights as f16 (any alignment)
+float16_t w1(uint e) {
+    if (KIND == 2u) { f16vec2 h = unpackFloat2x16(w[e >> 1]); return (e & 1u) == 0u ? h.x : h.y; }
+    return float16_t(bitfieldExtract(int(w[e >> 2]), int((e & 3u) * 8u), 8));
+}
+
+// activation c of token t times its column scale (0 past the row's end)
+float act1(uint t, uint c, bool colScales) {
+    if (c >= p.cols) return 0.0;
+    float v = x[t * p.cols + c];
+    return colScales ? v * colScale(c) : v;
+}
+
+// the 16 weights of row sr from column c as loaded (int8: one uvec4; f16: two), raw; a row of 16s lies in the buffer
+void loadW(uint sr, uint c, bool wideW, out uvec4 a, out uvec4 b) {
+    a = uvec4(0u); b = uvec4(0u);
+    if (wideW && c < p.cols) {
+        uint e = sr * p.cols + c;
+        if (KIND == 3u) a = w4[e >> 4];
+        else { a = w4[e >> 3]; b = w4[(e >> 3) + 1u]; }
+    }
+}
+
+// 4 int8 weights (one word) as f16: each byte made offset binary under the f16 exponent of 1024, less 1152 (exact)
+void int8Halves(uint v, out f16vec2 even, out f16vec2 odd) {
+    uint u = v ^ 0x80808080u;
+    even = unpackFloat2x16((u & 0x00ff00ffu) | 0x64006400u) - f16vec2(1152.0);
+    odd = unpackFloat2x16(((u >> 8) & 0x00ff00ffu) | 0x64006400u) - f16vec2(1152.0);
+}
+
+// the weights of row lr, columns lk .. lk+15 of the step at k0 into ws (from the raw loads, or element by element)
+void storeW(uint lr, uint lk, uint sr, uint k0, bool wideW, uvec4 a, uvec4 b) {
+    uint at = lr * SK + lk;
+    if (wideW) {
+        if (KIND == 3u) {
+            [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                f16vec2 e, o;
+                int8Halves(a[q], e, o);
+                ws[at + 4u * q] = e.x; ws[at + 4u * q + 1u] = o.x; ws[at + 4u * q + 2u] = e.y; ws[at + 4u * q + 3u] = o.y;
+            }
+        } else {
+            [[unroll]] for (uint q = 0u; q < 4u; q++) {
+                f16vec2 h = unpackFloat2x16(a[q]), g = unpackFloat2x16(b[q]);
+                ws[at + 2u * q] = h.x; ws[at + 2u * q + 1u] = h.y;
+                ws[at + 8u + 2u * q] = g.x; ws[at + 8u + 2u * q + 1u] = g.y;
             }
         }
+    } else {
+        [[unroll]] for (uint j = 0u; j < 16u; j++) {
+            uint c = k0 + lk + j;
+            ws[at + j] = c < p.cols ? w1(sr * p.cols + c) : float16_t(0.0);
+        }
     }
+}
+
+// token xt's activations c .. c+7 times their column scales (zeros past the end)
+void loadX(uint xt, uint c, bool wideX, bool colScales, out vec4 a, out vec4 b) {
+    a = vec4(0.0); b = vec4(0.0);
+    if (wideX) {
+        if (c < p.cols) {
+            uint q = (xt * p.cols + c) >> 2;
+            a = x4[q];
+            if (colScales) a *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
+            if (c + 4u < p.cols) {   // (a width of 4s may end within the 8)
+                b = x4[q + 1u];
+                if (colScales) b *= vec4(colScale(c + 4u), colScale(c + 5u), colScale(c + 6u), colScale(c + 7u));
+            }
+        }
+    } else {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) { a[j] = act1(xt, c + j, colScales); b[j] = act1(xt, c + 4u + j, colScales); }
+    }
+}
+
+// v/s's two parts into xh, xl at `at`
+void storeX(uint at, vec4 v, float inv) {
+    vec4 u = v * inv;
+    // to 11 significant bits, to nearest (a carry into the exponent is right); exact in f16 from 2^-14 up, and |u| < 1
+    vec4 h = uintBitsToFloat((floatBitsToUint(u) + 0x1000u) & 0xffffe000u);
+    f16vec4 p0 = f16vec4(h), p1 = f16vec4((u - h) * LOW);
+    xh[at] = p0.x; xh[at + 1u] = p0.y; xh[at + 2u] = p0.z; xh[at + 3u] = p0.w;
+    xl[at] = p1.x; xl[at + 1u] = p1.y; xl[at + 2u] = p1.z; xl[at + 3u] = p1.w;
 }
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint lr = tid >> 1, lk = (tid & 1u) * 16u;   // what it loads: row (and token) lr, the step's columns lk .. lk+15
-    uint sg = gl_SubgroupID;
-    uint qt = (sg >> 1) * 32u, qr = (sg & 1u) * 32u;   // this subgroup's quarter: tokens qt.., rows qr..
-    bool wide = (p.cols & 3u) == 0u, colScales = (p.flags & 2u) != 0u, rowScales = (p.flags & 1u) != 0u;
-    for (uint rt = gl_WorkGroupID.x * BM; rt < p.rows; rt += gl_NumWorkGroups.x * BM) {
-        uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
-        float wsc = 1.0;
-        if (SCALE_W) {
-            // pre-pass: row sr's largest |w| (the pair of invocations lr takes alternate 4-column chunks)
-            float m = 0.0;
-            for (uint c = 4u * (tid & 1u); c < p.cols; c += 8u) {
-                vec4 wv, xv;
-                load(sr, 0u, c, wide, false, wv, xv);
-                m = max(m, max(max(abs(wv.x), abs(wv.y)), max(abs(wv.z), abs(wv.w))));
-            }
-            barrier();   // the previous tiles' sums and rsh have been read
-            cs[tid] = m;
-            barrier();
-            m = max(cs[tid & ~1u], cs[tid | 1u]);
-            int e = 0;
-            if (m > 0.0) frexp(m, e);
-            int sh = clamp(15 - e, -126, 127);
-            wsc = ldexp(1.0, sh);
-            if ((tid & 1u) == 0u) rsh[lr] = sh;
+    uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    uint qr = (sg & 3u) * 32u, qt = (sg >> 2) * 32u;   // this subgroup's rows qr.. and tokens qt.. of the tile
+    uint lr = tid >> 1, lk = (tid & 1u) * 16u;          // weights it loads: row lr, the step's columns lk .. lk+15
+    uint lt = tid >> 2, lx = (tid & 3u) * 8u;           // activations it loads: token lt, columns lx .. lx+7
+    bool colScales = (p.flags & 2u) != 0u, rowScales = (p.flags & 1u) != 0u;
+    bool wideW = (p.cols & 15u) == 0u, wideX = (p.cols & 3u) == 0u;
+    for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
+        uint xt = min(t0 + lt, p.tokens - 1u);   // tokens past the end reread the last (never written)
+        // pre-pass: token xt's largest |x·cf| (its 4 invocations take alternate 8-column chunks)
+        float m = 0.0;
+        for (uint c = lx; c < p.cols; c += 4u * 8u) {
+            vec4 a, b;
+            loadX(xt, c, wideX, colScales, a, b);
+            vec4 mv = max(abs(a), abs(b));
+            m = max(m, max(max(mv.x, mv.y), max(mv.z, mv.w)));
         }
-        for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
-            uint xt = min(t0 + lr, p.tokens - 1u);   // tokens past the end reread the last (never written)
-            // pre-pass: token xt's largest |x·cf| (the pair of invocations lr takes alternate 4-column chunks)
-            float m = 0.0;
-            for (uint c = 4u * (tid & 1u); c < p.cols; c += 8u) {
-                vec4 wv, xv;
-                load(sr, xt, c, wide, colScales, wv, xv);
-                m = max(m, max(max(abs(xv.x), abs(xv.y)), max(abs(xv.z), abs(xv.w))));
-            }
-            barrier();   // the previous tile's tsh and sums have been read
-            cs[tid] = m;
-            barrier();
-            m = max(cs[tid & ~1u], cs[tid | 1u]);
-            int e = 0;
-            if (m > 0.0) frexp(m, e);   // m = f·2^e, f in [0.5, 1)
-            int sh = clamp(15 - e, -126, 127);   // m·2^sh in [2^14, 2^15)
-            float ts = ldexp(1.0, sh);
-            if ((tid & 1u) == 0u) tsh[lr] = sh;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[2][2];
+        barrier();   // the previous token tile's scales have been read
+        red[tid] = m;
+        barrier();
+        m = max(max(red[tid & ~3u], red[(tid & ~3u) + 1u]), max(red[(tid & ~3u) + 2u], red[(tid & ~3u) + 3u]));
+        int e = 0;
+        if (m > 0.0) frexp(m, e);   // m = f·2^e, f in [0.5, 1)
+        e = clamp(e, -125, 126);     // 2^-e finite and normal
+        float inv = ldexp(1.0, -e);
+        if ((tid & 3u) == 0u) scale[lt] = ldexp(1.0, e);
+        for (uint rt = gl_WorkGroupID.x * BM; rt < p.rows; rt += gl_NumWorkGroups.x * BM) {
+            uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc0[2][2], acc1[2][2];
             [[unroll]] for (uint i = 0u; i < 2u; i++)
-                [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
-            vec4 wv[4], xv[4];
-            [[unroll]] for (uint q = 0u; q < 4u; q++) load(sr, xt, lk + 4u * q, wide, colScales, wv[q], xv[q]);
-            for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
-                barrier();   // the previous step's tiles have been read
-                // columns past the end are zeros: they add 0·0 to every sum, which changes none
-                [[unroll]] for (uint q = 0u; q < 4u; q++) {
-                    uint at = lr * SK + lk + 4u * q;
-                    vec4 v = xv[q] * ts;
-                    f16vec4 h = f16vec4(v);
-                    vec4 r = v - vec4(h);
-                    f16vec4 m = f16vec4(r);
-                    f16vec4 l = f16vec4(r - vec4(m));
-                    xs[at] = h.x; xs[at + 1u] = h.y; xs[at + 2u] = h.z; xs[at + 3u] = h.w;
-                    xm[at] = m.x; xm[at + 1u] = m.y; xm[at + 2u] = m.z; xm[at + 3u] = m.w;
-                    xl[at] = l.x; xl[at + 1u] = l.y; xl[at + 2u] = l.z; xl[at + 3u] = l.w;
-                    vec4 wq = wv[q] * wsc;
-                    f16vec4 g = f16vec4(wq);
-                    ws[at] = g.x; ws[at + 1u] = g.y; ws[at + 2u] = g.z; ws[at + 3u] = g.w;
-                    if (SPLIT_W) {
-                        vec4 gr = wq - vec4(g);
-                        f16vec4 gm = f16vec4(gr);
-                        f16vec4 gl = f16vec4(gr - vec4(gm));
-                        wm[at] = gm.x; wm[at + 1u] = gm.y; wm[at + 2u] = gm.z; wm[at + 3u] = gm.w;
-                        wl[at] = gl.x; wl[at + 1u] = gl.y; wl[at + 2u] = gl.z; wl[at + 3u] = gl.w;
-                    }
+                [[unroll]] for (uint j = 0u; j < 2u; j++) {
+                    acc0[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+                    acc1[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
                 }
+            uvec4 wa, wb;
+            vec4 xa, xb;
+            loadW(sr, lk, wideW, wa, wb);
+            loadX(xt, lx, wideX, colScales, xa, xb);
+            for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
+                barrier();   // the previous step's tiles (and the previous row tile's sums) have been read
+                storeW(lr, lk, sr, k0, wideW, wa, wb);
+                storeX(lt * SK + lx, xa, inv);
+                storeX(lt * SK + lx + 4u, xb, inv);
                 barrier();
                 // the next step's loads go out before this step's products
-                if (k0 + BK < p.cols)
-                    [[unroll]] for (uint q = 0u; q < 4u; q++) load(sr, xt, k0 + BK + lk + 4u * q, wide, colScales, wv[q], xv[q]);
+                if (k0 + BK < p.cols) {
+                    loadW(sr, k0 + BK + lk, wideW, wa, wb);
+                    loadX(xt, k0 + BK + lx, wideX, colScales, xa, xb);
+                }
                 [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ah[2], am[2], al[2];
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ah[2], al[2];
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[2];
                     [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                        uint at = (qt + 16u * i) * SK + kk;
-                        coopMatLoad(ah[i], xs, at, SK, gl_CooperativeMatrixLayoutRowMajor);
-                        coopMatLoad(am[i], xm, at, SK, gl_CooperativeMatrixLayoutRowMajor);
-                        coopMatLoad(al[i], xl, at, SK, gl_CooperativeMatrixLayoutRowMajor);
-                    }
-                    if (SPLIT_W) {
-                        // the smaller products first: X_h·W_l, X_m·W_m, X_h·W_m (W_m's), X_m·W_h's turn below
-                        [[unroll]] for (uint j = 0u; j < 2u; j++)
-                            coopMatLoad(b[j], wl, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
-                        [[unroll]] for (uint i = 0u; i < 2u; i++)
-                            [[unroll]] for (uint j = 0u; j < 2u; j++) acc[i][j] = coopMatMulAdd(ah[i], b[j], acc[i][j]);
-                        [[unroll]] for (uint j = 0u; j < 2u; j++)
-                            coopMatLoad(b[j], wm, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
-                        [[unroll]] for (uint i = 0u; i < 2u; i++)
-                            [[unroll]] for (uint j = 0u; j < 2u; j++) {
-                                acc[i][j] = coopMatMulAdd(am[i], b[j], acc[i][j]);
-                                acc[i][j] = coopMatMulAdd(ah[i], b[j], acc[i][j]);
-                            }
+                        coopMatLoad(ah[i], xh, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
+                        coopMatLoad(al[i], xl, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
                     }
                     [[unroll]] for (uint j = 0u; j < 2u; j++)
                         coopMatLoad(b[j], ws, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
                     [[unroll]] for (uint i = 0u; i < 2u; i++)
                         [[unroll]] for (uint j = 0u; j < 2u; j++) {
-                            acc[i][j] = coopMatMulAdd(al[i], b[j], acc[i][j]);
-                            acc[i][j] = coopMatMulAdd(am[i], b[j], acc[i][j]);
-                            acc[i][j] = coopMatMulAdd(ah[i], b[j], acc[i][j]);
+                            acc0[i][j] = coopMatMulAdd(ah[i], b[j], acc0[i][j]);
+                            acc1[i][j] = coopMatMulAdd(al[i], b[j], acc1[i][j]);
                         }
                 }
             }
-            barrier();   // the previous tile's sums have been written out
+            // each of the subgroup's 4 matrices through its own corner of cs: p0's sums + p1's·2^-11, times s and rs
+            uint base = sg * 512u;
             [[unroll]] for (uint i = 0u; i < 2u; i++)
-                [[unroll]] for (uint j = 0u; j < 2u; j++)
-                    coopMatStore(acc[i][j], cs, (qt + 16u * i) * SC + qr + 16u * j, SC, gl_CooperativeMatrixLayoutRowMajor);
-            barrier();
-            // consecutive invocations write consecutive rows of one token; 2^-(s_t + s_r) undoes the scales exactly
-            for (uint i = tid; i < BM * BN; i += WG) {
-                uint t = t0 + i / BM, r = rt + i % BM;
-                if (t < p.tokens && r < p.rows) {
-                    float s = ldexp(cs[(i / BM) * SC + i % BM], -(tsh[i / BM] + (SCALE_W ? rsh[i % BM] : 0)));
-                    y[p.yOff + t * p.yStride + r] = rowScales ? s * uintBitsToFloat(w[p.rsOff + p.row0 + r]) : s;
+                [[unroll]] for (uint j = 0u; j < 2u; j++) {
+                    coopMatStore(acc0[i][j], cs, base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatStore(acc1[i][j], cs, base + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    [[unroll]] for (uint q = 0u; q < 8u; q++) {
+                        uint el = lane + 32u * q, ti = qt + 16u * i + el / 16u, ri = qr + 16u * j + el % 16u;
+                        uint t = t0 + ti, r = rt + ri;
+                        if (t < p.tokens && r < p.rows) {
+                            float v = (cs[base + el] + cs[base + 256u + el] * (1.0 / LOW)) * scale[ti];
+                            y[p.yOff + t * p.yStride + r] = rowScales ? v * uintBitsToFloat(w[p.rsOff + p.row0 + r]) : v;
+                        }
+                    }
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
                 }
-            }
         }
     }
 }
