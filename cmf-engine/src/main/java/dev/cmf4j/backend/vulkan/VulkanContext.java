@@ -57,6 +57,15 @@ public final class VulkanContext implements AutoCloseable {
      * sums are taken. More rows mean more blocks a workgroup. 256 was the fastest of 128-1024 on an H200 (docs/VULKAN.md).
      */
     final int decodeGroups = Math.max(1, Integer.getInteger("cmf.vulkan.decodeGroups", 256));
+    /** The device's maxComputeSharedMemorySize, bytes. */
+    private final int sharedMemory;
+    /**
+     * Columns a step of matmul_coop.comp takes (-Dcmf.vulkan.coopColumns): 32, or 64 where the device has the shared
+     * memory that takes (COOP_SHARED_64 bytes; most have 48 KiB, lavapipe 32).
+     */
+    private int coopColumns() { return Integer.getInteger("cmf.vulkan.coopColumns", 32) >= 64 && sharedMemory >= COOP_SHARED_64 ? 64 : 32; }
+    /** matmul_coop.comp's shared memory at 64 columns a step: the operand tiles (f16, rows of 72), its sums, maxima and scales. */
+    private static final int COOP_SHARED_64 = 2 * (128 + 2 * 64) * 72 + 4 * (8 * 256 + 256 + 64);
     /**
      * Blocks of 8 rows a workgroup takes together in a one-token product of more than DECODE_TILE columns
      * (-Dcmf.vulkan.decodeBlocks, matvec_decode.comp's NB): each tile of x' is staged once for all of them.
@@ -174,6 +183,7 @@ public final class VulkanContext implements AutoCloseable {
                 MemorySegment props = Vk.struct(a, 840, Vk.ST_PHYSICAL_DEVICE_PROPERTIES_2);
                 vk.call("vkGetPhysicalDeviceProperties2", pd, props);
                 int storageBuffers = props.get(U32, 16 + 296 + 76);   // VkPhysicalDeviceLimits.maxPerStageDescriptorStorageBuffers
+                sharedMemory = props.get(U32, 16 + 296 + 216);          // VkPhysicalDeviceLimits.maxComputeSharedMemorySize
                 if (storageBuffers < OPS_BUFFERS)
                     throw new VulkanUnavailableException(chosen.name() + " binds " + storageBuffers + " storage buffers a shader; ops.comp needs " + OPS_BUFFERS);
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
@@ -230,7 +240,7 @@ public final class VulkanContext implements AutoCloseable {
                     try {
                         coopModule = createShaderModule(a, Shaders.load("matmul_coop"));
                         coop = new long[Shaders.KIND_I8 + 1];
-                        for (int k = Shaders.KIND_F16; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k);
+                        for (int k = Shaders.KIND_F16; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k, coopColumns());
                     } catch (VulkanException e) {
                         System.err.println("vulkan: cooperative-matrix prompt products unavailable (" + e.getMessage() + "); matmul.comp used");
                         if (coop != null) for (long pl : coop) if (pl != 0) vk.call("vkDestroyPipeline", dev, pl, MemorySegment.NULL);

@@ -26,8 +26,11 @@ layout(local_size_x = 256) in;
 // 2 f16, 3 int8 (q8_row / q8_2f): matvec.comp's numbering
 layout(constant_id = 0) const uint KIND = 3u;
 const uint WG = 256u;
-const uint BM = 128u, BN = 64u, BK = 32u;   // VulkanContext.COOP_ROWS, GEMM_TOKENS
-const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (80 bytes: 16-byte aligned rows, off one bank)
+// columns a step: 32 or 64 (VulkanContext.coopColumns, -Dcmf.vulkan.coopColumns)
+layout(constant_id = 1) const uint BK = 32u;
+const uint BM = 128u, BN = 64u;   // VulkanContext.COOP_ROWS, GEMM_TOKENS
+const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (16-byte aligned rows, off one bank)
+const uint KW = BK / 2u, KX = BK / 4u;   // columns of a step an invocation loads: of one row's weights, of one token's activations
 const float LOW = 2048.0;  // p1's scale
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
@@ -46,7 +49,7 @@ shared float16_t xh[BN * SK];    // [token][k]: p0, A row-major
 shared float16_t xl[BN * SK];    // [token][k]: p1
 shared float scale[BN];          // s of the tile's tokens
 shared float red[WG];            // the pre-pass's partial maxima
-shared float cs[8u * 2u * 256u]; // per subgroup one 16 × 16 matrix of each part's sums
+shared float cs[8u * 256u];      // per subgroup one 16 × 16 matrix of sums
 
 float colScale(uint c) { return uintBitsToFloat(w[p.cfOff + c]); }
 
@@ -63,13 +66,16 @@ float act1(uint t, uint c, bool colScales) {
     return colScales ? v * colScale(c) : v;
 }
 
-// the 16 weights of row sr from column c as loaded (int8: one uvec4; f16: two), raw; a row of 16s lies in the buffer
-void loadW(uint sr, uint c, bool wideW, out uvec4 a, out uvec4 b) {
-    a = uvec4(0u); b = uvec4(0u);
-    if (wideW && c < p.cols) {
+// uvec4s an invocation loads a step: KW int8 weights (16 a vector) or f16 (8), and KX activations (4 a vector)
+const uint WV = KIND == 3u ? KW / 16u : KW / 8u, XV = KX / 4u;
+
+// the KW weights of row sr from column c as loaded, raw; a row of 16s lies in the buffer
+void loadW(uint sr, uint c, bool wideW, out uvec4 v[WV]) {
+    [[unroll]] for (uint q = 0u; q < WV; q++) v[q] = uvec4(0u);
+    if (wideW) {
         uint e = sr * p.cols + c;
-        if (KIND == 3u) a = w4[e >> 4];
-        else { a = w4[e >> 3]; b = w4[(e >> 3) + 1u]; }
+        [[unroll]] for (uint q = 0u; q < WV; q++)
+            if (c + q * (KIND == 3u ? 16u : 8u) < p.cols) v[q] = KIND == 3u ? w4[(e >> 4) + q] : w4[(e >> 3) + q];
     }
 }
 
@@ -80,46 +86,44 @@ void int8Halves(uint v, out f16vec2 even, out f16vec2 odd) {
     odd = unpackFloat2x16(((u >> 8) & 0x00ff00ffu) | 0x64006400u) - f16vec2(1152.0);
 }
 
-// the weights of row lr, columns lk .. lk+15 of the step at k0 into ws (from the raw loads, or element by element)
-void storeW(uint lr, uint lk, uint sr, uint k0, bool wideW, uvec4 a, uvec4 b) {
+// the weights of row lr, columns lk .. lk+KW-1 of the step at k0 into ws (from the raw loads, or element by element)
+void storeW(uint lr, uint lk, uint sr, uint k0, bool wideW, uvec4 v[WV]) {
     uint at = lr * SK + lk;
     if (wideW) {
-        if (KIND == 3u) {
-            [[unroll]] for (uint q = 0u; q < 4u; q++) {
-                f16vec2 e, o;
-                int8Halves(a[q], e, o);
-                ws[at + 4u * q] = e.x; ws[at + 4u * q + 1u] = o.x; ws[at + 4u * q + 2u] = e.y; ws[at + 4u * q + 3u] = o.y;
+        [[unroll]] for (uint q = 0u; q < WV; q++)
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                if (KIND == 3u) {
+                    f16vec2 e, o;
+                    int8Halves(v[q][i], e, o);
+                    uint b = at + 16u * q + 4u * i;
+                    ws[b] = e.x; ws[b + 1u] = o.x; ws[b + 2u] = e.y; ws[b + 3u] = o.y;
+                } else {
+                    f16vec2 h = unpackFloat2x16(v[q][i]);
+                    uint b = at + 8u * q + 2u * i;
+                    ws[b] = h.x; ws[b + 1u] = h.y;
+                }
             }
-        } else {
-            [[unroll]] for (uint q = 0u; q < 4u; q++) {
-                f16vec2 h = unpackFloat2x16(a[q]), g = unpackFloat2x16(b[q]);
-                ws[at + 2u * q] = h.x; ws[at + 2u * q + 1u] = h.y;
-                ws[at + 8u + 2u * q] = g.x; ws[at + 8u + 2u * q + 1u] = g.y;
-            }
-        }
     } else {
-        [[unroll]] for (uint j = 0u; j < 16u; j++) {
+        [[unroll]] for (uint j = 0u; j < KW; j++) {
             uint c = k0 + lk + j;
             ws[at + j] = c < p.cols ? w1(sr * p.cols + c) : float16_t(0.0);
         }
     }
 }
 
-// token xt's activations c .. c+7 times their column scales (zeros past the end)
-void loadX(uint xt, uint c, bool wideX, bool colScales, out vec4 a, out vec4 b) {
-    a = vec4(0.0); b = vec4(0.0);
-    if (wideX) {
-        if (c < p.cols) {
-            uint q = (xt * p.cols + c) >> 2;
-            a = x4[q];
-            if (colScales) a *= vec4(colScale(c), colScale(c + 1u), colScale(c + 2u), colScale(c + 3u));
-            if (c + 4u < p.cols) {   // (a width of 4s may end within the 8)
-                b = x4[q + 1u];
-                if (colScales) b *= vec4(colScale(c + 4u), colScale(c + 5u), colScale(c + 6u), colScale(c + 7u));
+// token xt's activations c .. c+KX-1 times their column scales (zeros past the end)
+void loadX(uint xt, uint c, bool wideX, bool colScales, out vec4 v[XV]) {
+    [[unroll]] for (uint q = 0u; q < XV; q++) {
+        uint cq = c + 4u * q;
+        v[q] = vec4(0.0);
+        if (wideX) {
+            if (cq < p.cols) {   // (a width of 4s may end within the step)
+                v[q] = x4[(xt * p.cols + cq) >> 2];
+                if (colScales) v[q] *= vec4(colScale(cq), colScale(cq + 1u), colScale(cq + 2u), colScale(cq + 3u));
             }
+        } else {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) v[q][j] = act1(xt, cq + j, colScales);
         }
-    } else {
-        [[unroll]] for (uint j = 0u; j < 4u; j++) { a[j] = act1(xt, c + j, colScales); b[j] = act1(xt, c + 4u + j, colScales); }
     }
 }
 
@@ -137,19 +141,21 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     uint qr = (sg & 3u) * 32u, qt = (sg >> 2) * 32u;   // this subgroup's rows qr.. and tokens qt.. of the tile
-    uint lr = tid >> 1, lk = (tid & 1u) * 16u;          // weights it loads: row lr, the step's columns lk .. lk+15
-    uint lt = tid >> 2, lx = (tid & 3u) * 8u;           // activations it loads: token lt, columns lx .. lx+7
+    uint lr = tid >> 1, lk = (tid & 1u) * KW;           // weights it loads: row lr, the step's columns lk .. lk+KW-1
+    uint lt = tid >> 2, lx = (tid & 3u) * KX;           // activations it loads: token lt, columns lx .. lx+KX-1
     bool colScales = (p.flags & 2u) != 0u, rowScales = (p.flags & 1u) != 0u;
     bool wideW = (p.cols & 15u) == 0u, wideX = (p.cols & 3u) == 0u;
     for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
         uint xt = min(t0 + lt, p.tokens - 1u);   // tokens past the end reread the last (never written)
-        // pre-pass: token xt's largest |x·cf| (its 4 invocations take alternate 8-column chunks)
+        // pre-pass: token xt's largest |x·cf| (its 4 invocations take alternate chunks of KX columns)
         float m = 0.0;
-        for (uint c = lx; c < p.cols; c += 4u * 8u) {
-            vec4 a, b;
-            loadX(xt, c, wideX, colScales, a, b);
-            vec4 mv = max(abs(a), abs(b));
-            m = max(m, max(max(mv.x, mv.y), max(mv.z, mv.w)));
+        for (uint c = lx; c < p.cols; c += BK) {
+            vec4 v[XV];
+            loadX(xt, c, wideX, colScales, v);
+            [[unroll]] for (uint q = 0u; q < XV; q++) {
+                vec4 mv = abs(v[q]);
+                m = max(m, max(max(mv.x, mv.y), max(mv.z, mv.w)));
+            }
         }
         barrier();   // the previous token tile's scales have been read
         red[tid] = m;
@@ -168,20 +174,19 @@ void main() {
                     acc0[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
                     acc1[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
                 }
-            uvec4 wa, wb;
-            vec4 xa, xb;
-            loadW(sr, lk, wideW, wa, wb);
-            loadX(xt, lx, wideX, colScales, xa, xb);
+            uvec4 wv[WV];
+            vec4 xv[XV];
+            loadW(sr, lk, wideW, wv);
+            loadX(xt, lx, wideX, colScales, xv);
             for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
                 barrier();   // the previous step's tiles (and the previous row tile's sums) have been read
-                storeW(lr, lk, sr, k0, wideW, wa, wb);
-                storeX(lt * SK + lx, xa, inv);
-                storeX(lt * SK + lx + 4u, xb, inv);
+                storeW(lr, lk, sr, k0, wideW, wv);
+                [[unroll]] for (uint q = 0u; q < XV; q++) storeX(lt * SK + lx + 4u * q, xv[q], inv);
                 barrier();
                 // the next step's loads go out before this step's products
                 if (k0 + BK < p.cols) {
-                    loadW(sr, k0 + BK + lk, wideW, wa, wb);
-                    loadX(xt, k0 + BK + lx, wideX, colScales, xa, xb);
+                    loadW(sr, k0 + BK + lk, wideW, wv);
+                    loadX(xt, k0 + BK + lx, wideX, colScales, xv);
                 }
                 [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ah[2], al[2];
@@ -199,19 +204,18 @@ void main() {
                         }
                 }
             }
-            // each of the subgroup's 4 matrices through its own corner of cs: p0's sums + p1's·2^-11, times s and rs
-            uint base = sg * 512u;
+            // each of the subgroup's 4 matrices of sums, p0's + p1's·2^-11, through its own corner of cs, times s and rs
+            uint base = sg * 256u;
             [[unroll]] for (uint i = 0u; i < 2u; i++)
                 [[unroll]] for (uint j = 0u; j < 2u; j++) {
-                    coopMatStore(acc0[i][j], cs, base, 16u, gl_CooperativeMatrixLayoutRowMajor);
-                    coopMatStore(acc1[i][j], cs, base + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatStore(acc0[i][j] + acc1[i][j] * (1.0 / LOW), cs, base, 16u, gl_CooperativeMatrixLayoutRowMajor);
                     subgroupMemoryBarrierShared();
                     subgroupBarrier();
                     [[unroll]] for (uint q = 0u; q < 8u; q++) {
                         uint el = lane + 32u * q, ti = qt + 16u * i + el / 16u, ri = qr + 16u * j + el % 16u;
                         uint t = t0 + ti, r = rt + ri;
                         if (t < p.tokens && r < p.rows) {
-                            float v = (cs[base + el] + cs[base + 256u + el] * (1.0 / LOW)) * scale[ti];
+                            float v = cs[base + el] * scale[ti];
                             y[p.yOff + t * p.yStride + r] = rowScales ? v * uintBitsToFloat(w[p.rsOff + p.row0 + r]) : v;
                         }
                     }
