@@ -60,12 +60,17 @@ public final class VulkanContext implements AutoCloseable {
     /** The device's maxComputeSharedMemorySize, bytes. */
     private final int sharedMemory;
     /**
-     * Columns a step of matmul_coop.comp takes (-Dcmf.vulkan.coopColumns): 32, or 64 where the device has the shared
-     * memory that takes (COOP_SHARED_64 bytes; most have 48 KiB, lavapipe 32).
+     * matmul_coop.comp's columns a step (-Dcmf.vulkan.coopColumns: 32 or 64) and tokens a workgroup (-Dcmf.vulkan.coopTokens:
+     * 64 or 128), as asked where the device has the shared memory they take ({@link #coopShared}; most devices have 48 KiB,
+     * lavapipe 32), else 32 and 64.
      */
-    private int coopColumns() { return Integer.getInteger("cmf.vulkan.coopColumns", 32) >= 64 && sharedMemory >= COOP_SHARED_64 ? 64 : 32; }
-    /** matmul_coop.comp's shared memory at 64 columns a step: the operand tiles (f16, rows of 72), its sums, maxima and scales. */
-    private static final int COOP_SHARED_64 = 2 * (128 + 2 * 64) * 72 + 4 * (8 * 256 + 256 + 64);
+    private final int coopColumns, coopTokens;
+
+    /** matmul_coop.comp's shared memory in bytes: the operand tiles (f16 rows of columns + 8), its sums, maxima and scales. */
+    static int coopShared(int columns, int tokens) { return 2 * (COOP_ROWS + 2 * tokens) * (columns + 8) + 4 * (8 * 256 + 256 + tokens); }
+
+    /** The tokens a workgroup of {@link #matvecPipeline}'s prompt products takes. */
+    int gemmTokens(int kind, int tokens) { return coopProduct(kind, tokens) ? coopTokens : GEMM_TOKENS; }
     /**
      * Blocks of 8 rows a workgroup takes together in a one-token product of more than DECODE_TILE columns
      * (-Dcmf.vulkan.decodeBlocks, matvec_decode.comp's NB): each tile of x' is staged once for all of them.
@@ -184,6 +189,11 @@ public final class VulkanContext implements AutoCloseable {
                 vk.call("vkGetPhysicalDeviceProperties2", pd, props);
                 int storageBuffers = props.get(U32, 16 + 296 + 76);   // VkPhysicalDeviceLimits.maxPerStageDescriptorStorageBuffers
                 sharedMemory = props.get(U32, 16 + 296 + 216);          // VkPhysicalDeviceLimits.maxComputeSharedMemorySize
+                int columns = Integer.getInteger("cmf.vulkan.coopColumns", 32) >= 64 ? 64 : 32;
+                int tokens = Integer.getInteger("cmf.vulkan.coopTokens", 64) >= 128 ? 128 : 64;
+                boolean fits = coopShared(columns, tokens) <= sharedMemory;
+                coopColumns = fits ? columns : 32;
+                coopTokens = fits ? tokens : 64;
                 if (storageBuffers < OPS_BUFFERS)
                     throw new VulkanUnavailableException(chosen.name() + " binds " + storageBuffers + " storage buffers a shader; ops.comp needs " + OPS_BUFFERS);
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
@@ -240,7 +250,7 @@ public final class VulkanContext implements AutoCloseable {
                     try {
                         coopModule = createShaderModule(a, Shaders.load("matmul_coop"));
                         coop = new long[Shaders.KIND_I8 + 1];
-                        for (int k = Shaders.KIND_F16; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k, coopColumns());
+                        for (int k = Shaders.KIND_F16; k < coop.length; k++) coop[k] = createPipeline(a, coopModule, pipelineLayout, k, coopColumns, coopTokens);
                     } catch (VulkanException e) {
                         System.err.println("vulkan: cooperative-matrix prompt products unavailable (" + e.getMessage() + "); matmul.comp used");
                         if (coop != null) for (long pl : coop) if (pl != 0) vk.call("vkDestroyPipeline", dev, pl, MemorySegment.NULL);
@@ -374,7 +384,7 @@ public final class VulkanContext implements AutoCloseable {
         if (tokens >= gemmMinTokens) {
             int tileRows = coopProduct(kind, tokens) ? COOP_ROWS : tokens >= GEMM_WIDE_TOKENS ? GEMM_ROWS : GEMM_ROWS_NARROW;
             return new int[] {(int) Math.min((rows + tileRows - 1) / tileRows, Integer.toUnsignedLong(info.maxGroupCount()[0])),
-                    (int) Math.min((tokens + GEMM_TOKENS - 1) / GEMM_TOKENS, Integer.toUnsignedLong(info.maxGroupCount()[1]))};
+                    (int) Math.min((tokens + gemmTokens(kind, tokens) - 1) / gemmTokens(kind, tokens), Integer.toUnsignedLong(info.maxGroupCount()[1]))};
         }
         long gx = rows;
         if (tokenProducts(kind, cols, tokens))

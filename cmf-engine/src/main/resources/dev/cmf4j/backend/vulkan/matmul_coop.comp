@@ -11,8 +11,8 @@
 // round trip through f16 into nothing. Each part has its own accumulators: the matrix units' sums need not keep bits
 // below the accumulator's leading ones (added into one accumulator, the low parts were lost on the H200: session 23).
 //
-// A workgroup of 256 invocations (8 subgroups) takes 64 tokens and, in turn, tiles of 128 rows; each subgroup a 32 × 32
-// quarter-of-a-quarter (2 × 2 matrices of 16 × 16 per part). Per step of 32 columns the weights (as f16) and the
+// A workgroup of 256 invocations (8 subgroups) takes BN tokens and, in turn, tiles of 128 rows; each subgroup 32 rows ×
+// BN/2 tokens (MI × 2 matrices of 16 × 16 per part). Per step of BK columns the weights (as f16) and the
 // activations' parts go into shared memory; the next step's global loads are issued before this step's products. The
 // sums go through shared memory a 16 × 16 matrix at a time to be scaled and written with the bounds checked.
 
@@ -28,9 +28,13 @@ layout(constant_id = 0) const uint KIND = 3u;
 const uint WG = 256u;
 // columns a step: 32 or 64 (VulkanContext.coopColumns, -Dcmf.vulkan.coopColumns)
 layout(constant_id = 1) const uint BK = 32u;
-const uint BM = 128u, BN = 64u;   // VulkanContext.COOP_ROWS, GEMM_TOKENS
+// tokens a workgroup takes: 64 or 128 (VulkanContext.coopTokens, -Dcmf.vulkan.coopTokens)
+layout(constant_id = 2) const uint BN = 64u;
+const uint BM = 128u;   // VulkanContext.COOP_ROWS
 const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (16-byte aligned rows, off one bank)
-const uint KW = BK / 2u, KX = BK / 4u;   // columns of a step an invocation loads: of one row's weights, of one token's activations
+const uint TPT = WG / BN;   // invocations a token's activations take
+const uint MI = BN / 32u;   // matrices of 16 tokens a subgroup takes (its 32 rows: 2)
+const uint KW = BK / 2u, KX = BK / TPT;   // columns of a step an invocation loads: of one row's weights, of one token's activations
 const float LOW = 2048.0;  // p1's scale
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
@@ -140,14 +144,14 @@ void storeX(uint at, vec4 v, float inv) {
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-    uint qr = (sg & 3u) * 32u, qt = (sg >> 2) * 32u;   // this subgroup's rows qr.. and tokens qt.. of the tile
+    uint qr = (sg & 3u) * 32u, qt = (sg >> 2) * (BN / 2u);   // this subgroup's rows qr.. and tokens qt.. of the tile
     uint lr = tid >> 1, lk = (tid & 1u) * KW;           // weights it loads: row lr, the step's columns lk .. lk+KW-1
-    uint lt = tid >> 2, lx = (tid & 3u) * KX;           // activations it loads: token lt, columns lx .. lx+KX-1
+    uint lt = tid / TPT, lx = (tid % TPT) * KX;         // activations it loads: token lt, columns lx .. lx+KX-1
     bool colScales = (p.flags & 2u) != 0u, rowScales = (p.flags & 1u) != 0u;
     bool wideW = (p.cols & 15u) == 0u, wideX = (p.cols & 3u) == 0u;
     for (uint t0 = gl_WorkGroupID.y * BN; t0 < p.tokens; t0 += gl_NumWorkGroups.y * BN) {
         uint xt = min(t0 + lt, p.tokens - 1u);   // tokens past the end reread the last (never written)
-        // pre-pass: token xt's largest |x·cf| (its 4 invocations take alternate chunks of KX columns)
+        // pre-pass: token xt's largest |x·cf| (its TPT invocations take alternate chunks of KX columns)
         float m = 0.0;
         for (uint c = lx; c < p.cols; c += BK) {
             vec4 v[XV];
@@ -160,16 +164,16 @@ void main() {
         barrier();   // the previous token tile's scales have been read
         red[tid] = m;
         barrier();
-        m = max(max(red[tid & ~3u], red[(tid & ~3u) + 1u]), max(red[(tid & ~3u) + 2u], red[(tid & ~3u) + 3u]));
+        [[unroll]] for (uint i = 0u; i < TPT; i++) m = max(m, red[lt * TPT + i]);
         int e = 0;
         if (m > 0.0) frexp(m, e);   // m = f·2^e, f in [0.5, 1)
         e = clamp(e, -125, 126);     // 2^-e finite and normal
         float inv = ldexp(1.0, -e);
-        if ((tid & 3u) == 0u) scale[lt] = ldexp(1.0, e);
+        if (tid % TPT == 0u) scale[lt] = ldexp(1.0, e);
         for (uint rt = gl_WorkGroupID.x * BM; rt < p.rows; rt += gl_NumWorkGroups.x * BM) {
             uint sr = p.row0 + min(rt + lr, p.rows - 1u);   // rows past the end reread the last (never written)
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc0[2][2], acc1[2][2];
-            [[unroll]] for (uint i = 0u; i < 2u; i++)
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc0[MI][2], acc1[MI][2];
+            [[unroll]] for (uint i = 0u; i < MI; i++)
                 [[unroll]] for (uint j = 0u; j < 2u; j++) {
                     acc0[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
                     acc1[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
@@ -189,15 +193,15 @@ void main() {
                     loadX(xt, k0 + BK + lx, wideX, colScales, xv);
                 }
                 [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ah[2], al[2];
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ah[MI], al[MI];
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b[2];
-                    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                    [[unroll]] for (uint i = 0u; i < MI; i++) {
                         coopMatLoad(ah[i], xh, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
                         coopMatLoad(al[i], xl, (qt + 16u * i) * SK + kk, SK, gl_CooperativeMatrixLayoutRowMajor);
                     }
                     [[unroll]] for (uint j = 0u; j < 2u; j++)
                         coopMatLoad(b[j], ws, (qr + 16u * j) * SK + kk, SK, gl_CooperativeMatrixLayoutColumnMajor);
-                    [[unroll]] for (uint i = 0u; i < 2u; i++)
+                    [[unroll]] for (uint i = 0u; i < MI; i++)
                         [[unroll]] for (uint j = 0u; j < 2u; j++) {
                             acc0[i][j] = coopMatMulAdd(ah[i], b[j], acc0[i][j]);
                             acc1[i][j] = coopMatMulAdd(al[i], b[j], acc1[i][j]);
@@ -206,7 +210,7 @@ void main() {
             }
             // each of the subgroup's 4 matrices of sums, p0's + p1's·2^-11, through its own corner of cs, times s and rs
             uint base = sg * 256u;
-            [[unroll]] for (uint i = 0u; i < 2u; i++)
+            [[unroll]] for (uint i = 0u; i < MI; i++)
                 [[unroll]] for (uint j = 0u; j < 2u; j++) {
                     coopMatStore(acc0[i][j] + acc1[i][j] * (1.0 / LOW), cs, base, 16u, gl_CooperativeMatrixLayoutRowMajor);
                     subgroupMemoryBarrierShared();
