@@ -69,6 +69,15 @@ public final class VulkanContext implements AutoCloseable {
     /** matmul_coop.comp's shared memory in bytes: the operand tiles (f16 rows of columns + 8), its sums, maxima and scales. */
     static int coopShared(int columns, int tokens) { return 2 * (COOP_ROWS + 2 * tokens) * (columns + 8) + 4 * (8 * 256 + 256 + tokens); }
 
+    /**
+     * Workgroups of ops.comp's chunk attention (OP 2) over {@code tokens} rows: one per block of up to 8 (token, head)
+     * rows sharing a kv head (its RMAX: HB heads of a group × TB tokens).
+     */
+    static int chunkAttentionGroups(int tokens, int heads, int kvHeads) {
+        int g = heads / kvHeads, hb = Math.min(g, 8), tb = 8 / hb;
+        return kvHeads * ((g + hb - 1) / hb) * ((tokens + tb - 1) / tb);
+    }
+
     /** The tokens a workgroup of {@link #matvecPipeline}'s prompt products takes. */
     int gemmTokens(int kind, int tokens) { return coopProduct(kind, tokens) ? coopTokens : GEMM_TOKENS; }
     /**
@@ -106,9 +115,8 @@ public final class VulkanContext implements AutoCloseable {
      */
     final long[] gemmCoop;
     /**
-     * -Dcmf.vulkan.coopmat=true puts the prompt products on matmul_coop.comp where the device has cooperative matrices.
-     * Off by default: on the H200 it was slower than matmul.comp and its f16 activations put every fixture golden past
-     * its tolerance (docs/VULKAN.md, session 21).
+     * Prompt products of f16 and int8 weights take matmul_coop.comp where the device has cooperative matrices;
+     * -Dcmf.vulkan.coopmat=false keeps them on matmul.comp (docs/VULKAN.md).
      */
     static final String COOPMAT_PROPERTY = "cmf.vulkan.coopmat";
     /**
@@ -189,7 +197,7 @@ public final class VulkanContext implements AutoCloseable {
                 vk.call("vkGetPhysicalDeviceProperties2", pd, props);
                 int storageBuffers = props.get(U32, 16 + 296 + 76);   // VkPhysicalDeviceLimits.maxPerStageDescriptorStorageBuffers
                 sharedMemory = props.get(U32, 16 + 296 + 216);          // VkPhysicalDeviceLimits.maxComputeSharedMemorySize
-                int columns = Integer.getInteger("cmf.vulkan.coopColumns", 32) >= 64 ? 64 : 32;
+                int columns = Integer.getInteger("cmf.vulkan.coopColumns", 64) >= 64 ? 64 : 32;
                 int tokens = Integer.getInteger("cmf.vulkan.coopTokens", 64) >= 128 ? 128 : 64;
                 boolean fits = coopShared(columns, tokens) <= sharedMemory;
                 coopColumns = fits ? columns : 32;
@@ -198,7 +206,7 @@ public final class VulkanContext implements AutoCloseable {
                     throw new VulkanUnavailableException(chosen.name() + " binds " + storageBuffers + " storage buffers a shader; ops.comp needs " + OPS_BUFFERS);
                 statistics = Boolean.getBoolean("cmf.vulkan.profile")
                         && deviceExtensions(vk, pd, a).contains("VK_KHR_pipeline_executable_properties");
-                boolean wantCoop = chosen.coopMatmul() && Boolean.getBoolean(COOPMAT_PROPERTY);
+                boolean wantCoop = chosen.coopMatmul() && !"false".equalsIgnoreCase(System.getProperty(COOPMAT_PROPERTY));
                 dev = createDevice(vk, pd, chosen, a, statistics, wantCoop, float64);
                 device = dev;
                 MemorySegment q = a.allocate(PTR);
@@ -281,6 +289,9 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
                     System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[OP_ATTEND_DECODE]));
+                    System.err.println("vulkan statistics: ops chunk attention: " + pipelineStatistics(ops[2]));
+                    System.err.println("vulkan statistics: matmul int8: " + pipelineStatistics(gemm[Shaders.KIND_I8]));
+                    if (gemmCoop != null) System.err.println("vulkan statistics: matmul_coop int8: " + pipelineStatistics(gemmCoop[Shaders.KIND_I8]));
                 }
             } catch (RuntimeException e) {
                 if (dev != null) vk.call("vkDestroyDevice", dev, MemorySegment.NULL);

@@ -55,7 +55,7 @@ public record VulkanDeviceInfo(int index, String name, String type, int vendorId
                 name, type, vendorId, driverName.isEmpty() ? "driver ?" : driverName, driverInfo.isEmpty() ? "" : " " + driverInfo,
                 apiVersion, deviceLocalBytes() / (double) (1L << 30), subgroupSize, subgroupArithmetic ? "" : " without compute subgroup adds and shuffles: unusable",
                 yes(shaderFloat16), yes(shaderInt8), yes(shaderFloat64),
-                yes(cooperativeMatrix), !cooperativeMatrix ? "" : coopMatmul ? " (f16 16x16x16: prompt products can take it, -Dcmf.vulkan.coopmat=true)" : " (no f16 16x16x16 subgroup shape the prompt products use)");
+                yes(cooperativeMatrix), !cooperativeMatrix ? "" : coopMatmul ? " (f16 16x16x16: f16 and int8 prompt products take it; -Dcmf.vulkan.coopmat=false does not)" : " (no f16 16x16x16 subgroup shape the prompt products use)");
     }
 
     private static String yes(boolean b) { return b ? "yes" : "no"; }

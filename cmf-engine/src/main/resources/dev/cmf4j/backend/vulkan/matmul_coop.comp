@@ -123,7 +123,9 @@ void loadX(uint xt, uint c, bool wideX, bool colScales, out vec4 v[XV]) {
         if (wideX) {
             if (cq < p.cols) {   // (a width of 4s may end within the step)
                 v[q] = x4[(xt * p.cols + cq) >> 2];
-                if (colScales) v[q] *= vec4(colScale(cq), colScale(cq + 1u), colScale(cq + 2u), colScale(cq + 3u));
+                if (colScales)
+                    v[q] *= (p.cfOff & 3u) == 0u ? uintBitsToFloat(w4[(p.cfOff + cq) >> 2])
+                            : vec4(colScale(cq), colScale(cq + 1u), colScale(cq + 2u), colScale(cq + 3u));
             }
         } else {
             [[unroll]] for (uint j = 0u; j < 4u; j++) v[q][j] = act1(xt, cq + j, colScales);
