@@ -69,15 +69,6 @@ public final class VulkanContext implements AutoCloseable {
     /** matmul_coop.comp's shared memory in bytes: the operand tiles (f16 rows of columns + 8), its sums, maxima and scales. */
     static int coopShared(int columns, int tokens) { return 2 * (COOP_ROWS + 2 * tokens) * (columns + 8) + 4 * (8 * 256 + 256 + tokens); }
 
-    /**
-     * Workgroups of ops.comp's chunk attention (OP 2) over {@code tokens} rows: one per block of up to 8 (token, head)
-     * rows sharing a kv head (its RMAX: HB heads of a group × TB tokens).
-     */
-    static int chunkAttentionGroups(int tokens, int heads, int kvHeads) {
-        int g = heads / kvHeads, hb = Math.min(g, 8), tb = 8 / hb;
-        return kvHeads * ((g + hb - 1) / hb) * ((tokens + tb - 1) / tb);
-    }
-
     /** The tokens a workgroup of {@link #matvecPipeline}'s prompt products takes. */
     int gemmTokens(int kind, int tokens) { return coopProduct(kind, tokens) ? coopTokens : GEMM_TOKENS; }
     /**

@@ -132,8 +132,8 @@ final class VulkanOpCheck {
         }
         // attention {tokens, heads, kv heads, head dim, first position, window, context}
         // (one token: also the split decode attention, over one split and over several, with a window past the first,
-        // and a head dim that is not a multiple of 4: its one-float loads; several tokens: OP 2's blocks of rows, with a
-        // group of 16 heads over two blocks, and a window over a block); every other shape with a sink logit per head
+        // and a head dim that is not a multiple of 4: its one-float loads; several tokens: a group of 16 heads, and a
+        // window over several tokens of a group); every other shape with a sink logit per head
         // (gpt-oss: it joins the softmax's denominator only; some above every score, some below)
         int foldedShape = 0, shapeIndex = 0;
         for (int[] sh : new int[][] {{1, 4, 2, 64, 9, 0, 16}, {5, 4, 1, 32, 3, 0, 16}, {6, 2, 2, 128, 10, 4, 20}, {3, 8, 8, 256, 0, 0, 8},
@@ -149,7 +149,7 @@ final class VulkanOpCheck {
             float[] q = gauss(r, T * qd, 1), k = gauss(r, context * kvd, 1), v = gauss(r, context * kvd, 1);
             float[] d = new float[T * qd + heads * T * context];
             double[] want = attention(q, k, v, T, heads, kvh, hd, pos0, window, scale, withSinks ? sinks : null);
-            run(mm, new int[] {2}, new int[] {VulkanContext.chunkAttentionGroups(T, heads, kvh)}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd, 0, sinkArg},
+            run(mm, new int[] {2}, new int[] {T * heads}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context, qd, T * qd, 0, sinkArg},
                     pos0, q, k, v, d, q, q, q, sinks);
             out.add(new OpResult("attention" + sinkName + (window > 0 ? " window " + window : ""), T + " tokens at " + pos0 + ", " + heads + "/" + kvh
                     + " heads x" + hd, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
@@ -487,7 +487,7 @@ final class VulkanOpCheck {
             String win = window > 0 ? " window " + window : "";
             if (T > 1) {
                 float[] d = new float[T * qd + heads * T * context];
-                run(mm, new int[] {2}, true, new int[] {VulkanContext.chunkAttentionGroups(T, heads, kvh)}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context,
+                run(mm, new int[] {2}, true, new int[] {T * heads}, new int[] {T, heads, kvh, hd, 0, window, Float.floatToRawIntBits(scale), kvd, context,
                         qd, T * qd, 0, 0}, pos0, Double.NEGATIVE_INFINITY, q, kw, vw, d, kOwn, vOwn);
                 out.add(new OpResult("f16 cache attention" + win, shape, error(java.util.Arrays.copyOf(d, T * qd), want), 1e-5));
                 continue;

@@ -1153,7 +1153,7 @@ final class VulkanResidentForward implements DeviceForward {
                 int per = attentionPerHead(ps.context);
                 op(ps, 7, attentionBuffers(ps, kvLayer), heads * per, 1, heads, kvh, hd, 0, l.window(), scale, kvd, 0, 0, qd, per);
             } else {
-                op(ps, 2, attentionBuffers(ps, kvLayer), VulkanContext.chunkAttentionGroups(n, heads, kvh), n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
+                op(ps, 2, attentionBuffers(ps, kvLayer), n * heads, n, heads, kvh, hd, 0, l.window(), scale, kvd, ps.context, qd, n * qd,
                         0, sink);
             }
         }

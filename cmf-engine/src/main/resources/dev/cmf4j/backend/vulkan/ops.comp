@@ -47,10 +47,6 @@ layout(push_constant) uniform Push { uint u[16]; } p;
 shared float red[WG];
 const uint SPLIT = WG;   // keys per workgroup of the split decode attention (OP 7): one an invocation
 shared float qs[MAX_HEAD_DIM];
-// OP 2: the (token, head) rows a workgroup takes together, their queries and their softmax denominators
-const uint RMAX = 8u;
-shared float qg[OP == 2u ? RMAX * MAX_HEAD_DIM : 1u];
-shared float ls[OP == 2u ? RMAX : 1u];
 shared float ps[SPLIT];
 
 // the workgroup's sum or max of v; every invocation gets it: each subgroup's by the subgroup operation, then those
@@ -163,74 +159,42 @@ void main() {
         // [position, u7 floats]; position pos = S.pos0 + t sees keys lo..pos (lo = pos - u5 + 1 with a window u5 > 0);
         // output d[t*u9 + h*hd]; scores in d[u10 + r*u8 + j]. tokens u0, heads u1, kv heads u2, head dim u3, scale u6;
         // u12 > 0: head h's sink logit P[u12 - 1 + h] joins the softmax's denominator (gpt-oss), as the CPU's: the max
-        // taken over it too, exp(sink - max) added to the sum. KV_HALF: keys and values by keyAt and valueAt.
-        // A workgroup takes the rows of up to RMAX (token, head) pairs that share a kv head (HB heads of the group × TB
-        // consecutive tokens; VulkanContext.chunkAttentionGroups), so each key and value it loads serves them all: a score's products are
-        // summed over the head dim in order, a row's exponentials by invocation over keys lo + tid + WG·n, its output
-        // over its keys in order.
+        // taken over it too, exp(sink - max) added to the sum. KV_HALF: keys and values by keyAt and valueAt
         uint tokens = p.u[0], heads = p.u[1], kvHeads = p.u[2], hd = p.u[3], window = p.u[5], kvStride = p.u[7];
         float scale = uintBitsToFloat(p.u[6]);
-        uint G = heads / kvHeads, HB = min(G, RMAX), TB = RMAX / HB, hBlocks = (G + HB - 1u) / HB;
-        uint blocks = kvHeads * hBlocks * ((tokens + TB - 1u) / TB);
-        for (uint blk = gl_WorkGroupID.x; blk < blocks; blk += gl_NumWorkGroups.x) {
-            uint g = blk % kvHeads, hb = (blk / kvHeads) % hBlocks * HB, t0 = blk / (kvHeads * hBlocks) * TB;
-            uint nh = min(HB, G - hb), nt = min(TB, tokens - t0), R = nh * nt, k0 = g * hd;
-            // row i of the block: token t0 + i / nh, head g·G + hb + i % nh
-            uint pos0 = st.pos0 + t0, posN = pos0 + nt - 1u;
-            uint jlo = window > 0u && pos0 + 1u > window ? pos0 + 1u - window : 0u;
-            for (uint el = tid; el < R * hd; el += WG) {
-                uint i = el / hd, t = t0 + i / nh, h = g * G + hb + i % nh;
-                qg[el] = a[t * p.u[9] + h * hd + el % hd];
-            }
+        for (uint r = gl_WorkGroupID.x; r < tokens * heads; r += gl_NumWorkGroups.x) {
+            uint t = r / heads, h = r % heads, g = h / (heads / kvHeads);
+            uint pos = st.pos0 + t, lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
+            uint q0 = t * p.u[9] + h * hd, k0 = g * hd, s0 = p.u[10] + r * p.u[8];
+            for (uint i = tid; i < hd; i += WG) qs[i] = a[q0 + i];
             barrier();
-            // scores: invocation tid takes keys jlo + tid + WG·n, each key's elements loaded once for every row
-            for (uint j = jlo + tid; j <= posN; j += WG) {
-                float sc[RMAX];
-                [[unroll]] for (uint i = 0u; i < RMAX; i++) sc[i] = 0.0;
-                for (uint x = 0u; x < hd; x++) {
-                    float kv = KV_HALF != 0u ? keyAt(j, k0 + x, kvStride) : b[j * kvStride + k0 + x];
-                    [[unroll]] for (uint i = 0u; i < RMAX; i++) if (i < R) sc[i] += qg[i * hd + x] * kv;
-                }
-                [[unroll]] for (uint i = 0u; i < RMAX; i++)
-                    if (i < R) d[p.u[10] + ((t0 + i / nh) * heads + g * G + hb + i % nh) * p.u[8] + j] = sc[i] * scale;
+            float m = -3.4e38;
+            for (uint j = lo + tid; j <= pos; j += WG) {
+                float s = 0.0;
+                if (KV_HALF != 0u) for (uint i = 0u; i < hd; i++) s += qs[i] * keyAt(j, k0 + i, kvStride);
+                else for (uint i = 0u; i < hd; i++) s += qs[i] * b[j * kvStride + k0 + i];
+                s *= scale;
+                d[s0 + j] = s;
+                m = max(m, s);
             }
+            m = reduce(m, true);
+            float sink = p.u[12] != 0u ? prm[p.u[12] - 1u + h] : 0.0;
+            if (p.u[12] != 0u) m = max(m, sink);
+            float l = 0.0;
+            for (uint j = lo + tid; j <= pos; j += WG) {
+                float e = exp(d[s0 + j] - m);
+                d[s0 + j] = e;
+                l += e;
+            }
+            l = reduce(l, false);
+            if (p.u[12] != 0u) l += exp(sink - m);
             memoryBarrierBuffer();
             barrier();
-            // each row's softmax over its own keys lo..pos, in place
-            for (uint i = 0u; i < R; i++) {
-                uint t = t0 + i / nh, h = g * G + hb + i % nh, pos = st.pos0 + t;
-                uint lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u, s0 = p.u[10] + (t * heads + h) * p.u[8];
-                float m = -3.4e38;
-                for (uint j = lo + tid; j <= pos; j += WG) m = max(m, d[s0 + j]);
-                m = reduce(m, true);
-                float sink = p.u[12] != 0u ? prm[p.u[12] - 1u + h] : 0.0;
-                if (p.u[12] != 0u) m = max(m, sink);
-                float l = 0.0;
-                for (uint j = lo + tid; j <= pos; j += WG) {
-                    float ex = exp(d[s0 + j] - m);
-                    d[s0 + j] = ex;
-                    l += ex;
-                }
-                l = reduce(l, false);
-                if (p.u[12] != 0u) l += exp(sink - m);
-                if (tid == 0u) ls[i] = l;
-            }
-            memoryBarrierBuffer();
-            barrier();
-            // outputs: invocation tid takes dims tid + WG·n of every row, each value loaded once for every row
-            for (uint x = tid; x < hd; x += WG) {
-                float acc[RMAX];
-                [[unroll]] for (uint i = 0u; i < RMAX; i++) acc[i] = 0.0;
-                for (uint j = jlo; j <= posN; j++) {
-                    float v = KV_HALF != 0u ? valueAt(j, k0 + x, kvStride) : c[j * kvStride + k0 + x];
-                    [[unroll]] for (uint i = 0u; i < RMAX; i++) {
-                        uint t = t0 + i / nh, pos = st.pos0 + t;
-                        uint lo = window > 0u && pos + 1u > window ? pos + 1u - window : 0u;
-                        if (i < R && j >= lo && j <= pos) acc[i] += d[p.u[10] + (t * heads + g * G + hb + i % nh) * p.u[8] + j] * v;
-                    }
-                }
-                [[unroll]] for (uint i = 0u; i < RMAX; i++)
-                    if (i < R) d[(t0 + i / nh) * p.u[9] + (g * G + hb + i % nh) * hd + x] = acc[i] / ls[i];
+            for (uint i = tid; i < hd; i += WG) {
+                float acc = 0.0;
+                if (KV_HALF != 0u) for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * valueAt(j, k0 + i, kvStride);
+                else for (uint j = lo; j <= pos; j++) acc += d[s0 + j] * c[j * kvStride + k0 + i];
+                d[q0 + i] = acc / l;
             }
             barrier();
         }
