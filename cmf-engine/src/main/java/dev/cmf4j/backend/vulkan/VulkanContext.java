@@ -102,7 +102,7 @@ public final class VulkanContext implements AutoCloseable {
     static final int OP_ANCHOR_ATTEND = 32, OP_ANCHOR_COMMIT = 33, OP_RESONANCE_ROUTE = 34, OP_CLUSTER_LOGSOFTMAX = 35, OP_HEAD_FINISH = 36;
     /**
      * matmul_coop.comp's pipelines, indexed by kind, for f16 and int8 weights (the kinds exact in f16; 0 for the others):
-     * null unless the device can run them ({@link VulkanDeviceInfo#coopMatmul}) and -Dcmf.vulkan.coopmat=true asks for them.
+     * null where the device cannot run them ({@link VulkanDeviceInfo#coopMatmul}) or -Dcmf.vulkan.coopmat=false turns them off.
      */
     final long[] gemmCoop;
     /**

@@ -759,7 +759,7 @@ final class VulkanResidentForward implements DeviceForward {
         long t2 = timed ? System.nanoTime() : 0;
         if (queryPool != 0) {
             if (cb == s.decode) profiledSteps = collectProfile(profile, profiledSteps);
-            else {
+            else if (T > 1) {   // (record's condition for a chunk; a one-token chunk without logits is not timed)
                 profiledChunks = collectProfile(chunkProfile, profiledChunks);
                 profiledChunkTokens += T;
             }
