@@ -8,8 +8,8 @@
 // Precision as the CUDA prefill's (resident_gemm.cu): the weights are exact in f16; an activation v = x·cf goes in as two
 // f16 parts of u = v/s (s = 2^e just above the token's largest |v|, so |u| < 1): p0 = u rounded to 11 significant bits,
 // p1 = (u - p0)·2^11, so u = p0 + p1·2^-11 within 2^-22 of u. p0 is rounded by masking bits, so no compiler can fold a
-// round trip through f16 into nothing. Each part has its own accumulators: the matrix units' sums need not keep bits
-// below the accumulator's leading ones (added into one accumulator, the low parts were lost on the H200: session 23).
+// round trip through f16 into nothing. Each part has its own accumulators: the matrix units' sums need not keep a
+// product's bits far below the accumulator's leading ones, so a low part added into p0's sums can be lost (docs/VULKAN.md).
 //
 // A workgroup of 256 invocations (8 subgroups) takes BN tokens and, in turn, tiles of 128 rows; each subgroup 32 rows ×
 // BN/2 tokens (MI × 2 matrices of 16 × 16 per part). Per step of BK columns the weights (as f16) and the
@@ -33,7 +33,7 @@ layout(constant_id = 2) const uint BN = 64u;
 const uint BM = 128u;   // VulkanContext.COOP_ROWS
 const uint SK = BK + 8u;   // row stride of the operand tiles in f16 (16-byte aligned rows, off one bank)
 const uint TPT = WG / BN;   // invocations a token's activations take
-const uint MI = BN / 32u;   // matrices of 16 tokens a subgroup takes (its 32 rows: 2)
+const uint MI = BN / 32u;   // matrices of 16 tokens a subgroup takes (and 2 of 16 rows)
 const uint KW = BK / 2u, KX = BK / TPT;   // columns of a step an invocation loads: of one row's weights, of one token's activations
 const float LOW = 2048.0;  // p1's scale
 
