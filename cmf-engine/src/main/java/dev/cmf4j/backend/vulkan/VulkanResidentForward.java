@@ -139,6 +139,8 @@ final class VulkanResidentForward implements DeviceForward {
     private long queryPool;
     /** Whether the command buffer being recorded is profiled (a decode step or a prompt chunk); the phase each of its timestamps ends. */
     private boolean profiling;
+    /** Whether the last command buffer recorded was profiled: its timestamps are collected after its submission. */
+    private boolean lastRecordingTimed;
     private final List<String> phases = new ArrayList<>();
     /** Per phase: nanoseconds summed over the decode steps (and over the prompt chunks), and timestamps per step (chunk). */
     private final Map<String, double[]> profile = new java.util.LinkedHashMap<>(), chunkProfile = new java.util.LinkedHashMap<>();
@@ -759,7 +761,7 @@ final class VulkanResidentForward implements DeviceForward {
         long t2 = timed ? System.nanoTime() : 0;
         if (queryPool != 0) {
             if (cb == s.decode) profiledSteps = collectProfile(profile, profiledSteps);
-            else if (T > 1) {   // (record's condition for a chunk; a one-token chunk without logits is not timed)
+            else if (lastRecordingTimed) {
                 profiledChunks = collectProfile(chunkProfile, profiledChunks);
                 profiledChunkTokens += T;
             }
@@ -957,6 +959,7 @@ final class VulkanResidentForward implements DeviceForward {
         }
         vk.endCommandBuffer(rec);
         if (cb == s.decode) s.decodeCounters = chaining ? nextCounter : 0;
+        lastRecordingTimed = profiling;
         profiling = false;
     }
 
