@@ -38,7 +38,16 @@ public final class VulkanContext implements AutoCloseable {
      * One matvec pipeline per weight kind (see matvec.comp's KIND), the one-token ones of kinds 0-3 (matvec_decode.comp),
      * and the tiled ones for GEMM_MIN_TOKENS tokens or more (matmul.comp, every kind).
      */
-    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodeTokens, gemm, gemmNarrow;
+    final long[] matvec, matvecDecode, matvecDecodeTiles, matvecDecodeDirect, matvecDecodeTokens, matvecDecodeGlu, gemm, gemmNarrow;
+    /** The product sets' bindings: weights, x, y, P, the chained phases' counters, the gated-MLP pipeline's up and down weights. */
+    static final int PRODUCT_BUFFERS = 7;
+    /**
+     * Columns the gated-MLP pipeline (matvec_decode.comp's TILES = 4) stages, two rows of x' in shared memory: a decode
+     * tile where the device has the shared memory ({@link #gluShared}), else the largest power of two that fits.
+     */
+    final int gluTile;
+    /** matvec_decode.comp's shared memory in bytes for the gated-MLP pipeline staging {@code tile} columns: two rows of x', the sums. */
+    static int gluShared(int tile) { return 2 * 4 * tile + 4 * 2 * (256 / 4) * 17; }
     /**
      * matmul.comp's tiles: rows and tokens a workgroup takes; products of fewer than GEMM_WIDE_TOKENS tokens take the
      * narrow pipeline's rows (twice the workgroups where there is one tile of tokens); matmul_coop.comp's: COOP_ROWS rows.
@@ -217,7 +226,7 @@ public final class VulkanContext implements AutoCloseable {
                 weightsMappable = weightType < 0 || (flags[weightType] & (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT))
                         == (Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT);
                 // pipelines
-                descriptorSetLayout = createSetLayout(a, 5);
+                descriptorSetLayout = createSetLayout(a, PRODUCT_BUFFERS);
                 pipelineLayout = createPipelineLayout(a, descriptorSetLayout, MatvecPush.BYTES);
                 shaderModule = createShaderModule(a, Shaders.load("matvec"));
                 matvec = new long[Shaders.MATVEC_KINDS];
@@ -227,6 +236,10 @@ public final class VulkanContext implements AutoCloseable {
                 matvecDecodeTiles = new long[matvecDecode.length];
                 matvecDecodeDirect = new long[matvecDecode.length];
                 matvecDecodeTokens = new long[matvecDecode.length];
+                matvecDecodeGlu = new long[matvecDecode.length];
+                int tile = DECODE_TILE;
+                while (tile > 512 && gluShared(tile) > sharedMemory) tile /= 2;
+                gluTile = tile;
                 // one pipeline for rows of one tile, one for longer rows, one reading x' from memory and one for several
                 // tokens, so no path holds another's registers
                 for (int k = 0; k < matvecDecode.length; k++) {
@@ -234,6 +247,7 @@ public final class VulkanContext implements AutoCloseable {
                     matvecDecodeTiles[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 1, decodeTile);
                     matvecDecodeDirect[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 2, DECODE_TILE);
                     matvecDecodeTokens[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 3, DECODE_TILE);
+                    matvecDecodeGlu[k] = createPipeline(a, decodeModule, pipelineLayout, k, decodeBlocks, 4, gluTile);
                 }
                 gemm = new long[Shaders.MATVEC_KINDS];
                 gemmModule = createShaderModule(a, Shaders.load("matmul"));
@@ -277,6 +291,7 @@ public final class VulkanContext implements AutoCloseable {
                     System.err.println("vulkan statistics: matvec_decode bf16: " + pipelineStatistics(matvecDecode[Shaders.KIND_BF16]));
                     System.err.println("vulkan statistics: matvec_decode int8, several tiles: " + pipelineStatistics(matvecDecodeTiles[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec_decode int8, x' from memory: " + pipelineStatistics(matvecDecodeDirect[Shaders.KIND_I8]));
+                    System.err.println("vulkan statistics: matvec_decode int8, gate and up: " + pipelineStatistics(matvecDecodeGlu[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: matvec int8: " + pipelineStatistics(matvec[Shaders.KIND_I8]));
                     System.err.println("vulkan statistics: ops split attention: " + pipelineStatistics(ops[7]));
                     System.err.println("vulkan statistics: ops folded decode attention: " + pipelineStatistics(ops[OP_ATTEND_DECODE]));
@@ -380,6 +395,13 @@ public final class VulkanContext implements AutoCloseable {
      * count of a row of one tile.
      */
     long matvecDecodeDirect(int kind) { return matvecDecodeDirect[kind]; }
+
+    /**
+     * The one-token pipeline taking a gated MLP's gate and up products together (matvec_decode.comp's TILES = 4), for
+     * weights of {@code kind} with rows of at most {@link #gluTile} columns, a multiple of 4; {@link #matvecGroups}'s
+     * count of a row of one tile.
+     */
+    long matvecDecodeGlu(int kind) { return matvecDecodeGlu[kind]; }
 
     /** The workgroups {@link #matvecPipeline} needs for {@code rows} rows of {@code cols} columns and {@code tokens} tokens: x and y counts. */
     int[] matvecGroups(int kind, int rows, int cols, int tokens, int tokenTile) {
@@ -834,6 +856,7 @@ public final class VulkanContext implements AutoCloseable {
         for (long p : matvecDecode) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTiles) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeDirect) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
+        for (long p : matvecDecodeGlu) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : matvecDecodeTokens) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemm) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);
         for (long p : gemmNarrow) vk.call("vkDestroyPipeline", device, p, MemorySegment.NULL);

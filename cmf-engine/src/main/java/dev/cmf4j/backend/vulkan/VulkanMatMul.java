@@ -305,7 +305,7 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         if (p.generation != stagingGeneration) {
             long xb = (copyActivations ? deviceX : stageX).buffer();
             // P (binding 3) is matvec_decode.comp's folded operators' and unused here: x stands in
-            writeSetUnchained(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb);
+            writeProductSet(p.set, p.buffer.buffer(), xb, (copyActivations ? deviceY : stageY).buffer(), xb, 0, 0, 0);
             p.generation = stagingGeneration;
         }
         setArray.set(U64, 0, p.set);
@@ -349,6 +349,16 @@ public final class VulkanMatMul implements MatMul, AutoCloseable {
         long[] all = java.util.Arrays.copyOf(buffers, buffers.length + 1);
         all[buffers.length] = noCounters().buffer();
         writeSet(set, all);
+    }
+
+    /**
+     * A product set's bindings ({@link VulkanContext#descriptorSetLayout}): the weights, x, y, P, the chained phases'
+     * counters (0: a buffer none of its dispatches counts into), then the gated-MLP pipeline's up weights and the buffer of
+     * the down product's column scales (0: the weights again, for every other pipeline).
+     */
+    void writeProductSet(long set, long weights, long x, long y, long p, long counters, long upWeights, long downWeights) {
+        writeSet(set, weights, x, y, p, counters != 0 ? counters : noCounters().buffer(), upWeights != 0 ? upWeights : weights,
+                downWeights != 0 ? downWeights : weights);
     }
 
     /** {@code set}'s bindings 0, 1, … to {@code buffers}, every binding of its layout. */

@@ -78,6 +78,7 @@ final class VulkanOpCheck {
         if (device.context().float64) out.addAll(embryo(device, r));
         out.addAll(foldedProducts(device, r));
         out.addAll(foldedTokens(device, r));
+        out.addAll(foldedGateUp(device, r));
         out.addAll(moeRouting(device, r));
         out.addAll(moeExperts(device, r));
         out.addAll(kvHalf(device, new SplittableRandom(16)));
@@ -637,7 +638,7 @@ final class VulkanOpCheck {
                         MemorySegment.copy(y0, 0, yb.mapped(), ValueLayout.JAVA_FLOAT, 0, y0.length);
                         MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
                         long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeSetUnchained(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        mm.writeProductSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer(), 0, 0, 0);
                         MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
                         MatvecPush.write(push, rows, cols, 1, 0, yOff, 0, rsOff, cfOff, flags, pOff,
                                 glu ? dev.cmf4j.backend.Activation.SILU.ordinal() : Float.floatToRawIntBits(eps), biasOff);
@@ -684,6 +685,102 @@ final class VulkanOpCheck {
     }
 
     /**
+     * matvec_decode.comp's gated-MLP pipeline (TILES = 4: gate and up in one dispatch, then act(g)·u times the down
+     * product's column scales) against float64 and, bit for bit, against what a decode step made before it: the gate and
+     * up products by the one-tile pipeline, then ops.comp's OP 3. f32 and int8 weights, 19 rows (a last block of 3) of
+     * 1,000 columns and of the pipeline's whole tile, the RMSNorm with its weight, row and column scales, SiLU and GELU,
+     * with and without the down scales, by the usual grid and by one workgroup taking the 3 blocks in turn.
+     */
+    static List<OpResult> foldedGateUp(VulkanMatMul mm, SplittableRandom r) {
+        List<OpResult> out = new ArrayList<>();
+        VulkanContext ctx = mm.context();
+        int rows = 19, dOff = 5, pOff = 4;
+        float eps = 1e-5f;
+        int hostVisible = Vk.MEMORY_HOST_VISIBLE | Vk.MEMORY_HOST_COHERENT;
+        for (int kind : new int[] {Shaders.KIND_F32, Shaders.KIND_I8})
+            for (int cols : new int[] {1000, ctx.gluTile})
+                for (dev.cmf4j.backend.Activation act : new dev.cmf4j.backend.Activation[] {dev.cmf4j.backend.Activation.SILU, dev.cmf4j.backend.Activation.GELU})
+                    for (boolean downScales : new boolean[] {true, false}) {
+                        int wWords = kind == Shaders.KIND_I8 ? rows * cols / 4 : rows * cols;
+                        int rsOff = wWords, cfOff = (rsOff + rows + 3) / 4 * 4, words = cfOff + cols;
+                        float[][] wv = new float[2][rows * cols], rs = new float[2][], cf = new float[2][];
+                        for (int m = 0; m < 2; m++) {
+                            for (int i = 0; i < wv[m].length; i++) wv[m][i] = kind == Shaders.KIND_I8 ? r.nextInt(-127, 128) : (float) r.nextGaussian();
+                            rs[m] = gauss(r, rows, 0.5);
+                            cf[m] = gauss(r, cols, 0.5);
+                        }
+                        float[] x = gauss(r, cols, 1), prm = gauss(r, pOff + cols, 1), cfd = gauss(r, dOff + rows, 0.5);
+                        double ss = 0;
+                        for (int c = 0; c < cols; c++) ss += (double) x[c] * x[c];
+                        double inv = 1 / Math.sqrt(ss / cols + eps);
+                        double[] want = new double[rows];
+                        for (int o = 0; o < rows; o++) {
+                            double[] sum = new double[2];
+                            for (int m = 0; m < 2; m++)
+                                for (int c = 0; c < cols; c++) sum[m] += wv[m][o * cols + c] * ((double) x[c] * prm[pOff + c] * cf[m][c]);
+                            double g = rs[0][o] * inv * sum[0], u = rs[1][o] * inv * sum[1];
+                            want[o] = act.apply((float) g) * u * (downScales ? cfd[dOff + o] : 1);
+                        }
+                        List<VulkanContext.Buffer> buffers = new ArrayList<>();
+                        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                            VulkanContext.Buffer[] wb = new VulkanContext.Buffer[2], yb = new VulkanContext.Buffer[3];
+                            for (int m = 0; m < 2; m++) {
+                                buffers.add(wb[m] = ctx.buffer(4L * words, hostVisible, "op check weights"));
+                                MemorySegment wm = wb[m].mapped();
+                                for (int i = 0; i < wv[m].length; i++) {
+                                    if (kind == Shaders.KIND_I8) wm.set(ValueLayout.JAVA_BYTE, i, (byte) wv[m][i]);
+                                    else wm.setAtIndex(ValueLayout.JAVA_FLOAT, i, wv[m][i]);
+                                }
+                                MemorySegment.copy(rs[m], 0, wm, ValueLayout.JAVA_FLOAT, 4L * rsOff, rows);
+                                MemorySegment.copy(cf[m], 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff, cols);
+                            }
+                            for (int i = 0; i < 3; i++) buffers.add(yb[i] = ctx.buffer(4L * rows, hostVisible, "op check y"));
+                            VulkanContext.Buffer xb = ctx.buffer(4L * cols, hostVisible, "op check x"), pb = ctx.buffer(4L * prm.length, hostVisible, "op check P"),
+                                    db = ctx.buffer(4L * cfd.length, hostVisible, "op check down scales");
+                            buffers.addAll(List.of(xb, pb, db));
+                            MemorySegment.copy(x, 0, xb.mapped(), ValueLayout.JAVA_FLOAT, 0, cols);
+                            MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
+                            MemorySegment.copy(cfd, 0, db.mapped(), ValueLayout.JAVA_FLOAT, 0, cfd.length);
+                            MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
+                            int flags = MatvecPush.ROW_SCALES | MatvecPush.COL_SCALES | MatvecPush.NORM | MatvecPush.NORM_WEIGHT;
+                            int groups = ctx.matvecGroups(kind, rows, cols, 1, 1)[0];
+                            // before: gate and up by the one-tile pipeline, then OP 3
+                            float[][] gu = new float[2][rows];
+                            for (int m = 0; m < 2; m++) {
+                                long set = mm.allocateSet(ctx.descriptorSetLayout);
+                                mm.writeProductSet(set, wb[m].buffer(), xb.buffer(), yb[m].buffer(), pb.buffer(), 0, 0, 0);
+                                sets.set(ValueLayout.JAVA_LONG, 0, set);
+                                MatvecPush.write(push, rows, cols, 1, 0, 0, 0, rsOff, cfOff, flags, pOff, Float.floatToRawIntBits(eps), 0);
+                                dispatch(mm, ctx.matvecPipeline(kind, cols, 1), sets, push, groups, 1);
+                                MemorySegment.copy(yb[m].mapped(), ValueLayout.JAVA_FLOAT, 0, gu[m], 0, rows);
+                            }
+                            float[] before = gu[0].clone();
+                            run(mm, 3, 1, new int[] {rows, act.ordinal(), dOff, downScales ? 1 : 0, rows}, before, gu[1], cfd, before);
+                            // the gated-MLP pipeline
+                            long set = mm.allocateSet(ctx.descriptorSetLayout);
+                            mm.writeProductSet(set, wb[0].buffer(), xb.buffer(), yb[2].buffer(), pb.buffer(), 0, wb[1].buffer(), db.buffer());
+                            sets.set(ValueLayout.JAVA_LONG, 0, set);
+                            MatvecPush.write(push, rows, cols, 1, 0, 0, 0, rsOff, cfOff, flags | (downScales ? MatvecPush.DOWN_SCALES : 0), pOff,
+                                    Float.floatToRawIntBits(eps), 0);
+                            MatvecPush.gluWords(push, 0, rsOff, cfOff, dOff, act.ordinal());
+                            String name = "matvec_decode " + (kind == Shaders.KIND_I8 ? "int8" : "f32") + " gate and up " + act.name().toLowerCase(java.util.Locale.ROOT)
+                                    + (downScales ? " down scales" : "");
+                            for (int g : new int[] {groups, 1}) {
+                                dispatch(mm, ctx.matvecDecodeGlu(kind), sets, push, g, 1);
+                                float[] got = new float[rows];
+                                MemorySegment.copy(yb[2].mapped(), ValueLayout.JAVA_FLOAT, 0, got, 0, rows);
+                                String shape = rows + "x" + cols + ", 1 token, " + g + " workgroup" + (g == 1 ? "" : "s");
+                                out.add(new OpResult(name, shape, error(got, want), 2e-6 * Math.sqrt(cols)));
+                                out.add(new OpResult(name + " vs two products and the glu op", shape, error(got, before), 0));
+                            }
+                        } finally {
+                            for (VulkanContext.Buffer b : buffers) ctx.free(b);
+                        }
+                    }
+        return out;
+    }
+
+    /**
      * matvec_decode.comp's several-token pipeline with the folded operators (a batched decode step's products): 3 tokens
      * of f32 and int8 weights, 19 rows by 1,000 columns (one tile) and 4,500 (several), the RMSNorm with its weight, row
      * and column scales, a bias and the add into y (P aligned: x' 4 columns at a time), and the GLU with each token's
@@ -723,7 +820,7 @@ final class VulkanOpCheck {
                         MemorySegment.copy(gauss(r, cols, 0.5), 0, wm, ValueLayout.JAVA_FLOAT, 4L * cfOff, cols);
                         MemorySegment.copy(prm, 0, pb.mapped(), ValueLayout.JAVA_FLOAT, 0, prm.length);
                         long set = mm.allocateSet(ctx.descriptorSetLayout);
-                        mm.writeSetUnchained(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer());
+                        mm.writeProductSet(set, wb.buffer(), xb.buffer(), yb.buffer(), pb.buffer(), 0, 0, 0);
                         MemorySegment push = arena.allocate(MatvecPush.BYTES, 4), sets = arena.allocate(ValueLayout.JAVA_LONG);
                         sets.set(ValueLayout.JAVA_LONG, 0, set);
                         // each token alone: its x at 0, its up row (GLU) by the P offset, its y row by the y offset

@@ -103,6 +103,12 @@ final class VulkanResidentForward implements DeviceForward {
      */
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     /**
+     * A decode step's gate and up products in one dispatch writing act(gate)·up times the down product's column scales,
+     * which the down product reads from memory (-Dcmf.vulkan.gluProducts=false: two products, then the GLU operator or
+     * the down product staging it).
+     */
+    static final boolean GLU_PRODUCTS = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.gluProducts"));
+    /**
      * -Dcmf.vulkan.foldRows=false: a batched step of decode rows normalises, adds and applies the GLU by separate
      * operators around plain products (as a prompt chunk does) instead of folding them as a sequence's own decode step.
      */
@@ -880,7 +886,10 @@ final class VulkanResidentForward implements DeviceForward {
                 perLayerInput(s, l, li, T, false);
                 continue;
             }
-            if (rowsFold && folds(T, l.gate(), l.up())) {
+            boolean gluProducts = T == 1 && rowsFold && gluProducts(l);
+            if (gluProducts) {
+                gateUp(s, l);
+            } else if (rowsFold && folds(T, l.gate(), l.up())) {
                 folded(s, l.gate(), s.x, s.g, l.ffnNorm(), null, 0, null, false, T);
                 folded(s, l.up(), s.x, s.u, l.ffnNorm(), null, 0, null, false, T);
             } else {
@@ -892,7 +901,10 @@ final class VulkanResidentForward implements DeviceForward {
             sync("gate/up");
             if (rowsFold && folds(T, l.down())) {
                 boolean add = l.postFfnNorm() == null;
-                if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
+                if (gluProducts) {
+                    // act(gate)·up times the column scales made by the gate and up products
+                    folded(s, l.down(), s.g, add ? s.x : s.tmp, null, null, add ? MatvecPush.ADD : 0, null, true, T);
+                } else if (DIRECT_DOWN && l.down().inDim() > VulkanContext.DECODE_TILE && (l.down().inDim() & 3) == 0) {
                     // a row of several tiles: act(gate)·up (times the column scales) once into g, which the product
                     // then reads from memory instead of each workgroup staging it tile by tile
                     glu(s, l, T);
@@ -1517,6 +1529,74 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     /**
+     * Whether {@code l}'s gate and up products of one token can take the gated-MLP pipeline ({@link #gateUp}): one
+     * weight kind and the same scales, rows of at most the pipeline's tile and a multiple of 4 wide (x' staged 4 columns
+     * at a time: column scales and norm weight 16-byte aligned), each matrix in one part, and a down product that reads
+     * its input from memory.
+     */
+    private boolean gluProducts(DecoderPlan.Layer l) {
+        Matrix gate = l.gate(), up = l.up(), down = l.down();
+        if (!GLU_PRODUCTS || gate == null || up == null || down == null || !folds(gate, up, down)) return false;
+        VulkanMatMul.Resident rg = mm.resident(gate), ru = mm.resident(up);
+        VulkanMatMul.Part pg = partOf(rg, gate), pu = partOf(ru, up);
+        if (rg.kind() != ru.kind() || rg.flags() != ru.flags() || pg == null || pu == null) return false;
+        if (gate.outDim() != up.outDim() || gate.cols() != up.cols() || gate.cols() > ctx.gluTile || (gate.cols() & 3) != 0) return false;
+        if ((rg.flags() & MatvecPush.COL_SCALES) != 0 && ((pg.cfOff & 3) != 0 || (pu.cfOff & 3) != 0)) return false;
+        Integer nw = l.ffnNorm() == null ? null : normAt.get(l.ffnNorm());
+        if (nw != null && (nw & 3) != 0) return false;
+        return down.inDim() == gate.outDim() && (down.inDim() & 3) == 0;
+    }
+
+    /** The part of {@code r} holding all of {@code w}'s rows, or null. */
+    private static VulkanMatMul.Part partOf(VulkanMatMul.Resident r, Matrix w) {
+        for (VulkanMatMul.Part part : r.parts())
+            if (part.firstRow <= w.firstRow() && w.firstRow() + w.rows() <= part.firstRow + part.rows) return part;
+        return null;
+    }
+
+    /**
+     * A decode step's gate and up products of {@code l} (x' the ffn norm of x) in one dispatch: g = act(gate·x')·(up·x')
+     * times the down product's column scales, bit for bit what the two products and {@link #glu} make, for the down
+     * product to read from memory. A one-tile product for the chained phases (it waits and signals).
+     */
+    private void gateUp(State s, DecoderPlan.Layer l) {
+        Matrix gate = l.gate(), up = l.up();
+        VulkanMatMul.Resident rg = mm.resident(gate), ru = mm.resident(up), rd = mm.resident(l.down());
+        VulkanMatMul.Part pg = partOf(rg, gate), pu = partOf(ru, up), pd = rd.parts().get(0);   // every part holds the column scales
+        int flags = rg.flags(), pOff = 0, word = 0;
+        NormOp norm = l.ffnNorm();
+        if (norm != null) {
+            Integer nw = normAt.get(norm);
+            flags |= MatvecPush.NORM | (nw != null ? MatvecPush.NORM_WEIGHT : 0) | (nw != null && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
+            pOff = nw == null ? 0 : nw;
+            word = Float.floatToRawIntBits(norm.eps());
+        }
+        boolean downScales = (rd.flags() & MatvecPush.COL_SCALES) != 0;
+        if (downScales) flags |= MatvecPush.DOWN_SCALES;
+        if (!chaining) chainAll = false;
+        int wait = pendingWait;
+        vk.cmdBindPipeline(rec, ctx.matvecDecodeGlu(rg.kind()));
+        List<Object> key = List.of(pg, s.x.buffer(), s.g.buffer(), params.buffer(), pu, pd);
+        Long set = s.matvecSets.get(key);
+        if (set == null) {
+            set = mm.allocateSet(ctx.descriptorSetLayout);
+            mm.writeProductSet(set, pg.buffer.buffer(), s.x.buffer(), s.g.buffer(), params.buffer(), s.chain.buffer(), pu.buffer.buffer(),
+                    pd.buffer.buffer());
+            s.matvecSets.put(key, set);
+        }
+        setArray.set(U64, 0, set);
+        vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
+        int[] g = ctx.matvecGroups(rg.kind(), gate.rows(), gate.cols(), 1, VulkanMatMul.TOKEN_TILE);
+        MatvecPush.write(mvPush, gate.rows(), gate.cols(), 1, gate.firstRow() - pg.firstRow, 0, gate.outDim(), pg.rsOff, pg.cfOff, flags, pOff,
+                word, 0, chainSpins, wait, wait == 0 ? 0 : pendingWaitFor + chainWaitSlack, chainAll ? chainCounter + 1 : 0);
+        MatvecPush.gluWords(mvPush, up.firstRow() - pu.firstRow, pu.rsOff, pu.cfOff, downScales ? pd.cfOff : 0, l.act().ordinal());
+        if (chainAll) chainGroups += (long) g[0] * g[1];
+        if (wait != 0) chainedWaits++;
+        vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
+        vk.cmdDispatch(rec, g[0], g[1], 1);
+    }
+
+    /**
      * g = act(g)·u, times the down product's column scales where it has them (the x' its staged product would make, in
      * the same order of operations), for a direct product ({@link #folded}).
      */
@@ -1534,7 +1614,7 @@ final class VulkanResidentForward implements DeviceForward {
         Long set = s.matvecSets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer(), s.chain.buffer());
+            mm.writeProductSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer(), s.chain.buffer(), 0, 0);
             s.matvecSets.put(key, set);
         }
         setArray.set(U64, 0, set);

@@ -36,12 +36,15 @@ layout(constant_id = 1) const uint NB = 2u;
 // 0: rows of one tile (x' staged once for all of a workgroup's blocks), 1: rows of several tiles, 2: x' read from memory
 // where it is x itself (no norm, GLU or column scales to fold: a wide row whose x was prepared by the step before), 3:
 // up to NT tokens (several sequences' decode rows, a short chunk), each row's sum of each token in the order the one-token
-// paths take it, so a token's result does not depend on the rows beside it; a pipeline each, so no path's registers
-// count against another's (VulkanContext.matvecPipeline picks)
+// paths take it, so a token's result does not depend on the rows beside it; 4: gate and up of a gated MLP together
+// (rows of one tile), writing act(gate·x')·(up·x') times the down product's column scales (gluMain); a pipeline
+// each, so no path's registers count against another's (VulkanContext.matvecPipeline picks)
 layout(constant_id = 2) const uint TILES = 0u;
 // loads per row in flight: a 4096-column row of int8 in one batch; f32 fewer (16 bytes each)
 const uint U = KIND == 3u ? 8u : KIND == 0u ? 2u : 4u;
 const uint SV = TILE / (4u * WG);   // staging steps of 4 columns per invocation
+// TILES = 4: loads per row of each matrix in flight (the two matrices' batches together hold as many as U)
+const uint UG = U > 1u ? U / 2u : 1u;
 
 layout(std430, set = 0, binding = 0) readonly buffer Weights { uint w[]; };
 layout(std430, set = 0, binding = 0) readonly buffer Weights2 { uvec2 w2[]; };
@@ -62,6 +65,12 @@ layout(std430, set = 0, binding = 3) readonly buffer P4 { vec4 prm4[]; };
 layout(std430, set = 0, binding = 3) coherent readonly buffer PC { float prmc[]; };
 layout(std430, set = 0, binding = 3) coherent readonly buffer PC4 { vec4 prmc4[]; };
 
+// TILES = 4: the up matrix's weights (binding 0 holds gate's), and the buffer of the down product's column scales
+layout(std430, set = 0, binding = 5) readonly buffer WeightsU { uint wu[]; };
+layout(std430, set = 0, binding = 5) readonly buffer WeightsU2 { uvec2 wu2[]; };
+layout(std430, set = 0, binding = 5) readonly buffer WeightsU4 { uvec4 wu4[]; };
+layout(std430, set = 0, binding = 6) readonly buffer WeightsD { uint wd[]; };
+
 // matvec.comp's nine words, then the folded operators'
 layout(push_constant) uniform Push {
     uint rows;     // rows of this product (in this buffer)
@@ -81,6 +90,12 @@ layout(push_constant) uniform Push {
     uint waitFor;  // chained: that phase's workgroups
     uint signal;   // chained: 1 + the counter this product's workgroups add 1 to when done (0: none); a wait is
                    // taken by the one-tile pipeline only (it reads x past the caches), a signal also by the direct one
+    // TILES = 4 (gate's rows, scales and norm in the words above; up's by the same flags):
+    uint uRow0;    // up's first row within binding 5
+    uint uRsOff;   // word offset of up's row scales
+    uint uCfOff;   // word offset of up's column scales
+    uint dCfOff;   // word offset of the down product's column scales in binding 6 (flags 256)
+    uint act;      // the GLU's activation (0 SiLU, 1 GELU tanh, 2 GELU)
 } p;
 
 // polls of a chained wait before it gives up rather than hang the device: it sets the counter's top bit (so the
@@ -110,10 +125,12 @@ void signalPhase(uint tid) {
     if (tid == 0u) atomicAdd(done[p.signal - 1u], 1u);
 }
 
-shared vec4 xs[TILE / 4u];
+// TILES = 4: gate's x' then up's
+shared vec4 xs[TILES == 4u ? TILE / 2u : TILE / 4u];
 // per subgroup (at least 4 invocations each): the 8 rows' sums and the sum of squares, two sets: a block writes one
-// while the previous block's may still be read
-const uint PARTS = WG / 4u * 9u;
+// while the previous block's may still be read; TILES = 4: gate's 8 rows, up's 8, the sum of squares
+const uint SLOTS = TILES == 4u ? 17u : 9u;
+const uint PARTS = WG / 4u * SLOTS;
 shared float part[TILES == 3u ? 1u : 2u * PARTS];
 // TILES = 3: tokens a workgroup takes (its staged tile: NT tokens × 512 columns, TILE floats), and per token and
 // subgroup (of at least 8 invocations: VulkanContext takes this pipeline only then) the 8 rows' sums
@@ -423,6 +440,142 @@ void tokensMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, 
     }
 }
 
+// TILES = 4: up's 4 weights at element e (load4's, from binding 5)
+uvec4 load4u(uint e) {
+    if (KIND == 0u) return wu4[e >> 2];
+    if (KIND == 3u) return uvec4(wu[e >> 2], 0u, 0u, 0u);
+    return uvec4(wu2[e >> 2], 0u, 0u);
+}
+
+// TILES = 4: the batch of UG loads per row of gate (g) and of up (u) from column c, unchecked when it lies in the row
+void loadBatchGlu(inout uvec4 g[4][UG], inout uvec4 u[4][UG], uint bg[4], uint bu[4], uint c) {
+    if (c + (UG - 1u) * 512u < p.cols) {
+        [[unroll]] for (uint k = 0u; k < UG; k++)
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                g[i][k] = load4(bg[i] + c + k * 512u);
+                u[i][k] = load4u(bu[i] + c + k * 512u);
+            }
+    } else {
+        [[unroll]] for (uint k = 0u; k < UG; k++)
+            if (c + k * 512u < p.cols)
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    g[i][k] = load4(bg[i] + c + k * 512u);
+                    u[i][k] = load4u(bu[i] + c + k * 512u);
+                }
+    }
+}
+
+// TILES = 4: the batch's products against gate's and up's x' (each row's chain in useBatch's order)
+void useBatchGlu(uvec4 g[4][UG], uvec4 u[4][UG], uint c, inout float ag[4], inout float au[4]) {
+    [[unroll]] for (uint k = 0u; k < UG; k++)
+        if (c + k * 512u < p.cols) {
+            uint j = (c + k * 512u) >> 2;
+            vec4 xg = xs[j], xu = xs[TILE / 4u + j];
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                ag[i] = fma4(g[i][k], xg, ag[i]);
+                au[i] = fma4(u[i][k], xu, au[i]);
+            }
+        }
+}
+
+// TILES = 4: gate's and up's x' of the row (one tile, 4 columns at a time: the host takes this path only where every
+// source is 16-byte aligned) into xs, each as stage makes it with its own column scales; x's squares into ss
+void stageGlu(uint tid, inout float ss) {
+    [[dont_unroll]] for (uint q = 0u; q < SV; q++) {
+        uint j = tid * 4u + q * WG * 4u, cc = j >> 2;
+        if (j < p.cols) {
+            vec4 v = xc4[cc], nw = vec4(0.0);
+            if ((p.flags & 8u) != 0u) nw = prm4[(p.pOff >> 2) + cc];
+            ss += dot(v, v);
+            if ((p.flags & 8u) != 0u) v *= (p.flags & 16u) != 0u ? 1.0 + nw : nw;
+            vec4 vg = v, vu = v;
+            if ((p.flags & 2u) != 0u) {
+                vg *= uintBitsToFloat(w4[(p.cfOff >> 2) + cc]);
+                vu *= uintBitsToFloat(wu4[(p.uCfOff >> 2) + cc]);
+            }
+            xs[cc] = vg;
+            xs[TILE / 4u + cc] = vu;
+        }
+    }
+}
+
+// TILES = 4: gate's and up's product of one-tile rows with what a decode step folds into them (the RMSNorm, its
+// weight), a block being the same 8 rows of each, then h = act(g)·u (times the down product's column scales, flags
+// 256) into y: what the gate and up products, then ops.comp's OP 3, write, bit for bit (the same sums in the same
+// order, the same epilogue). As TILES = 0 otherwise: x' staged once per workgroup, each block's first batch issued
+// before anything else of the block.
+void gluMain(uint tid, uint rb, uint kq, uint lane, bool butterfly, bool hi, bool hi2) {
+    uint c0 = kq * 128u + lane * 4u, sg = gl_SubgroupID, sl = gl_SubgroupInvocationID;
+    if (butterfly && sl < 4u) {
+        // the slots of the rows this subgroup does not take, in both sets
+        part[sg * 17u + (rb ^ 4u) + sl] = 0.0;
+        part[sg * 17u + 8u + (rb ^ 4u) + sl] = 0.0;
+        part[PARTS + sg * 17u + (rb ^ 4u) + sl] = 0.0;
+        part[PARTS + sg * 17u + 8u + (rb ^ 4u) + sl] = 0.0;
+    }
+    uint first = gl_WorkGroupID.x * 8u, stride = gl_NumWorkGroups.x * 8u, set = 0u;
+    uvec4 vg[4][UG], vu[4][UG];
+    uint bg[4], bu[4];
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint r = min(first + rb + i, p.rows - 1u);
+        bg[i] = (p.row0 + r) * p.cols;
+        bu[i] = (p.uRow0 + r) * p.cols;
+    }
+    if (first < p.rows) loadBatchGlu(vg, vu, bg, bu, c0);
+    waitPhase(tid);
+    float ss = 0.0, inv = 1.0;
+    if (first < p.rows) {
+        stageGlu(tid, ss);
+        barrier();
+    }
+    for (uint r0 = first; r0 < p.rows; r0 += stride, set ^= PARTS) {
+        float ag[4] = float[4](0.0, 0.0, 0.0, 0.0), au[4] = float[4](0.0, 0.0, 0.0, 0.0);
+        for (uint c = c0;;) {
+            useBatchGlu(vg, vu, c, ag, au);
+            c += UG * 512u;
+            if (c >= p.cols) break;
+            loadBatchGlu(vg, vu, bg, bu, c);
+        }
+        if (r0 + stride < p.rows) {
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                uint r = min(r0 + stride + rb + i, p.rows - 1u);
+                bg[i] = (p.row0 + r) * p.cols;
+                bu[i] = (p.uRow0 + r) * p.cols;
+            }
+            loadBatchGlu(vg, vu, bg, bu, c0);
+        }
+        blockSums(ag, rb, set + sg * 17u, butterfly, hi, hi2);
+        blockSums(au, rb, set + sg * 17u + 8u, butterfly, hi, hi2);
+        bool norm = (p.flags & 4u) != 0u && r0 == first;
+        if (norm) {
+            float s = subgroupAdd(ss);
+            if (subgroupElect()) part[set + sg * 17u + 16u] = s;
+        }
+        barrier();
+        uint r = r0 + tid;
+        if (tid < 8u && r < p.rows) {
+            float g = 0.0, u = 0.0;
+            for (uint k = 0u; k < gl_NumSubgroups; k++) g += part[set + k * 17u + tid];
+            for (uint k = 0u; k < gl_NumSubgroups; k++) u += part[set + k * 17u + 8u + tid];
+            if (norm) {
+                float sq = 0.0;
+                for (uint k = 0u; k < gl_NumSubgroups; k++) sq += part[set + k * 17u + 16u];
+                inv = invRms(sq);
+            }
+            // epilogue's operations on each, then OP 3's
+            if ((p.flags & 4u) != 0u) { g *= inv; u *= inv; }
+            if ((p.flags & 1u) != 0u) {
+                g *= uintBitsToFloat(w[p.rsOff + p.row0 + r]);
+                u *= uintBitsToFloat(wu[p.uRsOff + p.uRow0 + r]);
+            }
+            float h = act(g, p.act) * u;
+            if ((p.flags & 256u) != 0u) h *= uintBitsToFloat(wd[p.dCfOff + r]);
+            y[p.yOff + r] = h;
+        }
+    }
+    signalPhase(tid);
+}
+
 void main() {
     uint tid = gl_LocalInvocationID.x, grp = tid >> 5, lane = tid & 31u;
     uint rb = (grp >> 2) * 4u, kq = grp & 3u;
@@ -438,7 +591,7 @@ void main() {
     bool butterfly = subgroupMin(rb) == subgroupMax(rb);
     uint sl = gl_SubgroupInvocationID;
     bool hi = (sl & (gl_SubgroupSize >> 1u)) != 0u, hi2 = (sl & (gl_SubgroupSize >> 2u)) != 0u;
-    if (TILES != 3u && butterfly && sl < 4u) {
+    if (TILES < 3u && butterfly && sl < 4u) {
         part[gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
         part[PARTS + gl_SubgroupID * 9u + (rb ^ 4u) + sl] = 0.0;
     }
@@ -447,6 +600,10 @@ void main() {
     uint set = 0u;
     if (TILES == 3u) {
         tokensMain(tid, rb, kq, lane, butterfly, hi, hi2);
+        return;
+    }
+    if (TILES == 4u) {
+        gluMain(tid, rb, kq, lane, butterfly, hi, hi2);
         return;
     }
     if (TILES == 2u) {
