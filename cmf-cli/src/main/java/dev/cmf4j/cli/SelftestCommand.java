@@ -144,10 +144,11 @@ public final class SelftestCommand implements Callable<Integer> {
                     try (Backend dev = device.open(err); Model m = Model.open(f32, null, dev)) {
                         checks.add(report(out, g.check(name, m.graph(), tol), t0));
                         t0 = System.nanoTime();
-                        // a tenth of the golden's tolerance: qwen3_next's delta nets carry a product's rounding further
-                        // (its golden tolerance is twice the others'), which shows where batch rows and single rows take
-                        // different kernels (Vulkan's matvec.comp and matvec_decode.comp: 1.4e-4 on an H200)
-                        checks.add(report(out, batchCheck(name, m.graph(), g.inputIds, tol / 10), t0));
+                        // a tenth of the golden's tolerance; qwen3_next's delta nets carry a product's rounding further,
+                        // which shows where batch rows and single rows take different kernels (a 25-token prompt alone
+                        // and as part of a larger chunk: 1.4e-4-2.3e-4 on an H200, 2.6e-4 on lavapipe), so it gets
+                        // VulkanGoldenTest's 5e-4
+                        checks.add(report(out, batchCheck(name, m.graph(), g.inputIds, name.equals("qwen3_next") ? 5e-4 : tol / 10), t0));
                     }
                     for (TensorPolicy.Mode q : quants) {
                         t0 = System.nanoTime();
