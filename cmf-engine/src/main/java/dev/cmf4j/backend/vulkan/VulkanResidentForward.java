@@ -104,10 +104,10 @@ final class VulkanResidentForward implements DeviceForward {
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     /**
      * A decode step's gate and up products in one dispatch writing act(gate)·up times the down product's column scales,
-     * which the down product reads from memory (-Dcmf.vulkan.gluProducts=false: two products, then the GLU operator or
-     * the down product staging it).
+     * which the down product reads from memory, where down's rows are wider than a tile (-Dcmf.vulkan.gluProducts=false:
+     * two products, then the GLU operator's phase).
      */
-    static final boolean GLU_PRODUCTS = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.gluProducts"));
+    boolean gateUpTogether = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.gluProducts"));
     /**
      * -Dcmf.vulkan.foldRows=false: a batched step of decode rows normalises, adds and applies the GLU by separate
      * operators around plain products (as a prompt chunk does) instead of folding them as a sequence's own decode step.
@@ -620,6 +620,8 @@ final class VulkanResidentForward implements DeviceForward {
     private static final int BATCH_STEPS = 16;
     /** Batched steps replayed from batchSteps (for tests). */
     int batchReplays;
+    /** Gate and up products recorded as one dispatch of the gated-MLP pipeline ({@link #gateUp}; for tests). */
+    int gateUpDispatches;
 
     private void dropBatchSteps() {
         if (batchSteps.isEmpty()) return;
@@ -1531,12 +1533,13 @@ final class VulkanResidentForward implements DeviceForward {
     /**
      * Whether {@code l}'s gate and up products of one token can take the gated-MLP pipeline ({@link #gateUp}): one
      * weight kind and the same scales, rows of at most the pipeline's tile and a multiple of 4 wide (x' staged 4 columns
-     * at a time: column scales and norm weight 16-byte aligned), each matrix in one part, and a down product that reads
-     * its input from memory.
+     * at a time: column scales and norm weight 16-byte aligned), each matrix in one part, and a down product whose rows
+     * are wider than a tile, which reads its input from memory after the GLU operator otherwise (a narrower one stages
+     * act(gate)·up itself and its phase chains after gate/up's, which a product reading memory cannot).
      */
     private boolean gluProducts(DecoderPlan.Layer l) {
         Matrix gate = l.gate(), up = l.up(), down = l.down();
-        if (!GLU_PRODUCTS || gate == null || up == null || down == null || !folds(gate, up, down)) return false;
+        if (!gateUpTogether || !DIRECT_DOWN || gate == null || up == null || down == null || !folds(gate, up, down)) return false;
         VulkanMatMul.Resident rg = mm.resident(gate), ru = mm.resident(up);
         VulkanMatMul.Part pg = partOf(rg, gate), pu = partOf(ru, up);
         if (rg.kind() != ru.kind() || rg.flags() != ru.flags() || pg == null || pu == null) return false;
@@ -1544,7 +1547,7 @@ final class VulkanResidentForward implements DeviceForward {
         if ((rg.flags() & MatvecPush.COL_SCALES) != 0 && ((pg.cfOff & 3) != 0 || (pu.cfOff & 3) != 0)) return false;
         Integer nw = l.ffnNorm() == null ? null : normAt.get(l.ffnNorm());
         if (nw != null && (nw & 3) != 0) return false;
-        return down.inDim() == gate.outDim() && (down.inDim() & 3) == 0;
+        return down.inDim() == gate.outDim() && down.inDim() > VulkanContext.DECODE_TILE && (down.inDim() & 3) == 0;
     }
 
     /** The part of {@code r} holding all of {@code w}'s rows, or null. */
@@ -1594,6 +1597,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (wait != 0) chainedWaits++;
         vk.cmdPushConstants(rec, ctx.pipelineLayout, MatvecPush.BYTES, mvPush);
         vk.cmdDispatch(rec, g[0], g[1], 1);
+        gateUpDispatches++;
     }
 
     /**

@@ -768,9 +768,10 @@ class VulkanGoldenTest {
     /** {@code src} (safetensors) with {@code extra} f32 tensors appended, written to {@code dst}. */
     /**
      * models/llama with a feed-forward 4,224 wide (random gate, up and down): the decode steps' down product has rows of
-     * more than one tile (4,096 columns), which take act(gate)·up made once by the GLU operator (with the column scales
-     * at q8_2f) and read from memory (VulkanResidentForward.DIRECT_DOWN). Resident, against the CPU engine with its
-     * reference products on the same file, f32 and q8_2f.
+     * more than one tile (4,096 columns), which take act(gate)·up (with the column scales at q8_2f) made once, by the
+     * gate and up products in one dispatch (VulkanResidentForward.GLU_PRODUCTS) or by the GLU operator after them, and
+     * read from memory (VulkanResidentForward.DIRECT_DOWN). Resident, against the CPU engine with its reference products
+     * on the same file, f32 and q8_2f, both ways.
      */
     @ParameterizedTest
     @ValueSource(strings = {"F32", "Q8_2F"})
@@ -779,10 +780,19 @@ class VulkanGoldenTest {
         int[] ids = Golden.load(src).inputIds();
         float[][] want, got;
         try (var cpu = dev.cmf4j.backend.cpu.CpuBackend.reference(); Model m = Model.open(cmf, null, cpu)) { want = steps(m, ids); }
+        float[][] operator;
         try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
             assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
+            VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
             got = steps(m, ids);
+            assertThat(f.gateUpDispatches).as("gate and up recorded as one dispatch").isPositive();
+            f.gateUpTogether = false;
+            int before = f.gateUpDispatches;
+            operator = steps(m, ids);
+            assertThat(f.gateUpDispatches).as("gate and up as two products").isEqualTo(before);
         }
+        for (int st = 0; st < got.length; st++)
+            assertThat(got[st]).as("step " + st + ": the same bits as the gate and up products and the GLU operator").isEqualTo(operator[st]);
         double ds = 0, range = 0;
         for (int st = 0; st < want.length; st++)
             for (int i = 0; i < want[st].length; i++) {
