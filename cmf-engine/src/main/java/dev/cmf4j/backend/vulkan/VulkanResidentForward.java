@@ -103,11 +103,11 @@ final class VulkanResidentForward implements DeviceForward {
      */
     static final boolean DIRECT_DOWN = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.directDown"));
     /**
-     * A decode step's gate and up products in one dispatch writing act(gate)·up times the down product's column scales,
-     * which the down product reads from memory, where down's rows are wider than a tile (-Dcmf.vulkan.gluProducts=false:
-     * two products, then the GLU operator's phase).
+     * -Dcmf.vulkan.gluProducts=true: a decode step's gate and up products in one dispatch writing act(gate)·up times the
+     * down product's column scales, which the down product reads from memory, where down's rows are wider than a tile,
+     * instead of two products and the GLU operator's phase. Off until it is timed on a GPU (docs/VULKAN.md, session 29).
      */
-    boolean gateUpTogether = !"false".equalsIgnoreCase(System.getProperty("cmf.vulkan.gluProducts"));
+    boolean gateUpTogether = Boolean.getBoolean("cmf.vulkan.gluProducts");
     /**
      * -Dcmf.vulkan.foldRows=false: a batched step of decode rows normalises, adds and applies the GLU by separate
      * operators around plain products (as a prompt chunk does) instead of folding them as a sequence's own decode step.

@@ -574,7 +574,8 @@ class VulkanGoldenTest {
      * Decode steps with their products chained (-Dcmf.vulkan.chain: a product phase's barrier left out, the next
      * products waiting on its counter of finished workgroups) against the same steps with every barrier: the same
      * kernels summing in the same order, so the same bits, 40 steps of each model and of llama with a feed-forward wider
-     * than a tile (its direct down product signals the next layer's q/k/v and the head).
+     * than a tile (its direct down product signals the next layer's q/k/v and the head; chained again with gate and up
+     * in one dispatch).
      */
     @ParameterizedTest
     @ValueSource(strings = {"llama", "qwen3", "gemma3", "wide"})
@@ -594,6 +595,13 @@ class VulkanGoldenTest {
             chained = decode(m, ids, prompt.length, false);
             // per layer: q/k/v after the previous down, gate/up after o; the head after the last down
             assertThat(f.chainedWaits).as("products recorded waiting instead of a barrier").isGreaterThan(0);
+            if (model.equals("wide")) {
+                // gate and up in one dispatch (waiting for o, counted for down's barrier): the same bits again
+                f.gateUpTogether = true;
+                float[][] together = decode(m, ids, prompt.length, false);
+                assertThat(f.gateUpDispatches).as("gate and up recorded as one dispatch").isPositive();
+                for (int s = 0; s < steps; s++) assertThat(together[s]).as("gate and up together, step " + s).isEqualTo(barriers[s]);
+            }
         }
         double d = 0;
         for (int s = 0; s < steps; s++)
@@ -784,6 +792,7 @@ class VulkanGoldenTest {
         try (VulkanBackend b = new VulkanBackend(ctx); Model m = Model.open(cmf, null, b)) {
             assertThat(m.graph().device()).as("runs whole on the device").isNotNull();
             VulkanResidentForward f = (VulkanResidentForward) m.graph().device();
+            f.gateUpTogether = true;
             got = steps(m, ids);
             assertThat(f.gateUpDispatches).as("gate and up recorded as one dispatch").isPositive();
             f.gateUpTogether = false;
