@@ -15,13 +15,15 @@ import java.util.List;
 final class Relaunch {
     static final String VECTOR = "jdk.incubator.vector";
     /**
-     * The CPU kernels and the attention kernel compile after 1/50 of the JIT's usual call counts, as {@code ./cmf} asks:
-     * a fresh JVM otherwise runs the first tokens' Vector API loops interpreted (docs/CPU_KERNELS.md, "Time to first
-     * token").
+     * The CPU kernels, the attention kernel and the row decoders compile after 1/50 of the JIT's usual call counts, as
+     * {@code ./cmf} asks: a fresh JVM otherwise runs the first tokens' Vector API loops interpreted, and a GPU's decode
+     * step decodes its embedding row on the host once a token, slowly until C2 takes it (docs/CPU_KERNELS.md, "Time to
+     * first token"; docs/VULKAN.md, session 29).
      */
     static final List<String> EARLY_KERNELS = List.of("-XX:CompileCommand=quiet",
             "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.*::*,0.02",
-            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.AttentionKernel::*,0.02");
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.AttentionKernel::*,0.02",
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.format.quant.*::*,0.02");
 
     private Relaunch() {}
 
