@@ -1494,14 +1494,8 @@ final class VulkanResidentForward implements DeviceForward {
      */
     private void folded(State s, Matrix w, VulkanContext.Buffer x, VulkanContext.Buffer y, NormOp norm, float[] bias, int extra,
                         DecoderPlan.Layer glu, boolean direct, int T) {
-        int flags = extra, pOff = 0, word = 0, biasOff = 0;
+        int flags = extra | normFlags(norm), pOff = normWeightAt(norm), word = norm == null ? 0 : Float.floatToRawIntBits(norm.eps()), biasOff = 0;
         VulkanContext.Buffer p = params;
-        if (norm != null) {
-            Integer nw = normAt.get(norm);
-            flags |= MatvecPush.NORM | (nw != null ? MatvecPush.NORM_WEIGHT : 0) | (nw != null && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
-            pOff = nw == null ? 0 : nw;
-            word = Float.floatToRawIntBits(norm.eps());
-        }
         if (bias != null) { flags |= MatvecPush.BIAS; biasOff = vectorAt.get(bias); }
         if (glu != null) { flags |= MatvecPush.GLU; p = s.u; word = glu.act().ordinal(); }
         VulkanMatMul.Resident r = mm.resident(w);
@@ -1530,6 +1524,19 @@ final class VulkanResidentForward implements DeviceForward {
         }
     }
 
+    /** matvec_decode.comp's flags for a folded RMSNorm by {@code norm} (0 for none): the norm, its weight's kind. */
+    private int normFlags(NormOp norm) {
+        if (norm == null) return 0;
+        boolean weight = normAt.containsKey(norm);
+        return MatvecPush.NORM | (weight ? MatvecPush.NORM_WEIGHT : 0) | (weight && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
+    }
+
+    /** Where {@code norm}'s weight starts in the parameters (0 without one). */
+    private int normWeightAt(NormOp norm) {
+        Integer at = norm == null ? null : normAt.get(norm);
+        return at == null ? 0 : at;
+    }
+
     /**
      * Whether {@code l}'s gate and up products of one token can take the gated-MLP pipeline ({@link #gateUp}): one
      * weight kind and the same scales, rows of at most the pipeline's tile and a multiple of 4 wide (x' staged 4 columns
@@ -1545,8 +1552,7 @@ final class VulkanResidentForward implements DeviceForward {
         if (rg.kind() != ru.kind() || rg.flags() != ru.flags() || pg == null || pu == null) return false;
         if (gate.outDim() != up.outDim() || gate.cols() != up.cols() || gate.cols() > ctx.gluTile || (gate.cols() & 3) != 0) return false;
         if ((rg.flags() & MatvecPush.COL_SCALES) != 0 && ((pg.cfOff & 3) != 0 || (pu.cfOff & 3) != 0)) return false;
-        Integer nw = l.ffnNorm() == null ? null : normAt.get(l.ffnNorm());
-        if (nw != null && (nw & 3) != 0) return false;
+        if ((normWeightAt(l.ffnNorm()) & 3) != 0) return false;
         return down.inDim() == gate.outDim() && down.inDim() > VulkanContext.DECODE_TILE && (down.inDim() & 3) == 0;
     }
 
@@ -1566,32 +1572,17 @@ final class VulkanResidentForward implements DeviceForward {
         Matrix gate = l.gate(), up = l.up();
         VulkanMatMul.Resident rg = mm.resident(gate), ru = mm.resident(up), rd = mm.resident(l.down());
         VulkanMatMul.Part pg = partOf(rg, gate), pu = partOf(ru, up), pd = rd.parts().get(0);   // every part holds the column scales
-        int flags = rg.flags(), pOff = 0, word = 0;
         NormOp norm = l.ffnNorm();
-        if (norm != null) {
-            Integer nw = normAt.get(norm);
-            flags |= MatvecPush.NORM | (nw != null ? MatvecPush.NORM_WEIGHT : 0) | (nw != null && norm.offset() ? MatvecPush.NORM_OFFSET : 0);
-            pOff = nw == null ? 0 : nw;
-            word = Float.floatToRawIntBits(norm.eps());
-        }
+        int flags = rg.flags() | normFlags(norm);
         boolean downScales = (rd.flags() & MatvecPush.COL_SCALES) != 0;
         if (downScales) flags |= MatvecPush.DOWN_SCALES;
         if (!chaining) chainAll = false;
         int wait = pendingWait;
         vk.cmdBindPipeline(rec, ctx.matvecDecodeGlu(rg.kind()));
-        List<Object> key = List.of(pg, s.x.buffer(), s.g.buffer(), params.buffer(), pu, pd);
-        Long set = s.matvecSets.get(key);
-        if (set == null) {
-            set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeProductSet(set, pg.buffer.buffer(), s.x.buffer(), s.g.buffer(), params.buffer(), s.chain.buffer(), pu.buffer.buffer(),
-                    pd.buffer.buffer());
-            s.matvecSets.put(key, set);
-        }
-        setArray.set(U64, 0, set);
-        vk.cmdBindDescriptorSet(rec, ctx.pipelineLayout, setArray);
+        bindMatvecSet(s, pg, s.x, s.g, params, pu, pd);
         int[] g = ctx.matvecGroups(rg.kind(), gate.rows(), gate.cols(), 1, VulkanMatMul.TOKEN_TILE);
-        MatvecPush.write(mvPush, gate.rows(), gate.cols(), 1, gate.firstRow() - pg.firstRow, 0, gate.outDim(), pg.rsOff, pg.cfOff, flags, pOff,
-                word, 0, chainSpins, wait, wait == 0 ? 0 : pendingWaitFor + chainWaitSlack, chainAll ? chainCounter + 1 : 0);
+        MatvecPush.write(mvPush, gate.rows(), gate.cols(), 1, gate.firstRow() - pg.firstRow, 0, gate.outDim(), pg.rsOff, pg.cfOff, flags,
+                normWeightAt(norm), norm == null ? 0 : Float.floatToRawIntBits(norm.eps()), 0, chainSpins, wait, wait == 0 ? 0 : pendingWaitFor + chainWaitSlack, chainAll ? chainCounter + 1 : 0);
         MatvecPush.gluWords(mvPush, up.firstRow() - pu.firstRow, pu.rsOff, pu.cfOff, downScales ? pd.cfOff : 0, l.act().ordinal());
         if (chainAll) chainGroups += (long) g[0] * g[1];
         if (wait != 0) chainedWaits++;
@@ -1614,11 +1605,17 @@ final class VulkanResidentForward implements DeviceForward {
     }
 
     private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p) {
-        List<Object> key = List.of(part, x.buffer(), y.buffer(), p.buffer());
+        bindMatvecSet(s, part, x, y, p, part, part);
+    }
+
+    /** As above with the gated-MLP pipeline's up weights and the down product's column scales in their parts. */
+    private void bindMatvecSet(State s, VulkanMatMul.Part part, VulkanContext.Buffer x, VulkanContext.Buffer y, VulkanContext.Buffer p,
+                               VulkanMatMul.Part up, VulkanMatMul.Part down) {
+        List<Object> key = List.of(part, x.buffer(), y.buffer(), p.buffer(), up, down);
         Long set = s.matvecSets.get(key);
         if (set == null) {
             set = mm.allocateSet(ctx.descriptorSetLayout);
-            mm.writeProductSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer(), s.chain.buffer(), 0, 0);
+            mm.writeProductSet(set, part.buffer.buffer(), x.buffer(), y.buffer(), p.buffer(), s.chain.buffer(), up.buffer.buffer(), down.buffer.buffer());
             s.matvecSets.put(key, set);
         }
         setArray.set(U64, 0, set);

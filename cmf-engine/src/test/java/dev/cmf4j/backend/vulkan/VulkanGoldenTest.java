@@ -777,7 +777,7 @@ class VulkanGoldenTest {
     /**
      * models/llama with a feed-forward 4,224 wide (random gate, up and down): the decode steps' down product has rows of
      * more than one tile (4,096 columns), which take act(gate)·up (with the column scales at q8_2f) made once, by the
-     * gate and up products in one dispatch (VulkanResidentForward.GLU_PRODUCTS) or by the GLU operator after them, and
+     * gate and up products in one dispatch (VulkanResidentForward.gateUpTogether) or by the GLU operator after them, and
      * read from memory (VulkanResidentForward.DIRECT_DOWN). Resident, against the CPU engine with its reference products
      * on the same file, f32 and q8_2f, both ways.
      */
