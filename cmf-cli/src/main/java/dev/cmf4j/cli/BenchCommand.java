@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.cmf4j.backend.Backend;
 import dev.cmf4j.backend.cpu.CpuBackend;
+import dev.cmf4j.backend.cpu.CpuInfo;
 import dev.cmf4j.backend.cpu.CpuMatMul;
 import dev.cmf4j.backend.cpu.kernel.KernelMatMul;
 import dev.cmf4j.backend.cpu.kernel.WorkerPool;
@@ -570,6 +571,9 @@ public final class BenchCommand implements Callable<Integer> {
         }
         o.put("java", Runtime.version().toString());
         o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());
+        CpuInfo host = CpuInfo.host();   // speed compares only on the same CPU: say which one ran
+        ObjectNode c = o.putObject("cpu").put("name", host.name()).put("identity", host.identity()).put("processors", host.processors());
+        host.features().forEach(c.putArray("features")::add);
         return m.writeValueAsString(o);
     }
 
@@ -601,5 +605,6 @@ public final class BenchCommand implements Callable<Integer> {
         if (tg != null)
             out.printf(Locale.ROOT, "decode reads %.2f GB of weights per token: %.2f GB/s at the median%n",
                     bytesPerToken / 1e9, tg.median() * bytesPerToken / 1e9);
+        out.println("host: " + CpuInfo.host().describe() + "; Java " + Runtime.version());
     }
 }

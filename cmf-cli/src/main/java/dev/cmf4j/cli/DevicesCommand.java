@@ -3,6 +3,7 @@ package dev.cmf4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.cmf4j.backend.cpu.CpuInfo;
 import dev.cmf4j.backend.cuda.CudaDriver;
 import dev.cmf4j.backend.cuda.CudaException;
 import dev.cmf4j.backend.cuda.CudaUnavailableException;
@@ -71,11 +72,13 @@ public final class DevicesCommand implements Callable<Integer> {
         } catch (VulkanUnavailableException | VulkanException e) {
             vulkanWhy = e.getMessage();
         }
-        int cpus = Runtime.getRuntime().availableProcessors();
+        CpuInfo cpu = CpuInfo.host();
         if (json) {
             ObjectMapper om = new ObjectMapper();
             ObjectNode o = om.createObjectNode();
-            o.putObject("cpu").put("processors", cpus);
+            ObjectNode h = o.putObject("cpu").put("name", cpu.name()).put("identity", cpu.identity())
+                    .put("processors", cpu.processors()).put("vector_bits", cpu.vectorBits());
+            cpu.features().forEach(h.putArray("features")::add);
             ArrayNode c = o.putArray("cuda");
             for (Cuda d : cuda)
                 c.addObject().put("index", d.ordinal()).put("name", d.name()).put("compute_capability", d.ccMajor() + "." + d.ccMinor())
@@ -96,7 +99,7 @@ public final class DevicesCommand implements Callable<Integer> {
             if (vulkanWhy != null) o.put("vulkan_unavailable", vulkanWhy);
             out.println(om.writerWithDefaultPrettyPrinter().writeValueAsString(o));
         } else {
-            out.printf(Locale.ROOT, "cpu       %d processors%n", cpus);
+            out.println("cpu       " + cpu.describe());
             for (Cuda d : cuda)
                 out.printf(Locale.ROOT, "cuda %-4d %s (sm_%d%d, %.1f GiB)%n", d.ordinal(), d.name(), d.ccMajor(), d.ccMinor(), d.memory() / (double) (1L << 30));
             if (cudaWhy != null) out.println("cuda      none: " + cudaWhy);

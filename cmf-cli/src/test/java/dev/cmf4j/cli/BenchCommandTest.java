@@ -2,6 +2,7 @@ package dev.cmf4j.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.cmf4j.backend.cpu.CpuInfo;
 import dev.cmf4j.testkit.Fixtures;
 import org.junit.jupiter.api.Test;
 
@@ -24,6 +25,11 @@ class BenchCommandTest {
         assertThat(j.get("decode_tokens_per_s").asDouble()).isPositive();
         assertThat(j.get("decode_samples")).hasSize(3);
         assertThat(j.get("weight_bytes_per_token").asLong()).isPositive();
+        CpuInfo host = CpuInfo.host();                 // the machine that ran it, so runs on other hosts are told apart
+        assertThat(j.get("cpu").get("name").asText()).isEqualTo(host.name());
+        assertThat(j.get("cpu").get("identity").asText()).isEqualTo(host.identity());
+        assertThat(j.get("cpu").get("processors").asInt()).isEqualTo(host.processors());
+        assertThat(j.get("cpu").get("features")).hasSize(host.features().size());
     }
 
     /**
@@ -44,7 +50,8 @@ class BenchCommandTest {
         assertThat(j.get("threads").asInt()).isEqualTo(threads);
         Run table = run("bench", cmf, "--device", "auto", "-t", "1", "-p", "4", "-n", "2", "-r", "1", "--warmup", "0");
         assertThat(table.code()).as(table.err()).isZero();
-        assertThat(table.out()).contains("| device ").contains("| cpu ").doesNotContain("auto");
+        assertThat(table.out()).contains("| device ").contains("| cpu ").doesNotContain("auto")
+                .contains("host: " + CpuInfo.host().describe() + "; Java " + Runtime.version());
     }
 
     /** {@code --depth}: the decode test after D tokens of context, with an Embryo's constant state bytes at each depth. */

@@ -2,6 +2,7 @@ package dev.cmf4j.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.cmf4j.backend.cpu.CpuInfo;
 import dev.cmf4j.backend.vulkan.VulkanContext;
 import dev.cmf4j.backend.vulkan.VulkanDeviceInfo;
 import dev.cmf4j.backend.vulkan.VulkanUnavailableException;
@@ -27,7 +28,11 @@ class DevicesCommandTest {
         Run r = run("devices", "--json");
         assertThat(r.code()).as(r.err()).isZero();
         JsonNode j = new ObjectMapper().readTree(r.out());
-        assertThat(j.get("cpu").get("processors").asInt()).isPositive();
+        CpuInfo cpu = CpuInfo.host();
+        assertThat(j.get("cpu").get("processors").asInt()).isEqualTo(cpu.processors());
+        assertThat(j.get("cpu").get("name").asText()).isEqualTo(cpu.name());
+        assertThat(j.get("cpu").get("vector_bits").asInt()).isEqualTo(cpu.vectorBits());
+        assertThat(j.get("cpu").get("features")).hasSize(cpu.features().size());
         assertThat(j.get("cuda").size() > 0 || j.has("cuda_unavailable")).as(r.out()).isTrue();
         assertThat(j.get("vulkan")).hasSize(want.size());
         if (want.isEmpty()) assertThat(j.get("vulkan_unavailable").asText()).isNotBlank();
@@ -37,7 +42,7 @@ class DevicesCommandTest {
         }
         Run text = run("devices");
         assertThat(text.code()).as(text.err()).isZero();
-        assertThat(text.out()).startsWith("cpu ");
+        assertThat(text.out()).startsWith("cpu       " + cpu.describe() + "\n");
         for (VulkanDeviceInfo d : want) assertThat(text.out()).contains("vulkan " + d.index()).contains(d.name());
         if (j.has("cuda_unavailable")) assertThat(text.out()).contains("cuda      none: ");
     }
