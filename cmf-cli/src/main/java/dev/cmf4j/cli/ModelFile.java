@@ -15,14 +15,14 @@ final class ModelFile {
 
     static Path resolve(Path given) throws NoSuchFileException {
         if (given != null) {
-            if (!Files.isRegularFile(given)) throw new NoSuchFileException(given + ": no such model file");
+            if (!Files.isRegularFile(given)) throw new NoSuchFileException(given.toString(), null, "no such model file");
             return given;
         }
         String home = System.getProperty("cmf.home");
         Path def = (home == null ? Path.of(".") : Path.of(home)).resolve(DEFAULT).toAbsolutePath().normalize();
         if (!Files.isRegularFile(def))
-            throw new NoSuchFileException("no model file given and the bundled default model is missing (" + def
-                    + "); pass a .cmf file, e.g. one made with 'cmf convert HF_DIR -o model.cmf'");
+            throw new NoSuchFileException(def.toString(), null, "no model file given and the bundled default model is missing;"
+                    + " pass a .cmf file, e.g. one made with 'cmf convert HF_DIR -o model.cmf'");
         return def;
     }
 

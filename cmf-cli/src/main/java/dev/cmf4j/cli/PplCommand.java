@@ -53,7 +53,7 @@ public final class PplCommand implements Callable<Integer> {
     @Mixin ModelFile.Overrides overrides;
 
     @Override public Integer call() throws Exception {
-        if (!Files.isRegularFile(text)) throw new java.nio.file.NoSuchFileException(text + ": no such text file");
+        if (!Files.isRegularFile(text)) throw new java.nio.file.NoSuchFileException(text.toString(), null, "no such text file");
         if (klBaseKv != null && !java.util.List.of("f32", "f16", "q8").contains(klBaseKv))
             throw new IllegalArgumentException("--kl-base-kv must be f32, f16 or q8, got '" + klBaseKv + "'");
         try (Model m = overrides.open(model)) {

@@ -20,7 +20,7 @@ final class StateFile {
 
     /** Reads {@code file} through {@code r}; a refusal becomes an {@link IllegalArgumentException} naming the file. */
     static void load(Path file, Reader r) throws IOException {
-        if (!Files.isRegularFile(file)) throw new NoSuchFileException(file + ": no such state file");
+        if (!Files.isRegularFile(file)) throw new NoSuchFileException(file.toString(), null, "no such state file");
         try (InputStream in = Files.newInputStream(file)) {
             r.read(in);
         } catch (IOException e) {

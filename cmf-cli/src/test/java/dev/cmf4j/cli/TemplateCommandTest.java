@@ -82,6 +82,25 @@ class TemplateCommandTest {
         assertThat(r.err().strip()).isEqualTo("cmf: error: Conversation roles must alternate user/assistant/user/assistant/...");
     }
 
+    /** A messages, tools, kwargs or special-tokens file that is not there: its name and why, not the bare name. */
+    @Test
+    void missingInputFilesSayTheyAreMissing(@TempDir Path tmp) throws IOException {
+        Path msgs = tmp.resolve("m.json");
+        Files.writeString(msgs, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}");
+        String model = Fixtures.require("cmf/tiny/tiny-F32.cmf").toString(), gone = tmp.resolve("gone.json").toString();
+        for (String[] args : new String[][] {{"--messages", gone}, {"-m", msgs.toString(), "--tools", gone},
+                {"-m", msgs.toString(), "--kwargs", gone}, {"-m", msgs.toString(), "--special-tokens", gone}}) {
+            String[] all = new String[args.length + 3];
+            all[0] = "template";
+            all[1] = model;
+            System.arraycopy(args, 0, all, 2, args.length);
+            all[all.length - 1] = "-g";
+            Run r = run(all);
+            assertThat(r.code()).as(String.join(" ", args)).isEqualTo(1);
+            assertThat(r.err().strip()).as(String.join(" ", args)).isEqualTo("cmf: error: " + gone + ": no such file");
+        }
+    }
+
     @Test
     void cmfWithoutChatBundleFallsBackToChatMl(@TempDir Path tmp) throws IOException {
         Path msgs = tmp.resolve("m.json");
