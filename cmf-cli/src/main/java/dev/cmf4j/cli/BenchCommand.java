@@ -143,6 +143,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Override public Integer call() throws Exception {
         if (promptTokens < 0 || genTokens < 0) throw new IllegalArgumentException("token counts must be >= 0");
+        if (promptTokens == 0 && genTokens == 0)
+            throw new IllegalArgumentException("nothing to measure: --prompt-tokens and --gen-tokens are both 0");
         if (reps < 1) throw new IllegalArgumentException("--reps must be >= 1");
         if (warmup < 0) throw new IllegalArgumentException("--warmup must be >= 0");
         if (batch != null)

@@ -158,6 +158,10 @@ class BenchCommandTest {
         Run bad = run("bench", cmf, "--reps", "0");
         assertThat(bad.code()).isEqualTo(1);
         assertThat(bad.err()).contains("--reps must be >= 1");
+        Run nothing = run("bench", cmf, "-p", "0", "-n", "0");
+        assertThat(nothing.code()).isEqualTo(1);
+        assertThat(nothing.out()).isEmpty();
+        assertThat(nothing.err().strip()).isEqualTo("cmf: error: nothing to measure: --prompt-tokens and --gen-tokens are both 0");
         Run missing = run("bench", "/nonexistent/model.cmf");
         assertThat(missing.code()).isEqualTo(1);
         assertThat(missing.err()).startsWith("cmf: error:");
