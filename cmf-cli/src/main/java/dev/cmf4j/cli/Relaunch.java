@@ -18,13 +18,14 @@ final class Relaunch {
      * The CPU kernels, the attention kernel and the row decoders compile after 1/50 of the JIT's usual call counts, as
      * {@code ./cmf} asks: a fresh JVM otherwise runs the first tokens' Vector API loops interpreted, and a GPU's decode
      * step decodes its embedding row on the host once a token, slowly until C2 takes it (docs/CPU_KERNELS.md, "Time to
-     * first token"; docs/VULKAN.md, session 29). The q8 vector loop waits for 1/5: while the cold twin runs it one row
-     * in sixteen calls, a C2 compile at 1/50 sometimes came from a profile too thin to resolve the segment loads, and
-     * that run decoded at 2/5 of its speed (docs/CPU_KERNELS.md, "The q8 loop compiled too early").
+     * first token"; docs/VULKAN.md, session 29). The q8 and q4_block decode loops wait for 1/5: compiled at 1/50, C2
+     * sometimes worked from a profile too thin to resolve their vector calls, and that run decoded at a quarter to 2/5
+     * of its speed (docs/CPU_KERNELS.md, "Decode loops compiled too early").
      */
     static final List<String> EARLY_KERNELS = List.of("-XX:CompileCommand=quiet",
             "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.*::*,0.02",
             "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.Q8Matrix::dotRowsVector,0.2",
+            "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.kernel.Q4Int8::blockRows,0.2",
             "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.backend.cpu.AttentionKernel::*,0.02",
             "-XX:CompileCommand=CompileThresholdScaling,dev.cmf4j.format.quant.*::*,0.02");
 
