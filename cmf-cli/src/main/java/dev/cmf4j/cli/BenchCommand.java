@@ -572,8 +572,8 @@ public final class BenchCommand implements Callable<Integer> {
             d.put("ms_per_plain_step", round(tm.plain() / 1e6 / Math.max(1, st.plainSteps())));
         }
         o.put("java", Runtime.version().toString());
-        o.put("vector_bits", jdk.incubator.vector.FloatVector.SPECIES_PREFERRED.vectorBitSize());
         CpuInfo host = CpuInfo.host();   // speed compares only on the same CPU: say which one ran
+        o.put("vector_bits", host.vectorBits());
         ObjectNode c = o.putObject("cpu").put("name", host.name()).put("identity", host.identity()).put("processors", host.processors());
         host.features().forEach(c.putArray("features")::add);
         return m.writeValueAsString(o);

@@ -15,8 +15,8 @@ import java.util.Set;
 /**
  * The host CPU as a benchmark's reader needs it: its name, its x86 family and model (or ARM implementer and part), the
  * processors Java sees, the Vector API's width and the instruction sets that decide what the kernels (and llama.cpp's)
- * can use. Speed is only comparable on the same CPU: two hosts that both call themselves "AMD EPYC" ran 512-bit FMAs at
- * one and at two a cycle (docs/CPU_KERNELS.md, "Which machine"). Read from {@code /proc/cpuinfo} on Linux; elsewhere the
+ * can use. Speed is only comparable on the same CPU: the project's 2-vCPU benchmark machine ran 512-bit FMAs at two a
+ * cycle in one session and at one in another (docs/CPU_KERNELS.md, "Which machine"). Read from {@code /proc/cpuinfo} on Linux; elsewhere the
  * name is {@code os.arch} and there are no features.
  *
  * @param name       the model name ("AMD EPYC 9654 96-Core Processor"), or the architecture where the OS gives none
