@@ -26,12 +26,6 @@ final class Bf16Matrix extends WeightMatrix {
 
     @Override public DType dtype() { return DType.BF16; }
 
-    /** L bf16 values at byte offset {@code o}, widened to f32. */
-    static FloatVector load(MemorySegment m, long o) {
-        return ((IntVector) ShortVector.fromMemorySegment(Simd.S, m, o, LE).convertShape(VectorOperators.S2I, Simd.I, 0))
-                .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-    }
-
     /** bf16 values per decode block: one load of L int lanes, two halves each. */
     private static final int BLOCK = 2 * L;
 
@@ -103,7 +97,9 @@ final class Bf16Matrix extends WeightMatrix {
             long base = 2L * ((row0 + r0 + i) * cols + k0);
             int d = dOff + i * ld;
             int j = 0;
-            for (; j < vec; j += L) load(m, base + 2L * j).intoArray(dst, d + j);
+            for (; j < vec; j += L)                     // the top half of an int lane is the bf16's float
+                ((IntVector) ShortVector.fromMemorySegment(Simd.S, m, base + 2L * j, LE).convertShape(VectorOperators.S2I, Simd.I, 0))
+                        .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, d + j);
             for (; j < nk; j++) dst[d + j] = Simd.bf16(m, base + 2L * j);
         }
     }

@@ -29,13 +29,14 @@ final class F16Matrix extends WeightMatrix {
 
     @Override public DType dtype() { return DType.F16; }
 
-    /** L f16 values at byte offset {@code o}, widened to f32. */
-    static FloatVector load(MemorySegment m, long o) {
-        // sign-extended, shifted: bit 31 is the sign, bits 27..13 exponent and mantissa, bits 30..28 copies of the sign
-        // that the mask clears; the multiply keeps the sign. Few nodes on purpose: with four of the old five-step form
-        // inlined, dotRows' loop passed C2's node budget and its last product was boxed every iteration.
-        IntVector h = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
-        return h.lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112);
+    /**
+     * L f16 values at byte offset {@code o}, widened to f32, into {@code dst[d..d+L)}. Sign-extended and shifted: bit 31
+     * is the sign, bits 27..13 exponent and mantissa, bits 30..28 copies of the sign that the mask clears; the multiply
+     * keeps the sign. {@link #dotRows} writes the same steps out (docs/CPU_KERNELS.md, "C2's node budget").
+     */
+    static void widen(MemorySegment m, long o, float[] dst, int d) {
+        ((IntVector) ShortVector.fromMemorySegment(Simd.S, m, o, LE).convertShape(VectorOperators.S2I, Simd.I, 0))
+                .lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112).intoArray(dst, d);
     }
 
     @Override
@@ -51,10 +52,15 @@ final class F16Matrix extends WeightMatrix {
                 FloatVector a0 = FloatVector.zero(F), a1 = a0, a2 = a0, a3 = a0;
                 for (; c < vec; c += 4 * L) {
                     long o = base + 2L * c;
-                    a0 = load(m, o).fma(FloatVector.fromArray(F, x, xo + c), a0);
-                    a1 = load(m, o + 2L * L).fma(FloatVector.fromArray(F, x, xo + c + L), a1);
-                    a2 = load(m, o + 4L * L).fma(FloatVector.fromArray(F, x, xo + c + 2 * L), a2);
-                    a3 = load(m, o + 6L * L).fma(FloatVector.fromArray(F, x, xo + c + 3 * L), a3);
+                    // widen()'s steps written out: a helper passing a vector is boxed once C2's node budget is spent
+                    IntVector h0 = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
+                    IntVector h1 = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o + 2L * L, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
+                    IntVector h2 = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o + 4L * L, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
+                    IntVector h3 = (IntVector) ShortVector.fromMemorySegment(Simd.S, m, o + 6L * L, LE).convertShape(VectorOperators.S2I, Simd.I, 0);
+                    a0 = h0.lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112).fma(FloatVector.fromArray(F, x, xo + c), a0);
+                    a1 = h1.lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112).fma(FloatVector.fromArray(F, x, xo + c + L), a1);
+                    a2 = h2.lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112).fma(FloatVector.fromArray(F, x, xo + c + 2 * L), a2);
+                    a3 = h3.lanewise(VectorOperators.LSHL, 13).and(0x8FFFE000).reinterpretAsFloats().mul(TWO_112).fma(FloatVector.fromArray(F, x, xo + c + 3 * L), a3);
                 }
                 s = a0.add(a1).add(a2.add(a3)).reduceLanes(VectorOperators.ADD);
             }
@@ -71,7 +77,7 @@ final class F16Matrix extends WeightMatrix {
             long base = 2L * ((row0 + r0 + i) * cols + k0);
             int d = dOff + i * ld;
             int j = 0;
-            for (; j < vec; j += L) load(m, base + 2L * j).intoArray(dst, d + j);
+            for (; j < vec; j += L) widen(m, base + 2L * j, dst, d + j);
             for (; j < nk; j++) dst[d + j] = Simd.f16(m, base + 2L * j);
         }
     }

@@ -188,9 +188,7 @@ final class GemmJob implements WorkerPool.Task {
 
     /**
      * yT[8 rows][2L tokens] += wp[8 rows][kc] · xT[kc][2L tokens], for 512-bit vectors: 16 accumulators + 2 token
-     * vectors + 1 broadcast of AVX-512's 32 registers. The sums are added to yT inline, not through
-     * {@link #accumulate}: with this tile's size C2 stopped inlining that helper (its node budget,
-     * NodeCountInliningCutoff), and the vectors passed to it were boxed on every iteration (6× slower).
+     * vectors + 1 broadcast of AVX-512's 32 registers.
      */
     private static void tile8(float[] wp, int w0, int kc, float[] xT, int x0, int ldy, float[] yT, int y0) {
         var F = Simd.F;
@@ -224,8 +222,8 @@ final class GemmJob implements WorkerPool.Task {
             b = FloatVector.broadcast(F, wp[w7 + k]);
             a70 = b.fma(x0v, a70); a71 = b.fma(x1v, a71);
         }
-        // Inline, not accumulate(): past C2's inlining budget here, the helper call boxes all 16 vectors on every
-        // call (prefill about 5x slower on AVX-512; a review once folded these into accumulate() and it shipped).
+        // Written out, never a helper taking the vectors: past C2's node budget the helper is not inlined and all 16
+        // vectors are boxed on every call (prefill about 5x slower on AVX-512; docs/CPU_KERNELS.md, "C2's node budget").
         FloatVector.fromArray(F, yT, y0).add(a00).intoArray(yT, y0);
         FloatVector.fromArray(F, yT, y0 + L).add(a01).intoArray(yT, y0 + L);
         FloatVector.fromArray(F, yT, y0 + ldy).add(a10).intoArray(yT, y0 + ldy);
@@ -272,11 +270,16 @@ final class GemmJob implements WorkerPool.Task {
             b = FloatVector.broadcast(F, wp[w4 + k]);
             a40 = b.fma(x0v, a40); a41 = b.fma(x1v, a41);
         }
-        accumulate(yT, y0, a00, a01);
-        accumulate(yT, y0 + ldy, a10, a11);
-        accumulate(yT, y0 + 2 * ldy, a20, a21);
-        accumulate(yT, y0 + 3 * ldy, a30, a31);
-        accumulate(yT, y0 + 4 * ldy, a40, a41);
+        FloatVector.fromArray(F, yT, y0).add(a00).intoArray(yT, y0);
+        FloatVector.fromArray(F, yT, y0 + L).add(a01).intoArray(yT, y0 + L);
+        FloatVector.fromArray(F, yT, y0 + ldy).add(a10).intoArray(yT, y0 + ldy);
+        FloatVector.fromArray(F, yT, y0 + ldy + L).add(a11).intoArray(yT, y0 + ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 2 * ldy).add(a20).intoArray(yT, y0 + 2 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 2 * ldy + L).add(a21).intoArray(yT, y0 + 2 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 3 * ldy).add(a30).intoArray(yT, y0 + 3 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 3 * ldy + L).add(a31).intoArray(yT, y0 + 3 * ldy + L);
+        FloatVector.fromArray(F, yT, y0 + 4 * ldy).add(a40).intoArray(yT, y0 + 4 * ldy);
+        FloatVector.fromArray(F, yT, y0 + 4 * ldy + L).add(a41).intoArray(yT, y0 + 4 * ldy + L);
     }
 
     /** yT[1 row][2L tokens] += wp[1 row][kc] · xT[kc][2L tokens] (the ragged rows of a block). */
@@ -289,12 +292,8 @@ final class GemmJob implements WorkerPool.Task {
             a0 = b.fma(FloatVector.fromArray(F, xT, xo), a0);
             a1 = b.fma(FloatVector.fromArray(F, xT, xo + L), a1);
         }
-        accumulate(yT, y0, a0, a1);
-    }
-
-    private static void accumulate(float[] yT, int at, FloatVector a0, FloatVector a1) {
-        FloatVector.fromArray(Simd.F, yT, at).add(a0).intoArray(yT, at);
-        FloatVector.fromArray(Simd.F, yT, at + L).add(a1).intoArray(yT, at + L);
+        FloatVector.fromArray(F, yT, y0).add(a0).intoArray(yT, y0);
+        FloatVector.fromArray(F, yT, y0 + L).add(a1).intoArray(yT, y0 + L);
     }
 
     private void addChunk(int m, int r0) {

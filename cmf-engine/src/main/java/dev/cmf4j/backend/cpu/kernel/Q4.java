@@ -79,41 +79,27 @@ final class Q4 {
      */
     static float dotRow(MemorySegment m, long nib, int gpr, float[] sc, float[] xp, int xo) {
         FloatVector acc = FloatVector.zero(F), corr = acc;
-        int full = gpr / GPS;
+        int full = gpr / GPS, rest = gpr - full * GPS, steps = rest > 0 ? full + 1 : full;
         long o = nib;
         int x = xo;
-        for (int s = 0; s < full; s++, o += 4L * L, x += STEP) {
-            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE);
-            FloatVector sv = scales(sc, s * GPS);
-            acc = nibbleDot(v, xp, x).fma(sv, acc);
-            corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
-        }
-        int rest = gpr - full * GPS;
-        if (rest > 0) {                                   // last groups of the row: a masked load, scales of absent groups 0
-            IntVector v = IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * rest));
-            FloatVector sv = scales(sc, full * GPS);
-            acc = nibbleDot(v, xp, x).fma(sv, acc);
+        for (int s = 0; s < steps; s++, o += 4L * L, x += STEP) {
+            // the row's last groups: a masked load, the scales of absent groups 0
+            IntVector v = s < full ? IntVector.fromMemorySegment(Simd.I, m, o, LE)
+                    : IntVector.fromMemorySegment(Simd.I, m, o, LE, Simd.I.indexInRange(0, 4 * rest));
+            FloatVector sv = FloatVector.fromArray(F, sc, s * GPS).rearrange(SPREAD);   // lanes 4j..4j+3: group j's scale
+            // Σ_k nibble_k(v) · x_k lane-wise (the activation pre-scaled by 16^−k)
+            FloatVector p0 = ((FloatVector) v.and(15).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x));
+            FloatVector p1 = ((FloatVector) v.and(15 << 4).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x + L));
+            p0 = ((FloatVector) v.and(15 << 8).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 2 * L), p0);
+            p1 = ((FloatVector) v.and(15 << 12).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 3 * L), p1);
+            p0 = ((FloatVector) v.and(15 << 16).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 4 * L), p0);
+            p1 = ((FloatVector) v.and(15 << 20).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 5 * L), p1);
+            p0 = ((FloatVector) v.and(15 << 24).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 6 * L), p0);
+            p1 = ((FloatVector) v.lanewise(VectorOperators.LSHR, 28).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 7 * L), p1);
+            acc = p0.add(p1).fma(sv, acc);
             corr = FloatVector.fromArray(F, xp, x + 8 * L).fma(sv, corr);
         }
         return corr.fma(FloatVector.broadcast(F, -8f), acc).reduceLanes(VectorOperators.ADD);
-    }
-
-    /** Σ_k nibble_k(v) · x_k lane-wise (the activation pre-scaled by 16^−k). */
-    private static FloatVector nibbleDot(IntVector v, float[] xp, int x) {
-        FloatVector p0 = ((FloatVector) v.and(15).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x));
-        FloatVector p1 = ((FloatVector) v.and(15 << 4).convert(VectorOperators.I2F, 0)).mul(FloatVector.fromArray(F, xp, x + L));
-        p0 = ((FloatVector) v.and(15 << 8).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 2 * L), p0);
-        p1 = ((FloatVector) v.and(15 << 12).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 3 * L), p1);
-        p0 = ((FloatVector) v.and(15 << 16).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 4 * L), p0);
-        p1 = ((FloatVector) v.and(15 << 20).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 5 * L), p1);
-        p0 = ((FloatVector) v.and(15 << 24).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 6 * L), p0);
-        p1 = ((FloatVector) v.lanewise(VectorOperators.LSHR, 28).convert(VectorOperators.I2F, 0)).fma(FloatVector.fromArray(F, xp, x + 7 * L), p1);
-        return p0.add(p1);
-    }
-
-    /** Lanes 4j..4j+3 = sc[g0 + j]. */
-    private static FloatVector scales(float[] sc, int g0) {
-        return FloatVector.fromArray(F, sc, g0).rearrange(SPREAD);
     }
 
     /** Length of a row-scale buffer for {@code gpr} groups (whole load steps and one vector more, padding zero). */
@@ -124,7 +110,7 @@ final class Q4 {
     /** sc[g] = the f16 at {@code off + 2g} for g < n (the q4_block scale plane is contiguous per row). */
     static void f16Scales(MemorySegment m, long off, int n, float[] sc) {
         int g = 0;
-        for (int vec = n - n % L; g < vec; g += L) F16Matrix.load(m, off + 2L * g).intoArray(sc, g);
+        for (int vec = n - n % L; g < vec; g += L) F16Matrix.widen(m, off + 2L * g, sc, g);
         for (; g < n; g++) sc[g] = Simd.f16(m, off + 2L * g);
     }
 

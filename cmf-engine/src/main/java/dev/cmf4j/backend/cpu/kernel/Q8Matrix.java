@@ -85,11 +85,6 @@ final class Q8Matrix extends WeightMatrix {
         dst[dOff + n] = sum;
     }
 
-    /** L int8 weights at byte offset {@code o}, widened to f32 (for unpack). */
-    static FloatVector load(MemorySegment m, long o) {
-        return (FloatVector) ByteVector.fromMemorySegment(Simd.B, m, o, LE).convertShape(VectorOperators.B2F, F, 0);
-    }
-
     /**
      * Decode. Bound: memory bandwidth; the loop must outrun it. The weights are read as int lanes
      * (4 bytes each) and flipped to offset binary (q + 128, one XOR per 4L bytes); byte k of a lane
@@ -344,6 +339,11 @@ final class Q8Matrix extends WeightMatrix {
         y[yo + r] = add ? y[yo + r] + s : s;
     }
 
+    /**
+     * The one kernel helper that takes a vector ({@code KernelVectorBoundaryTest}): dotRowsVector's parse reaches all its
+     * calls before C2's node budget ends, and with the conversion written out that compile decoded 10-15 % slower
+     * (docs/CPU_KERNELS.md, "C2's node budget").
+     */
     private static FloatVector cvt(IntVector v) {
         return (FloatVector) v.convert(VectorOperators.I2F, 0);
     }
@@ -410,7 +410,7 @@ final class Q8Matrix extends WeightMatrix {
             int j = 0;
             // one inlined load for both layouts: with a copy per branch C2 boxed q8_2f's at 256 bits
             for (; j < vec; j += L) {
-                FloatVector v = load(m, base + j).mul(rs);
+                FloatVector v = ((FloatVector) ByteVector.fromMemorySegment(Simd.B, m, base + j, LE).convertShape(VectorOperators.B2F, F, 0)).mul(rs);
                 if (col != null) v = v.mul(FloatVector.fromArray(F, col, k0 + j));
                 v.intoArray(dst, d + j);
             }

@@ -4,7 +4,6 @@ import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -31,18 +30,10 @@ class KernelAllocationTest {
         check(child("-XX:MaxVectorSize=32"));
     }
 
-    /**
-     * Paths left out, with why: q4tp's decode boxes under {@code -Xbatch} (129 KB a token) but not in a tiered run, where
-     * it decodes at its old speed; the one shape that kept it clean here (its last step folded into the loop) made
-     * tiered decode twice as slow (docs/CPU_KERNELS.md, "Boxed vectors").
-     */
-    private static final Set<String> EXEMPT = Set.of("q4tp decode", "q4tp rows");
-
     private static void check(String report) {
         List<String> lines = report.lines().toList();
         assertThat(lines).as(report).hasSize(1 + 3 * KernelAllocationProbe.DTYPES.length);
         assertThat(lines.subList(1, lines.size())).as("products allocating %d bytes or more a token (DTYPE PATH BYTES_PER_TOKEN), in:%n%s", MAX_BYTES, report)
-                .filteredOn(line -> !EXEMPT.contains(line.substring(0, line.lastIndexOf(' '))))
                 .filteredOn(line -> Long.parseLong(line.split(" ")[2]) >= MAX_BYTES).isEmpty();
     }
 
