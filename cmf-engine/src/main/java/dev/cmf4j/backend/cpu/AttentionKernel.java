@@ -172,14 +172,14 @@ public final class AttentionKernel {
     /**
      * One head's scores over the current tile (soft-capped), the rescale of its running sums on a new max, and its
      * weights exp(s − max) (× the q8 value scales) into row {@code head} of {@code w.p}, their sum into its partial.
-     * Its three parts are methods of their own that pass arrays, never vectors: as one method C2 ran out of inlining
+     * Its parts are methods of their own that pass arrays, never vectors: as one method C2 ran out of inlining
      * budget and called {@link #exp} and the lane sum out of line, boxing every vector it passed (half a KB of
-     * garbage per call, 9 MB per decode token at depth 4k on the 155M model).
+     * garbage per call, 9 MB per decode token at depth 4k on the 155M model; docs/CPU_KERNELS.md, "C2's node budget").
      */
     private static void tileWeights(float[] q, int qo, int hd, int n, float scale, float softcap, Work w, int head, int heads) {
         float[] s = w.s, part = w.part;
         keyDots(q, qo, hd, n, w);
-        float tmax = scaledMax(s, n, w.scaled ? w.ks : null, scale, softcap);
+        float tmax = scaledMax(s, n, w.scaled ? w.ks : null, scale, softcap, w.scratch);
         int mo = head, lo = heads + head, ao = 2 * heads + head * hd;
         float m = part[mo];
         if (tmax > m) {
@@ -219,8 +219,14 @@ public final class AttentionKernel {
                 a6 = FloatVector.fromArray(F, kArr, b6 + i).fma(qv, a6);
                 a7 = FloatVector.fromArray(F, kArr, b7 + i).fma(qv, a7);
             }
-            FloatVector f = pairSums(pairSums(pairSums(a0, a1, SW1, M1), pairSums(a2, a3, SW1, M1), SW2, M2),
-                    pairSums(pairSums(a4, a5, SW1, M1), pairSums(a6, a7, SW1, M1), SW2, M2), SW4, M4);
+            // pairwise: lanes without bit d get a[i] + a[i^d], lanes with it b[i^d] + b[i]
+            FloatVector p01 = a0.blend(a1.rearrange(SW1), M1).add(a0.rearrange(SW1).blend(a1, M1));
+            FloatVector p23 = a2.blend(a3.rearrange(SW1), M1).add(a2.rearrange(SW1).blend(a3, M1));
+            FloatVector p45 = a4.blend(a5.rearrange(SW1), M1).add(a4.rearrange(SW1).blend(a5, M1));
+            FloatVector p67 = a6.blend(a7.rearrange(SW1), M1).add(a6.rearrange(SW1).blend(a7, M1));
+            FloatVector p03 = p01.blend(p23.rearrange(SW2), M2).add(p01.rearrange(SW2).blend(p23, M2));
+            FloatVector p47 = p45.blend(p67.rearrange(SW2), M2).add(p45.rearrange(SW2).blend(p67, M2));
+            FloatVector f = p03.blend(p47.rearrange(SW4), M4).add(p03.rearrange(SW4).blend(p47, M4));
             if (L == 16) f = f.add(f.rearrange(SW8));              // lane k (< 8): key j + k
             f.intoArray(s, j);
             if (bound < hd)
@@ -233,14 +239,21 @@ public final class AttentionKernel {
         }
     }
 
-    /** Scores × q8 key scales ({@code ks}, null: none) × scale, soft-capped, in place; −∞ past n; returns their max. */
-    private static float scaledMax(float[] s, int n, float[] ks, float scale, float softcap) {
+    /**
+     * Scores × q8 key scales ({@code ks}, null: none) × scale, soft-capped, in place; −∞ past n; returns their max.
+     * {@code scratch}: TILE floats for the soft cap's tanh.
+     */
+    private static float scaledMax(float[] s, int n, float[] ks, float scale, float softcap, float[] scratch) {
         for (int t = 0; t < TILE; t += L) {
             FloatVector sv = FloatVector.fromArray(F, s, t);
             if (ks != null) sv = sv.mul(FloatVector.fromArray(F, ks, t));
             sv = sv.mul(scale);
-            if (softcap > 0f) sv = tanh(sv.div(softcap)).mul(softcap);
+            if (softcap > 0f) sv = sv.div(softcap);
             sv.intoArray(s, t);
+        }
+        if (softcap > 0f) {
+            tanh(s, 0, TILE, scratch);
+            for (int t = 0; t < TILE; t += L) FloatVector.fromArray(F, s, t).mul(softcap).intoArray(s, t);
         }
         Arrays.fill(s, n, TILE, Float.NEGATIVE_INFINITY);        // padding: exp gives 0
         FloatVector mx = FloatVector.fromArray(F, s, 0);
@@ -254,9 +267,10 @@ public final class AttentionKernel {
      * vector here, and then boxed it.
      */
     private static float weights(float[] s, float m, float[] vs, float[] p, int po) {
+        exp(s, 0, TILE, m);
         FloatVector sum = FloatVector.zero(F);
         for (int t = 0; t < TILE; t += L) {
-            FloatVector e = exp(FloatVector.fromArray(F, s, t).sub(m));
+            FloatVector e = FloatVector.fromArray(F, s, t);
             sum = sum.add(e);
             if (vs != null) e = e.mul(FloatVector.fromArray(F, vs, t));
             e.intoArray(p, po + t);
@@ -351,19 +365,14 @@ public final class AttentionKernel {
     // lane i ↔ lane i ^ d, and the lanes with bit d set
     private static final VectorShuffle<Float> SW1 = VectorShuffle.fromOp(F, i -> i ^ 1), SW2 = VectorShuffle.fromOp(F, i -> i ^ 2),
             SW4 = VectorShuffle.fromOp(F, i -> i ^ 4), SW8 = VectorShuffle.fromOp(F, i -> (i ^ 8) % L);
-    private static final VectorMask<Float> M1 = lanesWithBit(1), M2 = lanesWithBit(2), M4 = lanesWithBit(4);
+    private static final VectorMask<Float> M1 = VectorMask.fromArray(F, lanesWithBit(1), 0),
+            M2 = VectorMask.fromArray(F, lanesWithBit(2), 0), M4 = VectorMask.fromArray(F, lanesWithBit(4), 0);
 
-    private static VectorMask<Float> lanesWithBit(int d) {
+    private static boolean[] lanesWithBit(int d) {
         boolean[] b = new boolean[L];
         for (int i = 0; i < L; i++) b[i] = (i & d) != 0;
-        return VectorMask.fromArray(F, b, 0);
+        return b;
     }
-
-    /** Lanes without bit d: a[i] + a[i^d]; lanes with it: b[i^d] + b[i]. */
-    private static FloatVector pairSums(FloatVector a, FloatVector b, VectorShuffle<Float> sw, VectorMask<Float> m) {
-        return a.blend(b.rearrange(sw), m).add(a.rearrange(sw).blend(b, m));
-    }
-
 
     private static final float LOG2E = 1.44269504088896341f, LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
     private static final float ROUNDER = 12582912f;              // 1.5·2²³: adding it rounds to an integer
@@ -371,35 +380,55 @@ public final class AttentionKernel {
     private static final float EXP_LO = -87.33654f, EXP_HI = 88.37626f;
 
     /**
-     * e^x per lane: x = n·ln2 + r, |r| ≤ ln2/2, e^r by Cephes' expf polynomial (≤ 2 ulp against Math.exp here; the
-     * tests hold it to that), times 2ⁿ built in the exponent bits. Only adds, multiplies and bit moves, so every JIT
+     * a[i] = e^x with x = a[i] − shift, for i in [from, to) (whole vectors): x = n·ln2 + r, |r| ≤ ln2/2, e^r by
+     * Cephes' expf polynomial (≤ 2 ulp against Math.exp here; the tests hold it to that), times 2ⁿ built in the
+     * exponent bits. Only adds, multiplies and bit moves, so every JIT
      * tier rounds it alike (VectorOperators.EXP is an SVML call when compiled and Math.exp when not). NaN stays NaN;
      * below {@code EXP_LO} gives 0, above {@code EXP_HI} gives e^EXP_HI (callers pass x ≤ 0, or tanh's bounded input).
      */
-    static FloatVector exp(FloatVector x) {
-        FloatVector xc = x.max(EXP_LO).min(EXP_HI);
-        FloatVector t = xc.mul(LOG2E).add(ROUNDER);
-        FloatVector nf = t.sub(ROUNDER);
-        FloatVector r = nf.fma(FloatVector.broadcast(F, -LN2_HI), xc);
-        r = nf.fma(FloatVector.broadcast(F, -LN2_LO), r);
-        FloatVector pp = r.mul(1.9875691500e-4f).add(1.3981999507e-3f);
-        pp = pp.fma(r, FloatVector.broadcast(F, 8.3334519073e-3f));
-        pp = pp.fma(r, FloatVector.broadcast(F, 4.1665795894e-2f));
-        pp = pp.fma(r, FloatVector.broadcast(F, 1.6666665459e-1f));
-        pp = pp.fma(r, FloatVector.broadcast(F, 5.0000001201e-1f));
-        FloatVector y = pp.mul(r.mul(r)).add(r).add(1f);
-        IntVector n = t.reinterpretAsInts().sub(Float.floatToRawIntBits(ROUNDER));
-        FloatVector pow2 = n.add(127).lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats();
-        FloatVector e = y.mul(pow2);
-        e = e.blend(0f, x.lt(EXP_LO));
-        return e.blend(x, x.test(VectorOperators.IS_NAN));
+    static void exp(float[] a, int from, int to, float shift) {
+        // constants broadcast once: fewer nodes per step than the scalar overloads (C2's node budget)
+        FloatVector sh = FloatVector.broadcast(F, shift), lo = FloatVector.broadcast(F, EXP_LO), hi = FloatVector.broadcast(F, EXP_HI);
+        FloatVector log2e = FloatVector.broadcast(F, LOG2E), rounder = FloatVector.broadcast(F, ROUNDER);
+        FloatVector ln2hi = FloatVector.broadcast(F, -LN2_HI), ln2lo = FloatVector.broadcast(F, -LN2_LO);
+        FloatVector c5 = FloatVector.broadcast(F, 1.9875691500e-4f), c4 = FloatVector.broadcast(F, 1.3981999507e-3f);
+        FloatVector c3 = FloatVector.broadcast(F, 8.3334519073e-3f), c2 = FloatVector.broadcast(F, 4.1665795894e-2f);
+        FloatVector c1 = FloatVector.broadcast(F, 1.6666665459e-1f), c0 = FloatVector.broadcast(F, 5.0000001201e-1f);
+        FloatVector one = FloatVector.broadcast(F, 1f), zero = FloatVector.zero(F);
+        for (int i = from; i < to; i += L) {
+            FloatVector x = FloatVector.fromArray(F, a, i).sub(sh);
+            FloatVector xc = x.max(lo).min(hi);
+            FloatVector t = xc.mul(log2e).add(rounder);
+            FloatVector nf = t.sub(rounder);
+            FloatVector r = nf.fma(ln2hi, xc);
+            r = nf.fma(ln2lo, r);
+            FloatVector pp = r.mul(c5).add(c4);
+            pp = pp.fma(r, c3);
+            pp = pp.fma(r, c2);
+            pp = pp.fma(r, c1);
+            pp = pp.fma(r, c0);
+            FloatVector y = pp.mul(r.mul(r)).add(r).add(one);
+            IntVector n = t.reinterpretAsInts().sub(Float.floatToRawIntBits(ROUNDER));
+            FloatVector pow2 = n.add(127).lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats();
+            FloatVector e = y.mul(pow2);
+            e = e.blend(zero, x.lt(lo));
+            e.blend(x, x.test(VectorOperators.IS_NAN)).intoArray(a, i);
+        }
     }
 
-    /** tanh per lane as 1 − 2/(e^{2|x|} + 1) with x's sign (absolute error a few ulp of 1; exact ±1 far out). */
-    static FloatVector tanh(FloatVector x) {
-        FloatVector e = exp(x.abs().mul(2f));
-        FloatVector th = FloatVector.broadcast(F, 1f).sub(FloatVector.broadcast(F, 2f).div(e.add(1f)));
-        return th.blend(th.neg(), x.lt(0f)).blend(x, x.test(VectorOperators.IS_NAN));
+    /**
+     * a[i] = tanh(a[i]) for i in [from, to) (whole vectors), as 1 − 2/(e^{2|x|} + 1) with x's sign (absolute error a few
+     * ulp of 1; exact ±1 far out); {@code scratch[from..to)} holds e^{2|x|} on the way.
+     */
+    static void tanh(float[] a, int from, int to, float[] scratch) {
+        for (int i = from; i < to; i += L) FloatVector.fromArray(F, a, i).abs().mul(2f).intoArray(scratch, i);
+        exp(scratch, from, to, 0f);
+        FloatVector one = FloatVector.broadcast(F, 1f), two = FloatVector.broadcast(F, 2f), zero = FloatVector.zero(F);
+        for (int i = from; i < to; i += L) {
+            FloatVector x = FloatVector.fromArray(F, a, i);
+            FloatVector th = one.sub(two.div(FloatVector.fromArray(F, scratch, i).add(one)));
+            th.blend(th.neg(), x.lt(zero)).blend(x, x.test(VectorOperators.IS_NAN)).intoArray(a, i);
+        }
     }
 
     /** Folds partial {@code b} into partial {@code a} (a holds the earlier positions). */
@@ -451,6 +480,8 @@ public final class AttentionKernel {
         float[] kt = new float[0], vt = new float[0], ks = new float[TILE], vs = new float[TILE];
         /** Scores (a full vector of slack past the tile: the dot pass stores whole vectors). */
         final float[] s = new float[TILE + 16];
+        /** The soft cap's e^{2|x|} per score. */
+        final float[] scratch = new float[TILE];
         /** Per head of the group: the tile's weights (× q8 value scales). */
         float[] p = new float[0];
         float[] part = new float[0], run = new float[0];

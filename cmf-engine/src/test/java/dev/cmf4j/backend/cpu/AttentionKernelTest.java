@@ -203,14 +203,16 @@ class AttentionKernelTest {
 
     @Test void vectorExpAndTanhStayWithinTwoUlpsOfTheJdksAndKeepTheEdges() {
         int lanes = AttentionKernel.F.length();
-        float[] x = new float[lanes], e = new float[lanes], t = new float[lanes];
+        float[] x = new float[lanes], e = new float[lanes], t = new float[lanes], scratch = new float[lanes];
         int worstExp = 0;
         double worstTanh = 0;
         Random r = new Random(3);
         for (int k = 0; k < 20000; k++) {
             for (int i = 0; i < lanes; i++) x[i] = k < 10000 ? -87.3f * r.nextFloat() : (float) (r.nextGaussian() * 10);
-            AttentionKernel.exp(jdk.incubator.vector.FloatVector.fromArray(AttentionKernel.F, x, 0)).intoArray(e, 0);
-            AttentionKernel.tanh(jdk.incubator.vector.FloatVector.fromArray(AttentionKernel.F, x, 0)).intoArray(t, 0);
+            System.arraycopy(x, 0, e, 0, lanes);
+            AttentionKernel.exp(e, 0, lanes, 0f);
+            System.arraycopy(x, 0, t, 0, lanes);
+            AttentionKernel.tanh(t, 0, lanes, scratch);
             for (int i = 0; i < lanes; i++) {
                 if (x[i] <= 88f) {
                     float want = (float) Math.exp(x[i]);
@@ -226,13 +228,15 @@ class AttentionKernelTest {
         java.util.Arrays.fill(x, Float.NEGATIVE_INFINITY);
         x[0] = Float.NaN;
         if (lanes > 2) { x[1] = -88f; x[2] = 0f; }
-        AttentionKernel.exp(jdk.incubator.vector.FloatVector.fromArray(AttentionKernel.F, x, 0)).intoArray(e, 0);
+        System.arraycopy(x, 0, e, 0, lanes);
+        AttentionKernel.exp(e, 0, lanes, 0f);
         assertThat(e[0]).isNaN();
         for (int i = 3; i < lanes; i++) assertThat(e[i]).as("exp(-inf), the padding").isEqualTo(0f);
         if (lanes > 2) { assertThat(e[1]).as("under the smallest normal: 0").isEqualTo(0f); assertThat(e[2]).isEqualTo(1f); }
         float[] big = new float[lanes];
         for (int i = 0; i < lanes; i++) big[i] = i % 2 == 0 ? 1e6f : -1e6f;
-        AttentionKernel.tanh(jdk.incubator.vector.FloatVector.fromArray(AttentionKernel.F, big, 0)).intoArray(t, 0);
+        System.arraycopy(big, 0, t, 0, lanes);
+        AttentionKernel.tanh(t, 0, lanes, scratch);
         for (int i = 0; i < lanes; i++) assertThat(t[i]).isEqualTo(i % 2 == 0 ? 1f : -1f);
     }
 
